@@ -1,0 +1,3 @@
+from palace_client.cli import main
+
+main()

@@ -1,0 +1,170 @@
+"""A synchronous connection to palaced over its Unix socket.
+
+Synchronous on purpose: one-shot CLI calls and the sequential MCP bridge need no event loop,
+and it keeps cold start small. Imports only the daemon's wire leaf modules.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from palaced import __version__
+from palaced.errors import (
+    BadFrame,
+    DaemonUnreachable,
+    PalaceError,
+    UnsupportedProtocol,
+    from_wire,
+)
+from palaced.paths import Paths, resolve
+from palaced.protocol import (
+    DEFAULT_MAX_FRAME,
+    HEADER_SIZE,
+    HELLO_OP,
+    PROTOCOL_VERSION,
+    frame,
+    hello_args,
+    parse_header,
+    request,
+    unpack,
+)
+
+START_TIMEOUT_S = 20.0
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = n
+    while remaining:
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise ConnectionError("daemon closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+class Connection:
+    """One handshaken connection to the daemon. Not thread-safe; one request at a time."""
+
+    def __init__(self, sock: socket.socket, client_name: str) -> None:
+        self._sock = sock
+        self._next_id = 1
+        self.max_frame = DEFAULT_MAX_FRAME
+        hello = self._roundtrip(HELLO_OP, None, hello_args(client_name, __version__))
+        if hello.get("protocol") != PROTOCOL_VERSION:
+            raise UnsupportedProtocol(f"daemon speaks protocol {hello.get('protocol')}")
+        self.server_info: dict[str, Any] = hello
+        self.ops: frozenset[str] = frozenset(hello.get("ops", ()))
+        self.max_frame = int(hello.get("max_frame", DEFAULT_MAX_FRAME))
+
+    @classmethod
+    def open(cls, path: Path, client_name: str = "palace-client", timeout: float | None = None
+             ) -> Connection:
+        """Connect to the socket at ``path`` and handshake.
+
+        Raises:
+            OSError: nothing is listening there.
+        """
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            return cls(sock, client_name)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _roundtrip(self, op: str, palace: str | None, args: dict[str, Any],
+                   timeout_ms: int | None = None) -> dict[str, Any]:
+        req_id = self._next_id
+        self._next_id += 1
+        self._sock.sendall(frame(request(req_id, op, palace, args, timeout_ms), self.max_frame))
+        length = parse_header(_recv_exactly(self._sock, HEADER_SIZE), max(self.max_frame, 1 << 20)
+                              * 4)
+        msg = unpack(_recv_exactly(self._sock, length))
+        if not isinstance(msg, dict):
+            raise BadFrame("response is not a map")
+        if msg.get("ok"):
+            result = msg.get("result")
+            return result if isinstance(result, dict) else {}
+        raise from_wire(msg.get("error"))
+
+    def call(self, op: str, palace: str | None = None, args: dict[str, Any] | None = None,
+             timeout_ms: int | None = None) -> dict[str, Any]:
+        """Send one request and return its result map.
+
+        Raises:
+            PalaceError: the daemon answered with an error envelope (typed by code).
+            ConnectionError / OSError: the connection broke.
+        """
+        return self._roundtrip(op, palace, args or {}, timeout_ms)
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+def spawn_daemon(paths: Paths) -> None:
+    """Start palaced detached from this process; the daemon's lock arbitrates races."""
+    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    subprocess.Popen(
+        [sys.executable, "-m", "palaced", "run", "--quiet"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+        cwd="/",
+    )
+
+
+def connect(paths: Paths | None = None, *, autostart: bool = True,
+            client_name: str = "palace-client",
+            start_timeout: float = START_TIMEOUT_S) -> Connection:
+    """Connect to the daemon, starting it first if it is not running.
+
+    Raises:
+        DaemonUnreachable: it is not running and could not be started in time.
+    """
+    paths = paths or resolve()
+    try:
+        return Connection.open(paths.socket, client_name)
+    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
+        if not autostart:
+            raise DaemonUnreachable(
+                f"palaced is not running (socket {paths.socket}); start it with "
+                "`palace daemon start` or `palaced run`",
+                details={"socket": str(paths.socket)},
+            ) from None
+    except PalaceError:
+        raise
+    except OSError as exc:
+        raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
+    spawn_daemon(paths)
+    deadline = time.monotonic() + start_timeout
+    delay = 0.01
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            return Connection.open(paths.socket, client_name)
+        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError,
+                BrokenPipeError) as exc:
+            last = exc
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+    raise DaemonUnreachable(
+        f"started palaced but it did not answer on {paths.socket} within {start_timeout:.0f}s "
+        f"({last}); see the log at {paths.log_file}",
+        details={"socket": str(paths.socket), "log": str(paths.log_file)},
+    )

@@ -1,0 +1,3 @@
+from palaced.cli import main
+
+main()

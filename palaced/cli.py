@@ -1,0 +1,79 @@
+"""The daemon's own command line: ``palaced run|check-config|print-paths``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=False,
+                  help="palaced: the machine-wide palace memory daemon.")
+
+
+@app.callback(invoke_without_command=True)
+def _default(ctx: typer.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(run)
+
+
+@app.command()
+def run(
+    quiet: bool = typer.Option(False, "--quiet", help="Log to the log file only."),
+    log_level: str = typer.Option("INFO", "--log-level"),
+) -> None:
+    """Run the daemon in the foreground until SIGTERM/SIGINT or `palace daemon stop`."""
+    import anyio
+
+    from palaced import config as config_mod
+    from palaced.daemon import AlreadyRunning, Daemon, setup_logging
+    from palaced.errors import PalaceError
+
+    try:
+        cfg = config_mod.load()
+    except PalaceError as exc:
+        typer.echo(f"palaced: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    setup_logging(cfg.paths.log_file, quiet=quiet, level=log_level.upper())
+    try:
+        anyio.run(Daemon(cfg).run, backend="asyncio")
+    except AlreadyRunning as exc:
+        typer.echo(f"palaced: {exc}", err=True)
+        raise typer.Exit(0) from None
+
+
+@app.command("print-paths")
+def print_paths() -> None:
+    """Print the resolved data, state, config, runtime and socket paths."""
+    from palaced.paths import resolve
+
+    p = resolve()
+    typer.echo(json.dumps({
+        "data_dir": str(p.data_dir), "palaces_dir": str(p.palaces_dir),
+        "state_dir": str(p.state_dir), "config_file": str(p.config_file),
+        "runtime_dir": str(p.runtime_dir), "socket": str(p.socket), "log_file": str(p.log_file),
+    }, indent=2))
+
+
+@app.command("check-config")
+def check_config() -> None:
+    """Load the configuration and print the effective settings."""
+    from dataclasses import asdict
+
+    from palaced import config as config_mod
+    from palaced.errors import PalaceError
+
+    try:
+        cfg = config_mod.load()
+    except PalaceError as exc:
+        typer.echo(f"palaced: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(asdict(cfg), indent=2, default=str))
+
+
+def main() -> None:
+    app(prog_name="palaced")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

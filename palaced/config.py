@@ -1,0 +1,110 @@
+"""Daemon configuration: frozen dataclasses loaded from defaults < TOML file < environment.
+
+The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may hold::
+
+    [embedder]
+    model = "sentence-transformers/all-MiniLM-L6-v2"   # or "none" for keyword-only
+    model_path = "/opt/models/all-MiniLM-L6-v2"        # local model dir (offline machines)
+    threads = 2
+    allow_download = true
+
+    [tokenizer]
+    bpe_file = "/opt/tiktoken/cl100k_base.tiktoken"
+
+    [limits]
+    max_frame = 8388608
+    max_text_chars = 200000
+    request_timeout_s = 120
+    idle_close_s = 600
+    checkpoint_idle_s = 5
+
+Settings in the file matter because MCP clients strip the environment of the processes they
+spawn: a daemon auto-started from a bridge still finds its model through the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
+from palaced.errors import InvalidArgs
+from palaced.paths import Paths, resolve
+from palaced.protocol import DEFAULT_MAX_FRAME
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Sizes and times the daemon enforces."""
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    max_text_chars: int = 200_000
+    max_batch: int = 10_000
+    request_timeout_s: float = 120.0
+    max_request_timeout_s: float = 3600.0
+    idle_close_s: float = 600.0
+    checkpoint_idle_s: float = 5.0
+    max_connections: int = 256
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    """Everything the daemon needs, resolved once at start."""
+
+    paths: Paths
+    embedder: EmbedderSettings
+    limits: Limits = field(default_factory=Limits)
+    tokenizer_file: Path | None = None
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise InvalidArgs(f"config section [{name}] must be a table")
+    return value
+
+
+def load(paths: Paths | None = None) -> DaemonConfig:
+    """Resolve paths, read the TOML file if present, apply environment overrides.
+
+    Raises:
+        InvalidArgs: the config file is not valid TOML or has wrong types.
+    """
+    paths = paths or resolve()
+    data: dict[str, Any] = {}
+    if paths.config_file.is_file():
+        try:
+            data = tomllib.loads(paths.config_file.read_text("utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise InvalidArgs(f"cannot read config {paths.config_file}: {exc}") from exc
+    emb = _section(data, "embedder")
+    model = str(emb.get("model", DEFAULT_MODEL))
+    disabled = model.strip().lower() in {"none", "off", ""}
+    model_path = Path(str(emb["model_path"])).expanduser() if emb.get("model_path") else None
+    threads = emb.get("threads")
+    settings = EmbedderSettings(
+        model_name=DEFAULT_MODEL if disabled else model,
+        model_path=model_path,
+        cache_dir=paths.state_dir / "models",
+        threads=int(threads) if threads else None,
+        allow_download=bool(emb.get("allow_download", True)),
+        disabled=disabled,
+    )
+    settings = settings_from_env(settings)
+    lim = _section(data, "limits")
+    defaults = Limits()
+    try:
+        limits = Limits(**{k: type(getattr(defaults, k))(v) for k, v in lim.items()})
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgs(f"bad [limits] in {paths.config_file}: {exc}") from exc
+    tok = _section(data, "tokenizer")
+    tok_file = tok.get("bpe_file") or os.environ.get("PALACE_TIKTOKEN_FILE")
+    return DaemonConfig(
+        paths=paths,
+        embedder=settings,
+        limits=limits,
+        tokenizer_file=Path(str(tok_file)).expanduser() if tok_file else None,
+    )

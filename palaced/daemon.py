@@ -1,0 +1,259 @@
+"""Composition root: config -> services -> registry -> task group.
+
+Tasks: the socket server, the background model loader, the index checkpointer, the idle
+sweeper and the signal watcher. Single instance: a flock on the runtime dir's lock file; the
+holder owns the socket path, so any socket file found there is stale and is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import ByteStream, TaskStatus
+
+from palaced.api import decode_args, need_palace
+from palaced.config import DaemonConfig
+from palaced.embedder import Embedder, FastEmbedder
+from palaced.errors import PalaceError
+from palaced.paths import ensure_private_dir
+from palaced.registry import Registry
+from palaced.server import ConnectionHandler, peer_uid
+from palaced.services import ModelState, Services
+
+log = logging.getLogger("palaced")
+
+TICK_S = 1.0
+SHUTDOWN_GRACE_S = 10.0
+
+
+class AlreadyRunning(Exception):
+    """Another palaced holds the lock for this runtime directory."""
+
+
+class Daemon:
+    """One palaced: owns the registry, services and the listening socket."""
+
+    def __init__(self, config: DaemonConfig, *, embedder: Embedder | None = None) -> None:
+        from palaced.ops import build_table
+        from palaced.tokens import Tokenizer
+
+        self.config = config
+        self._embedder_override = embedder
+        tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
+        self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
+        self.registry = Registry(config.paths.palaces_dir, self.services)
+        self.ops = build_table()
+        self.started = time.monotonic()
+        self.connections = 0
+        self._stop = anyio.Event()
+        self._lock_fd: int | None = None
+        self._in_flight = 0
+
+    # -- dispatch ---------------------------------------------------------------------------
+    async def dispatch(self, op_name: str, palace: str | None, raw_args: Any,
+                       timeout: float | None) -> dict[str, Any]:
+        op = self.ops.get(op_name)
+        args = decode_args(op, raw_args)
+        if op.palace == "required":
+            palace = need_palace(palace)
+        self._in_flight += 1
+        opened = self.registry.open_palaces.get(palace) if palace else None
+        if opened is not None:
+            opened.in_flight += 1
+        try:
+            return await op.handler(self, palace, args)
+        finally:
+            self._in_flight -= 1
+            if opened is not None:
+                opened.in_flight -= 1
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _acquire_lock(self) -> None:
+        paths = self.config.paths
+        ensure_private_dir(paths.runtime_dir)
+        fd = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise AlreadyRunning(f"palaced is already running (lock {paths.lock_file})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def run(self, *, task_status: TaskStatus[Path] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until stopped (daemon.stop, SIGTERM or SIGINT), then shut down cleanly.
+
+        Raises:
+            AlreadyRunning: another daemon owns this socket.
+        """
+        paths = self.config.paths
+        self._acquire_lock()
+        try:
+            paths.palaces_dir.mkdir(parents=True, exist_ok=True)
+            # We hold the lock, so a socket file here is a leftover of a dead daemon.
+            with contextlib.suppress(FileNotFoundError):
+                paths.socket.unlink()
+            listener = await anyio.create_unix_listener(paths.socket, mode=0o600)
+            log.info("palaced %s listening on %s (pid %d)", _version(), paths.socket,
+                     os.getpid())
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._load_model)
+                    tg.start_soon(self._checkpointer)
+                    tg.start_soon(self._signals)
+                    tg.start_soon(self._serve, listener)
+                    task_status.started(paths.socket)
+                    await self._stop.wait()
+                    log.info("shutting down")
+                    await listener.aclose()
+                    with anyio.move_on_after(SHUTDOWN_GRACE_S):
+                        while self._in_flight:
+                            await anyio.sleep(0.02)
+                    tg.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.registry.aclose()
+                with contextlib.suppress(FileNotFoundError):
+                    paths.socket.unlink()
+                log.info("stopped")
+        finally:
+            self._release_lock()
+
+    async def _serve(self, listener: Any) -> None:
+        handler = ConnectionHandler(
+            self.dispatch,
+            self.ops.names,
+            self.config.limits.max_frame,
+            self.config.limits.request_timeout_s,
+            self.config.limits.max_request_timeout_s,
+            lambda: self.stopping,
+        )
+        my_uid = os.getuid()
+
+        async def on_connect(stream: ByteStream) -> None:
+            uid = peer_uid(stream)
+            if uid is not None and uid not in (my_uid, 0):
+                log.warning("refused a connection from uid %s", uid)
+                await stream.aclose()
+                return
+            self.connections += 1
+            try:
+                await handler.serve(stream)
+            except Exception:
+                log.exception("connection handler crashed")
+            finally:
+                self.connections -= 1
+
+        with contextlib.suppress(anyio.ClosedResourceError):
+            await listener.serve(on_connect)
+
+    async def _load_model(self) -> None:
+        model = self.services.model
+        started = time.monotonic()
+        try:
+            if self._embedder_override is not None:
+                embedder: Embedder = self._embedder_override
+            else:
+                embedder = await anyio.to_thread.run_sync(
+                    FastEmbedder.load, self.config.embedder, abandon_on_cancel=True)
+        except PalaceError as exc:
+            model.state = "unavailable"
+            model.reason = exc.message
+            log.warning("embedding model unavailable, keyword-only mode: %s", exc.message)
+            return
+        except Exception as exc:
+            model.state = "unavailable"
+            model.reason = f"{type(exc).__name__}: {exc}"
+            log.exception("embedding model failed to load; keyword-only mode")
+            return
+        model.embedder = embedder
+        model.state = "ready"
+        model.reason = None
+        model.load_seconds = time.monotonic() - started
+        model.ready_event.set()
+        log.info("embedding model ready: %s (%.2fs)", embedder.identity, model.load_seconds)
+        for name, palace in self.registry.open_palaces.items():
+            try:
+                if palace.index is None and palace.mismatch is None:
+                    await palace.attach(embedder)
+                await palace.embed_pending()
+            except Exception:
+                log.exception("palace %s: attaching the model failed", name)
+
+    async def _checkpointer(self) -> None:
+        limits = self.config.limits
+        last_sweep = time.monotonic()
+        while True:
+            await anyio.sleep(TICK_S)
+            now = time.monotonic()
+            for name, palace in self.registry.open_palaces.items():
+                if palace.closed:
+                    continue
+                try:
+                    idle = now - palace.last_write >= limits.checkpoint_idle_s
+                    dirty = palace.index is not None and palace.index.dirty
+                    if palace.index_stale or (idle and (dirty or palace.has_pending_touch)):
+                        await palace.checkpoint()
+                    if idle and self.services.model.ready and palace.pending_check_due():
+                        await palace.embed_pending()
+                except Exception:
+                    log.exception("palace %s: checkpoint failed", name)
+            if now - last_sweep > min(30.0, limits.idle_close_s):
+                last_sweep = now
+                await self.registry.close_idle(limits.idle_close_s)
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("received %s", signal.Signals(signum).name)
+                self.request_stop()
+                return
+
+
+def _version() -> str:
+    from palaced import __version__
+
+    return __version__
+
+
+def setup_logging(log_file: Path, *, quiet: bool = False, level: str = "INFO") -> None:
+    """Log to stderr (unless quiet) and to a rotating file in the state dir."""
+    from logging.handlers import RotatingFileHandler
+
+    root = logging.getLogger()
+    root.setLevel(level)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    fh = RotatingFileHandler(log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
+    fh.setFormatter(fmt)
+    root.addHandler(fh)
+    if not quiet:
+        sh = logging.StreamHandler()
+        sh.setFormatter(fmt)
+        root.addHandler(sh)

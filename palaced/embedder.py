@@ -1,0 +1,195 @@
+"""Text embedders: fastembed (the product) and a deterministic hashing embedder (tests).
+
+Synchronous module: loading and inference run in worker threads under the embed limiter.
+Vectors are float32, L2-normalised, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from palaced.errors import EmbedderUnavailable
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+BATCH_SIZE = 64
+
+
+class Embedder(Protocol):
+    """What the daemon needs from an embedding model."""
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def dims(self) -> int: ...
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    """How to find the model: a name, and optionally a local directory holding it."""
+
+    model_name: str = DEFAULT_MODEL
+    model_path: Path | None = None
+    cache_dir: Path | None = None
+    threads: int | None = None
+    allow_download: bool = True
+    disabled: bool = False
+
+
+class FastEmbedder:
+    """fastembed ONNX model; load with ``FastEmbedder.load``."""
+
+    def __init__(self, model: object, name: str, dims: int) -> None:
+        self._model = model
+        self._name = name
+        self._dims = dims
+
+    @property
+    def identity(self) -> str:
+        return f"fastembed:{self._name}:{self._dims}"
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    @classmethod
+    def load(cls, settings: EmbedderSettings) -> FastEmbedder:
+        """Load the model (blocking, ~1 s). Never touches the network unless allowed.
+
+        Raises:
+            EmbedderUnavailable: no model could be loaded; the message says why.
+        """
+        if settings.disabled:
+            raise EmbedderUnavailable("embedding disabled by configuration (keyword-only)")
+        try:
+            from fastembed import TextEmbedding
+        except Exception as exc:  # pragma: no cover - dependency problem
+            raise EmbedderUnavailable(f"fastembed cannot be imported: {exc}") from exc
+        kwargs: dict[str, object] = {"model_name": settings.model_name}
+        if settings.threads:
+            kwargs["threads"] = settings.threads
+        if settings.cache_dir is not None:
+            kwargs["cache_dir"] = str(settings.cache_dir)
+        errors: list[str] = []
+        attempts: list[dict[str, object]] = []
+        if settings.model_path is not None:
+            if not (settings.model_path / "model.onnx").is_file() and not any(
+                settings.model_path.glob("*.onnx")
+            ):
+                raise EmbedderUnavailable(
+                    f"no ONNX model in {settings.model_path} (PALACE_EMBED_MODEL_PATH)"
+                )
+            attempts.append({"specific_model_path": str(settings.model_path),
+                             "local_files_only": True})
+        else:
+            attempts.append({"local_files_only": True})
+            if settings.allow_download:
+                attempts.append({})
+        for extra in attempts:
+            try:
+                model = TextEmbedding(**kwargs, **extra)
+                probe = np.asarray(list(model.embed(["probe"]))[0], dtype=np.float32)
+                return cls(model, settings.model_name, int(probe.shape[0]))
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        where = settings.model_path or settings.cache_dir or "the fastembed cache"
+        raise EmbedderUnavailable(
+            f"model {settings.model_name} not available from {where} "
+            f"(offline? set PALACE_EMBED_MODEL_PATH): {'; '.join(errors)}"
+        )
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """Embed texts in batches of similar length (less padding), in input order."""
+        if not texts:
+            return np.zeros((0, self._dims), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self._dims), dtype=np.float32)
+        for start in range(0, len(order), BATCH_SIZE):
+            idx = order[start : start + BATCH_SIZE]
+            batch = [texts[i] for i in idx]
+            vecs = np.asarray(
+                list(self._model.embed(batch, batch_size=len(batch))),  # type: ignore[attr-defined]
+                dtype=np.float32,
+            )
+            out[idx] = vecs
+        return _normalise(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vec = np.asarray(list(self._model.query_embed([text]))[0],  # type: ignore[attr-defined]
+                         dtype=np.float32)
+        return _normalise(vec.reshape(1, -1))[0]
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words hashing embedder for fast unit tests (not semantic)."""
+
+    def __init__(self, dims: int = 64) -> None:
+        self._dims = dims
+
+    @property
+    def identity(self) -> str:
+        return f"hash:{self._dims}"
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    def _one(self, text: str) -> np.ndarray:
+        vec = np.zeros(self._dims, dtype=np.float32)
+        for word in _TOKEN.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+            vec[h % self._dims] += 1.0 if (h >> 32) & 1 else -1.0
+        if not vec.any():
+            vec[0] = 1.0
+        return vec
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dims), dtype=np.float32)
+        return _normalise(np.stack([self._one(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _normalise(self._one(text).reshape(1, -1))[0]
+
+
+def settings_from_env(base: EmbedderSettings) -> EmbedderSettings:
+    """Apply PALACE_EMBED_MODEL / PALACE_EMBED_MODEL_PATH overrides.
+
+    ``PALACE_EMBED_MODEL=none`` (or ``off``) disables embedding: keyword-only mode.
+    """
+    name = os.environ.get("PALACE_EMBED_MODEL")
+    path = os.environ.get("PALACE_EMBED_MODEL_PATH")
+    disabled = base.disabled
+    model_name = base.model_name
+    if name is not None:
+        if name.strip().lower() in {"none", "off", "", "0"}:
+            disabled = True
+        else:
+            model_name = name
+    model_path = base.model_path
+    if path is not None:
+        model_path = Path(path).expanduser() if path else None
+    return EmbedderSettings(model_name=model_name, model_path=model_path,
+                            cache_dir=base.cache_dir, threads=base.threads,
+                            allow_download=base.allow_download, disabled=disabled)

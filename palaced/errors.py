@@ -1,0 +1,303 @@
+"""The one exception tree of palace, with stable numeric codes.
+
+Leaf module (stdlib only): the client imports it to rebuild typed errors from error
+envelopes. Codes are grouped by hundreds and are part of the wire contract; never renumber.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class PalaceError(Exception):
+    """Root of every error palace reports; carries a stable code and name."""
+
+    code: ClassVar[int] = 500
+    name: ClassVar[str] = "INTERNAL"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message or self.name)
+        self.message = message or self.name
+        self.details: dict[str, Any] = dict(details or {})
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the error map of a response envelope."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": self.details,
+        }
+
+
+# 1xx protocol
+class ProtocolError(PalaceError):
+    """The bytes or envelope on the wire are not valid protocol."""
+
+    code = 100
+    name = "BAD_FRAME"
+
+
+class BadFrame(ProtocolError):
+    """A frame could not be decoded as msgpack or is not a request map."""
+
+    code = 100
+    name = "BAD_FRAME"
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame's length prefix exceeds the negotiated maximum."""
+
+    code = 101
+    name = "FRAME_TOO_LARGE"
+
+
+class UnsupportedProtocol(ProtocolError):
+    """The peer speaks a protocol version this side does not."""
+
+    code = 102
+    name = "UNSUPPORTED_PROTOCOL"
+
+
+class HandshakeRequired(ProtocolError):
+    """A request arrived before the daemon.hello handshake."""
+
+    code = 103
+    name = "HANDSHAKE_REQUIRED"
+
+
+class UnknownOp(ProtocolError):
+    """The requested op is not one the daemon serves."""
+
+    code = 104
+    name = "UNKNOWN_OP"
+
+
+class InvalidArgs(ProtocolError):
+    """Arguments are missing, of the wrong type, out of bounds or unknown."""
+
+    code = 105
+    name = "INVALID_ARGS"
+
+
+# 2xx palace / registry
+class RegistryError(PalaceError):
+    """A palace-level problem."""
+
+    code = 200
+    name = "PALACE_NOT_FOUND"
+
+
+class PalaceNotFound(RegistryError):
+    """No palace of that name exists."""
+
+    code = 200
+    name = "PALACE_NOT_FOUND"
+
+
+class PalaceExists(RegistryError):
+    """A palace of that name already exists."""
+
+    code = 201
+    name = "PALACE_EXISTS"
+
+
+class PalaceLocked(RegistryError):
+    """Another process holds the palace's lock file."""
+
+    code = 202
+    name = "PALACE_LOCKED"
+
+
+class EmbedderMismatch(RegistryError):
+    """The palace was embedded with a different model; run `palace reembed`."""
+
+    code = 203
+    name = "EMBEDDER_MISMATCH"
+
+
+class SchemaTooNew(RegistryError):
+    """The palace database was written by a newer palace version."""
+
+    code = 204
+    name = "SCHEMA_TOO_NEW"
+
+
+class InvalidPalaceName(RegistryError):
+    """A palace name is not lowercase kebab-case of 1-64 characters."""
+
+    code = 205
+    name = "INVALID_PALACE_NAME"
+
+
+# 3xx content
+class ContentError(PalaceError):
+    """A problem with a memory or fact."""
+
+    code = 300
+    name = "MEMORY_NOT_FOUND"
+
+
+class MemoryNotFound(ContentError):
+    """No drawer with that id exists in the palace."""
+
+    code = 300
+    name = "MEMORY_NOT_FOUND"
+
+
+class TextTooLarge(ContentError):
+    """A text exceeds the configured maximum size."""
+
+    code = 301
+    name = "TEXT_TOO_LARGE"
+
+
+class FactNotFound(ContentError):
+    """No fact with that id exists in the palace."""
+
+    code = 302
+    name = "FACT_NOT_FOUND"
+
+
+class InvalidContent(ContentError):
+    """Content is not acceptable (empty text, NUL bytes, bad dates, self-links)."""
+
+    code = 303
+    name = "INVALID_CONTENT"
+
+
+# 4xx load / time
+class LoadError(PalaceError):
+    """The daemon cannot serve the request right now."""
+
+    code = 400
+    name = "BUSY"
+    retryable = True
+
+
+class Busy(LoadError):
+    """Too many requests in flight; retry later."""
+
+    code = 400
+    name = "BUSY"
+    retryable = True
+
+
+class Timeout(LoadError):
+    """The request ran past its deadline."""
+
+    code = 401
+    name = "TIMEOUT"
+    retryable = True
+
+
+class ShuttingDown(LoadError):
+    """The daemon is shutting down."""
+
+    code = 402
+    name = "SHUTTING_DOWN"
+    retryable = True
+
+
+# 5xx internal
+class InternalError(PalaceError):
+    """An unexpected failure; the daemon log has the traceback under the error id."""
+
+    code = 500
+    name = "INTERNAL"
+
+
+class StorageError(InternalError):
+    """SQLite reported an error."""
+
+    code = 501
+    name = "STORAGE_ERROR"
+
+
+class IndexError_(InternalError):
+    """The vector index failed."""
+
+    code = 502
+    name = "INDEX_ERROR"
+
+
+class EmbedderUnavailable(InternalError):
+    """No embedding model is loaded (keyword-only mode)."""
+
+    code = 503
+    name = "EMBEDDER_UNAVAILABLE"
+    retryable = True
+
+
+# Client-side only: never sent by the daemon.
+class ClientError(PalaceError):
+    """A failure on the client side of the socket."""
+
+    code = 600
+    name = "CLIENT_ERROR"
+
+
+class DaemonUnreachable(ClientError):
+    """The daemon is not running and could not be started or reached."""
+
+    code = 601
+    name = "DAEMON_UNREACHABLE"
+    retryable = True
+
+
+def _all_classes() -> list[type[PalaceError]]:
+    out: list[type[PalaceError]] = []
+    stack: list[type[PalaceError]] = [PalaceError]
+    while stack:
+        cls = stack.pop()
+        out.append(cls)
+        stack.extend(cls.__subclasses__())
+    return out
+
+
+def _leaf_by_code() -> dict[int, type[PalaceError]]:
+    table: dict[int, type[PalaceError]] = {}
+    # Later (deeper) classes win so a code maps to its most specific class.
+    for cls in _all_classes():
+        if cls.__module__ != __name__:
+            continue
+        existing = table.get(cls.code)
+        if existing is None or issubclass(cls, existing):
+            table[cls.code] = cls
+    return table
+
+
+_BY_CODE = _leaf_by_code()
+_RANGE_BASE: dict[int, type[PalaceError]] = {
+    100: ProtocolError,
+    200: RegistryError,
+    300: ContentError,
+    400: LoadError,
+    500: InternalError,
+    600: ClientError,
+}
+
+
+def error_classes() -> dict[int, type[PalaceError]]:
+    """Return the code → most specific class table (a copy)."""
+    return dict(_BY_CODE)
+
+
+def from_wire(err: Any) -> PalaceError:
+    """Rebuild a typed PalaceError from an error map; unknown codes map to their range's base."""
+    if not isinstance(err, dict):
+        return InternalError(f"malformed error envelope: {err!r}")
+    code = err.get("code")
+    message = str(err.get("message") or "")
+    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    if not isinstance(code, int):
+        return InternalError(message or "malformed error envelope", details=details)
+    cls = _BY_CODE.get(code) or _RANGE_BASE.get(code // 100 * 100, PalaceError)
+    exc = cls(message, details=details)
+    if cls.code != code:
+        # Keep the exact code of a newer daemon visible even if we only know the range.
+        exc.details.setdefault("code", code)
+        exc.details.setdefault("name", err.get("name"))
+    return exc

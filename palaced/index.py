@@ -1,0 +1,178 @@
+"""VectorIndex: the usearch HNSW cache of a palace's ``vectors`` table.
+
+SQLite is the truth; this file is a cache. Keys are ``vectors.id``; each vector belongs to a
+drawer (long drawers have one vector per chunk), so the index also keeps the in-memory
+``vector id -> drawer id`` map it needs to answer in drawer ids. Synchronous; the palace calls
+it from worker threads under its write lock for mutations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from usearch.index import Index
+
+from palaced.errors import IndexError_
+
+DTYPE = np.float32
+
+
+def to_blob(vec: np.ndarray) -> bytes:
+    """Serialise one vector for the SQLite ``vectors`` table (little-endian float32)."""
+    return np.asarray(vec, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<f4")
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class VectorIndex:
+    """An HNSW index over unit vectors (cosine), keyed by vector id."""
+
+    def __init__(self, dims: int) -> None:
+        self.dims = dims
+        self._index = self._new_index()
+        self._owner: dict[int, int] = {}
+        self.dirty = False
+        # usearch mutations are not safe against concurrent search from another thread.
+        self._lock = threading.RLock()
+
+    def _new_index(self) -> Index:
+        return Index(ndim=self.dims, metric="cos", dtype="f32", connectivity=16,
+                     expansion_add=128, expansion_search=64)
+
+    def __len__(self) -> int:
+        return len(self._owner)
+
+    def load(self, path: Path, owners: dict[int, int]) -> bool:
+        """Load the saved index file; True if it loaded and holds exactly ``owners``' keys."""
+        try:
+            index = self._new_index()
+            index.load(str(path))
+        except Exception:  # corrupt or foreign file: the caller rebuilds
+            return False
+        if len(index) != len(owners) or index.ndim != self.dims:
+            return False
+        if owners:
+            sample = np.fromiter(list(owners)[:: max(1, len(owners) // 64)], dtype=np.uint64)
+            if not bool(np.all(index.contains(sample))):
+                return False
+        with self._lock:
+            self._index = index
+            self._owner = dict(owners)
+            self.dirty = False
+        return True
+
+    def rebuild(self, rows: Iterable[tuple[int, int, bytes]]) -> None:
+        """Rebuild from ``(vector_id, drawer_id, blob)`` rows."""
+        keys: list[int] = []
+        owners: dict[int, int] = {}
+        blobs: list[bytes] = []
+        for vid, did, blob in rows:
+            keys.append(vid)
+            owners[vid] = did
+            blobs.append(blob)
+        index = self._new_index()
+        if keys:
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(keys), self.dims)
+            try:
+                index.add(np.asarray(keys, dtype=np.uint64), matrix)
+            except Exception as exc:
+                raise IndexError_(f"index rebuild failed: {exc}") from exc
+        with self._lock:
+            self._index = index
+            self._owner = owners
+            self.dirty = True
+
+    def add(self, drawer_id: int, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Add a drawer's vectors (one row per vector id)."""
+        if not vector_ids:
+            return
+        with self._lock:
+            try:
+                self._index.add(np.asarray(vector_ids, dtype=np.uint64),
+                                np.asarray(vectors, dtype=DTYPE).reshape(len(vector_ids), -1))
+            except Exception as exc:
+                raise IndexError_(f"index add failed: {exc}") from exc
+            for vid in vector_ids:
+                self._owner[vid] = drawer_id
+            self.dirty = True
+
+    def remove(self, vector_ids: Sequence[int]) -> None:
+        """Remove vectors by id (unknown ids are ignored)."""
+        with self._lock:
+            for vid in vector_ids:
+                if self._owner.pop(vid, None) is not None:
+                    with contextlib.suppress(Exception):
+                        self._index.remove(int(vid))
+                    self.dirty = True
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first."""
+        with self._lock:
+            n = len(self._owner)
+            if n == 0 or k <= 0:
+                return []
+            matches = self._index.search(np.asarray(query, dtype=DTYPE), min(n, k * 2))
+            best: dict[int, float] = {}
+            for key, dist in zip(matches.keys.tolist(), matches.distances.tolist(),
+                                 strict=True):
+                did = self._owner.get(int(key))
+                if did is None:
+                    continue
+                sim = 1.0 - float(dist)
+                if sim > best.get(did, -2.0):
+                    best[did] = sim
+        return sorted(best.items(), key=lambda kv: -kv[1])[:k]
+
+    def save(self, path: Path) -> str:
+        """Write the index atomically (temp file + fsync + rename); returns the file digest.
+
+        Raises:
+            IndexError_: the write failed (the old file stays in place).
+        """
+        tmp = path.with_name(path.name + ".tmp")
+        with self._lock:
+            try:
+                self._index.save(str(tmp))
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                digest = file_digest(tmp)
+                os.replace(tmp, path)
+            except Exception as exc:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+                raise IndexError_(f"index save failed: {exc}") from exc
+            self.dirty = False
+        return digest
+
+
+def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int, k: int
+                ) -> list[tuple[int, float]]:
+    """Exact cosine search over ``(drawer_id, blob)`` rows; one best score per drawer."""
+    if not rows:
+        return []
+    matrix = np.frombuffer(b"".join(b for _, b in rows), dtype="<f4").reshape(len(rows), dims)
+    sims = matrix @ np.asarray(query, dtype=DTYPE)
+    best: dict[int, float] = {}
+    for (did, _), sim in zip(rows, sims.tolist(), strict=True):
+        if sim > best.get(did, -2.0):
+            best[did] = float(sim)
+    return sorted(best.items(), key=lambda kv: -kv[1])[:k]

@@ -1,0 +1,164 @@
+"""Registry: the palaces of one data root — names, lazy open, create, delete, idle close.
+
+The catalogue is the directory itself (``<data>/palaces/<name>/palace.db``): a separate
+catalogue file could drift from what is on disk, and the directory cannot.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from palaced.errors import InvalidPalaceName, PalaceExists, PalaceNotFound
+from palaced.palace import DB_NAME, Palace
+from palaced.services import Services
+
+log = logging.getLogger("palaced.registry")
+
+NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_NAME = 64
+
+
+def validate_name(name: object) -> str:
+    """Return ``name`` if it is lowercase kebab-case of 1-64 characters.
+
+    Raises:
+        InvalidPalaceName: anything else (``../x``, ``/abs``, empty, NUL, upper case...).
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidPalaceName("palace name must be a non-empty string",
+                                details={"name": repr(name)})
+    if len(name) > MAX_NAME or NAME_RE.fullmatch(name) is None:
+        raise InvalidPalaceName(
+            f"invalid palace name {name[:80]!r}: use lowercase letters, digits and single "
+            f"hyphens (kebab-case), 1-{MAX_NAME} characters",
+            details={"name": name[:80]},
+        )
+    return name
+
+
+class Registry:
+    """Owns every open Palace of the daemon."""
+
+    def __init__(self, root: Path, services: Services) -> None:
+        self.root = root
+        self.services = services
+        self._open: dict[str, Palace] = {}
+        self._opening: dict[str, anyio.Lock] = {}
+        self._admin = anyio.Lock()
+
+    def path_of(self, name: str) -> Path:
+        return self.root / validate_name(name)
+
+    def exists(self, name: str) -> bool:
+        return (self.path_of(name) / DB_NAME).is_file()
+
+    def names(self) -> list[str]:
+        """Names of every palace on disk, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p.name for p in self.root.iterdir()
+            if NAME_RE.fullmatch(p.name) and (p / DB_NAME).is_file()
+        )
+
+    @property
+    def open_palaces(self) -> dict[str, Palace]:
+        return dict(self._open)
+
+    async def get(self, name: str) -> Palace:
+        """Return the open palace, opening it on first use.
+
+        Raises:
+            InvalidPalaceName, PalaceNotFound, PalaceLocked, StorageError.
+        """
+        validate_name(name)
+        palace = self._open.get(name)
+        if palace is not None:
+            palace.last_used = time.monotonic()
+            return palace
+        lock = self._opening.setdefault(name, anyio.Lock())
+        async with lock:
+            palace = self._open.get(name)
+            if palace is None:
+                if not self.exists(name):
+                    raise PalaceNotFound(
+                        f"no palace named {name!r}; create it with `palace create {name}`",
+                        details={"palace": name},
+                    )
+                palace = await Palace.open(name, self.path_of(name), self.services)
+                self._open[name] = palace
+                log.info("opened palace %s", name)
+            palace.last_used = time.monotonic()
+            return palace
+
+    async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
+        """Create a palace directory and open it.
+
+        Raises:
+            PalaceExists: it exists and ``exist_ok`` is false.
+        """
+        validate_name(name)
+        async with self._admin:
+            if self.exists(name):
+                if not exist_ok:
+                    raise PalaceExists(f"palace {name!r} already exists",
+                                       details={"palace": name})
+                return await self.get(name)
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = self._opening.setdefault(name, anyio.Lock())
+            async with lock:
+                palace = await Palace.open(name, self.path_of(name), self.services)
+                self._open[name] = palace
+            log.info("created palace %s", name)
+            return palace
+
+    async def delete(self, name: str) -> None:
+        """Close and remove a palace directory.
+
+        Raises:
+            PalaceNotFound: no such palace.
+        """
+        validate_name(name)
+        async with self._admin:
+            if not self.exists(name):
+                raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+            lock = self._opening.setdefault(name, anyio.Lock())
+            async with lock:
+                palace = self._open.pop(name, None)
+                if palace is not None:
+                    await palace.aclose()
+                path = self.path_of(name)
+                # Rename first so a crash mid-delete never leaves a half palace visible.
+                trash = path.with_name(f".deleting-{name}-{time.time_ns()}")
+                await anyio.to_thread.run_sync(path.rename, trash)
+                await anyio.to_thread.run_sync(shutil.rmtree, trash, True)
+            log.info("deleted palace %s", name)
+
+    async def close_idle(self, idle_s: float) -> None:
+        """Close palaces nobody used for ``idle_s`` seconds."""
+        now = time.monotonic()
+        for name, palace in list(self._open.items()):
+            if palace.in_flight == 0 and now - palace.last_used > idle_s:
+                lock = self._opening.setdefault(name, anyio.Lock())
+                async with lock:
+                    if palace.in_flight == 0 and self._open.get(name) is palace:
+                        del self._open[name]
+                        await palace.aclose()
+                        log.info("closed idle palace %s", name)
+
+    async def aclose(self) -> None:
+        """Close every palace (saves dirty indexes)."""
+        with anyio.CancelScope(shield=True):
+            for name, palace in list(self._open.items()):
+                try:
+                    await palace.aclose()
+                except Exception:
+                    log.exception("closing palace %s failed", name)
+            self._open.clear()

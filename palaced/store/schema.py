@@ -1,0 +1,119 @@
+"""Ordered schema migrations keyed by ``PRAGMA user_version``.
+
+Each step runs inside one transaction together with the bump of ``user_version``, so a crash
+mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import apsw
+
+from palaced.errors import SchemaTooNew, StorageError
+
+from .db import APPLICATION_ID, storage_errors
+
+V1: Sequence[str] = (
+    """CREATE TABLE meta(
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE drawers(
+        id INTEGER PRIMARY KEY,
+        text TEXT NOT NULL,
+        wing TEXT NOT NULL,
+        room TEXT NOT NULL,
+        tags TEXT NOT NULL DEFAULT '[]',
+        importance REAL NOT NULL DEFAULT 0.5 CHECK (importance >= 0 AND importance <= 1),
+        source TEXT,
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        accessed_ms INTEGER,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        occurred_ms INTEGER NOT NULL,
+        content_hash TEXT NOT NULL UNIQUE,
+        embedded INTEGER NOT NULL DEFAULT 0,
+        weight REAL NOT NULL DEFAULT 1.0,
+        expires_ms INTEGER,
+        superseded_by INTEGER,
+        consolidated_into INTEGER,
+        kind TEXT NOT NULL DEFAULT 'drawer'
+    )""",
+    "CREATE INDEX drawers_room_time ON drawers(wing, room, occurred_ms, id)",
+    "CREATE INDEX drawers_room_only ON drawers(room)",
+    "CREATE INDEX drawers_essential ON drawers(importance DESC, updated_ms DESC)",
+    "CREATE INDEX drawers_created ON drawers(created_ms DESC, id DESC)",
+    "CREATE INDEX drawers_pending ON drawers(embedded) WHERE embedded = 0",
+    "CREATE INDEX drawers_expires ON drawers(expires_ms) WHERE expires_ms IS NOT NULL",
+    # Full-text index over the drawer (weight 1), its room neighbours as down-weighted
+    # context, and the date it happened in words; maintained in code in the same transaction.
+    """CREATE VIRTUAL TABLE drawers_fts USING fts5(
+        text, context, dates, tokenize = 'porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TABLE vectors(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_drawer ON vectors(drawer_id)",
+    """CREATE TABLE closets(
+        topic TEXT NOT NULL,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (topic, drawer_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX closets_drawer ON closets(drawer_id)",
+)
+
+
+def _v2_graph(conn: apsw.Connection) -> None:
+    from .graph import GRAPH_DDL
+
+    for stmt in GRAPH_DDL:
+        conn.execute(stmt)
+
+
+def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
+    def step(conn: apsw.Connection) -> None:
+        for stmt in statements:
+            conn.execute(stmt)
+
+    return step
+
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _v2_graph]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Bring the database to SCHEMA_VERSION; returns the version found before.
+
+    Raises:
+        SchemaTooNew: written by a newer palace.
+        StorageError: not a palace database (foreign application_id) or SQLite failed.
+    """
+    with storage_errors():
+        app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
+        version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and version != 0):
+            raise StorageError(
+                f"not a palace database (application_id {app_id:#x}, user_version {version})"
+            )
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"palace schema v{version} is newer than this palaced (v{SCHEMA_VERSION}); "
+                "upgrade palace",
+                details={"found": version, "supported": SCHEMA_VERSION},
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with conn:
+                MIGRATIONS[target - 1](conn)
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version={target}")
+                conn.execute(
+                    "INSERT INTO meta(key, value) VALUES('schema', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (str(target),),
+                )
+        return int(version)
