@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=False,
+app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
                   help="palaced: the machine-wide palace memory daemon.")
 
 

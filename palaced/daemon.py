@@ -129,12 +129,14 @@ class Daemon:
                     task_status.started(paths.socket)
                     await self._stop.wait()
                     log.info("shutting down")
-                    await listener.aclose()
+                    # New requests now get SHUTTING_DOWN; let in-flight ones finish first.
                     with anyio.move_on_after(SHUTDOWN_GRACE_S):
                         while self._in_flight:
                             await anyio.sleep(0.02)
                     tg.cancel_scope.cancel()
             finally:
+                with anyio.CancelScope(shield=True):
+                    await listener.aclose()
                 with anyio.CancelScope(shield=True):
                     await self.registry.aclose()
                 with contextlib.suppress(FileNotFoundError):
@@ -168,8 +170,7 @@ class Daemon:
             finally:
                 self.connections -= 1
 
-        with contextlib.suppress(anyio.ClosedResourceError):
-            await listener.serve(on_connect)
+        await listener.serve(on_connect)
 
     async def _load_model(self) -> None:
         model = self.services.model
@@ -190,19 +191,20 @@ class Daemon:
             model.reason = f"{type(exc).__name__}: {exc}"
             log.exception("embedding model failed to load; keyword-only mode")
             return
+        # Palaces opened from now on attach themselves; attach the ones already open before
+        # announcing "ready", so a client that waits for ready sees consistent indexes.
         model.embedder = embedder
+        for name, palace in self.registry.open_palaces.items():
+            try:
+                if palace.index is None and palace.mismatch is None:
+                    await palace.attach(embedder)
+            except Exception:
+                log.exception("palace %s: attaching the model failed", name)
         model.state = "ready"
         model.reason = None
         model.load_seconds = time.monotonic() - started
         model.ready_event.set()
         log.info("embedding model ready: %s (%.2fs)", embedder.identity, model.load_seconds)
-        for name, palace in self.registry.open_palaces.items():
-            try:
-                if palace.index is None and palace.mismatch is None:
-                    await palace.attach(embedder)
-                await palace.embed_pending()
-            except Exception:
-                log.exception("palace %s: attaching the model failed", name)
 
     async def _checkpointer(self) -> None:
         limits = self.config.limits

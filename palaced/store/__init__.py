@@ -1,13 +1,16 @@
 """Store: the SQLite side of one palace — one writer and one reader connection.
 
 ``write(fn)`` runs ``fn(conn)`` in a transaction on the writer connection; ``read(fn)`` runs
-it on the reader, which sees a consistent WAL snapshot while a write is in progress. Both are
+it on one of a small pool of readers (an apsw connection serves one thread at a time), each of
+which sees a consistent WAL snapshot while a write is in progress. Both are
 synchronous: the async ``Palace`` calls them from worker threads under its locks, so there is
 exactly one thread hop per unit of work.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -20,8 +23,11 @@ from .schema import migrate
 T = TypeVar("T")
 
 
+MAX_READERS = 4
+
+
 class Store:
-    """Owns the two apsw connections of one palace database."""
+    """Owns the apsw connections of one palace database: one writer, up to 4 readers."""
 
     def __init__(self, path: Path) -> None:
         """Open (creating if needed) and migrate the database at ``path``.
@@ -33,10 +39,13 @@ class Store:
         self._writer = open_connection(path)
         try:
             migrate(self._writer)
-            self._reader = open_connection(path)
         except BaseException:
             self._writer.close()
             raise
+        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
+        self._readers: list[apsw.Connection] = []
+        self._pool_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_READERS)
 
     def write(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn`` inside one write transaction; rolled back if it raises."""
@@ -45,8 +54,18 @@ class Store:
 
     def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
-        with storage_errors(), self._reader:
-            return fn(self._reader)
+        with self._slots:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = open_connection(self.path)
+                with self._pool_lock:
+                    self._readers.append(conn)
+            try:
+                with storage_errors(), conn:
+                    return fn(conn)
+            finally:
+                self._idle.put(conn)
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database file (at idle and at close)."""
@@ -54,9 +73,11 @@ class Store:
             self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
 
     def close(self) -> None:
-        for conn in (getattr(self, "_reader", None), self._writer):
-            if conn is not None:
-                try:
-                    conn.close()
-                except apsw.Error:
-                    pass
+        with self._pool_lock:
+            conns = [*self._readers, self._writer]
+            self._readers = []
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error:
+                pass

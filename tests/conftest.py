@@ -1,0 +1,183 @@
+"""Shared fixtures: real palaced processes on real Unix sockets in temp dirs.
+
+The real model and tiktoken file come from ``../shared`` beside the repo (tests only; the
+product never needs it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MODEL_DIR = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
+TIKTOKEN_FILE = SHARED / "data" / "tiktoken" / "cl100k_base.tiktoken"
+
+_SCRUB = ("PALACE", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL",
+          "PALACE_EMBED_MODEL_PATH", "PALACE_TIKTOKEN_FILE", "PALACE_HOME")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def base_env(home: Path, *, model: bool = True) -> dict[str, str]:
+    """An environment for a daemon/CLI rooted at ``home``."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env["PALACE_HOME"] = str(home)
+    env["PALACE_TIKTOKEN_FILE"] = str(TIKTOKEN_FILE)
+    if model:
+        env["PALACE_EMBED_MODEL_PATH"] = str(MODEL_DIR)
+    else:
+        env["PALACE_EMBED_MODEL"] = "none"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@dataclass
+class DaemonProc:
+    """A palaced process started by a test."""
+
+    home: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def socket(self) -> Path:
+        return self.home / "run" / "palaced.sock"
+
+    def start(self, wait_model: bool = True, timeout: float = 30) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "palaced", "run", "--quiet"],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.wait_ready(wait_model=wait_model, timeout=timeout)
+
+    def wait_ready(self, *, wait_model: bool = True, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"palaced exited with {self.proc.returncode}: {err}")
+            if self.socket.exists():
+                try:
+                    with self.client(autostart=False) as c:
+                        state = c.status()["model"]["state"]
+                    if not wait_model or state != "loading":
+                        return
+                except Exception:
+                    pass
+            time.sleep(0.05)
+        raise TimeoutError("palaced did not become ready")
+
+    def client(self, autostart: bool = False):  # type: ignore[no-untyped-def]
+        from palace_client import Client
+
+        return Client(self.socket, autostart=autostart, client_name="tests")
+
+    def cli(self, *args: str, input: str | None = None, check: bool = False
+            ) -> subprocess.CompletedProcess[str]:
+        """Run the ``palace`` CLI against this daemon's root."""
+        res = subprocess.run(
+            [sys.executable, "-m", "palace_client", *args],
+            env=self.env, input=input, capture_output=True, text=True, timeout=120,
+        )
+        if check and res.returncode != 0:
+            raise AssertionError(f"palace {args} failed ({res.returncode}): {res.stderr}")
+        return res
+
+    def pid(self) -> int:
+        return int((self.home / "run" / "palaced.lock").read_text().strip())
+
+    def kill9(self) -> None:
+        """SIGKILL the daemon and reap it (no shutdown code runs)."""
+        pid = self.pid()
+        os.kill(pid, signal.SIGKILL)
+        if self.proc is not None and self.proc.pid == pid:
+            self.proc.wait(timeout=30)
+            self.proc = None  # the next daemon is auto-started by a client
+        else:
+            _wait_gone(pid)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            # Possibly auto-started by a client: stop through the lock's pid.
+            try:
+                os.kill(self.pid(), signal.SIGTERM)
+                _wait_gone(self.pid())
+            except (OSError, ValueError):
+                pass
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _wait_gone(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def short_home() -> Path:
+    # Unix socket paths are limited to ~100 bytes: keep the root short.
+    return Path(tempfile.mkdtemp(prefix="pal-", dir="/tmp"))
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    import shutil
+
+    path = short_home()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(home: Path) -> Iterator[DaemonProc]:
+    """A fresh palaced with the real model, stopped at teardown."""
+    d = DaemonProc(home, base_env(home))
+    d.start()
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon() -> Iterator[DaemonProc]:
+    """One palaced with the real model shared by a module's tests (use distinct palaces)."""
+    import shutil
+
+    path = short_home()
+    d = DaemonProc(path, base_env(path))
+    d.start()
+    yield d
+    d.stop()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def keyword_daemon(home: Path) -> Iterator[DaemonProc]:
+    """A palaced started without any model (keyword-only)."""
+    d = DaemonProc(home, base_env(home, model=False))
+    d.start()
+    yield d
+    d.stop()
