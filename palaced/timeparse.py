@@ -2,43 +2,71 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 from palaced.errors import InvalidContent
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
+# Years 0001..9999, the range ISO 8601 strings can express.
+MIN_MS = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS
+MAX_MS = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // _ONE_MS
+_YEAR_MONTH = re.compile(r"(\d{4})(?:-(\d{2}))?")
+
 
 def parse_when(value: str | int | None, *, now_ms: int) -> int:
-    """Return epoch milliseconds for an ISO 8601 date/datetime (naive = UTC) or epoch ms.
+    """Turn a point in time into Unix milliseconds.
 
-    ``None`` means now.
+    Accepts None (meaning ``now_ms``), an integer of epoch milliseconds, or a string: ISO 8601
+    dates and datetimes (``2023-05-08``, ``20230508``, ``2023-05-08T13:56:00``, ``...Z``,
+    ``...+02:00``, fractional seconds, a space instead of ``T``, week dates), a year
+    (``2023``) or year-month (``2023-05``) meaning its first instant, and strings of 11 or more
+    digits as epoch milliseconds. Naive values are UTC.
 
     Raises:
-        InvalidContent: the value is not a date palace understands.
+        InvalidContent: any other value, or a time outside years 1-9999.
     """
     if value is None:
         return now_ms
-    if isinstance(value, bool):
-        raise InvalidContent(f"not a date: {value!r}")
-    if isinstance(value, int):
-        return value
-    text = value.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        if len(text) == 10:
-            d = date.fromisoformat(text)
-            dt = datetime(d.year, d.month, d.day, tzinfo=UTC)
-        else:
-            dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-            if dt.tzinfo is None:
-                dt = dt.replace(tzinfo=UTC)
-    except ValueError:
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise InvalidContent(
-            f"not an ISO 8601 date or datetime: {text[:60]!r} "
-            "(examples: 2024-05-08, 2024-05-08T13:56:00Z)",
-            details={"value": text[:60]},
+            f"a time must be an ISO 8601 string or epoch milliseconds, not {type(value).__name__}"
+        )
+    if isinstance(value, int):
+        return _check_ms(value, value)
+    text = value.strip()
+    if text.isascii() and text.isdigit() and len(text) >= 11:
+        return _check_ms(int(text), value)
+    if m := _YEAR_MONTH.fullmatch(text):
+        year, month = int(m.group(1)), int(m.group(2) or 1)
+        if year < 1 or not 1 <= month <= 12:
+            raise InvalidContent(
+                f"invalid date {value!r}: the year must be 0001-9999 and the month 01-12",
+                details={"value": value},
+            )
+        return (datetime(year, month, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS
+    if text[-1:] in ("z", "Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidContent(
+            f"invalid date {value!r} ({exc}); use ISO 8601 such as 2023-05-08, "
+            "2023-05-08T13:56:00Z or 2023-05-08T13:56:00+02:00, or epoch milliseconds",
+            details={"value": value},
         ) from None
-    return int(dt.timestamp() * 1000)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return _check_ms((parsed - _EPOCH) // _ONE_MS, value)
+
+
+def _check_ms(ms: int, original: object) -> int:
+    if not MIN_MS <= ms <= MAX_MS:
+        raise InvalidContent(
+            f"time {original!r} is outside years 1-9999", details={"value": str(original)}
+        )
+    return ms
 
 
 def iso(ms: int | None) -> str | None:

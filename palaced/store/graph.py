@@ -1,0 +1,798 @@
+"""Synchronous queries over the knowledge graph: entities and temporal facts.
+
+A fact is ``subject --predicate--> object`` where the object is another entity or a literal
+value, true over the half-open interval ``[valid_from_ms, valid_to_ms)``; ``valid_to_ms`` NULL
+means the fact is still active. History is never deleted: superseding a single-valued fact
+closes its interval, and ``invalidate_fact`` closes it explicitly.
+
+Every function takes an open ``apsw.Connection``. Writers expect the caller to have opened the
+transaction (``Store.write``); nothing here begins or commits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apsw
+
+from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.timeparse import parse_when
+
+from .memories import STOPWORDS, fts_match, fts_terms
+
+# One migration step, run after the drawers table exists (facts cite drawers as sources).
+# Self-links are refused by a CHECK as well as in code, so raw SQL cannot create one either.
+GRAPH_DDL: list[str] = [
+    """CREATE TABLE entities(
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL UNIQUE,
+        type TEXT,
+        definition TEXT,
+        labels TEXT NOT NULL DEFAULT '[]',
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    ) STRICT""",
+    """CREATE TABLE facts(
+        id INTEGER PRIMARY KEY,
+        subject_id INTEGER NOT NULL REFERENCES entities(id),
+        predicate TEXT NOT NULL,
+        object_id INTEGER REFERENCES entities(id),
+        object_value TEXT,
+        valid_from_ms INTEGER NOT NULL,
+        valid_to_ms INTEGER,
+        confidence REAL NOT NULL DEFAULT 1.0 CHECK (confidence >= 0 AND confidence <= 1),
+        source_drawer INTEGER REFERENCES drawers(id) ON DELETE SET NULL,
+        source_url TEXT,
+        source_agent TEXT,
+        created_ms INTEGER NOT NULL,
+        invalidated_ms INTEGER,
+        CHECK (object_id IS NULL OR object_id != subject_id),
+        CHECK ((object_id IS NULL) != (object_value IS NULL)),
+        CHECK (valid_to_ms IS NULL OR valid_to_ms >= valid_from_ms)
+    ) STRICT""",
+    "CREATE INDEX facts_subject ON facts(subject_id, predicate, valid_from_ms)",
+    "CREATE INDEX facts_object ON facts(object_id, valid_from_ms) WHERE object_id IS NOT NULL",
+    "CREATE INDEX facts_active ON facts(subject_id, predicate) WHERE valid_to_ms IS NULL",
+    "CREATE INDEX facts_predicate ON facts(predicate, valid_to_ms)",
+    # Lets ON DELETE SET NULL find a deleted drawer's facts without scanning every fact.
+    "CREATE INDEX facts_source ON facts(source_drawer) WHERE source_drawer IS NOT NULL",
+    """CREATE VIRTUAL TABLE entities_fts USING fts5(
+        name, definition, labels,
+        content = 'entities', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER entities_fts_insert AFTER INSERT ON entities BEGIN
+        INSERT INTO entities_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+    """CREATE TRIGGER entities_fts_delete AFTER DELETE ON entities BEGIN
+        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+    END""",
+    """CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, definition, labels ON entities
+    BEGIN
+        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+        INSERT INTO entities_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+]
+
+TYPED_RELATIONS: frozenset[str] = frozenset(
+    {
+        "part_of",
+        "depends_on",
+        "related_to",
+        "contradicts",
+        "refines",
+        "alternative_to",
+        "caused_by",
+        "instance_of",
+        "superseded_by",
+    }
+)
+# A concept can be part of, depend on, ... many others at once; everything else (including
+# superseded_by and free predicates such as "lives_in" or "version") has one value at a time.
+MULTI_VALUED: frozenset[str] = TYPED_RELATIONS - {"superseded_by"}
+
+MAX_NAME_CHARS = 200
+MAX_PREDICATE_CHARS = 64
+MAX_VALUE_CHARS = 2_000
+MAX_DEFINITION_CHARS = 4_000
+MAX_LABELS = 32
+MAX_LABEL_CHARS = 64
+MAX_DEPTH = 6
+MAX_PATH_DEPTH = 12
+MAX_LIMIT = 1_000
+# Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
+MAX_VISITED = 10_000
+
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[\s\-]+")
+_PREDICATE = re.compile(r"\w+")
+_NAME_TOKEN = re.compile(r"[^\W_]+")
+
+# Entity columns, then fact columns; the subject/object ids trail for traversal code.
+_ENTITY_FIELDS = ("id", "name", "type", "definition", "labels", "created_ms", "updated_ms")
+_ENTITY_COLS = ", ".join("e." + c for c in _ENTITY_FIELDS)
+_FACT_SELECT = (
+    "SELECT f.id, s.name, f.predicate, o.name, f.object_value, f.valid_from_ms, "
+    "f.valid_to_ms, f.confidence, f.source_drawer, f.source_url, f.source_agent, "
+    "f.created_ms, f.invalidated_ms, f.subject_id, f.object_id "
+    "FROM facts f JOIN entities s ON s.id = f.subject_id "
+    "LEFT JOIN entities o ON o.id = f.object_id "
+)
+_ACTIVE = "f.valid_to_ms IS NULL"
+_SAME_OBJECT = (
+    "f.subject_id = :s AND f.predicate = :p AND f.object_id IS :o AND f.object_value IS :v"
+)
+_VALID_AT = "f.valid_from_ms <= :t AND (f.valid_to_ms IS NULL OR f.valid_to_ms > :t)"
+
+
+def _query(conn: apsw.Connection, sql: str, params: apsw.Bindings = ()) -> list[tuple[Any, ...]]:
+    """All rows of one statement (apsw types each cell as a union; callers know the columns)."""
+    return conn.execute(sql, params).fetchall()
+
+
+# -- normalisation --------------------------------------------------------------------------
+def normalize_predicate(predicate: str) -> str:
+    """Return the canonical snake_case form of a predicate (``dependsOn`` -> ``depends_on``).
+
+    Raises:
+        InvalidContent: empty, longer than MAX_PREDICATE_CHARS, or not made of word characters
+            once spaces and hyphens became underscores.
+    """
+    if not isinstance(predicate, str):
+        raise InvalidContent(f"a predicate must be a string, not {type(predicate).__name__}")
+    text = unicodedata.normalize("NFKC", predicate).strip()
+    text = _SEPARATORS.sub("_", _CAMEL.sub("_", text)).lower()
+    text = re.sub(r"_+", "_", text).strip("_")
+    if not text or len(text) > MAX_PREDICATE_CHARS or not _PREDICATE.fullmatch(text):
+        raise InvalidContent(
+            f"invalid predicate {predicate!r}: use 1-{MAX_PREDICATE_CHARS} letters, digits, "
+            "spaces, hyphens or underscores",
+            details={"predicate": predicate},
+        )
+    return text
+
+
+def is_multi_valued(predicate: str) -> bool:
+    """Whether a normalised predicate keeps several active objects by default."""
+    return predicate in MULTI_VALUED
+
+
+def entity_key(name: str) -> str:
+    """The lookup key of an entity name: NFKC, case-folded, single spaces.
+
+    Raises:
+        InvalidContent: the name is empty, too long or contains NUL.
+    """
+    return _clean_name(name).casefold()
+
+
+def _clean_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise InvalidContent(f"an entity name must be a string, not {type(name).__name__}")
+    text = _squash(name)
+    if not text or "\x00" in text or len(text) > MAX_NAME_CHARS:
+        raise InvalidContent(
+            f"an entity name must be 1-{MAX_NAME_CHARS} characters without NUL",
+            details={"name": name[:MAX_NAME_CHARS]},
+        )
+    return text
+
+
+def _squash(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def _clean_text(value: str, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidContent(f"{what} must be a string, not {type(value).__name__}")
+    text = unicodedata.normalize("NFC", value).strip()
+    if not text or "\x00" in text or len(text) > limit:
+        raise InvalidContent(f"{what} must be 1-{limit} characters without NUL")
+    return text
+
+
+def _check_limit(limit: int, name: str = "limit", high: int = MAX_LIMIT) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= high:
+        raise InvalidArgs(f"{name} must be an integer in 1..{high}", details={name: limit})
+    return limit
+
+
+# -- entities -------------------------------------------------------------------------------
+def _entity_dict(row: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "id": int(row[0]),
+        "name": row[1],
+        "type": row[2],
+        "definition": row[3],
+        "labels": json.loads(row[4]) if row[4] else [],
+        "created_ms": row[5],
+        "updated_ms": row[6],
+    }
+
+
+def get_entity(conn: apsw.Connection, name: str) -> dict[str, Any] | None:
+    """The entity of that name (case- and spacing-insensitive), or None.
+
+    Raises:
+        InvalidContent: the name itself is invalid.
+    """
+    rows = _query(
+        conn, f"SELECT {_ENTITY_COLS} FROM entities e WHERE e.name_key = ?", (entity_key(name),)
+    )
+    return _entity_dict(rows[0]) if rows else None
+
+
+def _entity_id(conn: apsw.Connection, name: str) -> int | None:
+    rows = _query(conn, "SELECT id FROM entities WHERE name_key = ?", (entity_key(name),))
+    return int(rows[0][0]) if rows else None
+
+
+def _ensure_entity(conn: apsw.Connection, name: str, now_ms: int) -> int:
+    clean = _clean_name(name)
+    key = clean.casefold()
+    rows = _query(
+        conn,
+        "INSERT INTO entities(name, name_key, created_ms, updated_ms) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(name_key) DO NOTHING RETURNING id",
+        (clean, key, now_ms, now_ms),
+    )
+    if rows:
+        return int(rows[0][0])
+    return int(_query(conn, "SELECT id FROM entities WHERE name_key = ?", (key,))[0][0])
+
+
+def upsert_entity(
+    conn: apsw.Connection,
+    name: str,
+    *,
+    type: str | None = None,
+    definition: str | None = None,
+    labels: Sequence[str] | None = None,
+    now_ms: int,
+) -> dict[str, Any]:
+    """Create an entity or update it; returns the entity dict.
+
+    Names match case- and spacing-insensitively; an explicit upsert adopts the spelling given.
+    ``type`` and ``definition`` replace the stored values when not None; ``labels`` (stripped,
+    deduplicated, order kept) replaces the stored list when not None.
+
+    Raises:
+        InvalidContent: invalid name, type, definition or labels.
+    """
+    clean = _clean_name(name)
+    key = clean.casefold()
+    type_ = None if type is None else _clean_text(type, "an entity type", MAX_LABEL_CHARS)
+    definition_ = (
+        None
+        if definition is None
+        else _clean_text(definition, "a definition", MAX_DEFINITION_CHARS)
+    )
+    labels_json = None if labels is None else json.dumps(_clean_labels(labels), ensure_ascii=False)
+    row = _query(
+        conn,
+        "INSERT INTO entities AS e(name, name_key, type, definition, labels, created_ms, "
+        "updated_ms) VALUES (:name, :key, :type, :definition, coalesce(:labels, '[]'), :now, :now) "
+        "ON CONFLICT(name_key) DO UPDATE SET name = excluded.name, "
+        "type = coalesce(:type, e.type), definition = coalesce(:definition, e.definition), "
+        "labels = coalesce(:labels, e.labels), updated_ms = excluded.updated_ms "
+        f"RETURNING {', '.join(_ENTITY_FIELDS)}",
+        {
+            "name": clean,
+            "key": key,
+            "type": type_,
+            "definition": definition_,
+            "labels": labels_json,
+            "now": now_ms,
+        },
+    )[0]
+    return _entity_dict(row)
+
+
+def _clean_labels(labels: Sequence[str]) -> list[str]:
+    if isinstance(labels, str) or not isinstance(labels, Sequence):
+        raise InvalidContent("labels must be a list of strings")
+    out = list(dict.fromkeys(_clean_text(lab, "a label", MAX_LABEL_CHARS) for lab in labels))
+    if len(out) > MAX_LABELS:
+        raise InvalidContent(f"an entity has at most {MAX_LABELS} labels")
+    return out
+
+
+def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
+    """Entities whose name, definition or labels match the words of ``query``, best first.
+
+    Each word is quoted, so FTS5 syntax in the query (quotes, ``*``, ``AND``, ``NEAR(``,
+    ``col:``) is searched as plain words and never raises. An exact name match ranks first.
+    Each entity dict gains a ``score`` (higher is better).
+
+    Raises:
+        InvalidArgs: ``limit`` outside 1..MAX_LIMIT.
+    """
+    _check_limit(limit)
+    match = fts_match(fts_terms(query))
+    if match is None:
+        return []
+    key = _squash(query).casefold()
+    rows = _query(
+        conn,
+        f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
+        "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
+        "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
+        (match, key, limit),
+    )
+    out = []
+    for row in rows:
+        entity = _entity_dict(row)
+        # FTS5's bm25() is lower-is-better; negate to match the rest of palace's scores.
+        entity["score"] = -float(row[7])
+        out.append(entity)
+    return out
+
+
+# -- facts ----------------------------------------------------------------------------------
+def _fact_dict(row: Sequence[Any]) -> dict[str, Any]:
+    is_entity = row[14] is not None
+    return {
+        "id": int(row[0]),
+        "subject": row[1],
+        "predicate": row[2],
+        "object": row[3] if is_entity else row[4],
+        "object_is_entity": is_entity,
+        "valid_from_ms": row[5],
+        "valid_to_ms": row[6],
+        "active": row[6] is None,
+        "confidence": row[7],
+        "source": {"drawer": row[8], "url": row[9], "agent": row[10]},
+        "created_ms": row[11],
+        "invalidated_ms": row[12],
+    }
+
+
+def get_fact(conn: apsw.Connection, fact_id: int) -> dict[str, Any]:
+    """The fact with that id.
+
+    Raises:
+        FactNotFound: no such fact.
+    """
+    rows = _query(conn, _FACT_SELECT + "WHERE f.id = ?", (fact_id,))
+    if not rows:
+        raise FactNotFound(f"no fact with id {fact_id}", details={"id": fact_id})
+    return _fact_dict(rows[0])
+
+
+def assert_fact(
+    conn: apsw.Connection,
+    subject: str,
+    predicate: str,
+    obj: str,
+    *,
+    valid_from_ms: int | None = None,
+    now_ms: int,
+    confidence: float = 1.0,
+    source_drawer: int | None = None,
+    source_url: str | None = None,
+    source_agent: str | None = None,
+    object_is_entity: bool = True,
+    multi: bool | None = None,
+) -> dict[str, Any]:
+    """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default ``now_ms``).
+
+    Entities are created on demand. The predicate is normalised (``normalize_predicate``).
+    ``multi`` chooses whether the predicate keeps several objects at once; None uses the
+    default (the typed relations in MULTI_VALUED are multi-valued, the rest single-valued).
+
+    Re-asserting a fact that is already active returns it unchanged (its ``valid_from_ms`` is
+    not moved); so does asserting a single-valued fact whose object is already the one valid
+    at ``valid_from_ms``. Otherwise, for a single-valued predicate, any fact of the same
+    subject and predicate valid at ``valid_from_ms`` is closed there, and the new fact stays
+    valid until the next later-starting fact of that pair (or stays active if there is none),
+    so the intervals of a single-valued predicate never overlap and history is kept.
+
+    Raises:
+        InvalidContent: self-link, invalid names, predicate, literal value or time.
+        InvalidArgs: confidence outside 0..1.
+        MemoryNotFound: ``source_drawer`` names no drawer.
+    """
+    pred = normalize_predicate(predicate)
+    valid_from = parse_when(valid_from_ms, now_ms=now_ms)
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not (0.0 <= confidence <= 1.0)
+    ):
+        raise InvalidArgs("confidence must be a number in 0..1", details={"confidence": confidence})
+    if object_is_entity and entity_key(subject) == entity_key(obj):
+        raise InvalidContent(
+            f"a fact cannot link {subject!r} to itself", details={"subject": subject}
+        )
+    url = None if source_url is None else _clean_text(source_url, "source_url", MAX_VALUE_CHARS)
+    agent = (
+        None if source_agent is None else _clean_text(source_agent, "source_agent", MAX_NAME_CHARS)
+    )
+    value = None if object_is_entity else _clean_text(obj, "a fact value", MAX_VALUE_CHARS)
+    if source_drawer is not None and (
+        isinstance(source_drawer, bool)
+        or not isinstance(source_drawer, int)
+        or not _query(conn, "SELECT 1 FROM drawers WHERE id = ?", (source_drawer,))
+    ):
+        raise MemoryNotFound(
+            f"no drawer with id {source_drawer!r} to cite as the fact's source",
+            details={"source_drawer": source_drawer},
+        )
+    subject_id = _ensure_entity(conn, subject, now_ms)
+    object_id = _ensure_entity(conn, obj, now_ms) if object_is_entity else None
+    pair = {"s": subject_id, "p": pred, "o": object_id, "v": value, "t": valid_from}
+
+    existing = _query(
+        conn,
+        f"SELECT f.id FROM facts f WHERE {_SAME_OBJECT} AND {_ACTIVE} ORDER BY f.id LIMIT 1",
+        pair,
+    )
+    single = not (multi if multi is not None else is_multi_valued(pred))
+    if not existing and single:
+        existing = _query(
+            conn,
+            f"SELECT f.id FROM facts f WHERE {_SAME_OBJECT} AND {_VALID_AT} ORDER BY f.id LIMIT 1",
+            pair,
+        )
+    if existing:
+        return get_fact(conn, int(existing[0][0]))
+
+    valid_to: int | None = None
+    if single:
+        _query(
+            conn,
+            "UPDATE facts AS f SET valid_to_ms = :t "
+            f"WHERE f.subject_id = :s AND f.predicate = :p AND {_VALID_AT}",
+            pair,
+        )
+        # Retracted facts (empty intervals) do not bound the new one.
+        nxt = _query(
+            conn,
+            "SELECT min(valid_from_ms) FROM facts WHERE subject_id = :s AND predicate = :p "
+            "AND valid_from_ms > :t AND (valid_to_ms IS NULL OR valid_to_ms > valid_from_ms)",
+            pair,
+        )[0][0]
+        valid_to = None if nxt is None else int(nxt)
+    fact_id = _query(
+        conn,
+        "INSERT INTO facts(subject_id, predicate, object_id, object_value, valid_from_ms, "
+        "valid_to_ms, confidence, source_drawer, source_url, source_agent, created_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        (
+            subject_id,
+            pred,
+            object_id,
+            value,
+            valid_from,
+            valid_to,
+            float(confidence),
+            source_drawer,
+            url,
+            agent,
+            now_ms,
+        ),
+    )[0][0]
+    return get_fact(conn, int(fact_id))
+
+
+def link(
+    conn: apsw.Connection,
+    a: str,
+    relation: str,
+    b: str,
+    *,
+    now_ms: int,
+    valid_from_ms: int | None = None,
+    confidence: float = 1.0,
+    source_drawer: int | None = None,
+    source_url: str | None = None,
+    source_agent: str | None = None,
+    multi: bool | None = None,
+) -> dict[str, Any]:
+    """Relate two concepts: ``assert_fact`` with an entity object.
+
+    ``relation`` is one of TYPED_RELATIONS (camelCase such as ``dependsOn`` is accepted) or a
+    free predicate; either way it is normalised to snake_case.
+
+    Raises:
+        InvalidContent: invalid relation name, concept names or time, or ``a`` equals ``b``.
+        InvalidArgs: confidence outside 0..1.
+        MemoryNotFound: ``source_drawer`` names no drawer.
+    """
+    return assert_fact(
+        conn,
+        a,
+        relation,
+        b,
+        valid_from_ms=valid_from_ms,
+        now_ms=now_ms,
+        confidence=confidence,
+        source_drawer=source_drawer,
+        source_url=source_url,
+        source_agent=source_agent,
+        object_is_entity=True,
+        multi=multi,
+    )
+
+
+def invalidate_fact(conn: apsw.Connection, fact_id: int, *, at_ms: int) -> dict[str, Any]:
+    """End an active fact at ``at_ms`` and record when it was invalidated.
+
+    A fact that is already closed is returned unchanged. When ``at_ms`` precedes the fact's
+    ``valid_from_ms`` the fact is retracted outright (``valid_to_ms = valid_from_ms``, an
+    empty interval that no as-of query returns).
+
+    Raises:
+        FactNotFound: no such fact.
+        InvalidContent: ``at_ms`` is not a valid time.
+    """
+    at = parse_when(at_ms, now_ms=at_ms)
+    fact = get_fact(conn, fact_id)
+    if fact["active"]:
+        _query(
+            conn,
+            "UPDATE facts SET valid_to_ms = max(valid_from_ms, :at), invalidated_ms = :at "
+            "WHERE id = :id",
+            {"at": at, "id": fact_id},
+        )
+        fact = get_fact(conn, fact_id)
+    return fact
+
+
+def active_facts(conn: apsw.Connection, subject: str) -> list[dict[str, Any]]:
+    """Active facts (``valid_to_ms`` NULL) with ``subject`` as their subject.
+
+    Ordered by predicate, then start. An unknown subject has no facts.
+
+    Raises:
+        InvalidContent: the name is invalid.
+    """
+    sid = _entity_id(conn, subject)
+    if sid is None:
+        return []
+    rows = _query(
+        conn,
+        _FACT_SELECT + f"WHERE f.subject_id = ? AND {_ACTIVE} "
+        "ORDER BY f.predicate, f.valid_from_ms, f.id",
+        (sid,),
+    )
+    return [_fact_dict(r) for r in rows]
+
+
+def facts_as_of(conn: apsw.Connection, subject: str, as_of_ms: int) -> list[dict[str, Any]]:
+    """Facts with ``subject`` as subject that were valid at ``as_of_ms``.
+
+    Valid means ``valid_from_ms <= as_of_ms < valid_to_ms`` (or no end). Ordered like
+    ``active_facts``.
+
+    Raises:
+        InvalidContent: the name or time is invalid.
+    """
+    t = parse_when(as_of_ms, now_ms=as_of_ms)
+    sid = _entity_id(conn, subject)
+    if sid is None:
+        return []
+    rows = _query(
+        conn,
+        _FACT_SELECT + f"WHERE f.subject_id = :s AND {_VALID_AT} "
+        "ORDER BY f.predicate, f.valid_from_ms, f.id",
+        {"s": sid, "t": t},
+    )
+    return [_fact_dict(r) for r in rows]
+
+
+def timeline(conn: apsw.Connection, subject: str) -> list[dict[str, Any]]:
+    """Every fact, closed ones included, where the entity is subject or object, oldest first.
+
+    Raises:
+        InvalidContent: the name is invalid.
+    """
+    eid = _entity_id(conn, subject)
+    if eid is None:
+        return []
+    rows = _query(
+        conn,
+        _FACT_SELECT + "WHERE f.subject_id = :e OR f.object_id = :e ORDER BY f.valid_from_ms, f.id",
+        {"e": eid},
+    )
+    return [_fact_dict(r) for r in rows]
+
+
+# -- traversal ------------------------------------------------------------------------------
+def _edges_of(
+    conn: apsw.Connection,
+    node_ids: Iterable[int],
+    *,
+    relation: str | None,
+    as_of_ms: int | None,
+) -> list[tuple[Any, ...]]:
+    """Fact rows with an entity object touching any of ``node_ids``, in either direction."""
+    validity = _ACTIVE if as_of_ms is None else _VALID_AT
+    return _query(
+        conn,
+        _FACT_SELECT + "WHERE f.object_id IS NOT NULL AND "
+        "(f.subject_id IN (SELECT value FROM json_each(:ids)) "
+        " OR f.object_id IN (SELECT value FROM json_each(:ids))) "
+        f"AND {validity} AND (:p IS NULL OR f.predicate = :p) ORDER BY f.id",
+        {"ids": json.dumps(list(node_ids)), "p": relation, "t": as_of_ms},
+    )
+
+
+def neighbors(
+    conn: apsw.Connection,
+    entity: str,
+    depth: int = 1,
+    *,
+    relation: str | None = None,
+    as_of_ms: int | None = None,
+    max_nodes: int = 200,
+) -> dict[str, Any]:
+    """Breadth-first neighbourhood of ``entity`` over entity-to-entity facts, both directions.
+
+    Follows active facts, or the facts valid at ``as_of_ms`` when given, optionally only one
+    ``relation`` (normalised). Returns ``{"entity", "nodes", "edges", "truncated"}``:
+    ``entity`` is the root entity dict (None when unknown, with no nodes); ``nodes`` are
+    ``{id, name, type, distance}`` sorted by distance then name, the root at distance 0;
+    ``edges`` are the fact dicts between returned nodes; ``truncated`` says ``max_nodes``
+    cut the traversal short.
+
+    Raises:
+        InvalidArgs: ``depth`` outside 0..MAX_DEPTH or ``max_nodes`` outside 1..MAX_LIMIT.
+        InvalidContent: invalid entity name, relation or time.
+    """
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= MAX_DEPTH:
+        raise InvalidArgs(f"depth must be an integer in 0..{MAX_DEPTH}", details={"depth": depth})
+    _check_limit(max_nodes, "max_nodes")
+    pred = None if relation is None else normalize_predicate(relation)
+    t = None if as_of_ms is None else parse_when(as_of_ms, now_ms=as_of_ms)
+    root = get_entity(conn, entity)
+    if root is None:
+        return {"entity": None, "nodes": [], "edges": [], "truncated": False}
+    distance: dict[int, int] = {root["id"]: 0}
+    edges: dict[int, dict[str, Any]] = {}
+    truncated = False
+    frontier = [root["id"]]
+    for level in range(1, depth + 1):
+        if not frontier:
+            break
+        nxt: list[int] = []
+        for row in _edges_of(conn, frontier, relation=pred, as_of_ms=t):
+            for node in (int(row[13]), int(row[14])):
+                if node in distance:
+                    continue
+                if len(distance) >= max_nodes:
+                    truncated = True
+                    continue
+                distance[node] = level
+                nxt.append(node)
+            if int(row[13]) in distance and int(row[14]) in distance:
+                edges[int(row[0])] = _fact_dict(row)
+        frontier = nxt
+    info = {
+        int(r[0]): (r[1], r[2])
+        for r in _query(
+            conn,
+            "SELECT id, name, type FROM entities WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(distance)),),
+        )
+    }
+    nodes = [
+        {"id": nid, "name": info[nid][0], "type": info[nid][1], "distance": d}
+        for nid, d in distance.items()
+    ]
+    nodes.sort(key=lambda n: (n["distance"], n["name"].casefold(), n["id"]))
+    return {
+        "entity": root,
+        "nodes": nodes,
+        "edges": [edges[k] for k in sorted(edges)],
+        "truncated": truncated,
+    }
+
+
+def path(
+    conn: apsw.Connection,
+    a: str,
+    b: str,
+    max_depth: int = 6,
+    *,
+    as_of_ms: int | None = None,
+) -> list[dict[str, Any]] | None:
+    """A shortest chain of facts linking ``a`` to ``b``, in order from ``a``.
+
+    Edges are active (or valid at ``as_of_ms``) entity-to-entity facts taken in either
+    direction, so a fact in the chain may point backwards. Returns ``[]`` when ``a`` and ``b``
+    are the same entity, and None when either is unknown or no chain of at most ``max_depth``
+    facts exists within MAX_VISITED entities.
+
+    Raises:
+        InvalidArgs: ``max_depth`` outside 1..MAX_PATH_DEPTH.
+        InvalidContent: invalid names or time.
+    """
+    _check_limit(max_depth, "max_depth", MAX_PATH_DEPTH)
+    t = None if as_of_ms is None else parse_when(as_of_ms, now_ms=as_of_ms)
+    start, goal = _entity_id(conn, a), _entity_id(conn, b)
+    if start is None or goal is None:
+        return None
+    if start == goal:
+        return []
+    parent: dict[int, tuple[int, Sequence[Any]] | None] = {start: None}
+    frontier = [start]
+    for _ in range(max_depth):
+        nxt: list[int] = []
+        for row in _edges_of(conn, frontier, relation=None, as_of_ms=t):
+            s, o = int(row[13]), int(row[14])
+            for here, there in ((s, o), (o, s)):
+                # Every fetched edge touches the frontier, so ``here`` is on it.
+                if here in parent and there not in parent:
+                    parent[there] = (here, row)
+                    nxt.append(there)
+            if goal in parent:
+                chain: list[dict[str, Any]] = []
+                node = goal
+                while (step := parent[node]) is not None:
+                    node, edge = step
+                    chain.append(_fact_dict(edge))
+                return chain[::-1]
+        if not nxt or len(parent) > MAX_VISITED:
+            return None
+        frontier = nxt
+    return None
+
+
+# -- recall support -------------------------------------------------------------------------
+def _name_tokens(text: str) -> list[str]:
+    folded = unicodedata.normalize("NFKD", text.casefold())
+    stripped = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return _NAME_TOKEN.findall(stripped)
+
+
+def facts_matching(
+    conn: apsw.Connection, query_terms: Sequence[str], limit: int = 10
+) -> list[dict[str, Any]]:
+    """Active facts about entities named in ``query_terms``, for showing beside recall hits.
+
+    An entity is named when every word of its name (ignoring stopwords, unless the name is
+    only stopwords) occurs among the words of ``query_terms``, case and accents aside; so
+    "Project Apollo" needs both words, "Postgres" just one. Facts linking two named entities
+    come first, then higher confidence, then newer.
+
+    Raises:
+        InvalidArgs: ``limit`` outside 1..MAX_LIMIT.
+    """
+    _check_limit(limit)
+    words = {w for term in query_terms for w in _name_tokens(term)}
+    match = fts_match(sorted(words))
+    if match is None:
+        return []
+    named: list[int] = []
+    for eid, name in _query(
+        conn,
+        "SELECT rowid, name FROM entities_fts WHERE entities_fts MATCH ? ORDER BY rank LIMIT ?",
+        ("name : (" + match + ")", MAX_LIMIT),
+    ):
+        tokens = set(_name_tokens(name))
+        needed = (tokens - STOPWORDS) or tokens
+        if needed and needed <= words:
+            named.append(int(eid))
+    if not named:
+        return []
+    rows = _query(
+        conn,
+        "WITH named(id) AS (SELECT value FROM json_each(:ids)) "
+        + _FACT_SELECT
+        + f"WHERE {_ACTIVE} AND (f.subject_id IN named OR f.object_id IN named) "
+        "ORDER BY (f.subject_id IN named) + coalesce(f.object_id IN named, 0) DESC, "
+        "f.confidence DESC, f.valid_from_ms DESC, f.id DESC LIMIT :limit",
+        {"ids": json.dumps(named), "limit": limit},
+    )
+    return [_fact_dict(r) for r in rows]

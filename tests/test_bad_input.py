@@ -1,0 +1,228 @@
+"""Hostile and malformed input: typed errors, the daemon stays up, nothing changes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from palaced import errors as E
+from palaced.protocol import HELLO_OP, frame, hello_args
+
+from .conftest import DaemonProc
+
+PALACE = "hostile"
+
+
+class Raw:
+    """A raw socket speaking (or mis-speaking) the protocol."""
+
+    def __init__(self, path: Any, hello: bool = True) -> None:
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(10)
+        self.s.connect(str(path))
+        if hello:
+            reply = self.request({"id": 0, "op": HELLO_OP, "palace": None,
+                                  "args": hello_args("raw", "0")})
+            assert reply["ok"], reply
+
+    def send_bytes(self, data: bytes) -> None:
+        self.s.sendall(data)
+
+    def read(self) -> dict[str, Any] | None:
+        head = self._exact(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack(">I", head)
+        body = self._exact(n)
+        assert body is not None
+        out = msgpack.unpackb(body, raw=False)
+        assert isinstance(out, dict)
+        return out
+
+    def _exact(self, n: int) -> bytes | None:
+        buf = b""
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def request(self, env: Any) -> dict[str, Any]:
+        self.send_bytes(frame(env))
+        out = self.read()
+        assert out is not None
+        return out
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.s.recv(1) == b""
+        except (ConnectionResetError, TimeoutError):
+            return True
+
+    def close(self) -> None:
+        self.s.close()
+
+
+@pytest.fixture(scope="module")
+def target(shared_daemon: DaemonProc) -> DaemonProc:
+    with shared_daemon.client() as c:
+        c.create_palace(PALACE, exist_ok=True)
+        c.remember(PALACE, "baseline drawer about the staging database")
+    return shared_daemon
+
+
+def snapshot(d: DaemonProc) -> tuple[int, int, list[str]]:
+    with d.client() as c:
+        info = c.palace_info(PALACE)
+        names = [p["name"] for p in c.list_palaces()]
+    return info["drawers"], info["vectors"], names
+
+
+def assert_alive_and_unchanged(d: DaemonProc, before: tuple[int, int, list[str]]) -> None:
+    assert snapshot(d) == before
+
+
+def test_malformed_frames(target: DaemonProc) -> None:
+    before = snapshot(target)
+    # Garbage body inside a valid frame.
+    r = Raw(target.socket)
+    r.send_bytes(struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1")
+    reply = r.read()
+    assert reply is not None and reply["error"]["name"] == "BAD_FRAME"
+    r.close()
+    # Oversize length prefix: refused before reading the body, then closed.
+    r = Raw(target.socket)
+    r.send_bytes(struct.pack(">I", 0xFFFFFFF0))
+    reply = r.read()
+    assert reply is not None and reply["error"]["code"] == 101
+    assert r.closed_by_peer()
+    r.close()
+    # A valid msgpack value that is not a request map.
+    r = Raw(target.socket)
+    for body in ([1, 2, 3], "op", {"id": 1}, {"id": True, "op": "daemon.status"},
+                 {"id": 1, "op": "daemon.status", "bogus": 1}):
+        reply = r.request(body)
+        assert reply["ok"] is False and reply["error"]["code"] == 100, body
+    r.close()
+    # No handshake first.
+    r = Raw(target.socket, hello=False)
+    reply = r.request({"id": 1, "op": "daemon.status", "palace": None, "args": {}})
+    assert reply["error"]["name"] == "HANDSHAKE_REQUIRED"
+    r.close()
+    # Wrong protocol version.
+    r = Raw(target.socket, hello=False)
+    reply = r.request({"id": 1, "op": HELLO_OP, "args": {"protocol": 99}})
+    assert reply["error"]["name"] == "UNSUPPORTED_PROTOCOL"
+    r.close()
+    # Truncated frame then hang-up: the daemon just drops the connection.
+    r = Raw(target.socket)
+    r.send_bytes(struct.pack(">I", 100) + b"\x80")
+    r.close()
+    assert_alive_and_unchanged(target, before)
+
+
+def test_ops_and_args_refused(target: DaemonProc) -> None:
+    before = snapshot(target)
+    r = Raw(target.socket)
+
+    def call(op: str, palace: Any, args: Any) -> dict[str, Any]:
+        return r.request({"id": 7, "op": op, "palace": palace, "args": args})
+
+    reply = call("memory.explode", PALACE, {})
+    assert reply["id"] == 7 and reply["error"]["name"] == "UNKNOWN_OP"
+    reply = call("memory.remember", PALACE, {"text": "x", "colour": "red", "size": 1})
+    assert reply["error"]["name"] == "INVALID_ARGS"
+    assert reply["error"]["details"]["unknown"] == ["colour", "size"]
+    for args in ({"text": 5}, {"text": ["a"]}, {"text": "ok", "importance": 7},
+                 {"text": "ok", "importance": "urgent"}, {"text": "ok", "tags": "x"},
+                 {"text": "ok", "tags": [1]}, {"text": "ok", "room": ""},
+                 {"text": "ok", "occurred_at": "yesterday-ish"}, {}, "text"):
+        reply = call("memory.remember", PALACE, args)
+        assert reply["ok"] is False, args
+        assert reply["error"]["code"] in (105, 303), (args, reply)
+    reply = call("memory.recall", PALACE, {"query": "x", "top_k": 0})
+    assert reply["error"]["name"] == "INVALID_ARGS"
+    reply = call("memory.get", PALACE, {"id": "1"})
+    assert reply["error"]["name"] == "INVALID_ARGS"
+    for name in ("../x", "/abs", "", "a\x00b", "UPPER", "a--b", "x" * 65, "-a", "a_b", 5):
+        reply = call("palace.create", name, {})
+        assert reply["ok"] is False, name
+        assert reply["error"]["code"] in (100, 105, 205), (name, reply)
+    reply = call("memory.remember", None, {"text": "no palace"})
+    assert reply["error"]["name"] == "INVALID_ARGS"
+    r.close()
+    assert_alive_and_unchanged(target, before)
+
+
+def test_content_limits_and_fts_syntax(target: DaemonProc) -> None:
+    before = snapshot(target)
+    with target.client() as c:
+        with pytest.raises(E.InvalidContent):
+            c.remember(PALACE, "nul\x00byte")
+        with pytest.raises(E.InvalidContent):
+            c.remember(PALACE, "   \n\t ")
+        with pytest.raises(E.TextTooLarge):
+            c.remember(PALACE, "x" * 200_001)
+        with pytest.raises(E.InvalidArgs):
+            c.recall(PALACE, "nul\x00query")
+        with pytest.raises(E.PalaceNotFound):
+            c.remember("no-such-palace", "text")
+        # A bad item anywhere in a batch rejects the whole batch.
+        with pytest.raises(E.InvalidContent) as err:
+            c.remember_many(PALACE, [{"text": "fine one"}, {"text": ""}])
+        assert err.value.details["index"] == 1
+        for q in ('"unbalanced', "a AND OR NOT b", "NEAR(a b, 2)", "col:value", "*", "a*",
+                  "(((", "^start", "-x", '"" AND ""', "title:(x OR y)", "'; DROP TABLE x;--",
+                  "{a b}", "+", "   "):
+            out = c.recall_ex(PALACE, q, top_k=3)
+            assert isinstance(out["results"], list), q
+        hit = c.recall(PALACE, 'staging "database" AND NOT*', top_k=1)
+        assert hit and "staging database" in hit[0]["text"]
+    assert_alive_and_unchanged(target, before)
+
+
+msgpack_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=True) | st.text(max_size=20) | st.binary(max_size=20),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from(["memory.remember", "memory.recall", "memory.get", "memory.forget",
+                           "memory.list", "memory.remember_many", "palace.info",
+                           "palace.create", "nope"]),
+       palace=st.one_of(st.none(), st.just(PALACE), st.text(max_size=12), st.integers()),
+       args=msgpack_values)
+def test_fuzzed_requests_get_typed_errors(target: DaemonProc, op: str, palace: Any,
+                                          args: Any) -> None:
+    before = snapshot(target)
+    r = Raw(target.socket)
+    try:
+        reply = r.request({"id": 1, "op": op, "palace": palace, "args": args})
+    finally:
+        r.close()
+    assert reply["id"] == 1
+    if reply["ok"]:
+        # Only read-only ops (or idempotent no-ops) may succeed on random input.
+        assert op in ("memory.recall", "memory.list", "palace.info") or (
+            op == "palace.create" and palace != PALACE and isinstance(args, dict) and not args
+        ), reply
+        if op == "palace.create":
+            with target.client() as c:
+                c.delete_palace(palace)
+    else:
+        err = reply["error"]
+        assert err["code"] != 500, err  # never an internal error
+        assert err["name"] and err["message"]
+    assert_alive_and_unchanged(target, before)
