@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from palaced import __version__
-from palaced.api import Arg, Op, OpTable, check_label, check_text, need_palace
+from palaced.api import Arg, Op, OpTable, check_label, check_text, decode_args, need_palace
 from palaced.errors import InvalidArgs
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
@@ -39,6 +40,13 @@ def drawer_from_args(d: Daemon, args: dict[str, Any], now: int) -> m.NewDrawer:
     tags = tuple(dict.fromkeys(t for t in (check_label(t, "tag") for t in args.get("tags") or ())
                                if t))
     occurred = parse_when(args["occurred_at"], now_ms=now) if args.get("occurred_at") else None
+    expires = None
+    if args.get("ttl") is not None and args.get("expires_at") is not None:
+        raise InvalidArgs("give ttl or expires_at, not both", details={"arg": "ttl"})
+    if args.get("ttl") is not None:
+        expires = now + parse_ttl(args["ttl"]) * 1000
+    elif args.get("expires_at") is not None:
+        expires = parse_when(args["expires_at"], now_ms=now)
     from palaced.closets import extract_topics
 
     return m.NewDrawer(
@@ -49,8 +57,36 @@ def drawer_from_args(d: Daemon, args: dict[str, Any], now: int) -> m.NewDrawer:
         importance=parse_importance(args.get("importance", 0.5)),
         source=check_label(args.get("source"), "source"),
         occurred_ms=occurred,
+        expires_ms=expires,
         topics=tuple(extract_topics(text)),
+        supersedes=args.get("supersedes"),
     )
+
+
+_TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_ttl(value: str | int) -> int:
+    """A time-to-live in seconds: an integer, or a number with a unit (90s, 15m, 12h, 7d, 2w).
+
+    Raises:
+        InvalidArgs: anything else, or not positive.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        text = str(value).strip().lower()
+        try:
+            if text[-1:] in _TTL_UNITS:
+                seconds = int(float(text[:-1]) * _TTL_UNITS[text[-1]])
+            else:
+                seconds = int(text)
+        except ValueError:
+            raise InvalidArgs(f"bad ttl {str(value)[:40]!r}: use seconds or 90s/15m/12h/7d/2w",
+                              details={"arg": "ttl"}) from None
+    if seconds <= 0:
+        raise InvalidArgs("ttl must be positive", details={"arg": "ttl"})
+    return seconds
 
 
 DRAWER_ARGS: dict[str, Arg] = {
@@ -61,6 +97,9 @@ DRAWER_ARGS: dict[str, Arg] = {
     "importance": IMPORTANCE,
     "source": Arg("str", max_len=200),
     "occurred_at": Arg("str|int"),
+    "ttl": Arg("str|int"),
+    "expires_at": Arg("str|int"),
+    "supersedes": Arg("int", min=1),
 }
 
 
@@ -139,7 +178,7 @@ async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dic
 async def op_remember(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
     new = drawer_from_args(d, args, int(time.time() * 1000))
-    return await p.remember(new)
+    return await p.remember(new, dedup=bool(args["dedup"]))
 
 
 async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
@@ -150,13 +189,11 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
         raise InvalidArgs(f"at most {d.config.limits.max_batch} items per batch",
                           details={"items": len(items)})
     now = int(time.time() * 1000)
-    op = d.ops.get("memory.remember")
-    from palaced.api import decode_args
-
+    item_op = Op("memory.remember_many item", op_remember, dict(DRAWER_ARGS))
     drawers = []
     for i, raw in enumerate(items):
         try:
-            drawers.append(drawer_from_args(d, decode_args(op, raw), now))
+            drawers.append(drawer_from_args(d, decode_args(item_op, raw), now))
         except Exception as exc:
             if hasattr(exc, "details"):
                 exc.details["index"] = i
@@ -165,7 +202,7 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
                     exc.message = f"item {i}: {exc.message}"
             raise
     p = await d.registry.get(name)
-    return await p.remember_many(drawers)
+    return await p.remember_many(drawers, dedup=bool(args["dedup"]))
 
 
 def filters_from_args(args: dict[str, Any]) -> m.Filters:
@@ -184,8 +221,21 @@ async def op_recall(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
     query = args["query"]
     if "\x00" in query:
         raise InvalidArgs("query contains NUL bytes", details={"arg": "query"})
-    req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters_from_args(args))
+    levels = tuple(sorted(set(args["levels"])))
+    if not levels or any(lv not in (0, 1, 2, 3) for lv in levels):
+        raise InvalidArgs("levels must be a non-empty subset of 0, 1, 2, 3",
+                          details={"arg": "levels", "value": args["levels"]})
+    filters = filters_from_args(args)
+    if args["include_superseded"]:
+        filters = replace(filters, include_superseded=True)
+    req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
+                        budget=int(args["budget"]), deep=bool(args["deep"]))
     return await p.recall(req)
+
+
+async def op_wake_up(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await d.registry.get(need_palace(palace))
+    return await p.wake_up(int(args["budget"]))
 
 
 async def op_get(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -215,15 +265,24 @@ def build_table() -> OpTable:
     t.add(Op("palace.delete", op_palace_delete, palace="required"))
     t.add(Op("palace.info", op_palace_info, palace="required"))
     t.add(Op("palace.reembed", op_reembed, palace="required"))
-    t.add(Op("memory.remember", op_remember, dict(DRAWER_ARGS), palace="required"))
+    t.add(Op("memory.remember", op_remember,
+             {**DRAWER_ARGS, "dedup": Arg("bool", default=True)}, palace="required"))
     t.add(Op("memory.remember_many", op_remember_many,
-             {"items": Arg("list", required=True)}, palace="required"))
+             {"items": Arg("list", required=True), "dedup": Arg("bool", default=False)},
+             palace="required"))
     t.add(Op("memory.recall", op_recall, {
         "query": Arg("str", required=True, max_len=10_000),
         "top_k": Arg("int", default=10, min=1, max=1000),
         "wing": Arg("str", max_len=200),
         "room": Arg("str", max_len=200),
         "tags": Arg("strlist", default=[], max_len=64),
+        "levels": Arg("intlist", default=[0, 1, 2, 3], max_len=4),
+        "budget": Arg("int", default=1500, min=0, max=200_000),
+        "deep": Arg("bool", default=False),
+        "include_superseded": Arg("bool", default=False),
+    }, palace="required"))
+    t.add(Op("memory.wake_up", op_wake_up, {
+        "budget": Arg("int", default=800, min=0, max=200_000),
     }, palace="required"))
     t.add(Op("memory.get", op_get, {"id": Arg("int", required=True, min=1)},
              palace="required"))

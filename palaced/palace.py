@@ -23,12 +23,14 @@ import anyio.to_thread
 import apsw
 import numpy as np
 
+from palaced import lifecycle, retrieval, search
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderMismatch, EmbedderUnavailable, MemoryNotFound, PalaceLocked
-from palaced.index import VectorIndex, brute_force, file_digest, to_blob
+from palaced.index import VectorIndex, file_digest, to_blob
 from palaced.services import Services
 from palaced.store import Store
 from palaced.store import memories as m
+from palaced.store.graph import facts_matching
 
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
@@ -43,11 +45,13 @@ IDENTITY_TEMPLATE = """\
 This palace holds the memories of {name}.
 """
 EMBED_BATCH = 64
-BRUTE_FORCE_MAX = 20_000  # filtered vector search scans at most this many vectors exactly
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+L1_SIZE = 15
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,24 @@ class RecallRequest:
     query: str
     top_k: int = 10
     filters: m.Filters = m.Filters()
+    levels: tuple[int, ...] = (0, 1, 2, 3)
+    budget: int = 1500
+    deep: bool = False
+
+
+def _drawer_item(d: dict[str, Any], level: int) -> retrieval.Item:
+    return retrieval.Item(
+        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
+        meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
+              "occurred_ms": d["occurred_ms"]},
+    )
+
+
+def _fact_item(f: dict[str, Any]) -> retrieval.Item:
+    text = f"{f['subject']} {f['predicate']} {f['object']}"
+    return retrieval.Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
+                          level=2, meta={"kind": "fact", "fact_id": f["id"],
+                                         "valid_from_ms": f.get("valid_from_ms")})
 
 
 class Palace:
@@ -80,6 +102,7 @@ class Palace:
         self.in_flight = 0
         self._pending_touch: set[int] = set()
         self._maybe_pending = True  # drawers without vectors may exist (checked lazily)
+        self._l1_cache: tuple[int, list[dict[str, Any]]] | None = None
         self.closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -253,85 +276,117 @@ class Palace:
         )
 
     # -- writes -----------------------------------------------------------------------------
-    async def remember(self, new: m.NewDrawer) -> dict[str, Any]:
-        """Store one drawer; idempotent by content hash. Returns ``{id, created, embedded}``."""
-        self.require_compatible()
-        existing = await self._read(lambda c: m.find_by_hash(c, new.content_hash))
-        if existing is not None:
-            await self._write(lambda: self.store.write(
-                lambda c: m.insert_drawer(c, new, now_ms())))
-            return {"id": existing, "created": False, "embedded": True}
-        ids, created, embedded = await self._insert_many([new])
-        return {"id": ids[0], "created": created[0], "embedded": embedded}
+    async def remember(self, new: m.NewDrawer, *, dedup: bool = True) -> dict[str, Any]:
+        """Store one drawer; returns ``{id, created, embedded, deduplicated}``.
 
-    async def remember_many(self, items: Sequence[m.NewDrawer]) -> dict[str, Any]:
-        """Store many drawers in one transaction per batch; ids in input order."""
+        Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
+        the same wing/room refreshes that drawer instead (``deduplicated: true``).
+
+        Raises:
+            EmbedderMismatch: the palace needs a reembed.
+            MemoryNotFound: ``new.supersedes`` names no drawer.
+        """
         self.require_compatible()
-        ids: list[int] = []
-        created: list[bool] = []
-        embedded = True
+        outcome = (await self._insert_many([new], dedup=dedup))[0]
+        return outcome
+
+    async def remember_many(self, items: Sequence[m.NewDrawer], *, dedup: bool = False
+                            ) -> dict[str, Any]:
+        """Store many drawers, one transaction per batch of 256; ids in input order."""
+        self.require_compatible()
+        outcomes: list[dict[str, Any]] = []
         step = 256
         for start in range(0, len(items), step):
-            part_ids, part_created, part_emb = await self._insert_many(items[start:start + step])
-            ids.extend(part_ids)
-            created.extend(part_created)
-            embedded = embedded and part_emb
-        return {"ids": ids, "created": created, "embedded": embedded}
+            outcomes.extend(await self._insert_many(items[start:start + step], dedup=dedup))
+        return {
+            "ids": [o["id"] for o in outcomes],
+            "created": [o["created"] for o in outcomes],
+            "deduplicated": [o["deduplicated"] for o in outcomes],
+            "embedded": all(o["embedded"] for o in outcomes),
+        }
 
-    async def _insert_many(self, items: Sequence[m.NewDrawer]
-                           ) -> tuple[list[int], list[bool], bool]:
+    async def _insert_many(self, items: Sequence[m.NewDrawer], *, dedup: bool
+                           ) -> list[dict[str, Any]]:
         emb = self._vector_embedder()
         hashes = [it.content_hash for it in items]
         known = await self._read(lambda c: {h for h in hashes if m.find_by_hash(c, h)})
-        chunk_lists: list[list[str]] = []
-        vectors: np.ndarray | None = None
-        if emb is not None:
-            flat: list[str] = []
-            for it in items:
-                chunks = [] if it.content_hash in known else chunk_text(it.text)
-                chunk_lists.append(chunks)
-                flat.extend(chunks)
-            vectors = await self._embed(emb, flat) if flat else None
+        chunk_lists: list[list[str]] = [
+            [] if (emb is None or it.content_hash in known) else chunk_text(it.text)
+            for it in items
+        ]
+        flat = [c for chunks in chunk_lists for c in chunks]
+        vectors = await self._embed(emb, flat) if (emb is not None and flat) else None
         identity = emb.identity if emb is not None else None
-
-        def write() -> tuple[list[int], list[bool], list[tuple[int, list[int], np.ndarray]]]:
-            ts = now_ms()
-            out_ids: list[int] = []
-            out_created: list[bool] = []
-            added: list[tuple[int, list[int], np.ndarray]] = []
-
-            def tx(c: apsw.Connection) -> None:
-                offset = 0
-                for i, it in enumerate(items):
-                    did, was_created = m.insert_drawer(c, it, ts)
-                    out_ids.append(did)
-                    out_created.append(was_created)
-                    if vectors is not None:
-                        n = len(chunk_lists[i])
-                        if was_created and n:
-                            vecs = vectors[offset:offset + n]
-                            vids = m.store_vectors(c, did, [to_blob(v) for v in vecs])
-                            added.append((did, vids, vecs))
-                        offset += n
-
-            # The model may have been swapped by a reembed while we embedded.
-            if identity is not None and identity != self.embedder_identity:
-                raise EmbedderUnavailable("embedder changed during the write; retry")
-            self.store.write(tx)
-            if self.index is not None:
-                try:
-                    for did, vids, vecs in added:
-                        self.index.add(did, vids, vecs)
-                except Exception:
-                    # Data is committed; the checkpointer rebuilds the cache from SQLite.
-                    log.exception("palace %s: index add failed; marking stale", self.name)
-                    self.index_stale = True
-            return out_ids, out_created, added
-
-        ids, created, _ = await self._write(write)
+        outcomes = await self._write(
+            lambda: self._insert_sync(items, chunk_lists, vectors, identity, dedup))
         if emb is None:
             self._maybe_pending = True
-        return ids, created, emb is not None
+        return outcomes
+
+    def _insert_sync(self, items: Sequence[m.NewDrawer], chunk_lists: list[list[str]],
+                     vectors: np.ndarray | None, identity: str | None, dedup: bool
+                     ) -> list[dict[str, Any]]:
+        """The write half of remember: runs in a worker thread under ``write_lock``."""
+        # The model may have been swapped by a reembed while we embedded.
+        if identity is not None and identity != self.embedder_identity:
+            raise EmbedderUnavailable("embedder changed during the write; retry")
+        ts = now_ms()
+        outcomes: list[dict[str, Any]] = []
+        added: list[tuple[int, list[int], np.ndarray]] = []
+
+        def tx(c: apsw.Connection) -> None:
+            offset = 0
+            for it, chunks in zip(items, chunk_lists, strict=True):
+                vecs = vectors[offset:offset + len(chunks)] if vectors is not None else None
+                offset += len(chunks)
+                dup = None
+                if dedup and vecs is not None and len(vecs) and self.index is not None:
+                    dup = self._near_duplicate(c, it, vecs[0], ts)
+                if dup is not None:
+                    did, sim = dup
+                    c.execute("UPDATE drawers SET updated_ms = ?, importance = max(importance, ?)"
+                              " WHERE id = ?", (ts, it.importance, did))
+                    outcomes.append({"id": did, "created": False, "deduplicated": True,
+                                     "similarity": round(sim, 4), "embedded": True})
+                    continue
+                did, created = m.insert_drawer(c, it, ts)
+                if created and vecs is not None and len(vecs):
+                    vids = m.store_vectors(c, did, [to_blob(v) for v in vecs])
+                    added.append((did, vids, vecs))
+                if created and it.supersedes is not None:
+                    m.supersede(c, it.supersedes, did, ts)
+                outcomes.append({"id": did, "created": created, "deduplicated": False,
+                                 "embedded": identity is not None})
+
+        self.store.write(tx)
+        if self.index is not None:
+            try:
+                for did, vids, vecs in added:
+                    self.index.add(did, vids, vecs)
+            except Exception:
+                # Data is committed; the checkpointer rebuilds the cache from SQLite.
+                log.exception("palace %s: index add failed; marking stale", self.name)
+                self.index_stale = True
+        return outcomes
+
+    def _near_duplicate(self, c: apsw.Connection, new: m.NewDrawer, vec: np.ndarray,
+                        ts: int) -> tuple[int, float] | None:
+        """An active drawer of the same wing/room that ``new`` nearly repeats, if any."""
+        assert self.index is not None
+        hits = self.index.search(vec, 10)
+        candidates = [(i, s) for i, s in hits if s >= lifecycle.DEDUP_THRESHOLD]
+        if not candidates:
+            return None
+        rows = m.get_drawers(c, [i for i, _ in candidates])
+        for did, sim in candidates:
+            d = rows.get(did)
+            if (d is None or d["wing"] != new.wing or d["room"] != new.room
+                    or d["superseded_by"] is not None
+                    or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
+                continue
+            if lifecycle.is_near_duplicate(sim, new.text, str(d["text"])):
+                return did, sim
+        return None
 
     async def embed_pending(self) -> int:
         """Embed drawers stored without vectors (keyword-only period); returns how many."""
@@ -447,7 +502,14 @@ class Palace:
         Raises:
             MemoryNotFound: no such drawer.
         """
-        drawer = await self._read(lambda c: m.get_drawer(c, drawer_id))
+        def read(c: apsw.Connection) -> dict[str, Any] | None:
+            d = m.get_drawer(c, drawer_id)
+            if d is not None:
+                d["supersedes"] = [int(r[0]) for r in c.execute(
+                    "SELECT id FROM drawers WHERE superseded_by = ? ORDER BY id", (drawer_id,))]
+            return d
+
+        drawer = await self._read(read)
         if drawer is None:
             raise MemoryNotFound(f"no drawer {drawer_id} in palace {self.name!r}",
                                  details={"id": drawer_id, "palace": self.name})
@@ -475,39 +537,125 @@ class Palace:
         return vec  # type: ignore[no-any-return]
 
     async def recall(self, req: RecallRequest) -> dict[str, Any]:
-        """Hybrid recall: BM25 + vector similarity fused at the score level."""
+        """Progressive recall: ranked ``results`` plus L0-L3 ``sections`` packed to a budget.
+
+        ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
+        closets, importance, recency and room strength) under the request's filters. The
+        sections fill the token budget in order: L0 identity, L1 essential drawers, L2 the
+        drawers inside the rooms/closets/filters the query points at (plus matching facts),
+        L3 the palace-wide ranking (always with ``deep``, else only when L2 is thin).
+        """
         self.require_compatible()
         qvec = await self.query_vector(req.query)
         index = self.index if qvec is not None else None
-        pool = max(50, req.top_k * 5)
+        levels = set(req.levels)
+        need_l1 = 1 in levels and self._l1_cache_valid() is None
 
         def run(c: apsw.Connection) -> dict[str, Any]:
             ts = now_ms()
-            lexical = m.fts_search(c, req.query, req.filters, pool, ts)
-            vector: list[tuple[int, float]] = []
-            if qvec is not None and index is not None:
-                vector = self._vector_search(c, index, qvec, req.filters, pool, ts)
-            fused = fuse_scores(dict(lexical), dict(vector))
-            ranked = sorted(fused.items(), key=lambda kv: -kv[1])[: req.top_k]
-            rows = m.get_drawers(c, [i for i, _ in ranked])
-            lex, vec = dict(lexical), dict(vector)
-            results = []
-            for did, score in ranked:
-                d = rows.get(did)
-                if d is None:
-                    continue
-                d["score"] = round(score, 6)
-                d["lexical"] = round(lex[did], 6) if did in lex else None
-                d["vector"] = round(vec[did], 6) if did in vec else None
-                results.append(d)
-            return {"results": results}
+            ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
+                                  filters=req.filters, now_ms=ts)
+            top = ranking.order[: req.top_k]
+            l2_ids: list[int] = []
+            if 2 in levels:
+                if req.filters.narrows:
+                    l2_ids = top
+                else:
+                    pointed = ranking.closet_hits | {
+                        i for i, room in ranking.room_of.items()
+                        if room in ranking.mentioned_rooms}
+                    l2_ids = [i for i in ranking.order if i in pointed][: req.top_k]
+            l3_ids: list[int] = []
+            if 3 in levels and (req.deep or len(l2_ids) < req.top_k):
+                l3_ids = top
+            want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
+            rows = m.get_drawers(c, want)
+            facts: list[dict[str, Any]] = []
+            if 2 in levels:
+                facts = facts_matching(c, m.fts_terms(req.query), 5)
+            l1 = m.essential(c, L1_SIZE, ts) if need_l1 else None
+            return {"ranking": ranking, "rows": rows, "top": top, "l2": l2_ids,
+                    "l3": l3_ids, "facts": facts, "l1": l1}
 
-        out = await self._read(run)
-        self.note_touched([r["id"] for r in out["results"]])
-        out["mode"] = "hybrid" if qvec is not None else "keyword"
+        got = await self._read(run)
+        ranking: search.Ranking = got["ranking"]
+        rows: dict[int, dict[str, Any]] = got["rows"]
+        if got["l1"] is not None:
+            self._l1_cache = (self.write_counter, got["l1"])
+
+        def present(did: int) -> dict[str, Any] | None:
+            d = rows.get(did)
+            if d is None:
+                return None
+            d = dict(d)
+            d["score"] = round(ranking.scores.get(did, 0.0), 6)
+            lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
+            d["lexical"] = None if lex is None else round(lex, 6)
+            d["vector"] = None if vec is None else round(vec, 6)
+            return d
+
+        results = [d for d in (present(i) for i in got["top"]) if d is not None]
+        self.note_touched([r["id"] for r in results])
+        out: dict[str, Any] = {
+            "results": results,
+            "rooms": [{"wing": w, "room": r, "score": round(sc, 6)}
+                      for w, r, sc in ranking.rooms[: max(req.top_k, 10)]],
+            "mode": "hybrid" if qvec is not None else "keyword",
+        }
         if qvec is None:
             out["notice"] = self._keyword_reason()
+        sections: list[retrieval.Section] = []
+        if 0 in levels:
+            sections.append(await self._l0_section())
+        if 1 in levels:
+            sections.append(self._l1_section(self._l1_cache[1] if self._l1_cache else []))
+        if 2 in levels:
+            items = [_drawer_item(d, 2) for d in (present(i) for i in got["l2"]) if d]
+            items += [_fact_item(f) for f in got["facts"]]
+            sections.append(retrieval.Section(2, "Where the query points", items))
+        if 3 in levels:
+            items = [_drawer_item(d, 3) for d in (present(i) for i in got["l3"]) if d]
+            sections.append(retrieval.Section(3, "Deep search", items))
+        out.update(self._pack(sections, req.budget))
         return out
+
+    async def wake_up(self, budget: int) -> dict[str, Any]:
+        """L0 identity + L1 essential drawers within ``budget`` tokens (session start)."""
+        cached = self._l1_cache_valid()
+        if cached is None:
+            cached = await self._read(lambda c: m.essential(c, L1_SIZE, now_ms()))
+            self._l1_cache = (self.write_counter, cached)
+        sections = [await self._l0_section(), self._l1_section(cached)]
+        return self._pack(sections, budget)
+
+    def _l1_cache_valid(self) -> list[dict[str, Any]] | None:
+        if self._l1_cache is not None and self._l1_cache[0] == self.write_counter:
+            return self._l1_cache[1]
+        return None
+
+    async def _l0_section(self) -> retrieval.Section:
+        text = await self.identity_text()
+        items = [retrieval.Item(id="identity", text=text, score=1.0, level=0)] if text else []
+        return retrieval.Section(0, f"Identity of {self.name}", items)
+
+    def _l1_section(self, drawers: list[dict[str, Any]]) -> retrieval.Section:
+        return retrieval.Section(1, "Essential", [_drawer_item(d, 1) for d in drawers])
+
+    def _pack(self, sections: list[retrieval.Section], budget: int) -> dict[str, Any]:
+        packed = retrieval.pack(sections, budget, self.services.tokenizer)
+        tok = self.services.tokenizer
+        return {
+            "sections": [
+                {"level": s.level, "title": s.title,
+                 "items": [{"id": it.id, "text": it.text, "score": round(it.score, 6),
+                            **it.meta} for it in s.items]}
+                for s in packed.sections
+            ],
+            "tokens_used": packed.tokens_used,
+            "budget": budget,
+            "cut": [dict(c) for c in packed.cut],
+            "tokenizer": {"name": tok.name, "exact": tok.exact},
+        }
 
     def _keyword_reason(self) -> str:
         if self.mismatch:
@@ -518,34 +666,6 @@ class Palace:
         if model.embedder is None:
             return f"keyword-only: no embedding model ({model.reason})"
         return "keyword-only: vector index not ready"
-
-    def _vector_search(self, c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
-                       filters: m.Filters, pool: int, ts: int) -> list[tuple[int, float]]:
-        where, params = filters.sql(ts)
-        if filters.wing is None and filters.room is None and not filters.tags:
-            hits = index.search(qvec, pool * 2)
-            if not hits:
-                return []
-            marks = ",".join(str(int(i)) for i, _ in hits)
-            active = {int(r[0]) for r in c.execute(
-                f"SELECT d.id FROM drawers d WHERE d.id IN ({marks}) AND {where}", params)}
-            return [(i, s) for i, s in hits if i in active][:pool]
-        count = int(c.execute(
-            f"SELECT count(*) FROM vectors v JOIN drawers d ON d.id = v.drawer_id WHERE {where}",
-            params).fetchall()[0][0])
-        if count <= BRUTE_FORCE_MAX:
-            rows = [(int(r[0]), bytes(r[1])) for r in c.execute(
-                f"SELECT v.drawer_id, v.vec FROM vectors v JOIN drawers d ON d.id = v.drawer_id "
-                f"WHERE {where}", params)]
-            return brute_force(qvec, rows, index.dims, pool)
-        hits = index.search(qvec, pool * 20)
-        ids = [i for i, _ in hits]
-        if not ids:
-            return []
-        marks = ",".join(str(int(i)) for i in ids)
-        ok = {int(r[0]) for r in c.execute(
-            f"SELECT d.id FROM drawers d WHERE d.id IN ({marks}) AND {where}", params)}
-        return [(i, s) for i, s in hits if i in ok][:pool]
 
     async def info(self) -> dict[str, Any]:
         """Counts, embedder identity and index agreement."""
@@ -582,10 +702,3 @@ def chunk_text(text: str) -> list[str]:
     from palaced.chunking import chunk_text as split
 
     return split(text) or [text]
-
-
-def fuse_scores(lexical: dict[int, float], vector: dict[int, float]) -> dict[int, float]:
-    """Standardised score fusion (z-scores per list, missing = the list's floor)."""
-    from palaced.retrieval import fuse
-
-    return fuse(lexical, vector)

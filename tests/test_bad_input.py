@@ -202,7 +202,8 @@ msgpack_values = st.recursive(
 @given(op=st.sampled_from(["memory.remember", "memory.recall", "memory.get", "memory.forget",
                            "memory.list", "memory.remember_many", "palace.info",
                            "palace.create", "nope"]),
-       palace=st.one_of(st.none(), st.just(PALACE), st.text(max_size=12), st.integers()),
+       palace=st.one_of(st.none(), st.just(PALACE), st.text(max_size=12),
+                        st.integers(min_value=-(2**63), max_value=2**64 - 1)),
        args=msgpack_values)
 def test_fuzzed_requests_get_typed_errors(target: DaemonProc, op: str, palace: Any,
                                           args: Any) -> None:

@@ -30,7 +30,8 @@ DRAWER_COLUMNS = (
 _COLS = [c.strip() for c in DRAWER_COLUMNS.split(",")]
 
 # Active = visible to recall: not superseded and not expired.
-ACTIVE_SQL = "d.superseded_by IS NULL AND (d.expires_ms IS NULL OR d.expires_ms > :now)"
+LIVE_SQL = "(d.expires_ms IS NULL OR d.expires_ms > :now)"
+ACTIVE_SQL = "d.superseded_by IS NULL AND " + LIVE_SQL
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class NewDrawer:
     expires_ms: int | None = None
     kind: str = "drawer"
     topics: tuple[str, ...] = field(default=())
+    supersedes: int | None = None
 
     @property
     def content_hash(self) -> str:
@@ -239,6 +241,30 @@ def delete_drawer(conn: apsw.Connection, drawer_id: int) -> list[int] | None:
     return vids
 
 
+def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int) -> None:
+    """Mark ``old_id`` superseded by ``new_id`` (kept, hidden from recall by default).
+
+    Raises:
+        MemoryNotFound: no drawer ``old_id``.
+        InvalidContent: it is ``new_id`` itself or already superseded.
+    """
+    from palaced.errors import InvalidContent, MemoryNotFound
+
+    rows = conn.execute("SELECT superseded_by FROM drawers WHERE id = ?", (old_id,)).fetchall()
+    if not rows:
+        raise MemoryNotFound(f"cannot supersede drawer {old_id}: no such drawer",
+                             details={"id": old_id})
+    if old_id == new_id:
+        raise InvalidContent("a drawer cannot supersede itself", details={"id": old_id})
+    if rows[0][0] is not None:
+        raise InvalidContent(f"drawer {old_id} is already superseded by drawer {rows[0][0]}",
+                             details={"id": old_id, "superseded_by": rows[0][0]})
+    conn.execute("UPDATE drawers SET superseded_by = ?, updated_ms = ? WHERE id = ?",
+                 (new_id, now_ms, old_id))
+    for nid in room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS):
+        refresh_context(conn, nid)
+
+
 def touch(conn: apsw.Connection, ids: Iterable[int], now_ms: int) -> None:
     """Record that drawers were recalled (last access time and access count)."""
     conn.executemany(
@@ -276,14 +302,22 @@ class Filters:
     wing: str | None = None
     room: str | None = None
     tags: tuple[str, ...] = ()
-    include_inactive: bool = False
+    include_superseded: bool = False
+    include_expired: bool = False
+
+    @property
+    def narrows(self) -> bool:
+        """True when the filter restricts by wing, room or tags."""
+        return self.wing is not None or self.room is not None or bool(self.tags)
 
     def sql(self, now_ms: int) -> tuple[str, dict[str, Any]]:
         """A WHERE fragment over alias ``d`` and its named parameters."""
         parts: list[str] = []
         params: dict[str, Any] = {"now": now_ms}
-        if not self.include_inactive:
-            parts.append(ACTIVE_SQL)
+        if not self.include_superseded:
+            parts.append("d.superseded_by IS NULL")
+        if not self.include_expired:
+            parts.append(LIVE_SQL)
         if self.wing is not None:
             parts.append("d.wing = :wing")
             params["wing"] = self.wing

@@ -1,0 +1,165 @@
+"""Hybrid ranking of one palace: BM25 + vectors + closets + importance/recency + rooms.
+
+Synchronous: runs in one worker-thread hop on a reader connection. The pure math lives in
+``retrieval.py``; this module gathers the candidate pool and its metadata with SQL and the
+vector index, then applies that math in a fixed, measured order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+import numpy as np
+
+from palaced import retrieval
+from palaced.closets import query_topics
+from palaced.index import VectorIndex, brute_force
+from palaced.store import memories as m
+
+BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Ranking knobs; defaults chosen by measurement on the LoCoMo dev split (bench/)."""
+
+    pool: int = 100
+    lexical_weight: float = 0.5
+    vector_weight: float = 0.5
+    fusion: retrieval.FusionMethod = "standardized"
+    closet_boost: float = 0.05
+    importance_weight: float = retrieval.DEFAULT_IMPORTANCE_WEIGHT
+    recency_weight: float = retrieval.DEFAULT_RECENCY_WEIGHT
+    room_weight: float = retrieval.DEFAULT_ROOM_WEIGHT
+
+
+@dataclass
+class Ranking:
+    """The scored candidate pool of one query, best first."""
+
+    order: list[int]
+    scores: dict[int, float]
+    lexical: dict[int, float]
+    vector: dict[int, float]
+    room_of: dict[int, tuple[str, str]]
+    rooms: list[tuple[str, str, float]]
+    closet_hits: set[int] = field(default_factory=set)
+    mentioned_rooms: set[tuple[str, str]] = field(default_factory=set)
+
+
+def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
+                  filters: m.Filters, k: int, now_ms: int) -> list[tuple[int, float]]:
+    """Best ``(drawer_id, cosine)`` among drawers matching ``filters``.
+
+    Unfiltered: the HNSW index, then drop inactive drawers. Filtered: exact search over the
+    matching drawers' vectors (small sets) so a narrow filter never loses its best hits to
+    the global top-k; very large filtered sets fall back to an over-fetching index search.
+    """
+    where, params = filters.sql(now_ms)
+    if not filters.narrows:
+        hits = index.search(qvec, k * 2)
+        return _keep_matching(c, hits, where, params)[:k]
+    count = int(c.execute(
+        f"SELECT count(*) FROM vectors v JOIN drawers d ON d.id = v.drawer_id WHERE {where}",
+        params).fetchall()[0][0])
+    if count <= BRUTE_FORCE_MAX:
+        rows = [(int(r[0]), bytes(r[1])) for r in c.execute(
+            f"SELECT v.drawer_id, v.vec FROM vectors v JOIN drawers d ON d.id = v.drawer_id "
+            f"WHERE {where}", params)]
+        return brute_force(qvec, rows, index.dims, k)
+    return _keep_matching(c, index.search(qvec, k * 20), where, params)[:k]
+
+
+def _keep_matching(c: apsw.Connection, hits: list[tuple[int, float]], where: str,
+                   params: dict[str, Any]) -> list[tuple[int, float]]:
+    if not hits:
+        return []
+    marks = ",".join(str(int(i)) for i, _ in hits)
+    ok = {int(r[0]) for r in c.execute(
+        f"SELECT d.id FROM drawers d WHERE d.id IN ({marks}) AND {where}", params)}
+    return [(i, s) for i, s in hits if i in ok]
+
+
+def _pool_meta(c: apsw.Connection, ids: Sequence[int]
+               ) -> dict[int, tuple[str, str, float, int]]:
+    out: dict[int, tuple[str, str, float, int]] = {}
+    if not ids:
+        return out
+    marks = ",".join(str(int(i)) for i in ids)
+    for did, wing, room, imp, occ, weight in c.execute(
+        f"SELECT id, wing, room, importance, occurred_ms, weight FROM drawers "
+        f"WHERE id IN ({marks})"
+    ):
+        # Decay weight scales importance: a stale low drawer ranks below a fresh one.
+        out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ))
+    return out
+
+
+def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[int]:
+    """Drawers among ``ids`` filed under a topic the query mentions."""
+    topics = query_topics(query)
+    if not topics or not ids:
+        return set()
+    tmarks = ",".join("?" * len(topics))
+    dmarks = ",".join(str(int(i)) for i in ids)
+    return {int(r[0]) for r in c.execute(
+        f"SELECT DISTINCT drawer_id FROM closets WHERE topic IN ({tmarks}) "
+        f"AND drawer_id IN ({dmarks})", topics)}
+
+
+_WORD = re.compile(r"[\w-]+", re.UNICODE)
+
+
+def rooms_mentioned(c: apsw.Connection, query: str) -> set[tuple[str, str]]:
+    """Rooms (or wings) whose name appears as a word of the query."""
+    words = {w.lower() for w in _WORD.findall(query)}
+    if not words:
+        return set()
+    out: set[tuple[str, str]] = set()
+    for wing, room in c.execute("SELECT DISTINCT wing, room FROM drawers"):
+        if str(room).lower() in words or str(wing).lower() in words:
+            out.add((str(wing), str(room)))
+    return out
+
+
+def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
+         index: VectorIndex | None, filters: m.Filters, now_ms: int,
+         params: RankParams = RankParams()) -> Ranking:
+    """Rank the palace's drawers for ``query`` under ``filters``."""
+    lexical = dict(m.fts_search(c, query, filters, params.pool, now_ms))
+    vector: dict[int, float] = {}
+    if qvec is not None and index is not None:
+        vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
+    fused = retrieval.fuse(lexical, vector, method=params.fusion,
+                           lexical_weight=params.lexical_weight,
+                           vector_weight=params.vector_weight)
+    if not fused:
+        return Ranking([], {}, lexical, vector, {}, [])
+    ids = list(fused)
+    meta = _pool_meta(c, ids)
+    closet_hits = closet_matches(c, query, ids)
+    spread = max(fused.values()) - min(fused.values()) or 1.0
+    scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
+              for i, s in fused.items()}
+    scores = retrieval.apply_boosts(
+        scores,
+        {i: retrieval.DrawerMeta(importance=v[2], ts_ms=v[3]) for i, v in meta.items()},
+        now_ms=now_ms, importance_weight=params.importance_weight,
+        recency_weight=params.recency_weight,
+    )
+    room_of = {i: (v[0], v[1]) for i, v in meta.items()}
+    room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
+    room_score = retrieval.room_scores(scores, room_key)
+    if params.room_weight > 0:
+        scores = retrieval.feed_back_rooms(scores, room_key, room_score, params.room_weight)
+    order = retrieval.ranking(scores)
+    rooms = []
+    for key in retrieval.rank_rooms(room_score):
+        wing, room = key.split("\x1f", 1)
+        rooms.append((wing, room, room_score[key]))
+    return Ranking(order, scores, lexical, vector, room_of, rooms, closet_hits,
+                   rooms_mentioned(c, query))
