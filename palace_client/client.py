@@ -127,7 +127,7 @@ class Client:
     def recall(self, palace: str, query: str, *, top_k: int = 10, wing: str | None = None,
                room: str | None = None, tags: Iterable[str] = (),
                **extra: Any) -> list[dict[str, Any]]:
-        """Hybrid search; returns result dicts (``id``, ``text``, ``score``, ``wing``, ``room``...)."""
+        """Hybrid search; returns result dicts (``id``, ``text``, ``score``, ``wing``, ``room``)."""
         return list(self.recall_ex(palace, query, top_k=top_k, wing=wing, room=room, tags=tags,
                                    **extra)["results"])
 

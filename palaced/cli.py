@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import typer
 
@@ -76,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -60,7 +60,7 @@ class Daemon:
 
     # -- dispatch ---------------------------------------------------------------------------
     async def dispatch(self, op_name: str, palace: str | None, raw_args: Any,
-                       timeout: float | None) -> dict[str, Any]:
+                       deadline_s: float | None) -> dict[str, Any]:
         op = self.ops.get(op_name)
         args = decode_args(op, raw_args)
         if op.palace == "required":
@@ -131,7 +131,7 @@ class Daemon:
                     log.info("shutting down")
                     # New requests now get SHUTTING_DOWN; let in-flight ones finish first.
                     with anyio.move_on_after(SHUTDOWN_GRACE_S):
-                        while self._in_flight:
+                        while self._in_flight:  # noqa: ASYNC110 - a bounded drain poll
                             await anyio.sleep(0.02)
                     tg.cancel_scope.cancel()
             finally:

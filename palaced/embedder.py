@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -39,7 +39,8 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    out: np.ndarray = matrix / norms
+    return out
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class EmbedderSettings:
 class FastEmbedder:
     """fastembed ONNX model; load with ``FastEmbedder.load``."""
 
-    def __init__(self, model: object, name: str, dims: int) -> None:
+    def __init__(self, model: Any, name: str, dims: int) -> None:
         self._model = model
         self._name = name
         self._dims = dims
@@ -83,13 +84,13 @@ class FastEmbedder:
             from fastembed import TextEmbedding
         except Exception as exc:  # pragma: no cover - dependency problem
             raise EmbedderUnavailable(f"fastembed cannot be imported: {exc}") from exc
-        kwargs: dict[str, object] = {"model_name": settings.model_name}
+        kwargs: dict[str, Any] = {"model_name": settings.model_name}
         if settings.threads:
             kwargs["threads"] = settings.threads
         if settings.cache_dir is not None:
             kwargs["cache_dir"] = str(settings.cache_dir)
         errors: list[str] = []
-        attempts: list[dict[str, object]] = []
+        attempts: list[dict[str, Any]] = []
         if settings.model_path is not None:
             if not (settings.model_path / "model.onnx").is_file() and not any(
                 settings.model_path.glob("*.onnx")
@@ -106,7 +107,7 @@ class FastEmbedder:
         for extra in attempts:
             try:
                 model = TextEmbedding(**kwargs, **extra)
-                probe = np.asarray(list(model.embed(["probe"]))[0], dtype=np.float32)
+                probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
                 return cls(model, settings.model_name, int(probe.shape[0]))
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
@@ -126,16 +127,16 @@ class FastEmbedder:
             idx = order[start : start + BATCH_SIZE]
             batch = [texts[i] for i in idx]
             vecs = np.asarray(
-                list(self._model.embed(batch, batch_size=len(batch))),  # type: ignore[attr-defined]
+                list(self._model.embed(batch, batch_size=len(batch))),
                 dtype=np.float32,
             )
             out[idx] = vecs
         return _normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        vec = np.asarray(list(self._model.query_embed([text]))[0],  # type: ignore[attr-defined]
-                         dtype=np.float32)
-        return _normalise(vec.reshape(1, -1))[0]
+        vec = np.asarray(next(iter(self._model.query_embed([text]))), dtype=np.float32)
+        out: np.ndarray = _normalise(vec.reshape(1, -1))[0]
+        return out
 
 
 _TOKEN = re.compile(r"\w+")
@@ -170,7 +171,8 @@ class HashEmbedder:
         return _normalise(np.stack([self._one(t) for t in texts]))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return _normalise(self._one(text).reshape(1, -1))[0]
+        out: np.ndarray = _normalise(self._one(text).reshape(1, -1))[0]
+        return out
 
 
 def settings_from_env(base: EmbedderSettings) -> EmbedderSettings:

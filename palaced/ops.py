@@ -251,7 +251,7 @@ async def op_forget(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
 
 async def op_list(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    return await p.list(filters_from_args(args), int(args["limit"]), int(args["offset"]))
+    return await p.list_drawers(filters_from_args(args), int(args["limit"]), int(args["offset"]))
 
 
 def build_table() -> OpTable:

@@ -14,9 +14,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -60,7 +61,7 @@ class RecallRequest:
 
     query: str
     top_k: int = 10
-    filters: m.Filters = m.Filters()
+    filters: m.Filters = field(default_factory=m.Filters)
     levels: tuple[int, ...] = (0, 1, 2, 3)
     budget: int = 1500
     deep: bool = False
@@ -400,35 +401,37 @@ class Palace:
                 self._maybe_pending = False
                 return total
             per_drawer = [chunk_text(text) for _, text in batch]
-            flat = [c for chunks in per_drawer for c in chunks]
-            vectors = await self._embed(emb, flat)
-            identity = emb.identity
-
-            def write() -> None:
-                if identity != self.embedder_identity or self.index is None:
-                    return
-                added: list[tuple[int, list[int], np.ndarray]] = []
-
-                def tx(c: apsw.Connection) -> None:
-                    offset = 0
-                    for (did, _), chunks in zip(batch, per_drawer, strict=True):
-                        vecs = vectors[offset:offset + len(chunks)]
-                        offset += len(chunks)
-                        if c.execute("SELECT embedded FROM drawers WHERE id = ?",
-                                     (did,)).fetchall() != [(0,)]:
-                            continue
-                        old = m.vector_ids(c, did)
-                        vids = m.store_vectors(c, did, [to_blob(v) for v in vecs])
-                        if old and self.index is not None:
-                            self.index.remove(old)
-                        added.append((did, vids, vecs))
-
-                self.store.write(tx)
-                for did, vids, vecs in added:
-                    self.index.add(did, vids, vecs)
-
-            await self._write(write)
+            vectors = await self._embed(emb, [c for chunks in per_drawer for c in chunks])
+            await self._write(partial(self._store_pending_sync, batch, per_drawer, vectors,
+                                      emb.identity))
             total += len(batch)
+
+    def _store_pending_sync(self, batch: list[tuple[int, str]], per_drawer: list[list[str]],
+                            vectors: np.ndarray, identity: str) -> None:
+        """Write vectors computed for pending drawers (worker thread, under write_lock)."""
+        index = self.index
+        if identity != self.embedder_identity or index is None:
+            return
+        added: list[tuple[int, list[int], np.ndarray]] = []
+
+        def tx(c: apsw.Connection) -> None:
+            offset = 0
+            for (did, _), chunks in zip(batch, per_drawer, strict=True):
+                vecs = vectors[offset:offset + len(chunks)]
+                offset += len(chunks)
+                # Skip drawers forgotten or embedded meanwhile.
+                if c.execute("SELECT embedded FROM drawers WHERE id = ?",
+                             (did,)).fetchall() != [(0,)]:
+                    continue
+                old = m.vector_ids(c, did)
+                vids = m.store_vectors(c, did, [to_blob(v) for v in vecs])
+                if old:
+                    index.remove(old)
+                added.append((did, vids, vecs))
+
+        self.store.write(tx)
+        for did, vids, vecs in added:
+            index.add(did, vids, vecs)
 
     async def forget(self, drawer_id: int) -> None:
         """Delete a drawer everywhere.
@@ -515,7 +518,7 @@ class Palace:
                                  details={"id": drawer_id, "palace": self.name})
         return drawer
 
-    async def list(self, filters: m.Filters, limit: int, offset: int) -> dict[str, Any]:
+    async def list_drawers(self, filters: m.Filters, limit: int, offset: int) -> dict[str, Any]:
         drawers, total = await self._read(
             lambda c: m.list_drawers(c, filters, limit, offset, now_ms()))
         nxt = offset + len(drawers)
@@ -534,7 +537,7 @@ class Palace:
             vec = await anyio.to_thread.run_sync(emb.embed_query, query,
                                                  limiter=self.services.embed_limiter)
             cache[key] = vec
-        return vec  # type: ignore[no-any-return]
+        return cast(np.ndarray, vec)
 
     async def recall(self, req: RecallRequest) -> dict[str, Any]:
         """Progressive recall: ranked ``results`` plus L0-L3 ``sections`` packed to a budget.
@@ -691,8 +694,8 @@ class Palace:
                 text = (self.dir / IDENTITY_NAME).read_text("utf-8")
             except OSError:
                 return ""
-            return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#")
-                             ).strip()
+            lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+            return "\n".join(lines).strip()
 
         return await anyio.to_thread.run_sync(read)
 

@@ -109,4 +109,5 @@ def error_response(req_id: Any, error: PalaceError) -> dict[str, Any]:
 
 def hello_args(client_name: str, client_version: str) -> dict[str, Any]:
     """Arguments of the daemon.hello request."""
-    return {"protocol": PROTOCOL_VERSION, "client": {"name": client_name, "version": client_version}}
+    client = {"name": client_name, "version": client_version}
+    return {"protocol": PROTOCOL_VERSION, "client": client}

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import apsw
 
-from .db import open_connection, storage_errors
+from .db import open_connection, storage_error, storage_errors
 from .schema import migrate
 
 T = TypeVar("T")
@@ -49,8 +49,11 @@ class Store:
 
     def write(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn`` inside one write transaction; rolled back if it raises."""
-        with storage_errors(), self._writer:
-            return fn(self._writer)
+        try:
+            with self._writer:
+                return fn(self._writer)
+        except apsw.Error as exc:
+            raise storage_error(exc) from exc
 
     def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
@@ -62,8 +65,10 @@ class Store:
                 with self._pool_lock:
                     self._readers.append(conn)
             try:
-                with storage_errors(), conn:
+                with conn:
                     return fn(conn)
+            except apsw.Error as exc:
+                raise storage_error(exc) from exc
             finally:
                 self._idle.put(conn)
 

@@ -42,6 +42,11 @@ def open_connection(path: Path, *, readonly: bool = False) -> apsw.Connection:
     return conn
 
 
+def storage_error(exc: apsw.Error) -> StorageError:
+    """The StorageError that reports an apsw error."""
+    return StorageError(f"SQLite error: {exc}", details={"sqlite": type(exc).__name__})
+
+
 @contextmanager
 def storage_errors() -> Iterator[None]:
     """Translate apsw errors into StorageError at the storage boundary."""
@@ -50,4 +55,4 @@ def storage_errors() -> Iterator[None]:
     except PalaceError:
         raise
     except apsw.Error as exc:
-        raise StorageError(f"SQLite error: {exc}", details={"sqlite": type(exc).__name__}) from exc
+        raise storage_error(exc) from exc

@@ -135,9 +135,9 @@ _SAME_OBJECT = (
 _VALID_AT = "f.valid_from_ms <= :t AND (f.valid_to_ms IS NULL OR f.valid_to_ms > :t)"
 
 
-def _query(conn: apsw.Connection, sql: str, params: apsw.Bindings = ()) -> list[tuple[Any, ...]]:
-    """All rows of one statement (apsw types each cell as a union; callers know the columns)."""
-    return conn.execute(sql, params).fetchall()
+def _query(conn: apsw.Connection, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
+    """All rows of one statement (callers know the columns)."""
+    return list(conn.execute(sql, params).fetchall())
 
 
 # -- normalisation --------------------------------------------------------------------------

@@ -1,0 +1,450 @@
+"""Pure, synchronous ranking and context packing over plain data.
+
+Everything here is a function of its arguments (no I/O, no clock, no anyio), so the daemon can
+run it in a worker thread and the tests can drive it with hand-made numbers. A recall is:
+
+1. :func:`fuse` the lexical and vector hit lists into one score per drawer;
+2. :func:`apply_boosts` for importance and recency;
+3. :func:`room_scores` then :func:`feed_back_rooms` to lift drawers of strong rooms;
+4. :func:`ranking` to order them, and :func:`pack` to fit levelled sections into a token budget.
+
+Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**. SQLite
+FTS5's ``bm25()`` is the opposite (negative, lower is better): pass it through
+:func:`lexical_from_bm25` first. Vector scores are cosine similarities. Fused scores are on an
+arbitrary scale (z-scores or RRF sums), so the boosts below are expressed as fractions of the
+current score range rather than absolute amounts, which keeps them small whatever the fusion.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypedDict
+
+FusionMethod = Literal["standardized", "rrf"]
+Normalization = Literal["zscore", "minmax"]
+ItemId = int | str
+
+DEFAULT_RRF_K = 60
+DEFAULT_LEXICAL_WEIGHT = 0.5
+DEFAULT_VECTOR_WEIGHT = 0.5
+DEFAULT_IMPORTANCE_WEIGHT = 0.1
+DEFAULT_RECENCY_WEIGHT = 0.05
+DEFAULT_HALF_LIFE_DAYS = 30.0
+DEFAULT_ROOM_SUPPORT_SHARE = 0.2
+DEFAULT_ROOM_TOP_N = 3
+DEFAULT_ROOM_WEIGHT = 0.1
+
+# Budget accounting overheads, in tokens, on top of counting the text itself. They cover what
+# PackResult.render adds: "## " + title + "\n" plus the blank line between sections (3 tokens
+# at most in cl100k_base, 2 in the chars/4 estimate), and "- " + text + "\n" per item (2 at
+# most). One token of margin each absorbs BPE merges across those joins.
+SECTION_OVERHEAD_TOKENS = 4
+ITEM_OVERHEAD_TOKENS = 3
+
+_DAY_MS = 86_400_000.0
+_EPS = 1e-12
+
+
+# -- fusion ---------------------------------------------------------------------------------
+def lexical_from_bm25(bm25: Mapping[int, float]) -> dict[int, float]:
+    """Turn FTS5 ``bm25()`` values (lower is better) into higher-is-better scores by negation."""
+    return {drawer_id: -float(score) for drawer_id, score in bm25.items()}
+
+
+def ranking(scores: Mapping[int, float]) -> list[int]:
+    """Return the ids of ``scores`` best first; ties go to the smaller id (deterministic)."""
+    return sorted(scores, key=lambda drawer_id: (-scores[drawer_id], drawer_id))
+
+
+def normalize(scores: Mapping[int, float],
+              method: Normalization = "zscore") -> tuple[dict[int, float], float]:
+    """Standardise one hit list; return ``(normalised scores, floor for missing ids)``.
+
+    ``zscore``: ``(s - mean) / population stdev``; ``minmax``: ``(s - min) / (max - min)``.
+    The floor is the list's lowest normalised score: a drawer the list did not return is
+    treated as no better than its worst hit. A list with fewer than two distinct values only
+    says "present": its hits get 0 (zscore) / 1 (minmax) and the floor is one unit lower.
+
+    Raises:
+        ValueError: ``method`` is not "zscore" or "minmax".
+    """
+    if method not in ("zscore", "minmax"):
+        raise ValueError(f"unknown normalization {method!r}")
+    if not scores:
+        return {}, 0.0
+    values = [float(v) for v in scores.values()]
+    low, high = min(values), max(values)
+    if high - low <= _EPS * max(1.0, abs(high), abs(low)):
+        present = 0.0 if method == "zscore" else 1.0
+        return dict.fromkeys(scores, present), present - 1.0
+    if method == "minmax":
+        span = high - low
+        return {k: (float(v) - low) / span for k, v in scores.items()}, 0.0
+    mean = statistics.fmean(values)
+    stdev = statistics.pstdev(values, mu=mean)
+    normed = {k: (float(v) - mean) / stdev for k, v in scores.items()}
+    return normed, (low - mean) / stdev
+
+
+def standardized_fusion(score_lists: Sequence[Mapping[int, float]], *,
+                        weights: Sequence[float] | None = None,
+                        normalization: Normalization = "zscore") -> dict[int, float]:
+    """Fuse hit lists by a weighted sum of per-list standardised scores.
+
+    Each list is normalised with :func:`normalize`; a drawer missing from a non-empty list
+    gets that list's floor. Empty lists are ignored (they say nothing about anyone).
+
+    Raises:
+        ValueError: ``weights`` has a different length than ``score_lists`` or a negative
+            weight, or ``normalization`` is unknown.
+    """
+    weights = _check_weights(score_lists, weights)
+    prepared = [(normalize(scores, normalization), w)
+                for scores, w in zip(score_lists, weights, strict=True) if scores]
+    ids = _union(scores for scores in score_lists)
+    return {
+        drawer_id: sum(w * normed.get(drawer_id, floor) for (normed, floor), w in prepared)
+        for drawer_id in ids
+    }
+
+
+def rrf_fusion(score_lists: Sequence[Mapping[int, float]], *, k: int = DEFAULT_RRF_K,
+               weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Reciprocal-rank fusion: ``sum(w / (k + rank))`` over the lists that returned a drawer.
+
+    Ranks start at 1 and come from each list's scores via :func:`ranking`.
+
+    Raises:
+        ValueError: ``k < 0``, or ``weights`` has the wrong length or a negative weight.
+    """
+    if k < 0:
+        raise ValueError(f"rrf k must be >= 0, got {k}")
+    weights = _check_weights(score_lists, weights)
+    fused: dict[int, float] = {}
+    for scores, w in zip(score_lists, weights, strict=True):
+        for rank, drawer_id in enumerate(ranking(scores), 1):
+            fused[drawer_id] = fused.get(drawer_id, 0.0) + w / (k + rank)
+    return fused
+
+
+def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
+         method: FusionMethod = "standardized",
+         lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
+         vector_weight: float = DEFAULT_VECTOR_WEIGHT,
+         normalization: Normalization = "zscore",
+         rrf_k: int = DEFAULT_RRF_K) -> dict[int, float]:
+    """Fuse lexical and vector hits into one higher-is-better score per drawer.
+
+    Args:
+        lexical: ``{drawer_id: score}``, higher is better (negate FTS5 bm25 first with
+            :func:`lexical_from_bm25`). Empty in vector-only mode.
+        vector: ``{drawer_id: cosine similarity}``. Empty in keyword-only mode.
+        method: "standardized" (default; see :func:`standardized_fusion`) or "rrf".
+        lexical_weight, vector_weight: the weight of each list.
+        normalization: per-list normalisation for "standardized".
+        rrf_k: the RRF constant for "rrf".
+
+    Raises:
+        ValueError: unknown ``method`` or ``normalization``, negative weight, or ``rrf_k < 0``.
+    """
+    lists = (lexical, vector)
+    weights = (lexical_weight, vector_weight)
+    if method == "standardized":
+        return standardized_fusion(lists, weights=weights, normalization=normalization)
+    if method == "rrf":
+        return rrf_fusion(lists, k=rrf_k, weights=weights)
+    raise ValueError(f"unknown fusion method {method!r}")
+
+
+def _check_weights(score_lists: Sequence[Mapping[int, float]],
+                   weights: Sequence[float] | None) -> list[float]:
+    if weights is None:
+        return [1.0] * len(score_lists)
+    if len(weights) != len(score_lists):
+        raise ValueError(f"{len(weights)} weights for {len(score_lists)} score lists")
+    if any(w < 0 or math.isnan(w) for w in weights):
+        raise ValueError(f"weights must be >= 0, got {list(weights)}")
+    return [float(w) for w in weights]
+
+
+def _union(maps: Iterable[Mapping[int, float]]) -> list[int]:
+    seen: dict[int, None] = {}
+    for scores in maps:
+        seen.update(dict.fromkeys(scores))
+    return list(seen)
+
+
+def _spread(scores: Mapping[int, float]) -> float:
+    """Score range used to scale boosts; 1.0 when the scores are all equal or absent."""
+    if not scores:
+        return 1.0
+    spread = max(scores.values()) - min(scores.values())
+    return spread if spread > _EPS else 1.0
+
+
+# -- boosts ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DrawerMeta:
+    """What the boosts need to know about one drawer.
+
+    importance: 0..1, 0.5 is neutral (values outside are clamped).
+    ts_ms: when the memory happened (``occurred_at``, else creation), epoch milliseconds.
+    """
+
+    importance: float = 0.5
+    ts_ms: int | None = None
+
+
+def apply_boosts(scores: Mapping[int, float], meta: Mapping[int, DrawerMeta], *, now_ms: int,
+                 importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT,
+                 recency_weight: float = DEFAULT_RECENCY_WEIGHT,
+                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> dict[int, float]:
+    """Return ``scores`` nudged by importance and recency, in units of the score range R.
+
+    ``boost = R * (importance_weight * 2 * (importance - 0.5) + recency_weight * recency)``
+    where ``recency = 0.5 ** (age_days / half_life_days)`` (1 for now or the future, 0 without
+    a timestamp). With the defaults, importance moves a drawer by at most ±10 % of R and a
+    brand-new one gains 5 % of R, so boosts reorder near-ties but never overturn a clear win.
+    Drawers absent from ``meta`` are unchanged.
+
+    Raises:
+        ValueError: a weight is negative or ``half_life_days <= 0``.
+    """
+    if importance_weight < 0 or recency_weight < 0:
+        raise ValueError("boost weights must be >= 0")
+    if not half_life_days > 0:
+        raise ValueError(f"half_life_days must be > 0, got {half_life_days}")
+    spread = _spread(scores)
+    boosted: dict[int, float] = {}
+    for drawer_id, score in scores.items():
+        info = meta.get(drawer_id)
+        if info is None:
+            boosted[drawer_id] = score
+            continue
+        importance = min(1.0, max(0.0, float(info.importance)))
+        recency = 0.0
+        if info.ts_ms is not None:
+            age_days = max(0.0, (now_ms - info.ts_ms) / _DAY_MS)
+            recency = 0.5 ** (age_days / half_life_days)
+        bonus = importance_weight * 2.0 * (importance - 0.5) + recency_weight * recency
+        boosted[drawer_id] = score + spread * bonus
+    return boosted
+
+
+# -- rooms ----------------------------------------------------------------------------------
+def room_scores(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, str | None], *,
+                top_n: int = DEFAULT_ROOM_TOP_N,
+                support_share: float = DEFAULT_ROOM_SUPPORT_SHARE) -> dict[str, float]:
+    """Score each room from its best drawers: ``best + support_share * (next top_n-1 summed)``.
+
+    Drawer scores are first shifted so the weakest drawer scores 0 (scores may be negative
+    z-scores, and a weak extra drawer must never lower its room). Drawers without a room are
+    ignored. A room with one excellent drawer beats a room of many mediocre ones, but among
+    rooms with similar best drawers, corroborating hits break the tie.
+
+    Raises:
+        ValueError: ``top_n < 1`` or ``support_share < 0``.
+    """
+    if top_n < 1:
+        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    if support_share < 0:
+        raise ValueError(f"support_share must be >= 0, got {support_share}")
+    if not drawer_scores:
+        return {}
+    floor = min(drawer_scores.values())
+    per_room: dict[str, list[float]] = {}
+    for drawer_id, score in drawer_scores.items():
+        room = drawer_room.get(drawer_id)
+        if room is not None:
+            per_room.setdefault(room, []).append(score - floor)
+    result: dict[str, float] = {}
+    for room, values in per_room.items():
+        values.sort(reverse=True)
+        result[room] = values[0] + support_share * sum(values[1:top_n])
+    return result
+
+
+def rank_rooms(scores: Mapping[str, float]) -> list[str]:
+    """Return room names best first; ties by name."""
+    return sorted(scores, key=lambda room: (-scores[room], room))
+
+
+def feed_back_rooms(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, str | None],
+                    rooms: Mapping[str, float],
+                    weight: float = DEFAULT_ROOM_WEIGHT) -> dict[int, float]:
+    """Lift drawers of strong rooms: ``+ weight * R * room_strength``.
+
+    ``room_strength`` is the room's score min-max scaled to 0..1 over ``rooms`` and R is the
+    drawer score range, so ``weight=0.1`` moves a drawer of the best room by 10 % of R over
+    one of the weakest. Drawers with no room, or a room missing from ``rooms``, are
+    unchanged; with fewer than two distinct room scores nothing changes.
+
+    Raises:
+        ValueError: ``weight < 0``.
+    """
+    if weight < 0:
+        raise ValueError(f"weight must be >= 0, got {weight}")
+    if not rooms:
+        return dict(drawer_scores)
+    low, high = min(rooms.values()), max(rooms.values())
+    if high - low <= _EPS:
+        return dict(drawer_scores)
+    spread = _spread(drawer_scores)
+    result: dict[int, float] = {}
+    for drawer_id, score in drawer_scores.items():
+        room = drawer_room.get(drawer_id)
+        room_score = rooms.get(room) if room is not None else None
+        if room_score is None:
+            result[drawer_id] = score
+        else:
+            result[drawer_id] = score + weight * spread * (room_score - low) / (high - low)
+    return result
+
+
+# -- budget packing -------------------------------------------------------------------------
+class TokenCounter(Protocol):
+    """What :func:`pack` needs from a tokenizer (``palaced.tokens.Tokenizer`` fits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+    def truncate(self, text: str, max_tokens: int) -> str: ...
+
+
+@dataclass(slots=True)
+class Item:
+    """One candidate line of context.
+
+    ``text`` is exactly what gets rendered and counted (format any prefix such as a room or
+    date into it). ``score`` and ``level`` are carried for the caller; :func:`pack` keeps the
+    given order and uses the enclosing section's level.
+    """
+
+    id: ItemId
+    text: str
+    score: float
+    level: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Section:
+    """A titled group of items of one level (0 = L0 identity ... 3 = L3 deep search)."""
+
+    level: int
+    title: str
+    items: list[Item] = field(default_factory=list)
+
+
+class CutEntry(TypedDict):
+    """An item left out (``truncated`` False) or shortened to fit (``truncated`` True)."""
+
+    id: ItemId
+    level: int
+    tokens: int  # the whole item's cost: count(text) + ITEM_OVERHEAD_TOKENS
+    truncated: bool
+
+
+@dataclass(slots=True)
+class PackResult:
+    """The sections that fit, with their accounting.
+
+    ``tokens_used`` is the sum of what was charged (text counts plus the documented overheads)
+    and is always <= ``budget_tokens``; ``render()`` produces the text that accounting models.
+    """
+
+    sections: list[Section]
+    tokens_used: int
+    cut: list[CutEntry]
+    tokenizer_name: str
+    budget_tokens: int
+
+    def cut_by_level(self) -> dict[int, int]:
+        """Number of items fully left out, per level."""
+        counts: dict[int, int] = {}
+        for entry in self.cut:
+            if not entry["truncated"]:
+                counts[entry["level"]] = counts.get(entry["level"], 0) + 1
+        return counts
+
+    def render(self) -> str:
+        """Render as Markdown: ``## title`` per section, ``- text`` per item."""
+        return "\n".join(
+            f"## {section.title}\n" + "".join(f"- {item.text}\n" for item in section.items)
+            for section in self.sections
+        )
+
+
+def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounter) -> PackResult:
+    """Fit sections into ``budget_tokens``, filling by level (L0 first), order kept within one.
+
+    Costs: each placed item ``count(text) + ITEM_OVERHEAD_TOKENS``; each section with at least
+    one placed item ``count(title) + SECTION_OVERHEAD_TOKENS``, charged with its first item.
+    Rules:
+      * the total charged never exceeds ``budget_tokens``;
+      * an id is placed at most once, at its highest-priority (lowest) level; later copies
+        are dropped silently;
+      * an item that does not fit is skipped and reported in ``cut``, and later (smaller)
+        items are still tried;
+      * level-0 items are never skipped while they fit: the first L0 item that does not is
+        truncated (token-exact, "…" appended when it fits) to the remaining budget and
+        reported in ``cut`` with ``truncated=True``. Hence all of L0 is kept whenever L0 alone
+        fits the budget.
+    Sections of equal level keep their input order; output sections keep input order and
+    empty ones are dropped.
+
+    Raises:
+        ValueError: ``budget_tokens < 0``.
+    """
+    if budget_tokens < 0:
+        raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
+    order = sorted(range(len(sections)), key=lambda i: sections[i].level)
+    placed: dict[int, list[Item]] = {}
+    seen: set[ItemId] = set()
+    cut: list[CutEntry] = []
+    remaining = budget_tokens
+    for index in order:
+        section = sections[index]
+        header_cost: int | None = None
+        for item in section.items:
+            if item.id in seen:
+                continue
+            if header_cost is None:
+                header_cost = tokenizer.count(section.title) + SECTION_OVERHEAD_TOKENS
+            opening = header_cost if index not in placed else 0
+            cost = tokenizer.count(item.text) + ITEM_OVERHEAD_TOKENS
+            if opening + cost <= remaining:
+                placed.setdefault(index, []).append(item)
+                seen.add(item.id)
+                remaining -= opening + cost
+                continue
+            shortened = None
+            if section.level <= 0:
+                room = remaining - opening - ITEM_OVERHEAD_TOKENS
+                text = _truncate(tokenizer, item.text, room)
+                if text:
+                    shortened = replace(item, text=text, meta={**item.meta, "truncated": True})
+                    remaining -= opening + tokenizer.count(text) + ITEM_OVERHEAD_TOKENS
+                    placed.setdefault(index, []).append(shortened)
+                    seen.add(item.id)
+            cut.append(CutEntry(id=item.id, level=section.level, tokens=cost,
+                                truncated=shortened is not None))
+    out = [replace(sections[i], items=placed[i]) for i in range(len(sections)) if i in placed]
+    return PackResult(sections=out, tokens_used=budget_tokens - remaining, cut=cut,
+                      tokenizer_name=tokenizer.name, budget_tokens=budget_tokens)
+
+
+def _truncate(tokenizer: TokenCounter, text: str, max_tokens: int) -> str:
+    """Cut ``text`` to at most ``max_tokens``, marking the cut with "…" when that fits."""
+    if max_tokens <= 0:
+        return ""
+    head = tokenizer.truncate(text, max_tokens - 1).rstrip()
+    if head and tokenizer.count(head + "…") <= max_tokens:
+        return head + "…"
+    head = tokenizer.truncate(text, max_tokens)
+    return head if tokenizer.count(head) <= max_tokens else ""

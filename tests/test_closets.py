@@ -1,0 +1,86 @@
+"""Rule-based topic extraction for closets."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from palaced.closets import (
+    DEFAULT_LIMIT,
+    extract_topics,
+    fold_plural,
+    normalize_topic,
+    query_topics,
+)
+
+
+def test_identifiers_hashtags_quotes_and_names() -> None:
+    text = (
+        "Fixed the bug in palaced/store/db.py: fts_rank broke on Python 3.11 and HTTPServer "
+        'v2.1.0 #bugfix. Talked to Melanie Smith from Bank of America about "vector index".'
+    )
+    topics = extract_topics(text, limit=20)
+    for expected in ("palaced/store/db.py", "fts_rank", "python 3.11", "httpserver", "v2.1.0",
+                     "bugfix", "melanie smith", "bank of america", "vector index"):
+        assert expected in topics, expected
+    top = extract_topics(text)
+    assert len(top) == DEFAULT_LIMIT
+    assert "palaced/store/db.py" in top and "fts_rank" in top
+    assert all(t == t.lower() for t in topics)
+
+
+def test_sentence_initial_and_stopwords_are_not_names() -> None:
+    topics = extract_topics("Yesterday James went to New York City with his kids. "
+                            "Then James visited museums.", limit=20)
+    assert topics[0] == "james"  # twice, and a name where it is not sentence-initial
+    assert "new york city" in topics
+    assert "museum" in topics and "kid" in topics
+    for noise in ("yesterday", "then", "with", "his", "yesterday james"):
+        assert noise not in topics
+
+
+def test_query_matches_drawer_keys() -> None:
+    drawer = 'Caroline said, "I went to a LGBTQ support group yesterday and it was so powerful."'
+    query = "When did Caroline go to the LGBTQ support group?"
+    assert set(query_topics(query)) == {"caroline", "lgbtq", "support", "group"}
+    assert set(query_topics(query)) <= set(extract_topics(drawer))
+
+
+def test_multiword_names_also_yield_their_words() -> None:
+    drawer = extract_topics("Met Melanie Smith at the conference.", limit=20)
+    assert {"melanie smith", "melanie", "smith"} <= set(drawer)
+    assert set(query_topics("What does Melanie do?")) & set(drawer) == {"melanie"}
+
+
+def test_camel_snake_and_files() -> None:
+    topics = extract_topics("Rename getUserName to get_user_name in UserService.java, "
+                            "see XMLHttpRequest and README.md", limit=20)
+    for expected in ("getusername", "get_user_name", "userservice.java", "xmlhttprequest",
+                     "readme.md"):
+        assert expected in topics
+
+
+def test_normalisation() -> None:
+    assert normalize_topic("  “Vector   Index” ") == "vector index"
+    assert normalize_topic("#Tag") == "tag"
+    assert normalize_topic("ＡＢＣ") == "abc"  # NFKC folds full-width letters
+    assert [fold_plural(w) for w in ("groups", "stories", "classes", "boxes", "status", "kid",
+                                     "analysis", "kids")] == [
+        "group", "story", "class", "box", "status", "kid", "analysis", "kid"]
+
+
+def test_empty_and_stopword_only() -> None:
+    assert extract_topics("") == []
+    assert extract_topics("and the of it is was") == []
+    assert extract_topics("anything", limit=0) == []
+    assert query_topics("what is it?") == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300), limit=st.integers(min_value=0, max_value=12))
+def test_never_raises_and_keys_are_normalised(text: str, limit: int) -> None:
+    topics = extract_topics(text, limit=limit)
+    assert len(topics) <= limit
+    assert len(set(topics)) == len(topics)
+    for topic in topics:
+        assert topic and topic == topic.strip() and topic == normalize_topic(topic)
