@@ -393,6 +393,9 @@ def daemon_stop(as_json: bool = JsonOpt) -> None:
 
 def _register_optional() -> None:
     """Commands that live in their own modules (MCP bridge, agent setup)."""
+    from palace_client.cli_knowledge import register as register_knowledge
+
+    register_knowledge(app)
     try:
         from palace_client.mcp_cli import init_command, mcp_command
     except ImportError:  # pragma: no cover - only while those modules are absent

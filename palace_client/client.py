@@ -170,11 +170,123 @@ class Client:
         return self.call("daemon.status")
 
     def stop_daemon(self) -> None:
-        """Ask the daemon to shut down gracefully."""
+        """Ask the daemon to shut down gracefully (never starts one, never retries)."""
         try:
-            self.call("daemon.stop")
+            conn = self._connection()
+            conn.call("daemon.stop")
+        except (ConnectionError, OSError):
+            pass  # the daemon closed the socket while stopping: that is success
         finally:
             self.close()
+
+    # -- knowledge (issue 5) --
+    @staticmethod
+    def _some(**values: Any) -> dict[str, Any]:
+        """The arguments that were given (None means "use the daemon's default")."""
+        return {k: v for k, v in values.items() if v is not None}
+
+    def kg_assert(self, palace: str, subject: str, predicate: str, obj: str, *,
+                  valid_from: str | int | None = None, confidence: float | None = None,
+                  source_drawer: int | None = None, source_url: str | None = None,
+                  source_agent: str | None = None, literal: bool = False) -> dict[str, Any]:
+        """Record the fact ``subject predicate obj`` from ``valid_from`` (ISO 8601 or epoch
+        ms; default now); returns the fact. A single-valued predicate closes the previous
+        fact's interval. ``literal`` stores ``obj`` as a value instead of an entity.
+
+        Raises ``InvalidContent`` for a self-link or an invalid name, predicate or date, and
+        ``MemoryNotFound`` when ``source_drawer`` names no drawer.
+        """
+        args = self._some(subject=subject, predicate=predicate, object=obj,
+                          valid_from=valid_from, confidence=confidence,
+                          source_drawer=source_drawer, source_url=source_url,
+                          source_agent=source_agent)
+        args["literal"] = literal
+        return dict(self.call("graph.assert", palace, args)["fact"])
+
+    def kg_invalidate(self, palace: str, fact_id: int, *, at: str | int | None = None
+                      ) -> dict[str, Any]:
+        """End an active fact at ``at`` (default now); returns the fact.
+
+        Raises ``FactNotFound`` for an unknown id.
+        """
+        return dict(self.call("graph.invalidate", palace, self._some(id=fact_id, at=at))["fact"])
+
+    def kg_query(self, palace: str, subject: str, *, as_of: str | int | None = None
+                 ) -> dict[str, Any]:
+        """Facts about ``subject``: the active ones, or those valid at ``as_of``.
+
+        Returns ``{"subject", "entity", "as_of_ms", "facts"}``.
+        """
+        return self.call("graph.query", palace, self._some(subject=subject, as_of=as_of))
+
+    def kg_timeline(self, palace: str, subject: str) -> dict[str, Any]:
+        """Every fact about ``subject`` (as subject or object), closed ones too, oldest first.
+
+        Returns ``{"subject", "entity", "facts"}``.
+        """
+        return self.call("graph.timeline", palace, {"subject": subject})
+
+    def kg_link(self, palace: str, a: str, relation: str, b: str, *,
+                valid_from: str | int | None = None, confidence: float | None = None,
+                source_drawer: int | None = None, source_url: str | None = None,
+                source_agent: str | None = None) -> dict[str, Any]:
+        """Relate two concepts (``part_of``, ``depends_on``, ``related_to``, ...); returns
+        the fact. Raises ``InvalidContent`` when ``a`` and ``b`` are the same concept.
+        """
+        args = self._some(a=a, relation=relation, b=b, valid_from=valid_from,
+                          confidence=confidence, source_drawer=source_drawer,
+                          source_url=source_url, source_agent=source_agent)
+        return dict(self.call("graph.link", palace, args)["fact"])
+
+    def kg_neighbors(self, palace: str, entity: str, *, depth: int = 1,
+                     relation: str | None = None, as_of: str | int | None = None
+                     ) -> dict[str, Any]:
+        """Entities within ``depth`` hops: ``{"entity", "nodes", "edges", "truncated"}``."""
+        return self.call("graph.neighbors", palace,
+                         self._some(entity=entity, depth=depth, relation=relation, as_of=as_of))
+
+    def kg_path(self, palace: str, a: str, b: str, *, max_depth: int | None = None,
+                as_of: str | int | None = None) -> dict[str, Any]:
+        """A shortest chain of facts from ``a`` to ``b``:
+        ``{"from", "to", "found", "length", "path"}`` (``path`` None when not found).
+        """
+        return self.call("graph.path", palace,
+                         self._some(a=a, b=b, max_depth=max_depth, as_of=as_of))
+
+    def kg_search(self, palace: str, query: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Entities matching ``query`` by name, definition or labels, best first."""
+        res = self.call("graph.search", palace, {"query": query, "limit": limit})
+        return list(res["entities"])
+
+    def decay(self, palace: str) -> dict[str, Any]:
+        """Recompute every drawer's decayed weight: ``{"drawers", "updated", "decay_ms"}``."""
+        return self.call("memory.decay", palace)
+
+    def prune(self, palace: str, *, threshold: float | None = None, dry_run: bool = False
+              ) -> dict[str, Any]:
+        """Delete (or with ``dry_run`` only list) low/medium drawers whose weight is below
+        ``threshold``: ``{"threshold", "dry_run", "ids", "candidates", "pruned"}``.
+        """
+        return self.call("memory.prune", palace, self._some(threshold=threshold, dry_run=dry_run))
+
+    def consolidate(self, palace: str, room: str, summary: str, *, wing: str | None = None,
+                    ids: Iterable[int] | None = None) -> dict[str, Any]:
+        """Store ``summary`` as a summary drawer in ``room`` and mark the sources (``ids``,
+        or the room's active drawers) consolidated into it; sources stay retrievable.
+
+        Returns ``{"summary_id", "created", "wing", "room", "source_ids", "missing"}``.
+        """
+        id_list = None if ids is None else [int(i) for i in ids]
+        return self.call("memory.consolidate", palace,
+                         self._some(room=room, summary=summary, wing=wing, ids=id_list))
+
+    def health(self, palace: str, *, threshold: float | None = None,
+               stale_days: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Per-room drawer counts, stale drawers, duplicate candidates and consolidation
+        hints: ``{"rooms": [...], "totals": {...}, ...}``.
+        """
+        return self.call("memory.health", palace,
+                         self._some(threshold=threshold, stale_days=stale_days, limit=limit))
 
 
 def _drawer_args(*, text: str, wing: str | None = None, room: str | None = None,

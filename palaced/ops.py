@@ -295,4 +295,7 @@ def build_table() -> OpTable:
         "limit": Arg("int", default=50, min=1, max=1000),
         "offset": Arg("int", default=0, min=0),
     }, palace="required"))
+    from palaced.ops_knowledge import register
+
+    register(t)
     return t

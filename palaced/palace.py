@@ -104,6 +104,7 @@ class Palace:
         self._pending_touch: set[int] = set()
         self._maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self._l1_cache: tuple[int, list[dict[str, Any]]] | None = None
+        self._rooms_cache: tuple[int, list[tuple[str, str]]] | None = None
         self.closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -554,10 +555,17 @@ class Palace:
         levels = set(req.levels)
         need_l1 = 1 in levels and self._l1_cache_valid() is None
 
+        rooms_cache = self._rooms_cache
+        counter = self.write_counter
+
         def run(c: apsw.Connection) -> dict[str, Any]:
             ts = now_ms()
+            rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
+            if rooms is None:
+                rooms = search.all_rooms(c)
+                self._rooms_cache = (counter, rooms)
             ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
-                                  filters=req.filters, now_ms=ts)
+                                  filters=req.filters, now_ms=ts, rooms=rooms)
             top = ranking.order[: req.top_k]
             l2_ids: list[int] = []
             if 2 in levels:

@@ -18,7 +18,6 @@ current score range rather than absolute amounts, which keeps them small whateve
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypedDict
@@ -83,8 +82,9 @@ def normalize(scores: Mapping[int, float],
     if method == "minmax":
         span = high - low
         return {k: (float(v) - low) / span for k, v in scores.items()}, 0.0
-    mean = statistics.fmean(values)
-    stdev = statistics.pstdev(values, mu=mean)
+    # Plain float math: statistics.pstdev's exact fractions cost ~0.3 ms per list.
+    mean = math.fsum(values) / len(values)
+    stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
     normed = {k: (float(v) - mean) / stdev for k, v in scores.items()}
     return normed, (low - mean) / stdev
 

@@ -114,22 +114,27 @@ def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[in
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
 
 
-def rooms_mentioned(c: apsw.Connection, query: str) -> set[tuple[str, str]]:
-    """Rooms (or wings) whose name appears as a word of the query."""
+def all_rooms(c: apsw.Connection) -> list[tuple[str, str]]:
+    """Every (wing, room) of the palace (callers cache it per write)."""
+    return [(str(w), str(r)) for w, r in c.execute("SELECT DISTINCT wing, room FROM drawers")]
+
+
+def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Rooms whose room or wing name appears as a word of the query."""
     words = {w.lower() for w in _WORD.findall(query)}
     if not words:
         return set()
-    out: set[tuple[str, str]] = set()
-    for wing, room in c.execute("SELECT DISTINCT wing, room FROM drawers"):
-        if str(room).lower() in words or str(wing).lower() in words:
-            out.add((str(wing), str(room)))
-    return out
+    return {(w, r) for w, r in rooms if r.lower() in words or w.lower() in words}
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          index: VectorIndex | None, filters: m.Filters, now_ms: int,
-         params: RankParams = RankParams()) -> Ranking:
-    """Rank the palace's drawers for ``query`` under ``filters``."""
+         params: RankParams = RankParams(),
+         rooms: Sequence[tuple[str, str]] | None = None) -> Ranking:
+    """Rank the palace's drawers for ``query`` under ``filters``.
+
+    ``rooms`` is the palace's (wing, room) list if the caller has it cached.
+    """
     lexical = dict(m.fts_search(c, query, filters, params.pool, now_ms))
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
@@ -157,9 +162,9 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     if params.room_weight > 0:
         scores = retrieval.feed_back_rooms(scores, room_key, room_score, params.room_weight)
     order = retrieval.ranking(scores)
-    rooms = []
+    room_list = []
     for key in retrieval.rank_rooms(room_score):
         wing, room = key.split("\x1f", 1)
-        rooms.append((wing, room, room_score[key]))
-    return Ranking(order, scores, lexical, vector, room_of, rooms, closet_hits,
-                   rooms_mentioned(c, query))
+        room_list.append((wing, room, room_score[key]))
+    mentioned = rooms_mentioned(query, all_rooms(c) if rooms is None else rooms)
+    return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)

@@ -1,0 +1,757 @@
+"""``palace init``: register the palace MCP bridge with the coding agents on this machine.
+
+Each agent keeps its MCP servers in its own config file (JSON for most, TOML for Codex). Edits
+are minimal and reversible: only palace's own entry is added, changed or removed, every other
+key is kept, the first modification of a file leaves ``<file>.palace-bak``, writes are atomic
+(temp file in the same directory + ``os.replace``), and a run that would change nothing writes
+nothing. Claude Code's user scope goes through ``claude mcp add`` when the CLI is installed,
+because Claude Code rewrites ``~/.claude.json`` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import difflib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .tools import palace_name_for
+
+SERVER_KEY = "palace"
+BACKUP_SUFFIX = ".palace-bak"
+AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
+SCOPES: tuple[str, ...] = ("project", "user")
+_ALIASES = {
+    "claude-code": "claude", "claude_code": "claude", "code": "vscode", "vs-code": "vscode",
+    "codex-cli": "codex", "gemini-cli": "gemini",
+}
+_LABELS = {
+    "claude": "Claude Code", "cursor": "Cursor", "vscode": "VS Code", "codex": "Codex CLI",
+    "gemini": "Gemini CLI", "windsurf": "Windsurf",
+}
+_BINARIES = {
+    "claude": ("claude",), "cursor": ("cursor",), "vscode": ("code",), "codex": ("codex",),
+    "gemini": ("gemini",), "windsurf": ("windsurf",),
+}
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """How an agent starts the bridge: an executable and its arguments."""
+
+    command: str
+    args: tuple[str, ...]
+
+    def as_entry(self) -> dict[str, Any]:
+        return {"command": self.command, "args": list(self.args)}
+
+
+def palace_executable(which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """The argv prefix that runs the ``palace`` CLI: its absolute path, else ``python -m``."""
+    sibling = Path(sys.executable).parent / "palace"
+    if sibling.is_file() and os.access(sibling, os.X_OK):
+        return [os.path.abspath(sibling)]
+    found = which("palace")
+    if found:
+        return [os.path.abspath(found)]
+    return [sys.executable, "-m", "palace_client"]
+
+
+def bridge_command(palace: str | None = None,
+                   which: Callable[[str], str | None] = shutil.which) -> ServerCommand:
+    """The command that starts ``palace mcp`` (pinned to ``palace`` when given)."""
+    exe, *prefix = palace_executable(which)
+    args = [*prefix, "mcp"]
+    if palace:
+        args += ["--palace", palace]
+    return ServerCommand(exe, tuple(args))
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """What ``palace init`` should do.
+
+    Args:
+        project_dir: the project whose files the project scope edits.
+        scope: "project" or "user".
+        agents: agents to configure; empty means every detected agent.
+        palace: pin this palace in the registration; the hook uses it or the project's name.
+        hooks: also add the Claude Code SessionStart hook.
+        uninstall: remove palace's entries instead of adding them.
+        dry_run: plan and diff only.
+        home: the user's home (default ``Path.home()``).
+        which: PATH lookup (tests inject a fake).
+        run: runs external commands such as ``claude mcp add``.
+        command: the bridge command (default ``bridge_command(palace)``).
+    """
+
+    project_dir: Path
+    scope: str = "project"
+    agents: tuple[str, ...] = ()
+    palace: str | None = None
+    hooks: bool = False
+    uninstall: bool = False
+    dry_run: bool = False
+    home: Path | None = None
+    which: Callable[[str], str | None] = shutil.which
+    run: Runner = _run
+    command: ServerCommand | None = None
+
+
+@dataclass
+class Change:
+    """One file edit or command of ``palace init`` and its outcome.
+
+    ``action`` is one of created, updated, deleted, unchanged, error; with ``--dry-run`` it
+    says what would happen.
+    """
+
+    agent: str
+    target: str
+    action: str
+    diff: str = ""
+    detail: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"agent": self.agent, "target": self.target, "action": self.action,
+                "diff": self.diff, "detail": self.detail}
+
+
+# -- plans --------------------------------------------------------------------------------------
+@dataclass
+class _FilePlan:
+    path: Path
+    old: str | None
+    new: str | None  # None: delete the file
+    error: str = ""
+
+
+@dataclass
+class _CommandPlan:
+    argvs: list[list[str]]
+    action: str
+
+
+_Plan = _FilePlan | _CommandPlan
+
+
+class _PlanError(Exception):
+    """A config file cannot be edited safely."""
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _indent_of(text: str | None) -> int | str:
+    if text:
+        for line in text.splitlines()[1:]:
+            stripped = line.lstrip(" \t")
+            if stripped and stripped != line:
+                lead = line[: len(line) - len(stripped)]
+                return "\t" if lead.startswith("\t") else len(lead)
+    return 2
+
+
+def _load_json(text: str | None) -> dict[str, Any]:
+    if text is None or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise _PlanError(f"not plain JSON ({exc}); comments are not supported, so edit it "
+                         "by hand") from None
+    if not isinstance(data, dict):
+        raise _PlanError("does not hold a JSON object")
+    return data
+
+
+_Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def _json_plan(path: Path, mutate: _Mutation) -> _FilePlan:
+    """Plan applying ``mutate(data, original)`` to the JSON object in ``path``.
+
+    ``original`` is the pre-palace document (the backup, or ``{}``): uninstalling drops a
+    container that became empty only if the user did not have it before palace. A file that
+    cannot be read, parsed or safely changed yields a plan with ``error`` set.
+    """
+    try:
+        old = _read(path)
+    except OSError as exc:
+        return _FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
+    try:
+        data = _load_json(old)
+        try:
+            original = _load_json(_read(backup_path(path)))
+        except (OSError, _PlanError):
+            original = {}
+        new_data = copy.deepcopy(data)
+        mutate(new_data, original)
+    except _PlanError as exc:
+        return _FilePlan(path, old, old, error=f"{path}: {exc}")
+    if new_data == data:
+        return _FilePlan(path, old, old)
+    if not new_data:
+        return _FilePlan(path, old, None)
+    return _FilePlan(path, old, json.dumps(new_data, indent=_indent_of(old),
+                                           ensure_ascii=False) + "\n")
+
+
+def _set_entry(container_key: str, entry: dict[str, Any] | None) -> _Mutation:
+    """A mutation that puts ``entry`` (or, for None, removes ours) under ``container_key``."""
+
+    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
+        servers = data.get(container_key)
+        if entry is None:
+            if isinstance(servers, dict) and SERVER_KEY in servers:
+                del servers[SERVER_KEY]
+                if not servers and container_key not in original:
+                    del data[container_key]
+            return
+        if not isinstance(servers, dict):
+            if servers is not None:
+                raise _PlanError(f"'{container_key}' is not an object")
+            servers = data[container_key] = {}
+        current = servers.get(SERVER_KEY)
+        merged = dict(current) if isinstance(current, dict) else {}
+        merged.update(entry)
+        servers[SERVER_KEY] = merged
+
+    return mutate
+
+
+# -- Claude Code settings (enabledMcpjsonServers, SessionStart hook) ----------------------------
+def _is_our_hook(command: object) -> bool:
+    if not isinstance(command, str) or "wake-up" not in command:
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    return "wake-up" in words and ("palace_client" in words or Path(words[0]).name == "palace")
+
+
+def _claude_settings(enable_server: bool, hook_command: str | None, remove: bool
+                     ) -> _Mutation:
+    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
+        enabled = data.get("enabledMcpjsonServers")
+        if remove:
+            if isinstance(enabled, list) and SERVER_KEY in enabled:
+                enabled[:] = [s for s in enabled if s != SERVER_KEY]
+                if not enabled and "enabledMcpjsonServers" not in original:
+                    del data["enabledMcpjsonServers"]
+        elif enable_server:
+            if enabled is None:
+                enabled = data["enabledMcpjsonServers"] = []
+            if not isinstance(enabled, list):
+                raise _PlanError("'enabledMcpjsonServers' is not a list")
+            if SERVER_KEY not in enabled:
+                enabled.append(SERVER_KEY)
+        if remove or hook_command is not None:
+            _mutate_hook(data, None if remove else hook_command, original)
+
+    return mutate
+
+
+def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, Any]
+                 ) -> None:
+    hooks = data.get("hooks")
+    if hooks is None and command is None:
+        return
+    if hooks is None:
+        hooks = data["hooks"] = {}
+    if not isinstance(hooks, dict):
+        raise _PlanError("'hooks' is not an object")
+    groups = hooks.get("SessionStart")
+    if groups is None:
+        groups = []
+    if not isinstance(groups, list):
+        raise _PlanError("'hooks.SessionStart' is not a list")
+    present = False
+    kept_groups: list[Any] = []
+    for group in groups:
+        inner = group.get("hooks") if isinstance(group, dict) else None
+        if not isinstance(inner, list):
+            kept_groups.append(group)
+            continue
+        kept: list[Any] = []
+        for hook in inner:
+            ours = isinstance(hook, dict) and _is_our_hook(hook.get("command"))
+            if ours and command is not None and hook.get("command") == command and not present:
+                present = True
+                kept.append(hook)
+            elif not ours:
+                kept.append(hook)
+        if kept:
+            kept_groups.append({**group, "hooks": kept} if kept != inner else group)
+    if command is not None and not present:
+        kept_groups.append({"hooks": [{"type": "command", "command": command}]})
+    old_hooks = original.get("hooks")
+    had = old_hooks if isinstance(old_hooks, dict) else {}
+    if kept_groups or "SessionStart" in had:
+        hooks["SessionStart"] = kept_groups
+    elif "SessionStart" in hooks:
+        del hooks["SessionStart"]
+    if not hooks and "hooks" not in original:
+        del data["hooks"]
+
+
+# -- Codex TOML ---------------------------------------------------------------------------------
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_OUR_HEADER = re.compile(
+    r"""^\s*\[\s*mcp_servers\s*\.\s*(?:palace|"palace"|'palace')\s*(?:\.[^\]]*)?\]\s*(?:\#.*)?$"""
+)
+_ANY_HEADER = re.compile(r"^\s*\[")
+
+
+def _toml_str(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml_str(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
+                                for k, v in value.items()) + " }"
+    raise _PlanError(f"cannot write the TOML value {value!r}")
+
+
+def _toml_table(entry: dict[str, Any]) -> str:
+    lines = [f"[mcp_servers.{SERVER_KEY}]"]
+    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _codex_plan(path: Path, entry: dict[str, Any] | None) -> _FilePlan:
+    """Plan setting (or, for None, removing) ``[mcp_servers.palace]`` in Codex's TOML.
+
+    The text is edited line by line so comments and layout survive, then re-parsed: unless
+    the result equals the intended document exactly, the plan is an error and nothing changes.
+    """
+    try:
+        old = _read(path)
+    except OSError as exc:
+        return _FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
+    text = old or ""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return _FilePlan(path, old, old, error=f"{path} is not valid TOML ({exc})")
+    servers = data.get("mcp_servers")
+    current = servers.get(SERVER_KEY) if isinstance(servers, dict) else None
+    if entry is None and current is None:
+        return _FilePlan(path, old, old)
+    merged: dict[str, Any] | None = None
+    if entry is not None:
+        merged = dict(current) if isinstance(current, dict) else {}
+        merged.update(entry)
+        if merged == current:
+            return _FilePlan(path, old, old)
+    kept, position = _codex_remove_block(text)
+    if merged is not None:
+        try:
+            block = _toml_table(merged)
+        except _PlanError as exc:
+            return _FilePlan(path, old, old, error=f"{path}: {exc}")
+        if position is None or position >= len(kept):
+            if kept and not kept[-1].endswith("\n"):
+                kept[-1] += "\n"
+            if kept and kept[-1].strip():
+                kept.append("\n")
+            kept.append(block)
+        else:
+            kept.insert(position, block + "\n")
+    new = "".join(kept)
+    new_text = new if new.strip() else None
+    expected = copy.deepcopy(data)
+    exp_servers = expected.setdefault("mcp_servers", {})
+    if merged is None:
+        exp_servers.pop(SERVER_KEY, None)
+    else:
+        exp_servers[SERVER_KEY] = merged
+    try:
+        actual = tomllib.loads(new_text or "")
+    except tomllib.TOMLDecodeError:
+        actual = None
+    if actual is None or _drop_empty_servers(actual) != _drop_empty_servers(expected):
+        hint = "" if merged is None else ":\n" + _toml_table(merged)
+        return _FilePlan(path, old, old, error=f"{path}: cannot edit [mcp_servers.{SERVER_KEY}]"
+                         f" safely (it is not a plain table); edit it by hand{hint}")
+    return _FilePlan(path, old, new_text)
+
+
+def _drop_empty_servers(data: dict[str, Any]) -> dict[str, Any]:
+    if data.get("mcp_servers") == {}:
+        data = {k: v for k, v in data.items() if k != "mcp_servers"}
+    return data
+
+
+def _codex_remove_block(text: str) -> tuple[list[str], int | None]:
+    """Split ``text`` into lines without our table(s) and the index where the first one was.
+
+    Comments and blank lines right above the following table header stay with that header.
+    """
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    position: int | None = None
+    block: list[str] | None = None
+    for line in lines:
+        if _OUR_HEADER.match(line):
+            if block is not None:
+                out.extend(_block_tail(block))
+            block = []
+            if position is None:
+                position = len(out)
+            continue
+        if block is not None:
+            if _ANY_HEADER.match(line):
+                out.extend(_block_tail(block))
+                block = None
+            else:
+                block.append(line)
+                continue
+        out.append(line)
+    if block is not None:
+        out.extend(_block_tail(block))
+    if position is not None and position == len(out):
+        # Our table ended the file: drop the blank separator line(s) added with it.
+        while out and not out[-1].strip():
+            out.pop()
+        position = len(out)
+    return out, position
+
+
+def _block_tail(block: list[str]) -> list[str]:
+    """The trailing comment lines of a removed table (they describe the next table)."""
+    tail: list[str] = []
+    for line in reversed(block):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            tail.insert(0, line)
+        elif stripped or tail:
+            break
+    return tail
+
+
+# -- applying -----------------------------------------------------------------------------------
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (temp file in the same directory + rename).
+
+    A symlinked config (dotfile managers) is written through to its target. The file keeps its
+    mode; a new file gets ``0o666 & ~umask``.
+
+    Raises:
+        OSError: the directory cannot be created or written.
+    """
+    real = path.resolve() if path.is_symlink() else path
+    real.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = real.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".palace-tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def backup_path(path: Path) -> Path:
+    """Where the pre-palace copy of ``path`` is kept."""
+    real = path.resolve() if path.is_symlink() else path
+    return real.with_name(real.name + BACKUP_SUFFIX)
+
+
+def _backup_once(path: Path) -> None:
+    bak = backup_path(path)
+    if path.exists() and not bak.exists():
+        shutil.copy2(path.resolve(), bak)
+
+
+def _diff(path: Path, old: str | None, new: str | None) -> str:
+    a = (old or "").splitlines(keepends=True)
+    b = (new or "").splitlines(keepends=True)
+    for lines in (a, b):
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+    return "".join(difflib.unified_diff(
+        a, b, fromfile=str(path) if old is not None else "/dev/null",
+        tofile=str(path) if new is not None else "/dev/null"))
+
+
+def _apply_file(agent: str, plan: _FilePlan, dry_run: bool) -> Change:
+    target = str(plan.path)
+    if plan.error:
+        return Change(agent, target, "error", detail=plan.error)
+    if plan.new == plan.old:
+        return Change(agent, target, "unchanged")
+    action = "created" if plan.old is None else "deleted" if plan.new is None else "updated"
+    diff = _diff(plan.path, plan.old, plan.new)
+    if not dry_run:
+        try:
+            if plan.new is None:
+                plan.path.unlink()
+            else:
+                _backup_once(plan.path)
+                atomic_write(plan.path, plan.new)
+        except OSError as exc:
+            return Change(agent, target, "error", diff, f"cannot write {target}: {exc}")
+    return Change(agent, target, action, diff)
+
+
+def _apply_command(agent: str, plan: _CommandPlan, options: InitOptions) -> Change:
+    shown = "\n".join(shlex.join(argv) for argv in plan.argvs)
+    if options.dry_run:
+        return Change(agent, shown, plan.action, detail="would run: " + shown)
+    for argv in plan.argvs:
+        try:
+            proc = options.run(argv)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return Change(agent, shown, "error", detail=f"{shlex.join(argv)}: {exc}")
+        if proc.returncode != 0:
+            output = (proc.stderr or proc.stdout or "").strip()
+            return Change(agent, shown, "error",
+                          detail=f"{shlex.join(argv)} exited {proc.returncode}: {output}")
+    return Change(agent, shown, plan.action, detail="ran: " + shown)
+
+
+# -- per-agent planning -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Ctx:
+    home: Path
+    project: Path
+    scope: str
+    entry: dict[str, Any] | None  # None when uninstalling
+    hook_command: str | None
+    uninstall: bool
+    which: Callable[[str], str | None]
+
+
+def _vscode_user_dir(home: Path) -> Path:
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "Code" / "User"
+    config = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(config) if config else home / ".config") / "Code" / "User"
+
+
+def _codex_home(home: Path) -> Path:
+    env = os.environ.get("CODEX_HOME")
+    return Path(env).expanduser() if env else home / ".codex"
+
+
+def _markers(agent: str, home: Path, project: Path) -> list[Path]:
+    return {
+        "claude": [home / ".claude", home / ".claude.json", project / ".claude"],
+        "cursor": [home / ".cursor", project / ".cursor"],
+        "vscode": [home / ".vscode", _vscode_user_dir(home).parent, project / ".vscode"],
+        "codex": [_codex_home(home)],
+        "gemini": [home / ".gemini", project / ".gemini"],
+        "windsurf": [home / ".codeium" / "windsurf"],
+    }[agent]
+
+
+def detect_agents(home: Path, project_dir: Path,
+                  which: Callable[[str], str | None] = shutil.which) -> list[str]:
+    """The agents that look installed: their config directory exists or a binary is on PATH."""
+    return [agent for agent in AGENTS
+            if any(p.exists() for p in _markers(agent, home, project_dir))
+            or any(which(b) for b in _BINARIES[agent])]
+
+
+def _plan_claude(ctx: _Ctx) -> list[_Plan]:
+    plans: list[_Plan] = []
+    if ctx.scope == "project":
+        plans.append(_json_plan(ctx.project / ".mcp.json", _set_entry("mcpServers", ctx.entry)))
+        settings = ctx.project / ".claude" / "settings.local.json"
+        plans.append(_json_plan(settings, _claude_settings(True, ctx.hook_command, ctx.uninstall)))
+        return plans
+    claude = ctx.which("claude")
+    state_file = ctx.home / ".claude.json"
+    if claude:
+        plans.extend(_claude_cli_plan(claude, state_file, ctx.entry))
+    else:
+        plans.append(_json_plan(state_file, _set_entry("mcpServers", ctx.entry)))
+    if ctx.hook_command is not None or ctx.uninstall:
+        settings = ctx.home / ".claude" / "settings.json"
+        plans.append(_json_plan(settings, _claude_settings(False, ctx.hook_command, ctx.uninstall)))
+    return plans
+
+
+def _claude_cli_plan(claude: str, state_file: Path, entry: dict[str, Any] | None
+                     ) -> list[_Plan]:
+    try:
+        state = _load_json(_read(state_file))
+    except (OSError, _PlanError):
+        state = {}
+    servers = state.get("mcpServers")
+    current = servers.get(SERVER_KEY) if isinstance(servers, dict) else None
+    remove = [claude, "mcp", "remove", "--scope", "user", SERVER_KEY]
+    if entry is None:
+        if current is None:
+            return [_FilePlan(state_file, None, None)]
+        return [_CommandPlan([remove], "deleted")]
+    if isinstance(current, dict) and all(current.get(k) == v for k, v in entry.items()):
+        return [_FilePlan(state_file, None, None)]
+    add = [claude, "mcp", "add", "--scope", "user", SERVER_KEY, "--",
+           entry["command"], *entry["args"]]
+    if current is None:
+        return [_CommandPlan([add], "created")]
+    return [_CommandPlan([remove, add], "updated")]
+
+
+def _plan_json_agent(container: str, project_file: Path | None, user_file: Path,
+                     stdio_type: bool = False) -> Callable[[_Ctx], list[_Plan]]:
+    def plan(ctx: _Ctx) -> list[_Plan]:
+        entry = ctx.entry
+        if entry is not None and stdio_type:
+            entry = {"type": "stdio", **entry}
+        path = project_file if ctx.scope == "project" and project_file is not None else user_file
+        return [_json_plan(path, _set_entry(container, entry))]
+
+    return plan
+
+
+def _planners(ctx: _Ctx) -> dict[str, Callable[[_Ctx], list[_Plan]]]:
+    home, project = ctx.home, ctx.project
+    return {
+        "claude": _plan_claude,
+        "cursor": _plan_json_agent("mcpServers", project / ".cursor" / "mcp.json",
+                                   home / ".cursor" / "mcp.json"),
+        "vscode": _plan_json_agent("servers", project / ".vscode" / "mcp.json",
+                                   _vscode_user_dir(home) / "mcp.json", stdio_type=True),
+        "codex": lambda c: [_codex_plan(_codex_home(home) / "config.toml", c.entry)],
+        "gemini": _plan_json_agent("mcpServers", project / ".gemini" / "settings.json",
+                                   home / ".gemini" / "settings.json"),
+        "windsurf": _plan_json_agent("mcpServers", None,
+                                     home / ".codeium" / "windsurf" / "mcp_config.json"),
+    }
+
+
+def normalize_agent(name: str) -> str:
+    """Canonical agent key of ``name`` (accepts a few aliases such as ``claude-code``).
+
+    Raises:
+        ValueError: an unknown agent.
+    """
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    if key not in AGENTS:
+        raise ValueError(f"unknown agent {name!r}; choose from {', '.join(AGENTS)}")
+    return key
+
+
+def hook_command(palace: str, which: Callable[[str], str | None] = shutil.which) -> str:
+    """The SessionStart hook command: ``palace wake-up --palace <name>``."""
+    return shlex.join([*palace_executable(which), "wake-up", "--palace", palace])
+
+
+def init_agents(options: InitOptions) -> list[Change]:
+    """Register (or with ``uninstall`` remove) the bridge for the chosen agents.
+
+    Returns one ``Change`` per file or command, in agent order; nothing is written when
+    ``dry_run`` is set or a file would not change. Unsafe edits (unparsable files, odd shapes)
+    are reported as ``error`` changes and leave the file alone.
+
+    Raises:
+        ValueError: an unknown scope or agent name.
+    """
+    if options.scope not in SCOPES:
+        raise ValueError(f"unknown scope {options.scope!r}; choose project or user")
+    home = options.home or Path.home()
+    project = options.project_dir.absolute()
+    agents = ([normalize_agent(a) for a in options.agents] if options.agents
+              else detect_agents(home, project, options.which))
+    command = options.command or bridge_command(options.palace, options.which)
+    hook = None
+    if options.hooks and not options.uninstall:
+        hook = hook_command(options.palace or palace_name_for(project, home), options.which)
+    ctx = _Ctx(home=home, project=project, scope=options.scope,
+               entry=None if options.uninstall else command.as_entry(),
+               hook_command=hook, uninstall=options.uninstall, which=options.which)
+    planners = _planners(ctx)
+    changes: list[Change] = []
+    for agent in dict.fromkeys(agents):
+        for plan in planners[agent](ctx):
+            if isinstance(plan, _CommandPlan):
+                changes.append(_apply_command(agent, plan, options))
+            else:
+                changes.append(_apply_file(agent, plan, options.dry_run))
+    return changes
+
+
+def format_changes(changes: Sequence[Change], *, dry_run: bool = False) -> str:
+    """Human-readable report of ``init_agents``: one line per change, diffs when dry-running."""
+    if not changes:
+        return ("No supported agent detected (Claude Code, Cursor, VS Code, Codex CLI, Gemini "
+                "CLI, Windsurf); pass --agent NAME to configure one anyway.")
+    lines: list[str] = []
+    for change in changes:
+        action = change.action
+        if dry_run and action not in ("unchanged", "error"):
+            action = "would be " + action
+        lines.append(f"{_LABELS[change.agent]:<12} {action:<18} {change.target}")
+        if change.action == "error" and change.detail:
+            lines.append("  " + change.detail.replace("\n", "\n  "))
+        if dry_run and change.diff:
+            lines.append(change.diff.rstrip("\n"))
+    if not dry_run and any(c.action in ("created", "updated", "deleted") for c in changes):
+        lines.append("Restart the agents (or reload their MCP servers) to apply the change.")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""Typer command functions for ``palace mcp`` and ``palace init``.
+
+Plain functions meant to be registered on the ``palace`` typer app; the bridge and the agent
+registry are imported inside the commands so that other commands do not pay for them.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class Scope(StrEnum):
+    """Where ``palace init`` registers the bridge."""
+
+    project = "project"
+    user = "user"
+
+
+def mcp_command(
+    palace: str | None = typer.Option(
+        None, "--palace", help="Palace to use (default: derived from the project directory)."),
+    compact: bool = typer.Option(False, "--compact", help="Render one line per drawer."),
+) -> None:
+    """Serve the palace tools over MCP on stdin/stdout (started by an agent, not by hand)."""
+    from .mcp_bridge import run
+
+    raise typer.Exit(run(palace, compact))
+
+
+def init_command(
+    palace: Annotated[str | None, typer.Option(
+        "--palace", help="Pin this palace in the registration (default: derived from the "
+        "project directory at run time).")] = None,
+    scope: Annotated[Scope, typer.Option(
+        "--scope", help="Register for this project or for the user.")] = Scope.project,
+    agent: Annotated[list[str] | None, typer.Option(
+        "--agent", help="Agent to configure (repeatable): claude, cursor, vscode, codex, "
+        "gemini, windsurf. Default: every detected agent.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show the edits as diffs; write nothing.")] = False,
+    uninstall: Annotated[bool, typer.Option(
+        "--uninstall", help="Remove palace's entries instead of adding them.")] = False,
+    hooks: Annotated[bool, typer.Option(
+        "--hooks", help="Also add a Claude Code SessionStart hook running `palace wake-up`."
+    )] = False,
+    project_dir: Annotated[Path | None, typer.Option(
+        "--project-dir", help="Project directory (default: the cwd).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")
+                           ] = False,
+) -> None:
+    """Register the palace MCP server with the coding agents on this machine."""
+    from .agents import InitOptions, format_changes, init_agents
+
+    try:
+        options = InitOptions(
+            project_dir=(project_dir or Path.cwd()).absolute(),
+            scope=scope.value,
+            agents=tuple(agent or ()),
+            palace=palace,
+            hooks=hooks,
+            uninstall=uninstall,
+            dry_run=dry_run,
+        )
+        changes = init_agents(options)
+    except ValueError as exc:
+        typer.echo(f"palace init: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if json_output:
+        typer.echo(json.dumps([c.to_json() for c in changes], indent=2))
+    else:
+        typer.echo(format_changes(changes, dry_run=dry_run))
+    if not changes or any(c.action == "error" for c in changes):
+        raise typer.Exit(1)
