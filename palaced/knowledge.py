@@ -11,12 +11,13 @@ that delete drawers remove their vectors from the in-memory index in the same ho
 from __future__ import annotations
 
 import re
+import shlex
 import time
 import unicodedata
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
@@ -27,7 +28,8 @@ import numpy as np
 from palaced import lifecycle
 from palaced.errors import InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.index import from_blob
-from palaced.palace import Palace, now_ms
+from palaced.palace import Palace
+from palaced.palace import now_ms as clock_ms
 from palaced.store import graph
 from palaced.store import memories as m
 
@@ -137,7 +139,7 @@ async def kg_assert(
         InvalidArgs: confidence outside 0..1.
         MemoryNotFound: ``source_drawer`` names no drawer of this palace.
     """
-    ts = now_ms()
+    ts = clock_ms()
     return await _write(palace, lambda c: graph.assert_fact(
         c, subject, predicate, obj, valid_from_ms=valid_from_ms, now_ms=ts,
         confidence=confidence, source_drawer=source_drawer, source_url=source_url,
@@ -163,7 +165,7 @@ async def kg_link(
         InvalidArgs: confidence outside 0..1.
         MemoryNotFound: ``source_drawer`` names no drawer of this palace.
     """
-    ts = now_ms()
+    ts = clock_ms()
     return await _write(palace, lambda c: graph.link(
         c, a, relation, b, now_ms=ts, valid_from_ms=valid_from_ms, confidence=confidence,
         source_drawer=source_drawer, source_url=source_url, source_agent=source_agent))
@@ -177,7 +179,7 @@ async def kg_invalidate(palace: Palace, fact_id: int, *, at_ms: int | None = Non
         FactNotFound: no such fact.
         InvalidContent: invalid time.
     """
-    at = now_ms() if at_ms is None else at_ms
+    at = clock_ms() if at_ms is None else at_ms
     return await _write(palace, lambda c: graph.invalidate_fact(c, fact_id, at_ms=at))
 
 
@@ -264,26 +266,28 @@ class _Weighed:
     prunable: bool  # eligible for prune by status (not history); importance is checked later
 
 
+# Only a preview of the text is needed: decay runs over every drawer of large palaces.
 _WEIGH_SQL = (
-    "SELECT id, wing, room, text, importance, created_ms, accessed_ms, access_count, weight, "
+    f"SELECT id, wing, room, substr(text, 1, {PREVIEW_CHARS * 2}), importance, created_ms, "
+    "accessed_ms, access_count, weight, "
     "kind = 'drawer' AND consolidated_into IS NULL AND superseded_by IS NULL FROM drawers"
 )
 
 
-def _weigh(conn: apsw.Connection, now: int, where: str = "", params: Sequence[Any] = ()
-           ) -> list[_Weighed]:
+def _weigh(conn: apsw.Connection, now: int) -> list[_Weighed]:
+    """Every drawer with its weight decayed to ``now``."""
     out: list[_Weighed] = []
-    for row in conn.execute(_WEIGH_SQL + where, params):
+    for row in conn.execute(_WEIGH_SQL):
         did, wing, room, text, imp, created, accessed, count, stored, eligible = row
+        last_use = None if accessed is None else int(accessed)
         drawer = {"importance": float(imp), "created_ms": int(created),
-                  "accessed_ms": None if accessed is None else int(accessed),
-                  "access_count": int(count)}
+                  "accessed_ms": last_use, "access_count": int(count)}
         out.append(_Weighed(
             id=int(did), wing=str(wing), room=str(room), text=str(text),
             importance=float(imp), weight=lifecycle.drawer_weight(drawer, now_ms=now),
             stored_weight=float(stored),
-            days_unused=lifecycle.days_since_use(created_ms=drawer["created_ms"],
-                                                 accessed_ms=drawer["accessed_ms"], now_ms=now),
+            days_unused=lifecycle.days_since_use(created_ms=int(created), accessed_ms=last_use,
+                                                 now_ms=now),
             prunable=bool(eligible)))
     return out
 
@@ -303,16 +307,16 @@ def _prune_pick(rows: Sequence[_Weighed], threshold: float) -> list[_Weighed]:
     return [by_id[int(c["id"])] for c in chosen]
 
 
-async def decay(palace: Palace, *, now_ms_: int | None = None) -> dict[str, Any]:
+async def decay(palace: Palace, *, now_ms: int | None = None) -> dict[str, Any]:
     """Recompute and store the decayed ``weight`` of every drawer; record meta ``decay_ms``.
 
-    Accesses recorded by recent recalls are flushed first so they count. ``now_ms_`` fixes
+    Accesses recorded by recent recalls are flushed first so they count. ``now_ms`` fixes
     the clock (tests, replays). Returns ``{"drawers", "updated", "decay_ms"}``.
 
     Raises:
         StorageError: SQLite failed (nothing is changed).
     """
-    ts = now_ms() if now_ms_ is None else now_ms_
+    ts = clock_ms() if now_ms is None else now_ms
 
     def run() -> dict[str, Any]:
         _flush_touches(palace)
@@ -330,7 +334,7 @@ async def decay(palace: Palace, *, now_ms_: int | None = None) -> dict[str, Any]
     return out
 
 
-async def maybe_decay(palace: Palace, *, now_ms_: int | None = None,
+async def maybe_decay(palace: Palace, *, now_ms: int | None = None,
                       interval_ms: int = DECAY_INTERVAL_MS) -> dict[str, Any] | None:
     """Run ``decay`` when the palace last decayed ``interval_ms`` ago or never; else None.
 
@@ -342,7 +346,7 @@ async def maybe_decay(palace: Palace, *, now_ms_: int | None = None,
     """
     if palace.closed:
         return None
-    ts = now_ms() if now_ms_ is None else now_ms_
+    ts = clock_ms() if now_ms is None else now_ms
     last = _last_decay.get(palace)
     if last is None:
         stored = await _read(palace, lambda c: m.meta_get(c, "decay_ms"))
@@ -350,7 +354,7 @@ async def maybe_decay(palace: Palace, *, now_ms_: int | None = None,
         _last_decay[palace] = last
     if ts - last < interval_ms:
         return None
-    return await decay(palace, now_ms_=ts)
+    return await decay(palace, now_ms=ts)
 
 
 def _check_threshold(threshold: float) -> float:
@@ -362,7 +366,7 @@ def _check_threshold(threshold: float) -> float:
 
 
 async def prune(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_THRESHOLD,
-                dry_run: bool = False, now_ms_: int | None = None) -> dict[str, Any]:
+                dry_run: bool = False, now_ms: int | None = None) -> dict[str, Any]:
     """Delete low and medium drawers whose decayed weight is below ``threshold``.
 
     Critical and high drawers are never selected, nor history (superseded drawers,
@@ -375,7 +379,7 @@ async def prune(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_TH
         InvalidArgs: threshold outside 0..1.
     """
     limit = _check_threshold(threshold)
-    ts = now_ms() if now_ms_ is None else now_ms_
+    ts = clock_ms() if now_ms is None else now_ms
 
     def describe(chosen: Sequence[_Weighed]) -> list[dict[str, Any]]:
         return [{"id": r.id, "wing": r.wing, "room": r.room, "importance": r.importance,
@@ -408,7 +412,7 @@ _EXPIRED_SQL = (
 )
 
 
-async def sweep_expired(palace: Palace, *, now_ms_: int | None = None) -> dict[str, Any]:
+async def sweep_expired(palace: Palace, *, now_ms: int | None = None) -> dict[str, Any]:
     """Delete every drawer whose ``expires_ms`` has passed, with its vectors.
 
     Deletes in batches of SWEEP_BATCH, one transaction each, so a large sweep never holds the
@@ -418,7 +422,7 @@ async def sweep_expired(palace: Palace, *, now_ms_: int | None = None) -> dict[s
     Raises:
         StorageError: SQLite failed (the current batch is rolled back).
     """
-    ts = now_ms() if now_ms_ is None else now_ms_
+    ts = clock_ms() if now_ms is None else now_ms
     deleted: list[int] = []
     while True:
         due = await _read(palace, lambda c: [int(r[0]) for r in c.execute(
@@ -461,7 +465,7 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         EmbedderMismatch: the palace needs a reembed first.
     """
     wanted = list(dict.fromkeys(int(i) for i in ids)) if ids else None
-    ts = now_ms()
+    ts = clock_ms()
 
     def pick(c: apsw.Connection) -> list[tuple[int, str]]:
         if wanted is not None:
@@ -501,7 +505,8 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
     if existing is not None and existing in source_ids:
         raise InvalidContent(f"the summary repeats drawer {existing} word for word",
                              details={"id": existing})
-    made = await palace.remember(new)
+    # No near-duplicate merge: a summary of one short drawer would be folded into it.
+    made = await palace.remember(new, dedup=False)
     summary_id = int(made["id"])
 
     def mark(c: apsw.Connection) -> tuple[list[int], list[int]]:
@@ -535,14 +540,12 @@ class _RoomRows:
     wing: str
     room: str
     drawers: int = 0
-    active: list[dict[str, Any]] | None = None
-    summaries: int = 0
-    consolidated: int = 0
+    active: list[dict[str, Any]] = field(default_factory=list)
 
 
 _HEALTH_SQL = (
     "SELECT d.id, d.wing, d.room, d.text, d.importance, d.created_ms, d.accessed_ms, "
-    "d.access_count, d.kind, d.consolidated_into, d.superseded_by, d.occurred_ms, "
+    "d.access_count, d.kind, d.consolidated_into, "
     f"({m.ACTIVE_SQL}) FROM drawers d ORDER BY d.wing, d.room, d.id"
 )
 
@@ -588,7 +591,7 @@ def _near_pairs(conn: apsw.Connection, rows: Sequence[dict[str, Any]],
 
 async def health(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_THRESHOLD,
                  stale_days: float = STALE_DAYS, limit: int = HEALTH_LIST_LIMIT,
-                 now_ms_: int | None = None) -> dict[str, Any]:
+                 now_ms: int | None = None) -> dict[str, Any]:
     """Per-room report: counts, stale drawers, duplicate candidates, consolidation hints.
 
     Per ``(wing, room)``: ``drawers`` (all), ``active`` (not superseded, not expired),
@@ -596,7 +599,8 @@ async def health(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_T
     ``stale``: active drawers whose decayed weight is below ``threshold`` and unused for
     ``stale_days`` or more (``prunable`` says whether ``prune`` may delete them);
     ``duplicates``: pairs of active drawers with the same words (``exact``), or near
-    duplicates by their vectors (``near``, rooms of at most NEAR_DUP_MAX_ROOM drawers);
+    duplicates by their vectors (``near``; only in rooms of at most NEAR_DUP_MAX_ROOM active
+    drawers and when the vectors come from the daemon's model: ``near_duplicates_checked``);
     ``hint`` when more than CONSOLIDATE_OVER drawers are unconsolidated. Lists hold at most
     ``limit`` entries; the ``*_count`` fields give the full numbers.
 
@@ -608,25 +612,24 @@ async def health(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_T
         raise InvalidArgs("stale_days must be >= 0", details={"stale_days": stale_days})
     if limit < 1:
         raise InvalidArgs("limit must be >= 1", details={"limit": limit})
-    ts = now_ms() if now_ms_ is None else now_ms_
+    ts = clock_ms() if now_ms is None else now_ms
 
     def run(c: apsw.Connection) -> dict[str, Any]:
         rooms: dict[tuple[str, str], _RoomRows] = {}
         for row in c.execute(_HEALTH_SQL, {"now": ts}):
-            (did, wing, room, text, imp, created, accessed, count, kind, cons, sup, _occ,
-             active) = row
-            entry = rooms.setdefault((str(wing), str(room)), _RoomRows(str(wing), str(room),
-                                                                      active=[]))
+            did, wing, room, text, imp, created, accessed, count, kind, cons, active = row
+            entry = rooms.setdefault((str(wing), str(room)), _RoomRows(str(wing), str(room)))
             entry.drawers += 1
             if not active:
                 continue
-            assert entry.active is not None
             entry.active.append({
                 "id": int(did), "text": str(text), "importance": float(imp),
                 "created_ms": int(created), "accessed_ms": None if accessed is None
                 else int(accessed), "access_count": int(count), "kind": str(kind),
-                "consolidated": cons is not None, "superseded": sup is not None})
-        out_rooms = [_room_report(c, r, ts, limit_threshold, stale_days, limit)
+                "consolidated": cons is not None})
+        # Vectors of another model than the daemon's: DEDUP_THRESHOLD means nothing for them.
+        vectors_ok = palace.mismatch is None
+        out_rooms = [_room_report(c, r, ts, limit_threshold, stale_days, limit, vectors_ok)
                      for r in rooms.values()]
         decayed = m.meta_get(c, "decay_ms")
         return {
@@ -650,8 +653,8 @@ async def health(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_T
 
 
 def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
-                 stale_days: float, limit: int) -> dict[str, Any]:
-    active = r.active or []
+                 stale_days: float, limit: int, vectors_ok: bool) -> dict[str, Any]:
+    active = r.active
     stale: list[dict[str, Any]] = []
     for d in active:
         w = lifecycle.drawer_weight(d, now_ms=ts)
@@ -668,7 +671,7 @@ def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
     stale.sort(key=lambda s: (s["weight"], s["id"]))
     exact = _exact_pairs(active)
     near: list[tuple[int, int, float]] = []
-    checked = len(active) <= NEAR_DUP_MAX_ROOM
+    checked = vectors_ok and len(active) <= NEAR_DUP_MAX_ROOM
     if checked:
         near = _near_pairs(c, active, {(min(a, b), max(a, b)) for a, b in exact})
     dups = [{"ids": [a, b], "kind": "exact", "similarity": 1.0} for a, b in exact]
@@ -678,8 +681,8 @@ def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
     hint = None
     if unconsolidated > CONSOLIDATE_OVER:
         hint = (f"{r.wing}/{r.room} holds {unconsolidated} active drawers: consider "
-                f"consolidating them (palace consolidate --room {r.room!r} --wing {r.wing!r} "
-                "--summary TEXT)")
+                f"consolidating them (palace consolidate --room {shlex.quote(r.room)} "
+                f"--wing {shlex.quote(r.wing)} --summary TEXT)")
     return {
         "wing": r.wing,
         "room": r.room,
