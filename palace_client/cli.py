@@ -203,6 +203,11 @@ def remember(
                                    help="0-1 or critical/high/medium/low."),
     source: str | None = typer.Option(None, "--source"),
     when: str | None = typer.Option(None, "--when", help="When it happened (ISO 8601)."),
+    supersedes: int | None = typer.Option(None, "--supersedes",
+                                          help="Drawer id this memory replaces."),
+    ttl: str | None = typer.Option(None, "--ttl", help="Expire after 90s/15m/12h/7d/2w."),
+    dedup: bool = typer.Option(True, "--dedup/--no-dedup",
+                               help="Refresh a near-duplicate in the same room instead."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Store a memory (idempotent: the same text in the same room is stored once)."""
@@ -215,15 +220,30 @@ def remember(
     except ValueError:
         pass
     with _client(as_json) as c:
+        extra: dict[str, Any] = {"dedup": dedup}
+        if supersedes is not None:
+            extra["supersedes"] = supersedes
+        if ttl is not None:
+            extra["ttl"] = ttl
         res = c.remember_ex(name, text, wing=wing, room=room, tags=tag, importance=imp,
-                            source=source, occurred_at=when)
-    out = {"id": res["id"], "created": res["created"]}
-    _emit(out, as_json, lambda r: typer.echo(
-        f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}"))
+                            source=source, occurred_at=when, **extra)
+    out = {"id": res["id"], "created": res["created"],
+           "deduplicated": bool(res.get("deduplicated"))}
+
+    def human(r: dict[str, Any]) -> None:
+        if r["deduplicated"]:
+            typer.echo(f"refreshed near-duplicate drawer {r['id']} (not stored twice)")
+        else:
+            typer.echo(f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}")
+
+    _emit(out, as_json, human)
 
 
 @app.command("remember-many")
-def remember_many(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+def remember_many(palace: str | None = PalaceOpt,
+                  dedup: bool = typer.Option(False, "--dedup/--no-dedup",
+                                             help="Merge near-duplicates (off for imports)."),
+                  as_json: bool = JsonOpt) -> None:
     """Bulk-store drawers from JSONL on stdin (one object per line: text, wing, room, ...)."""
     name = _need_palace(palace, as_json)
     items: list[dict[str, Any]] = []
@@ -240,9 +260,53 @@ def remember_many(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> No
     ids: list[int] = []
     with _client(as_json) as c:
         for start in range(0, len(items), 2000):
-            ids.extend(c.remember_many(name, items[start:start + 2000]))
+            ids.extend(c.remember_many(name, items[start:start + 2000], dedup=dedup))
     _emit({"ids": ids, "count": len(ids)}, as_json,
           lambda r: typer.echo(f"stored {r['count']} drawers"))
+
+
+def _parse_levels(value: str) -> list[int]:
+    """``"0,1,3"`` as ``[0, 1, 3]`` (the daemon checks the range).
+
+    Raises:
+        InvalidArgs: a part is not an integer, or nothing is given.
+    """
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    try:
+        levels = [int(part) for part in parts]
+    except ValueError:
+        raise E.InvalidArgs(f"--levels takes a comma list of 0-3, got {value!r}",
+                            details={"arg": "levels"}) from None
+    if not levels:
+        raise E.InvalidArgs("--levels needs at least one level", details={"arg": "levels"})
+    return levels
+
+
+def _print_entry(head: str, text: str, indent: str) -> None:
+    """``head`` + the first line of ``text``; further lines indented by ``indent``."""
+    first, *rest = text.splitlines() or [""]
+    typer.echo(f"{head}{first}")
+    for line in rest:
+        typer.echo(f"{indent}{line}")
+
+
+def _print_sections(sections: list[dict[str, Any]]) -> None:
+    """Packed recall sections: ``## L{level} {title}``, then one entry per item."""
+    for section in sections:
+        typer.echo(f"## L{section['level']} {section['title']}")
+        for item in section.get("items") or []:
+            text = str(item.get("text", ""))
+            if item.get("kind") == "fact" or not isinstance(item.get("id"), int):
+                typer.echo(text)  # facts and the L0 identity: their text only
+            else:
+                head = f"[{item['id']}] {item.get('wing', '')}/{item.get('room', '')}  "
+                _print_entry(head, text, "    ")
+
+
+def _print_footer(r: dict[str, Any]) -> None:
+    tok = r.get("tokenizer") or {}
+    typer.echo(f"tokens used {r.get('tokens_used', 0)}/{r.get('budget', '?')} "
+               f"(tokenizer {tok.get('name', '?')}; {len(r.get('cut') or [])} cut)")
 
 
 @app.command()
@@ -253,20 +317,79 @@ def recall(
     wing: str | None = typer.Option(None, "--wing"),
     room: str | None = typer.Option(None, "--room"),
     tag: list[str] = typer.Option([], "--tag"),  # noqa: B008
+    budget: int | None = typer.Option(
+        None, "--budget", help="Token budget of the packed context (daemon default 1500)."),
+    levels: str | None = typer.Option(
+        None, "--levels", help="Context levels, comma list of 0-3: 0 identity, 1 essential, "
+        "2 where the query points, 3 deep search (default all)."),
+    deep: bool = typer.Option(False, "--deep", help="Always include L3 deep search."),
+    include_superseded: bool = typer.Option(
+        False, "--include-superseded", help="Also return drawers replaced by newer ones."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Search a palace (hybrid keyword + semantic)."""
+    """Search a palace (hybrid keyword + semantic).
+
+    Prints the ranked drawers; with --budget, --levels or --deep prints the packed L0-L3
+    context sections and the tokens they use instead.
+    """
     name = _need_palace(palace, as_json)
+    extra: dict[str, Any] = {}
+    if budget is not None:
+        extra["budget"] = budget
+    if levels is not None:
+        try:
+            extra["levels"] = _parse_levels(levels)
+        except E.InvalidArgs as exc:
+            _fail(exc, as_json)
+    if deep:
+        extra["deep"] = True
+    if include_superseded:
+        extra["include_superseded"] = True
+    packed = budget is not None or levels is not None or deep
     with _client(as_json) as c:
-        res = c.recall_ex(name, query, top_k=top_k, wing=wing, room=room, tags=tag)
+        res = c.recall_ex(name, query, top_k=top_k, wing=wing, room=room, tags=tag, **extra)
 
     def human(r: dict[str, Any]) -> None:
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
+        if packed:
+            _print_sections(list(r.get("sections") or []))
+            _print_footer(r)
+            return
         if not r["results"]:
             typer.echo("nothing found")
         for d in r["results"]:
             _print_drawer_line(d, score=True)
+
+    _emit(res, as_json, human)
+
+
+@app.command("wake-up")
+def wake_up(
+    palace: str | None = PalaceOpt,
+    budget: int = typer.Option(800, "--budget", help="Token budget of the context."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print a palace's L0 identity and L1 essential drawers (for session-start hooks).
+
+    Creates the palace when it does not exist yet, like the MCP wake_up tool, so a hook
+    installed by `palace init --hooks` works in a brand-new project.
+    """
+    name = _need_palace(palace, as_json)
+    with _client(as_json) as c:
+        c.create_palace(name, exist_ok=True)
+        res = c.wake_up(name, budget=budget)
+
+    def human(r: dict[str, Any]) -> None:
+        for section in r.get("sections") or []:
+            typer.echo(f"## L{section['level']} {section['title']}")
+            for item in section.get("items") or []:
+                text = str(item.get("text", ""))
+                if isinstance(item.get("id"), int):
+                    _print_entry("- ", text, "  ")
+                else:
+                    typer.echo(text)
+            typer.echo("")
 
     _emit(res, as_json, human)
 
@@ -396,10 +519,8 @@ def _register_optional() -> None:
     from palace_client.cli_knowledge import register as register_knowledge
 
     register_knowledge(app)
-    try:
-        from palace_client.mcp_cli import init_command, mcp_command
-    except ImportError:  # pragma: no cover - only while those modules are absent
-        return
+    from palace_client.mcp_cli import init_command, mcp_command
+
     app.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
     app.command("init", help="Register the palace MCP bridge with installed agents.")(
         init_command)

@@ -146,6 +146,13 @@ class Client:
         args.update(extra)
         return self.call("memory.recall", palace, args)
 
+    def wake_up(self, palace: str, *, budget: int = 800) -> dict[str, Any]:
+        """L0 identity + L1 essential drawers packed into ``budget`` tokens (session start).
+
+        Returns ``{"sections", "tokens_used", "budget", "cut", "tokenizer"}``.
+        """
+        return self.call("memory.wake_up", palace, {"budget": budget})
+
     def get(self, palace: str, drawer_id: int) -> dict[str, Any]:
         """Return one drawer."""
         return dict(self.call("memory.get", palace, {"id": drawer_id})["drawer"])

@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import ByteStream, TaskStatus
 
+from palaced import knowledge
 from palaced.api import decode_args, need_palace
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder, FastEmbedder
@@ -32,6 +33,7 @@ from palaced.services import ModelState, Services
 log = logging.getLogger("palaced")
 
 TICK_S = 1.0
+EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
 SHUTDOWN_GRACE_S = 10.0
 
 
@@ -209,6 +211,7 @@ class Daemon:
     async def _checkpointer(self) -> None:
         limits = self.config.limits
         last_sweep = time.monotonic()
+        last_expiry_sweep: dict[str, float] = {}
         while True:
             await anyio.sleep(TICK_S)
             now = time.monotonic()
@@ -222,6 +225,11 @@ class Daemon:
                         await palace.checkpoint()
                     if idle and self.services.model.ready and palace.pending_check_due():
                         await palace.embed_pending()
+                    if idle:
+                        await knowledge.maybe_decay(palace)
+                        if now - last_expiry_sweep.get(name, 0.0) >= EXPIRY_SWEEP_S:
+                            last_expiry_sweep[name] = now
+                            await knowledge.sweep_expired(palace)
                 except Exception:
                     log.exception("palace %s: checkpoint failed", name)
             if now - last_sweep > min(30.0, limits.idle_close_s):

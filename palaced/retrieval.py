@@ -65,7 +65,7 @@ def normalize(scores: Mapping[int, float],
     ``zscore``: ``(s - mean) / population stdev``; ``minmax``: ``(s - min) / (max - min)``.
     The floor is the list's lowest normalised score: a drawer the list did not return is
     treated as no better than its worst hit. A list with fewer than two distinct values only
-    says "present": its hits get 0 (zscore) / 1 (minmax) and the floor is one unit lower.
+    says "present": its hits get 1 and the floor is -1 (zscore) or 0 (minmax).
 
     Raises:
         ValueError: ``method`` is not "zscore" or "minmax".
@@ -77,8 +77,12 @@ def normalize(scores: Mapping[int, float],
     values = [float(v) for v in scores.values()]
     low, high = min(values), max(values)
     if high - low <= _EPS * max(1.0, abs(high), abs(low)):
-        present = 0.0 if method == "zscore" else 1.0
-        return dict.fromkeys(scores, present), present - 1.0
+        # A list that cannot rank its hits still says "these match and nothing else does":
+        # under z-scores give that the spread of a typical list's top vs floor (+1 / -1),
+        # so a lone exact keyword hit is not drowned by the other list's z-spread.
+        if method == "zscore":
+            return dict.fromkeys(scores, 1.0), -1.0
+        return dict.fromkeys(scores, 1.0), 0.0
     if method == "minmax":
         span = high - low
         return {k: (float(v) - low) / span for k, v in scores.items()}, 0.0

@@ -88,10 +88,14 @@ def test_zscore_floor_is_the_worst_hit() -> None:
 
 
 def test_single_value_lists_only_signal_presence() -> None:
-    assert normalize({7: 3.0}) == ({7: 0.0}, -1.0)
+    assert normalize({7: 3.0}) == ({7: 1.0}, -1.0)
     assert normalize({7: 3.0, 8: 3.0}, "minmax") == ({7: 1.0, 8: 1.0}, 0.0)
     fused = fuse({7: 3.0}, {7: 0.5, 8: 0.4})
-    assert fused == pytest.approx({7: 0.5 * 0.0 + 0.5 * 1.0, 8: 0.5 * -1.0 + 0.5 * -1.0})
+    assert fused == pytest.approx({7: 0.5 * 1.0 + 0.5 * 1.0, 8: 0.5 * -1.0 + 0.5 * -1.0})
+    # A lone exact keyword hit is not drowned by the other list's spread.
+    fused = fuse({9: 2.0}, {8: 0.9, 9: 0.2, 10: 0.1, 11: 0.1}, lexical_weight=0.6,
+                 vector_weight=0.4)
+    assert ranking(fused)[0] == 9
 
 
 def test_empty_list_leaves_the_other_in_charge() -> None:

@@ -120,7 +120,7 @@ def test_cli_round_trip(shared_daemon: DaemonProc) -> None:
     second = json.loads(r.stdout)["id"]
     r = d.cli("remember", "We use SQLite in WAL mode so readers never block the writer",
               "--palace", "cli-work", "--room", "storage", "--json", check=True)
-    assert json.loads(r.stdout) == {"id": first, "created": False}
+    assert json.loads(r.stdout) == {"id": first, "created": False, "deduplicated": False}
     jsonl = "\n".join(json.dumps({"text": f"bulk line {i} about topic {i}", "room": "bulk"})
                       for i in range(5))
     r = d.cli("remember-many", "--palace", "cli-work", "--json", input=jsonl, check=True)

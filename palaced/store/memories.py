@@ -359,8 +359,9 @@ def fts_match(terms: Sequence[str]) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
 
 
-# bm25 column weights: drawer text, neighbour context, date words.
-BM25_WEIGHTS = (1.0, 0.35, 0.6)
+# bm25 column weights: drawer text, neighbour context, date words. Measured on LoCoMo dev
+# (turn R@5): no context .653, context 0.35 .706, 0.5 .712; dates 0 -> 0.6: .689 -> .706.
+BM25_WEIGHTS = (1.0, 0.5, 0.6)
 
 
 def fts_search(
