@@ -203,10 +203,13 @@ def recall_at_k(ranked: Sequence[str], gold: Iterable[str], k: int) -> float:
 
 
 def evaluate(questions: Sequence[Question], ranked_turns: Sequence[Sequence[str]],
-             ks: Sequence[int] = KS) -> dict[str, Any]:
+             ks: Sequence[int] = KS,
+             ranked_sessions: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
     """Mean recall@k at turn and session level, overall and per category.
 
-    ``ranked_turns[i]`` is the retrieved turn ranking for ``questions[i]``.
+    ``ranked_turns[i]`` is the retrieved turn ranking for ``questions[i]``. Sessions are
+    ranked by ``ranked_sessions[i]`` when given (the daemon's room-level recall), else by
+    the first occurrence of each session in the turn ranking.
 
     Returns ``{"questions": n, "turn": {"recall@k": x}, "session": {...},
     "by_category": {"<c>": {"questions": n, "turn": {...}, "session": {...}}}}``.
@@ -216,9 +219,12 @@ def evaluate(questions: Sequence[Question], ranked_turns: Sequence[Sequence[str]
     """
     if len(questions) != len(ranked_turns):
         raise ValueError(f"{len(questions)} questions but {len(ranked_turns)} rankings")
+    if ranked_sessions is not None and len(ranked_sessions) != len(ranked_turns):
+        raise ValueError("ranked_sessions and ranked_turns differ in length")
     rows: list[tuple[int, dict[str, float], dict[str, float]]] = []
-    for q, ranked in zip(questions, ranked_turns, strict=True):
-        by_session = session_ranking(ranked)
+    for i, (q, ranked) in enumerate(zip(questions, ranked_turns, strict=True)):
+        by_session = (session_ranking(ranked) if ranked_sessions is None
+                      else list(ranked_sessions[i]))
         rows.append((
             q.category,
             {f"recall@{k}": recall_at_k(ranked, q.gold_turns, k) for k in ks},
@@ -303,6 +309,7 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
         samples = samples[:conversations]
     all_questions: list[Question] = []
     all_rankings: list[list[str]] = []
+    all_rooms: list[list[str]] = []
     modes: Counter[str] = Counter()
     latencies_ms: list[float] = []
     ingest_s = 0.0
@@ -337,6 +344,10 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
                 ranked = [t for r in response["results"] for t in turns_of.get(int(r["id"]), [])]
                 all_questions.append(q)
                 all_rankings.append(ranked)
+                # Room-level recall: the daemon ranks rooms (sessions) from their best
+                # drawers; sessions it did not rank follow in turn order.
+                rooms = [str(r["room"]) for r in response.get("rooms", [])]
+                all_rooms.append(list(dict.fromkeys([*rooms, *session_ranking(ranked)])))
             print(f"{name}: {len(drawers)} drawers, {len(questions)} questions", file=sys.stderr)
     report: dict[str, Any] = {
         "benchmark": "locomo",
@@ -348,7 +359,10 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
         "conversations": len(samples),
         "top_k": top_k,
         "ks": list(KS),
-        **evaluate(all_questions, all_rankings),
+        "session_level": "room-level recall (response 'rooms': rooms ranked from their best "
+                         "drawers), then sessions of the turn ranking",
+        **evaluate(all_questions, all_rankings, ranked_sessions=all_rooms),
+        "session_from_turns": evaluate(all_questions, all_rankings)["session"],
         "ingest": {
             "drawers": n_drawers,
             "seconds": round(ingest_s, 3),

@@ -550,7 +550,18 @@ class Palace:
         L3 the palace-wide ranking (always with ``deep``, else only when L2 is thin).
         """
         self.require_compatible()
-        qvec = await self.query_vector(req.query)
+        # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
+        lexical: list[tuple[int, float]] = []
+        vec_box: list[np.ndarray | None] = [None]
+
+        async def embed() -> None:
+            vec_box[0] = await self.query_vector(req.query)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(embed)
+            lexical = await self._read(
+                lambda c: search.lexical_search(c, req.query, req.filters, now_ms()))
+        qvec = vec_box[0]
         index = self.index if qvec is not None else None
         levels = set(req.levels)
         need_l1 = 1 in levels and self._l1_cache_valid() is None
@@ -565,7 +576,8 @@ class Palace:
                 rooms = search.all_rooms(c)
                 self._rooms_cache = (counter, rooms)
             ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
-                                  filters=req.filters, now_ms=ts, rooms=rooms)
+                                  filters=req.filters, now_ms=ts, rooms=rooms,
+                                  lexical_hits=lexical)
             top = ranking.order[: req.top_k]
             l2_ids: list[int] = []
             if 2 in levels:
