@@ -88,15 +88,21 @@ def _keep_matching(c: apsw.Connection, hits: list[tuple[int, float]], where: str
     return [(i, s) for i, s in hits if i in ok]
 
 
-def _pool_meta(c: apsw.Connection, ids: Sequence[int]
+def _pool_meta(c: apsw.Connection, ids: Sequence[int], filters: m.Filters, now_ms: int
                ) -> dict[int, tuple[str, str, float, int]]:
+    """Metadata of the candidates that still match ``filters`` in this snapshot.
+
+    BM25 may have run in an earlier read transaction (concurrently with embedding), so a
+    candidate superseded, expired or forgotten since is dropped here.
+    """
     out: dict[int, tuple[str, str, float, int]] = {}
     if not ids:
         return out
     marks = ",".join(str(int(i)) for i in ids)
+    where, params = filters.sql(now_ms)
     for did, wing, room, imp, occ, weight in c.execute(
-        f"SELECT id, wing, room, importance, occurred_ms, weight FROM drawers "
-        f"WHERE id IN ({marks})"
+        f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight FROM drawers d "
+        f"WHERE d.id IN ({marks}) AND {where}", params
     ):
         # Decay weight scales importance: a stale low drawer ranks below a fresh one.
         out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ))
@@ -159,8 +165,11 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
                            vector_weight=params.vector_weight)
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
+    meta = _pool_meta(c, list(fused), filters, now_ms)
+    fused = {i: v for i, v in fused.items() if i in meta}
+    if not fused:
+        return Ranking([], {}, lexical, vector, {}, [])
     ids = list(fused)
-    meta = _pool_meta(c, ids)
     closet_hits = closet_matches(c, query, ids)
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
