@@ -1,0 +1,109 @@
+"""In-process Palace tests with the fast hashing embedder (no daemon, no real model)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+import pytest
+
+from palaced import config as config_mod
+from palaced.embedder import HashEmbedder
+from palaced.errors import EmbedderMismatch, SchemaTooNew, StorageError
+from palaced.palace import Palace, RecallRequest
+from palaced.paths import resolve
+from palaced.services import ModelState, Services
+from palaced.store import Store
+from palaced.store import memories as m
+from palaced.store.schema import SCHEMA_VERSION
+from palaced.tokens import Tokenizer
+
+pytestmark = pytest.mark.anyio
+
+
+def services(tmp_path: Path, embedder: HashEmbedder | None) -> Services:
+    os.environ["PALACE_HOME"] = str(tmp_path)
+    try:
+        cfg = config_mod.load(resolve())
+    finally:
+        del os.environ["PALACE_HOME"]
+    model = ModelState()
+    if embedder is not None:
+        model.embedder = embedder
+        model.state = "ready"
+    return Services(config=cfg, model=model, tokenizer=Tokenizer.fallback("unit test"))
+
+
+async def test_embedder_mismatch_then_reembed(tmp_path: Path) -> None:
+    pdir = tmp_path / "p"
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
+    a = (await p.remember(m.NewDrawer(text="alpha beta gamma")))["id"]
+    await p.remember(m.NewDrawer(text="delta epsilon"))
+    await p.aclose()
+
+    other = services(tmp_path, HashEmbedder(32))
+    p = await Palace.open("p", pdir, other)
+    assert p.mismatch is not None and "reembed" in p.mismatch
+    with pytest.raises(EmbedderMismatch):
+        await p.remember(m.NewDrawer(text="zeta"))
+    with pytest.raises(EmbedderMismatch):
+        await p.recall(RecallRequest(query="alpha"))
+    assert (await p.get(a))["text"] == "alpha beta gamma"  # reads still work
+    out = await p.reembed()
+    assert out["reembedded"] == 2 and out["embedder"] == "hash:32"
+    info = await p.info()
+    assert info["vectors"] == info["index"] == 2 and info["consistent"] is True
+    res = await p.recall(RecallRequest(query="alpha beta gamma", top_k=1))
+    assert res["results"][0]["id"] == a and res["mode"] == "hybrid"
+    await p.aclose()
+
+
+async def test_palace_lock_is_exclusive(tmp_path: Path) -> None:
+    """While a palace is open, no other process can take its lock (single owner)."""
+    import subprocess
+    import sys
+
+    p = await Palace.open("p", tmp_path / "p", services(tmp_path, HashEmbedder(16)))
+    code = (
+        "import fcntl, os, sys\n"
+        f"fd = os.open({str(tmp_path / 'p' / '.lock')!r}, os.O_RDWR)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except BlockingIOError:\n    sys.exit(3)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 3
+    await p.aclose()
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_schema_refuses_newer_and_foreign_databases(tmp_path: Path) -> None:
+    newer = tmp_path / "newer.db"
+    Store(newer).close()
+    c = apsw.Connection(str(newer))
+    c.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    c.close()
+    with pytest.raises(SchemaTooNew):
+        Store(newer)
+    foreign = tmp_path / "foreign.db"
+    c = apsw.Connection(str(foreign))
+    c.execute("CREATE TABLE x(y)")
+    c.execute("PRAGMA user_version=3")
+    c.close()
+    with pytest.raises(StorageError):
+        Store(foreign)
+
+
+def test_migrations_from_every_version(tmp_path: Path) -> None:
+    from palaced.store.schema import MIGRATIONS, migrate
+
+    for start in range(SCHEMA_VERSION):
+        path = tmp_path / f"v{start}.db"
+        c = apsw.Connection(str(path))
+        for step in range(start):
+            with c:
+                MIGRATIONS[step](c)
+                c.execute("PRAGMA application_id=0x50414C43")
+                c.execute(f"PRAGMA user_version={step + 1}")
+        assert migrate(c) == start
+        assert c.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
+        c.close()

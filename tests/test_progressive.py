@@ -1,0 +1,103 @@
+"""Progressive recall through a real daemon: L1 cache, chunking, closets narrowing L2."""
+
+from __future__ import annotations
+
+import uuid
+
+from .conftest import DaemonProc
+
+
+def _palace(d: DaemonProc) -> str:
+    name = f"prog-{uuid.uuid4().hex[:8]}"
+    with d.client() as c:
+        c.create_palace(name)
+    return name
+
+
+def _section(res: dict, level: int) -> list:  # type: ignore[type-arg]
+    return [s for s in res["sections"] if s["level"] == level]
+
+
+def test_l1_essential_cache_is_invalidated_by_writes(shared_daemon: DaemonProc) -> None:
+    d = shared_daemon
+    name = _palace(d)
+    with d.client() as c:
+        low = c.remember(name, "Lunch menu rotates weekly", importance="low")
+        first = c.call("memory.wake_up", name, {"budget": 500})
+        l1 = _section(first, 1)[0]["items"]
+        assert [i["id"] for i in l1] == [low]
+        crit = c.remember(name, "Never force-push to main", importance="critical")
+        second = c.call("memory.wake_up", name, {"budget": 500})
+        ids = [i["id"] for i in _section(second, 1)[0]["items"]]
+        assert ids[0] == crit and low in ids
+        # Recall's L1 comes from the same cache and sees the write too.
+        res = c.recall_ex(name, "lunch", levels=[1], budget=500)
+        assert [i["id"] for i in _section(res, 1)[0]["items"]][0] == crit
+        c.forget(name, crit)
+        third = c.call("memory.wake_up", name, {"budget": 500})
+        assert [i["id"] for i in _section(third, 1)[0]["items"]] == [low]
+        # L0 comes first and the budget holds.
+        assert third["sections"][0]["level"] == 0
+        assert third["tokens_used"] <= 500 and third["tokenizer"]["name"] == "cl100k_base"
+
+
+def test_long_drawer_is_found_by_text_near_its_end(shared_daemon: DaemonProc) -> None:
+    d = shared_daemon
+    name = _palace(d)
+    filler = " ".join(
+        f"Paragraph {i} of the onboarding guide covers office hours, badge access and "
+        f"the coffee machine on floor {i % 5}." for i in range(60))
+    tail = ("Finally, the disaster recovery drill restores the primary cluster from "
+            "cold storage in another continent.")
+    with d.client() as c:
+        long_id = c.remember(name, filler + " " + tail, room="docs")
+        info = c.palace_info(name)
+        assert info["vectors"] > 1  # chunked: one vector per window
+        for i in range(5):
+            c.remember(name, f"Short note {i} about team lunches and birthdays", room="misc")
+        # A paraphrase of the last sentence only (semantic, not lexical).
+        res = c.recall_ex(name, "how do we rebuild the main database cluster after a "
+                                "catastrophe?", top_k=3)
+        assert res["results"][0]["id"] == long_id
+        assert res["results"][0]["vector"] is not None
+
+
+def test_closets_narrow_l2(shared_daemon: DaemonProc) -> None:
+    d = shared_daemon
+    name = _palace(d)
+    with d.client() as c:
+        kafka = c.remember(name, "KafkaConsumer lag alerts page the data team", room="alerts")
+        c.remember(name, "Disk usage alerts page the infra team", room="alerts")
+        c.remember(name, "The data team meets on Tuesdays", room="people")
+        res = c.recall_ex(name, "who gets paged for KafkaConsumer lag?", top_k=3,
+                          levels=[2, 3], budget=1000)
+        l2 = _section(res, 2)
+        assert l2, res["sections"]
+        l2_ids = [i["id"] for i in l2[0]["items"] if isinstance(i["id"], int)]
+        # Only the drawer filed under the closet the query names is in L2 ...
+        assert l2_ids == [kafka]
+        # ... while L3 (deep) still ranks the rest of the palace (no repeats across levels).
+        l3 = _section(res, 3)
+        l3_ids = [i["id"] for i in l3[0]["items"]] if l3 else []
+        assert kafka not in l3_ids and len(l3_ids) >= 1
+        # A room named in the query narrows L2 to that room.
+        res = c.recall_ex(name, "what is in people", top_k=3, levels=[2], budget=1000)
+        rooms = {i["room"] for s in _section(res, 2) for i in s["items"] if "room" in i}
+        assert rooms == {"people"}
+
+
+def test_budget_never_exceeded_and_l0_kept(shared_daemon: DaemonProc) -> None:
+    d = shared_daemon
+    name = _palace(d)
+    with d.client() as c:
+        c.remember_many(name, [{"text": f"fact number {i} about the release train " * 5}
+                               for i in range(30)])
+        for budget in (0, 5, 40, 120, 700, 3000):
+            res = c.recall_ex(name, "release train", top_k=20, budget=budget, deep=True)
+            assert res["tokens_used"] <= budget
+            if budget >= 40:
+                assert res["sections"][0]["level"] == 0
+        res = c.recall_ex(name, "release train", top_k=20, budget=120, deep=True)
+        assert res["cut"], "a small budget must report what was cut"
+        ids = [i["id"] for s in res["sections"] for i in s["items"]]
+        assert len(ids) == len(set(ids))
