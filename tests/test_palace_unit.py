@@ -61,8 +61,9 @@ async def test_embedder_mismatch_then_reembed(tmp_path: Path) -> None:
 
 async def test_palace_lock_is_exclusive(tmp_path: Path) -> None:
     """While a palace is open, no other process can take its lock (single owner)."""
-    import subprocess
     import sys
+
+    import anyio
 
     p = await Palace.open("p", tmp_path / "p", services(tmp_path, HashEmbedder(16)))
     code = (
@@ -71,9 +72,9 @@ async def test_palace_lock_is_exclusive(tmp_path: Path) -> None:
         "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
         "except BlockingIOError:\n    sys.exit(3)\n"
     )
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 3
+    assert (await anyio.run_process([sys.executable, "-c", code], check=False)).returncode == 3
     await p.aclose()
-    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+    assert (await anyio.run_process([sys.executable, "-c", code], check=False)).returncode == 0
 
 
 def test_schema_refuses_newer_and_foreign_databases(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def test_l1_essential_cache_is_invalidated_by_writes(shared_daemon: DaemonProc) 
         assert ids[0] == crit and low in ids
         # Recall's L1 comes from the same cache and sees the write too.
         res = c.recall_ex(name, "lunch", levels=[1], budget=500)
-        assert [i["id"] for i in _section(res, 1)[0]["items"]][0] == crit
+        assert _section(res, 1)[0]["items"][0]["id"] == crit
         c.forget(name, crit)
         third = c.call("memory.wake_up", name, {"budget": 500})
         assert [i["id"] for i in _section(third, 1)[0]["items"]] == [low]
