@@ -7,9 +7,11 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from palaced import __version__
 from palaced.api import Arg, Op, OpTable, check_label, check_text, decode_args, need_palace
-from palaced.errors import InvalidArgs
+from palaced.errors import InvalidArgs, PalaceError
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
@@ -190,17 +192,21 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
                           details={"items": len(items)})
     now = int(time.time() * 1000)
     item_op = Op("memory.remember_many item", op_remember, dict(DRAWER_ARGS))
-    drawers = []
-    for i, raw in enumerate(items):
-        try:
-            drawers.append(drawer_from_args(d, decode_args(item_op, raw), now))
-        except Exception as exc:
-            if hasattr(exc, "details"):
+
+    def validate() -> list[m.NewDrawer]:
+        drawers = []
+        for i, raw in enumerate(items):
+            try:
+                drawers.append(drawer_from_args(d, decode_args(item_op, raw), now))
+            except PalaceError as exc:
                 exc.details["index"] = i
-                exc.args = (f"item {i}: {exc}",)
-                if hasattr(exc, "message"):
-                    exc.message = f"item {i}: {exc.message}"
-            raise
+                exc.message = f"item {i}: {exc.message}"
+                exc.args = (exc.message,)
+                raise
+        return drawers
+
+    # Topic extraction of thousands of items would stall the event loop: do it in a thread.
+    drawers = await anyio.to_thread.run_sync(validate)
     p = await d.registry.get(name)
     return await p.remember_many(drawers, dedup=bool(args["dedup"]))
 
