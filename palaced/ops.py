@@ -179,7 +179,9 @@ async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dic
 # -- memories ---------------------------------------------------------------------------------
 async def op_remember(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    new = drawer_from_args(d, args, int(time.time() * 1000))
+    now = int(time.time() * 1000)
+    # Topic extraction of a long text takes up to ~150 ms: keep it off the event loop.
+    new = await anyio.to_thread.run_sync(lambda: drawer_from_args(d, args, now))
     return await p.remember(new, dedup=bool(args["dedup"]))
 
 
