@@ -24,8 +24,9 @@ from palaced import knowledge
 from palaced.api import decode_args, need_palace
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder, FastEmbedder
-from palaced.errors import PalaceError
+from palaced.errors import Busy, PalaceError
 from palaced.paths import ensure_private_dir
+from palaced.protocol import error_response, frame
 from palaced.registry import Registry
 from palaced.server import ConnectionHandler, peer_uid
 from palaced.services import ModelState, Services
@@ -162,6 +163,13 @@ class Daemon:
             uid = peer_uid(stream)
             if uid is not None and uid not in (my_uid, 0):
                 log.warning("refused a connection from uid %s", uid)
+                await stream.aclose()
+                return
+            if self.connections >= self.config.limits.max_connections:
+                # Refuse politely rather than let thousands of idle clients starve the rest.
+                with contextlib.suppress(Exception):
+                    await stream.send(frame(error_response(None, Busy(
+                        f"too many connections ({self.connections}); retry shortly"))))
                 await stream.aclose()
                 return
             self.connections += 1

@@ -1,0 +1,72 @@
+"""Configuration file: settings that survive MCP clients stripping the environment."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from pathlib import Path
+
+import msgpack
+
+from palaced.protocol import HELLO_OP, frame, hello_args
+
+from .conftest import MODEL_DIR, TIKTOKEN_FILE, DaemonProc, base_env
+
+
+def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
+    (home / "config.toml").write_text(
+        f'[embedder]\nmodel_path = "{MODEL_DIR}"\n\n'
+        f'[tokenizer]\nbpe_file = "{TIKTOKEN_FILE}"\n\n'
+        "[limits]\nmax_connections = 2\nmax_text_chars = 50\n"
+    )
+    env = base_env(home, model=True)
+    # As an MCP client would spawn it: no model or tokenizer variables at all.
+    env.pop("PALACE_EMBED_MODEL_PATH")
+    env.pop("PALACE_TIKTOKEN_FILE")
+    d = DaemonProc(home, env)
+    d.start()
+    try:
+        r = d.cli("status", "--json", check=True)
+        st = json.loads(r.stdout)
+        assert st["model"]["state"] == "ready" and st["tokenizer"]["exact"] is True
+        assert d.cli("create", "cfg").returncode == 0
+        assert d.cli("remember", "x" * 51, "--palace", "cfg").returncode == 5
+        # Two connections are allowed; the third is refused with BUSY and closed.
+        held = []
+        for _ in range(2):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(str(d.socket))
+            s.sendall(frame({"id": 1, "op": HELLO_OP, "args": hello_args("t", "0")}))
+            n = struct.unpack(">I", s.recv(4))[0]
+            s.recv(n)
+            held.append(s)
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra.settimeout(10)
+        extra.connect(str(d.socket))
+        n = struct.unpack(">I", extra.recv(4))[0]
+        reply = msgpack.unpackb(extra.recv(n), raw=False)
+        assert reply["error"]["name"] == "BUSY" and reply["error"]["retryable"] is True
+        extra.close()
+        for s in held:
+            s.close()
+        r = d.cli("status", "--json", check=True)  # capacity is back
+        assert json.loads(r.stdout)["pid"] == d.pid()
+    finally:
+        d.stop()
+
+
+def test_bad_config_file_is_a_clear_error(home: Path) -> None:
+    (home / "config.toml").write_text("[limits\nbroken")
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "palaced", "run"], env=base_env(home),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "config" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "palaced", "print-paths"], env=base_env(home),
+                       capture_output=True, text=True, timeout=60, check=True)
+    paths = json.loads(r.stdout)
+    assert paths["socket"] == str(home / "run" / "palaced.sock")
+    assert paths["config_file"] == str(home / "config.toml")
