@@ -129,6 +129,7 @@ class DaemonProc:
 
 
 def _wait_gone(pid: int, timeout: float = 30) -> None:
+    """Wait until process ``pid`` is gone; TimeoutError if it outlives ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -136,6 +137,7 @@ def _wait_gone(pid: int, timeout: float = 30) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.05)
+    raise TimeoutError(f"pid {pid} still alive")
 
 
 def short_home() -> Path:

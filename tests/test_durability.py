@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DaemonProc, base_env
+from .conftest import DaemonProc, _wait_gone, base_env
 
 WRITER = textwrap.dedent("""
     import json, sys
@@ -28,17 +27,6 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _wait_pid_gone(pid: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"pid {pid} still alive")
-
-
 def test_sixteen_clients_remember_at_once_and_autostart_one_daemon(home: Path) -> None:
     env = base_env(home)
     d = DaemonProc(home, env)
@@ -46,7 +34,7 @@ def test_sixteen_clients_remember_at_once_and_autostart_one_daemon(home: Path) -
     r = d.cli("create", "conc", "--json")
     assert r.returncode == 0, r.stderr
     d.stop()
-    _wait_pid_gone(d.pid())
+    _wait_gone(d.pid())
     procs = [
         subprocess.Popen([sys.executable, "-c", WRITER, "12", str(w)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
