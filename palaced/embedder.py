@@ -18,7 +18,9 @@ import numpy as np
 from palaced.errors import EmbedderUnavailable
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-BATCH_SIZE = 64
+# Texts are sorted by length and embedded 16 at a time: less padding per batch. LoCoMo turns
+# (~150 chars), 2 cores: batch 16 -> 138/s, 64 -> 131/s, 256 -> 53/s, unsorted 64 -> 25/s.
+BATCH_SIZE = 16
 
 
 class Embedder(Protocol):
