@@ -85,8 +85,16 @@ def main() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "palaced", "run", "--quiet"], env=env)
     out: dict[str, object] = {"drawers": args.drawers, "keyword_only": args.keyword_only}
     try:
-        with Client(client_name="bench") as c:
-            while c.status()["model"]["state"] == "loading":
+        # No auto-start here: the daemon measured is the one this script started.
+        with Client(client_name="bench", autostart=False) as c:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if c.status()["model"]["state"] != "loading":
+                        break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
                 time.sleep(0.1)
             c.create_palace("bench")
             items = synthetic(args.drawers)
