@@ -18,7 +18,7 @@ def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
     (home / "config.toml").write_text(
         f'[embedder]\nmodel_path = "{MODEL_DIR}"\n\n'
         f'[tokenizer]\nbpe_file = "{TIKTOKEN_FILE}"\n\n'
-        "[limits]\nmax_connections = 2\nmax_text_chars = 50\n"
+        "[limits]\nmax_connections = 2\nmax_text_chars = 50\nidle_close_s = 1\n"
     )
     env = base_env(home, model=True)
     # As an MCP client would spawn it: no model or tokenizer variables at all.
@@ -51,8 +51,18 @@ def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
         extra.close()
         for s in held:
             s.close()
-        r = d.cli("status", "--json", check=True)  # capacity is back
-        assert json.loads(r.stdout)["pid"] == d.pid()
+        r = d.cli("list", "--json", check=True)  # capacity is back
+        # Idle palaces are closed (files released) and reopened on demand.
+        import time
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            palaces = json.loads(d.cli("list", "--json", check=True).stdout)["palaces"]
+            if not palaces[0]["open"]:
+                break
+            time.sleep(0.3)
+        assert palaces == [{"name": "cfg", "path": str(home / "palaces" / "cfg"), "open": False}]
+        assert d.cli("remember", "short", "--palace", "cfg").returncode == 0
     finally:
         d.stop()
 
