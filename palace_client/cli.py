@@ -381,7 +381,9 @@ def wake_up(
         res = c.wake_up(name, budget=budget)
 
     def human(r: dict[str, Any]) -> None:
-        for section in r.get("sections") or []:
+        for n, section in enumerate(r.get("sections") or []):
+            if n:
+                typer.echo("")  # a blank line between sections, none at the end
             typer.echo(f"## L{section['level']} {section['title']}")
             for item in section.get("items") or []:
                 text = str(item.get("text", ""))
@@ -389,7 +391,6 @@ def wake_up(
                     _print_entry("- ", text, "  ")
                 else:
                     typer.echo(text)
-            typer.echo("")
 
     _emit(res, as_json, human)
 

@@ -117,6 +117,11 @@ def spawn_daemon(paths: Paths) -> None:
     """Start palaced detached from this process; the daemon's lock arbitrates races."""
     paths.state_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
+    # The daemon runs from "/": make path settings absolute so it finds what we meant.
+    for key in ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
+                "PALACE_TIKTOKEN_FILE"):
+        if env.get(key):
+            env[key] = os.path.abspath(os.path.expanduser(env[key]))
     subprocess.Popen(
         [sys.executable, "-m", "palaced", "run", "--quiet"],
         stdin=subprocess.DEVNULL,

@@ -195,8 +195,10 @@ class Palace:
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
-        """Called when the model becomes ready after the palace was opened."""
+        """Called when the model becomes ready after the palace was opened (idempotent)."""
         async with self.write_lock:
+            if self.index is not None or self.mismatch is not None or self.closed:
+                return
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._attach_sync, embedder)
 

@@ -95,8 +95,15 @@ class Registry:
                 palace = await Palace.open(name, self.path_of(name), self.services)
                 self._open[name] = palace
                 log.info("opened palace %s", name)
+                await self._attach_if_ready(palace)
             palace.last_used = time.monotonic()
             return palace
+
+    async def _attach_if_ready(self, palace: Palace) -> None:
+        """Attach the model if it became ready while the palace was being opened."""
+        embedder = self.services.model.embedder
+        if embedder is not None and palace.index is None and palace.mismatch is None:
+            await palace.attach(embedder)
 
     async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
         """Create a palace directory and open it.
@@ -116,6 +123,7 @@ class Registry:
             async with lock:
                 palace = await Palace.open(name, self.path_of(name), self.services)
                 self._open[name] = palace
+                await self._attach_if_ready(palace)
             log.info("created palace %s", name)
             return palace
 

@@ -1,0 +1,285 @@
+"""Budgeted recall and wake-up end to end: ``palace recall --budget/--levels``, ``palace
+wake-up``, ``Client.wake_up`` and the MCP ``recall``/``wake_up`` tools, against a real daemon
+with the real model and the exact cl100k_base tokenizer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from palace_client.agents import hook_command
+from palaced.tokens import Tokenizer
+from tests.conftest import TIKTOKEN_FILE, DaemonProc
+
+BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
+IDENTITY = ("I am the memory of the Harbor billing service. The team ships on Tuesdays, "
+            "reviews every migration twice, and keeps incident notes in the ops wing.")
+LONG_IDENTITY = " ".join(f"Rule {i}: every invoice line carries its currency and tax code."
+                         for i in range(40))
+FOOTER = re.compile(r"^tokens used (\d+)/(\d+) \(tokenizer (\S+); (\d+) cut\)$")
+DRAWERS = [
+    ("Invoices are generated nightly at 02:00 UTC by the billing-cron job.", "billing", "high"),
+    ("The staging database is Postgres 16 on port 5433.", "infra", "critical"),
+    ("Refunds above 500 EUR need approval from the finance lead.", "billing", "high"),
+    ("Alice owns the payment gateway integration with Stripe.", "people", "0.6"),
+    ("Deploys happen on Tuesdays after the 10:00 standup.", "process", "0.7"),
+    ("The tax service times out after 3 seconds and is retried twice.", "infra", "0.4"),
+    ("Currency conversion uses the ECB reference rates fetched daily.", "billing", "0.5"),
+    ("Bob wrote the dunning emails; templates live in templates/dunning.", "people", "0.3"),
+]
+_names = (f"cli-recall-{i}" for i in itertools.count())
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    tok = Tokenizer.load(TIKTOKEN_FILE)
+    assert tok.exact
+    return tok
+
+
+def _palace(d: DaemonProc, identity: str = IDENTITY) -> str:
+    """A fresh palace with DRAWERS stored and ``identity`` as its L0 text."""
+    name = next(_names)
+    d.cli("create", name, check=True)
+    for text, room, importance in DRAWERS:
+        d.cli("remember", text, "--palace", name, "--room", room, "--importance", importance,
+              check=True)
+    (d.home / "palaces" / name / "identity.txt").write_text(
+        f"# comment lines are not part of L0\n{identity}\n", "utf-8")
+    return name
+
+
+@pytest.fixture(scope="module")
+def palace(shared_daemon: DaemonProc) -> str:
+    return _palace(shared_daemon)
+
+
+def _json(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert res.returncode == 0, res.stderr
+    data: dict[str, Any] = json.loads(res.stdout)
+    return data
+
+
+def _texts(res: dict[str, Any]) -> list[str]:
+    return [str(item["text"]) for s in res["sections"] for item in s["items"]]
+
+
+# -- palace recall --------------------------------------------------------------------------------
+def test_budgeted_recall_json_stays_within_budget(shared_daemon: DaemonProc, palace: str,
+                                                  tokenizer: Tokenizer) -> None:
+    res = _json(shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
+                                  "--budget", "200", "--levels", "0,1,3", "--json"))
+    assert res["budget"] == 200
+    assert 0 < res["tokens_used"] <= 200
+    assert res["tokenizer"] == {"name": "cl100k_base", "exact": True}
+    assert [s["level"] for s in res["sections"]] == sorted({s["level"] for s in res["sections"]})
+    assert {s["level"] for s in res["sections"]} <= {0, 1, 3}
+    assert res["sections"][0]["level"] == 0
+    assert res["sections"][0]["items"][0]["text"] == IDENTITY
+    # The texts alone (without the headings and per-item overheads) fit the reported usage.
+    assert sum(tokenizer.count(t) for t in _texts(res)) <= res["tokens_used"]
+    assert any("nightly at 02:00" in r["text"] for r in res["results"])
+
+
+@pytest.mark.parametrize("budget", [0, 15, 40, 90])
+def test_recall_never_exceeds_small_budgets(shared_daemon: DaemonProc, palace: str,
+                                            budget: int) -> None:
+    res = _json(shared_daemon.cli("recall", "Postgres staging", "--palace", palace,
+                                  "--budget", str(budget), "--deep", "--json"))
+    assert res["tokens_used"] <= budget
+    assert res["budget"] == budget
+
+
+def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str) -> None:
+    res = shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
+                            "--budget", "200", "--levels", "0,1,3")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"## L0 Identity of {palace}"
+    assert lines[1] == IDENTITY
+    assert "## L1 Essential" in lines
+    drawer_lines = [ln for ln in lines if ln.startswith("[")]
+    assert drawer_lines and all(re.match(r"^\[\d+\] general/[a-z]+  \S", ln)
+                                for ln in drawer_lines)
+    assert any("port 5433" in ln for ln in drawer_lines)
+    footer = FOOTER.match(lines[-1])
+    assert footer, lines[-1]
+    used, budget, name, _ = footer.groups()
+    assert int(used) <= int(budget) == 200 and name == "cl100k_base"
+    assert "score=" not in res.stdout
+
+
+def test_plain_recall_keeps_the_ranked_list(shared_daemon: DaemonProc, palace: str) -> None:
+    res = shared_daemon.cli("recall", "Postgres staging database", "--palace", palace,
+                            "--include-superseded")
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0]
+    assert re.match(r"^\[\d+\] general/infra  score=", first), first
+    assert "## L0" not in res.stdout and "tokens used" not in res.stdout
+
+
+def test_recall_levels_are_validated(shared_daemon: DaemonProc, palace: str) -> None:
+    bad = shared_daemon.cli("recall", "x", "--palace", palace, "--levels", "9")
+    assert bad.returncode == 5
+    assert "INVALID_ARGS" in bad.stderr
+    not_numbers = shared_daemon.cli("recall", "x", "--palace", palace, "--levels", "0,one",
+                                    "--json")
+    assert not_numbers.returncode == 5
+    assert json.loads(not_numbers.stdout)["error"]["name"] == "INVALID_ARGS"
+    negative = shared_daemon.cli("recall", "x", "--palace", palace, "--budget", "-1")
+    assert negative.returncode == 5
+    missing = shared_daemon.cli("recall", "x", "--palace", "no-such-palace", "--budget", "50")
+    assert missing.returncode == 4
+
+
+def test_deep_recall_shows_level_three(shared_daemon: DaemonProc, palace: str) -> None:
+    res = _json(shared_daemon.cli("recall", "tax service timeout", "--palace", palace,
+                                  "--levels", "3", "--deep", "--budget", "300", "--json"))
+    assert [s["level"] for s in res["sections"]] == [3]
+    assert any("times out after 3 seconds" in t for t in _texts(res))
+
+
+# -- palace wake-up -------------------------------------------------------------------------------
+def test_wake_up_prints_identity_and_essentials(shared_daemon: DaemonProc, palace: str,
+                                                tokenizer: Tokenizer) -> None:
+    res = shared_daemon.cli("wake-up", "--palace", palace, "--budget", "100")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[:2] == [f"## L0 Identity of {palace}", IDENTITY]
+    assert "## L1 Essential" in lines
+    assert "- The staging database is Postgres 16 on port 5433." in lines  # critical first
+    assert "tokens used" not in res.stdout and "[" not in res.stdout
+    assert "\n\n## L1 Essential\n" in res.stdout and not res.stdout.endswith("\n\n")
+    data = _json(shared_daemon.cli("wake-up", "--palace", palace, "--budget", "100", "--json"))
+    assert data["budget"] == 100 and data["tokens_used"] <= 100
+    assert [s["level"] for s in data["sections"]] == [0, 1]
+    assert sum(tokenizer.count(t) for t in _texts(data)) <= data["tokens_used"]
+    assert data["cut"], "the 100-token budget cannot hold all eight drawers"
+
+
+def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: DaemonProc
+                                                              ) -> None:
+    name = _palace(shared_daemon, LONG_IDENTITY)
+    for budget in (20, 40):
+        data = _json(shared_daemon.cli("wake-up", "--palace", name, "--budget", str(budget),
+                                       "--json"))
+        assert data["tokens_used"] <= budget
+        assert [s["level"] for s in data["sections"]] == [0]
+        (item,) = data["sections"][0]["items"]
+        assert item["truncated"] is True
+        assert item["text"].endswith("…")
+        assert LONG_IDENTITY.startswith(item["text"][:-1].rstrip())
+        assert any(c["id"] == "identity" and c["truncated"] for c in data["cut"])
+    human = shared_daemon.cli("recall", "invoice", "--palace", name, "--budget", "25")
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert lines[0] == f"## L0 Identity of {name}"
+    assert lines[1].startswith("Rule 0:") and lines[1].endswith("…")
+
+
+def test_wake_up_creates_a_missing_palace(shared_daemon: DaemonProc) -> None:
+    name = next(_names)
+    res = shared_daemon.cli("wake-up", "--palace", name)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"## L0 Identity of {name}\n")
+    assert shared_daemon.cli("wake-up").returncode == 5  # no palace given
+
+
+def test_hook_installed_by_init_runs(shared_daemon: DaemonProc, palace: str) -> None:
+    """`palace init --hooks` installs `palace wake-up --palace NAME`; that line must work."""
+    command = hook_command(palace)
+    assert shlex.split(command)[-3:] == ["wake-up", "--palace", palace]
+    res = subprocess.run(shlex.split(command), env=shared_daemon.env, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith(f"## L0 Identity of {palace}\n{IDENTITY}\n")
+
+
+def test_client_wake_up(shared_daemon: DaemonProc, palace: str) -> None:
+    with shared_daemon.client() as c:
+        data = c.wake_up(palace, budget=60)
+        default = c.wake_up(palace)
+    assert data["budget"] == 60 and data["tokens_used"] <= 60
+    assert data["sections"][0]["items"][0]["text"] == IDENTITY
+    assert default["budget"] == 800 and not default["cut"]
+
+
+# -- MCP tools through a real bridge process ------------------------------------------------------
+class Bridge:
+    """A ``palace mcp`` subprocess speaking line-delimited JSON-RPC."""
+
+    def __init__(self, palace: str, env: dict[str, str]) -> None:
+        self.p = subprocess.Popen([*BRIDGE, "--palace", palace], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "tests", "version": "0"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.p.stdin is not None
+        self.p.stdin.write(json.dumps(message).encode() + b"\n")
+        self.p.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        assert self.p.stdout is not None
+        line = self.p.stdout.readline()
+        assert line.endswith(b"\n"), self.p.stderr.read() if self.p.stderr else b""
+        answer: dict[str, Any] = json.loads(line)
+        assert answer["id"] == self.next_id
+        return answer
+
+    def tool(self, name: str, arguments: dict[str, Any]) -> tuple[bool, str]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+        return bool(result["isError"]), "\n".join(c["text"] for c in result["content"])
+
+    def close(self) -> int:
+        assert self.p.stdin is not None
+        self.p.stdin.close()
+        self.p.stdin = None
+        self.p.communicate(timeout=30)
+        return self.p.returncode
+
+
+@pytest.fixture
+def bridge(shared_daemon: DaemonProc, palace: str) -> Iterator[Bridge]:
+    b = Bridge(palace, shared_daemon.env)
+    yield b
+    if b.p.poll() is None:
+        assert b.close() == 0
+
+
+def test_mcp_recall_with_budget_and_levels(bridge: Bridge, palace: str) -> None:
+    failed, text = bridge.tool("recall", {"query": "refund approval", "budget": 120,
+                                          "levels": [0, 3], "deep": True})
+    assert not failed, text
+    head = text.splitlines()[0]
+    tokens = re.search(r"(\d+) tokens", head)
+    assert tokens and int(tokens.group(1)) <= 120, head
+    assert f"## L0 · Identity of {palace}" in text and IDENTITY in text
+    assert "## L3 · Deep search" in text and "500 EUR" in text
+    assert "## L1" not in text
+    failed, text = bridge.tool("recall", {"query": "x", "levels": [9]})
+    assert failed and "INVALID_ARGS" in text
+
+
+def test_mcp_wake_up(bridge: Bridge, palace: str) -> None:
+    failed, text = bridge.tool("wake_up", {"budget": 100})
+    assert not failed, text
+    head = text.splitlines()[0]
+    assert head.startswith(f"Wake-up context of palace '{palace}'")
+    tokens = re.search(r"\((\d+) tokens\)", head)
+    assert tokens and int(tokens.group(1)) <= 100, head
+    assert IDENTITY in text and "Postgres 16 on port 5433" in text
+    assert text.index("## L0") < text.index("## L1")
