@@ -206,8 +206,10 @@ def remember(
     supersedes: int | None = typer.Option(None, "--supersedes",
                                           help="Drawer id this memory replaces."),
     ttl: str | None = typer.Option(None, "--ttl", help="Expire after 90s/15m/12h/7d/2w."),
-    dedup: bool = typer.Option(True, "--dedup/--no-dedup",
-                               help="Refresh a near-duplicate in the same room instead."),
+    dedup: bool | None = typer.Option(
+        None, "--dedup/--no-dedup",
+        help="Refresh a near-duplicate in the same room instead (default: on, off with "
+             "--supersedes)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Store a memory (idempotent: the same text in the same room is stored once)."""
@@ -220,7 +222,7 @@ def remember(
     except ValueError:
         pass
     with _client(as_json) as c:
-        extra: dict[str, Any] = {"dedup": dedup}
+        extra: dict[str, Any] = {} if dedup is None else {"dedup": dedup}
         if supersedes is not None:
             extra["supersedes"] = supersedes
         if ttl is not None:

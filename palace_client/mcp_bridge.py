@@ -67,7 +67,9 @@ def instructions(palace: str) -> str:
         "answering questions about past work or decisions call recall; whenever you learn a "
         "durable fact, decision, preference or outcome, store it with remember (one "
         "self-contained statement per call, filed under a room). recall_all searches the "
-        "palaces of every project."
+        "palaces of every project. For facts that change over time (who owns or works on "
+        "what, versions, where things run) use kg_assert and kg_query; relate concepts with "
+        "kg_link and explore them with kg_neighbors."
     )
 
 

@@ -111,6 +111,7 @@ class ToolSpec:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    argument_hint: str = ""  # appended to the tool's INVALID_ARGS results
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -152,6 +153,18 @@ _BUDGET = {"type": "integer", "minimum": 1,
            "description": "Token budget for the returned context (the daemon's default, about "
            "1500 tokens, when omitted)."}
 
+# The typed relations of palaced.store.graph (not imported: it pulls in apsw). All but
+# superseded_by are multi-valued; every other predicate holds one value at a time.
+TYPED_RELATIONS: tuple[str, ...] = (
+    "part_of", "depends_on", "related_to", "contradicts", "refines", "alternative_to",
+    "caused_by", "instance_of", "superseded_by",
+)
+MULTI_VALUED: frozenset[str] = frozenset(TYPED_RELATIONS) - {"superseded_by"}
+_ENTITY = {"type": "string", "minLength": 1, "maxLength": 200,
+           "description": "An entity name: a person, project, service, library, concept... "
+           "Case and spacing do not matter ('Acme Corp' = 'acme  corp')."}
+_WHEN = "ISO 8601 date or time, e.g. '2024-03-01' or '2024-03-01T09:30:00Z'"
+
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="remember",
@@ -162,7 +175,12 @@ TOOLS: tuple[ToolSpec, ...] = (
             "facts about the codebase or people, user preferences, conventions, and outcomes of "
             "work. Write one self-contained statement per call (include names and dates; no "
             "'it'/'this' without context) and file it under a room (and optionally a wing). "
-            "Storing the exact same text twice is harmless: the existing drawer id is returned."
+            "Storing the exact same text twice is harmless: the existing drawer id is returned, "
+            "and a near-duplicate of a drawer in the same wing/room refreshes that drawer "
+            "instead of adding another. To correct or update a memory, pass the old drawer's "
+            "id as `supersedes`: the old drawer is kept as history but no longer recalled. For "
+            "facts that change over time (who owns what, versions, where things run) prefer "
+            "kg_assert."
         ),
         properties={
             "text": {"type": "string", "minLength": 1,
@@ -176,6 +194,18 @@ TOOLS: tuple[ToolSpec, ...] = (
             "occurred_at": {"type": "string",
                             "description": "When it happened, ISO 8601 (e.g. '2025-03-14' or "
                             "'2025-03-14T09:30:00Z'); defaults to now."},
+            "supersedes": {"type": "integer", "minimum": 1,
+                           "description": "Id of the drawer this memory replaces (e.g. 42 for "
+                           "'#42'): the old drawer is kept as history but hidden from recall. "
+                           "Use it instead of forget when a memory became wrong or outdated."},
+            "ttl": {"type": "string",
+                    "description": "Time to live for short-lived memories, e.g. '90s', '15m', "
+                    "'12h', '7d', '2w' or a number of seconds; the drawer stops being recalled "
+                    "after that. Omit for permanent memories."},
+            "dedup": {"type": "boolean",
+                      "description": "Merge a near-duplicate of an existing drawer in the same "
+                      "wing/room into that drawer instead of storing another (default true, "
+                      "false when `supersedes` is given). Set false to store it anyway."},
         },
         required=("text",),
         idempotent=True,
@@ -206,6 +236,10 @@ TOOLS: tuple[ToolSpec, ...] = (
             "wing": _WING,
             "room": _ROOM,
             "tags": _TAGS,
+            "include_superseded": {"type": "boolean",
+                                   "description": "Also return drawers that were replaced via "
+                                   "remember's `supersedes` (the history of a memory); default "
+                                   "false."},
         },
         required=("query",),
         read_only=True,
@@ -245,8 +279,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         title="Forget",
         description=(
             "Permanently delete one drawer from this project's palace by its id (as shown by "
-            "recall or list_drawers). Use it for memories that are wrong or obsolete; to "
-            "correct a memory, remember the corrected text and forget the old drawer."
+            "recall or list_drawers). Use it for memories that are wrong and worth no history "
+            "(mistakes, secrets stored by accident); to correct or update a memory while "
+            "keeping its history, remember the new text with `supersedes` instead."
         ),
         properties={"id": {"type": "integer", "minimum": 1,
                            "description": "The drawer id, e.g. 42 for '#42'."}},
@@ -299,6 +334,135 @@ TOOLS: tuple[ToolSpec, ...] = (
         read_only=True,
         idempotent=True,
     ),
+    # -- knowledge graph (issue 5): temporal facts about entities ---------------------------
+    ToolSpec(
+        name="kg_assert",
+        title="Assert a fact",
+        description=(
+            "Record a fact that can change over time in this project's knowledge graph, as "
+            "subject-predicate-object: 'Alice works_at Acme', 'payments-api runs_on Postgres "
+            "16', 'release version \"2.4\"' (literal). Most predicates hold one value at a time: "
+            "asserting a new object closes the old fact's interval at valid_from, so "
+            "kg_query shows the current value and kg_timeline the history. The typed "
+            "relations (part_of, depends_on, related_to, ...) accumulate values instead. "
+            "Re-asserting an active fact changes nothing. Use remember for free-form notes "
+            "and kg_assert for facts you will want to look up by entity or as of a date."
+        ),
+        properties={
+            "subject": {**_ENTITY, "description": "The entity the fact is about, e.g. 'Alice'."},
+            "predicate": {"type": "string", "minLength": 1, "maxLength": 64,
+                          "description": "The property or relation in snake_case, e.g. "
+                          "'works_at', 'owner', 'version', 'deployed_on' ('worksAt' and "
+                          "'works at' are normalised to 'works_at')."},
+            "object": {"type": "string", "minLength": 1, "maxLength": 2000,
+                       "description": "The value: another entity's name, or with literal=true "
+                       "a plain value such as a version, number or URL."},
+            "valid_from": {"type": "string",
+                           "description": f"When the fact became true, {_WHEN}; default now. "
+                           "Use the real date when you learn a fact late."},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1,
+                           "description": "How sure you are, 0-1 (default 1)."},
+            "literal": {"type": "boolean",
+                        "description": "Store object as a plain value, not an entity (default "
+                        "false); use it for versions, numbers, URLs and free text."},
+            "source_url": {"type": "string", "maxLength": 2000,
+                           "description": "Where the fact comes from (issue, doc, commit URL)."},
+        },
+        required=("subject", "predicate", "object"),
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="kg_query",
+        title="Query facts",
+        description=(
+            "List the facts about an entity (as subject) that are true now, or that were true "
+            "at `as_of`. Call it before answering who/what/where questions about a person, "
+            "project or system, e.g. 'where does Alice work?' or 'which database did "
+            "payments use in March?'. Each line shows the fact id (for kg_invalidate) and its "
+            "validity interval."
+        ),
+        properties={
+            "subject": {**_ENTITY, "description": "The entity to look up, e.g. 'Alice'."},
+            "as_of": {"type": "string",
+                      "description": f"Show the facts valid at this time instead of now, {_WHEN}."},
+        },
+        required=("subject",),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="kg_timeline",
+        title="Fact timeline",
+        description=(
+            "Show the full history of an entity, oldest first: every fact where it is subject "
+            "or object, closed ones included, with validity intervals. Use it to see how "
+            "something changed over time or why a fact is no longer current."
+        ),
+        properties={"subject": {**_ENTITY, "description": "The entity, e.g. 'Alice'."}},
+        required=("subject",),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="kg_invalidate",
+        title="Invalidate a fact",
+        description=(
+            "End an active fact that stopped being true without a replacement (Alice left "
+            "Acme and has no new employer yet; a dependency was removed). Not destructive: "
+            "the fact is kept as history with its interval closed at `at`, so kg_timeline "
+            "and kg_query with an earlier as_of still show it. To replace a value, just "
+            "kg_assert the new one. Invalidating a fact that is already closed changes nothing."
+        ),
+        properties={
+            "id": {"type": "integer", "minimum": 1,
+                   "description": "The fact id, e.g. 12 for '#12' as shown by kg_query."},
+            "at": {"type": "string",
+                   "description": f"When the fact stopped being true, {_WHEN}; default now."},
+        },
+        required=("id",),
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="kg_link",
+        title="Link concepts",
+        description=(
+            "Relate two concepts with a typed relation: 'checkout depends_on payments-api', "
+            "'auth-service part_of platform', 'GraphQL alternative_to REST', 'RFC-12 "
+            "superseded_by RFC-31'. An entity can have many links of the same relation at "
+            "once (superseded_by excepted: one successor at a time). Explore links with "
+            "kg_neighbors. For any other predicate, or for a literal value, use kg_assert."
+        ),
+        properties={
+            "a": {**_ENTITY, "description": "The concept the relation starts from."},
+            "relation": {"type": "string", "enum": list(TYPED_RELATIONS),
+                         "description": "How a relates to b (a depends_on b, a part_of b...)."},
+            "b": {**_ENTITY, "description": "The concept the relation points to; not a itself."},
+        },
+        required=("a", "relation", "b"),
+        idempotent=True,
+        argument_hint="For a predicate that is not a typed relation, use kg_assert.",
+    ),
+    ToolSpec(
+        name="kg_neighbors",
+        title="Explore neighbours",
+        description=(
+            "Walk the knowledge graph around an entity: the entities reachable within "
+            "`depth` hops over current entity-to-entity facts (both directions), and the "
+            "facts between them. Use it for impact and context questions, e.g. 'what depends "
+            "on payments-api?' or 'what is this service part of?'."
+        ),
+        properties={
+            "entity": {**_ENTITY, "description": "Where to start, e.g. 'payments-api'."},
+            "depth": {"type": "integer", "minimum": 1, "maximum": 6,
+                      "description": "How many hops to follow (default 1)."},
+            "relation": {"type": "string", "maxLength": 64,
+                         "description": "Follow only this relation or predicate, e.g. "
+                         "'depends_on'."},
+        },
+        required=("entity",),
+        read_only=True,
+        idempotent=True,
+    ),
 )
 TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
 
@@ -337,6 +501,11 @@ def _coerce(value: Any, schema: Mapping[str, Any], where: str) -> Any:
     if not ok:
         raise ToolArgumentError(
             f"argument '{where}' must be {_JSON_TYPES.get(str(kind), kind)}, "
+            f"got {json.dumps(value)[:80]}"
+        )
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolArgumentError(
+            f"argument '{where}' must be one of {', '.join(map(str, schema['enum']))}; "
             f"got {json.dumps(value)[:80]}"
         )
     return value
@@ -397,6 +566,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     # Only real drawers (integer ids) can be passed to forget; synthetic items have no "#".
     if isinstance(item.get("id"), int):
         head.append(f"#{item['id']}")
+    elif item.get("kind") == "fact" and isinstance(item.get("fact_id"), int):
+        head.append(f"fact #{item['fact_id']}")
     if place:
         head.append(f"[{place}]")
     if item.get("score") is not None:
@@ -406,6 +577,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(when)
     if item.get("tags"):
         head.append("tags " + ",".join(map(str, item["tags"])))
+    if isinstance(item.get("superseded_by"), int):
+        head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
     if compact:
         return " ".join([*head, _one_line(text)]).strip()
@@ -462,6 +635,56 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+def format_time(ms: Any) -> str:
+    """An epoch-ms instant as a date, or a UTC time when it is not midnight."""
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return "?" if ms is None else str(ms)
+    try:
+        when = datetime.fromtimestamp(ms / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    if (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0):
+        return when.strftime("%Y-%m-%d")
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_fact(fact: Mapping[str, Any], *, compact: bool = False) -> str:
+    """One fact on one line: ``#id subject predicate object [valid_from → valid_to|now]``.
+
+    A literal object is quoted; confidence below 1 and a retraction are noted. Outside compact
+    mode the line is a list item and ends with the cited source (URL, drawer), if any.
+    """
+    obj = fact.get("object")
+    shown = (str(obj) if fact.get("object_is_entity", True)
+             else json.dumps(str(obj), ensure_ascii=False))
+    start, end = fact.get("valid_from_ms"), fact.get("valid_to_ms")
+    interval = f"[{format_time(start)} → {'now' if end is None else format_time(end)}]"
+    parts = [f"#{fact.get('id')}", _one_line(str(fact.get("subject"))),
+             str(fact.get("predicate")), _one_line(shown), interval]
+    confidence = fact.get("confidence")
+    if isinstance(confidence, int | float) and confidence < 1:
+        parts.append(f"confidence {confidence:.2f}")
+    if end is not None and end == start:
+        parts.append("(retracted)")
+    line = " ".join(parts)
+    if compact:
+        return line
+    source = fact.get("source")
+    cited: list[str] = []
+    if isinstance(source, Mapping):
+        if source.get("url"):
+            cited.append(str(source["url"]))
+        if source.get("drawer") is not None:
+            cited.append(f"drawer #{source['drawer']}")
+        if cited and source.get("agent"):  # alone, the agent is noise on every line
+            cited.append(f"by {source['agent']}")
+    return "- " + line + (f" (source: {', '.join(cited)})" if cited else "")
+
+
+def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]:
+    return [render_fact(f, compact=compact) for f in facts]
+
+
 def render_error(exc: BaseException) -> str:
     """Text of an ``isError`` tool result: error name, message, details and what to do."""
     if isinstance(exc, ToolArgumentError):
@@ -486,8 +709,11 @@ _ERROR_HINTS = {
     "MEMORY_NOT_FOUND": "No drawer has that id here; find ids with recall or list_drawers.",
     "PALACE_NOT_FOUND": "See the existing palaces with list_palaces.",
     "TEXT_TOO_LARGE": "Split the text into several smaller, self-contained drawers.",
-    "INVALID_CONTENT": "Fix the text or date and call the tool again.",
+    "INVALID_CONTENT": "Fix the text, name or date and call the tool again.",
+    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query or kg_timeline.",
 }
+# Tools that store something: calling one resets the remember nudge.
+_STORING_TOOLS = frozenset({"remember", "kg_assert", "kg_link"})
 
 
 # -- running tools ------------------------------------------------------------------------------
@@ -520,7 +746,9 @@ class Toolbox:
             "remember": self._remember, "recall": self._recall, "recall_all": self._recall_all,
             "wake_up": self._wake_up, "forget": self._forget, "list_drawers": self._list_drawers,
             "list_palaces": self._list_palaces, "palace_info": self._palace_info,
-            "status": self._status,
+            "status": self._status, "kg_assert": self._kg_assert, "kg_query": self._kg_query,
+            "kg_timeline": self._kg_timeline, "kg_invalidate": self._kg_invalidate,
+            "kg_link": self._kg_link, "kg_neighbors": self._kg_neighbors,
         }
 
     @staticmethod
@@ -543,8 +771,13 @@ class Toolbox:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
         except (PalaceError, ToolArgumentError, OSError) as exc:
-            return text_result(render_error(exc), is_error=True)
-        if name == "remember":
+            error = render_error(exc)
+            bad_args = isinstance(exc, ToolArgumentError) or (
+                isinstance(exc, PalaceError) and exc.name == "INVALID_ARGS")
+            if spec.argument_hint and bad_args:
+                error = f"{error}\n{spec.argument_hint}"
+            return text_result(error, is_error=True)
+        if name in _STORING_TOOLS:
             self._calls_since_remember = 0
         else:
             self._calls_since_remember += 1
@@ -579,13 +812,35 @@ class Toolbox:
 
     # -- tools ------------------------------------------------------------------------------
     def _remember(self, args: dict[str, Any]) -> str:
-        result = self._op("memory.remember", self.palace, {**args, "source": self.source})
+        payload = {**args, "source": self.source}
+        old = args.get("supersedes")
+        if old is not None:
+            # A correction is by nature close to the drawer it replaces: merging it into that
+            # drawer would silently drop the correction.
+            payload.setdefault("dedup", False)
+        result = self._op("memory.remember", self.palace, payload)
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
         place = f" [{where}]" if where else ""
-        if result.get("created", True):
-            return f"Stored drawer #{result['id']}{place} in palace '{self.palace}'."
-        return (f"Already stored as drawer #{result['id']} in palace '{self.palace}' "
-                "(identical text); nothing changed.")
+        did = result["id"]
+        if result.get("deduplicated"):
+            sim = result.get("similarity")
+            how = f" (similarity {sim:.2f})" if isinstance(sim, int | float) else ""
+            text = (f"Refreshed existing drawer #{did}{place} instead of storing a "
+                    f"near-duplicate{how} in palace '{self.palace}'. If this really is a "
+                    "different memory, call remember again with dedup=false; if it updates "
+                    f"#{did}, call it with supersedes={did}.")
+        elif result.get("created", True):
+            text = f"Stored drawer #{did}{place} in palace '{self.palace}'."
+            if old is not None:
+                return (f"{text} It supersedes drawer #{old}, which is kept as history and no "
+                        "longer recalled.")
+            return text
+        else:
+            text = (f"Already stored as drawer #{did} in palace '{self.palace}' "
+                    "(identical text); nothing changed.")
+        if old is not None:
+            text += f" Drawer #{old} was not superseded."
+        return text
 
     def _recall(self, args: dict[str, Any]) -> str:
         result = self._op("memory.recall", self.palace, args)
@@ -601,6 +856,12 @@ class Toolbox:
         head += f" ({', '.join(meta)})" if meta else ""
         sections = result.get("sections")
         results = list(result.get("results") or [])
+        # Section items do not say whether a drawer was superseded; the results do.
+        successor = {r["id"]: r["superseded_by"] for r in results
+                     if isinstance(r.get("superseded_by"), int)}
+        if sections and successor:
+            sections = [{**s, "items": [{"superseded_by": successor.get(i.get("id")), **i}
+                                        for i in s.get("items") or []]} for s in sections]
         if sections and any(s.get("items") for s in sections):
             body = render_sections(sections, self.compact)
         elif results:
@@ -692,3 +953,94 @@ class Toolbox:
     def _status(self, args: dict[str, Any]) -> str:
         status = self._daemon().call("daemon.status")
         return "\n".join(["Palace daemon status:", *_render_tree(status, 1)])
+
+    # -- knowledge graph --------------------------------------------------------------------
+    def _kg_assert(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.assert", self.palace, {**args, "source_agent": self.source})
+        fact = result["fact"]
+        lines = [f"Recorded fact in palace '{self.palace}':",
+                 render_fact(fact, compact=self.compact)]
+        predicate = str(fact.get("predicate"))
+        if predicate not in MULTI_VALUED:
+            lines.append(f"('{predicate}' holds one value at a time: asserting it closes "
+                         "the previous value's interval; kg_timeline shows the history.)")
+        return "\n".join(lines)
+
+    def _kg_link(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.link", self.palace, {**args, "source_agent": self.source})
+        return "\n".join([f"Linked in palace '{self.palace}':",
+                          render_fact(result["fact"], compact=self.compact)])
+
+    def _kg_invalidate(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.invalidate", self.palace, args)
+        fact = result["fact"]
+        return "\n".join([
+            f"Fact #{fact.get('id')} is closed in palace '{self.palace}' (kept as history):",
+            render_fact(fact, compact=self.compact)])
+
+    def _facts_block(self, head: str, facts: list[Mapping[str, Any]]) -> str:
+        sep = "\n" if self.compact else "\n\n"
+        return head + sep + "\n".join(render_facts(facts, self.compact))
+
+    def _kg_query(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.query", self.palace, args)
+        subject = str(args["subject"])
+        if result.get("entity") is None:
+            return self._unknown_entity(subject)
+        name = str(result["entity"].get("name") or subject)
+        when = (f"valid at {format_time(result['as_of_ms'])}"
+                if result.get("as_of_ms") is not None else "true now")
+        facts = list(result.get("facts") or [])
+        if not facts:
+            return (f"No facts about '{name}' {when} in palace '{self.palace}'. kg_timeline "
+                    "shows its full history.")
+        return self._facts_block(f"Facts about '{name}' {when} in palace '{self.palace}' "
+                                 f"({len(facts)}):", facts)
+
+    def _kg_timeline(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.timeline", self.palace, args)
+        subject = str(args["subject"])
+        if result.get("entity") is None:
+            return self._unknown_entity(subject)
+        name = str(result["entity"].get("name") or subject)
+        facts = list(result.get("facts") or [])
+        if not facts:
+            return f"No facts mention '{name}' in palace '{self.palace}'."
+        return self._facts_block(f"Timeline of '{name}' in palace '{self.palace}' "
+                                 f"({len(facts)} facts, oldest first):", facts)
+
+    def _kg_neighbors(self, args: dict[str, Any]) -> str:
+        result = self._op("graph.neighbors", self.palace, args)
+        entity = str(args["entity"])
+        if result.get("entity") is None:
+            return self._unknown_entity(entity)
+        name = str(result["entity"].get("name") or entity)
+        depth = int(args.get("depth", 1))
+        via = f" via {args['relation']}" if args.get("relation") else ""
+        by_distance: dict[int, list[str]] = {}
+        for node in result.get("nodes") or []:
+            if node.get("distance"):
+                by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
+        edges = list(result.get("edges") or [])
+        head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace "
+                f"'{self.palace}': {sum(map(len, by_distance.values()))} entities, "
+                f"{len(edges)} facts")
+        if not by_distance:
+            return f"{head}. Nothing is linked to it yet; relate it with kg_link or kg_assert."
+        lines = [head]
+        if not self.compact:
+            lines.append("")
+        for dist in sorted(by_distance):
+            label = f"{dist} hop{'s' if dist > 1 else ''}"
+            names = ", ".join(by_distance[dist])
+            lines.append(f"{label}: {names}" if self.compact else f"- {label}: {names}")
+        lines.append("Facts:" if self.compact else "\nFacts:")
+        lines.extend(render_facts(edges, self.compact))
+        if result.get("truncated"):
+            lines.append("(cut short at the node limit; narrow with relation or a smaller "
+                         "depth)")
+        return "\n".join(lines)
+
+    def _unknown_entity(self, name: str) -> str:
+        return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "
+                "(record facts about it with kg_assert or kg_link).")

@@ -182,7 +182,10 @@ async def op_remember(d: Daemon, palace: str | None, args: dict[str, Any]) -> di
     now = int(time.time() * 1000)
     # Topic extraction of a long text takes up to ~150 ms: keep it off the event loop.
     new = await anyio.to_thread.run_sync(lambda: drawer_from_args(d, args, now))
-    return await p.remember(new, dedup=bool(args["dedup"]))
+    # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
+    # into the old drawer would lose it, so dedup defaults off then.
+    dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
+    return await p.remember(new, dedup=bool(dedup))
 
 
 async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
@@ -274,7 +277,7 @@ def build_table() -> OpTable:
     t.add(Op("palace.info", op_palace_info, palace="required"))
     t.add(Op("palace.reembed", op_reembed, palace="required"))
     t.add(Op("memory.remember", op_remember,
-             {**DRAWER_ARGS, "dedup": Arg("bool", default=True)}, palace="required"))
+             {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace="required"))
     t.add(Op("memory.remember_many", op_remember_many,
              {"items": Arg("list", required=True), "dedup": Arg("bool", default=False)},
              palace="required"))

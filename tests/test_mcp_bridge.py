@@ -267,7 +267,8 @@ def test_tools_list_order_and_schemas() -> None:
     tools = rpc(bridge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]["tools"]
     assert [t["name"] for t in tools] == [
         "remember", "recall", "recall_all", "wake_up", "forget", "list_drawers",
-        "list_palaces", "palace_info", "status"]
+        "list_palaces", "palace_info", "status", "kg_assert", "kg_query", "kg_timeline",
+        "kg_invalidate", "kg_link", "kg_neighbors"]
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]
@@ -277,13 +278,15 @@ def test_tools_list_order_and_schemas() -> None:
         assert set(schema.get("required", [])) <= set(schema["properties"])
     assert by_name["remember"]["inputSchema"]["required"] == ["text"]
     assert set(by_name["remember"]["inputSchema"]["properties"]) == {
-        "text", "room", "wing", "tags", "importance", "occurred_at"}
+        "text", "room", "wing", "tags", "importance", "occurred_at", "supersedes", "ttl",
+        "dedup"}
     assert set(by_name["recall"]["inputSchema"]["properties"]) == {
-        "query", "budget", "levels", "deep", "top_k", "wing", "room", "tags"}
+        "query", "budget", "levels", "deep", "top_k", "wing", "room", "tags",
+        "include_superseded"}
     assert by_name["forget"]["inputSchema"]["required"] == ["id"]
     read_only = {t["name"] for t in tools if t["annotations"]["readOnlyHint"]}
     assert read_only == {"recall", "recall_all", "wake_up", "list_drawers", "list_palaces",
-                         "palace_info", "status"}
+                         "palace_info", "status", "kg_query", "kg_timeline", "kg_neighbors"}
     assert {t["name"] for t in tools if t["annotations"]["destructiveHint"]} == {"forget"}
     assert fake.calls == []
 

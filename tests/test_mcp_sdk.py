@@ -39,7 +39,9 @@ async def test_sdk_client_remembers_and_recalls(shared_daemon: DaemonProc) -> No
         listed = await session.list_tools()
         names = [tool.name for tool in listed.tools]
         assert names == ["remember", "recall", "recall_all", "wake_up", "forget",
-                         "list_drawers", "list_palaces", "palace_info", "status"]
+                         "list_drawers", "list_palaces", "palace_info", "status",
+                         "kg_assert", "kg_query", "kg_timeline", "kg_invalidate", "kg_link",
+                         "kg_neighbors"]
         recall_tool = listed.tools[1]
         assert recall_tool.annotations is not None and recall_tool.annotations.readOnlyHint
         assert recall_tool.outputSchema is None
