@@ -116,7 +116,7 @@ class FastEmbedder:
         where = settings.model_path or settings.cache_dir or "the fastembed cache"
         raise EmbedderUnavailable(
             f"model {settings.model_name} not available from {where} "
-            f"(offline? set PALACE_EMBED_MODEL_PATH): {'; '.join(errors)}"
+            f"(offline? set PALACE_EMBED_MODEL_PATH): {'; '.join(dict.fromkeys(errors))}"
         )
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
