@@ -27,9 +27,9 @@ BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vec
 class RankParams:
     """Ranking knobs; defaults chosen by measurement on the LoCoMo dev split (bench/)."""
 
-    # Candidates taken from each list. LoCoMo dev turn R@1/5/10: pool 50 .391/.713/.806,
-    # 100 .388/.712/.807, 200 .386/.712/.811; smaller pools are cheaper on large palaces.
-    pool: int = 60
+    # Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60
+    # .396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool).
+    pool: int = 100
     # LoCoMo dev, turn R@1/5/10 (context ±1): 0.5/0.5 -> .376/.684/.786, 0.6/0.4 ->
     # .389/.697/.797; with context ±2 and room 0.4: 0.7/0.3 -> .395/.730/.823,
     # 0.75/0.25 -> .401/.730/.823. Queries with no keyword hit rank by vectors alone.
