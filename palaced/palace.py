@@ -599,8 +599,10 @@ class Palace:
             if 2 in levels:
                 facts = facts_matching(c, m.fts_terms(req.query), 5)
             l1 = m.essential(c, L1_SIZE, ts) if need_l1 else None
+            # Read L0 in this same worker-thread hop.
+            identity = self._identity_sync() if 0 in levels else None
             return {"ranking": ranking, "rows": rows, "top": top, "l2": l2_ids,
-                    "l3": l3_ids, "facts": facts, "l1": l1}
+                    "l3": l3_ids, "facts": facts, "l1": l1, "identity": identity}
 
         got = await self._read(run)
         ranking: search.Ranking = got["ranking"]
@@ -631,7 +633,7 @@ class Palace:
             out["notice"] = self._keyword_reason()
         sections: list[retrieval.Section] = []
         if 0 in levels:
-            sections.append(await self._l0_section())
+            sections.append(await self._l0_section(got["identity"]))
         if 1 in levels:
             sections.append(self._l1_section(self._l1_cache[1] if self._l1_cache else []))
         if 2 in levels:
@@ -658,8 +660,9 @@ class Palace:
             return self._l1_cache[1]
         return None
 
-    async def _l0_section(self) -> retrieval.Section:
-        text = await self.identity_text()
+    async def _l0_section(self, text: str | None = None) -> retrieval.Section:
+        if text is None:
+            text = await self.identity_text()
         items = [retrieval.Item(id="identity", text=text, score=1.0, level=0)] if text else []
         return retrieval.Section(0, f"Identity of {self.name}", items)
 
@@ -711,15 +714,15 @@ class Palace:
 
     async def identity_text(self) -> str:
         """L0: identity.txt without comment lines."""
-        def read() -> str:
-            try:
-                text = (self.dir / IDENTITY_NAME).read_text("utf-8")
-            except OSError:
-                return ""
-            lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
-            return "\n".join(lines).strip()
+        return await anyio.to_thread.run_sync(self._identity_sync)
 
-        return await anyio.to_thread.run_sync(read)
+    def _identity_sync(self) -> str:
+        try:
+            text = (self.dir / IDENTITY_NAME).read_text("utf-8")
+        except OSError:
+            return ""
+        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+        return "\n".join(lines).strip()
 
 
 def chunk_text(text: str) -> list[str]:
