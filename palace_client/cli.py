@@ -473,9 +473,13 @@ def status(as_json: bool = JsonOpt) -> None:
             if "error" in p:
                 typer.echo(f"  {p['name']}: ERROR {p['error']}")
                 continue
-            agree = {True: "agree", False: "DISAGREE", None: "no index"}[p["consistent"]]
+            if p["index"] is None:
+                index = "no vector index yet"
+            else:
+                agree = "agrees" if p["consistent"] else "DISAGREES"
+                index = f"index {p['index']} ({agree})"
             typer.echo(f"  {p['name']}: {p['drawers']} drawers, {p['vectors']} vectors, "
-                       f"index {p['index']} ({agree}), {p['pending_embeddings']} pending")
+                       f"{index}, {p['pending_embeddings']} pending embeddings")
 
     _emit(s, as_json, human)
 
