@@ -675,7 +675,9 @@ class Palace:
         return {
             "sections": [
                 {"level": s.level, "title": s.title,
-                 "items": [{"id": it.id, "text": it.text, "score": round(it.score, 6),
+                 # Only search levels (2, 3) have a meaningful score.
+                 "items": [{"id": it.id, "text": it.text,
+                            **({"score": round(it.score, 6)} if s.level >= 2 else {}),
                             **it.meta} for it in s.items]}
                 for s in packed.sections
             ],
