@@ -1,9 +1,11 @@
-"""VectorIndex: the usearch HNSW cache of a palace's ``vectors`` table.
+"""VectorIndex: the usearch HNSW cache of a palace's ``vectors`` table, and its persistence.
 
-SQLite is the truth; this file is a cache. Keys are ``vectors.id``; each vector belongs to a
-drawer (long drawers have one vector per chunk), so the index also keeps the in-memory
-``vector id -> drawer id`` map it needs to answer in drawer ids. Synchronous; the palace calls
-it from worker threads under its write lock for mutations.
+SQLite is the truth; the index file is a cache. Keys are ``vectors.id``; each vector belongs
+to a drawer (long drawers have one vector per chunk), so the index also keeps the in-memory
+``vector id -> drawer id`` map it needs to answer in drawer ids. ``open_index`` loads the
+saved file only when its recorded epoch and digest prove it current, else rebuilds it from
+SQLite; ``save_index`` writes it atomically. Synchronous; the palace calls it from worker
+threads under its write lock for mutations.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from usearch.index import Index
 
 from palaced.errors import IndexError_
+from palaced.store import Store
+from palaced.store import memories as m
 
 DTYPE = np.float32
 
@@ -176,3 +181,55 @@ def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int,
         if sim > best.get(did, -2.0):
             best[did] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
+
+
+def open_index(store: Store, path: Path, dims: int) -> tuple[VectorIndex, bool]:
+    """Load the saved index if it is current and intact, else rebuild it from SQLite.
+
+    "Current" means the palace's ``vec_epoch`` (bumped with every vector write) equals the
+    ``index_saved_epoch`` recorded after the last save and the file's digest matches. A
+    rebuilt index is saved at once. Returns ``(index, rebuilt)``.
+
+    Raises:
+        IndexError_: the rebuild or the save failed.
+        StorageError: SQLite failed.
+    """
+    def snapshot(c: Any) -> tuple[str | None, str | None, str | None, dict[int, int]]:
+        owners = {int(v): int(d) for v, d in c.execute("SELECT id, drawer_id FROM vectors")}
+        return (m.meta_get(c, "vec_epoch"), m.meta_get(c, "index_saved_epoch"),
+                m.meta_get(c, "index_digest"), owners)
+
+    epoch, saved_epoch, digest, owners = store.read(snapshot)
+    index = VectorIndex(dims)
+    if path.is_file() and (epoch or "0") == (saved_epoch or "0") and digest:
+        try:
+            if file_digest(path) == digest and index.load(path, owners):
+                return index, False
+        except OSError:
+            pass
+    rows = store.read(lambda c: [
+        (int(v), int(d), bytes(b))
+        for v, d, b in c.execute("SELECT id, drawer_id, vec FROM vectors ORDER BY id")
+    ])
+    index.rebuild(rows)
+    save_index(index, store, path)
+    return index, True
+
+
+def save_index(index: VectorIndex, store: Store, path: Path) -> None:
+    """Save atomically and record which vector epoch the file holds.
+
+    The caller holds the palace's write lock, so no vector write runs between reading the
+    epoch and recording it.
+
+    Raises:
+        IndexError_: the save failed (the previous file stays in place).
+    """
+    epoch = store.read(lambda c: m.meta_get(c, "vec_epoch")) or "0"
+    digest = index.save(path)
+
+    def record(c: Any) -> None:
+        m.meta_set(c, "index_saved_epoch", epoch)
+        m.meta_set(c, "index_digest", digest)
+
+    store.write(record)

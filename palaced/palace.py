@@ -24,10 +24,10 @@ import anyio.to_thread
 import apsw
 import numpy as np
 
-from palaced import lifecycle, retrieval, search
+from palaced import lifecycle, retrieval, search, sections
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderMismatch, EmbedderUnavailable, MemoryNotFound, PalaceLocked
-from palaced.index import VectorIndex, file_digest, to_blob
+from palaced.index import VectorIndex, open_index, save_index, to_blob
 from palaced.services import Services
 from palaced.store import Store
 from palaced.store import memories as m
@@ -65,21 +65,6 @@ class RecallRequest:
     levels: tuple[int, ...] = (0, 1, 2, 3)
     budget: int = 1500
     deep: bool = False
-
-
-def _drawer_item(d: dict[str, Any], level: int) -> retrieval.Item:
-    return retrieval.Item(
-        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
-        meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
-              "occurred_ms": d["occurred_ms"]},
-    )
-
-
-def _fact_item(f: dict[str, Any]) -> retrieval.Item:
-    text = f"{f['subject']} {f['predicate']} {f['object']}"
-    return retrieval.Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
-                          level=2, meta={"kind": "fact", "fact_id": f["id"],
-                                         "valid_from_ms": f.get("valid_from_ms")})
 
 
 class Palace:
@@ -163,35 +148,10 @@ class Palace:
         self._load_or_rebuild(embedder.dims)
 
     def _load_or_rebuild(self, dims: int) -> None:
-        path = self.dir / INDEX_NAME
-
-        def snapshot(c: apsw.Connection) -> tuple[str | None, str | None, str | None,
-                                                   dict[int, int]]:
-            owners = {int(v): int(d) for v, d in c.execute("SELECT id, drawer_id FROM vectors")}
-            return (m.meta_get(c, "vec_epoch"), m.meta_get(c, "index_saved_epoch"),
-                    m.meta_get(c, "index_digest"), owners)
-
-        epoch, saved_epoch, digest, owners = self.store.read(snapshot)
-        index = VectorIndex(dims)
-        loaded = False
-        if path.is_file() and (epoch or "0") == (saved_epoch or "0") and digest:
-            try:
-                loaded = file_digest(path) == digest and index.load(path, owners)
-            except OSError:
-                loaded = False
-        if not loaded:
-            if path.exists() or owners:
-                log.info("palace %s: rebuilding vector index (%d vectors)", self.name,
-                         len(owners))
-            rows = self.store.read(lambda c: [
-                (int(v), int(d), bytes(b))
-                for v, d, b in c.execute("SELECT id, drawer_id, vec FROM vectors ORDER BY id")
-            ])
-            index.rebuild(rows)
-            self.index = index
-            self._save_index_sync()
-        else:
-            self.index = index
+        index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims)
+        if rebuilt:
+            log.info("palace %s: rebuilt the vector index (%d vectors)", self.name, len(index))
+        self.index = index
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
@@ -203,16 +163,8 @@ class Palace:
                 await anyio.to_thread.run_sync(self._attach_sync, embedder)
 
     def _save_index_sync(self) -> None:
-        if self.index is None:
-            return
-        epoch = self.store.read(lambda c: m.meta_get(c, "vec_epoch")) or "0"
-        digest = self.index.save(self.dir / INDEX_NAME)
-
-        def record(c: apsw.Connection) -> None:
-            m.meta_set(c, "index_saved_epoch", epoch)
-            m.meta_set(c, "index_digest", digest)
-
-        self.store.write(record)
+        if self.index is not None:
+            save_index(self.index, self.store, self.dir / INDEX_NAME)
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """Save the index if dirty, rebuild it if stale, flush batched touches."""
@@ -631,19 +583,19 @@ class Palace:
         }
         if qvec is None:
             out["notice"] = self._keyword_reason()
-        sections: list[retrieval.Section] = []
+        parts: list[retrieval.Section] = []
         if 0 in levels:
-            sections.append(await self._l0_section(got["identity"]))
+            parts.append(await self._l0_section(got["identity"]))
         if 1 in levels:
-            sections.append(self._l1_section(self._l1_cache[1] if self._l1_cache else []))
+            parts.append(sections.essential_section(self._l1_cache[1] if self._l1_cache else []))
         if 2 in levels:
-            items = [_drawer_item(d, 2) for d in (present(i) for i in got["l2"]) if d]
-            items += [_fact_item(f) for f in got["facts"]]
-            sections.append(retrieval.Section(2, "Where the query points", items))
+            items = [sections.drawer_item(d, 2) for d in (present(i) for i in got["l2"]) if d]
+            items += [sections.fact_item(f) for f in got["facts"]]
+            parts.append(retrieval.Section(2, "Where the query points", items))
         if 3 in levels:
-            items = [_drawer_item(d, 3) for d in (present(i) for i in got["l3"]) if d]
-            sections.append(retrieval.Section(3, "Deep search", items))
-        out.update(self._pack(sections, req.budget))
+            items = [sections.drawer_item(d, 3) for d in (present(i) for i in got["l3"]) if d]
+            parts.append(retrieval.Section(3, "Deep search", items))
+        out.update(self._pack(parts, req.budget))
         return out
 
     async def wake_up(self, budget: int) -> dict[str, Any]:
@@ -652,8 +604,8 @@ class Palace:
         if cached is None:
             cached = await self._read(lambda c: m.essential(c, L1_SIZE, now_ms()))
             self._l1_cache = (self.write_counter, cached)
-        sections = [await self._l0_section(), self._l1_section(cached)]
-        return self._pack(sections, budget)
+        parts = [await self._l0_section(), sections.essential_section(cached)]
+        return self._pack(parts, budget)
 
     def _l1_cache_valid(self) -> list[dict[str, Any]] | None:
         if self._l1_cache is not None and self._l1_cache[0] == self.write_counter:
@@ -663,29 +615,11 @@ class Palace:
     async def _l0_section(self, text: str | None = None) -> retrieval.Section:
         if text is None:
             text = await self.identity_text()
-        items = [retrieval.Item(id="identity", text=text, score=1.0, level=0)] if text else []
-        return retrieval.Section(0, f"Identity of {self.name}", items)
+        return sections.identity_section(self.name, text)
 
-    def _l1_section(self, drawers: list[dict[str, Any]]) -> retrieval.Section:
-        return retrieval.Section(1, "Essential", [_drawer_item(d, 1) for d in drawers])
-
-    def _pack(self, sections: list[retrieval.Section], budget: int) -> dict[str, Any]:
-        packed = retrieval.pack(sections, budget, self.services.tokenizer)
+    def _pack(self, parts: list[retrieval.Section], budget: int) -> dict[str, Any]:
         tok = self.services.tokenizer
-        return {
-            "sections": [
-                {"level": s.level, "title": s.title,
-                 # Only search levels (2, 3) have a meaningful score.
-                 "items": [{"id": it.id, "text": it.text,
-                            **({"score": round(it.score, 6)} if s.level >= 2 else {}),
-                            **it.meta} for it in s.items]}
-                for s in packed.sections
-            ],
-            "tokens_used": packed.tokens_used,
-            "budget": budget,
-            "cut": [dict(c) for c in packed.cut],
-            "tokenizer": {"name": tok.name, "exact": tok.exact},
-        }
+        return sections.packed(parts, budget, tok, tok.exact)
 
     def _keyword_reason(self) -> str:
         if self.mismatch:
