@@ -30,7 +30,8 @@ CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
 LEAF_MODULES = ("protocol.py", "errors.py", "paths.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "retrieval.py", "search.py",
-             "chunking.py", "closets.py", "tokens.py", "lifecycle.py")
+             "chunking.py", "closets.py", "tokens.py", "lifecycle.py", "sections.py",
+             "timeparse.py")
 CLIENT_FORBIDDEN_AT_RUNTIME = ("apsw", "usearch", "fastembed", "numpy", "onnxruntime")
 TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client && mypy "
                 "&& python -m pytest -q")
