@@ -164,7 +164,7 @@ def _ci_commands() -> list[str]:
 
 def test_readme_starts_with_the_setup_and_test_commands() -> None:
     setup, test = _readme_commands()
-    assert setup.startswith("pip install -e '.[test]' && palace create demo && palace remember")
+    assert setup.startswith("pip install -e '.[test]' && palace create demo --exist-ok && palace remember")
     assert "palace recall" in setup
     assert test == TEST_COMMAND
 
