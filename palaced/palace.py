@@ -90,6 +90,8 @@ class Palace:
         self._maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self._l1_cache: tuple[int, list[dict[str, Any]]] | None = None
         self._rooms_cache: tuple[int, list[tuple[str, str]]] | None = None
+        self._doc_count: tuple[int, int] | None = None
+        self._term_stats = m.TermStats()
         self.closed = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -513,8 +515,7 @@ class Palace:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(embed)
-            lexical = await self._read(
-                lambda c: search.lexical_search(c, req.query, req.filters, now_ms()))
+            lexical = await self._read(self._lexical_sync(req))
         qvec = vec_box[0]
         index = self.index if qvec is not None else None
         levels = set(req.levels)
@@ -597,6 +598,19 @@ class Palace:
             parts.append(retrieval.Section(3, "Deep search", items))
         out.update(self._pack(parts, req.budget))
         return out
+
+    def _lexical_sync(self, req: RecallRequest) -> Callable[[apsw.Connection],
+                                                          list[tuple[int, float]]]:
+        counter = self.write_counter
+
+        def run(c: apsw.Connection) -> list[tuple[int, float]]:
+            if self._doc_count is None or self._doc_count[0] != counter:
+                n = int(c.execute("SELECT count(*) FROM drawers").fetchall()[0][0])
+                self._doc_count = (counter, n)
+            return search.lexical_search(c, req.query, req.filters, now_ms(),
+                                         stats=self._term_stats, n_docs=self._doc_count[1])
+
+        return run
 
     async def wake_up(self, budget: int) -> dict[str, Any]:
         """L0 identity + L1 essential drawers within ``budget`` tokens (session start)."""

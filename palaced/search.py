@@ -140,9 +140,10 @@ def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[s
 
 
 def lexical_search(c: apsw.Connection, query: str, filters: m.Filters, now_ms: int,
-                   params: RankParams = RankParams()) -> list[tuple[int, float]]:
+                   params: RankParams = RankParams(), stats: m.TermStats | None = None,
+                   n_docs: int = 0) -> list[tuple[int, float]]:
     """The BM25 half of ``rank``: ``(drawer_id, score)`` best first."""
-    return m.fts_search(c, query, filters, params.pool, now_ms)
+    return m.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
