@@ -10,27 +10,27 @@ because Claude Code rewrites ``~/.claude.json`` itself.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import difflib
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .tools import palace_name_for
+from .codex_toml import TomlEditError, set_server_table
+from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
+from .safe_write import atomic_write as atomic_write
+from .safe_write import backup_once
+from .safe_write import backup_path as backup_path
+from .slug import palace_name_for
 
 SERVER_KEY = "palace"
-BACKUP_SUFFIX = ".palace-bak"
 AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
 SCOPES: tuple[str, ...] = ("project", "user")
 _ALIASES = {
@@ -319,60 +319,11 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
 
 
 # -- Codex TOML ---------------------------------------------------------------------------------
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_OUR_HEADER = re.compile(
-    r"""^\s*\[\s*mcp_servers\s*\.\s*(?:palace|"palace"|'palace')\s*(?:\.[^\]]*)?\]\s*(?:\#.*)?$"""
-)
-_ANY_HEADER = re.compile(r"^\s*\[")
-
-
-def _toml_str(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _toml_str(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}"
-                                for k, v in value.items()) + " }"
-    raise _PlanError(f"cannot write the TOML value {value!r}")
-
-
-def _toml_table(entry: dict[str, Any]) -> str:
-    lines = [f"[mcp_servers.{SERVER_KEY}]"]
-    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()]
-    return "\n".join(lines) + "\n"
-
-
 def _codex_plan(path: Path, entry: dict[str, Any] | None) -> _FilePlan:
     """Plan setting (or, for None, removing) ``[mcp_servers.palace]`` in Codex's TOML.
 
-    The text is edited line by line so comments and layout survive, then re-parsed: unless
-    the result equals the intended document exactly, the plan is an error and nothing changes.
+    ``codex_toml.set_server_table`` edits the text so comments and layout survive; an edit it
+    refuses is an error plan and nothing changes.
     """
     try:
         old = _read(path)
@@ -380,153 +331,13 @@ def _codex_plan(path: Path, entry: dict[str, Any] | None) -> _FilePlan:
         return _FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
     text = old or ""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return _FilePlan(path, old, old, error=f"{path} is not valid TOML ({exc})")
-    servers = data.get("mcp_servers")
-    current = servers.get(SERVER_KEY) if isinstance(servers, dict) else None
-    if entry is None and current is None:
-        return _FilePlan(path, old, old)
-    merged: dict[str, Any] | None = None
-    if entry is not None:
-        merged = dict(current) if isinstance(current, dict) else {}
-        merged.update(entry)
-        if merged == current:
-            return _FilePlan(path, old, old)
-    kept, position = _codex_remove_block(text)
-    if merged is not None:
-        try:
-            block = _toml_table(merged)
-        except _PlanError as exc:
-            return _FilePlan(path, old, old, error=f"{path}: {exc}")
-        if position is None or position >= len(kept):
-            if kept and not kept[-1].endswith("\n"):
-                kept[-1] += "\n"
-            if kept and kept[-1].strip():
-                kept.append("\n")
-            kept.append(block)
-        else:
-            kept.insert(position, block + "\n")
-    new = "".join(kept)
-    new_text = new if new.strip() else None
-    expected = copy.deepcopy(data)
-    exp_servers = expected.setdefault("mcp_servers", {})
-    if merged is None:
-        exp_servers.pop(SERVER_KEY, None)
-    else:
-        exp_servers[SERVER_KEY] = merged
-    try:
-        actual = tomllib.loads(new_text or "")
-    except tomllib.TOMLDecodeError:
-        actual = None
-    if actual is None or _drop_empty_servers(actual) != _drop_empty_servers(expected):
-        hint = "" if merged is None else ":\n" + _toml_table(merged)
-        return _FilePlan(path, old, old, error=f"{path}: cannot edit [mcp_servers.{SERVER_KEY}]"
-                         f" safely (it is not a plain table); edit it by hand{hint}")
-    return _FilePlan(path, old, new_text)
-
-
-def _drop_empty_servers(data: dict[str, Any]) -> dict[str, Any]:
-    if data.get("mcp_servers") == {}:
-        data = {k: v for k, v in data.items() if k != "mcp_servers"}
-    return data
-
-
-def _codex_remove_block(text: str) -> tuple[list[str], int | None]:
-    """Split ``text`` into lines without our table(s) and the index where the first one was.
-
-    Comments and blank lines right above the following table header stay with that header.
-    """
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    position: int | None = None
-    block: list[str] | None = None
-    for line in lines:
-        if _OUR_HEADER.match(line):
-            if block is not None:
-                out.extend(_block_tail(block))
-            block = []
-            if position is None:
-                position = len(out)
-            continue
-        if block is not None:
-            if _ANY_HEADER.match(line):
-                out.extend(_block_tail(block))
-                block = None
-            else:
-                block.append(line)
-                continue
-        out.append(line)
-    if block is not None:
-        out.extend(_block_tail(block))
-    if position is not None and position == len(out):
-        # Our table ended the file: drop the blank separator line(s) added with it.
-        while out and not out[-1].strip():
-            out.pop()
-        position = len(out)
-    return out, position
-
-
-def _block_tail(block: list[str]) -> list[str]:
-    """The trailing comment lines of a removed table (they describe the next table)."""
-    tail: list[str] = []
-    for line in reversed(block):
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            tail.insert(0, line)
-        elif stripped or tail:
-            break
-    return tail
+        new = set_server_table(text, SERVER_KEY, entry, where=str(path))
+    except TomlEditError as exc:
+        return _FilePlan(path, old, old, error=str(exc))
+    return _FilePlan(path, old, old if new == text else new)
 
 
 # -- applying -----------------------------------------------------------------------------------
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` atomically (temp file in the same directory + rename).
-
-    A symlinked config (dotfile managers) is written through to its target. The file keeps its
-    mode; a new file gets ``0o666 & ~umask``.
-
-    Raises:
-        OSError: the directory cannot be created or written.
-    """
-    real = path.resolve() if path.is_symlink() else path
-    real.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = real.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".palace-tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def backup_path(path: Path) -> Path:
-    """Where the pre-palace copy of ``path`` is kept."""
-    real = path.resolve() if path.is_symlink() else path
-    return real.with_name(real.name + BACKUP_SUFFIX)
-
-
-def _backup_once(path: Path) -> None:
-    bak = backup_path(path)
-    if path.exists() and not bak.exists():
-        shutil.copy2(path.resolve(), bak)
-
-
 def _diff(path: Path, old: str | None, new: str | None) -> str:
     a = (old or "").splitlines(keepends=True)
     b = (new or "").splitlines(keepends=True)
@@ -551,7 +362,7 @@ def _apply_file(agent: str, plan: _FilePlan, dry_run: bool) -> Change:
             if plan.new is None:
                 plan.path.unlink()
             else:
-                _backup_once(plan.path)
+                backup_once(plan.path)
                 atomic_write(plan.path, plan.new)
         except OSError as exc:
             return Change(agent, target, "error", diff, f"cannot write {target}: {exc}")
