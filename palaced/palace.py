@@ -31,7 +31,7 @@ from palaced.index import VectorIndex, open_index, save_index, to_blob
 from palaced.services import Services
 from palaced.store import Store
 from palaced.store import memories as m
-from palaced.store.graph import facts_matching
+from palaced.store.graph_walk import facts_matching
 
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")

@@ -20,16 +20,13 @@ from palaced.store.graph import (
     active_facts,
     assert_fact,
     facts_as_of,
-    facts_matching,
     invalidate_fact,
     link,
-    neighbors,
     normalize_predicate,
-    path,
-    search_entities,
     timeline,
     upsert_entity,
 )
+from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
 from palaced.timeparse import parse_when
 
 
