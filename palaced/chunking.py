@@ -32,6 +32,13 @@ def estimate_wordpieces(text: str) -> int:
     return n
 
 
+def _check_window(max_tokens: int, overlap: int) -> None:
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if not 0 <= overlap < max_tokens:
+        raise ValueError(f"overlap must be in [0, max_tokens), got {overlap}")
+
+
 def chunk_text(text: str, *, max_tokens: int = 200, overlap: int = 40,
                count: Callable[[str], int] = estimate_wordpieces) -> list[str]:
     """Split ``text`` into windows of at most ``max_tokens`` that overlap by about ``overlap``.
@@ -49,10 +56,7 @@ def chunk_text(text: str, *, max_tokens: int = 200, overlap: int = 40,
     Raises:
         ValueError: ``max_tokens < 1`` or ``overlap`` is not in ``[0, max_tokens)``.
     """
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    if not 0 <= overlap < max_tokens:
-        raise ValueError(f"overlap must be in [0, max_tokens), got {overlap}")
+    _check_window(max_tokens, overlap)
     if not text.strip() or count(text) <= max_tokens:
         return [text]
     return [text[start:end] for start, end in chunk_spans(text, max_tokens=max_tokens,
@@ -69,10 +73,7 @@ def chunk_spans(text: str, *, max_tokens: int = 200, overlap: int = 40,
     Raises:
         ValueError: ``max_tokens < 1`` or ``overlap`` is not in ``[0, max_tokens)``.
     """
-    if max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    if not 0 <= overlap < max_tokens:
-        raise ValueError(f"overlap must be in [0, max_tokens), got {overlap}")
+    _check_window(max_tokens, overlap)
     units = _units(text, max_tokens, count)
     spans: list[tuple[int, int]] = []
     start = 0
