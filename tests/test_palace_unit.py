@@ -108,3 +108,24 @@ def test_migrations_from_every_version(tmp_path: Path) -> None:
         assert migrate(c) == start
         assert c.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
         c.close()
+
+
+def test_fast_embedder_matches_plain_fastembed() -> None:
+    """The session rebuilt without thread spinning computes the same vectors."""
+    import numpy as np
+    from fastembed import TextEmbedding
+
+    from palaced.embedder import EmbedderSettings, FastEmbedder
+
+    from .conftest import MODEL_DIR
+
+    ours = FastEmbedder.load(EmbedderSettings(model_path=MODEL_DIR))
+    plain = TextEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2",
+                          specific_model_path=str(MODEL_DIR), local_files_only=True)
+    texts = ["readers never block the writer", "a much longer sentence " * 20, "ok"]
+    ref = np.asarray(list(plain.embed(texts)), dtype=np.float32)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    got = ours.embed_passages(texts)
+    assert got.shape == (3, 384)
+    assert np.allclose(got, ref, atol=1e-5)
+    assert float(ours.embed_query("readers never block the writer") @ ref[0]) > 0.9999
