@@ -105,7 +105,11 @@ class FastEmbedder:
         else:
             attempts.append({"local_files_only": True})
             if settings.allow_download:
-                attempts.append({})
+                reachable, why = hub_reachable()
+                if reachable:
+                    attempts.append({})
+                else:
+                    errors.append(why)
         for extra in attempts:
             try:
                 model = TextEmbedding(**kwargs, **extra)
@@ -140,6 +144,26 @@ class FastEmbedder:
         vec = np.asarray(next(iter(self._model.query_embed([text]))), dtype=np.float32)
         out: np.ndarray = _normalise(vec.reshape(1, -1))[0]
         return out
+
+
+def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
+    """Whether the model hub answers a TCP connect; ``(False, reason)`` when it does not.
+
+    Offline, fastembed's download attempt retries for ~40 s before failing, and the daemon
+    would report "loading" all that time; a connect probe settles it in milliseconds.
+    ``HF_ENDPOINT`` (a mirror) is honoured.
+    """
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        return False, f"model hub {host}:{port} unreachable ({exc.strerror or exc})"
+    return True, ""
 
 
 def _stop_spinning(model: Any, threads: int | None) -> None:

@@ -80,3 +80,28 @@ def test_bad_config_file_is_a_clear_error(home: Path) -> None:
     paths = json.loads(r.stdout)
     assert paths["socket"] == str(home / "run" / "palaced.sock")
     assert paths["config_file"] == str(home / "config.toml")
+
+
+def test_offline_without_model_path_is_keyword_only_at_once(home: Path) -> None:
+    """No local model and an unreachable hub: 'unavailable' in seconds, not 'loading'."""
+    import time
+
+    env = base_env(home, model=True)
+    env.pop("PALACE_EMBED_MODEL_PATH")
+    env["HF_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there: offline, deterministic
+    d = DaemonProc(home, env)
+    started = time.monotonic()
+    d.start(wait_model=True, timeout=30)
+    try:
+        assert time.monotonic() - started < 15
+        st = json.loads(d.cli("status", "--json", check=True).stdout)
+        assert st["model"]["state"] == "unavailable" and st["mode"] == "keyword-only"
+        assert "unreachable" in st["model"]["reason"]
+        assert "PALACE_EMBED_MODEL_PATH" in st["model"]["reason"]
+        d.cli("create", "off", check=True)
+        d.cli("remember", "offline notes still work", "--palace", "off", check=True)
+        r = d.cli("recall", "offline notes", "--palace", "off", "--json", check=True)
+        out = json.loads(r.stdout)
+        assert out["mode"] == "keyword" and out["results"][0]["text"] == "offline notes still work"
+    finally:
+        d.stop()
