@@ -473,7 +473,9 @@ def status(as_json: bool = JsonOpt) -> None:
             if "error" in p:
                 typer.echo(f"  {p['name']}: ERROR {p['error']}")
                 continue
-            if p["index"] is None:
+            if not p.get("open", True):
+                index = "closed (its index loads on first use)"
+            elif p["index"] is None:
                 index = "no vector index yet"
             else:
                 agree = "agrees" if p["consistent"] else "DISAGREES"

@@ -110,8 +110,7 @@ async def op_status(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
     palaces = []
     for name in d.registry.names():
         try:
-            p = await d.registry.get(name)
-            info = await p.info()
+            info = await d.registry.peek(name)
             info.pop("rooms", None)
             info.pop("identity", None)
             palaces.append(info)

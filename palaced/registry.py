@@ -11,6 +11,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -18,6 +19,8 @@ import anyio.to_thread
 from palaced.errors import InvalidPalaceName, PalaceExists, PalaceNotFound
 from palaced.palace import DB_NAME, Palace
 from palaced.services import Services
+from palaced.store import memories as m
+from palaced.store.db import open_connection
 
 log = logging.getLogger("palaced.registry")
 
@@ -104,6 +107,37 @@ class Registry:
         embedder = self.services.model.embedder
         if embedder is not None and palace.index is None and palace.mismatch is None:
             await palace.attach(embedder)
+
+    async def peek(self, name: str) -> dict[str, Any]:
+        """Counts of a palace without opening it (no index load, no lock, no caches).
+
+        ``palace status`` lists every palace; opening them all would load every vector index
+        into memory just to count rows. Open palaces report their full ``info`` instead.
+
+        Raises:
+            PalaceNotFound, StorageError.
+        """
+        open_ = self._open.get(validate_name(name))
+        if open_ is not None:
+            info = await open_.info()
+            info["open"] = True
+            return info
+        if not self.exists(name):
+            raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+        path = self.path_of(name)
+
+        def read() -> dict[str, Any]:
+            conn = open_connection(path / DB_NAME, readonly=True)
+            try:
+                with conn:
+                    counts = m.counts(conn)
+                    embedder = m.meta_get(conn, "embedder")
+            finally:
+                conn.close()
+            return {"name": name, "path": str(path), **counts, "index": None,
+                    "consistent": None, "embedder": embedder, "mismatch": None, "open": False}
+
+        return await anyio.to_thread.run_sync(read)
 
     async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
         """Create a palace directory and open it.

@@ -62,6 +62,12 @@ def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
                 break
             time.sleep(0.3)
         assert palaces == [{"name": "cfg", "path": str(home / "palaces" / "cfg"), "open": False}]
+        # Status counts a closed palace without opening it (no index load).
+        st = json.loads(d.cli("status", "--json", check=True).stdout)
+        cfg = st["palaces"][0]
+        assert cfg["open"] is False and cfg["index"] is None and cfg["drawers"] == 0
+        assert json.loads(d.cli("list", "--json", check=True).stdout)["palaces"][0]["open"] is False
+        assert "closed (its index loads on first use)" in d.cli("status", check=True).stdout
         assert d.cli("remember", "short", "--palace", "cfg").returncode == 0
     finally:
         d.stop()
