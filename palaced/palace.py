@@ -519,10 +519,12 @@ class Palace:
         qvec = vec_box[0]
         index = self.index if qvec is not None else None
         levels = set(req.levels)
-        need_l1 = 1 in levels and self._l1_cache_valid() is None
-
-        rooms_cache = self._rooms_cache
+        # Caches are stamped with the write counter read *before* the snapshot: a write that
+        # lands meanwhile bumps the counter and so invalidates what this read computes.
         counter = self.write_counter
+        l1_cached = self._l1_cache_valid() if 1 in levels else None
+        need_l1 = 1 in levels and l1_cached is None
+        rooms_cache = self._rooms_cache
 
         def run(c: apsw.Connection) -> dict[str, Any]:
             ts = now_ms()
@@ -561,7 +563,8 @@ class Palace:
         ranking: search.Ranking = got["ranking"]
         rows: dict[int, dict[str, Any]] = got["rows"]
         if got["l1"] is not None:
-            self._l1_cache = (self.write_counter, got["l1"])
+            self._l1_cache = (counter, got["l1"])
+            l1_cached = got["l1"]
 
         def present(did: int) -> dict[str, Any] | None:
             d = rows.get(did)
@@ -588,7 +591,7 @@ class Palace:
         if 0 in levels:
             parts.append(await self._l0_section(got["identity"]))
         if 1 in levels:
-            parts.append(sections.essential_section(self._l1_cache[1] if self._l1_cache else []))
+            parts.append(sections.essential_section(_unexpired(l1_cached or [])))
         if 2 in levels:
             items = [sections.drawer_item(d, 2) for d in (present(i) for i in got["l2"]) if d]
             items += [sections.fact_item(f) for f in got["facts"]]
@@ -614,11 +617,12 @@ class Palace:
 
     async def wake_up(self, budget: int) -> dict[str, Any]:
         """L0 identity + L1 essential drawers within ``budget`` tokens (session start)."""
+        counter = self.write_counter
         cached = self._l1_cache_valid()
         if cached is None:
             cached = await self._read(lambda c: m.essential(c, L1_SIZE, now_ms()))
-            self._l1_cache = (self.write_counter, cached)
-        parts = [await self._l0_section(), sections.essential_section(cached)]
+            self._l1_cache = (counter, cached)
+        parts = [await self._l0_section(), sections.essential_section(_unexpired(cached))]
         return self._pack(parts, budget)
 
     def _l1_cache_valid(self) -> list[dict[str, Any]] | None:
@@ -673,6 +677,12 @@ class Palace:
             return ""
         lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
         return "\n".join(lines).strip()
+
+
+def _unexpired(drawers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop drawers whose TTL ran out since the cached list was read."""
+    ts = now_ms()
+    return [d for d in drawers if d.get("expires_ms") is None or d["expires_ms"] > ts]
 
 
 def chunk_text(text: str) -> list[str]:

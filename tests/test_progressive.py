@@ -101,3 +101,27 @@ def test_budget_never_exceeded_and_l0_kept(shared_daemon: DaemonProc) -> None:
         assert res["cut"], "a small budget must report what was cut"
         ids = [i["id"] for s in res["sections"] for i in s["items"]]
         assert len(ids) == len(set(ids))
+
+
+def test_ids_are_never_reused_and_cached_l1_drops_expired(shared_daemon: DaemonProc) -> None:
+    import time
+
+    d = shared_daemon
+    name = _palace(d)
+    with d.client() as c:
+        c.remember(name, "first memory about kites")
+        last = c.remember(name, "second memory about boats")
+        c.forget(name, last)
+        again = c.remember(name, "third memory about trains")
+        # SQLite would hand the highest freed rowid out again without AUTOINCREMENT.
+        assert again > last
+        short = c.remember(name, "a short-lived but critical note", importance="critical",
+                           ttl=1)
+        first = c.wake_up(name, budget=500)
+        assert short in [i["id"] for i in _section(first, 1)[0]["items"]]
+        time.sleep(1.2)
+        # No write happened, so L1 comes from the cache: the expired drawer must still go.
+        later = c.wake_up(name, budget=500)
+        assert short not in [i["id"] for i in _section(later, 1)[0]["items"]]
+        res = c.recall_ex(name, "note", levels=[1], budget=500)
+        assert short not in [i["id"] for i in _section(res, 1)[0]["items"]]

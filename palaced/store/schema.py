@@ -19,8 +19,10 @@ V1: Sequence[str] = (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
+    # AUTOINCREMENT: a forgotten drawer's id is never handed to a new drawer, so an agent
+    # holding an old id can never read or forget the wrong memory (found by bench/soak.py).
     """CREATE TABLE drawers(
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         text TEXT NOT NULL,
         wing TEXT NOT NULL,
         room TEXT NOT NULL,
@@ -51,8 +53,9 @@ V1: Sequence[str] = (
     """CREATE VIRTUAL TABLE drawers_fts USING fts5(
         text, context, dates, tokenize = 'porter unicode61 remove_diacritics 2'
     )""",
+    # Vector ids are the HNSW keys; never reusing them keeps a removed key from coming back.
     """CREATE TABLE vectors(
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
         chunk INTEGER NOT NULL,
         vec BLOB NOT NULL
