@@ -228,8 +228,7 @@ class Daemon:
                     continue
                 try:
                     idle = now - palace.last_write >= limits.checkpoint_idle_s
-                    dirty = palace.index is not None and palace.index.dirty
-                    if palace.index_stale or (idle and (dirty or palace.has_pending_touch)):
+                    if palace.index_stale or (idle and palace.checkpoint_due):
                         await palace.checkpoint()
                     if idle and self.services.model.ready and palace.pending_check_due():
                         await palace.embed_pending()

@@ -52,6 +52,7 @@ class VectorIndex:
         self.dims = dims
         self._index = self._new_index()
         self._owner: dict[int, int] = {}
+        self.dead = 0  # removed vectors still in the graph (see remove)
         self.dirty = False
         # usearch mutations are not safe against concurrent search from another thread.
         self._lock = threading.RLock()
@@ -79,6 +80,7 @@ class VectorIndex:
         with self._lock:
             self._index = index
             self._owner = dict(owners)
+            self.dead = 0
             self.dirty = False
         return True
 
@@ -101,6 +103,7 @@ class VectorIndex:
         with self._lock:
             self._index = index
             self._owner = owners
+            self.dead = 0
             self.dirty = True
 
     def add(self, drawer_id: int, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
@@ -118,12 +121,17 @@ class VectorIndex:
             self.dirty = True
 
     def remove(self, vector_ids: Sequence[int]) -> None:
-        """Remove vectors by id (unknown ids are ignored)."""
+        """Forget vectors by id (unknown ids are ignored).
+
+        The vectors stay in the HNSW graph as tombstones that searches skip; the palace
+        compacts (rebuilds from SQLite) before saving. usearch's own ``remove`` is never
+        called: after enough add/remove churn it can spin forever holding the GIL
+        (usearch 2.25, reproduced by the soak workload), which would freeze the daemon.
+        """
         with self._lock:
             for vid in vector_ids:
                 if self._owner.pop(vid, None) is not None:
-                    with contextlib.suppress(Exception):
-                        self._index.remove(int(vid))
+                    self.dead += 1
                     self.dirty = True
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -132,7 +140,9 @@ class VectorIndex:
             n = len(self._owner)
             if n == 0 or k <= 0:
                 return []
-            matches = self._index.search(np.asarray(query, dtype=DTYPE), min(n, k * 2))
+            # Over-fetch past the tombstones that may take places in the top.
+            want = min(n + self.dead, k * 2 + self.dead)
+            matches = self._index.search(np.asarray(query, dtype=DTYPE), want)
             best: dict[int, float] = {}
             for key, dist in zip(matches.keys.tolist(), matches.distances.tolist(),
                                  strict=True):
@@ -183,7 +193,8 @@ def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int,
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
 
 
-def open_index(store: Store, path: Path, dims: int) -> tuple[VectorIndex, bool]:
+def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
+               ) -> tuple[VectorIndex, bool]:
     """Load the saved index if it is current and intact, else rebuild it from SQLite.
 
     "Current" means the palace's ``vec_epoch`` (bumped with every vector write) equals the
@@ -201,7 +212,7 @@ def open_index(store: Store, path: Path, dims: int) -> tuple[VectorIndex, bool]:
 
     epoch, saved_epoch, digest, owners = store.read(snapshot)
     index = VectorIndex(dims)
-    if path.is_file() and (epoch or "0") == (saved_epoch or "0") and digest:
+    if not rebuild and path.is_file() and (epoch or "0") == (saved_epoch or "0") and digest:
         try:
             if file_digest(path) == digest and index.load(path, owners):
                 return index, False

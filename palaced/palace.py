@@ -46,6 +46,7 @@ IDENTITY_TEMPLATE = """\
 This palace holds the memories of {name}.
 """
 EMBED_BATCH = 64
+COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
 
 
 def now_ms() -> int:
@@ -149,8 +150,8 @@ class Palace:
         self.mismatch = None
         self._load_or_rebuild(embedder.dims)
 
-    def _load_or_rebuild(self, dims: int) -> None:
-        index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims)
+    def _load_or_rebuild(self, dims: int, *, rebuild: bool = False) -> None:
+        index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
         if rebuilt:
             log.info("palace %s: rebuilt the vector index (%d vectors)", self.name, len(index))
         self.index = index
@@ -175,12 +176,35 @@ class Palace:
                 await anyio.to_thread.run_sync(self._checkpoint_sync, force)
 
     def _checkpoint_sync(self, force: bool) -> None:
+        """Flush touches; compact, rebuild or save the index as needed; fold the WAL.
+
+        ``force`` (at close) also compacts a few tombstones and saves a clean index.
+        """
         self._flush_touch_sync()
-        if self.index_stale and self.index is not None:
-            self._load_or_rebuild(self.index.dims)
-        elif self.index is not None and (self.index.dirty or force):
-            self._save_index_sync()
+        index = self.index
+        if index is not None:
+            # Compaction rebuilds from SQLite under the write lock (~0.6 s per 1,000 vectors
+            # on 2 cores), so it waits for a few percent of tombstones, or for close. The file
+            # on disk never carries tombstones: while there are some, it is not rewritten.
+            if self.index_stale or self._many_dead(index) or (force and index.dead):
+                self._load_or_rebuild(index.dims, rebuild=True)
+            elif (index.dirty or force) and not index.dead:
+                self._save_index_sync()
         self.store.checkpoint()
+
+    @staticmethod
+    def _many_dead(index: VectorIndex) -> bool:
+        return index.dead >= max(COMPACT_MIN_DEAD, len(index) // 20)
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
+        index = self.index
+        if self._pending_touch:
+            return True
+        if index is None or not index.dirty:
+            return False
+        return index.dead == 0 or self._many_dead(index)
 
     async def aclose(self) -> None:
         """Save the index, close connections and release the lock."""
@@ -194,7 +218,7 @@ class Palace:
         if self.closed:
             return
         try:
-            self._checkpoint_sync(False)
+            self._checkpoint_sync(True)
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()

@@ -129,3 +129,23 @@ def test_fast_embedder_matches_plain_fastembed() -> None:
     assert got.shape == (3, 384)
     assert np.allclose(got, ref, atol=1e-5)
     assert float(ours.embed_query("readers never block the writer") @ ref[0]) > 0.9999
+
+
+async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None:
+    """usearch's remove is never called: forgotten vectors are skipped, then compacted."""
+    svc = services(tmp_path, HashEmbedder(32))
+    p = await Palace.open("p", tmp_path / "p", svc)
+    ids = [(await p.remember(m.NewDrawer(text=f"note {w} alpha beta")))["id"]
+           for w in ("one", "two", "three")]
+    await p.forget(ids[0])
+    assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
+    res = await p.recall(RecallRequest(query="note one alpha beta", top_k=3))
+    assert ids[0] not in [r["id"] for r in res["results"]]
+    await p.checkpoint()  # below the threshold: no compaction, no save of a dead-bearing file
+    assert p.index.dead == 1
+    await p.aclose()  # close compacts and saves a clean file
+    p = await Palace.open("p", tmp_path / "p", svc)
+    assert p.index is not None and p.index.dead == 0 and len(p.index) == 2
+    info = await p.info()
+    assert info["consistent"] is True and info["index"] == info["vectors"] == 2
+    await p.aclose()
