@@ -1,0 +1,1185 @@
+"""Soak test: a private palaced under a bounded mixed multi-client workload, watched for leaks.
+
+Starts its own ``palaced`` under a scratch ``PALACE_HOME`` with the real model and tokenizer
+from ``../shared`` (``PALACE_EMBED_MODEL_PATH`` / ``PALACE_TIKTOKEN_FILE``), waits until the
+model is no longer loading, creates ``--palaces`` palaces, pre-fills them (``--prefill``
+drawers per client per palace) and runs a 2 s burst of concurrent reads on each so the
+daemon's SQLite reader pools and worker threads exist before the baseline sample; then for
+``--minutes`` it runs ``--clients`` threads, each with its own ``Client(autostart=False)`` (so the
+daemon measured is the one started here) and its own wing in every palace. Each thread picks
+ops at random: remember (plain, with a long or short ttl, with ``supersedes``, exact repeats
+and near-duplicates for dedup), remember_many batches, recall (plain, with budget/levels/deep,
+filtered to its wing), get, forget, wake_up, kg_assert/kg_query, drawers, status, reconnects,
+a scratch palace create -> fill -> recall -> delete cycle, and deliberately bad requests whose
+typed error is expected (unknown ids, missing palaces, bad ttl, ...). The daemon stays up the
+whole run (no restart, no daemon.stop). The run stops by itself at the time limit or after
+``--max-ops`` ops; palaces stay bounded (``--cap`` drawers per client per palace, then
+forgets replace remembers).
+
+Checked while running: recall/wake_up never return a drawer forgotten, superseded or expired
+before the request was sent, ``tokens_used <= budget``, wing/room filters hold, exact repeats
+return the same id, a new drawer never gets the id of a forgotten one, kg ``version`` facts
+keep exactly one active value. Errors are counted by name, expected (bad input) apart from
+unexpected. Every ``--sample-every`` s (10) the daemon's VmRSS, open fds and threads are read
+from ``/proc/PID``.
+
+At the end: waits (at most ``--expiry-wait`` s) for the expiry sweep to delete short-ttl
+drawers; checks each palace's ``palace_info`` (drawers == vectors == index, consistent, no
+pending embeddings, drawer count == what the clients believe exists); every drawer believed
+alive is returned by ``get`` with its text, wing, room and ``superseded_by``; every forgotten
+or expired one raises MemoryNotFound; no scratch palace is left; the daemon log has no ERROR;
+SIGTERM makes the daemon exit 0 within 30 s and remove its socket.
+
+PASS/FAIL: FAIL on any unexpected error, invariant violation, inconsistent palace, failed
+end check, hung worker, daemon death, ERROR line in the daemon log, fd growth > 20 (end of
+workload vs the baseline, both with only the control client connected), more than one
+daemon connection left at the end, a leftover scratch palace, a bad shutdown, or an RSS
+leak. RSS leak rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model
+arenas, SQLite page caches, the 2048-entry query-vector LRU, palaces reaching their cap). Over
+the remaining samples (at least 6 needed, else the rule is reported as not evaluated), FAIL
+only when all three hold: the least-squares slope of RSS over cumulative ops exceeds
+``--rss-slope`` MB per 10k ops (0.5), the medians of the first, middle and last thirds rise
+strictly, and the last third's median is more than ``--rss-rise`` MB (8) above the first's.
+A plateau or a one-off step passes; a steady climb fails.
+
+    python bench/soak.py [--minutes 5] [--clients 4] [--palaces 3] [--json out.json]
+    python bench/soak.py --minutes 3 --json /tmp/soak.json
+
+Exit status 0 on PASS, 1 on FAIL. The scratch home is deleted on PASS and kept on FAIL (its
+path is printed; ``state/palaced.log`` there is the daemon log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from palace_client import Client
+from palaced.errors import MemoryNotFound, PalaceError
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"
+DEFAULT_TIKTOKEN = REPO.parent / "shared" / "data" / "tiktoken" / "cl100k_base.tiktoken"
+
+HUGE_ID = 10**12  # no drawer or fact of a soak ever gets an id this large
+ROOMS = ("deploy", "billing", "auth", "search", "mobile", "infra")
+EPHEMERAL_ROOM = "ephemeral"  # short-ttl drawers only, so dedup never lands on one
+TAGS = ("ops", "db", "team", "security", "perf")
+RESERVOIR = 20_000  # latency samples kept per op (reservoir sampling beyond that)
+MAX_EXAMPLES = 20  # messages kept per worker for unexpected errors and violations
+FD_GROWTH_LIMIT = 20
+SHUTDOWN_LIMIT_S = 30.0
+
+SUBJECTS = ("the deploy pipeline", "our billing service", "the staging database", "Alice",
+            "the auth middleware", "the search index", "Bob", "the mobile app", "the cache",
+            "the nightly backup", "the API gateway", "Carol", "the data warehouse")
+VERBS = ("depends on", "was migrated to", "fails when", "is owned by", "talks to",
+         "was rewritten in", "is monitored by", "must never touch", "replaced", "scales with")
+OBJECTS = ("Postgres", "a Redis cluster", "Kubernetes", "the EU region", "Rust", "Go",
+           "a retrying webhook queue", "S3 lifecycle rules", "feature flags", "gRPC",
+           "the on-call rotation", "Terraform", "a short TTL", "OAuth device flow")
+QUALIFIERS = ("since March", "after the outage", "on Fridays", "for compliance",
+              "because of latency", "per the design review", "until Q3", "in production")
+QUERY_POOL = tuple(
+    f"what {v} {o} {q}" for v in VERBS[:5] for o in OBJECTS[:8] for q in QUALIFIERS[:5]
+)  # 200 repeated queries (hit the daemon's query-vector cache); the rest are unique
+
+# op name -> weight (per op, after a palace is picked at random)
+WEIGHTS: dict[str, float] = {
+    "remember": 14, "remember_ttl": 4, "remember_supersede": 3, "remember_dup": 3,
+    "remember_many": 4, "recall": 20, "recall_budget": 10, "recall_wing": 4, "get": 6,
+    "forget": 8, "wake_up": 5, "kg_assert": 5, "kg_query": 5, "drawers": 1, "status": 0.5,
+    "reconnect": 0.5, "scratch": 0.5, "bad": 5,
+}
+GROWING = frozenset({"remember", "remember_ttl", "remember_supersede", "remember_dup",
+                     "remember_many"})
+
+
+# -- measurements ---------------------------------------------------------------------------
+@dataclass
+class Latency:
+    """Latency of one op: exact count/failed/max, percentiles from a reservoir sample."""
+
+    count: int = 0
+    failed: int = 0
+    max_ms: float = 0.0
+    samples: list[float] = field(default_factory=list)
+
+    def add(self, ms: float, ok: bool, rnd: random.Random) -> None:
+        self.count += 1
+        self.failed += 0 if ok else 1
+        self.max_ms = max(self.max_ms, ms)
+        if len(self.samples) < RESERVOIR:
+            self.samples.append(ms)
+        else:
+            j = rnd.randrange(self.count)
+            if j < RESERVOIR:
+                self.samples[j] = ms
+
+    def merge(self, other: Latency) -> None:
+        self.count += other.count
+        self.failed += other.failed
+        self.max_ms = max(self.max_ms, other.max_ms)
+        self.samples.extend(other.samples)
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+@dataclass
+class Sample:
+    """One /proc reading of the daemon."""
+
+    t_s: float
+    ops: int
+    rss_mb: float
+    fds: int
+    threads: int
+
+
+def proc_sample(pid: int, t_s: float, ops: int) -> Sample:
+    rss_kb = threads = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+        elif line.startswith("Threads:"):
+            threads = int(line.split()[1])
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    return Sample(round(t_s, 1), ops, round(rss_kb / 1024, 1), fds, threads)
+
+
+def fd_kinds(pid: int) -> dict[str, int]:
+    """The daemon's open fds by kind (palace.db, palace.db-wal, socket, ...), for diagnosis."""
+    kinds: Counter[str] = Counter()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        kinds[target.split(":")[0] if ":[" in target else Path(target).name] += 1
+    return dict(sorted(kinds.items()))
+
+
+def warm_pools(sock: Path, palaces: list[str], seconds: float) -> int:
+    """Concurrent reads on each palace so the daemon's SQLite reader pools (up to 4
+    connections per palace) and worker threads exist before the baseline sample; returns
+    how many requests ran."""
+    done = Counter[str]()
+    lock = threading.Lock()
+
+    def hammer(p: str, until: float, i: int) -> None:
+        with Client(sock, autostart=False, client_name="soak-warm") as c:
+            n = 0
+            while time.monotonic() < until:
+                c.recall_ex(p, QUERY_POOL[(i * 7 + n) % len(QUERY_POOL)], deep=True)
+                c.wake_up(p)
+                n += 2
+        with lock:
+            done["requests"] += n
+
+    for p in palaces:
+        until = time.monotonic() + seconds
+        threads = [threading.Thread(target=hammer, args=(p, until, i)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return done["requests"]
+
+
+def slope_per_10k(points: list[Sample]) -> float | None:
+    """Least-squares slope of RSS (MB) over cumulative ops, per 10k ops."""
+    if len(points) < 2:
+        return None
+    xs = [float(s.ops) for s in points]
+    ys = [s.rss_mb for s in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var * 10_000
+
+
+def rss_verdict(samples: list[Sample], warmup_s: float, max_slope: float, max_rise: float
+                ) -> dict[str, Any]:
+    """Apply the documented RSS rule to the post-warm-up samples."""
+    post = [s for s in samples if s.t_s >= warmup_s]
+    out: dict[str, Any] = {"warmup_s": warmup_s, "post_warmup_samples": len(post),
+                           "slope_mb_per_10k_ops": None, "thirds_mb": None, "leak": False,
+                           "evaluated": len(post) >= 6}
+    if len(post) < 6:
+        return out
+    slope = slope_per_10k(post)
+    n = len(post) // 3
+    thirds = [statistics.median(s.rss_mb for s in part)
+              for part in (post[:n], post[n:len(post) - n], post[len(post) - n:])]
+    out["slope_mb_per_10k_ops"] = None if slope is None else round(slope, 3)
+    out["thirds_mb"] = [round(t, 1) for t in thirds]
+    out["leak"] = bool(slope is not None and slope > max_slope
+                       and thirds[0] < thirds[1] < thirds[2]
+                       and thirds[2] - thirds[0] > max_rise)
+    return out
+
+
+# -- what the clients believe ---------------------------------------------------------------
+@dataclass
+class Event:
+    """The latest thing a client saw happen to one drawer id of one palace."""
+
+    kind: str  # "created" or "forgotten"
+    at: float  # time.monotonic() when the answer arrived
+    text: str
+    superseded_at: float | None = None
+    expires_sure_ms: int | None = None  # wall ms after which the drawer is surely expired
+
+
+class Shared:
+    """State every worker reads: op budget, stop flag and per-id events."""
+
+    def __init__(self, palaces: Iterable[str], deadline: float, max_ops: int) -> None:
+        self.lock = threading.Lock()
+        self.events: dict[str, dict[int, Event]] = {p: {} for p in palaces}
+        self.ops = 0
+        self.deadline = deadline
+        self.max_ops = max_ops
+        self.stop = threading.Event()
+
+    def next_op(self) -> bool:
+        with self.lock:
+            if (self.stop.is_set() or self.ops >= self.max_ops
+                    or time.monotonic() >= self.deadline):
+                self.stop.set()
+                return False
+            self.ops += 1
+            return True
+
+    def record(self, palace: str, did: int, event: Event) -> Event | None:
+        """Store ``event`` as the latest of ``did``; returns the previous one."""
+        with self.lock:
+            prev = self.events[palace].get(did)
+            self.events[palace][did] = event
+            return prev
+
+    def latest(self, palace: str, did: int) -> Event | None:
+        with self.lock:
+            return self.events[palace].get(did)
+
+    def mark_superseded(self, palace: str, did: int, at: float) -> None:
+        with self.lock:
+            ev = self.events[palace].get(did)
+            if ev is not None and ev.kind == "created":
+                ev.superseded_at = at
+
+
+@dataclass
+class Own:
+    """One worker's drawers in one palace (its own wing, so no other worker touches them)."""
+
+    alive: dict[int, tuple[str, str]] = field(default_factory=dict)  # id -> (room, text)
+    superseded: dict[int, int] = field(default_factory=dict)  # old id -> new id (0: new gone)
+    forgotten: dict[int, str] = field(default_factory=dict)  # id -> text
+    expiring: dict[int, tuple[int, str]] = field(default_factory=dict)  # id -> (sure ms, text)
+    versions: dict[str, int] = field(default_factory=dict)  # kg subject -> latest version
+
+
+# -- the workload ---------------------------------------------------------------------------
+class Worker(threading.Thread):
+    """One client thread: its own Client, wing, random stream and counters."""
+
+    def __init__(self, idx: int, sock: Path, palaces: list[str], shared: Shared, cap: int,
+                 seed: int) -> None:
+        super().__init__(name=f"soak-{idx}", daemon=True)
+        self.idx = idx
+        self.client = Client(sock, autostart=False, client_name=f"soak-{idx}")
+        self.palaces = palaces
+        self.shared = shared
+        self.cap = cap
+        self.rnd = random.Random(seed)
+        self._res_rnd = random.Random(seed + 1)
+        self.wing = f"client-{idx}"
+        self.own = {p: Own() for p in palaces}
+        self.lat: dict[str, Latency] = {}
+        self.expected: Counter[str] = Counter()
+        self.unexpected: Counter[str] = Counter()
+        self.violations: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()
+        self.examples: list[str] = []
+        self._noted: Counter[str] = Counter()
+        self.serial = 0
+        self.scratch_serial = 0
+        self.scratch_left: list[str] = []
+        self.crashed: str | None = None
+        self._names = list(WEIGHTS)
+        self._weights = [WEIGHTS[n] for n in self._names]
+        self._bad: list[tuple[str, str, Callable[[str], object]]] = self._bad_ops()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def note(self, msg: str, kind: str = "") -> None:
+        """Keep an example message: at most 3 per kind and MAX_EXAMPLES per worker."""
+        self._noted[kind] += 1
+        if len(self.examples) < MAX_EXAMPLES and self._noted[kind] <= 3:
+            self.examples.append(f"[{self.name}] {msg}")
+
+    def violation(self, kind: str, msg: str) -> None:
+        self.violations[kind] += 1
+        self.note(f"violation {kind}: {msg}", kind)
+
+    def timed(self, name: str, fn: Callable[[], object], expect: str | None = None) -> None:
+        """Run one request (or a short sequence), time it and classify its outcome."""
+        t0 = time.perf_counter()
+        ok = True
+        try:
+            fn()
+            if expect is not None:
+                ok = False
+                self.unexpected[f"NO_{expect}"] += 1
+                self.note(f"{name}: expected {expect}, got success", f"NO_{expect}")
+        except PalaceError as exc:
+            if expect is not None and exc.name == expect:
+                self.expected[exc.name] += 1
+            else:
+                ok = False
+                self.unexpected[exc.name] += 1
+                self.note(f"{name}: {exc.name}: {exc.message[:200]}", exc.name)
+        except Exception as exc:
+            ok = False
+            self.unexpected[f"client:{type(exc).__name__}"] += 1
+            self.note(f"{name}: {exc!r}"[:300], type(exc).__name__)
+        self.lat.setdefault(name, Latency()).add((time.perf_counter() - t0) * 1000, ok,
+                                                 self._res_rnd)
+
+    def text(self) -> str:
+        self.serial += 1
+        r = self.rnd
+        # The unique numbers keep the lexical guard from merging distinct notes by dedup.
+        return (f"{r.choice(SUBJECTS)} {r.choice(VERBS)} {r.choice(OBJECTS)} "
+                f"{r.choice(QUALIFIERS)} (client {self.idx} note {self.serial})")
+
+    def importance(self) -> float:
+        return self.rnd.choice((0.2, 0.5, 0.5, 0.8, 1.0))
+
+    def importance_any(self) -> float | str:
+        """An importance as a number or a preset name (remember_many items take both)."""
+        return self.rnd.choice((0.2, 0.5, 0.8, 1.0, "low", "medium", "high", "critical"))
+
+    def query(self) -> str:
+        if self.rnd.random() < 0.5:
+            return self.rnd.choice(QUERY_POOL)
+        self.serial += 1
+        r = self.rnd
+        return f"what {r.choice(VERBS)} {r.choice(OBJECTS)} {r.choice(QUALIFIERS)} #{self.serial}"
+
+    def stored(self, palace: str, did: int, room: str, text: str) -> None:
+        """Book a drawer the daemon reported as created."""
+        own = self.own[palace]
+        prev = self.shared.record(palace, did, Event("created", time.monotonic(), text))
+        if prev is not None and prev.kind == "forgotten":
+            self.violation("id_reused", f"{palace}: new drawer got id {did}, forgotten "
+                                        f"{time.monotonic() - prev.at:.1f}s earlier")
+        elif prev is not None and prev.expires_sure_ms is not None:
+            self.violation("id_reused", f"{palace}: new drawer got id {did} of an expired "
+                                        "(swept) drawer")
+        elif prev is not None:
+            self.violation("id_duplicate", f"{palace}: created id {did} is already alive")
+        own.alive[did] = (room, text)
+
+    def after_remember(self, palace: str, room: str, text: str, res: dict[str, Any]) -> int:
+        did = int(res["id"])
+        if res.get("created"):
+            self.stored(palace, did, room, text)
+        elif did not in self.own[palace].alive:
+            self.violation("remember_unknown_id",
+                           f"{palace}: remember returned id {did} (created=False) that this "
+                           f"client does not own: {res}")
+        if res.get("deduplicated"):
+            self.counts["dedup_hits"] += 1
+        return did
+
+    def check_item(self, palace: str, did: int, text: str, sent: float, wall_ms: int,
+                   where: str, include_superseded: bool = False) -> None:
+        """A drawer a read returned must not be one forgotten/superseded/expired before."""
+        ev = self.shared.latest(palace, did)
+        if ev is None or ev.text != text:
+            return  # unknown, or another drawer now holds the id (counted as id_reused)
+        if ev.kind == "forgotten" and ev.at < sent:
+            self.violation(f"{where}_forgotten", f"{palace}: drawer {did} returned "
+                                                 f"{sent - ev.at:.2f}s after its forget")
+        if (not include_superseded and ev.superseded_at is not None
+                and ev.superseded_at < sent):
+            self.violation(f"{where}_superseded", f"{palace}: drawer {did} returned "
+                                                  f"{sent - ev.superseded_at:.2f}s after "
+                                                  "it was superseded")
+        if ev.expires_sure_ms is not None and ev.expires_sure_ms < wall_ms:
+            self.violation(f"{where}_expired", f"{palace}: drawer {did} returned "
+                                               f"{(wall_ms - ev.expires_sure_ms) / 1000:.2f}s "
+                                               "after it expired")
+
+    def check_sections(self, palace: str, res: dict[str, Any], budget: int, sent: float,
+                       wall_ms: int, where: str, include_superseded: bool = False) -> None:
+        if int(res["tokens_used"]) > budget:
+            self.violation("budget_exceeded", f"{where}: {res['tokens_used']} > {budget}")
+        for section in res["sections"]:
+            for item in section["items"]:
+                if isinstance(item["id"], int):
+                    self.check_item(palace, int(item["id"]), str(item["text"]), sent, wall_ms,
+                                    f"{where}_L{section['level']}", include_superseded)
+
+    # -- ops ----------------------------------------------------------------------------------
+    def op_remember(self, p: str) -> None:
+        room, text, imp = self.rnd.choice(ROOMS), self.text(), self.importance()
+        tags = self.rnd.sample(TAGS, k=self.rnd.randint(0, 2))
+
+        def run() -> None:
+            res = self.client.remember_ex(p, text, wing=self.wing, room=room, tags=tags,
+                                          importance=imp)
+            self.after_remember(p, room, text, res)
+
+        self.timed("remember", run)
+
+    def op_remember_ttl(self, p: str) -> None:
+        text, own = self.text(), self.own[p]
+        if self.rnd.random() < 0.5:  # long ttl: alive for the whole run
+            room = self.rnd.choice(ROOMS)
+            ttl: str | int = self.rnd.choice(("2h", "1d", 86_400))
+
+            def long_ttl() -> None:
+                res = self.client.remember_ex(p, text, wing=self.wing, room=room, ttl=ttl,
+                                              importance=self.importance())
+                self.after_remember(p, room, text, res)
+
+            self.timed("remember_ttl", long_ttl)
+            return
+        secs = self.rnd.randint(2, 20)
+
+        def short_ttl() -> None:
+            res = self.client.remember_ex(p, text, wing=self.wing, room=EPHEMERAL_ROOM,
+                                          ttl=f"{secs}s", dedup=False,
+                                          importance=self.rnd.choice((0.5, 1.0)))
+            sure = int(time.time() * 1000) + secs * 1000 + 1
+            did = int(res["id"])
+            if not res.get("created"):
+                self.violation("ttl_not_created", f"{p}: {res}")
+                return
+            prev = self.shared.record(p, did, Event("created", time.monotonic(), text,
+                                                    expires_sure_ms=sure))
+            if prev is not None and (prev.kind == "forgotten" or prev.expires_sure_ms):
+                self.violation("id_reused", f"{p}: ttl drawer got the id {did} of a deleted one")
+            own.expiring[did] = (sure, text)
+
+        self.timed("remember_ttl_short", short_ttl)
+
+    def op_remember_supersede(self, p: str) -> None:
+        own = self.own[p]
+        candidates = [i for i in own.alive if i not in own.superseded]
+        if not candidates:
+            self.op_remember(p)
+            return
+        old = self.rnd.choice(candidates)
+        room = own.alive[old][0]
+        text = f"Correction: {self.text()}"
+
+        def run() -> None:
+            res = self.client.remember_ex(p, text, wing=self.wing, room=room, supersedes=old,
+                                          importance=self.importance())
+            if not res.get("created"):
+                self.violation("supersede_not_created", f"{p}: {res}")
+                return
+            new = self.after_remember(p, room, text, res)
+            own.superseded[old] = new
+            self.shared.mark_superseded(p, old, time.monotonic())
+
+        self.timed("remember_supersede", run)
+
+    def op_remember_dup(self, p: str) -> None:
+        own = self.own[p]
+        if not own.alive:
+            self.op_remember(p)
+            return
+        did = self.rnd.choice(list(own.alive))
+        room, text = own.alive[did]
+        if self.rnd.random() < 0.5:
+            def same() -> None:
+                res = self.client.remember_ex(p, text, wing=self.wing, room=room)
+                if int(res["id"]) != did or res.get("created"):
+                    self.violation("not_idempotent", f"{p}: repeat of drawer {did} gave {res}")
+
+            self.timed("remember_same", same)
+            return
+        variant = f"Reminder: {text}"
+
+        def near() -> None:
+            res = self.client.remember_ex(p, variant, wing=self.wing, room=room)
+            self.after_remember(p, room, variant, res)
+
+        self.timed("remember_dedup", near)
+
+    def op_remember_many(self, p: str) -> None:
+        own = self.own[p]
+        items: list[dict[str, Any]] = [
+            {"text": self.text(), "wing": self.wing, "room": self.rnd.choice(ROOMS),
+             "importance": self.importance_any(), "tags": self.rnd.sample(TAGS, k=1)}
+            for _ in range(self.rnd.randint(5, 25))]
+        repeat: tuple[int, int] | None = None
+        if own.alive and self.rnd.random() < 0.3:
+            did = self.rnd.choice(list(own.alive))
+            room, text = own.alive[did]
+            pos = self.rnd.randrange(len(items) + 1)
+            items.insert(pos, {"text": text, "wing": self.wing, "room": room})
+            repeat = (pos, did)
+
+        def run() -> None:
+            ids = self.client.remember_many(p, items)
+            if len(ids) != len(items):
+                self.violation("batch_ids", f"{p}: {len(ids)} ids for {len(items)} items")
+                return
+            for i, (item, did) in enumerate(zip(items, ids, strict=True)):
+                if repeat is not None and i == repeat[0]:
+                    if did != repeat[1]:
+                        self.violation("not_idempotent", f"{p}: batch repeat of drawer "
+                                                         f"{repeat[1]} got id {did}")
+                elif did in own.alive:
+                    self.violation("batch_id_collision", f"{p}: new text got live id {did}")
+                else:
+                    self.stored(p, did, str(item["room"]), str(item["text"]))
+
+        self.timed("remember_many", run)
+
+    def _recall(self, p: str, name: str, **kw: Any) -> None:
+        q = self.query()
+        top_k = self.rnd.choice((5, 10, 20))
+        budget = int(kw.get("budget", 1500))
+        wing, room = kw.get("wing"), kw.get("room")
+        include_superseded = bool(kw.get("include_superseded", False))
+
+        def run() -> None:
+            sent, wall = time.monotonic(), int(time.time() * 1000)
+            res = self.client.recall_ex(p, q, top_k=top_k, **kw)
+            results = res["results"]
+            if len(results) > top_k:
+                self.violation("top_k", f"{p}: {len(results)} results for top_k {top_k}")
+            for r in results:
+                did = int(r["id"])
+                if wing is not None and r["wing"] != wing:
+                    self.violation("wing_filter", f"{p}: wing {r['wing']} for filter {wing}")
+                if room is not None and r["room"] != room:
+                    self.violation("room_filter", f"{p}: room {r['room']} for filter {room}")
+                if r.get("expires_ms") is not None and int(r["expires_ms"]) <= wall:
+                    self.violation("recall_expired_row", f"{p}: drawer {did} expired at send")
+                self.check_item(p, did, str(r["text"]), sent, wall, "recall",
+                                include_superseded)
+            self.check_sections(p, res, budget, sent, wall, "recall", include_superseded)
+
+        self.timed(name, run)
+
+    def op_recall(self, p: str) -> None:
+        self._recall(p, "recall")
+
+    def op_recall_budget(self, p: str) -> None:
+        levels = sorted(self.rnd.sample([0, 1, 2, 3], k=self.rnd.randint(1, 4)))
+        self._recall(p, "recall_budget", budget=self.rnd.choice((0, 50, 200, 800, 2000)),
+                     levels=levels, deep=self.rnd.random() < 0.3,
+                     include_superseded=self.rnd.random() < 0.1)
+
+    def op_recall_wing(self, p: str) -> None:
+        kw: dict[str, Any] = {"wing": self.wing}
+        if self.rnd.random() < 0.5:
+            kw["room"] = self.rnd.choice(ROOMS)
+        self._recall(p, "recall_wing", **kw)
+
+    def op_get(self, p: str) -> None:
+        own = self.own[p]
+        if not own.alive:
+            self.op_remember(p)
+            return
+        did = self.rnd.choice(list(own.alive))
+
+        def run() -> None:
+            self.check_drawer(p, did, self.client.get(p, did), "get")
+
+        self.timed("get", run)
+
+    def check_drawer(self, p: str, did: int, d: dict[str, Any], where: str) -> None:
+        room, text = self.own[p].alive[did]
+        if (d.get("text"), d.get("wing"), d.get("room")) != (text, self.wing, room):
+            self.violation(f"{where}_mismatch", f"{p}: drawer {did} is {d.get('wing')}/"
+                                                f"{d.get('room')} {str(d.get('text'))[:60]!r}, "
+                                                f"expected {self.wing}/{room} {text[:60]!r}")
+        new = self.own[p].superseded.get(did)
+        if new and d.get("superseded_by") != new:
+            self.violation(f"{where}_superseded_by", f"{p}: drawer {did} superseded_by "
+                                                     f"{d.get('superseded_by')}, expected {new}")
+
+    def op_forget(self, p: str) -> None:
+        own = self.own[p]
+        if not own.alive:
+            self.op_remember(p)
+            return
+        ids = list(own.alive)
+        # "Forget what I just stored" is common; it also forgets the palace's newest drawer.
+        did = ids[-1] if self.rnd.random() < 0.3 else self.rnd.choice(ids)
+
+        def run() -> None:
+            self.client.forget(p, did)
+            _, text = own.alive.pop(did)
+            own.forgotten[did] = text
+            own.superseded.pop(did, None)
+            for old, new in own.superseded.items():
+                if new == did:
+                    own.superseded[old] = 0  # its superseded_by now names a deleted drawer
+            self.shared.record(p, did, Event("forgotten", time.monotonic(), text))
+
+        self.timed("forget", run)
+
+    def op_wake_up(self, p: str) -> None:
+        budget = self.rnd.choice((100, 400, 800, 2000))
+
+        def run() -> None:
+            sent, wall = time.monotonic(), int(time.time() * 1000)
+            res = self.client.wake_up(p, budget=budget)
+            self.check_sections(p, res, budget, sent, wall, "wake_up")
+
+        self.timed("wake_up", run)
+
+    def op_kg_assert(self, p: str) -> None:
+        own = self.own[p]
+        subject = f"svc-{self.idx}-{self.rnd.randrange(8)}"
+        if self.rnd.random() < 0.3:
+            target = f"dep-{self.rnd.randrange(20)}"
+
+            def link() -> None:
+                fact = self.client.kg_assert(p, subject, "depends_on", target)
+                if not fact.get("active"):
+                    self.violation("kg_inactive", f"{p}: fresh depends_on fact {fact}")
+
+            self.timed("kg_assert", link)
+            return
+        version = own.versions.get(subject, 0) + 1
+        source = self.rnd.choice(list(own.alive)) if own.alive and self.rnd.random() < 0.3 \
+            else None
+
+        def assert_version() -> None:
+            fact = self.client.kg_assert(p, subject, "version", str(version), literal=True,
+                                         source_drawer=source)
+            own.versions[subject] = version
+            if fact.get("object") != str(version) or not fact.get("active"):
+                self.violation("kg_assert_result", f"{p}: {fact}")
+
+        self.timed("kg_assert", assert_version)
+
+    def op_kg_query(self, p: str) -> None:
+        own = self.own[p]
+        if not own.versions or self.rnd.random() < 0.1:
+            subject = f"nobody-{self.idx}-{self.rnd.randrange(10**6)}"
+
+            def unknown() -> None:
+                if self.client.kg_query(p, subject)["facts"]:
+                    self.violation("kg_unknown_subject", f"{p}: facts for {subject}")
+
+            self.timed("kg_query", unknown)
+            return
+        subject = self.rnd.choice(list(own.versions))
+        want = str(own.versions[subject])
+
+        def run() -> None:
+            facts = [f for f in self.client.kg_query(p, subject)["facts"]
+                     if f["predicate"] == "version"]
+            if len(facts) != 1 or facts[0]["object"] != want:
+                self.violation("kg_version", f"{p}: {subject} active versions "
+                                             f"{[f['object'] for f in facts]}, expected {want}")
+
+        self.timed("kg_query", run)
+
+    def op_drawers(self, p: str) -> None:
+        def run() -> None:
+            page = self.client.drawers(p, wing=self.wing, limit=20)
+            if any(d["wing"] != self.wing for d in page["drawers"]):
+                self.violation("list_wing_filter", f"{p}: drawers of another wing listed")
+
+        self.timed("drawers", run)
+
+    def op_status(self, p: str) -> None:
+        self.timed("status", self.client.status)
+
+    def op_reconnect(self, p: str) -> None:
+        self.client.close()  # the next request opens a new connection
+        self.timed("reconnect", self.client.server_info.__len__)
+
+    def op_scratch(self, p: str) -> None:
+        self.scratch_serial += 1
+        name = f"scratch-{self.idx}-{self.scratch_serial}"
+        self.scratch_left.append(name)
+
+        def run() -> None:
+            c = self.client
+            c.create_palace(name)
+            items = [{"text": self.text(), "room": self.rnd.choice(ROOMS)} for _ in range(10)]
+            c.remember_many(name, items)
+            c.recall(name, self.query(), top_k=5)
+            info = c.palace_info(name)
+            if not (info["drawers"] == info["vectors"] == info["index"] == 10
+                    and info["consistent"]):
+                self.violation("scratch_inconsistent", f"{name}: {_counts(info)}")
+            c.delete_palace(name)
+            self.scratch_left.remove(name)
+
+        self.timed("scratch_cycle", run)
+        self.timed("scratch_gone", lambda: self.client.palace_info(name),
+                   expect="PALACE_NOT_FOUND")
+
+    def _bad_ops(self) -> list[tuple[str, str, Callable[[str], object]]]:
+        c = self.client
+
+        def huge() -> int:
+            return HUGE_ID + self.rnd.randrange(10**6)
+
+        return [
+            ("get", "MEMORY_NOT_FOUND", lambda p: c.get(p, huge())),
+            ("forget", "MEMORY_NOT_FOUND", lambda p: c.forget(p, huge())),
+            ("supersede", "MEMORY_NOT_FOUND",  # must store nothing (checked by the counts)
+             lambda p: c.remember(p, self.text(), wing=self.wing, supersedes=huge())),
+            ("ttl", "INVALID_ARGS", lambda p: c.remember(p, self.text(), ttl="soon")),
+            ("empty_text", "INVALID_CONTENT", lambda p: c.remember(p, "   ")),
+            ("batch_bad_item", "INVALID_CONTENT",  # the valid item must not be stored
+             lambda p: c.remember_many(p, [{"text": self.text(), "wing": self.wing},
+                                           {"text": ""}])),
+            ("levels", "INVALID_ARGS", lambda p: c.recall_ex(p, "x", levels=[7])),
+            ("missing_palace", "PALACE_NOT_FOUND", lambda p: c.recall("no-such-palace", "x")),
+            ("palace_name", "INVALID_PALACE_NAME", lambda p: c.palace_info("Bad_Name")),
+            ("palace_exists", "PALACE_EXISTS", lambda p: c.create_palace(p)),
+            ("fact", "FACT_NOT_FOUND", lambda p: c.kg_invalidate(p, huge())),
+            ("self_link", "INVALID_CONTENT", lambda p: c.kg_assert(p, "same", "part_of", "same")),
+            ("unknown_op", "UNKNOWN_OP", lambda p: c.call("memory.nope", p)),
+        ]
+
+    def op_bad(self, p: str) -> None:
+        name, expect, fn = self.rnd.choice(self._bad)
+        self.timed(f"bad:{name}", lambda: fn(p), expect=expect)
+
+    # -- driver -------------------------------------------------------------------------------
+    def prefill(self, n: int) -> None:
+        """Give each palace ``n`` drawers of this client before the clock starts."""
+        for p in self.palaces:
+            items = [{"text": self.text(), "wing": self.wing, "room": self.rnd.choice(ROOMS),
+                      "importance": self.importance()} for _ in range(n)]
+            for item, did in zip(items, self.client.remember_many(p, items), strict=True):
+                self.stored(p, did, str(item["room"]), str(item["text"]))
+
+    def run(self) -> None:
+        ops: dict[str, Callable[[str], None]] = {n: getattr(self, f"op_{n}") for n in WEIGHTS}
+        try:
+            while self.shared.next_op():
+                p = self.rnd.choice(self.palaces)
+                name = self.rnd.choices(self._names, self._weights)[0]
+                if name in GROWING and len(self.own[p].alive) >= self.cap:
+                    name = "forget"
+                ops[name](p)
+        except BaseException as exc:  # a bug in this script, not in the daemon
+            self.crashed = repr(exc)
+        finally:
+            self.client.close()
+
+
+def _counts(info: dict[str, Any]) -> dict[str, Any]:
+    keys = ("drawers", "vectors", "index", "pending_embeddings", "consistent", "mismatch")
+    return {k: info.get(k) for k in keys}
+
+
+# -- the run --------------------------------------------------------------------------------
+def wait_ready(proc: subprocess.Popen[bytes], sock: Path, timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"palaced exited with {proc.returncode} during start")
+        try:
+            with Client(sock, autostart=False, client_name="soak-ready") as c:
+                status = c.status()
+            if status["model"]["state"] != "loading":
+                return status
+        except PalaceError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"palaced not ready within {timeout_s:.0f}s")
+        time.sleep(0.2)
+
+
+def wait_expiry(ctl: Client, workers: list[Worker], limit_s: float) -> dict[str, Any]:
+    """Poll until every short-ttl drawer is expired and swept, at most ``limit_s``."""
+    pending = {(p, did): sure for w in workers for p, own in w.own.items()
+               for did, (sure, _) in own.expiring.items()}
+    total = len(pending)
+    t0 = time.monotonic()
+    still: list[str] = []
+    while pending:
+        now_ms = int(time.time() * 1000)
+        for (p, did), sure in list(pending.items()):
+            if sure > now_ms:
+                continue
+            try:
+                ctl.get(p, did)
+            except MemoryNotFound:
+                del pending[(p, did)]
+        if not pending or time.monotonic() - t0 > limit_s:
+            break
+        time.sleep(2.0)
+    still = [f"{p}#{did}" for p, did in pending]
+    return {"short_ttl_drawers": total, "swept": total - len(pending),
+            "wait_s": round(time.monotonic() - t0, 1), "not_swept": still[:20],
+            "not_swept_count": len(still)}
+
+
+def verify(ctl: Client, palaces: list[str], workers: list[Worker], shared: Shared,
+           expiry_checked: bool) -> tuple[dict[str, Any], list[str]]:
+    """End checks of every palace; returns (details, failure reasons)."""
+    fails: list[str] = []
+    out: dict[str, Any] = {}
+    total_reused = 0
+    for p in palaces:
+        info = ctl.palace_info(p)
+        alive = sum(len(w.own[p].alive) for w in workers)
+        expiring = sum(len(w.own[p].expiring) for w in workers)
+        row: dict[str, Any] = {**_counts(info), "believed_alive": alive}
+        if not (info["drawers"] == info["vectors"] == info["index"]):
+            fails.append(f"{p}: drawers {info['drawers']} / vectors {info['vectors']} / "
+                         f"index {info['index']} differ")
+        if info["consistent"] is not True or info["pending_embeddings"] or info["mismatch"]:
+            fails.append(f"{p}: not consistent: {_counts(info)}")
+        if expiry_checked and info["drawers"] != alive:
+            fails.append(f"{p}: {info['drawers']} drawers, clients believe {alive} exist")
+        elif not expiry_checked and not alive <= info["drawers"] <= alive + expiring:
+            fails.append(f"{p}: {info['drawers']} drawers, clients believe {alive} "
+                         f"(+ up to {expiring} expired) exist")
+        bad_alive = bad_forgotten = reused = checked = 0
+        for w in workers:
+            own = w.own[p]
+            for did in list(own.alive):
+                checked += 1
+                before = sum(w.violations.values())
+                try:
+                    w.check_drawer(p, did, ctl.get(p, did), "final_get")
+                except MemoryNotFound:
+                    w.violation("final_alive_missing", f"{p}: drawer {did} is gone")
+                bad_alive += sum(w.violations.values()) - before
+            for did, text in own.forgotten.items():
+                ev = shared.latest(p, did)
+                if ev is not None and ev.kind == "created" and ev.text != text:
+                    reused += 1  # another drawer holds the id now (counted as id_reused)
+                    continue
+                try:
+                    ctl.get(p, did)
+                    bad_forgotten += 1
+                    w.violation("final_forgotten_present", f"{p}: forgotten {did} is back")
+                except MemoryNotFound:
+                    pass
+            if expiry_checked:
+                for did, (_, text) in own.expiring.items():
+                    ev = shared.latest(p, did)
+                    if ev is not None and ev.text != text:
+                        continue
+                    with contextlib.suppress(MemoryNotFound):
+                        ctl.get(p, did)
+                        w.violation("final_expired_present", f"{p}: expired {did} still there")
+        forgotten = sum(len(w.own[p].forgotten) for w in workers)
+        row.update(checked_alive=checked, bad_alive=bad_alive, forgotten=forgotten,
+                   forgotten_still_present=bad_forgotten, forgotten_ids_reused=reused)
+        if bad_alive:
+            fails.append(f"{p}: {bad_alive} drawers believed alive are missing or differ")
+        if bad_forgotten:
+            fails.append(f"{p}: {bad_forgotten} forgotten drawers are still retrievable")
+        total_reused += reused
+        out[p] = row
+    if total_reused:
+        fails.append(f"{total_reused} forgotten drawer ids now name other drawers "
+                     "(get(id) of a forgotten drawer returns a different memory)")
+    return out, fails
+
+
+def scan_log(log_file: Path) -> list[str]:
+    if not log_file.exists():
+        return []
+    lines = log_file.read_text("utf-8", errors="replace").splitlines()
+    return [ln for ln in lines if " ERROR " in ln or " CRITICAL " in ln]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=5.0)
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--palaces", type=int, default=3)
+    ap.add_argument("--max-ops", type=int, default=2_000_000, help="stop after this many ops")
+    ap.add_argument("--cap", type=int, default=300,
+                    help="drawers per client per palace before forgets replace remembers")
+    ap.add_argument("--prefill", type=int, default=200, help="drawers per client per palace")
+    ap.add_argument("--sample-every", type=float, default=10.0)
+    ap.add_argument("--expiry-wait", type=float, default=90.0,
+                    help="seconds to wait for the expiry sweep after the workload (0: skip)")
+    ap.add_argument("--rss-slope", type=float, default=0.5, help="MB per 10k ops")
+    ap.add_argument("--rss-rise", type=float, default=8.0, help="MB")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--tiktoken", type=Path, default=DEFAULT_TIKTOKEN)
+    ap.add_argument("--keep-home", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    home = Path(tempfile.mkdtemp(prefix="palsoak-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALACE")}
+    env.update(PALACE_HOME=str(home), PALACE_EMBED_MODEL_PATH=str(args.model_dir.resolve()),
+               PALACE_TIKTOKEN_FILE=str(args.tiktoken.resolve()))
+    os.environ.clear()
+    os.environ.update(env)
+    sock = home / "run" / "palaced.sock"
+    log_file = home / "state" / "palaced.log"
+    stderr_file = home / "palaced.stderr"
+    palaces = [f"soak-{chr(ord('a') + i)}" for i in range(args.palaces)]
+    duration = args.minutes * 60
+    report: dict[str, Any] = {"minutes": args.minutes, "clients": args.clients,
+                              "palaces": palaces, "home": str(home), "seed": args.seed}
+    fails: list[str] = []
+
+    with open(stderr_file, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "palaced", "run", "--quiet"], env=env,
+                                cwd="/", stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+    ctl: Client | None = None
+    try:
+        status = wait_ready(proc, sock, 120)
+        report["model"] = status["model"]
+        report["tokenizer"] = status["tokenizer"]
+        if status["model"]["state"] != "ready":
+            fails.append(f"model not ready: {status['model']}")
+        pid = int(status["pid"])
+        if pid != proc.pid:
+            fails.append(f"status pid {pid} is not the daemon started here ({proc.pid})")
+        report["rss_boot_mb"] = proc_sample(pid, 0.0, 0).rss_mb  # model loaded, no palace
+        ctl = Client(sock, autostart=False, client_name="soak-control")
+        for p in palaces:
+            ctl.create_palace(p)
+        shared = Shared(palaces, deadline=float("inf"), max_ops=args.max_ops)
+        workers = [Worker(i, sock, palaces, shared, args.cap, args.seed * 1000 + i)
+                   for i in range(args.clients)]
+        t_fill = time.monotonic()
+        for w in workers:
+            w.prefill(args.prefill)
+            w.client.close()
+        report["prefill_s"] = round(time.monotonic() - t_fill, 1)
+        report["warmup_requests"] = warm_pools(sock, palaces, 2.0)
+        time.sleep(1.0)  # let the prefill and warm-up connections close
+        fds_start = fd_kinds(pid)
+
+        t0 = time.monotonic()
+        samples = [proc_sample(pid, 0.0, 0)]
+        shared.deadline = t0 + duration
+        for w in workers:
+            w.start()
+        next_sample = t0 + args.sample_every
+        daemon_died = False
+        while any(w.is_alive() for w in workers):
+            time.sleep(max(0.0, min(0.5, next_sample - time.monotonic())))
+            if proc.poll() is not None:
+                daemon_died = True
+                shared.stop.set()
+                break
+            if time.monotonic() >= next_sample:
+                samples.append(proc_sample(pid, time.monotonic() - t0, shared.ops))
+                next_sample += args.sample_every
+            if time.monotonic() > shared.deadline + 120:
+                break  # a worker is stuck in a request: report it, do not wait forever
+        elapsed = time.monotonic() - t0
+        hung = [w.name for w in workers if w.is_alive()]
+        if daemon_died:
+            fails.append(f"palaced died during the workload (exit {proc.returncode})")
+            raise RuntimeError("palaced died")
+        if hung:
+            fails.append(f"workers stuck in a request after the deadline: {hung}")
+        time.sleep(1.0)  # the workers' connections close on the daemon side
+        end = proc_sample(pid, elapsed, shared.ops)
+        samples.append(end)
+        fds_end = fd_kinds(pid)
+        connections = int(ctl.status()["connections"])
+
+        expected: Counter[str] = Counter()
+        unexpected: Counter[str] = Counter()
+        violations: Counter[str] = Counter()
+        counts: Counter[str] = Counter()
+        lat: dict[str, Latency] = {}
+        examples: list[str] = []
+        for w in workers:
+            expected.update(w.expected)
+            unexpected.update(w.unexpected)
+            violations.update(w.violations)
+            counts.update(w.counts)
+            examples.extend(w.examples)
+            for name, stats in w.lat.items():
+                lat.setdefault(name, Latency()).merge(stats)
+            if w.crashed:
+                fails.append(f"{w.name} crashed: {w.crashed}")
+
+        expiry: dict[str, Any] = {"skipped": True}
+        if args.expiry_wait > 0:
+            expiry = wait_expiry(ctl, workers, args.expiry_wait)
+            if expiry["not_swept_count"]:
+                fails.append(f"{expiry['not_swept_count']} expired drawers not swept "
+                             f"{args.expiry_wait:.0f}s after the workload")
+        checks, verify_fails = verify(ctl, palaces, workers, shared,
+                                      args.expiry_wait > 0 and not expiry.get("not_swept_count"))
+        fails.extend(verify_fails)
+        # verify() books its findings on the workers: total them again.
+        violations = Counter()
+        for w in workers:
+            violations.update(w.violations)
+        examples = [e for w in workers for e in w.examples]
+
+        names = {d["name"] for d in ctl.list_palaces()}
+        leftover = sorted(names - set(palaces))
+        trash = sorted(p.name for p in (home / "palaces").iterdir() if p.name not in palaces)
+        final = proc_sample(pid, time.monotonic() - t0, shared.ops)
+        ctl.close()
+        ctl = None
+
+        # -- shutdown --
+        t_stop = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc: int | None = proc.wait(timeout=SHUTDOWN_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            rc = None
+        stop_s = time.monotonic() - t_stop
+        shutdown = {"exit_code": rc, "seconds": round(stop_s, 2), "socket_removed":
+                    not sock.exists()}
+
+        # -- verdicts --
+        log_errors = scan_log(log_file)
+        warmup = max(60.0, 0.25 * elapsed)
+        workload = [s for s in samples if s.t_s <= elapsed]
+        rss = rss_verdict(workload, warmup, args.rss_slope, args.rss_rise)
+        rss.update(start_mb=samples[0].rss_mb, end_mb=end.rss_mb,
+                   peak_mb=max(s.rss_mb for s in samples),
+                   slope_all_mb_per_10k_ops=_round(slope_per_10k(workload), 3))
+        total_ops = shared.ops
+        if sum(unexpected.values()):
+            fails.append(f"unexpected errors: {dict(unexpected)}")
+        if sum(violations.values()):
+            fails.append(f"invariant violations: {dict(violations)}")
+        if end.fds - samples[0].fds > FD_GROWTH_LIMIT:
+            fails.append(f"open fds grew {samples[0].fds} -> {end.fds}")
+        if connections != 1:
+            fails.append(f"daemon reports {connections} connections with one client left")
+        if rss["leak"]:
+            fails.append(f"RSS keeps rising after warm-up: {rss}")
+        if leftover or trash:
+            fails.append(f"scratch palaces left: {leftover} / directories {trash}")
+        if log_errors:
+            fails.append(f"{len(log_errors)} ERROR lines in the daemon log")
+        if rc != 0 or stop_s > SHUTDOWN_LIMIT_S or sock.exists():
+            fails.append(f"bad shutdown: {shutdown}")
+
+        report.update(
+            elapsed_s=round(elapsed, 1), ops=total_ops,
+            ops_per_s=round(total_ops / elapsed, 1) if elapsed else None,
+            latency_ms={n: {"count": s.count, "failed": s.failed,
+                            "p50": round(pct(s.samples, 50), 2),
+                            "p95": round(pct(s.samples, 95), 2), "max": round(s.max_ms, 1)}
+                        for n, s in sorted(lat.items())},
+            expected_errors=dict(expected), unexpected_errors=dict(unexpected),
+            violations=dict(violations), counters=dict(counts), examples=examples[:40],
+            rss=rss, fds={"start": samples[0].fds, "end": end.fds, "final": final.fds,
+                          "start_kinds": fds_start, "end_kinds": fds_end},
+            threads={"start": samples[0].threads, "end": end.threads,
+                     "final": final.threads},
+            samples=[vars(s) for s in samples], expiry=expiry, palace_checks=checks,
+            connections_at_end=connections, log_errors=log_errors[:10], shutdown=shutdown,
+        )
+    except Exception as exc:
+        fails.append(f"soak aborted: {exc!r}")
+    finally:
+        if ctl is not None:
+            ctl.close()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=SHUTDOWN_LIMIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    report["result"] = "FAIL" if fails else "PASS"
+    report["reasons"] = fails
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+    if fails or args.keep_home:
+        print(f"scratch home kept: {home}")
+    else:
+        shutil.rmtree(home, ignore_errors=True)
+    return 1 if fails else 0
+
+
+def _round(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def print_report(r: dict[str, Any]) -> None:
+    model = r.get("model", {})
+    print(f"palace soak: {r['minutes']} min, {r['clients']} clients, {len(r['palaces'])} "
+          f"palaces, model {model.get('identity', model.get('state'))}, tokenizer "
+          f"{r.get('tokenizer', {}).get('name')}")
+    if "ops" in r:
+        print(f"ops {r['ops']:,} in {r['elapsed_s']} s = {r['ops_per_s']} ops/s "
+              f"(prefill {r['prefill_s']} s)")
+        print(f"errors: expected {sum(r['expected_errors'].values())} "
+              f"{r['expected_errors']}")
+        print(f"        unexpected {sum(r['unexpected_errors'].values())} "
+              f"{r['unexpected_errors']}; violations {r['violations']}")
+        print(f"counters {r['counters']}")
+        print(f"{'op':<22}{'count':>8}{'fail':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}")
+        for name, s in r["latency_ms"].items():
+            print(f"{name:<22}{s['count']:>8}{s['failed']:>6}{s['p50']:>9}{s['p95']:>9}"
+                  f"{s['max']:>9}")
+        rss = r["rss"]
+        print(f"daemon RSS {rss['start_mb']} -> {rss['end_mb']} MB (peak {rss['peak_mb']}, "
+              f"{r['rss_boot_mb']} at boot before palaces); "
+              f"slope {rss['slope_mb_per_10k_ops']} MB/10k ops after {rss['warmup_s']:.0f} s "
+              f"warm-up (whole run {rss['slope_all_mb_per_10k_ops']}); thirds "
+              f"{rss['thirds_mb']}; leak={rss['leak']}")
+        print(f"fds {r['fds']['start']} -> {r['fds']['end']} (after checks {r['fds']['final']})"
+              f"; threads {r['threads']['start']} -> {r['threads']['end']} "
+              f"(after checks {r['threads']['final']}); connections at end "
+              f"{r['connections_at_end']}")
+        print(f"fd kinds start {r['fds']['start_kinds']}")
+        print(f"fd kinds end   {r['fds']['end_kinds']}")
+        print("rss samples (s:MB) " + " ".join(f"{s['t_s']:.0f}:{s['rss_mb']}"
+                                               for s in r["samples"]))
+        print(f"expiry {r['expiry']}")
+        for p, row in r["palace_checks"].items():
+            print(f"  {p}: {row}")
+        print(f"shutdown {r['shutdown']}")
+        for line in r["log_errors"]:
+            print(f"  log: {line[:200]}")
+        for line in r["examples"][:15]:
+            print(f"  {line[:240]}")
+    print(f"RESULT: {r['result']}" + ("" if not r["reasons"] else
+                                      "  -- " + "; ".join(str(x) for x in r["reasons"])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
