@@ -34,9 +34,9 @@ or expired one raises MemoryNotFound; no scratch palace is left; the daemon log 
 SIGTERM makes the daemon exit 0 within 30 s and remove its socket.
 
 PASS/FAIL: FAIL on any unexpected error, invariant violation, inconsistent palace, failed
-end check, hung worker, daemon death, ERROR line in the daemon log, fd growth > 20 (end of
-workload vs the baseline, both with only the control client connected), more than one
-daemon connection left at the end, a leftover scratch palace, a bad shutdown, or an RSS
+end check, stall or hung worker, daemon death, ERROR line in the daemon log, fd growth > 20
+(end of workload vs the baseline, both with only the control client connected), more than
+one daemon connection left at the end, a leftover scratch palace, a bad shutdown, or an RSS
 leak. RSS leak rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model
 arenas, SQLite page caches, the 2048-entry query-vector LRU, palaces reaching their cap). Over
 the remaining samples (at least 6 needed, else the rule is reported as not evaluated), FAIL
@@ -379,6 +379,7 @@ class Worker(threading.Thread):
         self._names = list(weights)
         self._weights = [weights[n] for n in self._names]
         self.current: tuple[str, str, float] | None = None  # (op, palace, since) in flight
+        self.recall_times: list[tuple[float, float]] = []  # (monotonic, ms): latency drift
         self._palace = ""
         self._bad: list[tuple[str, str, Callable[[str], object]]] = self._bad_ops()
 
@@ -416,8 +417,10 @@ class Worker(threading.Thread):
             self.unexpected[f"client:{type(exc).__name__}"] += 1
             self.note(f"{name}: {exc!r}"[:300], type(exc).__name__)
         self.current = None
-        self.lat.setdefault(name, Latency()).add((time.perf_counter() - t0) * 1000, ok,
-                                                 self._res_rnd)
+        ms = (time.perf_counter() - t0) * 1000
+        self.lat.setdefault(name, Latency()).add(ms, ok, self._res_rnd)
+        if name.startswith("recall") and len(self.recall_times) < 500_000:
+            self.recall_times.append((time.monotonic(), ms))
 
     def text(self) -> str:
         self.serial += 1
@@ -1019,6 +1022,7 @@ class Run:
 
     samples: list[Sample]
     elapsed: float
+    t0: float
     stall: str | None = None  # why the watchdog stopped the run early
     died: bool = False
 
@@ -1027,7 +1031,7 @@ def drive(proc: subprocess.Popen[bytes], pid: int, workers: list[Worker], shared
           duration: float, sample_every: float, stall_s: float) -> Run:
     """Start the workers, sample the daemon, and stop on time, on death or on a stall."""
     t0 = time.monotonic()
-    run = Run([proc_sample(pid, 0.0, 0)], 0.0)
+    run = Run([proc_sample(pid, 0.0, 0)], 0.0, t0)
     shared.deadline = t0 + duration
     for w in workers:
         w.start()
@@ -1220,9 +1224,18 @@ def main() -> int:
                 lat.setdefault(name, Latency()).merge(stats)
             if w.crashed:
                 fails.append(f"{w.name} crashed: {w.crashed}")
+        times = [x for w in workers for x in w.recall_times]
+        fifth = run.elapsed / 5
+        first = [ms for t, ms in times if t < run.t0 + fifth]
+        last = [ms for t, ms in times if t >= run.t0 + 4 * fifth]
+        report["recall_drift_ms"] = {
+            "first_fifth": {"n": len(first), "p50": round(pct(first, 50), 2),
+                            "p95": round(pct(first, 95), 2)},
+            "last_fifth": {"n": len(last), "p50": round(pct(last, 50), 2),
+                           "p95": round(pct(last, 95), 2)}}
         warmup = max(60.0, 0.25 * run.elapsed)
         rss = rss_verdict(samples, warmup, args.rss_slope, args.rss_rise)
-        rss.update(start_mb=samples[0].rss_mb, end_mb=end.rss_mb,
+        rss.update(start_mb=samples[0].rss_mb, end_mb=end.rss_mb, after_checks_mb=final.rss_mb,
                    peak_mb=max(s.rss_mb for s in samples),
                    slope_all_mb_per_10k_ops=_round(slope_per_10k(samples), 3))
         log_errors = scan_log(home / "state" / "palaced.log")
@@ -1294,9 +1307,14 @@ def print_report(r: dict[str, Any]) -> None:
         for name, s in r["latency_ms"].items():
             print(f"{name:<22}{s['count']:>8}{s['failed']:>6}{s['p50']:>9}{s['p95']:>9}"
                   f"{s['max']:>9}")
+        drift = r["recall_drift_ms"]
+        print(f"recall (all kinds) p50/p95: first fifth {drift['first_fifth']['p50']}/"
+              f"{drift['first_fifth']['p95']} ms, last fifth {drift['last_fifth']['p50']}/"
+              f"{drift['last_fifth']['p95']} ms")
         rss = r["rss"]
         print(f"daemon RSS {rss['start_mb']} -> {rss['end_mb']} MB (peak {rss['peak_mb']}, "
-              f"{r['rss_boot_mb']} at boot before palaces); slope "
+              f"{r['rss_boot_mb']} at boot before palaces, {rss['after_checks_mb']} after the "
+              f"idle end checks); slope "
               f"{rss['slope_mb_per_10k_ops']} MB/10k ops after {rss['warmup_s']:.0f} s warm-up "
               f"(whole run {rss['slope_all_mb_per_10k_ops']}); thirds {rss['thirds_mb']}; "
               f"leak={rss['leak']}")
