@@ -106,7 +106,7 @@ def parse_ttl(value: str | int) -> int:
             seconds = math.nan
     else:
         seconds = math.nan
-    if not math.isfinite(seconds):
+    if isinstance(seconds, float) and not math.isfinite(seconds):
         raise InvalidArgs(f"bad ttl {quote(value, 60)}: use seconds or 90s/15m/12h/7d/2w",
                           details={"arg": "ttl", "value": quote(value, 60)})
     if seconds > MAX_TTL_S:
