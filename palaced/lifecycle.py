@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from palaced.errors import InvalidArgs
+from palaced.errors import InvalidArgs, quote
 
 IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 # Class boundaries sit halfway between neighbouring presets.
@@ -71,8 +71,8 @@ def parse_importance(value: float | str) -> float:
 def _bad_importance(value: object) -> InvalidArgs:
     names = ", ".join(IMPORTANCE_PRESETS)
     return InvalidArgs(
-        f"importance must be one of {names} or a number in 0..1, not {value!r}",
-        details={"importance": repr(value)},
+        f"importance must be one of {names} or a number in 0..1, not {quote(value, 80)}",
+        details={"importance": quote(value, 80)},
     )
 
 

@@ -23,7 +23,7 @@ import apsw
 import numpy as np
 
 from palaced import hops, lifecycle
-from palaced.errors import InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.errors import InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.index import from_blob
 from palaced.palace import Palace
 from palaced.palace import now_ms as clock_ms
@@ -318,15 +318,17 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
 
     sources = await hops.read(palace, pick)
     if not sources:
-        where = f"room {room!r}" + (f" of wing {wing!r}" if wing is not None else "")
+        where = f"room {quote(room)}" + (f" of wing {quote(wing)}" if wing is not None else "")
         raise InvalidArgs(f"nothing to consolidate: {where} has no active, unconsolidated "
                           "drawers", details={"room": room, "wing": wing})
     target_wing = wing
     if target_wing is None:
         wings = sorted({w for _, w in sources})
         if len(wings) > 1:
-            raise InvalidArgs(f"the drawers to consolidate span several wings ({', '.join(wings)})"
-                              "; pass wing", details={"wings": wings})
+            shown = ", ".join(quote(w, 60) for w in wings[:10]) + (
+                f" and {len(wings) - 10} more" if len(wings) > 10 else "")
+            raise InvalidArgs(f"the drawers to consolidate span several wings ({shown})"
+                              "; pass wing", details={"wings": wings[:10]})
         target_wing = wings[0]
     from palaced.closets import extract_topics
 

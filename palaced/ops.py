@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import replace
@@ -10,15 +11,27 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from palaced import __version__
-from palaced.api import Arg, Op, OpTable, check_label, check_text, decode_args, need_palace
-from palaced.errors import InvalidArgs, PalaceError
+from palaced.api import (
+    MAX_ID,
+    MAX_OFFSET,
+    MAX_TIME_CHARS,
+    NO_LIMIT,
+    Arg,
+    Op,
+    OpTable,
+    check_label,
+    check_text,
+    decode_args,
+    need_palace,
+)
+from palaced.errors import InvalidArgs, PalaceError, quote
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
 if TYPE_CHECKING:
     from palaced.daemon import Daemon
 
-IMPORTANCE = Arg("str|float", default=0.5)
+IMPORTANCE = Arg("str|float", default=0.5, max_len=64)
 
 
 def parse_importance(value: Any) -> float:
@@ -66,42 +79,56 @@ def drawer_from_args(d: Daemon, args: dict[str, Any], now: int) -> m.NewDrawer:
 
 
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
 
 
 def parse_ttl(value: str | int) -> int:
-    """A time-to-live in seconds: an integer, or a number with a unit (90s, 15m, 12h, 7d, 2w).
+    """A time-to-live in whole seconds, 1 to MAX_TTL_S (100 years).
+
+    Accepts an integer of seconds, or a string: an integer, or a number with a unit
+    (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1.5h``).
 
     Raises:
-        InvalidArgs: anything else, or not positive.
+        InvalidArgs: anything else: not a number, infinite or NaN, under one second, or
+            longer than 100 years.
     """
+    seconds: float
     if isinstance(value, int) and not isinstance(value, bool):
         seconds = value
-    else:
-        text = str(value).strip().lower()
+    elif isinstance(value, str) and len(value) <= MAX_TIME_CHARS:
+        text = value.strip().lower()
         try:
             if text[-1:] in _TTL_UNITS:
-                seconds = int(float(text[:-1]) * _TTL_UNITS[text[-1]])
+                seconds = float(text[:-1]) * _TTL_UNITS[text[-1]]
             else:
                 seconds = int(text)
         except ValueError:
-            raise InvalidArgs(f"bad ttl {str(value)[:40]!r}: use seconds or 90s/15m/12h/7d/2w",
-                              details={"arg": "ttl"}) from None
-    if seconds <= 0:
-        raise InvalidArgs("ttl must be positive", details={"arg": "ttl"})
-    return seconds
+            seconds = math.nan
+    else:
+        seconds = math.nan
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise InvalidArgs(f"bad ttl {quote(value, 60)}: use seconds or 90s/15m/12h/7d/2w",
+                          details={"arg": "ttl", "value": quote(value, 60)})
+    if seconds > MAX_TTL_S:
+        raise InvalidArgs(f"ttl {quote(value, 60)} is longer than 100 years "
+                          f"({MAX_TTL_S} seconds); omit ttl to keep a memory",
+                          details={"arg": "ttl", "max_s": MAX_TTL_S})
+    if int(seconds) <= 0:
+        raise InvalidArgs("ttl must be at least one second", details={"arg": "ttl"})
+    return int(seconds)
 
 
 DRAWER_ARGS: dict[str, Arg] = {
-    "text": Arg("str", required=True),
+    "text": Arg("str", required=True, max_len=NO_LIMIT),
     "wing": Arg("str", max_len=200),
     "room": Arg("str", max_len=200),
     "tags": Arg("strlist", default=[], max_len=64),
     "importance": IMPORTANCE,
     "source": Arg("str", max_len=200),
-    "occurred_at": Arg("str|int"),
-    "ttl": Arg("str|int"),
-    "expires_at": Arg("str|int"),
-    "supersedes": Arg("int", min=1),
+    "occurred_at": Arg("str|int", max_len=MAX_TIME_CHARS),
+    "ttl": Arg("str|int", min=1, max=MAX_TTL_S, max_len=MAX_TIME_CHARS),
+    "expires_at": Arg("str|int", max_len=MAX_TIME_CHARS),
+    "supersedes": Arg("int", min=1, max=MAX_ID),
 }
 
 
@@ -278,7 +305,8 @@ def build_table() -> OpTable:
     t.add(Op("memory.remember", op_remember,
              {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace="required"))
     t.add(Op("memory.remember_many", op_remember_many,
-             {"items": Arg("list", required=True), "dedup": Arg("bool", default=False)},
+             {"items": Arg("list", required=True, max_len=NO_LIMIT),
+              "dedup": Arg("bool", default=False)},
              palace="required"))
     t.add(Op("memory.recall", op_recall, {
         "query": Arg("str", required=True, max_len=10_000),
@@ -294,16 +322,16 @@ def build_table() -> OpTable:
     t.add(Op("memory.wake_up", op_wake_up, {
         "budget": Arg("int", default=800, min=0, max=200_000),
     }, palace="required"))
-    t.add(Op("memory.get", op_get, {"id": Arg("int", required=True, min=1)},
+    t.add(Op("memory.get", op_get, {"id": Arg("int", required=True, min=1, max=MAX_ID)},
              palace="required"))
-    t.add(Op("memory.forget", op_forget, {"id": Arg("int", required=True, min=1)},
+    t.add(Op("memory.forget", op_forget, {"id": Arg("int", required=True, min=1, max=MAX_ID)},
              palace="required"))
     t.add(Op("memory.list", op_list, {
         "wing": Arg("str", max_len=200),
         "room": Arg("str", max_len=200),
         "tags": Arg("strlist", default=[], max_len=64),
         "limit": Arg("int", default=50, min=1, max=1000),
-        "offset": Arg("int", default=0, min=0),
+        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
     }, palace="required"))
     from palaced.ops_knowledge import register
 

@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from palaced import knowledge as k
 from palaced import lifecycle
-from palaced.api import Arg, Op, OpTable, check_label, check_text, need_palace
+from palaced.api import (
+    MAX_ID,
+    MAX_TIME_CHARS,
+    NO_LIMIT,
+    Arg,
+    Op,
+    OpTable,
+    check_label,
+    check_text,
+    need_palace,
+)
 from palaced.errors import InvalidArgs
 from palaced.store import graph as g
 from palaced.timeparse import parse_when
@@ -21,11 +31,11 @@ if TYPE_CHECKING:
     from palaced.daemon import Daemon
     from palaced.palace import Palace
 
-WHEN = Arg("str|int")
+WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
 SOURCE_ARGS: dict[str, Arg] = {
     "valid_from": WHEN,
     "confidence": Arg("float", default=1.0, min=0.0, max=1.0),
-    "source_drawer": Arg("int", min=1),
+    "source_drawer": Arg("int", min=1, max=MAX_ID),
     "source_url": Arg("str", max_len=g.MAX_VALUE_CHARS),
     "source_agent": Arg("str", max_len=g.MAX_NAME_CHARS),
 }
@@ -167,7 +177,7 @@ def register(table: OpTable) -> None:
         **SOURCE_ARGS,
     }, palace=r, doc="Relate two concepts (part_of, depends_on, related_to, ...)."))
     table.add(Op("graph.invalidate", op_graph_invalidate, {
-        "id": Arg("int", required=True, min=1),
+        "id": Arg("int", required=True, min=1, max=MAX_ID),
         "at": WHEN,
     }, palace=r, doc="End an active fact at a time (default now)."))
     table.add(Op("graph.query", op_graph_query, {
@@ -201,9 +211,9 @@ def register(table: OpTable) -> None:
     }, palace=r, doc="Delete low/medium drawers whose weight fell below threshold."))
     table.add(Op("memory.consolidate", op_consolidate, {
         "room": Arg("str", required=True, max_len=200),
-        "summary": Arg("str", required=True),
+        "summary": Arg("str", required=True, max_len=NO_LIMIT),
         "wing": Arg("str", max_len=200),
-        "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS),
+        "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=r, doc="Write a summary drawer and mark its sources consolidated into it."))
     table.add(Op("memory.health", op_health, {
         "threshold": THRESHOLD,

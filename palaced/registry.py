@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced.errors import InvalidPalaceName, PalaceExists, PalaceNotFound
+from palaced.errors import InvalidPalaceName, PalaceExists, PalaceNotFound, clip, quote
 from palaced.palace import DB_NAME, Palace
 from palaced.services import Services
 from palaced.store import memories as m
@@ -36,12 +36,12 @@ def validate_name(name: object) -> str:
     """
     if not isinstance(name, str) or not name:
         raise InvalidPalaceName("palace name must be a non-empty string",
-                                details={"name": repr(name)})
+                                details={"name": quote(name, 80)})
     if len(name) > MAX_NAME or NAME_RE.fullmatch(name) is None:
         raise InvalidPalaceName(
-            f"invalid palace name {name[:80]!r}: use lowercase letters, digits and single "
+            f"invalid palace name {quote(name, 80)}: use lowercase letters, digits and single "
             f"hyphens (kebab-case), 1-{MAX_NAME} characters",
-            details={"name": name[:80]},
+            details={"name": clip(name, 80)},
         )
     return name
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.timeparse import parse_when
 
 # One migration step, run after the drawers table exists (facts cite drawers as sources).
@@ -156,9 +156,9 @@ def normalize_predicate(predicate: str) -> str:
     text = re.sub(r"_+", "_", text).strip("_")
     if not text or len(text) > MAX_PREDICATE_CHARS or not _PREDICATE.fullmatch(text):
         raise InvalidContent(
-            f"invalid predicate {predicate!r}: use 1-{MAX_PREDICATE_CHARS} letters, digits, "
-            "spaces, hyphens or underscores",
-            details={"predicate": predicate},
+            f"invalid predicate {quote(predicate, 80)}: use 1-{MAX_PREDICATE_CHARS} letters, "
+            "digits, spaces, hyphens or underscores",
+            details={"predicate": quote(predicate, 80)},
         )
     return text
 
@@ -382,7 +382,7 @@ def assert_fact(
         raise InvalidArgs("confidence must be a number in 0..1", details={"confidence": confidence})
     if object_is_entity and entity_key(subject) == entity_key(obj):
         raise InvalidContent(
-            f"a fact cannot link {subject!r} to itself", details={"subject": subject}
+            f"a fact cannot link {quote(subject)} to itself", details={"subject": subject}
         )
     url = None if source_url is None else _clean_text(source_url, "source_url", MAX_VALUE_CHARS)
     agent = (
