@@ -57,25 +57,6 @@ def _drop_vectors(palace: Palace, vector_ids: Sequence[int]) -> None:
         palace.index.remove(vector_ids)
 
 
-def _delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
-    """Delete drawers everywhere in the store; returns the vector ids to drop from the index.
-
-    Sources of a deleted summary become unconsolidated again: their summary is gone.
-    """
-    vids: list[int] = []
-    for did in ids:
-        removed = m.delete_drawer(conn, did)
-        if removed:
-            vids.extend(removed)
-    if ids:
-        conn.execute(
-            "UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into IN "
-            "(SELECT value FROM json_each(?))",
-            (_json_ids(ids),),
-        )
-    return vids
-
-
 def _json_ids(ids: Sequence[int]) -> str:
     return "[" + ",".join(str(int(i)) for i in ids) + "]"
 
@@ -228,7 +209,7 @@ async def prune(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_TH
             rows = _weigh(c, ts)
             _store_weights(c, rows)
             chosen = _prune_pick(rows, limit)
-            return chosen, _delete_drawers(c, [r.id for r in chosen])
+            return chosen, m.delete_drawers(c, [r.id for r in chosen]) or []
 
         chosen, vids = palace.store.write(tx)
         _drop_vectors(palace, vids)
@@ -266,7 +247,7 @@ async def sweep_expired(palace: Palace, *, now_ms: int | None = None) -> dict[st
         def run() -> list[int]:
             def tx(c: apsw.Connection) -> tuple[list[int], list[int]]:
                 ids = [int(r[0]) for r in c.execute(_EXPIRED_SQL, (ts, SWEEP_BATCH))]
-                return ids, _delete_drawers(c, ids)
+                return ids, m.delete_drawers(c, ids) or []
 
             ids, vids = palace.store.write(tx)
             _drop_vectors(palace, vids)

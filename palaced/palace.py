@@ -421,7 +421,7 @@ class Palace:
             MemoryNotFound: no such drawer.
         """
         def write() -> None:
-            removed = self.store.write(lambda c: m.delete_drawer(c, drawer_id))
+            removed = self.store.write(lambda c: m.delete_drawers(c, [drawer_id]))
             if removed is None:
                 raise MemoryNotFound(f"no drawer {drawer_id} in palace {self.name!r}",
                                      details={"id": drawer_id, "palace": self.name})

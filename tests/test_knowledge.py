@@ -313,6 +313,24 @@ def test_consolidation_keeps_every_source(shared_daemon: DaemonProc) -> None:
         assert all(c.get(name, i)["consolidated_into"] == out["summary_id"] for i in loose)
 
 
+def test_forgetting_a_summary_frees_its_sources(shared_daemon: DaemonProc) -> None:
+    # Regression: forget used its own deletion path, which left the sources'
+    # consolidated_into pointing at the deleted summary, so the room could never be
+    # consolidated again and the sources could never be pruned.
+    d = shared_daemon
+    name = _name("unconsol")
+    with d.client() as c:
+        c.create_palace(name)
+        sources = [c.remember(name, f"Retro note {i}: the deploy train slipped again",
+                              room="retro", dedup=False) for i in range(3)]
+        res = c.consolidate(name, "retro", "Retro summary: the deploy train keeps slipping")
+        c.forget(name, res["summary_id"])
+        for did in sources:
+            assert c.get(name, did)["consolidated_into"] is None
+        again = c.consolidate(name, "retro", "Retro summary, take two")
+        assert again["source_ids"] == sources
+
+
 def test_health_reports_duplicates_and_hints(shared_daemon: DaemonProc) -> None:
     d = shared_daemon
     name = _name("health")

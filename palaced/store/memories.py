@@ -225,22 +225,33 @@ def vector_ids(conn: apsw.Connection, drawer_id: int) -> list[int]:
     ]
 
 
-def delete_drawer(conn: apsw.Connection, drawer_id: int) -> list[int] | None:
-    """Delete a drawer, its FTS row, closets and vectors; returns the removed vector ids.
+def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | None:
+    """Delete drawers everywhere in the store; returns the vector ids to drop from the index.
 
-    Returns None when no such drawer exists.
+    The one deletion path (forget, prune, TTL sweep, consolidation all use it), so every rule
+    about what a deleted drawer leaves behind lives here: its FTS row, closets and vectors go;
+    its room neighbours' context is refreshed; and drawers that were consolidated into it are
+    unconsolidated again (their summary is gone, so they must be recallable, prunable and
+    consolidatable again). Returns None when none of ``ids`` exists.
     """
-    neighbours = room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
-    vids = vector_ids(conn, drawer_id)
-    if not conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchall():
-        return None
-    conn.execute("DELETE FROM drawers_fts WHERE rowid = ?", (drawer_id,))
-    conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
-    if vids:
-        bump_vec_epoch(conn)
-    for nid in neighbours:
-        refresh_context(conn, nid)
-    return vids
+    vids: list[int] = []
+    found = False
+    for drawer_id in ids:
+        if not conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchall():
+            continue
+        found = True
+        neighbours = room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
+        removed = vector_ids(conn, drawer_id)
+        conn.execute("DELETE FROM drawers_fts WHERE rowid = ?", (drawer_id,))
+        conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
+        conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into = ?",
+                     (drawer_id,))
+        if removed:
+            vids.extend(removed)
+            bump_vec_epoch(conn)
+        for nid in neighbours:
+            refresh_context(conn, nid)
+    return vids if found else None
 
 
 def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int) -> None:
