@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from palaced import __version__
 from palaced.errors import (
@@ -169,16 +169,23 @@ def spawn_daemon(paths: Paths) -> None:
         if env.get(key):
             env[key] = os.path.abspath(os.path.expanduser(env[key]))
     daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
+    log: IO[bytes] | int
     try:
-        with open(paths.log_file, "ab") as log:
-            launcher = subprocess.run(
-                [sys.executable, "-S", "-c", _LAUNCHER, *daemon_cmd],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
-                env=env, cwd="/", timeout=_LAUNCH_TIMEOUT_S, check=False,
-            )
+        log = open(paths.log_file, "ab")  # closed below, once the launcher is done
+    except OSError:
+        log = subprocess.DEVNULL  # start it anyway; only its early stderr is lost
+    try:
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", _LAUNCHER, *daemon_cmd],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
+            env=env, cwd="/", timeout=_LAUNCH_TIMEOUT_S, check=False,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         raise DaemonUnreachable(f"cannot start palaced: {exc}",
                                 details={"log": str(paths.log_file)}) from None
+    finally:
+        if not isinstance(log, int):
+            log.close()
     if launcher.returncode != 0:
         raise DaemonUnreachable(
             f"cannot start palaced: its launcher exited with {launcher.returncode}; see the "
