@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from palaced import __version__
 from palaced.errors import (
@@ -50,6 +50,14 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return b"".join(chunks)
 
 
+class RequestNotSent(ConnectionError):
+    """The connection broke before a request was written whole: it was not applied."""
+
+
+class ReplyLost(ConnectionError):
+    """The connection broke after a request was written: it may or may not have run."""
+
+
 class Connection:
     """One handshaken connection to the daemon. Not thread-safe; one request at a time."""
 
@@ -83,9 +91,16 @@ class Connection:
 
     def _roundtrip(self, op: str, palace: str | None, args: dict[str, Any],
                    timeout_ms: int | None = None) -> dict[str, Any]:
+        self._send_request(op, palace, args, timeout_ms)
+        return self._read_response()
+
+    def _send_request(self, op: str, palace: str | None, args: dict[str, Any],
+                      timeout_ms: int | None) -> None:
         req_id = self._next_id
         self._next_id += 1
         self._sock.sendall(frame(request(req_id, op, palace, args, timeout_ms), self.max_frame))
+
+    def _read_response(self) -> dict[str, Any]:
         length = parse_header(_recv_exactly(self._sock, HEADER_SIZE), max(self.max_frame, 1 << 20)
                               * 4)
         msg = unpack(_recv_exactly(self._sock, length))
@@ -101,10 +116,23 @@ class Connection:
         """Send one request and return its result map.
 
         Raises:
-            PalaceError: the daemon answered with an error envelope (typed by code).
-            ConnectionError / OSError: the connection broke.
+            PalaceError: the daemon answered with an error envelope (typed by code), or the
+                request cannot be framed (FrameTooLarge).
+            RequestNotSent: the connection broke before the whole request was written; the
+                daemon cannot have applied it.
+            ReplyLost: the connection broke after the request was written; the daemon may
+                or may not have applied it.
         """
-        return self._roundtrip(op, palace, args or {}, timeout_ms)
+        try:
+            self._send_request(op, palace, args or {}, timeout_ms)
+        except OSError as exc:
+            # sendall raising means some bytes never left: the daemon never read a whole
+            # frame, so it cannot have run the request.
+            raise RequestNotSent(f"could not send {op} to palaced: {exc}") from exc
+        try:
+            return self._read_response()
+        except OSError as exc:
+            raise ReplyLost(f"lost the connection to palaced waiting for {op}: {exc}") from exc
 
     def close(self) -> None:
         try:
@@ -113,8 +141,26 @@ class Connection:
             pass
 
 
+# Runs in a throwaway interpreter (-S: stdlib only, fast): starts the daemon in a new session
+# and exits at once, so the daemon is orphaned and reparented to init. Were it our own child,
+# it would linger as our zombie after it exits, for as long as this client process lives.
+_LAUNCHER = (
+    "import subprocess, sys\n"
+    "subprocess.Popen(sys.argv[1:], start_new_session=True, close_fds=True)\n"
+)
+_LAUNCH_TIMEOUT_S = 10.0
+
+
 def spawn_daemon(paths: Paths) -> None:
-    """Start palaced detached from this process; the daemon's lock arbitrates races."""
+    """Start palaced fully detached from this process; the daemon's lock arbitrates races.
+
+    The daemon is started through a launcher that exits at once (reaped here), so it is not
+    a child of this process. Its stdout/stderr are appended to the daemon log, so a crash
+    before logging is set up still leaves a trace where the startup error points.
+
+    Raises:
+        DaemonUnreachable: the launcher could not be run or failed.
+    """
     paths.state_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     # The daemon runs from "/": make path settings absolute so it finds what we meant.
@@ -122,16 +168,28 @@ def spawn_daemon(paths: Paths) -> None:
                 "PALACE_TIKTOKEN_FILE"):
         if env.get(key):
             env[key] = os.path.abspath(os.path.expanduser(env[key]))
-    subprocess.Popen(
-        [sys.executable, "-m", "palaced", "run", "--quiet"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        env=env,
-        cwd="/",
-    )
+    daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
+    log: IO[bytes] | int
+    try:
+        log = open(paths.log_file, "ab")  # closed below, once the launcher is done
+    except OSError:
+        log = subprocess.DEVNULL  # start it anyway; only its early stderr is lost
+    try:
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", _LAUNCHER, *daemon_cmd],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
+            env=env, cwd="/", timeout=_LAUNCH_TIMEOUT_S, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DaemonUnreachable(f"cannot start palaced: {exc}",
+                                details={"log": str(paths.log_file)}) from None
+    finally:
+        if not isinstance(log, int):
+            log.close()
+    if launcher.returncode != 0:
+        raise DaemonUnreachable(
+            f"cannot start palaced: its launcher exited with {launcher.returncode}; see the "
+            f"log at {paths.log_file}", details={"log": str(paths.log_file)})
 
 
 def connect(paths: Paths | None = None, *, autostart: bool = True,

@@ -330,6 +330,16 @@ class DaemonUnreachable(ClientError):
     retryable = True
 
 
+class OutcomeUnknown(ClientError):
+    """The connection broke after a non-idempotent request was sent: it may or may not have
+    been applied. Not retryable blindly: look at the state (get, list, timeline) first.
+    """
+
+    code = 602
+    name = "OUTCOME_UNKNOWN"
+    retryable = False
+
+
 def _all_classes() -> list[type[PalaceError]]:
     out: list[type[PalaceError]] = []
     stack: list[type[PalaceError]] = [PalaceError]

@@ -24,7 +24,7 @@ from palaced.api import (
     decode_args,
     need_palace,
 )
-from palaced.errors import InvalidArgs, PalaceError, quote
+from palaced.errors import EmbedderUnavailable, InvalidArgs, PalaceError, quote
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
@@ -198,7 +198,24 @@ async def op_palace_info(d: Daemon, palace: str | None, args: dict[str, Any]
 
 
 async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Re-embed a palace with the loaded model.
+
+    Raises:
+        EmbedderUnavailable: the model is still loading (retry shortly) or unavailable (the
+            message says why).
+    """
     p = await d.registry.get(need_palace(palace))
+    model = d.services.model
+    if model.embedder is None:
+        # A reembed resent right after a daemon restart lands while the model loads.
+        if model.state == "loading":
+            raise EmbedderUnavailable(
+                "cannot reembed yet: the embedding model is still loading; retry in a moment",
+                details={"model": "loading"})
+        raise EmbedderUnavailable(
+            "cannot reembed: the embedding model is unavailable: "
+            f"{model.reason or 'no model is configured'}",
+            details={"model": model.state, "reason": model.reason})
     return await p.reembed()
 
 

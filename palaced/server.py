@@ -121,12 +121,14 @@ class ConnectionHandler:
                     op = msg.get("op")
                     if not isinstance(op, str):
                         raise BadFrame("request op must be a string")
-                    if not greeted:
-                        if op != HELLO_OP:
-                            raise HandshakeRequired(
-                                f"the first request must be {HELLO_OP}, got {op[:80]!r}")
+                    if op == HELLO_OP:
+                        # A repeated hello is answered again: the op list names it, so a
+                        # client may well send it to re-read the server's limits.
                         result = self._hello(msg.get("args"))
                         greeted = True
+                    elif not greeted:
+                        raise HandshakeRequired(
+                            f"the first request must be {HELLO_OP}, got {op[:80]!r}")
                     else:
                         if self._stopping():
                             raise ShuttingDown("palaced is shutting down; retry shortly")
@@ -156,8 +158,14 @@ class ConnectionHandler:
             return False
 
     def _hello(self, args: Any) -> dict[str, Any]:
+        """The hello answer.
+
+        Raises:
+            UnsupportedProtocol: ``protocol`` is not exactly the integer this daemon speaks
+                (``1.0`` and ``True`` compare equal to 1 in Python, but are not it).
+        """
         proto = args.get("protocol") if isinstance(args, dict) else None
-        if proto != PROTOCOL_VERSION:
+        if type(proto) is not int or proto != PROTOCOL_VERSION:
             raise UnsupportedProtocol(
                 f"this palaced speaks protocol {PROTOCOL_VERSION}, the client asked for {proto!r}",
                 details={"supported": [PROTOCOL_VERSION]},
