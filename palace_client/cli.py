@@ -470,6 +470,11 @@ def status(as_json: bool = JsonOpt) -> None:
             typer.echo(f"  model    UNAVAILABLE - keyword-only recall: {model['reason']}")
         tok = s["tokenizer"]
         typer.echo(f"  tokens   {tok['name']}" + ("" if tok["exact"] else f" ({tok['reason']})"))
+        tightened = s.get("tightened") or {}
+        if tightened.get("count"):
+            shown = tightened.get("paths") or ["?"]
+            typer.echo(f"  security made {tightened['count']} path(s) private at start (other "
+                       f"users could read them before), e.g. {shown[0]}; see the daemon log")
         for p in s["palaces"]:
             if "error" in p:
                 typer.echo(f"  {p['name']}: ERROR {p['error']}")

@@ -2,6 +2,11 @@
 
 Synchronous on purpose: one-shot CLI calls and the sequential MCP bridge need no event loop,
 and it keeps cold start small. Imports only the daemon's wire leaf modules.
+
+Before sending anything (the hello included) a connection checks, through the kernel's peer
+credentials (``SO_PEERCRED``/``LOCAL_PEERCRED``), that the process serving the socket runs as
+our own uid, as ssh-agent and gpg-agent clients do: another local user who plants a socket at
+our path gets nothing from us (``UntrustedDaemon``).
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ from palaced.errors import (
     DaemonUnreachable,
     PalaceError,
     UnsupportedProtocol,
+    UntrustedDaemon,
     from_wire,
 )
-from palaced.paths import Paths, resolve
+from palaced.paths import Paths, check_runtime_dir, make_private_dirs, resolve
 from palaced.protocol import (
     DEFAULT_MAX_FRAME,
     HEADER_SIZE,
@@ -32,6 +38,7 @@ from palaced.protocol import (
     hello_args,
     parse_header,
     request,
+    socket_peer_uid,
     unpack,
 )
 
@@ -75,15 +82,18 @@ class Connection:
     @classmethod
     def open(cls, path: Path, client_name: str = "palace-client", timeout: float | None = None
              ) -> Connection:
-        """Connect to the socket at ``path`` and handshake.
+        """Connect to the socket at ``path``, verify who serves it, and handshake.
 
         Raises:
             OSError: nothing is listening there.
+            UntrustedDaemon: the server runs as another uid (root included, unless we are
+                root); the connection is closed before a byte is sent.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
             sock.connect(str(path))
+            verify_server(sock, path)
             return cls(sock, client_name)
         except BaseException:
             sock.close()
@@ -141,6 +151,30 @@ class Connection:
             pass
 
 
+def verify_server(sock: socket.socket, path: Path) -> None:
+    """Refuse a daemon that does not run as our uid, before anything is sent to it.
+
+    The server's uid comes from the kernel (the peer credentials of the connected socket);
+    where the platform offers none, the owner of the socket file stands in, which is weaker
+    but still stops a socket planted by another user.
+
+    Raises:
+        UntrustedDaemon: the server's uid is not ours.
+    """
+    me = os.geteuid()
+    uid = socket_peer_uid(sock)
+    if uid is None:
+        uid = os.stat(path).st_uid
+    if uid != me:
+        raise UntrustedDaemon(
+            f"refusing the palaced at {path}: it runs as uid {uid}, not as you (uid {me}); "
+            "another local user may have planted it, and nothing was sent to it. Have "
+            f"{path.parent} removed, or set PALACE_SOCKET to a path in a private directory "
+            "you own",
+            details={"socket": str(path), "server_uid": uid, "uid": me},
+        )
+
+
 # Runs in a throwaway interpreter (-S: stdlib only, fast): starts the daemon in a new session
 # and exits at once, so the daemon is orphaned and reparented to init. Were it our own child,
 # it would linger as our zombie after it exits, for as long as this client process lives.
@@ -161,7 +195,7 @@ def spawn_daemon(paths: Paths) -> None:
     Raises:
         DaemonUnreachable: the launcher could not be run or failed.
     """
-    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(paths.state_dir)
     env = dict(os.environ)
     # The daemon runs from "/": make path settings absolute so it finds what we meant.
     for key in ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
@@ -199,6 +233,9 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
 
     Raises:
         DaemonUnreachable: it is not running and could not be started in time.
+        UntrustedDaemon: the socket is served by a process of another uid.
+        UnsafePath: it is not running and its runtime directory is a symlink or another
+            uid's (the daemon would refuse it; we say why at once rather than time out).
     """
     paths = paths or resolve()
     try:
@@ -214,6 +251,7 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         raise
     except OSError as exc:
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
+    check_runtime_dir(paths.runtime_dir)
     spawn_daemon(paths)
     deadline = time.monotonic() + start_timeout
     delay = 0.01

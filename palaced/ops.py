@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from palaced.daemon import Daemon
 
 IMPORTANCE = Arg("str|float", default=0.5, max_len=64)
+TIGHTENED_SHOWN = 20  # status lists this many tightened paths; the log has them all
 
 
 def parse_importance(value: Any) -> float:
@@ -156,6 +157,9 @@ async def op_status(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": d.connections,
         "palaces": palaces,
+        # Permissions this run tightened at start (see Daemon.tightened): shown for the whole
+        # run, empty from the next start on since there is then nothing left to tighten.
+        "tightened": {"count": len(d.tightened), "paths": d.tightened[:TIGHTENED_SHOWN]},
     }
 
 

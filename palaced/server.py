@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +39,7 @@ from palaced.protocol import (
     frame,
     ok_response,
     parse_header,
+    socket_peer_uid,
     unpack,
 )
 
@@ -49,19 +49,12 @@ Dispatch = Callable[[str, "str | None", Any, float | None], Awaitable[dict[str, 
 
 
 def peer_uid(stream: ByteStream) -> int | None:
-    """The uid of the process on the other end of a Unix socket (Linux SO_PEERCRED)."""
+    """The uid of the process on the other end of a Unix socket stream, None if unknown."""
     try:
         raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
     except Exception:
         return None
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return int(uid)
-    getpeereid = getattr(os, "getpeereid", None)  # not in stdlib; BSD/macOS fallback below
-    if getpeereid is not None:
-        return int(getpeereid(raw.fileno())[0])
-    return None
+    return socket_peer_uid(raw)
 
 
 class ConnectionHandler:
