@@ -130,14 +130,17 @@ class Palace:
     @classmethod
     def _open_sync(cls, name: str, directory: Path, services: Services, create: bool
                    ) -> Palace:
+        # A damaged directory is refused before anything (even the lock file) is created.
+        fresh = not has_database(name, directory)
+        if fresh and not create:
+            raise _not_found(name)
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
         fd = _take_lock(name, directory)
         store: Store | None = None
-        fresh = False
         try:
-            # Decided under the lock: nobody else can be creating or repairing it meanwhile.
+            # Again under the lock: another process may have created or damaged it meanwhile.
             fresh = not has_database(name, directory)
             if fresh and not create:
                 raise _not_found(name)

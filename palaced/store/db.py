@@ -61,11 +61,16 @@ def open_connection(path: Path, *, readonly: bool = False, palace: str | None = 
 
 
 def is_read_only(path: Path) -> bool:
-    """Whether ``path`` (or, when it does not exist, its directory) cannot be written."""
-    target = path if path.exists() else path.parent
+    """Whether ``path`` or its directory cannot be written.
+
+    SQLite needs both: the database file, and its directory for the WAL and shared-memory
+    files it creates beside it.
+    """
     # access(2) also answers EROFS for a read-only mount and EPERM for an immutable file,
     # even to root, which ignores the permission bits.
-    return not os.access(target, os.W_OK)
+    if not os.access(path.parent, os.W_OK):
+        return True
+    return path.exists() and not os.access(path, os.W_OK)
 
 
 def _describe(exc: apsw.Error | OSError, path: Path | None) -> tuple[str, str]:
