@@ -21,16 +21,16 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from palaced.errors import PalaceError
+from palaced.errors import PalaceError, StorageError
 
-from .conftest import DaemonProc, base_env
+from .conftest import DaemonProc, base_env, short_home
 
 
 def palace_error(fn: Callable[[], Any]) -> PalaceError:
@@ -136,35 +136,61 @@ def test_empty_or_missing_database_is_a_storage_error_and_nothing_is_touched(
 
 
 # -- item 6: identity.txt with bad bytes, huge, or not a regular file ----------------------------
-def test_identity_file_with_bad_bytes_huge_or_a_fifo_never_breaks_recall(
-        keyword_daemon: DaemonProc) -> None:
-    d = keyword_daemon
-    with d.client() as c:
-        c.create_palace("who")
-        c.remember("who", "otters sleep holding hands", importance=0.9)
-        identity = d.home / "palaces" / "who" / "identity.txt"
+@pytest.fixture(scope="module")
+def shared_keyword() -> Iterator[DaemonProc]:
+    """One keyword-only palaced for the identity tests (each uses its own palace)."""
+    path = short_home()
+    d = DaemonProc(path, base_env(path, model=False))
+    d.start(wait_model=False)
+    yield d
+    d.stop()
+    shutil.rmtree(path, ignore_errors=True)
 
-        identity.write_bytes(b"# comment\nI am \xff\xfe the otter keeper\n")
-        assert c.palace_info("who")["identity"] == "I am \ufffd\ufffd the otter keeper"
-        wake = c.wake_up("who")
+
+def _identity_palace(d: DaemonProc, name: str) -> Path:
+    with d.client() as c:
+        c.create_palace(name)
+        c.remember(name, "otters sleep holding hands", importance=0.9)
+    return d.home / "palaces" / name / "identity.txt"
+
+
+def test_identity_file_that_is_not_utf8_is_read_with_replacement(
+        shared_keyword: DaemonProc) -> None:
+    identity = _identity_palace(shared_keyword, "bytes")
+    identity.write_bytes(b"# comment\nI am \xff\xfe the otter keeper\n")
+    with shared_keyword.client() as c:
+        assert c.palace_info("bytes")["identity"] == "I am \ufffd\ufffd the otter keeper"
+        wake = c.wake_up("bytes")
         assert wake["sections"][0]["level"] == 0
         assert wake["sections"][0]["items"][0]["text"] == "I am \ufffd\ufffd the otter keeper"
-        assert c.recall("who", "otters")[0]["text"] == "otters sleep holding hands"
+        assert c.recall("bytes", "otters")[0]["text"] == "otters sleep holding hands"
 
-        identity.write_bytes(b"x" * (50 << 20))
-        text = c.palace_info("who")["identity"]
+
+def test_huge_identity_file_is_cut_with_a_marker(shared_keyword: DaemonProc) -> None:
+    identity = _identity_palace(shared_keyword, "huge")
+    identity.write_bytes(b"x" * (50 << 20))
+    with shared_keyword.client() as c:
+        text = c.palace_info("huge")["identity"]
         assert len(text) < 70_000 and text.endswith("[identity.txt truncated at 65536 bytes]")
-        assert c.recall("who", "otters")
+        assert c.wake_up("huge")["sections"][0]["items"][0]["text"].startswith("xxxx")
+        assert c.recall("huge", "otters")[0]["text"] == "otters sleep holding hands"
 
-        identity.unlink()
-        os.mkfifo(identity)
+
+def test_identity_fifo_is_ignored_instead_of_hanging(shared_keyword: DaemonProc) -> None:
+    identity = _identity_palace(shared_keyword, "fifo")
+    identity.unlink()
+    os.mkfifo(identity)
+    with shared_keyword.client() as c:
         # The old code blocked a worker thread forever opening the FIFO: bound the wait.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            wake = pool.submit(lambda: c.wake_up("who")).result(timeout=15)
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        try:
+            wake = pool.submit(lambda: c.wake_up("fifo")).result(timeout=15)
+        finally:
+            pool.shutdown(wait=False)
         assert not [s for s in wake["sections"] if s["level"] == 0 and s["items"]]
         assert wake["sections"][-1]["items"][0]["text"] == "otters sleep holding hands"
-        assert c.palace_info("who")["identity"] == ""
-        assert c.recall("who", "otters")[0]["text"] == "otters sleep holding hands"
+        assert c.palace_info("fifo")["identity"] == ""
+        assert c.recall("fifo", "otters")[0]["text"] == "otters sleep holding hands"
 
 
 # -- item 9: recall reports storage errors as STORAGE_ERROR --------------------------------------
@@ -270,7 +296,6 @@ async def test_checkpointer_logs_a_persistent_failure_once_per_condition(
     from palaced import config as config_mod
     from palaced import daemon as daemon_mod
     from palaced.paths import resolve
-    from palaced.store.db import storage_error
 
     monkeypatch.setenv("PALACE_HOME", str(tmp_path))
     monkeypatch.setenv("PALACE_EMBED_MODEL", "none")
@@ -286,7 +311,9 @@ async def test_checkpointer_logs_a_persistent_failure_once_per_condition(
         calls[0] += 1
         code = failure[0]
         if code is not None:
-            raise storage_error(OSError(code, os.strerror(code)), palace.store.path, "tick")
+            what = "is read-only" if code == errno.EROFS else "is full"
+            raise StorageError(f"palace 'tick''s storage {what}: {os.strerror(code)}",
+                               details={"condition": errno.errorcode[code]})
         real_checkpoint()
 
     monkeypatch.setattr(palace.store, "checkpoint", checkpoint)
