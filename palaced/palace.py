@@ -111,8 +111,9 @@ class Palace:
                    create: bool = True) -> Palace:
         """Open palace ``name`` in ``directory``; with ``create``, make it if nothing is there.
 
-        Only ``Registry.create`` asks for a new palace (``create=True``); every other open
-        passes ``create=False``. A directory that holds palace files but no usable database is
+        The registry passes ``create`` explicitly: True only from ``Registry.create``, the one
+        way a new palace comes to be (the default serves in-process callers and tests). Even
+        with ``create``, a directory that holds palace files but no usable database is
         damaged: it is reported, never turned into a fresh empty palace, and none of its files
         is touched. A failed open releases the lock and every connection it took (and undoes
         a failed create), so the next request simply retries.
@@ -131,19 +132,20 @@ class Palace:
     def _open_sync(cls, name: str, directory: Path, services: Services, create: bool
                    ) -> Palace:
         # A damaged directory is refused before anything (even the lock file) is created.
-        fresh = not has_database(name, directory)
-        if fresh and not create:
+        if not has_database(name, directory) and not create:
             raise _not_found(name)
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
         fd = _take_lock(name, directory)
         store: Store | None = None
+        created = False  # only then is everything in the directory ours to undo
         try:
             # Again under the lock: another process may have created or damaged it meanwhile.
-            fresh = not has_database(name, directory)
-            if fresh and not create:
-                raise _not_found(name)
+            if not has_database(name, directory):
+                if not create:
+                    raise _not_found(name)
+                created = True
             store = Store(directory / DB_NAME, palace=name)
             identity = directory / IDENTITY_NAME
             with storage_errors(identity, name):
@@ -158,7 +160,7 @@ class Palace:
         except BaseException:
             if store is not None:
                 store.close()
-            if fresh and create:
+            if created:
                 _undo_create(directory)
             _release_lock(fd)
             raise

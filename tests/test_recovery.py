@@ -350,3 +350,46 @@ async def test_checkpointer_logs_a_persistent_failure_once_per_condition(
     assert "is read-only" in str(errors[0].exc_info[1]) and "is full" in str(
         errors[1].exc_info[1])
 
+
+
+@pytest.mark.anyio
+async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: a create that fails after the database was made leaves only the lock
+    file (so the next create starts over), and neither failure keeps the flock."""
+    from palaced import config as config_mod
+    from palaced import palace as palace_mod
+    from palaced.embedder import HashEmbedder
+    from palaced.errors import IndexError_
+    from palaced.paths import resolve
+    from palaced.services import ModelState, Services
+    from palaced.tokens import Tokenizer
+
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path))
+    model = ModelState()
+    model.embedder, model.state = HashEmbedder(16), "ready"
+    svc = Services(config=config_mod.load(resolve()), model=model,
+                   tokenizer=Tokenizer.fallback("unit test"))
+    pdir = tmp_path / "p"
+    real_open_index = palace_mod.open_index
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise IndexError_("index save failed: no space left")
+
+    monkeypatch.setattr(palace_mod, "open_index", broken)
+    with pytest.raises(IndexError_):
+        await palace_mod.Palace.open("p", pdir, svc, create=True)
+    assert sorted(f.name for f in pdir.iterdir()) == [".lock"]
+
+    monkeypatch.setattr(palace_mod, "open_index", real_open_index)
+    p = await palace_mod.Palace.open("p", pdir, svc, create=True)  # not PALACE_LOCKED
+    await p.remember(palace_mod.m.NewDrawer(text="otters"))
+    await p.aclose()
+    monkeypatch.setattr(palace_mod, "open_index", broken)
+    with pytest.raises(IndexError_):  # an existing palace: nothing is undone
+        await palace_mod.Palace.open("p", pdir, svc, create=False)
+    assert (pdir / "palace.db").stat().st_size > 0
+    monkeypatch.setattr(palace_mod, "open_index", real_open_index)
+    p = await palace_mod.Palace.open("p", pdir, svc, create=False)
+    assert (await p.info())["drawers"] == 1
+    await p.aclose()
