@@ -253,25 +253,50 @@ class Daemon:
         limits = self.config.limits
         last_sweep = time.monotonic()
         last_expiry_sweep: dict[str, float] = {}
+        # A persistent failure (read-only mount, full disk) repeats every tick: log it once
+        # per condition, again when the condition changes, and say when it clears.
+        failing: dict[str, str] = {}
+
+        def condition(exc: Exception) -> str:
+            if isinstance(exc, PalaceError):
+                return f"{exc.name}: {exc.details.get('condition') or exc.message}"
+            return f"{type(exc).__name__}: {exc}"
+
         while True:
             await anyio.sleep(TICK_S)
             now = time.monotonic()
-            for name, palace in self.registry.open_palaces.items():
+            open_palaces = self.registry.open_palaces
+            for gone in failing.keys() - open_palaces.keys():
+                del failing[gone]
+            for name, palace in open_palaces.items():
                 if palace.closed:
                     continue
+                worked = False
                 try:
                     idle = now - palace.last_write >= limits.checkpoint_idle_s
                     if palace.index_stale or (idle and palace.checkpoint_due):
+                        worked = True
                         await palace.checkpoint()
                     if idle and self.services.model.ready and palace.pending_check_due():
+                        worked = True
                         await palace.embed_pending()
                     if idle:
                         await knowledge.maybe_decay(palace)
                         if now - last_expiry_sweep.get(name, 0.0) >= EXPIRY_SWEEP_S:
                             last_expiry_sweep[name] = now
+                            worked = True
                             await knowledge.sweep_expired(palace)
-                except Exception:
-                    log.exception("palace %s: checkpoint failed", name)
+                except Exception as exc:
+                    cond = condition(exc)
+                    if failing.get(name) == cond:
+                        log.debug("palace %s: checkpoint still failing: %s", name, cond)
+                    else:
+                        failing[name] = cond
+                        log.exception("palace %s: checkpoint failed (logged once until "
+                                      "it changes or clears)", name)
+                else:
+                    if worked and failing.pop(name, None) is not None:
+                        log.info("palace %s: checkpoint works again", name)
             if now - last_sweep > min(30.0, limits.idle_close_s):
                 last_sweep = now
                 await self.registry.close_idle(limits.idle_close_s)
