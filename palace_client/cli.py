@@ -25,6 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -469,6 +470,11 @@ def status(as_json: bool = JsonOpt) -> None:
             typer.echo(f"  model    UNAVAILABLE - keyword-only recall: {model['reason']}")
         tok = s["tokenizer"]
         typer.echo(f"  tokens   {tok['name']}" + ("" if tok["exact"] else f" ({tok['reason']})"))
+        tightened = s.get("tightened") or {}
+        if tightened.get("count"):
+            shown = tightened.get("paths") or ["?"]
+            typer.echo(f"  security made {tightened['count']} path(s) private at start (other "
+                       f"users could read them before), e.g. {shown[0]}; see the daemon log")
         for p in s["palaces"]:
             if "error" in p:
                 typer.echo(f"  {p['name']}: ERROR {p['error']}")
@@ -495,6 +501,9 @@ def daemon_start(as_json: bool = JsonOpt) -> None:
           lambda r: typer.echo(f"palaced running (pid {r['pid']}, socket {r['socket']})"))
 
 
+STOP_TIMEOUT_S = 30.0
+
+
 @daemon_app.command("stop")
 def daemon_stop(as_json: bool = JsonOpt) -> None:
     """Stop palaced gracefully (saves indexes, closes databases)."""
@@ -512,15 +521,58 @@ def daemon_stop(as_json: bool = JsonOpt) -> None:
         return
     except E.PalaceError as exc:
         _fail(exc, as_json)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while not _daemon_gone(pid, c.paths.lock_file):
+        if time.monotonic() >= deadline:
+            _fail(E.ClientError(f"palaced (pid {pid}) was asked to stop but is still running "
+                                f"after {STOP_TIMEOUT_S:.0f}s", details={"pid": pid}), as_json)
         time.sleep(0.05)
     _emit({"running": False, "stopped": True, "pid": pid}, as_json,
           lambda r: typer.echo(f"palaced (pid {pid}) stopped"))
+
+
+def _daemon_gone(pid: int, lock_file: Path) -> bool:
+    """True once the daemon ``pid`` has exited.
+
+    A zombie counts as gone: a daemon auto-started by an older client may be that client's
+    child, and stays a zombie until it is reaped, which ``kill(pid, 0)`` cannot tell apart
+    from running. Linux shows the state in ``/proc``; elsewhere the daemon's lock tells,
+    because an exited process holds no flock.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # a process of another user now has that pid: look at the lock below
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        if Path("/proc/self/stat").exists():
+            return True  # exited between the two checks
+    except OSError:
+        pass
+    else:
+        # Field 3, after the parenthesised command name (which may contain spaces).
+        return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
+    return _lock_free(lock_file)
+
+
+def _lock_free(lock_file: Path) -> bool:
+    """True when nobody holds the daemon's lock (probed without blocking, released at once)."""
+    import fcntl
+
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock, if it got one
+    return True
 
 
 def _register_optional() -> None:

@@ -1,8 +1,12 @@
 """``palace_client.Client``: the synchronous Python API over the daemon socket.
 
-Importable without apsw, usearch, fastembed or numpy. Every method is one request; a broken
-connection (daemon restarted) is reopened once and the request retried, which is safe
-because writes are idempotent by content hash.
+Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
+connection (daemon restarted or killed) is reopened once and the request retried when that
+is correct, as each op's spec (``palaced.specs``) says (the reasoning is in that
+module's docstring): a request that was never written whole is always resent; after a lost
+reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
+are resent and an "already done" answer counts as success, and the rest raise
+``OutcomeUnknown`` rather than run twice.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError
 from palaced.paths import Paths, resolve
+from palaced.specs import Retry, retry_rule
 
-from .connection import Connection, connect
+from .connection import Connection, ReplyLost, RequestNotSent, connect
 
 
 class Client:
@@ -48,17 +54,50 @@ class Client:
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
              *, timeout_ms: int | None = None) -> dict[str, Any]:
-        """Send one raw request and return its result map (reconnects once if needed)."""
+        """Send one raw request and return its result map.
+
+        A broken connection is reopened and the request resent once, per the op's retry rule.
+
+        Raises:
+            PalaceError: the daemon's typed error.
+            DaemonUnreachable: the connection broke and the retry could not get through.
+            OutcomeUnknown: the connection broke after the request was sent, and the op may
+                not be resent (or its resend failed too): it may or may not have been applied.
+        """
         payload = dict(args or {})
-        for attempt in (0, 1):
-            conn = self._connection()
+        rule = retry_rule(op)
+        delivered = False  # an earlier attempt was written whole and its reply lost
+        lost: Exception | None = None
+        for _attempt in range(2):
+            if delivered:
+                payload = {**payload, **rule.retry_args}
+            try:
+                conn = self._connection()
+            except DaemonUnreachable as exc:
+                if delivered and rule.kind is not Retry.SAFE:
+                    raise _unknown(op, lost) from exc
+                raise
             try:
                 return conn.call(op, palace, payload, timeout_ms)
-            except (ConnectionError, BrokenPipeError, OSError):
+            except RequestNotSent as exc:
                 self.close()
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+                lost = exc
+            except ReplyLost as exc:
+                self.close()
+                lost = exc
+                if rule.kind is Retry.NEVER or (delivered and rule.kind is not Retry.SAFE):
+                    raise _unknown(op, exc) from exc
+                delivered = True
+            except PalaceError as exc:
+                if delivered and rule.done_code is not None and exc.code == rule.done_code:
+                    # The lost attempt did it: this "not found" is its success.
+                    done = rule.done_result(palace, payload) if rule.done_result else {}
+                    return {**done, "already_done": True}
+                raise
+        if delivered and rule.kind is not Retry.SAFE:
+            raise _unknown(op, lost)
+        raise DaemonUnreachable(f"lost the connection to palaced twice: {lost}",
+                                details={"op": op, "socket": str(self.paths.socket)})
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -294,6 +333,13 @@ class Client:
         """
         return self.call("memory.health", palace,
                          self._some(threshold=threshold, stale_days=stale_days, limit=limit))
+
+
+def _unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
+    return OutcomeUnknown(
+        f"the connection to palaced broke after {op} was sent ({cause}); it may or may not "
+        "have been applied: check the palace before repeating it",
+        details={"op": op})
 
 
 def _drawer_args(*, text: str, wing: str | None = None, room: str | None = None,

@@ -2,6 +2,11 @@
 
 Synchronous on purpose: one-shot CLI calls and the sequential MCP bridge need no event loop,
 and it keeps cold start small. Imports only the daemon's wire leaf modules.
+
+Before sending anything (the hello included) a connection checks, through the kernel's peer
+credentials (``SO_PEERCRED``/``LOCAL_PEERCRED``), that the process serving the socket runs as
+our own uid, as ssh-agent and gpg-agent clients do: another local user who plants a socket at
+our path gets nothing from us (``UntrustedDaemon``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from palaced import __version__
 from palaced.errors import (
@@ -20,9 +25,10 @@ from palaced.errors import (
     DaemonUnreachable,
     PalaceError,
     UnsupportedProtocol,
+    UntrustedDaemon,
     from_wire,
 )
-from palaced.paths import Paths, resolve
+from palaced.paths import Paths, check_runtime_dir, make_private_dirs, resolve
 from palaced.protocol import (
     DEFAULT_MAX_FRAME,
     HEADER_SIZE,
@@ -32,6 +38,7 @@ from palaced.protocol import (
     hello_args,
     parse_header,
     request,
+    socket_peer_uid,
     unpack,
 )
 
@@ -48,6 +55,14 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
+
+
+class RequestNotSent(ConnectionError):
+    """The connection broke before a request was written whole: it was not applied."""
+
+
+class ReplyLost(ConnectionError):
+    """The connection broke after a request was written: it may or may not have run."""
 
 
 class Connection:
@@ -67,15 +82,18 @@ class Connection:
     @classmethod
     def open(cls, path: Path, client_name: str = "palace-client", timeout: float | None = None
              ) -> Connection:
-        """Connect to the socket at ``path`` and handshake.
+        """Connect to the socket at ``path``, verify who serves it, and handshake.
 
         Raises:
             OSError: nothing is listening there.
+            UntrustedDaemon: the server runs as another uid (root included, unless we are
+                root); the connection is closed before a byte is sent.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
             sock.connect(str(path))
+            verify_server(sock, path)
             return cls(sock, client_name)
         except BaseException:
             sock.close()
@@ -83,9 +101,16 @@ class Connection:
 
     def _roundtrip(self, op: str, palace: str | None, args: dict[str, Any],
                    timeout_ms: int | None = None) -> dict[str, Any]:
+        self._send_request(op, palace, args, timeout_ms)
+        return self._read_response()
+
+    def _send_request(self, op: str, palace: str | None, args: dict[str, Any],
+                      timeout_ms: int | None) -> None:
         req_id = self._next_id
         self._next_id += 1
         self._sock.sendall(frame(request(req_id, op, palace, args, timeout_ms), self.max_frame))
+
+    def _read_response(self) -> dict[str, Any]:
         length = parse_header(_recv_exactly(self._sock, HEADER_SIZE), max(self.max_frame, 1 << 20)
                               * 4)
         msg = unpack(_recv_exactly(self._sock, length))
@@ -101,10 +126,23 @@ class Connection:
         """Send one request and return its result map.
 
         Raises:
-            PalaceError: the daemon answered with an error envelope (typed by code).
-            ConnectionError / OSError: the connection broke.
+            PalaceError: the daemon answered with an error envelope (typed by code), or the
+                request cannot be framed (FrameTooLarge).
+            RequestNotSent: the connection broke before the whole request was written; the
+                daemon cannot have applied it.
+            ReplyLost: the connection broke after the request was written; the daemon may
+                or may not have applied it.
         """
-        return self._roundtrip(op, palace, args or {}, timeout_ms)
+        try:
+            self._send_request(op, palace, args or {}, timeout_ms)
+        except OSError as exc:
+            # sendall raising means some bytes never left: the daemon never read a whole
+            # frame, so it cannot have run the request.
+            raise RequestNotSent(f"could not send {op} to palaced: {exc}") from exc
+        try:
+            return self._read_response()
+        except OSError as exc:
+            raise ReplyLost(f"lost the connection to palaced waiting for {op}: {exc}") from exc
 
     def close(self) -> None:
         try:
@@ -113,25 +151,79 @@ class Connection:
             pass
 
 
+def verify_server(sock: socket.socket, path: Path) -> None:
+    """Refuse a daemon that does not run as our uid, before anything is sent to it.
+
+    The server's uid comes from the kernel (the peer credentials of the connected socket);
+    where the platform offers none, the owner of the socket file stands in, which is weaker
+    but still stops a socket planted by another user.
+
+    Raises:
+        UntrustedDaemon: the server's uid is not ours.
+    """
+    me = os.geteuid()
+    uid = socket_peer_uid(sock)
+    if uid is None:
+        uid = os.stat(path).st_uid
+    if uid != me:
+        raise UntrustedDaemon(
+            f"refusing the palaced at {path}: it runs as uid {uid}, not as you (uid {me}); "
+            "another local user may have planted it, and nothing was sent to it. Have "
+            f"{path.parent} removed, or set PALACE_SOCKET to a path in a private directory "
+            "you own",
+            details={"socket": str(path), "server_uid": uid, "uid": me},
+        )
+
+
+# Runs in a throwaway interpreter (-S: stdlib only, fast): starts the daemon in a new session
+# and exits at once, so the daemon is orphaned and reparented to init. Were it our own child,
+# it would linger as our zombie after it exits, for as long as this client process lives.
+_LAUNCHER = (
+    "import subprocess, sys\n"
+    "subprocess.Popen(sys.argv[1:], start_new_session=True, close_fds=True)\n"
+)
+_LAUNCH_TIMEOUT_S = 10.0
+
+
 def spawn_daemon(paths: Paths) -> None:
-    """Start palaced detached from this process; the daemon's lock arbitrates races."""
-    paths.state_dir.mkdir(parents=True, exist_ok=True)
+    """Start palaced fully detached from this process; the daemon's lock arbitrates races.
+
+    The daemon is started through a launcher that exits at once (reaped here), so it is not
+    a child of this process. Its stdout/stderr are appended to the daemon log, so a crash
+    before logging is set up still leaves a trace where the startup error points.
+
+    Raises:
+        DaemonUnreachable: the launcher could not be run or failed.
+    """
+    make_private_dirs(paths.state_dir)
     env = dict(os.environ)
     # The daemon runs from "/": make path settings absolute so it finds what we meant.
     for key in ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
                 "PALACE_TIKTOKEN_FILE"):
         if env.get(key):
             env[key] = os.path.abspath(os.path.expanduser(env[key]))
-    subprocess.Popen(
-        [sys.executable, "-m", "palaced", "run", "--quiet"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        env=env,
-        cwd="/",
-    )
+    daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
+    log: IO[bytes] | int
+    try:
+        log = open(paths.log_file, "ab")  # closed below, once the launcher is done
+    except OSError:
+        log = subprocess.DEVNULL  # start it anyway; only its early stderr is lost
+    try:
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", _LAUNCHER, *daemon_cmd],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
+            env=env, cwd="/", timeout=_LAUNCH_TIMEOUT_S, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DaemonUnreachable(f"cannot start palaced: {exc}",
+                                details={"log": str(paths.log_file)}) from None
+    finally:
+        if not isinstance(log, int):
+            log.close()
+    if launcher.returncode != 0:
+        raise DaemonUnreachable(
+            f"cannot start palaced: its launcher exited with {launcher.returncode}; see the "
+            f"log at {paths.log_file}", details={"log": str(paths.log_file)})
 
 
 def connect(paths: Paths | None = None, *, autostart: bool = True,
@@ -141,6 +233,9 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
 
     Raises:
         DaemonUnreachable: it is not running and could not be started in time.
+        UntrustedDaemon: the socket is served by a process of another uid.
+        UnsafePath: it is not running and its runtime directory is a symlink or another
+            uid's (the daemon would refuse it; we say why at once rather than time out).
     """
     paths = paths or resolve()
     try:
@@ -156,6 +251,7 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         raise
     except OSError as exc:
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
+    check_runtime_dir(paths.runtime_dir)
     spawn_daemon(paths)
     deadline = time.monotonic() + start_timeout
     delay = 0.01

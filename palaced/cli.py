@@ -21,24 +21,38 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", help="Log to the log file only."),
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
-    """Run the daemon in the foreground until SIGTERM/SIGINT or `palace daemon stop`."""
+    """Run the daemon in the foreground until SIGTERM/SIGINT or `palace daemon stop`.
+
+    Exits 0 when another daemon already runs, 2 on a bad config file or an unsafe path
+    (a runtime dir, lock, socket or log path that is a symlink or another user's).
+    """
+    import logging
+    import os
+
     import anyio
 
     from palaced import config as config_mod
-    from palaced.daemon import AlreadyRunning, Daemon, setup_logging
-    from palaced.errors import PalaceError
+    from palaced.daemon import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
+    from palaced.errors import PalaceError, UnsafePath
 
+    # Before anything is created (log, state dir): palace's files are for this user only.
+    os.umask(PRIVATE_UMASK)
     try:
         cfg = config_mod.load()
+        setup_logging(cfg.paths.log_file, quiet=quiet, level=log_level.upper())
     except PalaceError as exc:
         typer.echo(f"palaced: {exc.message}", err=True)
         raise typer.Exit(2) from None
-    setup_logging(cfg.paths.log_file, quiet=quiet, level=log_level.upper())
     try:
         anyio.run(Daemon(cfg).run, backend="asyncio")
     except AlreadyRunning as exc:
         typer.echo(f"palaced: {exc}", err=True)
         raise typer.Exit(0) from None
+    except UnsafePath as exc:
+        logging.getLogger("palaced").error("%s", exc.message)
+        if quiet:  # the log handler above did not print it
+            typer.echo(f"palaced: {exc.message}", err=True)
+        raise typer.Exit(2) from None
 
 
 @app.command("print-paths")

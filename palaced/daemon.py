@@ -2,7 +2,12 @@
 
 Tasks: the socket server, the background model loader, the index checkpointer, the idle
 sweeper and the signal watcher. Single instance: a flock on the runtime dir's lock file; the
-holder owns the socket path, so any socket file found there is stale and is removed.
+holder owns the socket path, so a socket of ours found there is stale and is removed.
+
+Local security: the daemon runs with umask 077 (every file it creates is 0600, every
+directory 0700), refuses a runtime directory, lock file or socket path that another uid owns
+or that is a symlink (see ``palaced.paths``), and tightens an existing install at start,
+reporting what it changed in ``daemon.status`` for the rest of that run.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ from palaced.api import need_palace
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder, FastEmbedder
 from palaced.errors import Busy, PalaceError
-from palaced.paths import ensure_private_dir
+from palaced.paths import (
+    make_private_dirs,
+    open_lock_file,
+    prepare_runtime_dir,
+    refuse_symlink,
+    stale_socket,
+    tighten_install,
+)
 from palaced.protocol import error_response, frame
 from palaced.registry import Registry
 from palaced.server import ConnectionHandler, peer_uid
@@ -37,6 +49,7 @@ log = logging.getLogger("palaced")
 TICK_S = 1.0
 EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
 SHUTDOWN_GRACE_S = 10.0
+PRIVATE_UMASK = 0o077  # files 0600, directories 0700, whatever umask we were started with
 
 
 class AlreadyRunning(Exception):
@@ -61,6 +74,9 @@ class Daemon:
         self._stop = anyio.Event()
         self._lock_fd: int | None = None
         self._in_flight = 0
+        # "path (old -> new)" for every permission tightened at start; daemon.status reports
+        # it for the whole run (a status consumed by a script must not hide it from a human).
+        self.tightened: list[str] = []
 
     # -- dispatch ---------------------------------------------------------------------------
     async def dispatch(self, op_name: str, palace: str | None, raw_args: Any,
@@ -89,9 +105,18 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------
     def _acquire_lock(self) -> None:
+        """Verify (or create) the runtime dir and take the single-instance lock in it.
+
+        Raises:
+            UnsafePath: the runtime dir or lock file is a symlink or another uid's.
+            AlreadyRunning: another daemon holds the lock.
+        """
         paths = self.config.paths
-        ensure_private_dir(paths.runtime_dir)
-        fd = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+        dir_fd, notes = prepare_runtime_dir(paths.runtime_dir, private=paths.private_runtime)
+        try:
+            fd = open_lock_file(dir_fd, paths.runtime_dir, paths.lock_file.name)
+        finally:
+            os.close(dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -100,6 +125,7 @@ class Daemon:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+        self.tightened.extend(notes)
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
@@ -113,14 +139,21 @@ class Daemon:
 
         Raises:
             AlreadyRunning: another daemon owns this socket.
+            UnsafePath: the runtime dir, lock file or socket path is not safely ours.
         """
         paths = self.config.paths
+        os.umask(PRIVATE_UMASK)
         self._acquire_lock()
         try:
-            paths.palaces_dir.mkdir(parents=True, exist_ok=True)
-            # We hold the lock, so a socket file here is a leftover of a dead daemon.
-            with contextlib.suppress(FileNotFoundError):
-                paths.socket.unlink()
+            self.tightened.extend(tighten_install(paths))
+            for note in self.tightened:
+                log.warning("tightened permissions other users could use: %s", note)
+            make_private_dirs(paths.palaces_dir)
+            # We hold the lock, so a socket of ours here is a leftover of a dead daemon;
+            # anything else (a symlink, a file, another uid's socket) is refused, not removed.
+            if stale_socket(paths.socket):
+                with contextlib.suppress(FileNotFoundError):
+                    paths.socket.unlink()
             listener = await anyio.create_unix_listener(paths.socket, mode=0o600)
             log.info("palaced %s listening on %s (pid %d)", _version(), paths.socket,
                      os.getpid())
@@ -221,25 +254,50 @@ class Daemon:
         limits = self.config.limits
         last_sweep = time.monotonic()
         last_expiry_sweep: dict[str, float] = {}
+        # A persistent failure (read-only mount, full disk) repeats every tick: log it once
+        # per condition, again when the condition changes, and say when it clears.
+        failing: dict[str, str] = {}
+
+        def condition(exc: Exception) -> str:
+            if isinstance(exc, PalaceError):
+                return f"{exc.name}: {exc.details.get('condition') or exc.message}"
+            return f"{type(exc).__name__}: {exc}"
+
         while True:
             await anyio.sleep(TICK_S)
             now = time.monotonic()
-            for name, palace in self.registry.open_palaces.items():
+            open_palaces = self.registry.open_palaces
+            for gone in failing.keys() - open_palaces.keys():
+                del failing[gone]
+            for name, palace in open_palaces.items():
                 if palace.closed:
                     continue
+                worked = False
                 try:
                     idle = now - palace.last_write >= limits.checkpoint_idle_s
                     if palace.index_stale or (idle and palace.checkpoint_due):
+                        worked = True
                         await palace.checkpoint()
                     if idle and self.services.model.ready and palace.pending_check_due():
+                        worked = True
                         await palace.embed_pending()
                     if idle:
                         await knowledge.maybe_decay(palace)
                         if now - last_expiry_sweep.get(name, 0.0) >= EXPIRY_SWEEP_S:
                             last_expiry_sweep[name] = now
+                            worked = True
                             await knowledge.sweep_expired(palace)
-                except Exception:
-                    log.exception("palace %s: checkpoint failed", name)
+                except Exception as exc:
+                    cond = condition(exc)
+                    if failing.get(name) == cond:
+                        log.debug("palace %s: checkpoint still failing: %s", name, cond)
+                    else:
+                        failing[name] = cond
+                        log.exception("palace %s: checkpoint failed (logged once until "
+                                      "it changes or clears)", name)
+                else:
+                    if worked and failing.pop(name, None) is not None:
+                        log.info("palace %s: checkpoint works again", name)
             if now - last_sweep > min(30.0, limits.idle_close_s):
                 last_sweep = now
                 await self.registry.close_idle(limits.idle_close_s)
@@ -259,7 +317,13 @@ def _version() -> str:
 
 
 def setup_logging(log_file: Path, *, quiet: bool = False, level: str = "INFO") -> None:
-    """Log to stderr (unless quiet) and to a rotating file in the state dir."""
+    """Log to stderr (unless quiet) and to a rotating file in the state dir.
+
+    The state dir is created 0700; under the daemon's umask the log files are 0600.
+
+    Raises:
+        UnsafePath: the log file is a symlink (logs are never written through one).
+    """
     from logging.handlers import RotatingFileHandler
 
     root = logging.getLogger()
@@ -267,7 +331,8 @@ def setup_logging(log_file: Path, *, quiet: bool = False, level: str = "INFO") -
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     for h in list(root.handlers):
         root.removeHandler(h)
-    log_file.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(log_file.parent)
+    refuse_symlink(log_file)
     fh = RotatingFileHandler(log_file, maxBytes=5_000_000, backupCount=3, encoding="utf-8")
     fh.setFormatter(fmt)
     root.addHandler(fh)

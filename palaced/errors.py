@@ -314,6 +314,18 @@ class EmbedderUnavailable(InternalError):
     retryable = True
 
 
+class UnsafePath(InternalError):
+    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others.
+
+    Raised instead of trusting (or chmod-ing, or writing through) a runtime directory, socket
+    path or lock file another local user could have planted. The message names the path, the
+    problem and what to do.
+    """
+
+    code = 504
+    name = "UNSAFE_PATH"
+
+
 # Client-side only: never sent by the daemon.
 class ClientError(PalaceError):
     """A failure on the client side of the socket."""
@@ -328,6 +340,23 @@ class DaemonUnreachable(ClientError):
     code = 601
     name = "DAEMON_UNREACHABLE"
     retryable = True
+
+
+class OutcomeUnknown(ClientError):
+    """The connection broke after a non-idempotent request was sent: it may or may not have
+    been applied. Not retryable blindly: look at the state (get, list, timeline) first.
+    """
+
+    code = 602
+    name = "OUTCOME_UNKNOWN"
+    retryable = False
+
+
+class UntrustedDaemon(ClientError):
+    """The process serving the socket runs as another uid; nothing was sent to it."""
+
+    code = 603
+    name = "UNTRUSTED_DAEMON"
 
 
 def _all_classes() -> list[type[PalaceError]]:

@@ -12,13 +12,16 @@ import anyio.to_thread
 
 from palaced import __version__
 from palaced.api import Handler, OpTable, check_label, check_text, need_palace
-from palaced.errors import InvalidArgs, PalaceError, quote
-from palaced.specs import DRAWER_ARGS, MAX_TIME_CHARS, MAX_TTL_S, OpSpec, decode_args
+from palaced.errors import EmbedderUnavailable, InvalidArgs, PalaceError, quote
+from palaced.specs import MAX_TIME_CHARS, MAX_TTL_S, REMEMBER_MANY_ITEM, decode_args
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
 if TYPE_CHECKING:
     from palaced.daemon import Daemon
+
+TIGHTENED_SHOWN = 20  # status lists this many tightened paths; the log has them all
+
 
 def parse_importance(value: Any) -> float:
     """Importance as 0-1 or a preset name (critical, high, medium, low).
@@ -129,6 +132,9 @@ async def op_status(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": d.connections,
         "palaces": palaces,
+        # Permissions this run tightened at start (see Daemon.tightened): shown for the whole
+        # run, empty from the next start on since there is then nothing left to tighten.
+        "tightened": {"count": len(d.tightened), "paths": d.tightened[:TIGHTENED_SHOWN]},
     }
 
 
@@ -171,7 +177,24 @@ async def op_palace_info(d: Daemon, palace: str | None, args: dict[str, Any]
 
 
 async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Re-embed a palace with the loaded model.
+
+    Raises:
+        EmbedderUnavailable: the model is still loading (retry shortly) or unavailable (the
+            message says why).
+    """
     p = await d.registry.get(need_palace(palace))
+    model = d.services.model
+    if model.embedder is None:
+        # A reembed resent right after a daemon restart lands while the model loads.
+        if model.state == "loading":
+            raise EmbedderUnavailable(
+                "cannot reembed yet: the embedding model is still loading; retry in a moment",
+                details={"model": "loading"})
+        raise EmbedderUnavailable(
+            "cannot reembed: the embedding model is unavailable: "
+            f"{model.reason or 'no model is configured'}",
+            details={"model": model.state, "reason": model.reason})
     return await p.reembed()
 
 
@@ -195,13 +218,12 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
         raise InvalidArgs(f"at most {d.config.limits.max_batch} items per batch",
                           details={"items": len(items)})
     now = int(time.time() * 1000)
-    item_spec = OpSpec("memory.remember_many item", DRAWER_ARGS)
 
     def validate() -> list[m.NewDrawer]:
         drawers = []
         for i, raw in enumerate(items):
             try:
-                drawers.append(drawer_from_args(d, decode_args(item_spec, raw), now))
+                drawers.append(drawer_from_args(d, decode_args(REMEMBER_MANY_ITEM, raw), now))
             except PalaceError as exc:
                 exc.details["index"] = i
                 exc.message = f"item {i}: {exc.message}"

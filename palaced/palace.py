@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,11 +27,20 @@ import numpy as np
 
 from palaced import lifecycle, retrieval, search, sections
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, EmbedderUnavailable, MemoryNotFound, PalaceLocked
+from palaced.errors import (
+    EmbedderMismatch,
+    EmbedderUnavailable,
+    MemoryNotFound,
+    PalaceError,
+    PalaceLocked,
+    PalaceNotFound,
+    StorageError,
+)
 from palaced.index import VectorIndex, open_index, save_index, to_blob
 from palaced.services import Services
 from palaced.store import Store
 from palaced.store import memories as m
+from palaced.store.db import storage_error, storage_errors
 from palaced.store.graph_walk import facts_matching
 
 log = logging.getLogger("palaced.palace")
@@ -97,38 +107,63 @@ class Palace:
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
-    async def open(cls, name: str, directory: Path, services: Services) -> Palace:
-        """Open (creating files if needed) a palace directory.
+    async def open(cls, name: str, directory: Path, services: Services, *,
+                   create: bool = True) -> Palace:
+        """Open palace ``name`` in ``directory``; with ``create``, make it if nothing is there.
+
+        The registry passes ``create`` explicitly: True only from ``Registry.create``, the one
+        way a new palace comes to be (the default serves in-process callers and tests). Even
+        with ``create``, a directory that holds palace files but no usable database is
+        damaged: it is reported, never turned into a fresh empty palace, and none of its files
+        is touched. A failed open releases the lock and every connection it took (and undoes
+        a failed create), so the next request simply retries.
 
         Raises:
+            PalaceNotFound: nothing of a palace is there and ``create`` is false.
             PalaceLocked: another process holds the palace lock.
-            StorageError, SchemaTooNew: the database cannot be used.
+            StorageError: a damaged directory, read-only or full storage, SQLite failed.
+            SchemaTooNew: the database was written by a newer palaced.
+            IndexError_: the vector index could not be rebuilt or saved.
         """
-        def _open() -> Palace:
-            directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                raise PalaceLocked(
-                    f"palace {name!r} is locked by another process", details={"palace": name}
-                ) from None
-            try:
-                store = Store(directory / DB_NAME)
-            except BaseException:
-                os.close(fd)
-                raise
+        return await anyio.to_thread.run_sync(
+            partial(cls._open_sync, name, directory, services, create))
+
+    @classmethod
+    def _open_sync(cls, name: str, directory: Path, services: Services, create: bool
+                   ) -> Palace:
+        # A damaged directory is refused before anything (even the lock file) is created.
+        if not has_database(name, directory) and not create:
+            raise _not_found(name)
+        if create:
+            with storage_errors(directory, name):
+                directory.mkdir(parents=True, exist_ok=True)
+        fd = _take_lock(name, directory)
+        store: Store | None = None
+        created = False  # only then is everything in the directory ours to undo
+        try:
+            # Again under the lock: another process may have created or damaged it meanwhile.
+            if not has_database(name, directory):
+                if not create:
+                    raise _not_found(name)
+                created = True
+            store = Store(directory / DB_NAME, palace=name)
             identity = directory / IDENTITY_NAME
-            if not identity.exists():
-                identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
+            with storage_errors(identity, name):
+                if not os.path.lexists(identity):
+                    identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
             palace = cls(name, directory, store, fd, services)
             palace.embedder_identity = store.read(lambda c: m.meta_get(c, "embedder"))
             if services.model.embedder is not None:
-                palace._attach_sync(services.model.embedder)
+                with storage_errors(directory, name):
+                    palace._attach_sync(services.model.embedder)
             return palace
-
-        return await anyio.to_thread.run_sync(_open)
+        except BaseException:
+            if store is not None:
+                store.close()
+            if created:
+                _undo_create(directory)
+            _release_lock(fd)
+            raise
 
     def _attach_sync(self, embedder: Embedder) -> None:
         """Bind the palace to the loaded model: check identity, load or rebuild the index."""
@@ -222,9 +257,7 @@ class Palace:
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
-        with contextlib.suppress(OSError):
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+        _release_lock(self._lock_fd)
         self.closed = True
 
     # -- helpers ----------------------------------------------------------------------------
@@ -537,9 +570,17 @@ class Palace:
         async def embed() -> None:
             vec_box[0] = await self.query_vector(req.query)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(embed)
-            lexical = await self._read(self._lexical_sync(req))
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(embed)
+                lexical = await self._read(self._lexical_sync(req))
+        except BaseExceptionGroup as group:
+            # The task group wraps even the host's own exception: report the PalaceError
+            # inside (a StorageError stays STORAGE_ERROR), not an opaque INTERNAL.
+            leaf = first_palace_error(group)
+            if leaf is None:
+                raise
+            raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
         qvec = vec_box[0]
         index = self.index if qvec is not None else None
         levels = set(req.levels)
@@ -695,12 +736,109 @@ class Palace:
         return await anyio.to_thread.run_sync(self._identity_sync)
 
     def _identity_sync(self) -> str:
+        return sections.read_identity(self.dir / IDENTITY_NAME)
+
+
+def has_database(name: str, directory: Path) -> bool:
+    """Whether ``directory`` holds palace ``name``'s database (False: nothing of a palace).
+
+    Only a non-empty regular ``palace.db`` counts. A directory with nothing in it but the
+    lock file is no palace.
+
+    Raises:
+        StorageError: the directory holds palace files (identity, index, WAL...) but its
+            database is missing, empty or not a regular file: a damaged palace, which must
+            never be mistaken for a new one. Nothing is changed.
+    """
+    db = directory / DB_NAME
+    with storage_errors(db, name):
         try:
-            text = (self.dir / IDENTITY_NAME).read_text("utf-8")
-        except OSError:
-            return ""
-        lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
-        return "\n".join(lines).strip()
+            st: os.stat_result | None = db.stat()
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > 0:
+            return True
+        if st is None:
+            try:
+                others = sorted(e for e in os.listdir(directory) if e != LOCK_NAME)
+            except FileNotFoundError:
+                return False
+            if not others:
+                return False
+            problem = f"is missing, yet the directory holds {', '.join(others[:5])}"
+        elif not stat.S_ISREG(st.st_mode):
+            problem = "is not a regular file"
+        else:
+            problem = "is empty (0 bytes)"
+    raise StorageError(
+        f"palace {name!r} is damaged: its database {db} {problem}. Nothing was changed; "
+        f"restore {DB_NAME} from a backup, or delete the palace with `palace delete {name}`",
+        details={"palace": name, "path": str(db), "condition": "damaged"},
+    )
+
+
+def first_palace_error(group: BaseExceptionGroup[Any]) -> PalaceError | None:
+    """The first PalaceError inside a (possibly nested) exception group, if any."""
+    for exc in group.exceptions:
+        found = first_palace_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, PalaceError):
+            return found
+    return None
+
+
+def _not_found(name: str) -> PalaceNotFound:
+    return PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}`",
+                          details={"palace": name})
+
+
+def _take_lock(name: str, directory: Path) -> int:
+    """Open and flock the palace's lock file; returns its descriptor.
+
+    Raises:
+        PalaceNotFound: the directory does not exist.
+        PalaceLocked: another process holds the lock.
+        StorageError: the lock file cannot be created or opened (read-only storage...).
+    """
+    path = directory / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        raise _not_found(name) from None
+    except OSError as exc:
+        raise storage_error(exc, path, name) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise PalaceLocked(
+            f"palace {name!r} is locked by another process", details={"palace": name}
+        ) from None
+    except OSError as exc:
+        os.close(fd)
+        raise storage_error(exc, path, name) from exc
+    return fd
+
+
+def _release_lock(fd: int) -> None:
+    # Unlock and close separately: a failed unlock must not leak the descriptor (closing it
+    # releases the flock anyway).
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+# Everything a create may have written into a directory that held nothing but the lock.
+_CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
+                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp")
+
+
+def _undo_create(directory: Path) -> None:
+    """Remove what a failed create wrote, so the half-made palace is neither damaged nor
+    mistaken for a real one; the next create starts over."""
+    for fname in _CREATED_FILES:
+        with contextlib.suppress(OSError):
+            (directory / fname).unlink()
 
 
 def _unexpired(drawers: list[dict[str, Any]]) -> list[dict[str, Any]]:

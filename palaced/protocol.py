@@ -4,12 +4,17 @@ Leaf module (msgpack + stdlib): both the daemon and the thin clients import it.
 
 A frame is a 4-byte unsigned big-endian length N followed by N bytes of msgpack. The length
 is checked against the maximum *before* the body is read, so a hostile prefix never makes
-either side allocate. The first request on every connection is ``daemon.hello``.
+either side allocate. The first request on every connection is ``daemon.hello``; a repeated
+hello is answered again.
+
+Which ops a client may resend after a lost reply is a fact of each op: see ``specs.py``.
 """
 
 from __future__ import annotations
 
+import socket
 import struct
+import sys
 from typing import Any
 
 import msgpack
@@ -23,6 +28,35 @@ HEADER_SIZE = HEADER.size
 HELLO_OP = "daemon.hello"
 
 REQUEST_KEYS = frozenset({"id", "op", "palace", "args", "timeout_ms"})
+
+# struct ucred {pid_t pid; uid_t uid; gid_t gid;} (Linux SO_PEERCRED)
+_UCRED = struct.Struct("iII")
+# struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16];}
+# (macOS/BSD LOCAL_PEERCRED at level SOL_LOCAL = 0)
+_XUCRED = struct.Struct("IIh16I")
+_SOL_LOCAL = 0
+_LOCAL_PEERCRED = 0x001
+
+
+def socket_peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process on the other end of a connected Unix socket.
+
+    The kernel records it at connect/listen time (Linux ``SO_PEERCRED``, macOS/BSD
+    ``LOCAL_PEERCRED``), so the peer cannot forge it. Both the daemon (who is calling?) and
+    the clients (who is serving?) use it. Returns None where the platform offers neither or
+    the socket is not a connected Unix socket.
+    """
+    try:
+        if hasattr(socket, "SO_PEERCRED"):
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+            return int(_UCRED.unpack(raw)[1])
+        if sys.platform == "darwin" or "bsd" in sys.platform:
+            option = getattr(socket, "LOCAL_PEERCRED", _LOCAL_PEERCRED)
+            raw = sock.getsockopt(_SOL_LOCAL, option, _XUCRED.size)
+            return int(_XUCRED.unpack(raw[:_XUCRED.size])[1])
+    except (OSError, struct.error):
+        return None
+    return None
 
 
 def pack(obj: Any) -> bytes:

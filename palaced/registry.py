@@ -16,11 +16,18 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced.errors import InvalidPalaceName, PalaceExists, PalaceNotFound, clip, quote
-from palaced.palace import DB_NAME, Palace
+from palaced.errors import (
+    InvalidPalaceName,
+    PalaceExists,
+    PalaceNotFound,
+    StorageError,
+    clip,
+    quote,
+)
+from palaced.palace import DB_NAME, Palace, has_database
 from palaced.services import Services
 from palaced.store import memories as m
-from palaced.store.db import open_connection
+from palaced.store.db import open_connection, storage_errors
 
 log = logging.getLogger("palaced.registry")
 
@@ -60,15 +67,31 @@ class Registry:
         return self.root / validate_name(name)
 
     def exists(self, name: str) -> bool:
-        return (self.path_of(name) / DB_NAME).is_file()
+        """Whether a palace is there: a usable one, or a damaged one (files, no database).
+
+        A damaged palace exists so that it is listed, reported and deletable, and so that
+        ``create`` never makes a fresh database in its place.
+        """
+        try:
+            return has_database(name, self.path_of(name))
+        except StorageError:
+            return True
+
+    def damage(self, name: str) -> StorageError | None:
+        """The StorageError describing a damaged palace directory, or None."""
+        try:
+            has_database(name, self.path_of(name))
+        except StorageError as exc:
+            return exc
+        return None
 
     def names(self) -> list[str]:
-        """Names of every palace on disk, sorted."""
+        """Names of every palace on disk (damaged ones included), sorted."""
         if not self.root.is_dir():
             return []
         return sorted(
             p.name for p in self.root.iterdir()
-            if NAME_RE.fullmatch(p.name) and (p / DB_NAME).is_file()
+            if NAME_RE.fullmatch(p.name) and self.exists(p.name)
         )
 
     @property
@@ -78,8 +101,12 @@ class Registry:
     async def get(self, name: str) -> Palace:
         """Return the open palace, opening it on first use.
 
+        A failed open leaves nothing behind (no lock, no connection, no registry entry):
+        the next request tries again, so fixing the cause is enough.
+
         Raises:
-            InvalidPalaceName, PalaceNotFound, PalaceLocked, StorageError.
+            InvalidPalaceName, PalaceNotFound, PalaceLocked, StorageError (also: a damaged
+            palace), SchemaTooNew, IndexError_.
         """
         validate_name(name)
         palace = self._open.get(name)
@@ -95,12 +122,23 @@ class Registry:
                         f"no palace named {name!r}; create it with `palace create {name}`",
                         details={"palace": name},
                     )
-                palace = await Palace.open(name, self.path_of(name), self.services)
-                self._open[name] = palace
+                palace = await Palace.open(name, self.path_of(name), self.services,
+                                           create=False)
+                await self._register(palace)
                 log.info("opened palace %s", name)
-                await self._attach_if_ready(palace)
             palace.last_used = time.monotonic()
             return palace
+
+    async def _register(self, palace: Palace) -> None:
+        """Make a freshly opened palace visible; closes it again if attaching fails."""
+        self._open[palace.name] = palace
+        try:
+            await self._attach_if_ready(palace)
+        except Exception:
+            del self._open[palace.name]
+            with anyio.CancelScope(shield=True):
+                await palace.aclose()
+            raise
 
     async def _attach_if_ready(self, palace: Palace) -> None:
         """Attach the model if it became ready while the palace was being opened."""
@@ -115,7 +153,7 @@ class Registry:
         into memory just to count rows. Open palaces report their full ``info`` instead.
 
         Raises:
-            PalaceNotFound, StorageError.
+            PalaceNotFound, StorageError (also: a damaged palace).
         """
         open_ = self._open.get(validate_name(name))
         if open_ is not None:
@@ -124,10 +162,13 @@ class Registry:
             return info
         if not self.exists(name):
             raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+        damage = self.damage(name)
+        if damage is not None:
+            raise damage
         path = self.path_of(name)
 
         def read() -> dict[str, Any]:
-            conn = open_connection(path / DB_NAME, readonly=True)
+            conn = open_connection(path / DB_NAME, readonly=True, palace=name)
             try:
                 with conn:
                     counts = m.counts(conn)
@@ -140,24 +181,30 @@ class Registry:
         return await anyio.to_thread.run_sync(read)
 
     async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
-        """Create a palace directory and open it.
+        """Create a palace directory and open it: the only way a new palace comes to be.
 
         Raises:
             PalaceExists: it exists and ``exist_ok`` is false.
+            StorageError: a damaged palace is there (even with ``exist_ok``: a fresh database
+                must not replace it; delete it explicitly), or the storage failed.
         """
         validate_name(name)
         async with self._admin:
+            damage = self.damage(name)
+            if damage is not None:
+                raise damage
             if self.exists(name):
                 if not exist_ok:
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
                 return await self.get(name)
-            self.root.mkdir(parents=True, exist_ok=True)
+            with storage_errors(self.root):
+                self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
             async with lock:
-                palace = await Palace.open(name, self.path_of(name), self.services)
-                self._open[name] = palace
-                await self._attach_if_ready(palace)
+                palace = await Palace.open(name, self.path_of(name), self.services,
+                                           create=True)
+                await self._register(palace)
             log.info("created palace %s", name)
             return palace
 
@@ -166,6 +213,7 @@ class Registry:
 
         Raises:
             PalaceNotFound: no such palace.
+            StorageError: the directory cannot be removed (read-only storage...).
         """
         validate_name(name)
         async with self._admin:
@@ -179,7 +227,8 @@ class Registry:
                 path = self.path_of(name)
                 # Rename first so a crash mid-delete never leaves a half palace visible.
                 trash = path.with_name(f".deleting-{name}-{time.time_ns()}")
-                await anyio.to_thread.run_sync(path.rename, trash)
+                with storage_errors(path, name):
+                    await anyio.to_thread.run_sync(path.rename, trash)
                 await anyio.to_thread.run_sync(shutil.rmtree, trash, True)
             log.info("deleted palace %s", name)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import struct
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +39,7 @@ from palaced.protocol import (
     frame,
     ok_response,
     parse_header,
+    socket_peer_uid,
     unpack,
 )
 
@@ -49,19 +49,12 @@ Dispatch = Callable[[str, "str | None", Any, float | None], Awaitable[dict[str, 
 
 
 def peer_uid(stream: ByteStream) -> int | None:
-    """The uid of the process on the other end of a Unix socket (Linux SO_PEERCRED)."""
+    """The uid of the process on the other end of a Unix socket stream, None if unknown."""
     try:
         raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
     except Exception:
         return None
-    if hasattr(socket, "SO_PEERCRED"):
-        creds = raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _pid, uid, _gid = struct.unpack("3i", creds)
-        return int(uid)
-    getpeereid = getattr(os, "getpeereid", None)  # not in stdlib; BSD/macOS fallback below
-    if getpeereid is not None:
-        return int(getpeereid(raw.fileno())[0])
-    return None
+    return socket_peer_uid(raw)
 
 
 class ConnectionHandler:
@@ -121,12 +114,14 @@ class ConnectionHandler:
                     op = msg.get("op")
                     if not isinstance(op, str):
                         raise BadFrame("request op must be a string")
-                    if not greeted:
-                        if op != HELLO_OP:
-                            raise HandshakeRequired(
-                                f"the first request must be {HELLO_OP}, got {op[:80]!r}")
+                    if op == HELLO_OP:
+                        # A repeated hello is answered again: the op list names it, so a
+                        # client may well send it to re-read the server's limits.
                         result = self._hello(msg.get("args"))
                         greeted = True
+                    elif not greeted:
+                        raise HandshakeRequired(
+                            f"the first request must be {HELLO_OP}, got {op[:80]!r}")
                     else:
                         if self._stopping():
                             raise ShuttingDown("palaced is shutting down; retry shortly")
@@ -156,8 +151,14 @@ class ConnectionHandler:
             return False
 
     def _hello(self, args: Any) -> dict[str, Any]:
+        """The hello answer.
+
+        Raises:
+            UnsupportedProtocol: ``protocol`` is not exactly the integer this daemon speaks
+                (``1.0`` and ``True`` compare equal to 1 in Python, but are not it).
+        """
         proto = args.get("protocol") if isinstance(args, dict) else None
-        if proto != PROTOCOL_VERSION:
+        if type(proto) is not int or proto != PROTOCOL_VERSION:
             raise UnsupportedProtocol(
                 f"this palaced speaks protocol {PROTOCOL_VERSION}, the client asked for {proto!r}",
                 details={"supported": [PROTOCOL_VERSION]},

@@ -5,17 +5,45 @@ this is the one definition of what each op accepts. The daemon validates request
 :func:`decode_args` against :data:`SPECS` before any handler runs (bad input is refused with
 INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
 options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
+
+Retrying after a broken connection (``OpSpec.retry``, read by the client)
+--------------------------------------------------------------------------
+A client whose connection breaks cannot tell whether the daemon applied the request. If the
+request was never written whole (connect or send failed), the daemon cannot have applied it
+and any op may be sent again. If it was written and the reply was lost (e.g. the daemon was
+killed right after committing), the retry lands on a *new* daemon process, so no request-id
+memory in the daemon could recognise it. Correctness must come from the op itself, so every
+op declares its retry class in its spec (``retry`` has no default, so none can be missing):
+
+* ``SAFE``: reads, and writes idempotent by nature (``memory.remember`` dedups by content
+  hash and returns the same id; ``graph.assert`` returns an already active fact unchanged;
+  ``graph.invalidate`` returns a closed fact unchanged; ``palace.reembed`` recomputes the
+  same state). Sent again as is.
+* ``CONVERGE``: writes whose retry would fail only *because* the lost attempt succeeded.
+  The retry is sent with ``retry_args`` merged in (``palace.create`` with ``exist_ok``) and
+  the error ``done_code`` on a retry means "already done": the client reports success
+  (``memory.forget`` → MEMORY_NOT_FOUND, ``palace.delete`` → PALACE_NOT_FOUND). The price:
+  if the lost request in fact never ran and the drawer/palace was already absent (or another
+  client created the palace meanwhile), the retry still reports success; the state the
+  caller asked for holds either way.
+* ``NEVER``: writes whose second run would report something else than the first did
+  (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
+  that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
+  raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from palaced.errors import InvalidArgs, UnknownOp, quote
+from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, UnknownOp, quote
+from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
@@ -68,12 +96,41 @@ class Arg:
     help: str = ""  # one line for CLI --help and MCP schemas
 
 
+# -- retry classes (see the module docstring) -------------------------------------------------
+class Retry(enum.Enum):
+    """How a client may resend an op whose reply was lost."""
+
+    SAFE = "safe"
+    CONVERGE = "converge"
+    NEVER = "never"
+
+
+DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class RetryRule:
+    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
+
+    kind: Retry
+    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
+    done_code: int | None = None
+    # ... and the result reported then, from the request's palace and args.
+    done_result: DoneResult | None = None
+    # CONVERGE: args merged into the resent request.
+    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+SAFE = RetryRule(Retry.SAFE)
+NEVER = RetryRule(Retry.NEVER)
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
 
-    ``read_only`` ops change nothing; ``idempotent`` ops give the same outcome when repeated
-    (a client may resend them after a lost reply).
+    ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
+    op after a lost reply (no default: every op must decide).
     """
 
     name: str
@@ -81,7 +138,7 @@ class OpSpec:
     palace: str = "none"  # "none" | "required"
     doc: str = ""
     read_only: bool = False
-    idempotent: bool = False
+    retry: RetryRule = field(kw_only=True)
 
 
 def _is_int(value: Any) -> bool:
@@ -263,27 +320,34 @@ SOURCE_ARGS: dict[str, Arg] = {
     "source_agent": Arg("str", max_len=MAX_NAME_CHARS),
 }
 
+# Each item of memory.remember_many is decoded like memory.remember's arguments.
+REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
+
 _R = "required"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
-    OpSpec("daemon.status", read_only=True, idempotent=True,
+    OpSpec("daemon.status", read_only=True, retry=SAFE,
            doc="The daemon's state, model and palaces."),
-    OpSpec("daemon.stop", idempotent=True, doc="Stop the daemon after in-flight requests."),
+    # A resend would stop (or first auto-start) the successor daemon.
+    OpSpec("daemon.stop", retry=NEVER, doc="Stop the daemon after in-flight requests."),
     # palaces
-    OpSpec("palace.list", read_only=True, idempotent=True, doc="Every palace of this daemon."),
+    OpSpec("palace.list", read_only=True, retry=SAFE, doc="Every palace of this daemon."),
     OpSpec("palace.create", {"exist_ok": Arg("bool", default=False)}, palace=_R,
+           retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
            doc="Create a palace."),
-    OpSpec("palace.delete", palace=_R, doc="Delete a palace and all its drawers."),
-    OpSpec("palace.info", palace=_R, read_only=True, idempotent=True,
+    OpSpec("palace.delete", palace=_R, doc="Delete a palace and all its drawers.",
+           retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
+                           done_result=lambda palace, args: {"deleted": palace})),
+    OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts, embedder and index state of a palace."),
-    OpSpec("palace.reembed", palace=_R, idempotent=True,
+    OpSpec("palace.reembed", palace=_R, retry=SAFE,
            doc="Re-embed every drawer with the daemon's current model."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
-           idempotent=True, doc="Store one drawer (the same text again returns the same id)."),
+           retry=SAFE, doc="Store one drawer (the same text again returns the same id)."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
-           idempotent=True, doc="Store many drawers in one transaction."),
+           retry=SAFE, doc="Store many drawers in one transaction."),
     OpSpec("memory.recall", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
@@ -294,21 +358,24 @@ _ALL: tuple[OpSpec, ...] = (
         "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
         "deep": Arg("bool", default=False),
         "include_superseded": Arg("bool", default=False),
-    }, palace=_R, read_only=True, idempotent=True,
+    }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers and L0-L3 context packed into a token budget."),
     OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
-           palace=_R, read_only=True, idempotent=True,
+           palace=_R, read_only=True, retry=SAFE,
            doc="Identity and essential drawers for the start of a session."),
-    OpSpec("memory.get", {"id": _ID}, palace=_R, read_only=True, idempotent=True,
+    OpSpec("memory.get", {"id": _ID}, palace=_R, read_only=True, retry=SAFE,
            doc="One drawer in full."),
-    OpSpec("memory.forget", {"id": _ID}, palace=_R, doc="Delete one drawer."),
+    OpSpec("memory.forget", {"id": _ID}, palace=_R, doc="Delete one drawer.",
+           retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,
+                           done_result=lambda palace, args: {"id": args.get("id"),
+                                                             "forgotten": True})),
     OpSpec("memory.list", {
         "wing": _LABEL,
         "room": _LABEL,
         "tags": _TAGS,
         "limit": Arg("int", default=50, min=1, max=1000),
         "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
-    }, palace=_R, read_only=True, idempotent=True, doc="Drawers, newest first, filtered."),
+    }, palace=_R, read_only=True, retry=SAFE, doc="Drawers, newest first, filtered."),
     # knowledge graph
     OpSpec("graph.assert", {
         "subject": _NAME,
@@ -316,14 +383,15 @@ _ALL: tuple[OpSpec, ...] = (
         "object": Arg("str", required=True, max_len=MAX_VALUE_CHARS),
         "literal": Arg("bool", default=False),
         **SOURCE_ARGS,
-    }, palace=_R, doc="Record a fact subject-predicate-object valid from a time."),
+    }, palace=_R, retry=SAFE, doc="Record a fact subject-predicate-object valid from a time."),
     OpSpec("graph.link", {"a": _NAME, "relation": _PREDICATE, "b": _NAME, **SOURCE_ARGS},
-           palace=_R, doc="Relate two concepts (part_of, depends_on, related_to, ...)."),
-    OpSpec("graph.invalidate", {"id": _ID, "at": _WHEN}, palace=_R,
+           palace=_R, retry=SAFE,
+           doc="Relate two concepts (part_of, depends_on, related_to, ...)."),
+    OpSpec("graph.invalidate", {"id": _ID, "at": _WHEN}, palace=_R, retry=SAFE,
            doc="End an active fact at a time (default now)."),
     OpSpec("graph.query", {"subject": _NAME, "as_of": _WHEN}, palace=_R, read_only=True,
-           idempotent=True, doc="Active facts about an entity, or those valid at as_of."),
-    OpSpec("graph.timeline", {"subject": _NAME}, palace=_R, read_only=True, idempotent=True,
+           retry=SAFE, doc="Active facts about an entity, or those valid at as_of."),
+    OpSpec("graph.timeline", {"subject": _NAME}, palace=_R, read_only=True, retry=SAFE,
            doc="Every fact about an entity, closed ones included, oldest first."),
     OpSpec("graph.neighbors", {
         "entity": _NAME,
@@ -331,40 +399,50 @@ _ALL: tuple[OpSpec, ...] = (
         "relation": Arg("str", max_len=MAX_PREDICATE_CHARS),
         "as_of": _WHEN,
         "max_nodes": Arg("int", default=200, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, idempotent=True,
+    }, palace=_R, read_only=True, retry=SAFE,
         doc="Entities within depth hops, with the facts between them."),
     OpSpec("graph.path", {
         "a": _NAME,
         "b": _NAME,
         "max_depth": Arg("int", default=6, min=1, max=MAX_PATH_DEPTH),
         "as_of": _WHEN,
-    }, palace=_R, read_only=True, idempotent=True,
+    }, palace=_R, read_only=True, retry=SAFE,
         doc="A shortest chain of facts linking two entities."),
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, idempotent=True,
+    }, palace=_R, read_only=True, retry=SAFE,
         doc="Full-text search over entity names, definitions and labels."),
     # lifecycle
-    OpSpec("memory.decay", palace=_R, idempotent=True,
+    # Recomputes weights from the clock; a rerun's count is its own.
+    OpSpec("memory.decay", palace=_R, retry=SAFE,
            doc="Recompute the decayed weight of every drawer."),
     OpSpec("memory.prune", {"threshold": _THRESHOLD, "dry_run": Arg("bool", default=False)},
-           palace=_R, idempotent=True,
+           palace=_R, retry=NEVER,
            doc="Delete low/medium drawers whose weight fell below threshold."),
     OpSpec("memory.consolidate", {
         "room": Arg("str", required=True, max_len=MAX_FIELD_CHARS),
         "summary": Arg("str", required=True, max_len=NO_LIMIT),
         "wing": _LABEL,
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
-    }, palace=_R, doc="Write a summary drawer and mark its sources consolidated into it."),
+    }, palace=_R, retry=NEVER,
+        doc="Write a summary drawer and mark its sources consolidated into it."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),
         "limit": Arg("int", default=HEALTH_LIST_LIMIT, min=1, max=1000),
-    }, palace=_R, read_only=True, idempotent=True,
+    }, palace=_R, read_only=True, retry=SAFE,
         doc="Per-room stale drawers, duplicate candidates and consolidation hints."),
 )
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in _ALL}
+
+
+def retry_rule(op: str) -> RetryRule:
+    """The retry rule of ``op``: the handshake is SAFE; ops this side does not know are NEVER."""
+    if op == HELLO_OP:
+        return SAFE
+    spec = SPECS.get(op)
+    return NEVER if spec is None else spec.retry
 
 
 def spec_of(name: Any) -> OpSpec:

@@ -255,7 +255,7 @@ def test_parse_when_refuses_long_input(value: str) -> None:
 
 # -- the decoder --------------------------------------------------------------------------------
 def _op(**args: specs.Arg) -> specs.OpSpec:
-    return specs.OpSpec("t.op", dict(args))
+    return specs.OpSpec("t.op", dict(args), retry=specs.NEVER)
 
 
 def _refused(op: specs.OpSpec, raw: dict[str, Any]) -> str:

@@ -29,14 +29,17 @@ MAX_READERS = 4
 class Store:
     """Owns the apsw connections of one palace database: one writer, up to 4 readers."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, palace: str | None = None) -> None:
         """Open (creating if needed) and migrate the database at ``path``.
+
+        ``palace`` names the owner in error messages.
 
         Raises:
             StorageError, SchemaTooNew: see ``open_connection`` and ``migrate``.
         """
         self.path = path
-        self._writer = open_connection(path)
+        self.palace = palace
+        self._writer = open_connection(path, palace=palace)
         try:
             migrate(self._writer)
         except BaseException:
@@ -53,7 +56,7 @@ class Store:
             with self._writer:
                 return fn(self._writer)
         except apsw.Error as exc:
-            raise storage_error(exc) from exc
+            raise storage_error(exc, self.path, self.palace) from exc
 
     def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn`` in one read transaction (a consistent snapshot)."""
@@ -61,20 +64,20 @@ class Store:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
-                conn = open_connection(self.path)
+                conn = open_connection(self.path, palace=self.palace)
                 with self._pool_lock:
                     self._readers.append(conn)
             try:
                 with conn:
                     return fn(conn)
             except apsw.Error as exc:
-                raise storage_error(exc) from exc
+                raise storage_error(exc, self.path, self.palace) from exc
             finally:
                 self._idle.put(conn)
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database file (at idle and at close)."""
-        with storage_errors():
+        with storage_errors(self.path, self.palace):
             self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ mid-migration leaves the previous version intact. Newer schemas are refused, nev
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import apsw
 
@@ -96,13 +97,14 @@ def migrate(conn: apsw.Connection) -> int:
         SchemaTooNew: written by a newer palace.
         StorageError: not a palace database (foreign application_id) or SQLite failed.
     """
-    with storage_errors():
+    with storage_errors(Path(conn.filename) if conn.filename else None):
         app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
         version = conn.execute("PRAGMA user_version").fetchall()[0][0]
         if app_id not in (0, APPLICATION_ID) or (app_id == 0 and version != 0):
             raise StorageError(
-                f"not a palace database (application_id {app_id:#x}, user_version {version})"
-            )
+                f"not a palace database ({conn.filename}: application_id {app_id:#x}, "
+                f"user_version {version})", details={"condition": "foreign",
+                                                     "path": conn.filename})
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(
                 f"palace schema v{version} is newer than this palaced (v{SCHEMA_VERSION}); "
