@@ -2,7 +2,7 @@
 
 Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
 connection (daemon restarted or killed) is reopened once and the request retried when that
-is correct, as ``palaced.protocol.RETRY_RULES`` says per op (the reasoning is in that
+is correct, as each op's spec (``palaced.specs``) says (the reasoning is in that
 module's docstring): a request that was never written whole is always resent; after a lost
 reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
 are resent and an "already done" answer counts as success, and the rest raise
@@ -17,7 +17,7 @@ from typing import Any
 
 from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError
 from palaced.paths import Paths, resolve
-from palaced.protocol import Retry, retry_rule
+from palaced.specs import Retry, retry_rule
 
 from .connection import Connection, ReplyLost, RequestNotSent, connect
 

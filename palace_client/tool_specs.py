@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from palaced.vocab import TYPED_RELATIONS
+
 
 # -- specs --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -67,13 +69,6 @@ _BUDGET = {"type": "integer", "minimum": 1,
            "description": "Token budget for the returned context (the daemon's default, about "
            "1500 tokens, when omitted)."}
 
-# The typed relations of palaced.store.graph (not imported: it pulls in apsw). All but
-# superseded_by are multi-valued; every other predicate holds one value at a time.
-TYPED_RELATIONS: tuple[str, ...] = (
-    "part_of", "depends_on", "related_to", "contradicts", "refines", "alternative_to",
-    "caused_by", "instance_of", "superseded_by",
-)
-MULTI_VALUED: frozenset[str] = frozenset(TYPED_RELATIONS) - {"superseded_by"}
 _ENTITY = {"type": "string", "minLength": 1, "maxLength": 200,
            "description": "An entity name: a person, project, service, library, concept... "
            "Case and spacing do not matter ('Acme Corp' = 'acme  corp')."}

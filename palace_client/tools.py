@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palaced.errors import PalaceError, ShuttingDown
+from palaced.vocab import MULTI_VALUED, TYPED_RELATIONS
 
 from .render import (
     format_time,
@@ -35,10 +36,8 @@ from .slug import (
     slugify,
 )
 from .tool_specs import (
-    MULTI_VALUED,
     TOOLS,
     TOOLS_BY_NAME,
-    TYPED_RELATIONS,
     ToolArgumentError,
     ToolSpec,
     check_arguments,

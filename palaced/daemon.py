@@ -26,7 +26,7 @@ import anyio.to_thread
 from anyio.abc import ByteStream, TaskStatus
 
 from palaced import knowledge
-from palaced.api import decode_args, need_palace
+from palaced.api import need_palace
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder, FastEmbedder
 from palaced.errors import Busy, PalaceError
@@ -42,6 +42,7 @@ from palaced.protocol import error_response, frame
 from palaced.registry import Registry
 from palaced.server import ConnectionHandler, peer_uid
 from palaced.services import ModelState, Services
+from palaced.specs import decode_args
 
 log = logging.getLogger("palaced")
 
@@ -81,8 +82,8 @@ class Daemon:
     async def dispatch(self, op_name: str, palace: str | None, raw_args: Any,
                        deadline_s: float | None) -> dict[str, Any]:
         op = self.ops.get(op_name)
-        args = decode_args(op, raw_args)
-        if op.palace == "required":
+        args = decode_args(op.spec, raw_args)
+        if op.spec.palace == "required":
             palace = need_palace(palace)
         self._in_flight += 1
         opened = self.registry.open_palaces.get(palace) if palace else None

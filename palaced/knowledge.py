@@ -18,10 +18,8 @@ import apsw
 from palaced import hops
 from palaced.lifecycle_ops import CONSOLIDATE_OVER as CONSOLIDATE_OVER
 from palaced.lifecycle_ops import DECAY_INTERVAL_MS as DECAY_INTERVAL_MS
-from palaced.lifecycle_ops import HEALTH_LIST_LIMIT as HEALTH_LIST_LIMIT
 from palaced.lifecycle_ops import NEAR_DUP_MAX_ROOM as NEAR_DUP_MAX_ROOM
 from palaced.lifecycle_ops import PREVIEW_CHARS as PREVIEW_CHARS
-from palaced.lifecycle_ops import STALE_DAYS as STALE_DAYS
 from palaced.lifecycle_ops import SUMMARY_IMPORTANCE as SUMMARY_IMPORTANCE
 from palaced.lifecycle_ops import SUMMARY_KIND as SUMMARY_KIND
 from palaced.lifecycle_ops import SUMMARY_SOURCE as SUMMARY_SOURCE

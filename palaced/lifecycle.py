@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from palaced.errors import InvalidArgs, quote
+from palaced.vocab import IMPORTANCE_PRESETS
 
-IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 # Class boundaries sit halfway between neighbouring presets.
 _CLASS_FLOORS: tuple[tuple[float, str], ...] = ((0.9, "critical"), (0.65, "high"), (0.35, "medium"))
 
@@ -23,7 +23,6 @@ HALF_LIFE_DAYS = 30.0
 # Multiplier of the base decay rate per importance class: 0 never decays.
 DECAY_RATE: dict[str, float] = {"critical": 0.0, "high": 0.5, "medium": 1.0, "low": 2.0}
 PRUNABLE_CLASSES = frozenset({"low", "medium"})
-DEFAULT_PRUNE_THRESHOLD = 0.05
 MS_PER_DAY = 86_400_000
 
 # Cosine similarity of all-MiniLM-L6-v2 vectors at or above which a new memory may repeat one

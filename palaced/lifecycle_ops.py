@@ -28,15 +28,19 @@ from palaced.index import from_blob
 from palaced.palace import Palace
 from palaced.palace import now_ms as clock_ms
 from palaced.store import memories as m
+from palaced.vocab import (
+    DEFAULT_PRUNE_THRESHOLD,
+    HEALTH_LIST_LIMIT,
+    IMPORTANCE_PRESETS,
+    STALE_DAYS,
+)
 
 DECAY_INTERVAL_MS = lifecycle.MS_PER_DAY
-STALE_DAYS = 30.0
 CONSOLIDATE_OVER = 50  # a room with more unconsolidated active drawers gets a hint
-HEALTH_LIST_LIMIT = 50
 # Near-duplicate detection compares every pair of a room's vectors: quadratic, so bounded.
 NEAR_DUP_MAX_ROOM = 2_000
 SWEEP_BATCH = 500
-SUMMARY_IMPORTANCE = lifecycle.IMPORTANCE_PRESETS["high"]
+SUMMARY_IMPORTANCE = IMPORTANCE_PRESETS["high"]
 SUMMARY_SOURCE = "consolidation"
 SUMMARY_KIND = "summary"
 PREVIEW_CHARS = 120
@@ -179,7 +183,7 @@ def _check_threshold(threshold: float) -> float:
     return float(threshold)
 
 
-async def prune(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_THRESHOLD,
+async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
                 dry_run: bool = False, now_ms: int | None = None) -> dict[str, Any]:
     """Delete low and medium drawers whose decayed weight is below ``threshold``.
 
@@ -405,7 +409,7 @@ def _near_pairs(conn: apsw.Connection, rows: Sequence[dict[str, Any]],
     return out
 
 
-async def health(palace: Palace, *, threshold: float = lifecycle.DEFAULT_PRUNE_THRESHOLD,
+async def health(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
                  stale_days: float = STALE_DAYS, limit: int = HEALTH_LIST_LIMIT,
                  now_ms: int | None = None) -> dict[str, Any]:
     """Per-room report: counts, stale drawers, duplicate candidates, consolidation hints.

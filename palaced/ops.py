@@ -11,27 +11,15 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from palaced import __version__
-from palaced.api import (
-    MAX_ID,
-    MAX_OFFSET,
-    MAX_TIME_CHARS,
-    NO_LIMIT,
-    Arg,
-    Op,
-    OpTable,
-    check_label,
-    check_text,
-    decode_args,
-    need_palace,
-)
+from palaced.api import Handler, OpTable, check_label, check_text, need_palace
 from palaced.errors import EmbedderUnavailable, InvalidArgs, PalaceError, quote
+from palaced.specs import MAX_TIME_CHARS, MAX_TTL_S, REMEMBER_MANY_ITEM, decode_args
 from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
 if TYPE_CHECKING:
     from palaced.daemon import Daemon
 
-IMPORTANCE = Arg("str|float", default=0.5, max_len=64)
 TIGHTENED_SHOWN = 20  # status lists this many tightened paths; the log has them all
 
 
@@ -80,7 +68,6 @@ def drawer_from_args(d: Daemon, args: dict[str, Any], now: int) -> m.NewDrawer:
 
 
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
 
 
 def parse_ttl(value: str | int) -> int:
@@ -119,18 +106,6 @@ def parse_ttl(value: str | int) -> int:
     return int(seconds)
 
 
-DRAWER_ARGS: dict[str, Arg] = {
-    "text": Arg("str", required=True, max_len=NO_LIMIT),
-    "wing": Arg("str", max_len=200),
-    "room": Arg("str", max_len=200),
-    "tags": Arg("strlist", default=[], max_len=64),
-    "importance": IMPORTANCE,
-    "source": Arg("str", max_len=200),
-    "occurred_at": Arg("str|int", max_len=MAX_TIME_CHARS),
-    "ttl": Arg("str|int", min=1, max=MAX_TTL_S, max_len=MAX_TIME_CHARS),
-    "expires_at": Arg("str|int", max_len=MAX_TIME_CHARS),
-    "supersedes": Arg("int", min=1, max=MAX_ID),
-}
 
 
 # -- daemon -----------------------------------------------------------------------------------
@@ -243,13 +218,12 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
         raise InvalidArgs(f"at most {d.config.limits.max_batch} items per batch",
                           details={"items": len(items)})
     now = int(time.time() * 1000)
-    item_op = Op("memory.remember_many item", op_remember, dict(DRAWER_ARGS))
 
     def validate() -> list[m.NewDrawer]:
         drawers = []
         for i, raw in enumerate(items):
             try:
-                drawers.append(drawer_from_args(d, decode_args(item_op, raw), now))
+                drawers.append(drawer_from_args(d, decode_args(REMEMBER_MANY_ITEM, raw), now))
             except PalaceError as exc:
                 exc.details["index"] = i
                 exc.message = f"item {i}: {exc.message}"
@@ -312,49 +286,26 @@ async def op_list(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[s
     return await p.list_drawers(filters_from_args(args), int(args["limit"]), int(args["offset"]))
 
 
+HANDLERS: tuple[tuple[str, Handler], ...] = (
+    ("daemon.status", op_status),
+    ("daemon.stop", op_stop),
+    ("palace.list", op_palace_list),
+    ("palace.create", op_palace_create),
+    ("palace.delete", op_palace_delete),
+    ("palace.info", op_palace_info),
+    ("palace.reembed", op_reembed),
+    ("memory.remember", op_remember),
+    ("memory.remember_many", op_remember_many),
+    ("memory.recall", op_recall),
+    ("memory.wake_up", op_wake_up),
+    ("memory.get", op_get),
+    ("memory.forget", op_forget),
+    ("memory.list", op_list),
+)
+
+
 def build_table() -> OpTable:
     """Every op the daemon serves (``daemon.hello`` is handled by the server itself)."""
-    t = OpTable()
-    t.add(Op("daemon.status", op_status))
-    t.add(Op("daemon.stop", op_stop))
-    t.add(Op("palace.list", op_palace_list))
-    t.add(Op("palace.create", op_palace_create, {"exist_ok": Arg("bool", default=False)},
-             palace="required"))
-    t.add(Op("palace.delete", op_palace_delete, palace="required"))
-    t.add(Op("palace.info", op_palace_info, palace="required"))
-    t.add(Op("palace.reembed", op_reembed, palace="required"))
-    t.add(Op("memory.remember", op_remember,
-             {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace="required"))
-    t.add(Op("memory.remember_many", op_remember_many,
-             {"items": Arg("list", required=True, max_len=NO_LIMIT),
-              "dedup": Arg("bool", default=False)},
-             palace="required"))
-    t.add(Op("memory.recall", op_recall, {
-        "query": Arg("str", required=True, max_len=10_000),
-        "top_k": Arg("int", default=10, min=1, max=1000),
-        "wing": Arg("str", max_len=200),
-        "room": Arg("str", max_len=200),
-        "tags": Arg("strlist", default=[], max_len=64),
-        "levels": Arg("intlist", default=[0, 1, 2, 3], max_len=4),
-        "budget": Arg("int", default=1500, min=0, max=200_000),
-        "deep": Arg("bool", default=False),
-        "include_superseded": Arg("bool", default=False),
-    }, palace="required"))
-    t.add(Op("memory.wake_up", op_wake_up, {
-        "budget": Arg("int", default=800, min=0, max=200_000),
-    }, palace="required"))
-    t.add(Op("memory.get", op_get, {"id": Arg("int", required=True, min=1, max=MAX_ID)},
-             palace="required"))
-    t.add(Op("memory.forget", op_forget, {"id": Arg("int", required=True, min=1, max=MAX_ID)},
-             palace="required"))
-    t.add(Op("memory.list", op_list, {
-        "wing": Arg("str", max_len=200),
-        "room": Arg("str", max_len=200),
-        "tags": Arg("strlist", default=[], max_len=64),
-        "limit": Arg("int", default=50, min=1, max=1000),
-        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
-    }, palace="required"))
-    from palaced.ops_knowledge import register
+    from palaced.ops_knowledge import HANDLERS as KNOWLEDGE
 
-    register(t)
-    return t
+    return OpTable([*HANDLERS, *KNOWLEDGE])

@@ -7,47 +7,19 @@ is checked against the maximum *before* the body is read, so a hostile prefix ne
 either side allocate. The first request on every connection is ``daemon.hello``; a repeated
 hello is answered again.
 
-Retrying after a broken connection (``RETRY_RULES``, read by the client)
-------------------------------------------------------------------------
-A client whose connection breaks cannot tell whether the daemon applied the request. If the
-request was never written whole (connect or send failed), the daemon cannot have applied it
-and any op may be sent again. If it was written and the reply was lost (e.g. the daemon was
-killed right after committing), the retry lands on a *new* daemon process, so no request-id
-memory in the daemon could recognise it. Correctness must come from the op itself, so every
-op has one retry class here, in one table both sides can read (a test checks that every op
-the daemon serves has one):
-
-* ``SAFE``: reads, and writes idempotent by nature (``memory.remember`` dedups by content
-  hash and returns the same id; ``graph.assert`` returns an already active fact unchanged;
-  ``graph.invalidate`` returns a closed fact unchanged; ``palace.reembed`` recomputes the
-  same state). Sent again as is.
-* ``CONVERGE``: writes whose retry would fail only *because* the lost attempt succeeded.
-  The retry is sent with ``retry_args`` merged in (``palace.create`` with ``exist_ok``) and
-  the error ``done_code`` on a retry means "already done": the client reports success
-  (``memory.forget`` → MEMORY_NOT_FOUND, ``palace.delete`` → PALACE_NOT_FOUND). The price:
-  if the lost request in fact never ran and the drawer/palace was already absent (or another
-  client created the palace meanwhile), the retry still reports success; the state the
-  caller asked for holds either way.
-* ``NEVER``: writes whose second run would report something else than the first did
-  (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
-  that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
-  raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
+Which ops a client may resend after a lost reply is a fact of each op: see ``specs.py``.
 """
 
 from __future__ import annotations
 
-import enum
 import socket
 import struct
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import msgpack
 
-from palaced.errors import BadFrame, FrameTooLarge, MemoryNotFound, PalaceError, PalaceNotFound
+from palaced.errors import BadFrame, FrameTooLarge, PalaceError
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
@@ -173,71 +145,3 @@ def hello_args(client_name: str, client_version: str) -> dict[str, Any]:
     """Arguments of the daemon.hello request."""
     client = {"name": client_name, "version": client_version}
     return {"protocol": PROTOCOL_VERSION, "client": client}
-
-
-# -- retry classes (see the module docstring) -------------------------------------------------
-class Retry(enum.Enum):
-    """How a client may resend an op whose reply was lost."""
-
-    SAFE = "safe"
-    CONVERGE = "converge"
-    NEVER = "never"
-
-
-DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
-
-    kind: Retry
-    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
-    done_code: int | None = None
-    # ... and the result reported then, from the request's palace and args.
-    done_result: DoneResult | None = None
-    # CONVERGE: args merged into the resent request.
-    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-
-SAFE = RetryRule(Retry.SAFE)
-NEVER = RetryRule(Retry.NEVER)
-
-RETRY_RULES: Mapping[str, RetryRule] = MappingProxyType({
-    HELLO_OP: SAFE,
-    "daemon.status": SAFE,
-    "daemon.stop": NEVER,  # a resend would stop (or first auto-start) the successor
-    "palace.list": SAFE,
-    "palace.info": SAFE,
-    "palace.create": RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
-    "palace.delete": RetryRule(
-        Retry.CONVERGE, done_code=PalaceNotFound.code,
-        done_result=lambda palace, args: {"deleted": palace}),
-    "palace.reembed": SAFE,
-    "memory.remember": SAFE,
-    "memory.remember_many": SAFE,
-    "memory.recall": SAFE,
-    "memory.wake_up": SAFE,
-    "memory.get": SAFE,
-    "memory.list": SAFE,
-    "memory.forget": RetryRule(
-        Retry.CONVERGE, done_code=MemoryNotFound.code,
-        done_result=lambda palace, args: {"id": args.get("id"), "forgotten": True}),
-    "memory.decay": SAFE,  # recomputes weights from the clock; a rerun's count is its own
-    "memory.health": SAFE,
-    "memory.prune": NEVER,
-    "memory.consolidate": NEVER,
-    "graph.assert": SAFE,
-    "graph.link": SAFE,
-    "graph.invalidate": SAFE,
-    "graph.query": SAFE,
-    "graph.timeline": SAFE,
-    "graph.neighbors": SAFE,
-    "graph.path": SAFE,
-    "graph.search": SAFE,
-})
-
-
-def retry_rule(op: str) -> RetryRule:
-    """The retry rule of ``op``; NEVER for ops this side does not know."""
-    return RETRY_RULES.get(op, NEVER)

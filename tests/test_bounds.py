@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import api
 from palaced import errors as E
-from palaced.ops import MAX_TTL_S, build_table, parse_ttl
+from palaced import specs
+from palaced.ops import parse_ttl
 from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.specs import MAX_TTL_S
 from palaced.timeparse import parse_when
 
 from .conftest import DaemonProc, base_env, short_home
@@ -126,7 +127,7 @@ def test_range_messages_and_largest_values(target: DaemonProc) -> None:
             c.call("memory.get", PALACE, {"id": I63 - 1})
         with pytest.raises(E.FactNotFound):
             c.call("graph.invalidate", PALACE, {"id": I63 - 1})
-        out = c.call("memory.list", PALACE, {"offset": api.MAX_OFFSET})
+        out = c.call("memory.list", PALACE, {"offset": specs.MAX_OFFSET})
         assert out["drawers"] == [] and out["next_offset"] is None
     assert snapshot(target) == before
 
@@ -253,29 +254,26 @@ def test_parse_when_refuses_long_input(value: str) -> None:
 
 
 # -- the decoder --------------------------------------------------------------------------------
-def _op(**args: api.Arg) -> api.Op:
-    async def handler(d: Any, palace: str | None, a: dict[str, Any]) -> dict[str, Any]:
-        return a
-
-    return api.Op("t.op", handler, dict(args))
+def _op(**args: specs.Arg) -> specs.OpSpec:
+    return specs.OpSpec("t.op", dict(args), retry=specs.NEVER)
 
 
-def _refused(op: api.Op, raw: dict[str, Any]) -> str:
+def _refused(op: specs.OpSpec, raw: dict[str, Any]) -> str:
     with pytest.raises(E.InvalidArgs) as err:
-        api.decode_args(op, raw)
+        specs.decode_args(op, raw)
     return err.value.message
 
 
 def test_decoder_applies_structural_bounds() -> None:
-    op = _op(n=api.Arg("int"), f=api.Arg("float"), s=api.Arg("str"), t=api.Arg("str|int"),
-             tags=api.Arg("strlist"), ids=api.Arg("intlist"), items=api.Arg("list"),
-             w=api.Arg("str|float"))
-    assert api.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
+    op = _op(n=specs.Arg("int"), f=specs.Arg("float"), s=specs.Arg("str"), t=specs.Arg("str|int"),
+             tags=specs.Arg("strlist"), ids=specs.Arg("intlist"), items=specs.Arg("list"),
+             w=specs.Arg("str|float"))
+    assert specs.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
     for raw in ({"n": I63}, {"n": -I63 - 1}, {"t": U64}, {"ids": [1, I63]},
-                {"s": "x" * (api.DEFAULT_MAX_STR + 1)}, {"t": "x" * (api.DEFAULT_MAX_STR + 1)},
-                {"tags": ["x" * (api.DEFAULT_MAX_STR + 1)]},
-                {"tags": ["x"] * (api.DEFAULT_MAX_ITEMS + 1)},
-                {"items": [{}] * (api.DEFAULT_MAX_ITEMS + 1)},
+                {"s": "x" * (specs.DEFAULT_MAX_STR + 1)}, {"t": "x" * (specs.DEFAULT_MAX_STR + 1)},
+                {"tags": ["x" * (specs.DEFAULT_MAX_STR + 1)]},
+                {"tags": ["x"] * (specs.DEFAULT_MAX_ITEMS + 1)},
+                {"items": [{}] * (specs.DEFAULT_MAX_ITEMS + 1)},
                 {"f": 10**400}, {"w": 10**400}, {"f": math.inf}, {"w": -math.inf},
                 {"f": math.nan}):
         msg = _refused(op, raw)
@@ -283,8 +281,8 @@ def test_decoder_applies_structural_bounds() -> None:
 
 
 def test_decoder_range_messages_have_no_open_none() -> None:
-    op = _op(lo=api.Arg("float", min=0.0), hi=api.Arg("float", max=1.0),
-             both=api.Arg("int", min=1, max=9), ids=api.Arg("intlist", min=1))
+    op = _op(lo=specs.Arg("float", min=0.0), hi=specs.Arg("float", max=1.0),
+             both=specs.Arg("int", min=1, max=9), ids=specs.Arg("intlist", min=1))
     assert "at least 0.0" in _refused(op, {"lo": -1.0})
     assert "at most 1.0" in _refused(op, {"hi": 2})
     assert "between 1 and 9" in _refused(op, {"both": 10})
@@ -294,39 +292,38 @@ def test_decoder_range_messages_have_no_open_none() -> None:
 
 
 def test_unknown_argument_names_are_quoted() -> None:
-    op = _op(a=api.Arg("int"))
+    op = _op(a=specs.Arg("int"))
     msg = _refused(op, {"k" * 2_500_000: 1, 5: 2, b"raw": 3})
     assert len(msg) <= 500
     with pytest.raises(E.InvalidArgs) as err:
-        api.decode_args(op, {f"k{i}": i for i in range(10_000)})
+        specs.decode_args(op, {f"k{i}": i for i in range(10_000)})
     assert len(err.value.message) <= 1_000
     assert len(err.value.details["unknown"]) <= 21
 
 
-TABLE = build_table()
-SPECS = [(op, name) for op in TABLE.ops.values() for name in op.args]
+ARGS = [(op, name) for op in specs.SPECS.values() for name in op.args]
 SAMPLE = {"str": "x", "int": 1, "float": 0.5, "bool": True, "strlist": [], "intlist": [],
           "list": [], "str|int": 1, "str|float": 0.5, "any": 1}
 
 
 @settings(max_examples=200, deadline=None)
-@given(where=st.sampled_from(SPECS),
+@given(where=st.sampled_from(ARGS),
        value=st.one_of(st.integers(), st.integers(min_value=2**62, max_value=2**70),
                        st.floats(), st.text(max_size=3000),
                        st.lists(st.integers(), max_size=5)))
-def test_decoder_never_lets_out_of_range_values_through(where: tuple[api.Op, str],
+def test_decoder_never_lets_out_of_range_values_through(where: tuple[specs.OpSpec, str],
                                                         value: Any) -> None:
     op, name = where
     raw = {n: SAMPLE[a.kind] for n, a in op.args.items() if a.required}
     raw[name] = value
     try:
-        out = api.decode_args(op, raw)[name]
+        out = specs.decode_args(op, raw)[name]
     except E.InvalidArgs as exc:
         assert len(exc.to_wire()["message"]) <= 1_000
         return
     spec = op.args[name]
     if isinstance(out, int) and not isinstance(out, bool):
-        assert api.INT64_MIN <= out <= api.INT64_MAX or "float" in spec.kind
+        assert specs.INT64_MIN <= out <= specs.INT64_MAX or "float" in spec.kind
         assert spec.min is None or out >= spec.min
         assert spec.max is None or out <= spec.max
     elif isinstance(out, float):
@@ -334,8 +331,8 @@ def test_decoder_never_lets_out_of_range_values_through(where: tuple[api.Op, str
         assert spec.min is None or out >= spec.min
         assert spec.max is None or out <= spec.max
     elif isinstance(out, str):
-        assert len(out) <= (spec.max_len or api.DEFAULT_MAX_STR)
+        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_STR)
     elif isinstance(out, list):
-        assert len(out) <= (spec.max_len or api.DEFAULT_MAX_ITEMS)
+        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_ITEMS)
         if spec.kind == "intlist":
-            assert all(api.INT64_MIN <= i <= api.INT64_MAX for i in out)
+            assert all(specs.INT64_MIN <= i <= specs.INT64_MAX for i in out)

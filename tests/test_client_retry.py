@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from palaced import errors as E
-from palaced.protocol import HELLO_OP, RETRY_RULES, Retry, frame, hello_args, unpack
+from palaced.protocol import HELLO_OP, frame, hello_args, unpack
+from palaced.specs import NEVER, SAFE, SPECS, Retry, retry_rule
 
 from .conftest import TIKTOKEN_FILE, DaemonProc
 
@@ -110,13 +111,16 @@ def _client(relay: LossyRelay) -> Any:
     return Client(relay.path, autostart=False, client_name="tests")
 
 
-def test_every_op_has_a_retry_rule() -> None:
-    from palaced.ops import build_table
-
-    assert set(RETRY_RULES) == {HELLO_OP, *build_table().names()}
-    for op, rule in RETRY_RULES.items():
+def test_retry_rules_are_consistent() -> None:
+    # Every spec must name its rule (no default); only CONVERGE rules carry resend details.
+    assert retry_rule(HELLO_OP) is SAFE and retry_rule("no.such.op") is NEVER
+    for name, spec in SPECS.items():
+        rule = spec.retry
+        assert retry_rule(name) is rule
         if rule.kind is not Retry.CONVERGE:
-            assert rule.done_code is None and not rule.retry_args, op
+            assert rule.done_code is None and not rule.retry_args, name
+        if spec.read_only:
+            assert rule is SAFE, name
 
 
 def test_forget_succeeds_when_the_daemon_dies_after_committing(

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import timeparse
+from palaced import timeparse, vocab
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.store import graph
 from palaced.store.graph import (
@@ -237,7 +237,7 @@ def test_link_stores_typed_relations_normalised(conn: apsw.Connection) -> None:
     with conn:
         f = link(conn, "auth", "dependsOn", "sessions", now_ms=1)
     assert f["predicate"] == "depends_on"
-    assert "depends_on" in graph.TYPED_RELATIONS
+    assert "depends_on" in vocab.TYPED_RELATIONS
 
 
 def test_invalid_arguments(conn: apsw.Connection) -> None:

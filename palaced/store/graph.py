@@ -25,6 +25,13 @@ import apsw
 
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.timeparse import parse_when
+from palaced.vocab import (
+    MAX_LIMIT,
+    MAX_NAME_CHARS,
+    MAX_PREDICATE_CHARS,
+    MAX_VALUE_CHARS,
+    MULTI_VALUED,
+)
 
 # One migration step, run after the drawers table exists (facts cite drawers as sources).
 # Self-links are refused by a CHECK as well as in code, so raw SQL cannot create one either.
@@ -85,32 +92,10 @@ GRAPH_DDL: list[str] = [
     END""",
 ]
 
-TYPED_RELATIONS: frozenset[str] = frozenset(
-    {
-        "part_of",
-        "depends_on",
-        "related_to",
-        "contradicts",
-        "refines",
-        "alternative_to",
-        "caused_by",
-        "instance_of",
-        "superseded_by",
-    }
-)
-# A concept can be part of, depend on, ... many others at once; everything else (including
-# superseded_by and free predicates such as "lives_in" or "version") has one value at a time.
-MULTI_VALUED: frozenset[str] = TYPED_RELATIONS - {"superseded_by"}
 
-MAX_NAME_CHARS = 200
-MAX_PREDICATE_CHARS = 64
-MAX_VALUE_CHARS = 2_000
 MAX_DEFINITION_CHARS = 4_000
 MAX_LABELS = 32
 MAX_LABEL_CHARS = 64
-MAX_DEPTH = 6
-MAX_PATH_DEPTH = 12
-MAX_LIMIT = 1_000
 # Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
 MAX_VISITED = 10_000
 

@@ -20,15 +20,13 @@ import apsw
 
 from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
+from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
 from .graph import (
     _ACTIVE,
     _ENTITY_COLS,
     _FACT_SELECT,
     _VALID_AT,
-    MAX_DEPTH,
-    MAX_LIMIT,
-    MAX_PATH_DEPTH,
     MAX_VISITED,
     _check_limit,
     _entity_dict,
