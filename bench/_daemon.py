@@ -97,6 +97,14 @@ def scan_log(log_file: Path) -> list[str]:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; reaps it when it is an exited child of ours (a daemon a client
+    auto-started from this process is one, and would otherwise linger as a zombie)."""
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
