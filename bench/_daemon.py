@@ -8,6 +8,7 @@ auto-started by a client of that home) is ever signalled.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -94,6 +95,28 @@ def scan_log(log_file: Path) -> list[str]:
         return []
     lines = log_file.read_text("utf-8", errors="replace").splitlines()
     return [ln for ln in lines if " ERROR " in ln or " CRITICAL " in ln]
+
+
+def add_daemon_args(ap: argparse.ArgumentParser) -> None:
+    """``--model``, ``--tiktoken``, ``--keep-home`` and ``--json`` of the bench checks."""
+    ap.add_argument("--model", type=Path, default=None,
+                    help="embedding model directory (default: keyword-only)")
+    ap.add_argument("--tiktoken", type=Path, default=DEFAULT_TIKTOKEN,
+                    help="cl100k_base.tiktoken file for exact token counts")
+    ap.add_argument("--keep-home", action="store_true",
+                    help="keep the scratch PALACE_HOME even on PASS")
+    ap.add_argument("--json", type=Path, help="also write the full report here")
+
+
+def all_drawers(client: Client, palace: str) -> list[dict[str, Any]]:
+    """Every drawer of ``palace``, newest first, through ``memory.list`` pages."""
+    out: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = client.drawers(palace, limit=1000, offset=offset)
+        out.extend(page["drawers"])
+        offset = page["next_offset"]
+    return out
 
 
 def pid_alive(pid: int) -> bool:

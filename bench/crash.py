@@ -50,10 +50,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from _daemon import DEFAULT_TIKTOKEN, PrivateDaemon, launch, wait_ready
+from _daemon import PrivateDaemon, add_daemon_args, all_drawers, launch, wait_ready
 
 from palace_client import Client
 from palace_client.connection import Connection
@@ -108,8 +107,9 @@ class Outcome:
     op: str
     target: str
     answer: str
-    retried: bool
+    retried: bool  # the client reconnected during the call
     before: bool | None  # the target existed before the op (None: not known)
+    span: tuple[float, float] = (0.0, 0.0)  # monotonic start and end of the call
 
 
 @dataclass
@@ -146,6 +146,7 @@ class Worker(threading.Thread):
         self.serial = 0
         self.scratch_serial = 0
         self.crashed: str | None = None
+        self.span = (0.0, 0.0)
 
     def text(self) -> str:
         self.serial += 1
@@ -182,7 +183,9 @@ class Worker(threading.Thread):
 
     def call(self, op: str, palace: str | None, args: dict[str, Any]
              ) -> tuple[dict[str, Any] | BaseException, bool]:
+        t0 = time.monotonic()
         result, retried = self.client.traced(op, palace, args)
+        self.span = (t0, time.monotonic())
         self.state.counts[op] += 1
         if retried:
             self.state.retried += 1
@@ -233,7 +236,7 @@ class Worker(threading.Thread):
         result, retried = self.call("memory.forget", PALACE, {"id": did})
         answer = answer_of(result)
         st.forget_pending[did] = (text, answer)
-        st.pending_ops.append(Outcome("forget", str(did), answer, retried, True))
+        st.pending_ops.append(Outcome("forget", str(did), answer, retried, True, self.span))
 
     def scratch_op(self) -> None:
         st = self.state
@@ -258,7 +261,7 @@ class Worker(threading.Thread):
             st.scratch[name] = True
         elif op == "delete" and answer == "PALACE_NOT_FOUND":
             st.scratch[name] = False
-        st.pending_ops.append(Outcome(op, name, answer, retried, before))
+        st.pending_ops.append(Outcome(op, name, answer, retried, before, self.span))
 
 
 # -- the checks -----------------------------------------------------------------------------
@@ -283,6 +286,8 @@ class Totals:
     unknown_applied: Counter[str] = field(default_factory=Counter)
     contradictions: Counter[str] = field(default_factory=Counter)
     contradictions_retried: int = 0
+    contradictions_crossed: int = 0
+    kill_times: list[float] = field(default_factory=list)
     acked_not_applied: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
 
@@ -293,13 +298,7 @@ class Totals:
 
 def listing(ctl: Client) -> dict[int, str]:
     """Every drawer of the crash palace: id -> text."""
-    out: dict[int, str] = {}
-    offset: int | None = 0
-    while offset is not None:
-        page = ctl.drawers(PALACE, limit=1000, offset=offset)
-        out.update({int(d["id"]): str(d["text"]) for d in page["drawers"]})
-        offset = page["next_offset"]
-    return out
+    return {int(d["id"]): str(d["text"]) for d in all_drawers(ctl, PALACE)}
 
 
 def check_round(ctl: Client, workers: list[Worker], tot: Totals, rnd: random.Random,
@@ -362,19 +361,22 @@ def resolve_ops(ctl: Client, w: Worker, stored: dict[int, str], tot: Totals) -> 
         tot.answers[f"{o.op} said {o.answer}"] += 1
         exists_now = (int(o.target) in stored) if o.op == "forget" else (o.target in palaces)
         applied = (not exists_now) if o.op in ("forget", "delete") else exists_now
-        if o.op == "forget" and o.answer == "MEMORY_NOT_FOUND" and not o.retried:
-            # No reconnect, so no retry: the acknowledged drawer was already gone.
+        crossed = any(o.span[0] <= k <= o.span[1] for k in tot.kill_times)
+        if o.op == "forget" and o.answer == "MEMORY_NOT_FOUND" and not (o.retried or crossed):
+            # No kill during the call, so no lost reply: the acknowledged drawer was gone.
             tot.lost_by_forget += 1
-            tot.example(f"forget {o.target}: MEMORY_NOT_FOUND on the first attempt for an "
-                        "acknowledged drawer")
+            tot.example(f"forget {o.target}: MEMORY_NOT_FOUND, no kill during the call, for "
+                        "an acknowledged drawer")
         contradiction = (
-            (o.op == "forget" and o.answer == "MEMORY_NOT_FOUND" and o.retried)
+            (o.op == "forget" and o.answer == "MEMORY_NOT_FOUND" and (o.retried or crossed))
             or (o.op == "create" and o.answer == "PALACE_EXISTS" and o.before is False)
             or (o.op == "delete" and o.answer == "PALACE_NOT_FOUND" and o.before is True))
         if contradiction:
             tot.contradictions[f"{o.op} said {o.answer}"] += 1
             tot.contradictions_retried += int(o.retried)
-            tot.example(f"{o.op} {o.target}: said {o.answer} (retried={o.retried}) although "
+            tot.contradictions_crossed += int(crossed)
+            tot.example(f"{o.op} {o.target}: said {o.answer} (reconnected={o.retried}, "
+                        f"crossed a kill={crossed}) although "
                         f"the target {'existed' if o.before else 'did not exist'} before")
         if o.answer == "unknown":
             tot.unknown_applied[f"{o.op} {'applied' if applied else 'not applied'}"] += 1
@@ -447,14 +449,10 @@ def main() -> int:
                          "script")
     ap.add_argument("--search-sample", type=int, default=10,
                     help="acknowledged drawers looked up by recall each round")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--model", type=Path, default=None,
-                    help="embedding model directory (default: keyword-only)")
-    ap.add_argument("--tiktoken", type=Path, default=DEFAULT_TIKTOKEN)
+    ap.add_argument("--seed", type=int, default=1, help="seed of kill times and texts")
     ap.add_argument("--strict-retries", action="store_true",
                     help="also fail on contradictory answers of retried ops")
-    ap.add_argument("--keep-home", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_daemon_args(ap)
     args = ap.parse_args()
 
     daemon = PrivateDaemon("palcrash-", args.model, args.tiktoken)
@@ -480,6 +478,7 @@ def main() -> int:
         while tot.rounds < args.rounds and time.monotonic() - t0 < args.duration:
             run_ev.set()
             time.sleep(rnd.uniform(0.2, max(0.2, args.round_s)))
+            tot.kill_times.append(time.monotonic())
             if daemon.kill9() is not None:
                 tot.kills += 1
             restart(daemon, args.restart, rnd)
@@ -546,7 +545,8 @@ def print_report(args: argparse.Namespace, tot: Totals, workers: list[Worker], m
         "info_disagreements": tot.info_bad, "answers": dict(tot.answers),
         "unknown_outcomes": dict(tot.unknown_applied),
         "contradictions": dict(tot.contradictions),
-        "contradictions_retried": tot.contradictions_retried,
+        "contradictions_reconnected": tot.contradictions_retried,
+        "contradictions_crossing_a_kill": tot.contradictions_crossed,
         "acked_not_applied": dict(tot.acked_not_applied), "shutdown": shutdown,
         "examples": tot.examples, "result": "FAIL" if reasons else "PASS", "reasons": reasons}
     print(f"palace crash check: seed {args.seed}, {args.workers} workers, mode {mode}, "
@@ -575,7 +575,8 @@ def print_report(args: argparse.Namespace, tot: Totals, workers: list[Worker], m
           f"{dict(tot.acked_not_applied)}")
     print(f"retried ops whose answer contradicted the final state: "
           f"{sum(tot.contradictions.values())} {dict(tot.contradictions)} "
-          f"(reconnected mid-call: {tot.contradictions_retried})")
+          f"(reconnected mid-call: {tot.contradictions_retried}, during a kill: "
+          f"{tot.contradictions_crossed})")
     print(f"{'errors seen by the workers':<38}{dict(sorted(errors.items()))}")
     print(f"{'shutdown':<38}{shutdown}")
     for ex in tot.examples:

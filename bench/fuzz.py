@@ -33,7 +33,8 @@ INVALID_ARGS``...), connections the daemon closed, the largest reply, the longes
 message, then the INTERNAL errors (the request that caused each, truncated, its message and
 the exception the daemon logged), then ``RESULT: PASS`` or ``RESULT: FAIL -- reasons``.
 
-Exit status 1 when any invariant fails: an INTERNAL (500) reply, a malformed reply, a
+Exit status 1 when any invariant fails: a 500-502 reply (INTERNAL, STORAGE_ERROR,
+INDEX_ERROR), a malformed reply, a
 well-framed request dropped without a reply, a reply slower than ``--reply-timeout``, an
 error message longer than 1,000 characters, a frame-level case answered with the wrong code
 (e.g. an oversized length prefix not refused with FRAME_TOO_LARGE), the daemon dead or
@@ -63,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from _daemon import DEFAULT_TIKTOKEN, PrivateDaemon
+from _daemon import PrivateDaemon, add_daemon_args, all_drawers
 
 from palace_client import Client
 from palaced.api import Arg
@@ -75,6 +76,9 @@ KEEP = "fuzz-keep"
 PLAY = "fuzz-play"
 MAX_MESSAGE = 1000  # an error message longer than this fails the run
 MAX_EXAMPLES = 8
+# INTERNAL, STORAGE_ERROR, INDEX_ERROR: no request, however hostile, may cause one.
+# (503 EMBEDDER_UNAVAILABLE is the expected answer of a keyword-only daemon.)
+SERVER_FAULTS = frozenset({500, 501, 502})
 REPLY_LIMIT = 64 * 1024 * 1024  # a reply header announcing more is malformed
 
 # Ops that never change drawers: the only ones allowed to name fuzz-keep.
@@ -432,9 +436,10 @@ class Fuzzer:
         if len(message) > MAX_MESSAGE:
             self.t.fail("long_message", f"{case} {err['name']}: {len(message)} chars: "
                         f"{message[:150]}")
-        if err["code"] == 500:
+        if err["code"] in SERVER_FAULTS:
             eid = err["details"].get("error_id")
-            self.t.internals.append(Internal(case, request[:600], message[:300],
+            self.t.internals.append(Internal(case, request[:600],
+                                             f"{err['name']}: {message[:300]}",
                                              eid if isinstance(eid, str) else None))
 
     def note(self, kind: str, example: str) -> None:
@@ -610,10 +615,10 @@ class Fuzzer:
             ("unknown key", {**good, "extra": 1}, {100}),
             ("unknown keys x50", {**good, **{f"k{i}": i for i in range(50)}}, {100}),
             ("int key", {**good, 1: 2}, {100}),
-            ("palace int", {**good, "op": "palace.info", "palace": 5}, {100}),
-            ("palace list", {**good, "op": "palace.info", "palace": ["a"]}, {100}),
-            ("args list", {**good, "args": [1]}, {105}),
-            ("args str", {**good, "args": "x"}, {105}),
+            ("palace int", {**good, "op": "palace.info", "palace": 5}, {100, 105, 205}),
+            ("palace list", {**good, "op": "palace.info", "palace": ["a"]}, {100, 105, 205}),
+            ("args list", {**good, "args": [1]}, {100, 105}),
+            ("args str", {**good, "args": "x"}, {100, 105}),
             ("timeout 0", {**good, "timeout_ms": 0}, {100}),
             ("timeout -1", {**good, "timeout_ms": -1}, {100}),
             ("timeout float", {**good, "timeout_ms": 1.5}, {100}),
@@ -795,7 +800,7 @@ class Fuzzer:
                 self.t.cases[name] += 1
             try:
                 fn()
-            except (Closed, ConnectionError, BrokenPipeError, FileNotFoundError) as exc:
+            except (Closed, ConnectionError, FileNotFoundError, PalaceError) as exc:
                 if self.conn is not None:
                     self.conn.close()
                     self.conn = None
@@ -827,14 +832,7 @@ def seed_keep(ctl: Client, n: int) -> dict[int, dict[str, Any]]:
 
 
 def snapshot(ctl: Client, palace: str) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {}
-    offset: int | None = 0
-    while offset is not None:
-        page = ctl.drawers(palace, limit=1000, offset=offset)
-        for d in page["drawers"]:
-            out[int(d["id"])] = {k: d.get(k) for k in SNAP_KEYS}
-        offset = page["next_offset"]
-    return out
+    return {int(d["id"]): {k: d.get(k) for k in SNAP_KEYS} for d in all_drawers(ctl, palace)}
 
 
 def end_checks(fz: Fuzzer, keep: dict[int, dict[str, Any]], pid: int) -> dict[str, Any]:
@@ -925,7 +923,7 @@ def print_report(r: dict[str, Any], t: Tally, internals: list[Internal]) -> None
     for key, n in sorted(t.replies.items(), key=lambda kv: kv[0]):
         print(f"  {key:<32}{n:>10,}")
     print(f"{'closed by daemon (allowed)':<34}{sum(t.closed.values()):>10,}  {dict(t.closed)}")
-    print(f"{'INTERNAL (500) replies':<34}{len(internals):>10,}")
+    print(f"{'INTERNAL replies (500-502)':<34}{len(internals):>10,}")
     print(f"{'max reply size (bytes)':<34}{t.max_reply:>10,}  ({t.max_reply_case[:70]})")
     print(f"{'longest error message (chars)':<34}{t.max_message:>10,}  ({t.max_message_case})")
     print(f"{'daemon alive at end':<34}{r['checks'].get('alive')!s:>10}  "
@@ -965,15 +963,11 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=20_000, help="stop after this many frames")
     ap.add_argument("--duration", type=float, default=45.0, help="stop after this many seconds")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1, help="seed of the case sequence")
     ap.add_argument("--keep", type=int, default=40, help="known drawers checked at the end")
-    ap.add_argument("--model", type=Path, default=None,
-                    help="embedding model directory (default: keyword-only)")
-    ap.add_argument("--tiktoken", type=Path, default=DEFAULT_TIKTOKEN)
     ap.add_argument("--reply-timeout", type=float, default=30.0,
                     help="seconds a reply may take before the case counts as hung")
-    ap.add_argument("--keep-home", action="store_true")
-    ap.add_argument("--json", type=Path)
+    add_daemon_args(ap)
     args = ap.parse_args()
 
     daemon = PrivateDaemon("palfuzz-", args.model, args.tiktoken)
@@ -1000,7 +994,7 @@ def main() -> int:
     tally = fz.t if fz is not None else Tally()
     internal_causes(tally.internals, daemon.log_file)
     if tally.internals:
-        reasons.append(f"{len(tally.internals)} INTERNAL replies")
+        reasons.append(f"{len(tally.internals)} INTERNAL (500-502) replies")
     reasons.extend(f"{n} {kind}" for kind, n in sorted(tally.failures.items()))
     if report["log_errors"]:
         reasons.append(f"{len(report['log_errors'])} ERROR lines in the daemon log")
