@@ -60,7 +60,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -73,12 +72,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from _daemon import (
+    DEFAULT_MODEL,
+    DEFAULT_TIKTOKEN,
+    launch,
+    private_env,
+    scan_log,
+    stop_daemon,
+    wait_ready,
+)
+
 from palace_client import Client
 from palaced.errors import MemoryNotFound, PalaceError
-
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"
-DEFAULT_TIKTOKEN = REPO.parent / "shared" / "data" / "tiktoken" / "cl100k_base.tiktoken"
 
 HUGE_ID = 10**12  # no drawer or fact of a soak ever gets an id this large
 ROOMS = ("deploy", "billing", "auth", "search", "mobile", "infra")
@@ -87,7 +92,6 @@ TAGS = ("ops", "db", "team", "security", "perf")
 RESERVOIR = 20_000  # latency samples kept per op (reservoir sampling beyond that)
 MAX_EXAMPLES = 20  # messages kept per worker for unexpected errors and violations
 FD_GROWTH_LIMIT = 20
-SHUTDOWN_LIMIT_S = 30.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
 
@@ -860,23 +864,6 @@ def _counts(info: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- the run --------------------------------------------------------------------------------
-def wait_ready(proc: subprocess.Popen[bytes], sock: Path, timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"palaced exited with {proc.returncode} during start")
-        try:
-            with Client(sock, autostart=False, client_name="soak-ready") as c:
-                status = c.status()
-            if status["model"]["state"] != "loading":
-                return status
-        except PalaceError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"palaced not ready within {timeout_s:.0f}s")
-        time.sleep(0.2)
-
-
 def wait_expiry(ctl: Client, workers: list[Worker], limit_s: float) -> dict[str, Any]:
     """Poll until every short-ttl drawer is expired and swept, at most ``limit_s``."""
     pending = {(p, did): sure for w in workers for p, own in w.own.items()
@@ -966,13 +953,6 @@ def verify(ctl: Client, palaces: list[str], workers: list[Worker], shared: Share
         fails.append(f"{total_reused} forgotten drawer ids now name other drawers "
                      "(get(id) of a forgotten drawer returns a different memory)")
     return out, fails
-
-
-def scan_log(log_file: Path) -> list[str]:
-    if not log_file.exists():
-        return []
-    lines = log_file.read_text("utf-8", errors="replace").splitlines()
-    return [ln for ln in lines if " ERROR " in ln or " CRITICAL " in ln]
 
 
 class Unresponsive(Exception):
@@ -1082,20 +1062,6 @@ def end_checks(ctl: Client, home: Path, palaces: list[str], workers: list[Worker
     return out, fails
 
 
-def stop_daemon(proc: subprocess.Popen[bytes], sock: Path) -> dict[str, Any]:
-    """SIGTERM; the daemon must exit 0 within SHUTDOWN_LIMIT_S and remove its socket."""
-    t_stop = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        rc: int | None = proc.wait(timeout=SHUTDOWN_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        rc = None
-        proc.kill()
-        proc.wait()
-    return {"exit_code": rc, "seconds": round(time.monotonic() - t_stop, 2),
-            "socket_removed": not sock.exists(), "killed": rc is None}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1124,9 +1090,7 @@ def main() -> int:
     weights = parse_mix(args.mix)
 
     home = Path(tempfile.mkdtemp(prefix="palsoak-", dir="/tmp"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PALACE")}
-    env.update(PALACE_HOME=str(home), PALACE_EMBED_MODEL_PATH=str(args.model_dir.resolve()),
-               PALACE_TIKTOKEN_FILE=str(args.tiktoken.resolve()))
+    env = private_env(home, args.model_dir, args.tiktoken)
     os.environ.clear()
     os.environ.update(env)
     sock = home / "run" / "palaced.sock"
@@ -1136,9 +1100,7 @@ def main() -> int:
                               "mix": weights}
     fails: list[str] = []
 
-    with open(home / "palaced.stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "palaced", "run", "--quiet"], env=env,
-                                cwd="/", stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+    proc = launch(env, home / "palaced.stderr")
     ctl: Client | None = None
     try:
         # -- setup: ready model, palaces, prefill, warm reader pools, baseline --
