@@ -1,7 +1,8 @@
 """The documentation holds: generated parts current, links resolve, the quick start prints as shown.
 
 * ``docs/gen.py`` regenerated in memory equals the committed files (CLI help, error and exit
-  codes, ops, config keys, environment variables, client methods, MCP tools, tuning constants);
+  codes, ops, config keys, environment variables, client methods, MCP tools, tuning constants;
+  for the CLI help, its content: another rich version may draw the same help differently);
 * every relative link (and ``#anchor``) in ``README.md`` and ``docs/*.md`` points at something;
 * the README starts with the two commands, then the title, and stays a short landing page;
 * the README's quick start, run command by command against a cold keyword-only daemon under a
@@ -41,12 +42,19 @@ def _load_gen() -> ModuleType:
 
 
 # -- generated reference ------------------------------------------------------------------------
+def _help_content(text: str) -> str:
+    """``--help`` text without box drawing and line wrapping (which rich versions change)."""
+    return " ".join(re.sub(r"[╭╮╰╯│─]", " ", text).split())
+
+
 def test_generated_docs_are_current() -> None:
     gen = _load_gen()
     rendered: dict[Path, str] = gen.render_all()
     stale = []
     for path, text in rendered.items():
         current = path.read_text("utf-8") if path.is_file() else ""
+        if path.name == "cli.md" and _help_content(current) == _help_content(text):
+            continue  # same commands, options and help; only the rendering differs
         if current != text:
             diff = difflib.unified_diff(current.splitlines(), text.splitlines(),
                                         f"{path.name} (committed)", f"{path.name} (code)",
