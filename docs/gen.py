@@ -1,0 +1,634 @@
+"""Generate the reference parts of ``docs/`` from the code, so they cannot drift from it.
+
+    python docs/gen.py           # rewrite the generated files and sections
+    python docs/gen.py --check   # exit 1 and name the stale files, write nothing
+
+What it writes:
+
+* ``docs/cli.md`` (whole file): the real ``--help`` of every ``palace`` and ``palaced``
+  command, rendered in-process by typer at a fixed width of 100 columns without colour;
+* ``docs/protocol.md``: the error table (``palaced/errors.py``), the CLI exit codes
+  (``palace_client/cli.py``) and the op table (``palaced/ops.py``);
+* ``docs/configuration.md``: every ``config.toml`` key (read from ``palaced/config.py``) and
+  every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
+* ``docs/python-api.md``: the methods of ``palace_client.Client``;
+* ``docs/agents.md``: the MCP tools (``palace_client/tool_specs.py``);
+* ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``.
+
+Inside hand-written files, generated text sits between ``<!-- BEGIN GENERATED: name -->`` and
+``<!-- END GENERATED: name -->``. Facts the code does not state (what a config key or an
+environment variable means, the measurement behind a constant) live in the tables below; a key,
+variable or op the code gains without an entry here stops the generator with a message saying
+what to add. ``tests/test_docs.py`` fails while a committed file differs from what this writes.
+Deterministic, no daemon, no network; about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import dataclasses
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+if str(REPO) not in sys.path:  # `python docs/gen.py` documents this checkout
+    sys.path.insert(0, str(REPO))
+
+HELP_WIDTH = 100
+REGENERATE = "python docs/gen.py"
+
+# -- facts the code does not state ----------------------------------------------------------------
+# [section] key -> meaning. Types and defaults come from palaced/config.py itself.
+CONFIG_MEANINGS: dict[tuple[str, str], str] = {
+    ("embedder", "model"): "Embedding model name (fastembed). `\"none\"`, `\"off\"` or `\"\"` "
+        "turns embedding off: keyword-only recall, no model is loaded.",
+    ("embedder", "model_path"): "Directory holding a local copy of the model (`model.onnx` or "
+        "another `*.onnx`, plus `tokenizer.json` and the other tokenizer files); loaded with "
+        "`local_files_only`, never downloaded. For offline machines. `~` is expanded.",
+    ("embedder", "threads"): "ONNX intra- and inter-op threads; unset or 0 lets onnxruntime "
+        "choose.",
+    ("embedder", "allow_download"): "Whether the daemon may download the model into "
+        "`<state_dir>/models` when it is not cached (only after a TCP probe of the model hub, "
+        "`HF_ENDPOINT` honoured, succeeds).",
+    ("tokenizer", "bpe_file"): "The `cl100k_base.tiktoken` file (sha256-checked) for exact "
+        "token counts; without it budgets use a `ceil(chars / 4)` estimate.",
+    ("limits", "max_frame"): "Largest protocol frame in bytes, checked before a frame is read; "
+        "larger ones get `FRAME_TOO_LARGE` and the connection closes. Sent to clients in the "
+        "hello answer.",
+    ("limits", "max_text_chars"): "Longest drawer text or consolidation summary, in characters "
+        "(`TEXT_TOO_LARGE` beyond).",
+    ("limits", "max_batch"): "Most items in one `memory.remember_many` request.",
+    ("limits", "request_timeout_s"): "Deadline of a request without `timeout_ms` (`TIMEOUT` "
+        "after it).",
+    ("limits", "max_request_timeout_s"): "Cap on the `timeout_ms` a client may ask for.",
+    ("limits", "idle_close_s"): "A palace unused this long is closed (index saved, files "
+        "released) and reopened on the next request.",
+    ("limits", "checkpoint_idle_s"): "Seconds without a write before a palace's background "
+        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep.",
+    ("limits", "max_connections"): "Open client connections at most; one more gets `BUSY` and "
+        "is closed.",
+}
+
+# Types of the keys config.load reads itself ([limits] types come from config.Limits).
+CONFIG_TYPES: dict[tuple[str, str], str] = {
+    ("embedder", "model"): "string",
+    ("embedder", "model_path"): "path",
+    ("embedder", "threads"): "integer",
+    ("embedder", "allow_download"): "boolean",
+    ("tokenizer", "bpe_file"): "path",
+}
+
+# Environment variables: name -> (who reads it, meaning). The names are found in the code.
+ENV_MEANINGS: dict[str, tuple[str, str]] = {
+    "PALACE_HOME": ("daemon, clients", "Put everything under this directory: palaces in "
+                    "`palaces/`, state in `state/`, `config.toml`, the socket in `run/` (or "
+                    "`/tmp/palace-<uid>-<hash>/` when that path is too long for a socket). Each "
+                    "home has its own daemon."),
+    "PALACE_SOCKET": ("daemon, clients", "Use this socket path; its directory also holds the "
+                      "daemon's lock file."),
+    "PALACE_CONFIG": ("daemon", "Read this config file instead of `<config_dir>/config.toml`."),
+    "PALACE_EMBED_MODEL": ("daemon", "Overrides `[embedder] model`; `none`, `off`, `0` or empty "
+                           "means keyword-only."),
+    "PALACE_EMBED_MODEL_PATH": ("daemon", "Overrides `[embedder] model_path` (empty: no local "
+                                "path)."),
+    "PALACE_TIKTOKEN_FILE": ("daemon", "The `cl100k_base.tiktoken` file, used when the config "
+                             "file sets no `[tokenizer] bpe_file`."),
+    "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
+                           "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
+                           "`cl100k_base`) after `<state_dir>/tiktoken/`."),
+    "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
+                    "`https://huggingface.co`."),
+    "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace init`", "Project directory whose git root "
+                           "names the default palace (else the current directory)."),
+    "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
+                        "Linux (default `~/.config`)."),
+    "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
+}
+
+# Ops whose Op(...) declaration carries no `doc`: what they do.
+OP_ABOUT: dict[str, str] = {
+    "daemon.status": "Version, pid, uptime, socket, model and tokenizer state, per-palace counts.",
+    "daemon.stop": "Stop gracefully: finish requests, save indexes, close databases.",
+    "palace.list": "Every palace: name, path, whether it is open.",
+    "palace.create": "Create a palace (its directory, database and identity file).",
+    "palace.delete": "Delete a palace and every drawer in it.",
+    "palace.info": "Counts, embedder identity, index agreement, rooms, identity text.",
+    "palace.reembed": "Re-embed every drawer with the daemon's current model.",
+    "memory.remember": "Store one drawer (idempotent by content; near-duplicates refresh).",
+    "memory.remember_many": "Store a batch of drawers (`items`: maps with the `remember` "
+                            "arguments).",
+    "memory.recall": "Ranked drawers, rooms, mode, and L0-L3 sections packed into `budget`.",
+    "memory.wake_up": "L0 identity and L1 essential drawers packed into `budget`.",
+    "memory.get": "One drawer.",
+    "memory.forget": "Delete one drawer (text, keyword index, vectors).",
+    "memory.list": "Drawers newest first, paginated.",
+}
+
+# Tuning constants: (file, symbol, what was measured). Value and line come from the code.
+TUNING: list[tuple[str, str, str]] = [
+    ("palaced/search.py", "RankParams.pool",
+     "Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60 "
+     ".396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool)."),
+    ("palaced/search.py", "RankParams.lexical_weight",
+     "With `vector_weight`. LoCoMo dev turn R@1/5/10, context ±1: 0.5/0.5 .376/.684/.786, "
+     "0.6/0.4 .389/.697/.797; context ±2 and room weight 0.4: 0.7/0.3 .395/.730/.823, "
+     "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone."),
+    ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
+    ("palaced/search.py", "RankParams.room_weight",
+     "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/store/memories.py", "CONTEXT_NEIGHBOURS",
+     "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
+     "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
+    ("palaced/store/memories.py", "BM25_WEIGHTS",
+     "bm25 column weights: text, neighbour context, date words. Turn R@5, context ±1: no "
+     "context .653, 0.35 .706, 0.5 .712; date words 0 -> 0.6: .689 -> .706. With context ±2, "
+     "0.4 balances R@1 (.401) against R@5/R@10 (.730/.823)."),
+    ("palaced/store/memories.py", "TermStats.MIN_DOCS",
+     "Terms in more than half of the drawers carry no BM25 weight and are dropped from the "
+     "keyword query in palaces of at least this many drawers: Zipfian 10k palace 6.5 -> 1.9 ms "
+     "per query. Smaller palaces keep them (LoCoMo dev, ~600-drawer palaces: turn R@1 .401 "
+     "with them, .399 without)."),
+    ("palaced/embedder.py", "BATCH_SIZE",
+     "Texts sorted by length, embedded this many at a time. LoCoMo turns (~150 chars), 2 cores: "
+     "batch 16 138 texts/s, 64 131/s, 256 53/s, unsorted 64 25/s."),
+    ("palaced/embedder.py", "_stop_spinning",
+     "ONNX thread spinning off: embedding + BM25 in parallel 11.2 ms with spinning, 6.8 ms "
+     "without (sequential 8.9 ms), 2 cores."),
+    ("palaced/lifecycle.py", "DEDUP_THRESHOLD",
+     "Cosine at or above which a new memory may repeat one in its room (plus a lexical guard). "
+     "`bench/dedup_threshold.py`, int8 model, 53 near-duplicate and 57 different pairs: "
+     "near-duplicates min .757, median .936; different facts min .526, median .898, up to .991. "
+     "Cosine alone at .85 catches 50/53 and merges 35/57; with the guard .85 catches 47/53 and "
+     "merges 0/57 (lowest zero-merge threshold .81)."),
+    ("palaced/chunking.py", "chunk_text",
+     "Windows of at most 200 estimated wordpieces (the model saw 256 in training; fastembed "
+     "truncates beyond). The estimate is within a few percent on chat text (median "
+     "real/estimate 0.95) and under-counts code by ~15 % at p95."),
+    ("palaced/palace.py", "COMPACT_MIN_DEAD",
+     "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
+     "~0.6 s per 1,000 vectors on 2 cores."),
+    ("palaced/tokens.py", "COUNT_CACHE_SIZE",
+     "Token counts memoised: without it counting is ~1 ms of every recall."),
+    ("palaced/retrieval.py", "normalize",
+     "Plain float math: `statistics.pstdev`'s exact fractions cost ~0.3 ms per list."),
+    ("palaced/ops.py", "op_remember",
+     "Topic extraction of a long text takes up to ~150 ms: it runs in a worker thread."),
+]
+
+
+# -- helpers ----------------------------------------------------------------------------------
+class GenError(RuntimeError):
+    """The code has something this generator cannot document without a human."""
+
+
+def _first_paragraph(doc: str | None) -> str:
+    text = inspect.cleandoc(doc or "").split("\n\n", 1)[0]
+    return " ".join(text.split()).replace("``", "`")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def replace_sections(text: str, sections: dict[str, str], where: str) -> str:
+    """``text`` with each ``BEGIN/END GENERATED: name`` region holding ``sections[name]``."""
+    for name, body in sections.items():
+        pattern = re.compile(rf"(<!-- BEGIN GENERATED: {re.escape(name)} -->\n)(.*?)"
+                             rf"(<!-- END GENERATED: {re.escape(name)} -->)", re.S)
+        if len(pattern.findall(text)) != 1:
+            raise GenError(f"{where}: needs exactly one BEGIN/END GENERATED: {name} pair")
+        text = pattern.sub(lambda m, b=body: m.group(1) + b.rstrip("\n") + "\n" + m.group(3),
+                           text)
+    return text
+
+
+# -- CLI ------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _plain_rich() -> Iterator[None]:
+    """Typer's rich help at a fixed width, without colour, whatever the terminal."""
+    import typer.rich_utils as ru
+
+    saved = (ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM)
+    ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM = HELP_WIDTH, False, None
+    try:
+        yield
+    finally:
+        ru.MAX_WIDTH, ru.FORCE_TERMINAL, ru.COLOR_SYSTEM = saved
+
+
+def _command_paths(group: Any) -> list[tuple[list[str], str]]:
+    """Every command path of a click group, in the order ``--help`` lists them."""
+    import click
+
+    out: list[tuple[list[str], str]] = []
+
+    def walk(cmd: Any, path: list[str]) -> None:
+        out.append((path, cmd.get_short_help_str(limit=200) if path else ""))
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                if sub is not None and not sub.hidden:
+                    walk(sub, [*path, name])
+
+    walk(group, [])
+    return out
+
+
+# Unset while rendering help: an env var default or a terminal size must not leak into it.
+_HELP_ENV_UNSET = ("PALACE", "PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "COLUMNS", "LINES",
+                   "TERMINAL_WIDTH", "FORCE_COLOR", "NO_COLOR")
+
+
+def _help_text(app: Any, prog: str, path: list[str]) -> str:
+    from typer.testing import CliRunner
+
+    env: dict[str, str | None] = dict.fromkeys(_HELP_ENV_UNSET)
+    res = CliRunner().invoke(app, [*path, "--help"], prog_name=prog, env=env)
+    if res.exit_code != 0:
+        raise GenError(f"{prog} {' '.join(path)} --help exited {res.exit_code}: {res.output}")
+    lines = [ln.rstrip() for ln in res.output.splitlines()]
+    return "\n".join(lines).strip("\n")
+
+
+def render_cli() -> str:
+    import typer.main
+
+    from palace_client.cli import app as palace_app
+    from palaced.cli import app as palaced_app
+
+    parts = [
+        "# CLI reference",
+        "",
+        f"<!-- GENERATED by `{REGENERATE}` from the real `--help`; do not edit by hand. -->",
+        "",
+        "Every command of `palace` (the client) and `palaced` (the daemon), with its `--help` as "
+        f"printed at {HELP_WIDTH} columns. Exit codes and error names: "
+        "[protocol.md](protocol.md#exit-codes). Every `palace` command that talks to the daemon "
+        "takes `--json` and then prints exactly one JSON document on stdout, also for errors "
+        "(`{\"ok\": false, \"error\": {...}}`).",
+        "",
+    ]
+    bodies: list[str] = []
+    index: list[str] = []
+    with _plain_rich():
+        for prog, app in (("palace", palace_app), ("palaced", palaced_app)):
+            for path, short in _command_paths(typer.main.get_command(app)):
+                title = " ".join([prog, *path])
+                anchor = title.replace(" ", "-")
+                index.append(f"- [`{title}`](#{anchor})" + (f": {short}" if short else ""))
+                bodies += [f"## {title}", "", "```text", f"$ {title} --help",
+                           _help_text(app, prog, path), "```", ""]
+    return "\n".join([*parts, *index, "", *bodies]).rstrip("\n") + "\n"
+
+
+# -- errors, exit codes, ops ------------------------------------------------------------------
+def _exit_meanings() -> dict[int, str]:
+    """The exit-code table of palace_client/cli.py's docstring, checked against EXIT_*."""
+    from palace_client import cli
+
+    meanings: dict[int, str] = {}
+    for line in (cli.__doc__ or "").splitlines():
+        m = re.match(r"^(\d+)\s{2,}(\S.*)$", line)
+        if m:
+            meanings[int(m.group(1))] = m.group(2).replace("``", "`")
+    constants = {v for k, v in vars(cli).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    if set(meanings) != constants:
+        raise GenError("palace_client/cli.py: the docstring's exit-code table "
+                       f"{sorted(meanings)} and the EXIT_* constants {sorted(constants)} differ")
+    return meanings
+
+
+def _error_classes() -> list[type[Any]]:
+    from palaced import errors
+
+    return [cls for _, cls in sorted(errors.error_classes().items())]
+
+
+def render_errors() -> str:
+    from palace_client.cli import exit_code_for
+    from palaced import errors
+
+    rows = [[str(cls.code), f"`{cls.name}`", f"`{cls.__name__}`",
+             "yes" if cls.retryable else "no", str(exit_code_for(cls("x"))),
+             _first_paragraph(cls.__doc__)] for cls in _error_classes()]
+    bases = sorted((cls.code // 100 * 100, cls) for cls in errors.PalaceError.__subclasses__()
+                   if cls.__module__ == errors.__name__)
+    base_line = ", ".join(f"{code}-{code + 99} `{cls.__name__}`" for code, cls in bases)
+    return (_table(["code", "name", "Python class", "retryable", "CLI exit", "meaning"], rows)
+            + f"\n\nRange base classes (what an unknown code maps to): {base_line}.\n")
+
+
+def render_exit_codes() -> str:
+    from palace_client.cli import exit_code_for
+
+    by_exit: dict[int, list[str]] = {}
+    for cls in _error_classes():
+        by_exit.setdefault(exit_code_for(cls("x")), []).append(f"`{cls.name}`")
+    rows = [[str(code), meaning, ", ".join(by_exit.get(code, [])) or "-"]
+            for code, meaning in sorted(_exit_meanings().items())]
+    return _table(["exit", "meaning", "errors that exit with it"], rows) + "\n"
+
+
+def _arg_text(name: str, arg: Any) -> str:
+    text = f"`{name}` {arg.kind}"
+    if arg.required:
+        text += " (required)"
+    elif arg.default not in (None, [], ""):
+        text += f" = {json.dumps(arg.default)}"
+    bounds = []
+    if arg.min is not None or arg.max is not None:
+        lo = "" if arg.min is None else f"{arg.min:g}"
+        hi = "" if arg.max is None else f"{arg.max:g}"
+        bounds.append(f"{lo}..{hi}")
+    if arg.max_len is not None:
+        bounds.append(f"len <= {arg.max_len}")
+    return text + (f" [{', '.join(bounds)}]" if bounds else "")
+
+
+def render_ops() -> str:
+    from palaced.ops import build_table
+
+    table = build_table()
+    rows = []
+    for name in table.names():
+        op = table.ops[name]
+        about = op.doc or OP_ABOUT.get(name)
+        if not about:
+            raise GenError(f"op {name} has no doc: give its Op(...) a doc= or add it to "
+                           "OP_ABOUT in docs/gen.py")
+        args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
+        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
+    return _table(["op", "palace", "what it does", "args"], rows) + "\n"
+
+
+# -- configuration --------------------------------------------------------------------------
+def _config_keys() -> list[tuple[str, str, str, str]]:
+    """``(section, key, type, default)`` of every key ``palaced.config.load`` reads.
+
+    ``[embedder]`` and ``[tokenizer]`` keys are the ``<section>.get("key", default)`` and
+    ``<section>["key"]`` reads in ``load`` (in source order); ``[limits]`` keys are the fields
+    of ``config.Limits``, which ``load`` fills from that table.
+    """
+    from palaced import config
+
+    src = Path(inspect.getsourcefile(config) or "").read_text("utf-8")
+    load = next(n for n in ast.walk(ast.parse(src))
+                if isinstance(n, ast.FunctionDef) and n.name == "load")
+    section_of: dict[str, str] = {}
+    for node in ast.walk(load):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name) and node.value.func.id == "_section"
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value.args[1], ast.Constant)):
+            section_of[node.targets[0].id] = str(node.value.args[1].value)
+    reads: list[tuple[int, int, str, str, str]] = []
+    for node in ast.walk(load):
+        var: str | None = None
+        key: object = None
+        default = "unset"
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and isinstance(node.func.value, ast.Name)
+                and node.args and isinstance(node.args[0], ast.Constant)):
+            var, key = node.func.value.id, node.args[0].value
+            if len(node.args) > 1:
+                default = _literal(node.args[1], config)
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+              and isinstance(node.slice, ast.Constant)):
+            var, key = node.value.id, node.slice.value
+        if var in section_of and isinstance(key, str):
+            reads.append((node.lineno, node.col_offset, section_of[var], key, default))
+    out: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+    for _, _, section, key, default in sorted(reads):
+        if (section, key) not in out or out[(section, key)][3] == "unset":
+            kind = CONFIG_TYPES.get((section, key))
+            if kind is None:
+                raise GenError(f"config key [{section}] {key} has no type: add it to "
+                               "CONFIG_TYPES in docs/gen.py")
+            out[(section, key)] = (section, key, kind, default)
+    rows = list(out.values())
+    defaults = config.Limits()
+    for f in dataclasses.fields(config.Limits):
+        value = getattr(defaults, f.name)
+        kind = "integer" if isinstance(value, int) else "number"
+        rows.append(("limits", f.name, kind, repr(value)))
+    return rows
+
+
+def _literal(node: ast.expr, module: Any) -> str:
+    if isinstance(node, ast.Constant):
+        return "true" if node.value is True else "false" if node.value is False else repr(
+            node.value).replace("'", '"')
+    if isinstance(node, ast.Name) and hasattr(module, node.id):
+        return repr(getattr(module, node.id)).replace("'", '"')
+    return ast.unparse(node)
+
+
+def render_config_keys() -> str:
+    rows = []
+    for section, key, kind, default in _config_keys():
+        meaning = CONFIG_MEANINGS.get((section, key))
+        if meaning is None:
+            raise GenError(f"config key [{section}] {key} is undocumented: add it to "
+                           "CONFIG_MEANINGS in docs/gen.py")
+        shown = default if default == "unset" else f"`{default}`"
+        rows.append([f"`[{section}]`", f"`{key}`", kind, shown, meaning])
+    return _table(["section", "key", "type", "default", "meaning"], rows) + "\n"
+
+
+_ENV_GETTERS = {"get", "getenv"}
+
+
+def _env_names() -> dict[str, list[str]]:
+    """Every constant environment variable name read in palaced/ and palace_client/."""
+    found: dict[str, list[str]] = {}
+
+    def add(name: str, where: str) -> None:
+        found.setdefault(name, [])
+        if where not in found[name]:
+            found[name].append(where)
+
+    for pkg in ("palaced", "palace_client"):
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    base = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+                    attr = func.attr if isinstance(func, ast.Attribute) else getattr(
+                        func, "id", "")
+                    if (attr in _ENV_GETTERS and ("environ" in base or base in ("env", "os"))
+                            and node.args and isinstance(node.args[0], ast.Constant)
+                            and isinstance(node.args[0].value, str)):
+                        add(node.args[0].value, rel)
+                    for kw in node.keywords:
+                        if (kw.arg == "envvar" and isinstance(kw.value, ast.Constant)
+                                and isinstance(kw.value.value, str)):
+                            add(kw.value.value, rel)
+                elif (isinstance(node, ast.Subscript) and "environ" in ast.unparse(node.value)
+                      and isinstance(node.slice, ast.Constant)
+                      and isinstance(node.slice.value, str)):
+                    add(node.slice.value, rel)
+    return found
+
+
+def render_env() -> str:
+    names = _env_names()
+    missing = sorted(set(names) - set(ENV_MEANINGS))
+    if missing:
+        raise GenError(f"environment variable(s) {', '.join(missing)} are read by the code but "
+                       "undocumented: add them to ENV_MEANINGS in docs/gen.py")
+    rows = [[f"`{name}`", ENV_MEANINGS[name][0], ENV_MEANINGS[name][1],
+             ", ".join(f"`{w}`" for w in names[name])]
+            for name in ENV_MEANINGS if name in names]
+    return _table(["variable", "read by", "effect", "read in"], rows) + "\n"
+
+
+# -- Python API and MCP tools -----------------------------------------------------------------
+def _signature(fn: Callable[..., Any], name: str | None = None) -> str:
+    sig = inspect.signature(fn)
+    params = []
+    star_done = False
+    for p in list(sig.parameters.values())[1:]:
+        if p.kind is p.KEYWORD_ONLY and not star_done:
+            params.append("*")
+            star_done = True
+        if p.kind is p.VAR_KEYWORD:
+            params.append(f"**{p.name}")
+        elif p.default is p.empty:
+            params.append(p.name)
+        else:
+            params.append(f"{p.name}={p.default!r}")
+    ret = sig.return_annotation
+    ret_text = "" if ret is sig.empty else f" -> {ret}".replace("'", "")
+    return f"{name or fn.__name__}({', '.join(params)}){ret_text}"
+
+
+def render_python_api() -> str:
+    from palace_client import Client
+
+    init = _signature(Client.__init__, "Client").removesuffix(" -> None")
+    lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
+    for name, member in Client.__dict__.items():
+        if name.startswith("_"):
+            continue
+        if isinstance(member, property):
+            lines.append(f"- `{name}` (property): {_first_paragraph(member.__doc__)}")
+            continue
+        doc = _first_paragraph(member.__doc__) or {
+            "close": "Close the connection (also done by `with Client() as c:`)."}.get(name)
+        if not doc:
+            raise GenError(f"Client.{name} has no docstring")
+        lines.append(f"- `{_signature(member)}`: {doc}")
+    return "\n".join(lines) + "\n"
+
+
+def render_mcp_tools() -> str:
+    from palace_client.tool_specs import TOOLS
+
+    rows = []
+    for spec in TOOLS:
+        args = ", ".join(f"`{k}`" + ("*" if k in spec.required else "") for k in spec.properties)
+        first = re.split(r"(?<=\.)\s", spec.description, maxsplit=1)[0]
+        kind = "read-only" if spec.read_only else "destructive" if spec.destructive else "writes"
+        rows.append([f"`{spec.name}`", kind, args or "-", first])
+    return (_table(["tool", "kind", "arguments (* required)", "what it does"], rows)
+            + "\n")
+
+
+# -- tuning constants -------------------------------------------------------------------------
+def _locate(path: str, symbol: str) -> tuple[int, str]:
+    """Line and value source of ``symbol`` (``NAME`` or ``Class.NAME``) in ``path``."""
+    src = (REPO / path).read_text("utf-8")
+    tree = ast.parse(src)
+    scope: list[ast.stmt] = tree.body
+    *outer, name = symbol.split(".")
+    for cls_name in outer:
+        cls = next((n for n in scope if isinstance(n, ast.ClassDef) and n.name == cls_name), None)
+        if cls is None:
+            raise GenError(f"{path}: no class {cls_name} (TUNING in docs/gen.py)")
+        scope = cls.body
+    for node in scope:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node.lineno, ast.get_source_segment(src, node.value) or ""
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and node.target.id == name and node.value is not None):
+            return node.lineno, ast.get_source_segment(src, node.value) or ""
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return node.lineno, ""
+    raise GenError(f"{path}: {symbol} not found (TUNING in docs/gen.py)")
+
+
+def render_tuning() -> str:
+    rows = []
+    for path, symbol, note in TUNING:
+        line, value = _locate(path, symbol)
+        shown = f"`{' '.join(value.split())}`" if value else "(function)"
+        rows.append([f"[`{path}:{line}`](../{path}#L{line})", f"`{symbol}`", shown, note])
+    return _table(["where", "constant", "value", "measured"], rows) + "\n"
+
+
+# -- driver -----------------------------------------------------------------------------------
+SECTIONS: dict[str, dict[str, Callable[[], str]]] = {
+    "protocol.md": {"errors": render_errors, "exit-codes": render_exit_codes,
+                    "ops": render_ops},
+    "configuration.md": {"config-keys": render_config_keys, "env-vars": render_env},
+    "python-api.md": {"client-methods": render_python_api},
+    "agents.md": {"mcp-tools": render_mcp_tools},
+    "benchmarks.md": {"tuning": render_tuning},
+}
+
+
+def render_all() -> dict[Path, str]:
+    """The full new text of every generated file (``{path: text}``); writes nothing."""
+    out = {DOCS / "cli.md": render_cli()}
+    for name, sections in SECTIONS.items():
+        path = DOCS / name
+        current = path.read_text("utf-8")
+        out[path] = replace_sections(current, {k: fn() for k, fn in sections.items()}, name)
+    return out
+
+
+def stale(rendered: dict[Path, str]) -> list[Path]:
+    return [p for p, text in rendered.items()
+            if not p.is_file() or p.read_text("utf-8") != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="report stale files, write none")
+    args = parser.parse_args(argv)
+    try:
+        rendered = render_all()
+    except GenError as exc:
+        sys.stderr.write(f"docs/gen.py: {exc}\n")
+        return 2
+    changed = stale(rendered)
+    if args.check:
+        for path in changed:
+            sys.stderr.write(f"stale: {path.relative_to(REPO)} (run {REGENERATE})\n")
+        return 1 if changed else 0
+    for path in changed:
+        path.write_text(rendered[path], "utf-8")
+        sys.stdout.write(f"wrote {path.relative_to(REPO)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
