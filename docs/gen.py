@@ -114,24 +114,6 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
 }
 
-# Ops whose Op(...) declaration carries no `doc`: what they do.
-OP_ABOUT: dict[str, str] = {
-    "daemon.status": "Version, pid, uptime, socket, model and tokenizer state, per-palace counts.",
-    "daemon.stop": "Stop gracefully: finish requests, save indexes, close databases.",
-    "palace.list": "Every palace: name, path, whether it is open.",
-    "palace.create": "Create a palace (its directory, database and identity file).",
-    "palace.delete": "Delete a palace and every drawer in it.",
-    "palace.info": "Counts, embedder identity, index agreement, rooms, identity text.",
-    "palace.reembed": "Re-embed every drawer with the daemon's current model.",
-    "memory.remember": "Store one drawer (idempotent by content; near-duplicates refresh).",
-    "memory.remember_many": "Store a batch of drawers (`items`: maps with the `remember` "
-                            "arguments).",
-    "memory.recall": "Ranked drawers, rooms, mode, and L0-L3 sections packed into `budget`.",
-    "memory.wake_up": "L0 identity and L1 essential drawers packed into `budget`.",
-    "memory.get": "One drawer.",
-    "memory.forget": "Delete one drawer (text, keyword index, vectors).",
-    "memory.list": "Drawers newest first, paginated.",
-}
 
 # Tuning constants: (file, symbol, what was measured). Value and line come from the code.
 TUNING: list[tuple[str, str, str]] = [
@@ -362,16 +344,14 @@ def _arg_text(name: str, arg: Any) -> str:
 
 
 def render_ops() -> str:
-    from palaced.ops import build_table
+    from palaced.specs import SPECS
 
-    table = build_table()
     rows = []
-    for name in table.names():
-        op = table.ops[name]
-        about = op.doc or OP_ABOUT.get(name)
+    for name in sorted(SPECS):
+        op = SPECS[name]
+        about = op.doc
         if not about:
-            raise GenError(f"op {name} has no doc: give its Op(...) a doc= or add it to "
-                           "OP_ABOUT in docs/gen.py")
+            raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
         rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
     return _table(["op", "palace", "what it does", "args"], rows) + "\n"
