@@ -78,12 +78,18 @@ def test_supersede_is_atomic_and_kept(shared_daemon: DaemonProc) -> None:
                         errors.append(exc)
                         return
 
+        def wait_for(count: int) -> None:
+            # Wait for recalls, not for wall time: a loaded machine may need seconds for one.
+            deadline = time.monotonic() + 20
+            while len(seen) < count and not errors and time.monotonic() < deadline:
+                time.sleep(0.01)
+
         t = threading.Thread(target=reader)
         t.start()
-        time.sleep(0.2)
+        wait_for(1)
         new = c.remember_ex(name, "The API rate limit is 300 requests per minute", room="api",
                             supersedes=old)
-        time.sleep(0.2)
+        wait_for(len(seen) + 2)  # at least one recall that started after the write returned
         stop.set()
         t.join(10)
         assert not errors
