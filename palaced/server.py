@@ -89,6 +89,15 @@ def peer_uid(stream: ByteStream) -> int | None:
     return None
 
 
+def _input_waiting(stream: ByteStream) -> bool:
+    """Whether the peer's socket has unread bytes (False when that cannot be known)."""
+    try:
+        raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+        return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except Exception:  # no raw socket (memory streams), nothing waiting, or already broken
+        return False
+
+
 class ConnectionHandler:
     """Serves one connection: handshake, then sequential requests until EOF or a deadline."""
 
@@ -140,12 +149,16 @@ class ConnectionHandler:
                 first = await reader.receive_exactly(1)
             except _EOF:
                 return None
-        if not first:
+        # A request that arrived just as the wait ran out is served, not dropped unread: the
+        # client could not tell that from a request lost after it was read.
+        if not first and not (reader.buffer or _input_waiting(stream)):
             if never_started is not None:
                 await self._closing_error(stream, never_started)
             return None
         with anyio.CancelScope(deadline=anyio.current_time() + frame_s) as scope:
             try:
+                if not first:
+                    first = await reader.receive_exactly(1)
                 header = first + await reader.receive_exactly(HEADER_SIZE - 1)
                 length = parse_header(header, self._max_frame)
                 scope.deadline += length / FRAME_BYTES_PER_S

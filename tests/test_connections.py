@@ -54,6 +54,12 @@ def held() -> Iterator[DaemonProc]:
     yield from _daemon(HELD)
 
 
+@pytest.fixture
+def tight_own() -> Iterator[DaemonProc]:
+    """A tight daemon of the test's own (the test stops it)."""
+    yield from _daemon(TIGHT)
+
+
 class Raw:
     """A raw socket that can stop mid-frame, or say nothing at all."""
 
@@ -147,6 +153,14 @@ def test_idle_connections_close_and_clients_reconnect_transparently(
     st = client.status()
     assert st["pid"] == first_pid and st["connections"] == 1
     client.close()
+
+
+def test_stop_from_a_client_whose_connection_went_idle(tight_own: DaemonProc) -> None:
+    client = tight_own.client()
+    client.status()
+    time.sleep(TIGHT["connection_idle_s"] + 0.8)  # the daemon has closed that connection
+    client.stop_daemon()
+    assert tight_own.proc is not None and tight_own.proc.wait(timeout=30) == 0
 
 
 def test_reserve_lets_status_and_stop_through_when_every_slot_is_stuck(
