@@ -94,15 +94,20 @@ def test_recall_answers_while_another_client_remembers_a_long_text(
         t0 = time.monotonic()
         hits = reader.recall("busy", "what colour was the harbour lantern painted")
         recall_s = time.monotonic() - t0
+        # A short remember takes its turn between the long one's slices.
+        t0 = time.monotonic()
+        reader.remember("busy", "The compass was left in the kitchen drawer.")
+        short_s = time.monotonic() - t0
     assert writer.is_alive(), "the recall did not overlap the long remember"
     writer.join(timeout=110)
     assert not writer.is_alive()
     assert hits and "lantern" in hits[0]["text"]
     assert recall_s < 2.5, f"recall took {recall_s:.2f}s behind a long remember"
+    assert short_s < 2.5, f"a short remember took {short_s:.2f}s behind a long one"
     # The long drawer landed whole: every chunk has its vector.
     assert result["out"]["created"] is True and result["out"]["embedded"] is True
     drawers, vectors = _counts(d, "busy")
-    assert drawers == 2 and vectors > 100
+    assert drawers == 3 and vectors > 100
     with d.client() as c:
         tail = c.recall("busy", "where is the violin case kept")
     assert tail[0]["id"] == result["out"]["id"]
