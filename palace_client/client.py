@@ -217,6 +217,9 @@ class Client:
 
     def stop_daemon(self) -> None:
         """Ask the daemon to shut down gracefully (never starts one, never retries)."""
+        # A held connection may have been closed by the daemon as idle, and a send that fails
+        # on it would pass for the daemon closing while it stops: use a fresh one.
+        self.close()
         try:
             conn = self._connection()
             conn.call("daemon.stop")

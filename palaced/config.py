@@ -17,6 +17,11 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     request_timeout_s = 120
     idle_close_s = 600
     checkpoint_idle_s = 5
+    max_connections = 256
+    reserve_connections = 8        # beyond max_connections, for status/stop only
+    handshake_timeout_s = 5        # accept -> complete daemon.hello
+    frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
+    connection_idle_s = 300        # no request for this long: the connection is closed
 
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,12 @@ from palaced.protocol import DEFAULT_MAX_FRAME
 
 @dataclass(frozen=True)
 class Limits:
-    """Sizes and times the daemon enforces."""
+    """Sizes and times the daemon enforces.
+
+    Raises:
+        ValueError: a connection limit or timeout is out of range (``load`` reports it as
+            InvalidArgs naming the file).
+    """
 
     max_frame: int = DEFAULT_MAX_FRAME
     max_text_chars: int = 200_000
@@ -48,6 +58,24 @@ class Limits:
     idle_close_s: float = 600.0
     checkpoint_idle_s: float = 5.0
     max_connections: int = 256
+    # Connections accepted past max_connections that may only run the control ops (status,
+    # stop): the owner always gets through, however many clients are stuck.
+    reserve_connections: int = 8
+    # A silent or half-sent peer must not hold a slot: see palaced.server.
+    handshake_timeout_s: float = 5.0
+    frame_timeout_s: float = 10.0
+    # An MCP bridge may hold its connection open for hours; closing it when idle costs the
+    # client one reconnect on its next call.
+    connection_idle_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        positive = ("max_connections", "handshake_timeout_s", "frame_timeout_s",
+                    "connection_idle_s")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.reserve_connections < 0:
+            raise ValueError(f"reserve_connections must be >= 0, got {self.reserve_connections}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,28 @@ def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidArgs(f"config section [{name}] must be a table")
     return value
+
+
+def _limits(lim: dict[str, Any], source: Path) -> Limits:
+    """Limits from the file's [limits] table: known keys, each coerced to its default's type.
+
+    Raises:
+        InvalidArgs: an unknown key, or a value of the wrong type or out of range.
+    """
+    defaults = Limits()
+    known = {f.name for f in fields(Limits)}
+    values: dict[str, Any] = {}
+    for key, value in lim.items():
+        if key not in known:
+            raise InvalidArgs(f"bad [limits] in {source}: unknown key {key!r}")
+        try:
+            values[key] = type(getattr(defaults, key))(value)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgs(f"bad [limits] in {source}: {key}: {exc}") from exc
+    try:
+        return Limits(**values)
+    except ValueError as exc:
+        raise InvalidArgs(f"bad [limits] in {source}: {exc}") from exc
 
 
 def load(paths: Paths | None = None) -> DaemonConfig:
@@ -94,12 +144,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         disabled=disabled,
     )
     settings = settings_from_env(settings)
-    lim = _section(data, "limits")
-    defaults = Limits()
-    try:
-        limits = Limits(**{k: type(getattr(defaults, k))(v) for k, v in lim.items()})
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgs(f"bad [limits] in {paths.config_file}: {exc}") from exc
+    limits = _limits(_section(data, "limits"), paths.config_file)
     tok = _section(data, "tokenizer")
     tok_file = tok.get("bpe_file") or os.environ.get("PALACE_TIKTOKEN_FILE")
     return DaemonConfig(

@@ -70,7 +70,8 @@ class Daemon:
         self.registry = Registry(config.paths.palaces_dir, self.services)
         self.ops = build_table()
         self.started = time.monotonic()
-        self.connections = 0
+        self.connections = 0  # normal slots in use
+        self.reserve_connections = 0  # control-only slots in use (past max_connections)
         self._stop = anyio.Event()
         self._lock_fd: int | None = None
         self._in_flight = 0
@@ -183,13 +184,17 @@ class Daemon:
             self._release_lock()
 
     async def _serve(self, listener: Any) -> None:
+        limits = self.config.limits
         handler = ConnectionHandler(
             self.dispatch,
             self.ops.names,
-            self.config.limits.max_frame,
-            self.config.limits.request_timeout_s,
-            self.config.limits.max_request_timeout_s,
+            limits.max_frame,
+            limits.request_timeout_s,
+            limits.max_request_timeout_s,
             lambda: self.stopping,
+            handshake_timeout_s=limits.handshake_timeout_s,
+            frame_timeout_s=limits.frame_timeout_s,
+            idle_timeout_s=limits.connection_idle_s,
         )
         my_uid = os.getuid()
 
@@ -199,20 +204,28 @@ class Daemon:
                 log.warning("refused a connection from uid %s", uid)
                 await stream.aclose()
                 return
-            if self.connections >= self.config.limits.max_connections:
+            reserve = self.connections >= limits.max_connections
+            if reserve and self.reserve_connections >= limits.reserve_connections:
                 # Refuse politely rather than let thousands of idle clients starve the rest.
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception), anyio.move_on_after(1.0):
                     await stream.send(frame(error_response(None, Busy(
                         f"too many connections ({self.connections}); retry shortly"))))
                 await stream.aclose()
                 return
-            self.connections += 1
+            # Past the normal limit, a connection still gets in for status and stop only.
+            if reserve:
+                self.reserve_connections += 1
+            else:
+                self.connections += 1
             try:
-                await handler.serve(stream)
+                await handler.serve(stream, control_only=reserve)
             except Exception:
                 log.exception("connection handler crashed")
             finally:
-                self.connections -= 1
+                if reserve:
+                    self.reserve_connections -= 1
+                else:
+                    self.connections -= 1
 
         await listener.serve(on_connect)
 

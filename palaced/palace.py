@@ -286,9 +286,8 @@ class Palace:
         return result
 
     async def _embed(self, emb: Embedder, texts: list[str]) -> np.ndarray:
-        return await anyio.to_thread.run_sync(
-            emb.embed_passages, texts, limiter=self.services.embed_limiter
-        )
+        """Passage vectors, embedded slice by slice (the caller's deadline applies between)."""
+        return await self.services.embeds.passages(emb, texts)
 
     # -- writes -----------------------------------------------------------------------------
     async def remember(self, new: m.NewDrawer, *, dedup: bool = True) -> dict[str, Any]:
@@ -325,11 +324,13 @@ class Palace:
         emb = self._vector_embedder()
         hashes = [it.content_hash for it in items]
         known = await self._read(lambda c: {h for h in hashes if m.find_by_hash(c, h)})
-        chunk_lists: list[list[str]] = [
+        # Chunking a 200k-character text takes ~0.1 s: not on the event loop.
+        chunk_lists: list[list[str]] = await anyio.to_thread.run_sync(lambda: [
             [] if (emb is None or it.content_hash in known) else chunk_text(it.text)
             for it in items
-        ]
+        ])
         flat = [c for chunks in chunk_lists for c in chunks]
+        # A deadline that passes while embedding cancels here, before anything is written.
         vectors = await self._embed(emb, flat) if (emb is not None and flat) else None
         identity = emb.identity if emb is not None else None
         outcomes = await self._write(
@@ -548,8 +549,7 @@ class Palace:
         cache = self.services.query_vectors
         vec = cache.get(key)
         if vec is None:
-            vec = await anyio.to_thread.run_sync(emb.embed_query, query,
-                                                 limiter=self.services.embed_limiter)
+            vec = await self.services.embeds.query(emb, query)
             cache[key] = vec
         return cast(np.ndarray, vec)
 

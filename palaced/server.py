@@ -4,6 +4,12 @@ The connection handler runs over any anyio byte stream, so tests can drive it wi
 streams. It never lets an exception escape into the server's task group: PalaceErrors become
 their envelopes, anything else an INTERNAL envelope with an error id that the log repeats next
 to the traceback.
+
+No peer can hold a connection by stalling: the hello frame must arrive within
+``handshake_timeout_s`` of the accept, a frame whose first byte arrived must be complete within
+its frame deadline, a response must be taken within its frame deadline, and a connection with
+no request for ``idle_timeout_s`` is closed (clients reconnect transparently). Connections
+accepted beyond the normal limit are reserve connections that may only run ``CONTROL_OPS``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from palaced import __version__
 from palaced.errors import (
     BadFrame,
+    Busy,
     FrameTooLarge,
     HandshakeRequired,
     InternalError,
@@ -47,6 +54,24 @@ log = logging.getLogger("palaced.server")
 
 Dispatch = Callable[[str, "str | None", Any, float | None], Awaitable[dict[str, Any]]]
 
+# What the owner needs to see and stop a daemon whose normal slots are all taken: the only ops
+# a reserve connection may run.
+CONTROL_OPS = frozenset({HELLO_OP, "daemon.status", "daemon.stop"})
+# A frame's deadline grows by one second per MiB on top of frame_timeout_s, so a legitimate
+# maximal frame from a loaded client is not cut off while a stalled one still is.
+FRAME_BYTES_PER_S = 1 << 20
+# Telling a peer why its connection closes must never keep us waiting on that peer.
+CLOSING_SEND_S = 1.0
+
+
+class _Stalled(Exception):
+    """The peer did not take our response within its deadline."""
+
+
+# The peer is gone or stalled: nothing more can be said on this connection.
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError, _Stalled)
+_EOF = (anyio.EndOfStream, anyio.IncompleteRead, *_GONE)
+
 
 def peer_uid(stream: ByteStream) -> int | None:
     """The uid of the process on the other end of a Unix socket stream, None if unknown."""
@@ -57,46 +82,129 @@ def peer_uid(stream: ByteStream) -> int | None:
     return socket_peer_uid(raw)
 
 
+def _input_waiting(stream: ByteStream) -> bool:
+    """Whether the peer's socket has unread bytes (False when that cannot be known)."""
+    try:
+        raw: socket.socket = stream.extra(SocketAttribute.raw_socket)
+        return bool(raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except Exception:  # no raw socket (memory streams), nothing waiting, or already broken
+        return False
+
+
 class ConnectionHandler:
-    """Serves one connection: handshake, then sequential requests until EOF."""
+    """Serves one connection: handshake, then sequential requests until EOF or a deadline."""
 
     def __init__(self, dispatch: Dispatch, op_names: Callable[[], list[str]], max_frame: int,
                  request_timeout_s: float, max_timeout_s: float,
-                 stopping: Callable[[], bool]) -> None:
+                 stopping: Callable[[], bool], *, handshake_timeout_s: float = 5.0,
+                 frame_timeout_s: float = 10.0, idle_timeout_s: float = 300.0) -> None:
         self._dispatch = dispatch
         self._op_names = op_names
         self._max_frame = max_frame
         self._timeout = request_timeout_s
         self._max_timeout = max_timeout_s
         self._stopping = stopping
+        self._handshake_timeout = handshake_timeout_s
+        self._frame_timeout = frame_timeout_s
+        self._idle_timeout = idle_timeout_s
 
     async def _send(self, stream: ByteStream, msg: dict[str, Any]) -> None:
+        """Send one envelope within its frame deadline.
+
+        Raises:
+            _Stalled: the peer did not take the frame in time (the connection must close).
+            anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError: peer gone.
+        """
         try:
             data = frame(msg, self._max_frame)
         except FrameTooLarge as exc:
             data = frame(error_response(msg.get("id"), exc), self._max_frame)
-        await stream.send(data)
+        with anyio.move_on_after(self._frame_timeout + len(data) / FRAME_BYTES_PER_S) as scope:
+            await stream.send(data)
+        if scope.cancelled_caught:
+            raise _Stalled
 
-    async def serve(self, stream: ByteStream) -> None:
-        """Run the request loop on ``stream`` and close it at the end."""
+    async def _receive_frame(self, stream: ByteStream, reader: BufferedByteReceiveStream,
+                             wait_s: float, frame_s: float,
+                             never_started: PalaceError | None = None) -> bytes | None:
+        """The next frame's body, or None when the connection should close.
+
+        Waits up to ``wait_s`` for the frame's first byte (if none came, the peer is told
+        ``never_started`` when given), then up to ``frame_s`` plus the size allowance for the
+        rest (a peer that stalls mid-frame is told TIMEOUT). EOF returns None silently.
+
+        Raises:
+            PalaceError: the header announced a frame this daemon refuses.
+        """
+        first = b""
+        with anyio.move_on_after(max(wait_s, 0.0)):
+            try:
+                first = await reader.receive_exactly(1)
+            except _EOF:
+                return None
+        # A request that arrived just as the wait ran out is served, not dropped unread: the
+        # client could not tell that from a request lost after it was read.
+        if not first and not (reader.buffer or _input_waiting(stream)):
+            if never_started is not None:
+                await self._closing_error(stream, never_started)
+            return None
+        with anyio.CancelScope(deadline=anyio.current_time() + frame_s) as scope:
+            try:
+                if not first:
+                    first = await reader.receive_exactly(1)
+                header = first + await reader.receive_exactly(HEADER_SIZE - 1)
+                length = parse_header(header, self._max_frame)
+                scope.deadline += length / FRAME_BYTES_PER_S
+                return await reader.receive_exactly(length)
+            except _EOF:
+                return None
+        # Only the deadline gets here: the frame was started but never finished.
+        await self._closing_error(stream, Timeout(
+            f"frame not completed within {frame_s:.1f}s; closing the connection",
+            details={"stage": "frame", "timeout_s": frame_s}))
+        return None
+
+    async def _closing_error(self, stream: ByteStream, exc: PalaceError,
+                             req_id: Any = None) -> None:
+        """Tell the peer why its connection is closing, without ever waiting long on it."""
+        with anyio.move_on_after(CLOSING_SEND_S):
+            await self._try_send(stream, error_response(req_id, exc))
+
+    async def serve(self, stream: ByteStream, *, control_only: bool = False) -> None:
+        """Run the request loop on ``stream`` and close it at the end.
+
+        ``control_only`` marks a reserve connection: it may run only ``CONTROL_OPS`` (anything
+        else is answered BUSY and the connection closed), and it is closed after
+        ``handshake_timeout_s`` without a request, so the reserve frees up quickly.
+        """
         async with stream:
             reader = BufferedByteReceiveStream(stream)
             greeted = False
+            handshake_by = anyio.current_time() + self._handshake_timeout
+            idle_s = (min(self._idle_timeout, self._handshake_timeout) if control_only
+                      else self._idle_timeout)
             while True:
+                never_started: PalaceError | None = None
+                if greeted:
+                    wait_s, frame_s = idle_s, self._frame_timeout
+                else:
+                    # The whole hello frame, not just its first byte, is due by handshake_by.
+                    wait_s = handshake_by - anyio.current_time()
+                    frame_s = min(self._frame_timeout, max(wait_s, 0.0))
+                    never_started = Timeout(
+                        f"no {HELLO_OP} within {self._handshake_timeout:.1f}s of connecting",
+                        details={"stage": "handshake", "timeout_s": self._handshake_timeout})
                 try:
-                    header = await reader.receive_exactly(HEADER_SIZE)
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                        anyio.ClosedResourceError, ConnectionError):
-                    return
-                try:
-                    length = parse_header(header, self._max_frame)
-                    body = await reader.receive_exactly(length)
+                    body = await self._receive_frame(stream, reader, wait_s, frame_s,
+                                                     never_started)
                 except PalaceError as exc:
                     # The stream position is unknown after a refused frame: answer and close.
-                    await self._try_send(stream, error_response(None, exc))
+                    await self._closing_error(stream, exc)
                     return
-                except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
-                        ConnectionError):
+                if body is None:
+                    # EOF, a deadline, or idleness. An idle connection closes silently: an
+                    # unsolicited envelope would be read as the answer to the client's next
+                    # request; clients reconnect on a closed connection.
                     return
                 req_id: Any = None
                 try:
@@ -123,17 +231,25 @@ class ConnectionHandler:
                         raise HandshakeRequired(
                             f"the first request must be {HELLO_OP}, got {op[:80]!r}")
                     else:
+                        if control_only and op not in CONTROL_OPS:
+                            # Closing makes the client's next call reconnect, and so take a
+                            # normal slot once one is free.
+                            await self._closing_error(stream, Busy(
+                                "every connection slot is taken; this reserve connection "
+                                f"serves only {', '.join(sorted(CONTROL_OPS))}; retry shortly",
+                                details={"allowed": sorted(CONTROL_OPS)}), req_id)
+                            return
                         if self._stopping():
                             raise ShuttingDown("palaced is shutting down; retry shortly")
                         result = await self._call(op, msg)
                     await self._send(stream, ok_response(req_id, result))
                 except (HandshakeRequired, UnsupportedProtocol) as exc:
-                    await self._try_send(stream, error_response(req_id, exc))
+                    await self._closing_error(stream, exc, req_id)
                     return
                 except PalaceError as exc:
                     if not await self._try_send(stream, error_response(req_id, exc)):
                         return
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                except _GONE:
                     return
                 except Exception as exc:
                     err_id = uuid.uuid4().hex[:12]
@@ -147,7 +263,7 @@ class ConnectionHandler:
         try:
             await self._send(stream, msg)
             return True
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+        except _GONE:
             return False
 
     def _hello(self, args: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Daemon-wide services shared by every open palace: model state, limiter, caches.
+"""Daemon-wide services shared by every open palace: model state, embedding lanes, caches.
 
 The model loads in the background; ``ModelState`` is how palaces learn whether vectors can be
 used right now. All of it is owned by the daemon's composition root and passed explicitly.
@@ -6,10 +6,14 @@ used right now. All of it is owned by the daemon's composition root and passed e
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import numpy as np
 from cachetools import LRUCache
 
 from palaced.config import DaemonConfig
@@ -43,6 +47,81 @@ class ModelState:
         return out
 
 
+# Target worker-thread time of one passage slice: how long a request's deadline can be
+# overrun, and how long another caller's slice waits for its turn.
+SLICE_S = 0.1
+MAX_SLICE_TEXTS = 32  # fastembed batches by 16 inside a slice; more only adds padding waste
+TEXT_OVERHEAD = 64  # a text costs about as much as this many more characters (per-run setup)
+INITIAL_RATE = 20_000.0  # work units (chars + overhead) per second before any measurement
+
+
+def _units(text: str) -> int:
+    return len(text) + TEXT_OVERHEAD
+
+
+class EmbedLanes:
+    """Embeds on worker threads so long work never holds up short work or a deadline.
+
+    Passages (remember, backfill, reembed) run in slices of about ``SLICE_S`` of model time,
+    one slice at a time daemon-wide: one ONNX session already uses every core, so concurrent
+    passage runs would only contend. Between slices the passage lane is released, so waiting
+    callers take turns slice by slice (anyio's limiter hands over in FIFO order), and the
+    caller's cancel scope (its request deadline) takes effect: a timed-out caller stops within
+    one slice. Slices are sized from the measured throughput, so they stay short on a loaded
+    machine too.
+
+    Query embeddings (one short text, a few ms) have their own lane and run beside a passage
+    slice instead of behind it: onnxruntime sessions accept concurrent runs.
+    """
+
+    def __init__(self) -> None:
+        self.passage_lane = anyio.CapacityLimiter(1)
+        self.query_lane = anyio.CapacityLimiter(1)
+        self._rate = INITIAL_RATE
+
+    async def passages(self, emb: Embedder, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` in input order (shape ``(len(texts), emb.dims)``).
+
+        Raises:
+            anyio.get_cancelled_exc_class(): the caller's deadline passed (checked between
+                slices and once more after the last one, so callers never write late).
+        """
+        out = np.zeros((len(texts), emb.dims), dtype=np.float32)
+        # Slices of similar lengths pad less; the embedder sorts inside a slice as well.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        pos = 0
+        while pos < len(order):
+            budget = self._rate * SLICE_S
+            end, units = pos + 1, _units(texts[order[pos]])
+            while (end < len(order) and end - pos < MAX_SLICE_TEXTS
+                   and units + _units(texts[order[end]]) <= budget):
+                units += _units(texts[order[end]])
+                end += 1
+            idx = order[pos:end]
+            batch = [texts[i] for i in idx]
+            vecs, seconds = await anyio.to_thread.run_sync(
+                _timed, emb, batch, limiter=self.passage_lane)
+            out[idx] = vecs
+            # Smoothed, so one slice slowed by a burst of load does not shrink all the next.
+            self._rate = 0.5 * self._rate + 0.5 * (units / max(seconds, 1e-3))
+            pos = end
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        return out
+
+    async def query(self, emb: Embedder, text: str) -> np.ndarray:
+        """The query vector of ``text``, computed beside any running passage slice."""
+        vec: np.ndarray = await anyio.to_thread.run_sync(
+            emb.embed_query, text, limiter=self.query_lane)
+        return vec
+
+
+def _timed(emb: Embedder, texts: list[str]) -> tuple[np.ndarray, float]:
+    """Embed one slice on the worker thread; also return the model time it took."""
+    started = time.perf_counter()
+    vecs = emb.embed_passages(texts)
+    return vecs, time.perf_counter() - started
+
+
 @dataclass
 class Services:
     """Shared services handed to palaces."""
@@ -50,10 +129,7 @@ class Services:
     config: DaemonConfig
     model: ModelState
     tokenizer: Tokenizer
-    # One ONNX session already uses every core; concurrent runs would only contend.
-    embed_limiter: anyio.CapacityLimiter = field(
-        default_factory=lambda: anyio.CapacityLimiter(1)
-    )
+    embeds: EmbedLanes = field(default_factory=EmbedLanes)
     query_vectors: LRUCache[tuple[str, str], Any] = field(
         default_factory=lambda: LRUCache(maxsize=2048)
     )

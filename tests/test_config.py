@@ -18,7 +18,8 @@ def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
     (home / "config.toml").write_text(
         f'[embedder]\nmodel_path = "{MODEL_DIR}"\n\n'
         f'[tokenizer]\nbpe_file = "{TIKTOKEN_FILE}"\n\n'
-        "[limits]\nmax_connections = 2\nmax_text_chars = 50\nidle_close_s = 1\n"
+        "[limits]\nmax_connections = 2\nreserve_connections = 0\nmax_text_chars = 50\n"
+        "idle_close_s = 1\n"
     )
     env = base_env(home, model=True)
     # As an MCP client would spawn it: no model or tokenizer variables at all.
@@ -32,7 +33,7 @@ def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:
         assert st["model"]["state"] == "ready" and st["tokenizer"]["exact"] is True
         assert d.cli("create", "cfg").returncode == 0
         assert d.cli("remember", "x" * 51, "--palace", "cfg").returncode == 5
-        # Two connections are allowed; the third is refused with BUSY and closed.
+        # Two connections are allowed and no reserve; the third is refused with BUSY and closed.
         held = []
         for _ in range(2):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
