@@ -73,8 +73,17 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "released) and reopened on the next request.",
     ("limits", "checkpoint_idle_s"): "Seconds without a write before a palace's background "
         "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep.",
-    ("limits", "max_connections"): "Open client connections at most; one more gets `BUSY` and "
-        "is closed.",
+    ("limits", "max_connections"): "Open client connections at most; past them (and the "
+        "reserve) a connection gets `BUSY` and is closed.",
+    ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
+        "only run `daemon.status` and `daemon.stop`, so the owner can always see and stop a "
+        "daemon whose normal slots are full.",
+    ("limits", "handshake_timeout_s"): "Seconds from accept to a complete `daemon.hello`; a "
+        "slower peer gets `TIMEOUT` and is closed.",
+    ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "
+        "MiB); a stalled sender gets `TIMEOUT` and is closed.",
+    ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
+        "(clients reconnect on their next call).",
 }
 
 # Types of the keys config.load reads itself ([limits] types come from config.Limits).
