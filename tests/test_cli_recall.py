@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from palace_client.agents import hook_command
+from palace_client.agents.setup import hook_command
 from palaced.tokens import Tokenizer
 from tests.conftest import TIKTOKEN_FILE, DaemonProc
 
