@@ -153,6 +153,7 @@ class ToolSpec:
 
     @property
     def input_schema(self) -> dict[str, Any]:
+        """The tool's JSON Schema: an object of ``properties``, nothing else allowed."""
         schema: dict[str, Any] = {
             "type": "object",
             "properties": {k: json.loads(json.dumps(v)) for k, v in self.properties.items()},
