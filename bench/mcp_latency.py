@@ -104,8 +104,8 @@ def main() -> int:
         "palace mcp": [palace_exe, "mcp", "--palace", "bench"],
         "python -m palace_client mcp": [sys.executable, "-m", "palace_client", "mcp",
                                         "--palace", "bench"],
-        "python -m palace_client.mcp_bridge": [sys.executable, "-m",
-                                               "palace_client.mcp_bridge", "--palace", "bench"],
+        "python -m palace_client.mcp": [sys.executable, "-m", "palace_client.mcp",
+                                        "--palace", "bench"],
     }
     results: dict[str, Any] = {"python": sys.version.split()[0]}
     try:

@@ -1,6 +1,13 @@
-"""Plain-text rendering of tool results for an agent: drawers, sections, facts, trees, errors.
+"""Plain-text rendering of daemon results, shared by the CLI and the MCP tools.
 
-Everything here is pure (mapping in, text out); ``tools.Toolbox`` adds the per-tool headings.
+Everything here is pure (mappings in, text out). The primitives (times, scores, places, fact
+intervals, indented text) are written once; on top of them sit two layouts that differ on
+purpose:
+
+* the agent layout (``render_*``), read by the MCP tools: markdown-ish list items with
+  ``#id`` handles an agent passes back to ``forget`` or ``kg_invalidate``;
+* the terminal layout (``cli_*``), printed by ``palace``: ``[id] wing/room`` and
+  ``subject --predicate--> object`` lines that are easy to scan and to grep.
 """
 
 from __future__ import annotations
@@ -10,30 +17,94 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from palaced.errors import DaemonUnreachable, InternalError, PalaceError
 
-from .tool_specs import ToolArgumentError
-
-
-def _one_line(text: str) -> str:
+# -- primitives ---------------------------------------------------------------------------------
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) as one space."""
     return " ".join(str(text).split())
 
 
-def _format_score(score: Any) -> str:
+def format_score(score: Any) -> str:
+    """A relevance score with three decimals (anything else as is)."""
     return f"{score:.3f}" if isinstance(score, int | float) else str(score)
 
 
-def _format_when(item: Mapping[str, Any]) -> str | None:
+def format_time(ms: Any, *, missing: str = "?") -> str:
+    """An epoch-ms instant as a UTC date, or a UTC time (ISO 8601) when it is not midnight.
+
+    ``None`` is shown as ``missing``; a value that is no usable instant as itself.
+    """
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return missing if ms is None else str(ms)
+    try:
+        when = datetime.fromtimestamp(ms / 1000, UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    if (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0):
+        return when.strftime("%Y-%m-%d")
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def drawer_date(item: Mapping[str, Any]) -> str | None:
+    """The day a drawer's memory happened (or was stored), if known."""
     value = item.get("occurred_ms") or item.get("occurred_at") or item.get("created_ms")
     if isinstance(value, int | float) and not isinstance(value, bool):
         return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%d")
     return str(value) if value else None
 
 
+def drawer_place(item: Mapping[str, Any]) -> str:
+    """``wing/room`` of a drawer (the parts it has)."""
+    return "/".join(str(item[k]) for k in ("wing", "room") if item.get(k))
+
+
+def hanging(head: str, text: str, indent: str) -> list[str]:
+    """``head`` + the first line of ``text``; its further lines indented by ``indent``."""
+    first, *rest = str(text).splitlines() or [""]
+    return [f"{head}{first}", *(f"{indent}{line}" for line in rest)]
+
+
+def indented(text: str, indent: str) -> list[str]:
+    """Every line of ``text`` indented by ``indent`` (an empty text is one empty line)."""
+    return [f"{indent}{line}" for line in str(text).splitlines() or [""]]
+
+
+def section_heading(section: Mapping[str, Any], sep: str) -> str:
+    """``L{level}{sep}{title}`` of a recall/wake-up section (the title alone without level)."""
+    title = section.get("title") or "Memories"
+    level = section.get("level")
+    return f"L{level}{sep}{title}" if level is not None else str(title)
+
+
+def fact_object(fact: Mapping[str, Any]) -> str:
+    """A fact's object: an entity name as is, a literal value quoted."""
+    obj = str(fact.get("object"))
+    return obj if fact.get("object_is_entity", True) else json.dumps(obj, ensure_ascii=False)
+
+
+def fact_interval(fact: Mapping[str, Any]) -> str:
+    """A fact's validity interval, ``[valid_from → valid_to]`` (``now`` while open)."""
+    start, end = fact.get("valid_from_ms"), fact.get("valid_to_ms")
+    return f"[{format_time(start)} → {'now' if end is None else format_time(end)}]"
+
+
+def fact_notes(fact: Mapping[str, Any]) -> list[str]:
+    """What sets a fact apart: a confidence below 1, and a retraction (an empty interval)."""
+    notes: list[str] = []
+    confidence = fact.get("confidence")
+    if isinstance(confidence, int | float) and confidence < 1:
+        notes.append(f"confidence {confidence:.2f}")
+    end = fact.get("valid_to_ms")
+    if end is not None and end == fact.get("valid_from_ms"):
+        notes.append("(retracted)")
+    return notes
+
+
+# -- agent layout (MCP tools) -------------------------------------------------------------------
 def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
                   show_palace: bool = False) -> str:
     """Render one drawer (recall item, list entry) as text: id, place, score, date, text."""
-    place = "/".join(str(item[k]) for k in ("wing", "room") if item.get(k))
+    place = drawer_place(item)
     if show_palace and item.get("palace"):
         place = f"{item['palace']}:{place}" if place else str(item["palace"])
     head: list[str] = []
@@ -45,8 +116,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     if place:
         head.append(f"[{place}]")
     if item.get("score") is not None:
-        head.append(f"score {_format_score(item['score'])}")
-    when = _format_when(item)
+        head.append(f"score {format_score(item['score'])}")
+    when = drawer_date(item)
     if when:
         head.append(when)
     if item.get("tags"):
@@ -55,8 +126,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
     if compact:
-        return " ".join([*head, _one_line(text)]).strip()
-    body = "\n".join("  " + line for line in text.splitlines()) or "  (empty)"
+        return " ".join([*head, one_line(text)]).strip()
+    body = "\n".join(indented(text, "  ")) if text.splitlines() else "  (empty)"
     return ("- " + " ".join(head) + "\n" + body) if head else body
 
 
@@ -71,9 +142,7 @@ def render_sections(sections: Iterable[Mapping[str, Any]], compact: bool) -> lis
     lines: list[str] = []
     for section in sections:
         items = list(section.get("items") or [])
-        title = section.get("title") or "Memories"
-        level = section.get("level")
-        heading = f"L{level} · {title}" if level is not None else str(title)
+        heading = section_heading(section, " · ")
         lines.append(heading if compact else f"## {heading}")
         lines.extend(render_items(items, compact) if items else ["(nothing)"])
         if not compact:
@@ -112,37 +181,15 @@ def render_scalar(value: Any) -> str:
     return str(value)
 
 
-def format_time(ms: Any) -> str:
-    """An epoch-ms instant as a date, or a UTC time when it is not midnight."""
-    if not isinstance(ms, int | float) or isinstance(ms, bool):
-        return "?" if ms is None else str(ms)
-    try:
-        when = datetime.fromtimestamp(ms / 1000, UTC)
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    if (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0):
-        return when.strftime("%Y-%m-%d")
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def render_fact(fact: Mapping[str, Any], *, compact: bool = False) -> str:
     """One fact on one line: ``#id subject predicate object [valid_from → valid_to|now]``.
 
     A literal object is quoted; confidence below 1 and a retraction are noted. Outside compact
     mode the line is a list item and ends with the cited source (URL, drawer), if any.
     """
-    obj = fact.get("object")
-    shown = (str(obj) if fact.get("object_is_entity", True)
-             else json.dumps(str(obj), ensure_ascii=False))
-    start, end = fact.get("valid_from_ms"), fact.get("valid_to_ms")
-    interval = f"[{format_time(start)} → {'now' if end is None else format_time(end)}]"
-    parts = [f"#{fact.get('id')}", _one_line(str(fact.get("subject"))),
-             str(fact.get("predicate")), _one_line(shown), interval]
-    confidence = fact.get("confidence")
-    if isinstance(confidence, int | float) and confidence < 1:
-        parts.append(f"confidence {confidence:.2f}")
-    if end is not None and end == start:
-        parts.append("(retracted)")
+    parts = [f"#{fact.get('id')}", one_line(str(fact.get("subject"))),
+             str(fact.get("predicate")), one_line(fact_object(fact)), fact_interval(fact),
+             *fact_notes(fact)]
     line = " ".join(parts)
     if compact:
         return line
@@ -163,30 +210,64 @@ def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]
     return [render_fact(f, compact=compact) for f in facts]
 
 
-def render_error(exc: BaseException) -> str:
-    """Text of an ``isError`` tool result: error name, message, details and what to do."""
-    if isinstance(exc, ToolArgumentError):
-        return f"Error INVALID_ARGS: {exc}. Fix the arguments (see the tool's input schema)."
-    if isinstance(exc, OSError):
-        exc = DaemonUnreachable(f"lost the connection to palaced: {exc}")
-    elif not isinstance(exc, PalaceError):
-        exc = InternalError(f"{type(exc).__name__}: {exc}")
-    lines = [f"Error {exc.name} ({exc.code}): {exc.message}"]
-    if exc.details:
-        lines.append("details: " + json.dumps(exc.details, sort_keys=True, default=str))
-    hint = _ERROR_HINTS.get(exc.name)
-    if hint is None and exc.retryable:
-        hint = "This is temporary; retry in a moment."
-    if hint:
-        lines.append(hint)
-    return "\n".join(lines)
+# -- terminal layout (palace CLI) ---------------------------------------------------------------
+def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False) -> list[str]:
+    """``[id] wing/room  score=0.123``, then the drawer's text indented by four spaces."""
+    head = f"[{drawer['id']}] {drawer_place(drawer)}"
+    if score and drawer.get("score") is not None:
+        head += f"  score={format_score(drawer['score'])}"
+    return [head, *indented(str(drawer.get("text", "")), "    ")]
 
 
-_ERROR_HINTS = {
-    "INVALID_ARGS": "Fix the arguments named above and call the tool again.",
-    "MEMORY_NOT_FOUND": "No drawer has that id here; find ids with recall or list_drawers.",
-    "PALACE_NOT_FOUND": "See the existing palaces with list_palaces.",
-    "TEXT_TOO_LARGE": "Split the text into several smaller, self-contained drawers.",
-    "INVALID_CONTENT": "Fix the text, name or date and call the tool again.",
-    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query or kg_timeline.",
-}
+def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
+    """The metadata line under ``palace get``: importance, tags, times, recall count."""
+    return (f"    importance {drawer['importance']}  tags {', '.join(drawer['tags']) or '-'}  "
+            f"happened {format_time(drawer['occurred_ms'], missing='-')}  "
+            f"stored {format_time(drawer['created_ms'], missing='-')}  "
+            f"recalled {drawer['access_count']}x")
+
+
+def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Packed recall sections: ``## L{level} {title}``, then one entry per item.
+
+    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``.
+    """
+    lines: list[str] = []
+    for section in sections:
+        lines.append(f"## {section_heading(section, ' ')}")
+        for item in section.get("items") or []:
+            text = str(item.get("text", ""))
+            if item.get("kind") == "fact" or not isinstance(item.get("id"), int):
+                lines.append(text)
+            else:
+                lines.extend(hanging(f"[{item['id']}] {drawer_place(item)}  ", text, "    "))
+    return lines
+
+
+def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Wake-up sections for a session-start hook: drawers as ``- text`` list items, a blank
+    line between sections and none at the end."""
+    lines: list[str] = []
+    for n, section in enumerate(sections):
+        if n:
+            lines.append("")
+        lines.append(f"## {section_heading(section, ' ')}")
+        for item in section.get("items") or []:
+            text = str(item.get("text", ""))
+            lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
+                         else [text])
+    return lines
+
+
+def cli_footer(result: Mapping[str, Any]) -> str:
+    """``tokens used N/BUDGET (tokenizer NAME; K cut)`` under packed sections."""
+    tok = result.get("tokenizer") or {}
+    return (f"tokens used {result.get('tokens_used', 0)}/{result.get('budget', '?')} "
+            f"(tokenizer {tok.get('name', '?')}; {len(result.get('cut') or [])} cut)")
+
+
+def cli_fact(fact: Mapping[str, Any]) -> str:
+    """One fact as ``#id subject --predicate--> object  [from → to]`` and its notes."""
+    notes = "".join(f"  {note}" for note in fact_notes(fact))
+    return (f"#{fact['id']} {fact['subject']} --{fact['predicate']}--> {fact_object(fact)}  "
+            f"{fact_interval(fact)}{notes}")

@@ -459,3 +459,14 @@ def spec_of(name: Any) -> OpSpec:
         raise UnknownOp(f"unknown op {quote(name, 80)}",
                         details={"op": quote(name, 80), "known": sorted(SPECS)})
     return SPECS[name]
+
+
+def client_bounds(arg: Arg) -> tuple[float | None, float | None]:
+    """The ``(min, max)`` of ``arg`` as a client states it (CLI ranges, JSON Schemas).
+
+    A maximum at or beyond 2**53 is left out: it is a structural limit (``MAX_ID``, the int64
+    range that every integer has anyway) rather than a real one, and JSON clients cannot even
+    represent it exactly as a number. The daemon still enforces it.
+    """
+    hi = arg.max if arg.max is not None and arg.max < 2**53 else None
+    return arg.min, hi

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from palace_client.agents import hook_command
+from palace_client.agents.setup import hook_command
 from palaced.tokens import Tokenizer
 from tests.conftest import TIKTOKEN_FILE, DaemonProc
 
@@ -135,8 +135,9 @@ def test_recall_levels_are_validated(shared_daemon: DaemonProc, palace: str) -> 
                                     "--json")
     assert not_numbers.returncode == 5
     assert json.loads(not_numbers.stdout)["error"]["name"] == "INVALID_ARGS"
+    # Out of the range the op's spec gives the option: a usage error, nothing is sent.
     negative = shared_daemon.cli("recall", "x", "--palace", palace, "--budget", "-1")
-    assert negative.returncode == 5
+    assert negative.returncode == 2 and "--budget" in negative.stderr
     missing = shared_daemon.cli("recall", "x", "--palace", "no-such-palace", "--budget", "50")
     assert missing.returncode == 4
 

@@ -15,7 +15,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from palace_client.agents import (
+from palace_client.agents.command import init_command
+from palace_client.agents.setup import (
     InitOptions,
     ServerCommand,
     atomic_write,
@@ -26,7 +27,7 @@ from palace_client.agents import (
     hook_command,
     init_agents,
 )
-from palace_client.mcp_cli import init_command, mcp_command
+from palace_client.mcp.command import mcp_command
 
 CMD = ServerCommand("/opt/palace/bin/palace", ("mcp",))
 ENTRY = {"command": "/opt/palace/bin/palace", "args": ["mcp"]}

@@ -15,22 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace_client.mcp_bridge import (
+from palace_client.mcp.bridge import (
     LATEST_PROTOCOL_VERSION,
     SUPPORTED_PROTOCOL_VERSIONS,
     Bridge,
     serve,
 )
-from palace_client.tools import (
-    NUDGE_AFTER,
-    NUDGE_TEXT,
-    TOOLS,
-    Toolbox,
-    default_palace,
-    is_palace_name,
-    palace_name_for,
-    slugify,
-)
+from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
+from palace_client.mcp.tools import TOOLS
+from palace_client.slug import default_palace, is_palace_name, palace_name_for, slugify
 from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
 from tests.conftest import DaemonProc, base_env
 
@@ -642,7 +635,7 @@ def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, st
     """A client that prints and writes to fd 1 directly must not corrupt stdout."""
     script = (
         "import os, sys\n"
-        "from palace_client import mcp_bridge\n"
+        "from palace_client.mcp import bridge as mcp_bridge\n"
         "from tests.test_mcp_bridge import FakeClient\n"
         "class Noisy(FakeClient):\n"
         "    def call(self, *a, **k):\n"
@@ -669,7 +662,7 @@ def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, st
 def test_signal_during_a_tool_call_exits_zero(bridge_env: dict[str, str]) -> None:
     script = (
         "import sys, time\n"
-        "from palace_client import mcp_bridge\n"
+        "from palace_client.mcp import bridge as mcp_bridge\n"
         "from tests.test_mcp_bridge import FakeClient\n"
         "class Slow(FakeClient):\n"
         "    def call(self, *a, **k):\n"

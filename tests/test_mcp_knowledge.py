@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from palace_client.tools import TOOLS, Toolbox
+from palace_client.mcp.toolbox import Toolbox
+from palace_client.mcp.tools import TOOLS
 from tests.conftest import DaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]

@@ -1,10 +1,9 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
 Each tool maps its arguments onto one daemon op (``recall_all`` fans out over every palace).
-Results are rendered as plain text for an agent; failures become ``isError`` results the agent
-can act on, never protocol errors. The tools' names, descriptions and JSON Schemas live in
-``tool_specs``, the shared text rendering in ``render``, palace naming in ``slug``; their
-public names are re-exported here.
+Results are rendered as plain text for an agent (``palace_client.render``); failures become
+``isError`` results the agent can act on (``results``), never protocol errors. The tools'
+names, descriptions and schemas live in ``tools``.
 """
 
 from __future__ import annotations
@@ -13,13 +12,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from palaced.errors import PalaceError, ShuttingDown
-from palaced.vocab import MULTI_VALUED, TYPED_RELATIONS
-
-from .render import (
+from palace_client.render import (
     format_time,
-    render_drawer,
-    render_error,
     render_fact,
     render_facts,
     render_items,
@@ -27,29 +21,12 @@ from .render import (
     render_sections,
     render_tree,
 )
-from .slug import (
-    DEFAULT_PALACE,
-    default_palace,
-    find_project_root,
-    is_palace_name,
-    palace_name_for,
-    slugify,
-)
-from .tool_specs import (
-    TOOLS,
-    TOOLS_BY_NAME,
-    ToolArgumentError,
-    ToolSpec,
-    check_arguments,
-)
+from palaced.errors import PalaceError, ShuttingDown
+from palaced.vocab import MULTI_VALUED
 
-__all__ = [
-    "DEFAULT_PALACE", "MULTI_VALUED", "NUDGE_AFTER", "NUDGE_TEXT", "TOOLS", "TOOLS_BY_NAME",
-    "TYPED_RELATIONS", "DaemonClient", "ToolArgumentError", "ToolSpec", "Toolbox",
-    "check_arguments", "default_palace", "find_project_root", "format_time", "is_palace_name",
-    "palace_name_for", "render_drawer", "render_error", "render_fact", "render_facts",
-    "render_sections", "slugify", "text_result",
-]
+from .results import render_error, text_result
+from .schema import ToolArgumentError, check_arguments
+from .tools import TOOLS, TOOLS_BY_NAME
 
 NUDGE_AFTER = 10
 NUDGE_TEXT = (
@@ -73,12 +50,6 @@ class DaemonClient(Protocol):
 
 # Tools that store something: calling one resets the remember nudge.
 _STORING_TOOLS = frozenset({"remember", "kg_assert", "kg_link"})
-
-
-# -- running tools ------------------------------------------------------------------------------
-def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
-    """An MCP ``CallToolResult`` with one text block."""
-    return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
 class Toolbox:

@@ -1,8 +1,4 @@
-"""Typer command functions for ``palace mcp`` and ``palace init``.
-
-Plain functions meant to be registered on the ``palace`` typer app; the bridge and the agent
-registry are imported inside the commands so that other commands do not pay for them.
-"""
+"""The ``palace init`` command (a typer command function, registered by ``palace_client.cli``)."""
 
 from __future__ import annotations
 
@@ -19,17 +15,6 @@ class Scope(StrEnum):
 
     project = "project"
     user = "user"
-
-
-def mcp_command(
-    palace: str | None = typer.Option(
-        None, "--palace", help="Palace to use (default: derived from the project directory)."),
-    compact: bool = typer.Option(False, "--compact", help="Render one line per drawer."),
-) -> None:
-    """Serve the palace tools over MCP on stdin/stdout (started by an agent, not by hand)."""
-    from .mcp_bridge import run
-
-    raise typer.Exit(run(palace, compact))
 
 
 def init_command(
@@ -54,7 +39,8 @@ def init_command(
                            ] = False,
 ) -> None:
     """Register the palace MCP server with the coding agents on this machine."""
-    from .agents import InitOptions, format_changes, init_agents
+    # Imported here so that the other commands do not load the config writers (cold start).
+    from .setup import InitOptions, format_changes, init_agents
 
     try:
         options = InitOptions(

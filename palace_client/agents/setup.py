@@ -10,9 +10,7 @@ because Claude Code rewrites ``~/.claude.json`` itself.
 
 from __future__ import annotations
 
-import copy
 import difflib
-import json
 import os
 import shlex
 import shutil
@@ -23,14 +21,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .codex_toml import TomlEditError, set_server_table
+from palace_client.slug import palace_name_for
+
+from .plans import (
+    SERVER_KEY,
+    CommandPlan,
+    FilePlan,
+    Plan,
+    PlanError,
+    claude_settings,
+    codex_plan,
+    json_plan,
+    load_json,
+    read_text,
+    set_entry,
+)
 from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
 from .safe_write import atomic_write as atomic_write
 from .safe_write import backup_once
 from .safe_write import backup_path as backup_path
-from .slug import palace_name_for
 
-SERVER_KEY = "palace"
 AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
 SCOPES: tuple[str, ...] = ("project", "user")
 _ALIASES = {
@@ -135,208 +145,6 @@ class Change:
                 "diff": self.diff, "detail": self.detail}
 
 
-# -- plans --------------------------------------------------------------------------------------
-@dataclass
-class _FilePlan:
-    path: Path
-    old: str | None
-    new: str | None  # None: delete the file
-    error: str = ""
-
-
-@dataclass
-class _CommandPlan:
-    argvs: list[list[str]]
-    action: str
-
-
-_Plan = _FilePlan | _CommandPlan
-
-
-class _PlanError(Exception):
-    """A config file cannot be edited safely."""
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-
-
-def _indent_of(text: str | None) -> int | str:
-    if text:
-        for line in text.splitlines()[1:]:
-            stripped = line.lstrip(" \t")
-            if stripped and stripped != line:
-                lead = line[: len(line) - len(stripped)]
-                return "\t" if lead.startswith("\t") else len(lead)
-    return 2
-
-
-def _load_json(text: str | None) -> dict[str, Any]:
-    if text is None or not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise _PlanError(f"not plain JSON ({exc}); comments are not supported, so edit it "
-                         "by hand") from None
-    if not isinstance(data, dict):
-        raise _PlanError("does not hold a JSON object")
-    return data
-
-
-_Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
-
-
-def _json_plan(path: Path, mutate: _Mutation) -> _FilePlan:
-    """Plan applying ``mutate(data, original)`` to the JSON object in ``path``.
-
-    ``original`` is the pre-palace document (the backup, or ``{}``): uninstalling drops a
-    container that became empty only if the user did not have it before palace. A file that
-    cannot be read, parsed or safely changed yields a plan with ``error`` set.
-    """
-    try:
-        old = _read(path)
-    except OSError as exc:
-        return _FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
-    try:
-        data = _load_json(old)
-        try:
-            original = _load_json(_read(backup_path(path)))
-        except (OSError, _PlanError):
-            original = {}
-        new_data = copy.deepcopy(data)
-        mutate(new_data, original)
-    except _PlanError as exc:
-        return _FilePlan(path, old, old, error=f"{path}: {exc}")
-    if new_data == data:
-        return _FilePlan(path, old, old)
-    if not new_data:
-        return _FilePlan(path, old, None)
-    return _FilePlan(path, old, json.dumps(new_data, indent=_indent_of(old),
-                                           ensure_ascii=False) + "\n")
-
-
-def _set_entry(container_key: str, entry: dict[str, Any] | None) -> _Mutation:
-    """A mutation that puts ``entry`` (or, for None, removes ours) under ``container_key``."""
-
-    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
-        servers = data.get(container_key)
-        if entry is None:
-            if isinstance(servers, dict) and SERVER_KEY in servers:
-                del servers[SERVER_KEY]
-                if not servers and container_key not in original:
-                    del data[container_key]
-            return
-        if not isinstance(servers, dict):
-            if servers is not None:
-                raise _PlanError(f"'{container_key}' is not an object")
-            servers = data[container_key] = {}
-        current = servers.get(SERVER_KEY)
-        merged = dict(current) if isinstance(current, dict) else {}
-        merged.update(entry)
-        servers[SERVER_KEY] = merged
-
-    return mutate
-
-
-# -- Claude Code settings (enabledMcpjsonServers, SessionStart hook) ----------------------------
-def _is_our_hook(command: object) -> bool:
-    if not isinstance(command, str) or "wake-up" not in command:
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    return "wake-up" in words and ("palace_client" in words or Path(words[0]).name == "palace")
-
-
-def _claude_settings(enable_server: bool, hook_command: str | None, remove: bool
-                     ) -> _Mutation:
-    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
-        enabled = data.get("enabledMcpjsonServers")
-        if remove:
-            if isinstance(enabled, list) and SERVER_KEY in enabled:
-                enabled[:] = [s for s in enabled if s != SERVER_KEY]
-                if not enabled and "enabledMcpjsonServers" not in original:
-                    del data["enabledMcpjsonServers"]
-        elif enable_server:
-            if enabled is None:
-                enabled = data["enabledMcpjsonServers"] = []
-            if not isinstance(enabled, list):
-                raise _PlanError("'enabledMcpjsonServers' is not a list")
-            if SERVER_KEY not in enabled:
-                enabled.append(SERVER_KEY)
-        if remove or hook_command is not None:
-            _mutate_hook(data, None if remove else hook_command, original)
-
-    return mutate
-
-
-def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, Any]
-                 ) -> None:
-    hooks = data.get("hooks")
-    if hooks is None and command is None:
-        return
-    if hooks is None:
-        hooks = data["hooks"] = {}
-    if not isinstance(hooks, dict):
-        raise _PlanError("'hooks' is not an object")
-    groups = hooks.get("SessionStart")
-    if groups is None:
-        groups = []
-    if not isinstance(groups, list):
-        raise _PlanError("'hooks.SessionStart' is not a list")
-    present = False
-    kept_groups: list[Any] = []
-    for group in groups:
-        inner = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(inner, list):
-            kept_groups.append(group)
-            continue
-        kept: list[Any] = []
-        for hook in inner:
-            ours = isinstance(hook, dict) and _is_our_hook(hook.get("command"))
-            if ours and command is not None and hook.get("command") == command and not present:
-                present = True
-                kept.append(hook)
-            elif not ours:
-                kept.append(hook)
-        if kept:
-            kept_groups.append({**group, "hooks": kept} if kept != inner else group)
-    if command is not None and not present:
-        kept_groups.append({"hooks": [{"type": "command", "command": command}]})
-    old_hooks = original.get("hooks")
-    had = old_hooks if isinstance(old_hooks, dict) else {}
-    if kept_groups or "SessionStart" in had:
-        hooks["SessionStart"] = kept_groups
-    elif "SessionStart" in hooks:
-        del hooks["SessionStart"]
-    if not hooks and "hooks" not in original:
-        del data["hooks"]
-
-
-# -- Codex TOML ---------------------------------------------------------------------------------
-def _codex_plan(path: Path, entry: dict[str, Any] | None) -> _FilePlan:
-    """Plan setting (or, for None, removing) ``[mcp_servers.palace]`` in Codex's TOML.
-
-    ``codex_toml.set_server_table`` edits the text so comments and layout survive; an edit it
-    refuses is an error plan and nothing changes.
-    """
-    try:
-        old = _read(path)
-    except OSError as exc:
-        return _FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
-    text = old or ""
-    try:
-        new = set_server_table(text, SERVER_KEY, entry, where=str(path))
-    except TomlEditError as exc:
-        return _FilePlan(path, old, old, error=str(exc))
-    return _FilePlan(path, old, old if new == text else new)
-
-
 # -- applying -----------------------------------------------------------------------------------
 def _diff(path: Path, old: str | None, new: str | None) -> str:
     a = (old or "").splitlines(keepends=True)
@@ -349,7 +157,7 @@ def _diff(path: Path, old: str | None, new: str | None) -> str:
         tofile=str(path) if new is not None else "/dev/null"))
 
 
-def _apply_file(agent: str, plan: _FilePlan, dry_run: bool) -> Change:
+def _apply_file(agent: str, plan: FilePlan, dry_run: bool) -> Change:
     target = str(plan.path)
     if plan.error:
         return Change(agent, target, "error", detail=plan.error)
@@ -369,7 +177,7 @@ def _apply_file(agent: str, plan: _FilePlan, dry_run: bool) -> Change:
     return Change(agent, target, action, diff)
 
 
-def _apply_command(agent: str, plan: _CommandPlan, options: InitOptions) -> Change:
+def _apply_command(agent: str, plan: CommandPlan, options: InitOptions) -> Change:
     shown = "\n".join(shlex.join(argv) for argv in plan.argvs)
     if options.dry_run:
         return Change(agent, shown, plan.action, detail="would run: " + shown)
@@ -428,60 +236,60 @@ def detect_agents(home: Path, project_dir: Path,
             or any(which(b) for b in _BINARIES[agent])]
 
 
-def _plan_claude(ctx: _Ctx) -> list[_Plan]:
-    plans: list[_Plan] = []
+def _plan_claude(ctx: _Ctx) -> list[Plan]:
+    plans: list[Plan] = []
     if ctx.scope == "project":
-        plans.append(_json_plan(ctx.project / ".mcp.json", _set_entry("mcpServers", ctx.entry)))
+        plans.append(json_plan(ctx.project / ".mcp.json", set_entry("mcpServers", ctx.entry)))
         settings = ctx.project / ".claude" / "settings.local.json"
-        plans.append(_json_plan(settings, _claude_settings(True, ctx.hook_command, ctx.uninstall)))
+        plans.append(json_plan(settings, claude_settings(True, ctx.hook_command, ctx.uninstall)))
         return plans
     claude = ctx.which("claude")
     state_file = ctx.home / ".claude.json"
     if claude:
         plans.extend(_claude_cli_plan(claude, state_file, ctx.entry))
     else:
-        plans.append(_json_plan(state_file, _set_entry("mcpServers", ctx.entry)))
+        plans.append(json_plan(state_file, set_entry("mcpServers", ctx.entry)))
     if ctx.hook_command is not None or ctx.uninstall:
         settings = ctx.home / ".claude" / "settings.json"
-        plans.append(_json_plan(settings, _claude_settings(False, ctx.hook_command, ctx.uninstall)))
+        plans.append(json_plan(settings, claude_settings(False, ctx.hook_command, ctx.uninstall)))
     return plans
 
 
 def _claude_cli_plan(claude: str, state_file: Path, entry: dict[str, Any] | None
-                     ) -> list[_Plan]:
+                     ) -> list[Plan]:
     try:
-        state = _load_json(_read(state_file))
-    except (OSError, _PlanError):
+        state = load_json(read_text(state_file))
+    except (OSError, PlanError):
         state = {}
     servers = state.get("mcpServers")
     current = servers.get(SERVER_KEY) if isinstance(servers, dict) else None
     remove = [claude, "mcp", "remove", "--scope", "user", SERVER_KEY]
     if entry is None:
         if current is None:
-            return [_FilePlan(state_file, None, None)]
-        return [_CommandPlan([remove], "deleted")]
+            return [FilePlan(state_file, None, None)]
+        return [CommandPlan([remove], "deleted")]
     if isinstance(current, dict) and all(current.get(k) == v for k, v in entry.items()):
-        return [_FilePlan(state_file, None, None)]
+        return [FilePlan(state_file, None, None)]
     add = [claude, "mcp", "add", "--scope", "user", SERVER_KEY, "--",
            entry["command"], *entry["args"]]
     if current is None:
-        return [_CommandPlan([add], "created")]
-    return [_CommandPlan([remove, add], "updated")]
+        return [CommandPlan([add], "created")]
+    return [CommandPlan([remove, add], "updated")]
 
 
 def _plan_json_agent(container: str, project_file: Path | None, user_file: Path,
-                     stdio_type: bool = False) -> Callable[[_Ctx], list[_Plan]]:
-    def plan(ctx: _Ctx) -> list[_Plan]:
+                     stdio_type: bool = False) -> Callable[[_Ctx], list[Plan]]:
+    def plan(ctx: _Ctx) -> list[Plan]:
         entry = ctx.entry
         if entry is not None and stdio_type:
             entry = {"type": "stdio", **entry}
         path = project_file if ctx.scope == "project" and project_file is not None else user_file
-        return [_json_plan(path, _set_entry(container, entry))]
+        return [json_plan(path, set_entry(container, entry))]
 
     return plan
 
 
-def _planners(ctx: _Ctx) -> dict[str, Callable[[_Ctx], list[_Plan]]]:
+def _planners(ctx: _Ctx) -> dict[str, Callable[[_Ctx], list[Plan]]]:
     home, project = ctx.home, ctx.project
     return {
         "claude": _plan_claude,
@@ -489,7 +297,7 @@ def _planners(ctx: _Ctx) -> dict[str, Callable[[_Ctx], list[_Plan]]]:
                                    home / ".cursor" / "mcp.json"),
         "vscode": _plan_json_agent("servers", project / ".vscode" / "mcp.json",
                                    _vscode_user_dir(home) / "mcp.json", stdio_type=True),
-        "codex": lambda c: [_codex_plan(_codex_home(home) / "config.toml", c.entry)],
+        "codex": lambda c: [codex_plan(_codex_home(home) / "config.toml", c.entry)],
         "gemini": _plan_json_agent("mcpServers", project / ".gemini" / "settings.json",
                                    home / ".gemini" / "settings.json"),
         "windsurf": _plan_json_agent("mcpServers", None,
@@ -541,7 +349,7 @@ def init_agents(options: InitOptions) -> list[Change]:
     changes: list[Change] = []
     for agent in dict.fromkeys(agents):
         for plan in planners[agent](ctx):
-            if isinstance(plan, _CommandPlan):
+            if isinstance(plan, CommandPlan):
                 changes.append(_apply_command(agent, plan, options))
             else:
                 changes.append(_apply_file(agent, plan, options.dry_run))

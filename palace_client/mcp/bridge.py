@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any, BinaryIO
 
+from palace_client.slug import default_palace
 from palaced import __version__
 
-from .tools import DaemonClient, Toolbox, default_palace
+from .toolbox import DaemonClient, Toolbox
 
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
@@ -247,7 +248,8 @@ def _set_signal_handlers(state: _LoopState | None) -> None:
 
 
 def _default_client() -> DaemonClient:
-    from .client import Client
+    # Imported on the first tool call only: tools/list never needs the connection code.
+    from palace_client.client import Client
 
     return Client(client_name="palace-mcp")
 
@@ -283,7 +285,7 @@ def run(palace: str | None = None, compact: bool = False,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m palace_client.mcp_bridge [--palace NAME] [--compact]``."""
+    """``python -m palace_client.mcp [--palace NAME] [--compact]``."""
     parser = argparse.ArgumentParser(prog="palace mcp", description="Palace MCP stdio server.")
     parser.add_argument("--palace", default=None)
     parser.add_argument("--compact", action="store_true")

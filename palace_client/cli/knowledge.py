@@ -1,0 +1,235 @@
+"""``palace kg ...``: the knowledge graph (temporal facts and relations between concepts).
+
+Exit codes are those of ``palace_client.cli`` (5 for invalid input such as a self-link).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import typer
+
+from palace_client import render
+from palaced.vocab import TYPED_RELATIONS
+
+from .common import (
+    JsonOpt,
+    PalaceOpt,
+    client,
+    emit,
+    need_palace,
+    op_arg,
+    op_argument,
+    op_option,
+)
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Knowledge graph: temporal facts and relations between concepts.")
+
+
+def _print_facts(facts: Iterable[Mapping[str, Any]], empty: str) -> None:
+    shown = False
+    for f in facts:
+        typer.echo(render.cli_fact(f))
+        shown = True
+    if not shown:
+        typer.echo(empty)
+
+
+def _source_options(op: str) -> dict[str, Any]:
+    """The options naming where a fact comes from, shared by ``kg assert`` and ``kg link``."""
+    return {
+        "valid_from": op_option(op, "valid_from", "--valid-from",
+                                help="When it became true (ISO 8601 or epoch ms; default now)."),
+        "confidence": op_option(op, "confidence", "--confidence", default=None,
+                                help="Confidence 0-1 (default "
+                                     f"{op_arg(op, 'confidence').default:g})."),
+        "source_drawer": op_option(op, "source_drawer", "--source-drawer",
+                                   help="Drawer id it comes from."),
+        "source_url": op_option(op, "source_url", "--source-url", help="URL it comes from."),
+        "source_agent": op_option(op, "source_agent", "--source-agent",
+                                  help="Agent that stated it."),
+    }
+
+
+_ASSERT = _source_options("graph.assert")
+_LINK = _source_options("graph.link")
+_AS_OF_HELP = "Facts valid at this time (ISO 8601)."
+
+
+@app.command("assert")
+def kg_assert(
+    subject: str = op_argument("graph.assert", "subject", help="Entity the fact is about."),
+    predicate: str = op_argument("graph.assert", "predicate",
+                                 help="Relation, e.g. lives_in or works_at."),
+    obj: str = op_argument("graph.assert", "object", metavar="OBJECT",
+                           help="Entity or (--literal) value."),
+    palace: str | None = PalaceOpt,
+    valid_from: str | None = _ASSERT["valid_from"],
+    literal: bool = op_option("graph.assert", "literal", "--literal",
+                              help="OBJECT is a value (number, text), not an entity."),
+    confidence: float | None = _ASSERT["confidence"],
+    source_drawer: int | None = _ASSERT["source_drawer"],
+    source_url: str | None = _ASSERT["source_url"],
+    source_agent: str | None = _ASSERT["source_agent"],
+    as_json: bool = JsonOpt,
+) -> None:
+    """Record a fact; a single-valued predicate closes the previous value's interval."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        fact = c.kg_assert(name, subject, predicate, obj, valid_from=valid_from,
+                           confidence=confidence, source_drawer=source_drawer,
+                           source_url=source_url, source_agent=source_agent, literal=literal)
+    emit(fact, as_json, lambda f: typer.echo(render.cli_fact(f)))
+
+
+@app.command("link")
+def kg_link(
+    a: str = op_argument("graph.link", "a", help="First concept."),
+    relation: str = op_argument("graph.link", "relation",
+                                help=f"{', '.join(TYPED_RELATIONS)}, or your own."),
+    b: str = op_argument("graph.link", "b", help="Second concept."),
+    palace: str | None = PalaceOpt,
+    valid_from: str | None = _LINK["valid_from"],
+    confidence: float | None = _LINK["confidence"],
+    source_drawer: int | None = _LINK["source_drawer"],
+    source_url: str | None = _LINK["source_url"],
+    source_agent: str | None = _LINK["source_agent"],
+    as_json: bool = JsonOpt,
+) -> None:
+    """Relate two concepts (a concept cannot relate to itself)."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        fact = c.kg_link(name, a, relation, b, valid_from=valid_from, confidence=confidence,
+                         source_drawer=source_drawer, source_url=source_url,
+                         source_agent=source_agent)
+    emit(fact, as_json, lambda f: typer.echo(render.cli_fact(f)))
+
+
+@app.command("invalidate")
+def kg_invalidate(
+    fact_id: int = op_argument("graph.invalidate", "id",
+                               help="Fact id (from kg query or kg timeline)."),
+    palace: str | None = PalaceOpt,
+    at: str | None = op_option("graph.invalidate", "at", "--at",
+                               help="When it stopped being true."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """End an active fact (history is kept)."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        fact = c.kg_invalidate(name, fact_id, at=at)
+    emit(fact, as_json, lambda f: typer.echo(render.cli_fact(f)))
+
+
+@app.command("query")
+def kg_query(
+    subject: str = op_argument("graph.query", "subject", help="Entity name."),
+    palace: str | None = PalaceOpt,
+    as_of: str | None = op_option("graph.query", "as_of", "--as-of", help=_AS_OF_HELP),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show what is true about an entity now, or at --as-of."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.kg_query(name, subject, as_of=as_of)
+    when = (f" as of {render.format_time(res['as_of_ms'])}"
+            if res.get("as_of_ms") is not None else "")
+    emit(res, as_json, lambda r: _print_facts(r["facts"], f"no facts about {subject}{when}"))
+
+
+@app.command("timeline")
+def kg_timeline(
+    subject: str = op_argument("graph.timeline", "subject", help="Entity name."),
+    palace: str | None = PalaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show every fact about an entity, past ones included, oldest first."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.kg_timeline(name, subject)
+    emit(res, as_json, lambda r: _print_facts(r["facts"], f"no facts about {subject}"))
+
+
+@app.command("neighbors")
+def kg_neighbors(
+    entity: str = op_argument("graph.neighbors", "entity", help="Entity name."),
+    palace: str | None = PalaceOpt,
+    depth: int = op_option("graph.neighbors", "depth", "--depth", "-d",
+                           help="Hops to follow."),
+    relation: str | None = op_option("graph.neighbors", "relation", "--relation", "-r",
+                                     help="Follow only this relation."),
+    as_of: str | None = op_option("graph.neighbors", "as_of", "--as-of", help=_AS_OF_HELP),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show the entities linked to one, up to --depth hops away."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.kg_neighbors(name, entity, depth=depth, relation=relation, as_of=as_of)
+
+    def human(r: dict[str, Any]) -> None:
+        if r["entity"] is None:
+            typer.echo(f"unknown entity {entity}")
+            return
+        for n in r["nodes"]:
+            if n["distance"]:
+                typer.echo(f"{n['distance']}  {n['name']}")
+        if len(r["nodes"]) <= 1:
+            typer.echo(f"{r['entity']['name']} has no linked entities")
+        for f in r["edges"]:
+            typer.echo(f"   {render.cli_fact(f)}")
+        if r.get("truncated"):
+            typer.echo("(truncated)")
+
+    emit(res, as_json, human)
+
+
+@app.command("path")
+def kg_path(
+    a: str = op_argument("graph.path", "a", help="From this entity."),
+    b: str = op_argument("graph.path", "b", help="To this entity."),
+    palace: str | None = PalaceOpt,
+    max_depth: int | None = op_option(
+        "graph.path", "max_depth", "--max-depth", default=None,
+        help="Longest chain to look for (default "
+             f"{op_arg('graph.path', 'max_depth').default})."),
+    as_of: str | None = op_option("graph.path", "as_of", "--as-of", help=_AS_OF_HELP),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show a shortest chain of facts linking two entities."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.kg_path(name, a, b, max_depth=max_depth, as_of=as_of)
+
+    def human(r: dict[str, Any]) -> None:
+        if not r["found"]:
+            typer.echo(f"no path from {a} to {b}")
+            return
+        _print_facts(r["path"], f"{a} and {b} are the same entity")
+
+    emit(res, as_json, human)
+
+
+@app.command("search")
+def kg_search(
+    query: str = op_argument("graph.search", "query", help="Words to look for."),
+    palace: str | None = PalaceOpt,
+    limit: int = op_option("graph.search", "limit", "--limit"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Find entities by name, definition or labels."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        entities = c.kg_search(name, query, limit=limit)
+
+    def human(es: list[dict[str, Any]]) -> None:
+        if not es:
+            typer.echo("no matching entities")
+        for e in es:
+            kind = f" ({e['type']})" if e.get("type") else ""
+            typer.echo(f"{e['name']}{kind}")
+            if e.get("definition"):
+                typer.echo(f"    {e['definition']}")
+
+    emit({"entities": entities} if as_json else entities, as_json, human)

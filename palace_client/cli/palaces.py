@@ -1,0 +1,81 @@
+"""``palace create``, ``list``, ``info``, ``delete``, ``reembed``: the palaces themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from palaced import errors as E
+
+from .common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
+
+app = typer.Typer()
+
+
+@app.command()
+def create(name: str = typer.Argument(..., help="Palace name (lowercase kebab-case)."),
+           exist_ok: bool = op_option("palace.create", "exist_ok", "--exist-ok",
+                                      help="No error if it exists."),
+           as_json: bool = JsonOpt) -> None:
+    """Create a palace."""
+    with client(as_json) as c:
+        info = c.create_palace(name, exist_ok=exist_ok)
+    emit(info, as_json, lambda i: typer.echo(f"palace {i['name']} ready at {i['path']}"))
+
+
+@app.command("list")
+def list_(as_json: bool = JsonOpt) -> None:
+    """List palaces."""
+    with client(as_json) as c:
+        palaces = c.list_palaces()
+
+    def human(ps: list[dict[str, Any]]) -> None:
+        if not ps:
+            typer.echo("no palaces yet: create one with `palace create NAME`")
+        for p in ps:
+            typer.echo(f"{p['name']}{'  (open)' if p.get('open') else ''}")
+
+    emit({"palaces": palaces} if as_json else palaces, as_json, human)
+
+
+@app.command()
+def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+    """Show a palace's counts, embedder and rooms."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        data = c.palace_info(name)
+
+    def human(i: dict[str, Any]) -> None:
+        typer.echo(f"palace {i['name']}  ({i['path']})")
+        typer.echo(f"  drawers {i['drawers']}  vectors {i['vectors']}  index {i['index']}  "
+                   f"pending embeddings {i['pending_embeddings']}")
+        typer.echo(f"  embedder {i.get('embedder') or '-'}")
+        if i.get("mismatch"):
+            typer.echo(f"  ! {i['mismatch']}")
+        for r in i.get("rooms", []):
+            typer.echo(f"  {r['wing']}/{r['room']}: {r['drawers']}")
+
+    emit(data, as_json, human)
+
+
+@app.command()
+def delete(name: str = typer.Argument(...),
+           yes: bool = typer.Option(False, "--yes", help="Really delete (required)."),
+           as_json: bool = JsonOpt) -> None:
+    """Delete a palace and every drawer in it (needs --yes)."""
+    if not yes:
+        fail(E.InvalidArgs(f"refusing to delete palace {name!r} without --yes"), as_json)
+    with client(as_json) as c:
+        c.delete_palace(name)
+    emit({"deleted": name}, as_json, lambda d: typer.echo(f"deleted palace {name}"))
+
+
+@app.command()
+def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+    """Re-embed every drawer of a palace with the daemon's current model."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        data = c.reembed(name)
+    emit(data, as_json, lambda d: typer.echo(
+        f"re-embedded {d['reembedded']} drawers with {d['embedder']}"))

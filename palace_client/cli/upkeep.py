@@ -1,0 +1,105 @@
+"""``palace decay``, ``prune``, ``consolidate``, ``health``: keeping a palace in shape."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from .common import JsonOpt, PalaceOpt, client, emit, need_palace, op_arg, op_option
+
+app = typer.Typer()
+
+_THRESHOLD_HELP = ("Weight below which a drawer counts as faded (default "
+                   f"{op_arg('memory.prune', 'threshold').default:g}).")
+
+
+@app.command("decay")
+def decay(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+    """Recompute every drawer's decayed weight (also done daily by the daemon)."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.decay(name)
+    emit(res, as_json, lambda r: typer.echo(
+        f"weighed {r['drawers']} drawers ({r['updated']} changed)"))
+
+
+@app.command("prune")
+def prune(
+    palace: str | None = PalaceOpt,
+    threshold: float | None = op_option("memory.prune", "threshold", "--threshold",
+                                        default=None, help=_THRESHOLD_HELP),
+    dry_run: bool = op_option("memory.prune", "dry_run", "--dry-run",
+                              help="Only list what would be deleted."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Delete low/medium drawers whose weight faded below --threshold (never critical
+    or high ones, never history)."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.prune(name, threshold=threshold, dry_run=dry_run)
+
+    def human(r: dict[str, Any]) -> None:
+        for d in r["candidates"]:
+            typer.echo(f"[{d['id']}] {d['wing']}/{d['room']}  weight={d['weight']:.4f}  "
+                       f"{d['preview']}")
+        verb = "would prune" if r["dry_run"] else "pruned"
+        typer.echo(f"{verb} {len(r['ids'])} drawers (threshold {r['threshold']:g})")
+
+    emit(res, as_json, human)
+
+
+@app.command("consolidate")
+def consolidate(
+    palace: str | None = PalaceOpt,
+    room: str = op_option("memory.consolidate", "room", "--room", default=...,
+                          help="Room the summary goes to."),
+    summary: str = op_option("memory.consolidate", "summary", "--summary", default=...,
+                             help="The summary text, or - for stdin."),
+    wing: str | None = op_option("memory.consolidate", "wing", "--wing"),
+    ids: list[int] = op_option(  # noqa: B008
+        "memory.consolidate", "ids", "--id", default=[],
+        help="Drawer to consolidate (repeatable; default: the whole room)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Store a summary drawer and mark its sources consolidated (sources are kept)."""
+    name = need_palace(palace, as_json)
+    text = sys.stdin.read() if summary == "-" else summary
+    with client(as_json) as c:
+        res = c.consolidate(name, room, text, wing=wing, ids=ids or None)
+    emit(res, as_json, lambda r: typer.echo(
+        f"summary drawer {r['summary_id']} in {r['wing']}/{r['room']} consolidates "
+        f"{len(r['source_ids'])} drawers"))
+
+
+@app.command("health")
+def health(
+    palace: str | None = PalaceOpt,
+    threshold: float | None = op_option("memory.health", "threshold", "--threshold",
+                                        default=None, help=_THRESHOLD_HELP),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Per room: drawer counts, stale drawers, duplicate candidates, consolidation hints."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.health(name, threshold=threshold)
+
+    def human(r: dict[str, Any]) -> None:
+        t = r["totals"]
+        typer.echo(f"palace {r['palace']}: {t['drawers']} drawers in {t['rooms']} rooms, "
+                   f"{t['stale']} stale, {t['duplicates']} duplicate pairs")
+        for room in r["rooms"]:
+            typer.echo(f"  {room['wing']}/{room['room']}: {room['drawers']} drawers, "
+                       f"{room['active']} active, {room['stale_count']} stale, "
+                       f"{room['duplicate_count']} duplicate pairs")
+            for s in room["stale"]:
+                typer.echo(f"    stale [{s['id']}] weight={s['weight']:.4f} unused "
+                           f"{s['days_unused']:.0f}d  {s['preview']}")
+            for dup in room["duplicates"]:
+                typer.echo(f"    {dup['kind']} duplicate {dup['ids'][0]} ~ {dup['ids'][1]}"
+                           f" ({dup['similarity']:.3f})")
+            if room["hint"]:
+                typer.echo(f"    hint: {room['hint']}")
+
+    emit(res, as_json, human)

@@ -1,0 +1,11 @@
+"""The MCP stdio bridge: agents reach palace through it (``palace mcp``).
+
+* ``bridge``: the JSON-RPC server on stdin/stdout (``run``);
+* ``toolbox``: runs the tools against the daemon and words their results;
+* ``tools``: the tools' names, descriptions and hints; ``schema``: their input schemas,
+  derived from ``palaced.specs``, and the argument checks; ``results``: result shapes;
+* ``command``: the ``palace mcp`` command.
+
+Nothing is imported here: the bridge's cold start (spawn → ``tools/list``) stays short, and
+neither typer nor rich is loaded on the bridge path.
+"""

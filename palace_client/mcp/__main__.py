@@ -1,0 +1,7 @@
+"""``python -m palace_client.mcp [--palace NAME] [--compact]``: the bridge without the CLI."""
+
+import sys
+
+from palace_client.mcp.bridge import main
+
+sys.exit(main())

@@ -1,0 +1,17 @@
+"""The ``palace mcp`` command (a typer command function, registered by ``palace_client.cli``)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def mcp_command(
+    palace: str | None = typer.Option(
+        None, "--palace", help="Palace to use (default: derived from the project directory)."),
+    compact: bool = typer.Option(False, "--compact", help="Render one line per drawer."),
+) -> None:
+    """Serve the palace tools over MCP on stdin/stdout (started by an agent, not by hand)."""
+    # Imported here so that the other commands do not load the bridge (cold start).
+    from .bridge import run
+
+    raise typer.Exit(run(palace, compact))

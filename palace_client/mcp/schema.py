@@ -1,0 +1,254 @@
+"""MCP tool declarations: ``ToolSpec``, input schemas derived from the op specs, argument checks.
+
+A tool property that is an argument of the tool's op is declared with ``param`` (its
+agent-facing description and, optionally, narrowing) and its JSON Schema is generated from the
+op's ``palaced.specs.Arg``: type, bounds, lengths and default come from the one definition the
+daemon validates against, so the schemas cannot drift from the daemon. Narrowing may only make
+a schema stricter (a union kind reduced to one member, an enum, a minimum length, tighter
+bounds); ``op_property`` refuses anything else.
+
+Real validation is the daemon's (``INVALID_ARGS``), so ``check_arguments`` only checks JSON
+types.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from palaced.specs import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, SPECS, client_bounds
+
+# Op argument kinds as JSON Schema types (union kinds must be narrowed to one member first).
+JSON_TYPES: dict[str, str] = {"str": "string", "int": "integer", "float": "number",
+                              "bool": "boolean", "strlist": "array", "intlist": "array",
+                              "list": "array"}
+# Keywords a tool may add to a derived schema: each only narrows what the op accepts.
+NARROWING = frozenset({"minLength", "enum", "minimum", "maximum"})
+
+
+def op_property(op: str, arg: str, description: str = "", *, kind: str | None = None,
+                **narrow: Any) -> dict[str, Any]:
+    """The JSON Schema of argument ``arg`` of op ``op``, generated from its spec.
+
+    Args:
+        description: the agent-facing text (default: the argument's ``help``).
+        kind: one member of a union kind (``"str"`` of ``"str|int"``); JSON clients and
+            models handle a single type best.
+        narrow: ``minLength``, ``enum``, ``minimum``, ``maximum``, each at least as strict
+            as the spec.
+
+    Raises:
+        KeyError: no such op or argument (a renamed argument fails when the tools load).
+        ValueError: ``kind`` is not a member of the argument's kind, or ``narrow`` widens
+            the spec or names another keyword.
+    """
+    spec = SPECS[op].args[arg]
+    kind = kind or spec.kind
+    if kind not in spec.kind.split("|") or kind not in JSON_TYPES:
+        raise ValueError(f"{op} {arg}: cannot state kind {kind!r} of {spec.kind!r} in JSON")
+    schema: dict[str, Any] = {"type": JSON_TYPES[kind]}
+    lo, hi = client_bounds(spec)
+    if kind in ("int", "float"):
+        schema.update(_range(lo, hi))
+    elif kind == "str" and spec.max_len != NO_LIMIT:
+        schema["maxLength"] = DEFAULT_MAX_STR if spec.max_len is None else spec.max_len
+    elif kind in ("strlist", "intlist", "list"):
+        if kind == "strlist":
+            schema["items"] = {"type": "string", "maxLength": DEFAULT_MAX_STR}
+        elif kind == "intlist":
+            schema["items"] = {"type": "integer", **_range(lo, hi)}
+        if spec.max_len != NO_LIMIT:
+            schema["maxItems"] = DEFAULT_MAX_ITEMS if spec.max_len is None else spec.max_len
+    if spec.default is not None:
+        schema["default"] = json.loads(json.dumps(spec.default))  # a copy, JSON-clean
+    text = description or spec.help
+    if text:
+        schema["description"] = text
+    _narrow(schema, narrow, f"{op} {arg}")
+    return schema
+
+
+def _range(lo: float | None, hi: float | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if lo is not None:
+        out["minimum"] = lo
+    if hi is not None:
+        out["maximum"] = hi
+    return out
+
+
+def _narrow(schema: dict[str, Any], narrow: Mapping[str, Any], where: str) -> None:
+    """Add the ``narrow`` keywords to ``schema``; refuse any that would widen it."""
+    for key, value in narrow.items():
+        if key not in NARROWING:
+            raise ValueError(f"{where}: {key!r} is not a narrowing keyword")
+        if key == "minimum" and schema.get("minimum", value) > value:
+            raise ValueError(f"{where}: minimum {value} is below the op's")
+        if key == "maximum" and schema.get("maximum", value) < value:
+            raise ValueError(f"{where}: maximum {value} is above the op's")
+        if key == "enum" and schema["type"] == "string" and any(
+                not isinstance(v, str) or len(v) > schema.get("maxLength", len(v)) for v in value):
+            raise ValueError(f"{where}: an enum value does not fit the op's argument")
+        schema[key] = list(value) if key == "enum" else value
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tool property that is an argument of the tool's op: description and narrowing."""
+
+    description: str = ""
+    kind: str | None = None
+    narrow: Mapping[str, Any] = field(default_factory=dict)
+
+
+def param(description: str = "", *, kind: str | None = None, **narrow: Any) -> Param:
+    """Declare a tool property as its op's argument of the same name (see ``op_property``)."""
+    return Param(description, kind, narrow)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One MCP tool: its name, agent-facing description, input schema and behaviour hints.
+
+    ``params`` are arguments of ``op`` (the daemon op the tool runs), their schemas derived
+    from its spec; ``extra`` are hand-written properties only the tool knows (none yet).
+    Required are the op's required arguments among ``params``, then ``extra_required``.
+    """
+
+    name: str
+    title: str
+    description: str
+    op: str | None = None
+    params: Mapping[str, Param] = field(default_factory=dict)
+    extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    extra_required: tuple[str, ...] = ()
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    argument_hint: str = ""  # appended to the tool's INVALID_ARGS results
+
+    @cached_property
+    def properties(self) -> dict[str, dict[str, Any]]:
+        """Every property's JSON Schema, derived ones first.
+
+        Raises:
+            KeyError, ValueError: a param that its op does not accept (see ``op_property``).
+        """
+        props: dict[str, dict[str, Any]] = {}
+        for key, p in self.params.items():
+            if self.op is None:
+                raise KeyError(f"tool {self.name}: param {key!r} needs an op")
+            props[key] = op_property(self.op, key, p.description, kind=p.kind, **p.narrow)
+        props.update((key, dict(schema)) for key, schema in self.extra.items())
+        return props
+
+    @cached_property
+    def required(self) -> tuple[str, ...]:
+        """The properties a call must give."""
+        args = SPECS[self.op].args if self.op is not None else {}
+        return (*(k for k in self.params if args[k].required), *self.extra_required)
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The tool's JSON Schema: an object of ``properties``, nothing else allowed."""
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {k: json.loads(json.dumps(v)) for k, v in self.properties.items()},
+            "additionalProperties": False,
+        }
+        if self.required:
+            schema["required"] = list(self.required)
+        return schema
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The tool as a ``tools/list`` entry."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+            "annotations": {
+                "title": self.title,
+                "readOnlyHint": self.read_only,
+                "destructiveHint": self.destructive,
+                "idempotentHint": self.idempotent,
+                "openWorldHint": False,
+            },
+        }
+
+
+# -- argument sanity ----------------------------------------------------------------------------
+class ToolArgumentError(ValueError):
+    """Tool arguments are not the JSON types the tool's schema declares."""
+
+
+_JSON_TYPE_NAMES: dict[str, str] = {
+    "string": "a string", "integer": "an integer", "number": "a number",
+    "boolean": "true or false", "array": "an array", "object": "an object",
+}
+
+
+def _coerce(value: Any, schema: Mapping[str, Any], where: str) -> Any:
+    kind = schema.get("type")
+    ok: bool
+    if kind == "string":
+        ok = isinstance(value, str)
+    elif kind == "boolean":
+        ok = isinstance(value, bool)
+    elif kind == "integer":
+        # Some clients serialise every number as a float; 5.0 is still the integer 5.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind == "number":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif kind == "array":
+        ok = isinstance(value, list)
+        if ok and "items" in schema:
+            value = [_coerce(v, schema["items"], f"{where}[{i}]") for i, v in enumerate(value)]
+    else:
+        ok = True
+    if not ok:
+        raise ToolArgumentError(
+            f"argument '{where}' must be {_JSON_TYPE_NAMES.get(str(kind), kind)}, "
+            f"got {json.dumps(value)[:80]}"
+        )
+    if "enum" in schema and value not in schema["enum"]:
+        raise ToolArgumentError(
+            f"argument '{where}' must be one of {', '.join(map(str, schema['enum']))}; "
+            f"got {json.dumps(value)[:80]}"
+        )
+    return value
+
+
+def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
+    """Return ``arguments`` checked against the JSON types of ``spec``'s schema.
+
+    ``null`` optional values are dropped (agents often send them for "not given").
+
+    Raises:
+        ToolArgumentError: not an object, an unknown or missing key, or a wrong JSON type.
+    """
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolArgumentError("arguments must be a JSON object")
+    properties = spec.properties
+    unknown = sorted(k for k in arguments if k not in properties)
+    if unknown:
+        allowed = ", ".join(properties) or "none"
+        raise ToolArgumentError(
+            f"unknown argument(s) {', '.join(map(repr, unknown))}; allowed: {allowed}"
+        )
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if value is None and key not in spec.required:
+            continue
+        out[key] = _coerce(value, properties[key], key)
+    missing = [k for k in spec.required if k not in out]
+    if missing:
+        raise ToolArgumentError(f"missing required argument(s): {', '.join(missing)}")
+    return out

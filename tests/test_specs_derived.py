@@ -1,0 +1,278 @@
+"""The client side agrees with the op specs (``palaced.specs``), the one definition of what
+every op accepts.
+
+* MCP input schemas are generated from the specs; checked here against the specs by rules
+  written independently of the generator, with the deliberate narrowings listed;
+* CLI options take their defaults and ranges from the specs; checked here for every command
+  that runs an op (names, defaults, ranges, required arguments), renames listed;
+* ``Client`` methods are written by hand; checked here: keyword names and defaults.
+
+A new tool, command or method that runs an op must be added to the tables below, so nothing
+escapes the checks.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import pytest
+import typer.main
+
+from palace_client.cli import app
+from palace_client.client import Client
+from palace_client.mcp.schema import ToolSpec, op_property
+from palace_client.mcp.tools import TOOLS
+from palaced.specs import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_STR,
+    MAX_BUDGET,
+    MAX_TOP_K,
+    NO_LIMIT,
+    SPECS,
+    Arg,
+)
+from palaced.vocab import MAX_DEPTH, TYPED_RELATIONS
+
+STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them
+
+
+def _expected_bounds(arg: Arg) -> tuple[float | None, float | None]:
+    return arg.min, arg.max if arg.max is not None and arg.max < STRUCTURAL else None
+
+
+# -- MCP ----------------------------------------------------------------------------------------
+JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "boolean",
+             "strlist": "array", "intlist": "array", "list": "array"}
+# Keywords a tool sets on purpose to something stricter than the op's spec, and why.
+MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
+    # The daemon also takes preset names; agents get the numeric scale they live on.
+    ("remember", "importance"): {"minimum": 0.0, "maximum": 1.0},
+    # kg_link offers the typed relations; any other predicate goes through kg_assert.
+    ("kg_link", "relation"): {"enum": list(TYPED_RELATIONS)},
+}
+# Empty texts and names are refused by the daemon's content checks; the schema says so.
+MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("recall_all", "query"),
+                 ("kg_assert", "subject"), ("kg_assert", "predicate"), ("kg_assert", "object"),
+                 ("kg_query", "subject"), ("kg_timeline", "subject"), ("kg_link", "a"),
+                 ("kg_link", "b"), ("kg_neighbors", "entity")}
+
+
+def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:
+    """What a property for ``arg`` must say, from the spec alone (plus the listed narrowings)."""
+    want: dict[str, Any] = {"type": json_type}
+    lo, hi = _expected_bounds(arg)
+    bounds = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
+    if json_type in ("integer", "number"):
+        want.update(bounds)
+    if json_type == "string" and arg.max_len != NO_LIMIT:
+        want["maxLength"] = arg.max_len or DEFAULT_MAX_STR
+    if json_type == "array":
+        if arg.kind == "strlist":
+            want["items"] = {"type": "string", "maxLength": DEFAULT_MAX_STR}
+        elif arg.kind == "intlist":
+            want["items"] = {"type": "integer", **bounds}
+        if arg.max_len != NO_LIMIT:
+            want["maxItems"] = arg.max_len or DEFAULT_MAX_ITEMS
+    if arg.default is not None:
+        want["default"] = arg.default
+    if (tool, name) in MCP_NON_EMPTY:
+        want["minLength"] = 1
+    want.update(MCP_NARROWED.get((tool, name), {}))
+    return want
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
+def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
+    assert tool.op in SPECS, f"{tool.name} names no op"
+    op = SPECS[tool.op]
+    assert not tool.extra, "tool-only properties: list them here with their reason"
+    assert set(tool.params) <= set(op.args)
+    schema = tool.input_schema
+    for name, prop in schema["properties"].items():
+        arg = op.args[name]
+        # A union kind ("str|int") is offered as one of its members.
+        assert prop["type"] in {JSON_TYPE[k] for k in arg.kind.split("|")}, name
+        got = {k: v for k, v in prop.items() if k != "description"}
+        assert got == _expected_schema(tool.name, name, arg, prop["type"]), name
+        assert prop.get("description"), f"{tool.name}.{name} has no description"
+    assert schema.get("required", []) == [k for k in tool.params if op.args[k].required]
+    missing = {k for k, a in op.args.items() if a.required} - set(tool.params)
+    assert not missing, f"{tool.name} cannot send the required {missing}"
+    assert tool.read_only == op.read_only, "a tool is read-only exactly when its op is"
+
+
+def test_mcp_bounds_are_the_daemons() -> None:
+    """The bounds that once disagreed with the daemon (issue 9)."""
+    props = {t.name: t.input_schema["properties"] for t in TOOLS}
+    assert props["recall"]["top_k"]["maximum"] == props["recall_all"]["top_k"]["maximum"]
+    assert props["recall"]["top_k"]["maximum"] == MAX_TOP_K
+    assert props["kg_neighbors"]["depth"]["minimum"] == 0
+    assert props["kg_neighbors"]["depth"]["maximum"] == MAX_DEPTH
+    for tool in ("recall", "wake_up"):
+        assert props[tool]["budget"]["minimum"] == 0
+        assert props[tool]["budget"]["maximum"] == MAX_BUDGET
+    assert props["wake_up"]["budget"]["default"] == SPECS["memory.wake_up"].args["budget"].default
+    assert props["list_drawers"]["limit"]["maximum"] == SPECS["memory.list"].args["limit"].max
+
+
+def test_op_property_refuses_to_widen_the_spec() -> None:
+    assert op_property("memory.recall", "top_k", minimum=5)["minimum"] == 5
+    with pytest.raises(ValueError, match="below"):
+        op_property("memory.recall", "top_k", minimum=0)
+    with pytest.raises(ValueError, match="above"):
+        op_property("memory.recall", "top_k", maximum=MAX_TOP_K + 1)
+    with pytest.raises(ValueError, match="narrowing"):
+        op_property("memory.recall", "top_k", multipleOf=2)
+    with pytest.raises(ValueError, match="kind"):
+        op_property("memory.remember", "ttl", kind="float")
+    with pytest.raises(ValueError, match="enum"):
+        op_property("graph.link", "relation", enum=["x" * 65])
+    with pytest.raises(KeyError):
+        op_property("memory.recall", "topk")
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+# Every command that runs an op; commands outside both tables fail the test.
+CLI_OPS: dict[str, str] = {
+    "create": "palace.create", "list": "palace.list", "info": "palace.info",
+    "delete": "palace.delete", "reembed": "palace.reembed",
+    "remember": "memory.remember", "remember-many": "memory.remember_many",
+    "recall": "memory.recall", "wake-up": "memory.wake_up", "get": "memory.get",
+    "forget": "memory.forget", "drawers": "memory.list",
+    "status": "daemon.status", "daemon start": "daemon.status", "daemon stop": "daemon.stop",
+    "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
+    "health": "memory.health",
+    "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
+    "kg query": "graph.query", "kg timeline": "graph.timeline",
+    "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+}
+CLI_NOT_OPS = {"mcp", "init"}
+# CLI parameters named otherwise than the op argument they carry.
+CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
+               "fact_id": "id"}
+# CLI parameters that are no op argument: palace selection, output, confirmation.
+CLI_ONLY = {"palace", "as_json", "yes", "name"}
+# Defaults the CLI chooses on purpose.
+CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
+# Op arguments the CLI takes from elsewhere than a parameter.
+CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
+# Parameters parsed by the CLI before sending (the daemon checks their values).
+CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
+
+
+def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    for name, cmd in group.commands.items():
+        path = f"{prefix}{name}"
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, f"{path} ")
+        else:
+            yield path, cmd
+
+
+CLI_COMMANDS = dict(_commands(typer.main.get_command(app)))  # type: ignore[arg-type]
+
+
+def test_every_cli_command_is_mapped() -> None:
+    assert set(CLI_COMMANDS) == set(CLI_OPS) | CLI_NOT_OPS
+
+
+def _cli_kind(param: click.Parameter) -> str:
+    """The op argument kind a CLI parameter yields."""
+    kinds = [(click.types.BoolParamType, "bool"), (click.types.IntParamType, "int"),
+             (click.types.FloatParamType, "float"), (click.types.StringParamType, "str")]
+    kind = next(k for t, k in kinds if isinstance(param.type, t))
+    return f"{kind}list" if param.multiple else kind
+
+
+def _same_default(cli: Any, spec: Any) -> bool:
+    """``cli`` is the spec's default, or stands for "not given" (the daemon's default)."""
+    if cli is None or cli == spec:
+        return True
+    return cli in ([], ()) and spec in (None, [])
+
+
+@pytest.mark.parametrize("command", sorted(CLI_OPS))
+def test_cli_options_are_the_op_spec(command: str) -> None:
+    op = SPECS[CLI_OPS[command]]
+    seen: set[str] = set()
+    for param in CLI_COMMANDS[command].params:
+        assert param.name is not None
+        if param.name in CLI_ONLY:
+            continue
+        name = CLI_RENAMES.get(param.name, param.name)
+        assert name in op.args, f"{command}: {param.name} is no argument of {op.name}"
+        seen.add(name)
+        arg = op.args[name]
+        default = CLI_DEFAULTS.get((command, name), arg.default)
+        if (command, name) in CLI_PARSED:
+            continue  # a string the command parses; the daemon checks the value
+        assert _same_default(param.default, default), (command, name, param.default, default)
+        assert param.required == arg.required, (command, name)
+        kind = _cli_kind(param)
+        assert kind in arg.kind.split("|"), (command, name, kind)  # the kind, or a member
+        if kind not in ("int", "float", "intlist"):
+            continue
+        lo, hi = _expected_bounds(arg)
+        if lo is not None or hi is not None:
+            assert isinstance(param.type, click.IntRange | click.FloatRange), (command, name)
+            assert (param.type.min, param.type.max) == (lo, hi), (command, name)
+    required = {k for k, a in op.args.items() if a.required}
+    missing = required - seen - {n for c, n in CLI_ELSEWHERE if c == command}
+    assert not missing, f"{command} cannot send the required {missing}"
+
+
+def test_cli_parsed_parameters_exist() -> None:
+    for command, name in CLI_PARSED:
+        assert name in {p.name for p in CLI_COMMANDS[command].params}
+
+
+# -- Client -------------------------------------------------------------------------------------
+CLIENT_OPS: dict[str, str] = {
+    "create_palace": "palace.create", "delete_palace": "palace.delete",
+    "list_palaces": "palace.list", "palace_info": "palace.info", "reembed": "palace.reembed",
+    "remember": "memory.remember", "remember_ex": "memory.remember",
+    "remember_many": "memory.remember_many", "recall": "memory.recall",
+    "recall_ex": "memory.recall", "wake_up": "memory.wake_up", "get": "memory.get",
+    "forget": "memory.forget", "drawers": "memory.list",
+    "status": "daemon.status", "stop_daemon": "daemon.stop",
+    "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",
+    "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
+    "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
+    "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
+    "health": "memory.health",
+}
+CLIENT_PLUMBING = {"call", "close", "server_info"}
+# Client parameters named otherwise than the op argument they carry; None: the request's
+# palace (not an argument).
+CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
+                                         "drawer_id": "id", "fact_id": "id"}
+
+
+def test_every_client_method_is_mapped() -> None:
+    public = {n for n, v in vars(Client).items()
+              if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
+
+
+@pytest.mark.parametrize("method", sorted(CLIENT_OPS))
+def test_client_keywords_are_the_op_spec(method: str) -> None:
+    op = SPECS[CLIENT_OPS[method]]
+    seen: set[str] = set()
+    for param in list(inspect.signature(getattr(Client, method)).parameters.values())[1:]:
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            continue  # passed through as is: named by the caller after the spec
+        name = CLIENT_RENAMES.get(param.name, param.name)
+        if name is None:
+            continue
+        assert name in op.args, f"Client.{method}: {param.name} is no argument of {op.name}"
+        seen.add(name)
+        arg = op.args[name]
+        if param.default is inspect.Parameter.empty:
+            continue  # positional: always sent
+        assert not arg.required, f"Client.{method}: {name} is required by {op.name}"
+        assert _same_default(param.default, arg.default), (method, name, param.default)
+    required = {k for k, a in op.args.items() if a.required}
+    assert required <= seen, f"Client.{method} cannot send {required - seen}"
