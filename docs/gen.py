@@ -8,11 +8,11 @@ What it writes:
 * ``docs/cli.md`` (whole file): the real ``--help`` of every ``palace`` and ``palaced``
   command, rendered in-process by typer at a fixed width of 100 columns without colour;
 * ``docs/protocol.md``: the error table (``palaced/errors.py``), the CLI exit codes
-  (``palace_client/cli.py``) and the op table (``palaced/ops.py``);
+  (``palace_client/cli/``) and the op specs (``palaced/specs.py``);
 * ``docs/configuration.md``: every ``config.toml`` key (read from ``palaced/config.py``) and
   every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
 * ``docs/python-api.md``: the methods of ``palace_client.Client``;
-* ``docs/agents.md``: the MCP tools (``palace_client/tool_specs.py``);
+* ``docs/agents.md``: the MCP tools (``palace_client/mcp/tools.py``);
 * ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``.
 
 Inside hand-written files, generated text sits between ``<!-- BEGIN GENERATED: name -->`` and
@@ -290,17 +290,19 @@ def render_cli() -> str:
 
 # -- errors, exit codes, ops ------------------------------------------------------------------
 def _exit_meanings() -> dict[int, str]:
-    """The exit-code table of palace_client/cli.py's docstring, checked against EXIT_*."""
+    """The exit-code table of the ``palace_client.cli`` docstring, checked against EXIT_*."""
     from palace_client import cli
+    from palace_client.cli import common
 
     meanings: dict[int, str] = {}
     for line in (cli.__doc__ or "").splitlines():
         m = re.match(r"^(\d+)\s{2,}(\S.*)$", line)
         if m:
             meanings[int(m.group(1))] = m.group(2).replace("``", "`")
-    constants = {v for k, v in vars(cli).items() if k.startswith("EXIT_") and isinstance(v, int)}
+    constants = {v for k, v in vars(common).items()
+                 if k.startswith("EXIT_") and isinstance(v, int)}
     if set(meanings) != constants:
-        raise GenError("palace_client/cli.py: the docstring's exit-code table "
+        raise GenError("palace_client/cli/__init__.py: the docstring's exit-code table "
                        f"{sorted(meanings)} and the EXIT_* constants {sorted(constants)} differ")
     return meanings
 
@@ -312,7 +314,7 @@ def _error_classes() -> list[type[Any]]:
 
 
 def render_errors() -> str:
-    from palace_client.cli import exit_code_for
+    from palace_client.cli.common import exit_code_for
     from palaced import errors
 
     rows = [[str(cls.code), f"`{cls.name}`", f"`{cls.__name__}`",
@@ -326,7 +328,7 @@ def render_errors() -> str:
 
 
 def render_exit_codes() -> str:
-    from palace_client.cli import exit_code_for
+    from palace_client.cli.common import exit_code_for
 
     by_exit: dict[int, list[str]] = {}
     for cls in _error_classes():
@@ -528,7 +530,7 @@ def render_python_api() -> str:
 
 
 def render_mcp_tools() -> str:
-    from palace_client.tool_specs import TOOLS
+    from palace_client.mcp.tools import TOOLS
 
     rows = []
     for spec in TOOLS:

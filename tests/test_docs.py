@@ -65,14 +65,13 @@ def test_generated_docs_are_current() -> None:
 
 
 def test_generator_covers_every_command_and_error() -> None:
-    from palace_client.cli import app
     from palaced import errors
 
     cli = (DOCS / "cli.md").read_text("utf-8")
     for name in ("remember", "recall", "wake-up", "kg assert", "daemon stop", "init", "mcp"):
         assert f"## palace {name}\n" in cli
     assert "## palaced run\n" in cli and "\x1b[" not in cli
-    assert len(app.registered_commands) >= 10
+    assert cli.count("\n## palace ") >= 30  # every command, subcommands included
     protocol = (DOCS / "protocol.md").read_text("utf-8")
     for code, cls in errors.error_classes().items():
         assert f"| {code} | `{cls.name}` |" in protocol
