@@ -150,6 +150,8 @@ class Daemon:
             for note in self.tightened:
                 log.warning("tightened permissions other users could use: %s", note)
             make_private_dirs(paths.palaces_dir)
+            # We hold the lock: staging/trash dirs of a killed daemon's create/delete are ours.
+            await anyio.to_thread.run_sync(self.registry.sweep_leftovers)
             # We hold the lock, so a socket of ours here is a leftover of a dead daemon;
             # anything else (a symlink, a file, another uid's socket) is refused, not removed.
             if stale_socket(paths.socket):

@@ -24,13 +24,16 @@ from palaced.errors import (
     clip,
     quote,
 )
-from palaced.palace import DB_NAME, Palace, has_database
+from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
 from palaced.services import Services
 from palaced.store import memories as m
 from palaced.store.db import open_connection, storage_errors
 
 log = logging.getLogger("palaced.registry")
 
+# Directories of creates and deletes in progress (names() never lists them: not kebab-case).
+STAGING_PREFIX = ".creating-"
+TRASH_PREFIX = ".deleting-"
 NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
 
@@ -202,11 +205,58 @@ class Registry:
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
             async with lock:
+                await self._build(name)
                 palace = await Palace.open(name, self.path_of(name), self.services,
-                                           create=True)
+                                           create=False)
                 await self._register(palace)
             log.info("created palace %s", name)
             return palace
+
+    async def _build(self, name: str) -> None:
+        """Make a complete palace directory for ``name`` and move it into place in one rename.
+
+        A kill -9 in the middle of a create must not leave a half-made palace under the
+        palace's name (it would read as damaged, and block every later create): the palace is
+        built and closed under a staging name that ``names()`` ignores, then renamed.
+
+        Raises:
+            StorageError: the storage failed; nothing is left under the palace's name.
+        """
+        path = self.path_of(name)
+        staging = self.root / f"{STAGING_PREFIX}{name}-{time.time_ns()}"
+        try:
+            made = await Palace.open(name, staging, self.services, create=True)
+            await made.aclose()
+
+            def move() -> None:
+                # A directory holding only a lock file (or nothing) is no palace: replace it.
+                if path.is_dir() and not path.is_symlink() and {
+                        p.name for p in path.iterdir()} <= {LOCK_NAME}:
+                    shutil.rmtree(path)
+                staging.rename(path)
+
+            with storage_errors(path, name):
+                await anyio.to_thread.run_sync(move)
+        finally:
+            if staging.exists():
+                await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
+
+    def sweep_leftovers(self) -> list[str]:
+        """Remove staging and trash directories a killed daemon left behind; returns them.
+
+        Call only while holding the daemon lock: these names belong to no open palace then.
+        """
+        if not self.root.is_dir():
+            return []
+        gone = []
+        for p in self.root.iterdir():
+            if p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) and p.is_dir() and (
+                    not p.is_symlink()):
+                shutil.rmtree(p, ignore_errors=True)
+                gone.append(p.name)
+        if gone:
+            log.info("removed %d leftover(s) of interrupted creates/deletes", len(gone))
+        return gone
 
     async def delete(self, name: str) -> None:
         """Close and remove a palace directory.
@@ -226,7 +276,7 @@ class Registry:
                     await palace.aclose()
                 path = self.path_of(name)
                 # Rename first so a crash mid-delete never leaves a half palace visible.
-                trash = path.with_name(f".deleting-{name}-{time.time_ns()}")
+                trash = path.with_name(f"{TRASH_PREFIX}{name}-{time.time_ns()}")
                 with storage_errors(path, name):
                     await anyio.to_thread.run_sync(path.rename, trash)
                 await anyio.to_thread.run_sync(shutil.rmtree, trash, True)

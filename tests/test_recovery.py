@@ -393,3 +393,27 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     p = await palace_mod.Palace.open("p", pdir, svc, create=False)
     assert (await p.info())["drawers"] == 1
     await p.aclose()
+
+
+def test_interrupted_create_and_delete_leave_nothing_behind(home: Path) -> None:
+    # A kill -9 inside a create or delete leaves its staging or trash directory: never a
+    # half-made palace under the palace's name (which would read as damaged and block the
+    # next create). The next daemon removes those leftovers before it serves.
+    palaces = home / "palaces"
+    for leftover in (".creating-demo-123", ".deleting-old-456"):
+        (palaces / leftover).mkdir(parents=True)
+        (palaces / leftover / "palace.db").write_bytes(b"")  # half-written
+    (palaces / "demo").mkdir()
+    (palaces / "demo" / ".lock").write_bytes(b"")  # a create killed before its rename
+    d = DaemonProc(home, base_env(home, model=False))
+    d.start(wait_model=False)
+    try:
+        assert sorted(p.name for p in palaces.iterdir()) == ["demo"]
+        with d.client() as c:
+            assert c.list_palaces() == []
+            c.create_palace("demo")
+            assert c.remember("demo", "created over a killed create's lock file") == 1
+            assert [p["name"] for p in c.list_palaces()] == ["demo"]
+        assert not [p for p in palaces.iterdir() if p.name.startswith(".")]
+    finally:
+        d.stop()
