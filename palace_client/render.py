@@ -24,6 +24,27 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """``n`` and ``noun`` in the right number: ``1 drawer``, ``2 drawers``, ``0 entries``.
+
+    ``plural`` is the plural when adding an ``s`` is wrong (``counted(2, "entry", "entries")``).
+    """
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def excerpt(text: str, limit: int, max_lines: int) -> str | None:
+    """The start of ``text``, at most ``limit`` characters and ``max_lines`` lines, cut at a
+    word where one is near; ``None`` when ``text`` is short enough to show whole."""
+    lines = text.splitlines()
+    if len(text) <= limit and len(lines) <= max_lines:
+        return None
+    head = "\n".join(lines[:max_lines])[:limit]
+    space = head.rfind(" ")
+    if space > limit * 3 // 4:
+        head = head[:space]
+    return head.rstrip()
+
+
 def format_score(score: Any) -> str:
     """A relevance score with three decimals (anything else as is)."""
     return f"{score:.3f}" if isinstance(score, int | float) else str(score)
@@ -211,12 +232,26 @@ def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]
 
 
 # -- terminal layout (palace CLI) ---------------------------------------------------------------
-def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False) -> list[str]:
-    """``[id] wing/room  score=0.123``, then the drawer's text indented by four spaces."""
+CLI_EXCERPT_CHARS = 300  # `palace drawers` shows a long drawer's start; `palace get` all of it
+CLI_EXCERPT_LINES = 8
+
+
+def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
+               cut: bool = False) -> list[str]:
+    """``[id] wing/room  score=0.123``, then the drawer's text indented by four spaces.
+
+    With ``cut``, a long text shows its first ``CLI_EXCERPT_CHARS`` characters (at most
+    ``CLI_EXCERPT_LINES`` lines), then ``… (N chars; `palace get ID` for all)``.
+    """
     head = f"[{drawer['id']}] {drawer_place(drawer)}"
     if score and drawer.get("score") is not None:
         head += f"  score={format_score(drawer['score'])}"
-    return [head, *indented(str(drawer.get("text", "")), "    ")]
+    text = str(drawer.get("text", ""))
+    start = excerpt(text, CLI_EXCERPT_CHARS, CLI_EXCERPT_LINES) if cut else None
+    if start is None:
+        return [head, *indented(text, "    ")]
+    more = f"… ({len(text):,} chars; `palace get {drawer['id']}` for all)"
+    return [head, *indented(start, "    "), f"    {more}"]
 
 
 def cli_drawer_details(drawer: Mapping[str, Any]) -> str:

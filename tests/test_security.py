@@ -358,7 +358,7 @@ def test_existing_install_is_tightened_on_start_and_status_says_so(home: Path) -
             assert st["tightened"]["count"] == len(loose) + 4
             assert f"{vault / 'palace.db'} (0644 -> 0600)" in st["tightened"]["paths"]
             human = d.cli("status", check=True).stdout
-            assert f"security made {len(loose) + 4} path(s) private" in human, human
+            assert f"security made {len(loose) + 4} paths private" in human, human
         finally:
             d.stop()
         d = _start(home)  # already private: the next run has nothing to report

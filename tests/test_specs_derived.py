@@ -143,6 +143,7 @@ CLI_OPS: dict[str, str] = {
     "recall": "memory.recall", "wake-up": "memory.wake_up", "get": "memory.get",
     "forget": "memory.forget", "drawers": "memory.list",
     "status": "daemon.status", "daemon start": "daemon.status", "daemon stop": "daemon.stop",
+    "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",

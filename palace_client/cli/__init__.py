@@ -20,23 +20,49 @@ code  meaning
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
 ``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
 come from ``palace_client.mcp.command`` and ``palace_client.agents.command``.
+
+``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
+and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
 """
 
 from __future__ import annotations
 
 import typer
 
-from palace_client.agents.command import init_command
-from palace_client.mcp.command import mcp_command
+from .compat import keep_argument_help
 
-from . import daemon, knowledge, memory, palaces, upkeep
+keep_argument_help()  # before any command is built: see compat
+
+# The command modules are imported after the patch above on purpose.
+from palace_client.agents.command import init_command  # noqa: E402
+from palace_client.mcp.command import mcp_command  # noqa: E402
+
+from . import daemon, knowledge, memory, palaces, upkeep  # noqa: E402
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
-    help="palace: local, private memory for AI agents (client of the palaced daemon).",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="palace: local, private memory for AI agents (client of the palaced daemon). "
+         "Every command takes --json and -h; on/off flags are off unless given.",
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: print this client's version and exit (talks to no daemon)."""
+    if value:
+        from palaced import __version__
+
+        typer.echo(f"palace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version,
+                                       is_eager=True,
+                                       help="Print the client's version and exit.")) -> None:
+    """palace: local, private memory for AI agents (client of the palaced daemon)."""
 agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(

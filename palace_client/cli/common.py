@@ -3,18 +3,23 @@
 Options and arguments that carry an op's argument are made by ``op_option``/``op_argument``
 from the op's spec (``palaced.specs``): their default and numeric range are the daemon's, so
 the CLI cannot drift from it. An out-of-range value is a usage error (exit 2) before any
-request is sent.
+request is sent. They also remember which op argument they carry, so that an error the daemon
+reports about an argument (``details["arg"] == "top_k"``) names the command's flag
+(``--top-k``) instead: see ``flag_names`` and ``fail``.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import click
 import typer
 
 from palaced import errors as E
@@ -33,12 +38,24 @@ EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
 
-PalaceOpt = typer.Option(None, "--palace", "-p", envvar="PALACE",
-                         help="Palace name (or set PALACE).")
-JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout.")
-
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
+# id(option or argument info) -> (the info, op, op argument): which op argument a command
+# parameter carries. The info is kept so that an id cannot be reused by another object.
+_CARRIES: dict[int, tuple[Any, str, str]] = {}
+
+
+def _carrying(info: Any, op: str, arg: str) -> Any:
+    """``info`` (a typer option or argument), noted as carrying ``arg`` of ``op``."""
+    _CARRIES[id(info)] = (info, op, arg)
+    return info
+
+
+# Every op that takes a palace gets it from this option ("" stands for any op).
+PalaceOpt = _carrying(typer.Option(None, "--palace", "-p", envvar="PALACE",
+                                   help="Palace name (or set PALACE)."),
+                      "", "palace")
+JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
 
 def op_arg(op: str, arg: str) -> Arg:
@@ -58,19 +75,24 @@ def _range(spec: Arg) -> dict[str, Any]:
 
 
 def op_option(op: str, arg: str, *flags: str, default: Any = SPEC, help: str = "",
-              **kwargs: Any) -> Any:
+              unset: str = "", ranged: bool = True, **kwargs: Any) -> Any:
     """A typer option for argument ``arg`` of ``op``: its default and range from the spec.
 
     ``default=None`` means "not given: the daemon applies its default" (for options whose
     presence matters, such as ``recall --budget``). ``help`` defaults to the argument's help.
+    ``unset`` says in ``--help`` what happens when an option without a default is not given
+    (``[default: (all wings)]``). ``ranged=False`` leaves the range out, for an option the
+    command parses from text (``recall --levels 0,1``).
 
     Raises:
         KeyError: no such op or argument.
     """
     spec = op_arg(op, arg)
     value = copy.copy(spec.default) if default is SPEC else default
-    return typer.Option(value, *flags, help=help or spec.help or None,
-                        **{**_range(spec), **kwargs})
+    if unset:
+        kwargs.setdefault("show_default", unset)
+    return _carrying(typer.Option(value, *flags, help=help or spec.help or None,
+                                  **{**(_range(spec) if ranged else {}), **kwargs}), op, arg)
 
 
 def op_argument(op: str, arg: str, *, help: str = "", **kwargs: Any) -> Any:
@@ -80,7 +102,51 @@ def op_argument(op: str, arg: str, *, help: str = "", **kwargs: Any) -> Any:
         KeyError: no such op or argument.
     """
     spec = op_arg(op, arg)
-    return typer.Argument(..., help=help or spec.help or None, **{**_range(spec), **kwargs})
+    return _carrying(typer.Argument(..., help=help or spec.help or None,
+                                    **{**_range(spec), **kwargs}), op, arg)
+
+
+def flag_names(command: click.Command | None) -> dict[str, str]:
+    """How ``command`` names the op arguments it carries: ``{"top_k": "--top-k", ...}``.
+
+    An option is named by its first long flag, an argument by its metavar (``QUERY``).
+    Parameters not made by ``op_option``/``op_argument`` (or ``PalaceOpt``) are left out.
+    """
+    callback = getattr(command, "callback", None)
+    if command is None or callback is None:
+        return {}
+    try:
+        signature = inspect.signature(inspect.unwrap(callback))
+    except (TypeError, ValueError):
+        return {}
+    params = {p.name: p for p in command.params}
+    names: dict[str, str] = {}
+    for name, parameter in signature.parameters.items():
+        carried = _CARRIES.get(id(parameter.default))
+        if carried is None or carried[0] is not parameter.default or name not in params:
+            continue
+        param = params[name]
+        if isinstance(param, click.Option):
+            shown = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+        else:
+            shown = param.human_readable_name
+        names.setdefault(carried[2], shown)
+    return names
+
+
+def flag_message(message: str, arg: str, shown: str) -> str:
+    """``message`` about protocol argument ``arg``, naming ``shown`` (``--top-k``) instead.
+
+    ``"memory.recall: argument 'top_k' must be 1..1000"`` becomes ``"--top-k must be
+    1..1000"``; a bare mention (``"bad ttl ..."``) is replaced too, unless the argument's name
+    is a short word that could be English (``a``, ``at``, ``id``).
+    """
+    name = re.escape(arg)
+    text = re.sub(rf"^[\w.]+: (?=(?:item \d+ of )?argument '{name}')", "", message)
+    text = re.sub(rf"\bargument '{name}'", lambda _: shown, text)
+    if len(arg) > 2:
+        text = re.sub(rf"(?<![\w'-]){name}(?![\w'-])", lambda _: shown, text)
+    return text
 
 
 def exit_code_for(exc: E.PalaceError) -> int:
@@ -117,12 +183,24 @@ def echo_lines(lines: Iterable[str]) -> None:
 def fail(exc: E.PalaceError, as_json: bool) -> NoReturn:
     """Report ``exc`` (on stderr, and as a JSON document with ``--json``) and exit.
 
+    An error about an argument of the request (``details["arg"]``) names the running
+    command's flag for it; the JSON document keeps ``details.arg`` and adds ``details.flag``.
+
     Raises:
         typer.Exit: always, with the error's exit code.
     """
+    message = exc.message
+    wire = exc.to_wire()
+    arg = exc.details.get("arg")
+    ctx = click.get_current_context(silent=True)
+    shown = flag_names(ctx.command if ctx else None).get(arg) if isinstance(arg, str) else None
+    if shown:
+        message = flag_message(message, str(arg), shown)
+        wire["message"] = message
+        wire["details"] = {**wire.get("details", {}), "flag": shown}
     if as_json:
-        sys.stdout.write(json.dumps({"ok": False, "error": exc.to_wire()}, default=str) + "\n")
-    typer.echo(f"palace: error: {exc.message} [{exc.name}]", err=True)
+        sys.stdout.write(json.dumps({"ok": False, "error": wire}, default=str) + "\n")
+    typer.echo(f"palace: error: {message} [{exc.name}]", err=True)
     raise typer.Exit(exit_code_for(exc))
 
 

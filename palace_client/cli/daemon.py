@@ -1,4 +1,8 @@
-"""``palace status`` and ``palace daemon start|stop``: the daemon itself."""
+"""``palace status`` and ``palace daemon status|start|stop|restart``: the daemon itself.
+
+``palace daemon status`` never starts a daemon: it exits 3 (unreachable) when none runs, so a
+script can test for one; every other command starts the daemon when it is not running.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,14 @@ from typing import Any
 
 import typer
 
+from palace_client.render import counted
 from palaced import errors as E
 
-from .common import JsonOpt, client, emit, fail
+from .common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
 
 app = typer.Typer()
-daemon_app = typer.Typer(no_args_is_help=True, help="Start or stop the palaced daemon.")
+daemon_app = typer.Typer(no_args_is_help=True,
+                         help="Start, stop, restart or check the palaced daemon.")
 app.add_typer(daemon_app, name="daemon")
 
 STOP_TIMEOUT_S = 30.0
@@ -29,7 +35,7 @@ def status(as_json: bool = JsonOpt) -> None:
 
     def human(s: dict[str, Any]) -> None:
         model = s["model"]
-        typer.echo(f"palaced {s['version']}  pid {s['pid']}  up {s['uptime_s']:.0f}s")
+        typer.echo(f"palaced {s['version']}  pid {s['pid']}  up {format_uptime(s['uptime_s'])}")
         typer.echo(f"  socket   {s['socket']}")
         typer.echo(f"  data     {s['data_dir']}")
         if model["state"] == "ready":
@@ -43,8 +49,9 @@ def status(as_json: bool = JsonOpt) -> None:
         tightened = s.get("tightened") or {}
         if tightened.get("count"):
             shown = tightened.get("paths") or ["?"]
-            typer.echo(f"  security made {tightened['count']} path(s) private at start (other "
-                       f"users could read them before), e.g. {shown[0]}; see the daemon log")
+            typer.echo(f"  security made {counted(tightened['count'], 'path')} private at start "
+                       f"(other users could read them before), e.g. {shown[0]}; see the daemon "
+                       "log")
         for p in s["palaces"]:
             typer.echo(f"  {_palace_line(p)}")
 
@@ -62,8 +69,9 @@ def _palace_line(p: dict[str, Any]) -> str:
     else:
         agree = "agrees" if p["consistent"] else "DISAGREES"
         index = f"index {p['index']} ({agree})"
-    return (f"{p['name']}: {p['drawers']} drawers, {p['vectors']} vectors, {index}, "
-            f"{p['pending_embeddings']} pending embeddings")
+    return (f"{p['name']}: {counted(p['drawers'], 'drawer')}, "
+            f"{counted(p['vectors'], 'vector')}, {index}, "
+            f"{counted(p['pending_embeddings'], 'pending embedding')}")
 
 
 @daemon_app.command("start")
@@ -78,14 +86,99 @@ def daemon_start(as_json: bool = JsonOpt) -> None:
 @daemon_app.command("stop")
 def daemon_stop(as_json: bool = JsonOpt) -> None:
     """Stop palaced gracefully (saves indexes, closes databases)."""
+    pid = _stop(as_json)
+    if pid is None:
+        emit({"running": False, "stopped": False}, as_json,
+             lambda r: typer.echo("palaced is not running"))
+        return
+    emit({"running": False, "stopped": True, "pid": pid}, as_json,
+         lambda r: typer.echo(f"palaced (pid {pid}) stopped"))
+
+
+@daemon_app.command("restart")
+def daemon_restart(as_json: bool = JsonOpt) -> None:
+    """Stop palaced if it runs, start it again and wait until it answers.
+
+    The new daemon reads the configuration again; its model may still be loading when this
+    returns (recall is keyword-only until it is ready: see `palace daemon status`).
+    """
+    old = _stop(as_json)
+    with client(as_json) as c:
+        s = c.status()
+    res = {"running": True, "restarted": old is not None, "old_pid": old, "pid": s["pid"],
+           "socket": s["socket"], "model": s["model"]}
+
+    def human(r: dict[str, Any]) -> None:
+        was = f"restarted (pid {old} -> {r['pid']}" if old is not None else (
+            f"was not running; started (pid {r['pid']}")
+        typer.echo(f"palaced {was}, socket {r['socket']}); model {_model(r['model'])}")
+
+    emit(res, as_json, human)
+
+
+@daemon_app.command("status")
+def daemon_status(as_json: bool = JsonOpt) -> None:
+    """Say whether palaced runs (pid, socket, uptime, model); never starts it.
+
+    Exits 0 when it runs and 3 when it does not, so scripts can test `palace daemon status`.
+    """
     with client(as_json, autostart=False) as c:
         try:
-            pid = c.status()["pid"]
+            s = c.status()
+        except E.DaemonUnreachable:
+            socket = str(c.paths.socket)
+            emit({"running": False, "socket": socket}, as_json,
+                 lambda r: typer.echo(f"palaced is not running (socket {socket})"))
+            raise typer.Exit(EXIT_UNREACHABLE) from None
+    res = {"running": True, "version": s["version"], "pid": s["pid"], "socket": s["socket"],
+           "uptime_s": s["uptime_s"], "model": s["model"]}
+
+    def human(r: dict[str, Any]) -> None:
+        typer.echo(f"palaced {r['version']} running")
+        typer.echo(f"  pid      {r['pid']}")
+        typer.echo(f"  socket   {r['socket']}")
+        typer.echo(f"  uptime   {format_uptime(r['uptime_s'])}")
+        typer.echo(f"  model    {_model(r['model'])}")
+
+    emit(res, as_json, human)
+
+
+def _model(model: dict[str, Any]) -> str:
+    """The model state in a few words: ``ready (NAME)``, ``loading``, ``unavailable: WHY``."""
+    if model.get("state") == "ready":
+        return f"ready ({model.get('identity')})"
+    if model.get("state") == "loading":
+        return "loading (keyword-only recall until it is ready)"
+    return f"unavailable, keyword-only recall: {model.get('reason')}"
+
+
+def format_uptime(seconds: float) -> str:
+    """``42s``, ``5m 3s``, ``2h 5m``, ``3d 4h``: an uptime to the two largest units."""
+    s = int(seconds)
+    days, hours, minutes = s // 86400, s // 3600 % 24, s // 60 % 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {s % 60}s"
+    return f"{s}s"
+
+
+def _stop(as_json: bool) -> int | None:
+    """Stop the running daemon and wait until it has exited; its pid, or ``None`` when no
+    daemon was running. Never starts one.
+
+    Raises:
+        typer.Exit: it could not be asked, or still runs after ``STOP_TIMEOUT_S``
+            (reported by ``fail``).
+    """
+    with client(as_json, autostart=False) as c:
+        try:
+            pid = int(c.status()["pid"])
             c.stop_daemon()
         except E.DaemonUnreachable:
-            emit({"running": False, "stopped": False}, as_json,
-                 lambda r: typer.echo("palaced is not running"))
-            return
+            return None
         lock_file = c.paths.lock_file
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while not _daemon_gone(pid, lock_file):
@@ -93,8 +186,7 @@ def daemon_stop(as_json: bool = JsonOpt) -> None:
             fail(E.ClientError(f"palaced (pid {pid}) was asked to stop but is still running "
                                f"after {STOP_TIMEOUT_S:.0f}s", details={"pid": pid}), as_json)
         time.sleep(0.05)
-    emit({"running": False, "stopped": True, "pid": pid}, as_json,
-         lambda r: typer.echo(f"palaced (pid {pid}) stopped"))
+    return pid
 
 
 def _daemon_gone(pid: int, lock_file: Path) -> bool:

@@ -41,21 +41,24 @@ def _source_options(op: str) -> dict[str, Any]:
     """The options naming where a fact comes from, shared by ``kg assert`` and ``kg link``."""
     return {
         "valid_from": op_option(op, "valid_from", "--valid-from",
-                                help="When it became true (ISO 8601 or epoch ms; default now)."),
+                                help="When it became true (ISO 8601 or epoch ms).",
+                                unset="now"),
         "confidence": op_option(op, "confidence", "--confidence", default=None,
-                                help="Confidence 0-1 (default "
-                                     f"{op_arg(op, 'confidence').default:g})."),
+                                help="Confidence 0-1.",
+                                unset=f"{op_arg(op, 'confidence').default:g}"),
         "source_drawer": op_option(op, "source_drawer", "--source-drawer",
-                                   help="Drawer id it comes from."),
-        "source_url": op_option(op, "source_url", "--source-url", help="URL it comes from."),
+                                   help="Drawer id it comes from.", unset="none"),
+        "source_url": op_option(op, "source_url", "--source-url", help="URL it comes from.",
+                                unset="none"),
         "source_agent": op_option(op, "source_agent", "--source-agent",
-                                  help="Agent that stated it."),
+                                  help="Agent that stated it.", unset="none"),
     }
 
 
 _ASSERT = _source_options("graph.assert")
 _LINK = _source_options("graph.link")
 _AS_OF_HELP = "Facts valid at this time (ISO 8601)."
+_NOW = "now"
 
 
 @app.command("assert")
@@ -113,7 +116,7 @@ def kg_invalidate(
                                help="Fact id (from kg query or kg timeline)."),
     palace: str | None = PalaceOpt,
     at: str | None = op_option("graph.invalidate", "at", "--at",
-                               help="When it stopped being true."),
+                               help="When it stopped being true (ISO 8601).", unset=_NOW),
     as_json: bool = JsonOpt,
 ) -> None:
     """End an active fact (history is kept)."""
@@ -127,7 +130,8 @@ def kg_invalidate(
 def kg_query(
     subject: str = op_argument("graph.query", "subject", help="Entity name."),
     palace: str | None = PalaceOpt,
-    as_of: str | None = op_option("graph.query", "as_of", "--as-of", help=_AS_OF_HELP),
+    as_of: str | None = op_option("graph.query", "as_of", "--as-of", help=_AS_OF_HELP,
+                                  unset=_NOW),
     as_json: bool = JsonOpt,
 ) -> None:
     """Show what is true about an entity now, or at --as-of."""
@@ -159,8 +163,9 @@ def kg_neighbors(
     depth: int = op_option("graph.neighbors", "depth", "--depth", "-d",
                            help="Hops to follow."),
     relation: str | None = op_option("graph.neighbors", "relation", "--relation", "-r",
-                                     help="Follow only this relation."),
-    as_of: str | None = op_option("graph.neighbors", "as_of", "--as-of", help=_AS_OF_HELP),
+                                     help="Follow only this relation.", unset="all"),
+    as_of: str | None = op_option("graph.neighbors", "as_of", "--as-of", help=_AS_OF_HELP,
+                                  unset=_NOW),
     as_json: bool = JsonOpt,
 ) -> None:
     """Show the entities linked to one, up to --depth hops away."""
@@ -192,9 +197,10 @@ def kg_path(
     palace: str | None = PalaceOpt,
     max_depth: int | None = op_option(
         "graph.path", "max_depth", "--max-depth", default=None,
-        help="Longest chain to look for (default "
-             f"{op_arg('graph.path', 'max_depth').default})."),
-    as_of: str | None = op_option("graph.path", "as_of", "--as-of", help=_AS_OF_HELP),
+        help="Longest chain to look for (in facts).",
+        unset=f"{op_arg('graph.path', 'max_depth').default}"),
+    as_of: str | None = op_option("graph.path", "as_of", "--as-of", help=_AS_OF_HELP,
+                                  unset=_NOW),
     as_json: bool = JsonOpt,
 ) -> None:
     """Show a shortest chain of facts linking two entities."""
@@ -215,7 +221,7 @@ def kg_path(
 def kg_search(
     query: str = op_argument("graph.search", "query", help="Words to look for."),
     palace: str | None = PalaceOpt,
-    limit: int = op_option("graph.search", "limit", "--limit"),
+    limit: int = op_option("graph.search", "limit", "--limit", help="Most entities to list."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Find entities by name, definition or labels."""

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from palace_client import render
+from palace_client.render import counted
 from palaced import errors as E
 from palaced.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
@@ -34,29 +35,37 @@ DRAWERS_PAGE = 20  # `palace drawers` shows a terminal page, not the daemon's 50
 
 @app.command()
 def remember(
-    text: str = typer.Argument(..., help="The memory text, or - to read stdin."),
+    text: str = op_argument("memory.remember", "text",
+                            help="The memory text; - reads it from stdin."),
     palace: str | None = PalaceOpt,
-    wing: str | None = op_option("memory.remember", "wing", "--wing"),
-    room: str | None = op_option("memory.remember", "room", "--room"),
+    wing: str | None = op_option("memory.remember", "wing", "--wing",
+                                 help="Wing (top-level area) to store it in.", unset="general"),
+    room: str | None = op_option("memory.remember", "room", "--room",
+                                 help="Room (topic) within the wing.", unset="general"),
     tag: list[str] = op_option("memory.remember", "tags", "--tag",  # noqa: B008
-                               help="Tag (repeatable)."),
+                               help="Tag (repeatable).", unset="none"),
     importance: str = op_option("memory.remember", "importance", "--importance",
                                 default=str(DEFAULT_IMPORTANCE),
                                 help=f"0-1 or {'/'.join(IMPORTANCE_PRESETS)}."),
-    source: str | None = op_option("memory.remember", "source", "--source"),
+    source: str | None = op_option("memory.remember", "source", "--source",
+                                   help="Where it comes from (a label).", unset="none"),
     when: str | None = op_option("memory.remember", "occurred_at", "--when",
-                                 help="When it happened (ISO 8601)."),
+                                 help="When it happened (ISO 8601).", unset="not recorded"),
     supersedes: int | None = op_option("memory.remember", "supersedes", "--supersedes",
-                                       help="Drawer id this memory replaces."),
+                                       help="Drawer id this memory replaces.", unset="none"),
     ttl: str | None = op_option("memory.remember", "ttl", "--ttl",
-                                help="Expire after 90s/15m/12h/7d/2w."),
+                                help="Expire after 90s/15m/12h/7d/2w.", unset="never"),
     dedup: bool | None = op_option(
         "memory.remember", "dedup", "--dedup/--no-dedup",
-        help="Refresh a near-duplicate in the same room instead (default: on, off with "
-             "--supersedes)."),
+        help="Refresh a near-duplicate in the same room instead of storing it.",
+        unset="on; off with --supersedes"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Store a memory (idempotent: the same text in the same room is stored once)."""
+    """Store a memory (idempotent: the same text in the same room is stored once).
+
+    Give - as TEXT to read the text from stdin, for long or multi-line memories:
+    `git log -1 --format=%B | palace remember - --room commits`.
+    """
     name = need_palace(palace, as_json)
     if text == "-":
         text = sys.stdin.read()
@@ -88,7 +97,8 @@ def remember(
 @app.command("remember-many")
 def remember_many(palace: str | None = PalaceOpt,
                   dedup: bool = op_option("memory.remember_many", "dedup", "--dedup/--no-dedup",
-                                          help="Merge near-duplicates (off for imports)."),
+                                          help="Merge near-duplicates (off: imports keep "
+                                               "every line)."),
                   as_json: bool = JsonOpt) -> None:
     """Bulk-store drawers from JSONL on stdin (one object per line: text, wing, room, ...)."""
     name = need_palace(palace, as_json)
@@ -108,7 +118,7 @@ def remember_many(palace: str | None = PalaceOpt,
         for start in range(0, len(items), BATCH):
             ids.extend(c.remember_many(name, items[start:start + BATCH], dedup=dedup))
     emit({"ids": ids, "count": len(ids)}, as_json,
-         lambda r: typer.echo(f"stored {r['count']} drawers"))
+         lambda r: typer.echo(f"stored {counted(r['count'], 'drawer')}"))
 
 
 def parse_levels(value: str) -> list[int]:
@@ -130,19 +140,25 @@ def parse_levels(value: str) -> list[int]:
 
 @app.command()
 def recall(
-    query: str = typer.Argument(...),
+    query: str = op_argument("memory.recall", "query", help="What to look for."),
     palace: str | None = PalaceOpt,
-    top_k: int = op_option("memory.recall", "top_k", "--top-k", "-k"),
-    wing: str | None = op_option("memory.recall", "wing", "--wing"),
-    room: str | None = op_option("memory.recall", "room", "--room"),
-    tag: list[str] = op_option("memory.recall", "tags", "--tag"),  # noqa: B008
+    top_k: int = op_option("memory.recall", "top_k", "--top-k", "-k",
+                           help="Most drawers to return."),
+    wing: str | None = op_option("memory.recall", "wing", "--wing",
+                                 help="Search only this wing.", unset="all wings"),
+    room: str | None = op_option("memory.recall", "room", "--room",
+                                 help="Search only this room.", unset="all rooms"),
+    tag: list[str] = op_option("memory.recall", "tags", "--tag",  # noqa: B008
+                               help="Only drawers with this tag (repeatable: all of them).",
+                               unset="any"),
     budget: int | None = op_option(
         "memory.recall", "budget", "--budget", default=None,
-        help="Token budget of the packed context (daemon default "
-             f"{op_arg('memory.recall', 'budget').default})."),
-    levels: str | None = typer.Option(
-        None, "--levels", help="Context levels, comma list of 0-3: 0 identity, 1 essential, "
-        "2 where the query points, 3 deep search (default all)."),
+        help="Token budget of the packed context.",
+        unset=f"ranked list; {op_arg('memory.recall', 'budget').default} with --levels/--deep"),
+    levels: str | None = op_option(
+        "memory.recall", "levels", "--levels", default=None, ranged=False,
+        help="Context levels, comma list of 0-3: 0 identity, 1 essential, "
+        "2 where the query points, 3 deep search.", unset="all"),
     deep: bool = op_option("memory.recall", "deep", "--deep",
                            help="Always include L3 deep search."),
     include_superseded: bool = op_option(
@@ -207,9 +223,9 @@ def wake_up(
 
 
 @app.command()
-def get(drawer_id: int = op_argument("memory.get", "id"), palace: str | None = PalaceOpt,
-        as_json: bool = JsonOpt) -> None:
-    """Show one drawer."""
+def get(drawer_id: int = op_argument("memory.get", "id", help="Drawer id."),
+        palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+    """Show one drawer, its whole text and its details."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
         d = c.get(name, drawer_id)
@@ -222,8 +238,8 @@ def get(drawer_id: int = op_argument("memory.get", "id"), palace: str | None = P
 
 
 @app.command()
-def forget(drawer_id: int = op_argument("memory.forget", "id"), palace: str | None = PalaceOpt,
-           as_json: bool = JsonOpt) -> None:
+def forget(drawer_id: int = op_argument("memory.forget", "id", help="Drawer id."),
+           palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
     """Delete one drawer."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
@@ -235,22 +251,40 @@ def forget(drawer_id: int = op_argument("memory.forget", "id"), palace: str | No
 @app.command()
 def drawers(
     palace: str | None = PalaceOpt,
-    wing: str | None = op_option("memory.list", "wing", "--wing"),
-    room: str | None = op_option("memory.list", "room", "--room"),
-    limit: int = op_option("memory.list", "limit", "--limit", default=DRAWERS_PAGE),
-    offset: int = op_option("memory.list", "offset", "--offset"),
+    wing: str | None = op_option("memory.list", "wing", "--wing",
+                                 help="Only this wing.", unset="all wings"),
+    room: str | None = op_option("memory.list", "room", "--room",
+                                 help="Only this room.", unset="all rooms"),
+    limit: int = op_option("memory.list", "limit", "--limit", default=DRAWERS_PAGE,
+                           help="Drawers per page."),
+    offset: int = op_option("memory.list", "offset", "--offset",
+                            help="Skip this many drawers (the newest) first."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """List drawers, newest first (paginated with --limit/--offset)."""
+    """List drawers, newest first (paginated with --limit/--offset).
+
+    A long drawer shows its first lines only; `palace get ID` prints all of it (--json
+    carries every text whole).
+    """
     name = need_palace(palace, as_json)
     with client(as_json) as c:
         res = c.drawers(name, wing=wing, room=room, limit=limit, offset=offset)
 
     def human(r: dict[str, Any]) -> None:
         for d in r["drawers"]:
-            echo_lines(render.cli_drawer(d))
-        shown = offset + len(r["drawers"])
-        more = f"; next: --offset {r['next_offset']}" if r.get("next_offset") is not None else ""
-        typer.echo(f"({shown} of {r['total']}{more})")
+            echo_lines(render.cli_drawer(d, cut=True))
+        typer.echo(page_footer(offset, len(r["drawers"]), r["total"], r.get("next_offset")))
 
     emit(res, as_json, human)
+
+
+def page_footer(offset: int, shown: int, total: int, next_offset: int | None) -> str:
+    """The line under a page of ``palace drawers``: which drawers of how many, and the next
+    page's ``--offset``."""
+    if not total:
+        return "(no drawers)"
+    if not shown:
+        return f"(none at --offset {offset}; {counted(total, 'drawer')} in all)"
+    where = f"{offset + 1}" if shown == 1 else f"{offset + 1}-{offset + shown}"
+    more = f"; next: --offset {next_offset}" if next_offset is not None else ""
+    return f"(showing {where} of {total}{more})"

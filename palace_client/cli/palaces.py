@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from palace_client.render import counted
 from palaced import errors as E
 
 from .common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
@@ -48,19 +49,20 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
 
     def human(i: dict[str, Any]) -> None:
         typer.echo(f"palace {i['name']}  ({i['path']})")
-        typer.echo(f"  drawers {i['drawers']}  vectors {i['vectors']}  index {i['index']}  "
-                   f"pending embeddings {i['pending_embeddings']}")
+        typer.echo(f"  {counted(i['drawers'], 'drawer')}, {counted(i['vectors'], 'vector')}, "
+                   f"index {i['index'] if i['index'] is not None else '-'}, "
+                   f"{counted(i['pending_embeddings'], 'pending embedding')}")
         typer.echo(f"  embedder {i.get('embedder') or '-'}")
         if i.get("mismatch"):
             typer.echo(f"  ! {i['mismatch']}")
         for r in i.get("rooms", []):
-            typer.echo(f"  {r['wing']}/{r['room']}: {r['drawers']}")
+            typer.echo(f"  {r['wing']}/{r['room']}: {counted(r['drawers'], 'drawer')}")
 
     emit(data, as_json, human)
 
 
 @app.command()
-def delete(name: str = typer.Argument(...),
+def delete(name: str = typer.Argument(..., help="Palace to delete."),
            yes: bool = typer.Option(False, "--yes", help="Really delete (required)."),
            as_json: bool = JsonOpt) -> None:
     """Delete a palace and every drawer in it (needs --yes)."""
@@ -78,4 +80,4 @@ def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
     with client(as_json) as c:
         data = c.reembed(name)
     emit(data, as_json, lambda d: typer.echo(
-        f"re-embedded {d['reembedded']} drawers with {d['embedder']}"))
+        f"re-embedded {counted(d['reembedded'], 'drawer')} with {d['embedder']}"))

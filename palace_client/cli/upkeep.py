@@ -7,12 +7,14 @@ from typing import Any
 
 import typer
 
+from palace_client.render import counted
+
 from .common import JsonOpt, PalaceOpt, client, emit, need_palace, op_arg, op_option
 
 app = typer.Typer()
 
-_THRESHOLD_HELP = ("Weight below which a drawer counts as faded (default "
-                   f"{op_arg('memory.prune', 'threshold').default:g}).")
+_THRESHOLD_HELP = "Weight below which a drawer counts as faded."
+_THRESHOLD_DEFAULT = f"{op_arg('memory.prune', 'threshold').default:g}"
 
 
 @app.command("decay")
@@ -22,14 +24,15 @@ def decay(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
     with client(as_json) as c:
         res = c.decay(name)
     emit(res, as_json, lambda r: typer.echo(
-        f"weighed {r['drawers']} drawers ({r['updated']} changed)"))
+        f"weighed {counted(r['drawers'], 'drawer')} ({r['updated']} changed)"))
 
 
 @app.command("prune")
 def prune(
     palace: str | None = PalaceOpt,
     threshold: float | None = op_option("memory.prune", "threshold", "--threshold",
-                                        default=None, help=_THRESHOLD_HELP),
+                                        default=None, help=_THRESHOLD_HELP,
+                                        unset=_THRESHOLD_DEFAULT),
     dry_run: bool = op_option("memory.prune", "dry_run", "--dry-run",
                               help="Only list what would be deleted."),
     as_json: bool = JsonOpt,
@@ -45,7 +48,7 @@ def prune(
             typer.echo(f"[{d['id']}] {d['wing']}/{d['room']}  weight={d['weight']:.4f}  "
                        f"{d['preview']}")
         verb = "would prune" if r["dry_run"] else "pruned"
-        typer.echo(f"{verb} {len(r['ids'])} drawers (threshold {r['threshold']:g})")
+        typer.echo(f"{verb} {counted(len(r['ids']), 'drawer')} (threshold {r['threshold']:g})")
 
     emit(res, as_json, human)
 
@@ -57,10 +60,11 @@ def consolidate(
                           help="Room the summary goes to."),
     summary: str = op_option("memory.consolidate", "summary", "--summary", default=...,
                              help="The summary text, or - for stdin."),
-    wing: str | None = op_option("memory.consolidate", "wing", "--wing"),
+    wing: str | None = op_option("memory.consolidate", "wing", "--wing",
+                                 help="Wing of the room.", unset="the sources' wing"),
     ids: list[int] = op_option(  # noqa: B008
         "memory.consolidate", "ids", "--id", default=[],
-        help="Drawer to consolidate (repeatable; default: the whole room)."),
+        help="Drawer to consolidate (repeatable).", unset="the whole room"),
     as_json: bool = JsonOpt,
 ) -> None:
     """Store a summary drawer and mark its sources consolidated (sources are kept)."""
@@ -70,14 +74,15 @@ def consolidate(
         res = c.consolidate(name, room, text, wing=wing, ids=ids or None)
     emit(res, as_json, lambda r: typer.echo(
         f"summary drawer {r['summary_id']} in {r['wing']}/{r['room']} consolidates "
-        f"{len(r['source_ids'])} drawers"))
+        f"{counted(len(r['source_ids']), 'drawer')}"))
 
 
 @app.command("health")
 def health(
     palace: str | None = PalaceOpt,
     threshold: float | None = op_option("memory.health", "threshold", "--threshold",
-                                        default=None, help=_THRESHOLD_HELP),
+                                        default=None, help=_THRESHOLD_HELP,
+                                        unset=_THRESHOLD_DEFAULT),
     as_json: bool = JsonOpt,
 ) -> None:
     """Per room: drawer counts, stale drawers, duplicate candidates, consolidation hints."""
@@ -87,12 +92,13 @@ def health(
 
     def human(r: dict[str, Any]) -> None:
         t = r["totals"]
-        typer.echo(f"palace {r['palace']}: {t['drawers']} drawers in {t['rooms']} rooms, "
-                   f"{t['stale']} stale, {t['duplicates']} duplicate pairs")
+        typer.echo(f"palace {r['palace']}: {counted(t['drawers'], 'drawer')} in "
+                   f"{counted(t['rooms'], 'room')}, {t['stale']} stale, "
+                   f"{counted(t['duplicates'], 'duplicate pair')}")
         for room in r["rooms"]:
-            typer.echo(f"  {room['wing']}/{room['room']}: {room['drawers']} drawers, "
+            typer.echo(f"  {room['wing']}/{room['room']}: {counted(room['drawers'], 'drawer')}, "
                        f"{room['active']} active, {room['stale_count']} stale, "
-                       f"{room['duplicate_count']} duplicate pairs")
+                       f"{counted(room['duplicate_count'], 'duplicate pair')}")
             for s in room["stale"]:
                 typer.echo(f"    stale [{s['id']}] weight={s['weight']:.4f} unused "
                            f"{s['days_unused']:.0f}d  {s['preview']}")
