@@ -232,15 +232,23 @@ Edit = tuple[int, int, str]
 
 def _end_of_line(text: str, offset: int) -> int | None:
     """Where the line of ``offset`` ends (its ``\r\n`` or ``\n``, or the end of the text) if
-    only blanks and a ``//`` comment follow ``offset`` on it; else None."""
+    only blanks and comments follow ``offset`` on it; else None."""
     pos = offset
-    while pos < len(text) and text[pos] in " \t":
-        pos += 1
-    if text.startswith("//", pos):
-        end = text.find("\n", pos)
-        pos = len(text) if end < 0 else end
-        if text[pos - 1:pos] == "\r":
-            pos -= 1
+    while True:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        if text.startswith("/*", pos):
+            close = text.find("*/", pos + 2)
+            if close < 0 or "\n" in text[pos:close]:
+                return None
+            pos = close + 2
+            continue
+        if text.startswith("//", pos):
+            end = text.find("\n", pos)
+            pos = len(text) if end < 0 else end
+            if text[pos - 1:pos] == "\r":
+                pos -= 1
+        break
     if pos >= len(text) or text.startswith("\n", pos) or text.startswith("\r\n", pos):
         return pos
     return None
@@ -265,7 +273,7 @@ def _insert(text: str, node: Node, key: str | None, value: Any, layout: _Layout
         body = layout.newline + base + _item_text(key, value, base, layout, True)
         if not inner.strip():
             return [(node.start + 1, node.end - 1, body + layout.newline + close)]
-        return [(node.start + 1, node.start + 1, body + ",")]
+        return [(node.start + 1, node.start + 1, body)]  # before the comments inside
     last = node.items[-1]
     after = last.node.end if last.comma is None else last.comma + 1
     if not multiline:
@@ -280,6 +288,8 @@ def _insert(text: str, node: Node, key: str | None, value: Any, layout: _Layout
     at = after if eol is None else eol
     if last.comma is not None:
         return [(at, at, entry + ",")]
+    if at == last.node.end:
+        return [(at, at, "," + entry)]
     return [(last.node.end, last.node.end, ","), (at, at, entry)]
 
 
@@ -290,18 +300,25 @@ def _delete(text: str, node: Node, index: int) -> list[Edit]:
     if len(node.items) == 1 and not rest.strip():
         return [(node.start, node.end, "{}" if node.kind == "object" else "[]")]
     prev = node.items[index - 1].comma if index > 0 else None
-    eol = _end_of_line(text, end)
-    if _lead(text, item.start) is not None and eol is not None:
-        # The item has its own line(s): drop them, and the comma before it if it was last.
-        edits: list[Edit] = [(_line_start(text, item.start), _past_line(text, eol), "")]
-        if item.comma is None and prev is not None:
-            edits.append((prev, prev + 1, ""))
-        return edits
+    edits: list[Edit] = []
     if item.comma is None and prev is not None:
+        edits.append((prev, prev + 1, ""))  # the item was last: so is the one before now
+    line = _line_start(text, item.start)
+    eol = _end_of_line(text, end)
+    before = node.items[index - 1].node.end if index > 0 else node.start + 1
+    if _lead(text, item.start) is not None and eol is not None:
+        edits.append((line, _past_line(text, eol), ""))  # the item's own line(s)
+    elif _lead(text, item.start) is not None and line > before and \
+            "//" not in text[before:line]:
+        # The item starts a line but text follows it there: drop the line break before it.
+        edits.append((line - (2 if text[line - 2:line] == "\r\n" else 1), end, ""))
+    elif item.comma is None and prev is not None:
         return [(prev, end, "")]
-    while item.comma is not None and end < len(text) and text[end] in " \t":
-        end += 1
-    return [(item.start, end, "")]
+    else:
+        while item.comma is not None and end < len(text) and text[end] in " \t":
+            end += 1
+        edits.append((item.start, end, ""))
+    return edits
 
 
 def _next_edit(text: str, node: Node, new: Any, layout: _Layout) -> list[Edit]:
@@ -331,7 +348,8 @@ def _next_edit(text: str, node: Node, new: Any, layout: _Layout) -> list[Edit]:
 
 
 def _apply(text: str, edits: list[Edit]) -> str:
-    for start, end, new in sorted(edits, reverse=True):
+    """``edits`` (disjoint spans) applied from the last one back."""
+    for start, end, new in sorted(edits, key=lambda edit: edit[0], reverse=True):
         text = text[:start] + new + text[end:]
     return text
 

@@ -216,6 +216,11 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
         groups = []
     if not isinstance(groups, list):
         raise PlanError("'hooks.SessionStart' is not a list")
+    if command is None and not any(
+            isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            and any(isinstance(h, dict) and is_our_hook(h.get("command")) for h in g["hooks"])
+            for g in groups):
+        return  # nothing of palace's to remove: the user's (empty) containers stay
     present = False
     kept_groups: list[Any] = []
     for group in groups:
