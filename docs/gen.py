@@ -121,6 +121,9 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
                         "Linux (default `~/.config`)."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
+    "HOME": ("`palace init`", "The home whose agent configs the user and local scopes edit."),
+    "PATH": ("`palace init`", "Searched for the agents' commands (`claude`, `code`, `cursor`, "
+             "...), which mark them installed, and for `palace`."),
 }
 
 
