@@ -314,6 +314,8 @@ def _delete(text: str, node: Node, index: int) -> list[Edit]:
         edits.append((line - (2 if text[line - 2:line] == "\r\n" else 1), end, ""))
     elif item.comma is None and prev is not None:
         return [(prev, end, "")]
+    elif index == len(node.items) - 1 and prev is not None:
+        edits.append((prev + 1, end, ""))  # "a, item," -> "a,"
     else:
         while item.comma is not None and end < len(text) and text[end] in " \t":
             end += 1
