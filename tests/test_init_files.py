@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from palace_client.agents.jsonc import parse
+from palace_client.agents.jsonc import JSONC, parse
 from palace_client.agents.setup import backup_path
 from tests.init_support import PROJECT_ENTRY, World, dump, snapshot, world
 
 __all__ = ["world"]
 
-JSONC = """\
+JSONC_TEXT = """\
 {
 \t// my servers
 \t"servers": {
@@ -34,22 +34,31 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 def test_jsonc_is_read_and_written_with_comments_kept(world: World) -> None:
-    vscode = write(world.project / ".vscode" / "mcp.json", JSONC)
-    gemini = write(world.project / ".gemini" / "settings.json", JSONC.replace("servers",
-                                                                              "mcpServers"))
+    vscode = write(world.project / ".vscode" / "mcp.json", JSONC_TEXT)
+    gemini_text = JSONC_TEXT.replace("servers", "mcpServers").replace(
+        "}, /* inline */", "} /* inline */").replace("[],  //", "[]  //")
+    gemini = write(world.project / ".gemini" / "settings.json", gemini_text)
     changes = world.run(agents=("vscode", "gemini"))
     assert [c.action for c in changes] == ["updated", "updated"], changes
     for path, key in ((vscode, "servers"), (gemini, "mcpServers")):
         text = path.read_text()
-        assert text.startswith(JSONC.split('\t},')[0].replace("servers", key))
+        assert text.startswith(JSONC_TEXT.split("/* inline */")[0].replace("servers", key))
         assert "/* inline */" in text and "// trailing comma above" in text
-        data = parse(text, jsonc=True).value
+        data = parse(text, JSONC).value
         entry = {k: v for k, v in data[key]["palace"].items() if k != "type"}
         assert entry == PROJECT_ENTRY
         assert '\n\t\t"palace": {\n\t\t\t"' in text  # the file's own tab indentation
     world.run(agents=("vscode", "gemini"), uninstall=True)
-    assert vscode.read_text() == JSONC
+    assert vscode.read_text() == JSONC_TEXT and gemini.read_text() == gemini_text
     assert not backup_path(vscode).exists()
+
+
+def test_gemini_takes_comments_but_not_trailing_commas(world: World) -> None:
+    text = '{\n  // mine\n  "mcpServers": {"a": {"command": "a"},}\n}\n'
+    gemini = write(world.project / ".gemini" / "settings.json", text)
+    (change,) = world.run(agents=("gemini",))
+    assert change.action == "error" and "line 3, column 39: a trailing comma" in change.detail
+    assert gemini.read_text() == text
 
 
 def test_strict_json_clients_refuse_comments_and_keep_the_file(world: World) -> None:

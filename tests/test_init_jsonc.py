@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from palace_client.agents.jsonc import JsonEditError, parse, rewrite
+from palace_client.agents.jsonc import JSONC, STRICT, JsonEditError, parse, rewrite
 
 
 @pytest.mark.parametrize("text", [
@@ -17,18 +17,18 @@ from palace_client.agents.jsonc import JsonEditError, parse, rewrite
     '{\n\t"a": {\n\t\t"k": true // why\n\t}\n}', '{ /* c */ "a": 1 }', '{"a": [\n  1,\n  2,\n],}',
 ])
 def test_editor_round_trips(text: str) -> None:
-    data = parse(text, jsonc=True).value
+    data = parse(text, JSONC).value
     target = json.loads(json.dumps(data))
     target.setdefault("a", {}) if not isinstance(target.get("a"), dict) else None
     target["palace"] = {"command": "p", "args": ["mcp"], "env": {"K": "é"}}
-    added = rewrite(text, target, jsonc=True)
-    assert parse(added, jsonc=True).value == target
-    assert rewrite(added, data, jsonc=True) == text
+    added = rewrite(text, target, JSONC)
+    assert parse(added, JSONC).value == target
+    assert rewrite(added, data, JSONC) == text
 
 
 def test_editor_edits_arrays_and_values_in_place() -> None:
     text = '{\n  "l": ["a", "palace", "b"], // keep\n  "v": 1\n}\n'
-    out = rewrite(text, {"l": ["a", "b", "c"], "v": 2}, jsonc=True)
+    out = rewrite(text, {"l": ["a", "b", "c"], "v": 2}, JSONC)
     assert out == '{\n  "l": ["a", "b", "c"], // keep\n  "v": 2\n}\n'
 
 
@@ -43,7 +43,7 @@ def test_editor_edits_arrays_and_values_in_place() -> None:
 ])
 def test_editor_errors_say_where(text: str, where: str) -> None:
     with pytest.raises(JsonEditError, match=re.escape(where)):
-        parse(text, jsonc=True)
+        parse(text, JSONC)
 
 
 def _random_value(rng: random.Random, depth: int) -> Any:
@@ -84,7 +84,7 @@ def test_adding_then_removing_an_entry_restores_any_layout() -> None:
         text = _layout(rng, doc, rng.choice(["  ", "    ", "\t"]), 0, nl, jsonc) + nl
         target = json.loads(json.dumps(doc))
         target.setdefault("servers", {})["palace"] = {"command": "p", "args": ["mcp"]}
-        added = rewrite(text, target, jsonc=jsonc)
-        assert parse(added, jsonc=jsonc).value == target
+        added = rewrite(text, target, JSONC if jsonc else STRICT)
+        assert parse(added, JSONC if jsonc else STRICT).value == target
         assert "\n" not in added.replace("\r\n", "") or nl == "\n"
-        assert rewrite(added, doc, jsonc=jsonc) == text
+        assert rewrite(added, doc, JSONC if jsonc else STRICT) == text

@@ -5,8 +5,8 @@ the document into a target value by a series of small text edits (delete a membe
 member, replace a value), re-parsing after each one. Every byte outside the edited spans is
 kept: comments, trailing commas, CRLF line ends, indentation, key order, a BOM. New text
 follows the file's own newline and indentation. JSONC (``//`` and ``/* */`` comments,
-trailing commas) is accepted only when the caller says the client reads it; otherwise it is a
-``JsonEditError`` naming the line and column, like any other syntax error.
+trailing commas) is accepted only as far as the client's ``Dialect`` reads it; otherwise it is
+a ``JsonEditError`` naming the line and column, like any other syntax error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,20 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
 _LITERALS = {"true": True, "false": False, "null": None}
 _MAX_EDITS = 500
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What a client's JSON reader accepts beyond strict JSON."""
+
+    name: str
+    comments: bool = False
+    trailing_commas: bool = False
+
+
+STRICT = Dialect("strict JSON")
+COMMENTS = Dialect("JSON with comments but no trailing commas", comments=True)
+JSONC = Dialect("JSONC", comments=True, trailing_commas=True)
 
 
 class JsonEditError(ValueError):
@@ -56,9 +70,9 @@ def position(text: str, offset: int) -> str:
 
 
 class _Parser:
-    def __init__(self, text: str, jsonc: bool) -> None:
+    def __init__(self, text: str, dialect: Dialect) -> None:
         self.text = text
-        self.jsonc = jsonc
+        self.dialect = dialect
         self.pos = 1 if text.startswith("\ufeff") else 0
 
     def fail(self, message: str, at: int | None = None) -> JsonEditError:
@@ -74,8 +88,8 @@ class _Parser:
             if ch in " \t\r\n":
                 self.pos += 1
             elif text.startswith("//", self.pos) or text.startswith("/*", self.pos):
-                if not self.jsonc:
-                    raise self.fail("a comment, which this client's strict JSON does not allow")
+                if not self.dialect.comments:
+                    raise self.fail(f"a comment, which {self.dialect.name} does not allow")
                 if text[self.pos + 1] == "/":
                     end = text.find("\n", self.pos)
                     self.pos = len(text) if end < 0 else end
@@ -125,8 +139,9 @@ class _Parser:
             if self.pos >= len(self.text):
                 raise self.fail("")
             if self.text[self.pos] == close:
-                if node.items and node.items[-1].comma is not None and not self.jsonc:
-                    raise self.fail("a trailing comma, which strict JSON does not allow",
+                if node.items and node.items[-1].comma is not None and \
+                        not self.dialect.trailing_commas:
+                    raise self.fail(f"a trailing comma, which {self.dialect.name} does not allow",
                                     node.items[-1].comma)
                 self.pos += 1
                 node.end = self.pos
@@ -159,14 +174,14 @@ class _Parser:
                 self.pos += 1
 
 
-def parse(text: str, *, jsonc: bool = False) -> Node:
-    """Parse ``text`` (JSONC when ``jsonc``) into a ``Node`` tree.
+def parse(text: str, dialect: Dialect = STRICT) -> Node:
+    """Parse ``text`` (as ``dialect`` allows) into a ``Node`` tree.
 
     Raises:
         JsonEditError: a syntax error, comment or trailing comma (strict JSON), or duplicate
             key, with its line and column.
     """
-    parser = _Parser(text, jsonc)
+    parser = _Parser(text, dialect)
     root = parser.value(None)
     parser.skip()
     if parser.pos < len(text):
@@ -356,7 +371,7 @@ def _apply(text: str, edits: list[Edit]) -> str:
     return text
 
 
-def rewrite(text: str, target: dict[str, Any], *, jsonc: bool = False) -> str:
+def rewrite(text: str, target: dict[str, Any], dialect: Dialect = STRICT) -> str:
     """``text`` edited so that it parses to ``target``, keeping every untouched byte.
 
     Raises:
@@ -364,7 +379,7 @@ def rewrite(text: str, target: dict[str, Any], *, jsonc: bool = False) -> str:
             ``target`` (the file's layout defeated the editor; nothing should be written).
     """
     for _ in range(_MAX_EDITS):
-        root = parse(text, jsonc=jsonc)
+        root = parse(text, dialect)
         if root.value == target:
             return text
         text = _apply(text, _next_edit(text, root, target, _layout(text, root)))

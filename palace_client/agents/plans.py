@@ -22,7 +22,7 @@ from typing import Any
 
 from .codex_toml import TomlEditError, has_server, set_server_table
 from .entries import is_our_hook, merge_entry
-from .jsonc import JsonEditError, dumps, parse, rewrite
+from .jsonc import STRICT, Dialect, JsonEditError, dumps, parse, rewrite
 from .safe_write import backup_path
 
 SERVER_KEY = "palace"
@@ -73,7 +73,7 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-def load_json(text: str | None, jsonc: bool = False) -> dict[str, Any]:
+def load_json(text: str | None, dialect: Dialect = STRICT) -> dict[str, Any]:
     """The object in ``text`` (``{}`` for no or blank text).
 
     Raises:
@@ -82,10 +82,9 @@ def load_json(text: str | None, jsonc: bool = False) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
-        value = parse(text, jsonc=jsonc).value
+        value = parse(text, dialect).value
     except JsonEditError as exc:
-        kind = "JSONC" if jsonc else "JSON"
-        raise PlanError(f"not valid {kind}: {exc}; nothing was changed") from None
+        raise PlanError(f"not valid {dialect.name}: {exc}; nothing was changed") from None
     if not isinstance(value, dict):
         raise PlanError("does not hold a JSON object")
     return value
@@ -95,11 +94,12 @@ def load_json(text: str | None, jsonc: bool = False) -> dict[str, Any]:
 JsonEdit = Callable[[dict[str, Any], dict[str, Any], bool], None]
 
 
-def json_plan(path: Path, edit: JsonEdit, uninstall: bool, jsonc: bool = False) -> FilePlan:
+def json_plan(path: Path, edit: JsonEdit, uninstall: bool, dialect: Dialect = STRICT
+              ) -> FilePlan:
     """Plan ``edit`` (removing palace's entries when ``uninstall``) of the JSON file ``path``.
 
-    ``jsonc``: the client reads JSONC, so comments and trailing commas are accepted (and
-    kept). A file that cannot be read, parsed or safely changed yields a plan with ``error``.
+    ``dialect``: what the client reads (comments, trailing commas), accepted and kept. A
+    file that cannot be read, parsed or safely changed yields a plan with ``error``.
     """
     try:
         old = read_text(path)
@@ -107,13 +107,13 @@ def json_plan(path: Path, edit: JsonEdit, uninstall: bool, jsonc: bool = False) 
     except (OSError, ValueError) as exc:
         return FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
     try:
-        data = load_json(old, jsonc)
+        data = load_json(old, dialect)
         stripped = copy.deepcopy(data)
         edit(stripped, {}, True)
         ours = stripped != data
         if bak is not None:
             try:
-                original = load_json(bak, jsonc)
+                original = load_json(bak, dialect)
             except PlanError:
                 original = {}
         else:
@@ -128,7 +128,7 @@ def json_plan(path: Path, edit: JsonEdit, uninstall: bool, jsonc: bool = False) 
         elif old is None or not old.strip():
             new = dumps(new_data)
         else:
-            new = rewrite(old, new_data, jsonc=jsonc)
+            new = rewrite(old, new_data, dialect)
     except (PlanError, JsonEditError) as exc:
         return FilePlan(path, old, old, error=f"{path}: {exc}")
     return FilePlan(path, old, new, backup=old is not None and not ours,

@@ -6,11 +6,12 @@
 | cursor   | .cursor/mcp.json                   | -                       | ~/.cursor/mcp.json  |
 | vscode   | .vscode/mcp.json (JSONC)           | -                       | User/mcp.json       |
 | codex    | .codex/config.toml                 | -                       | $CODEX_HOME/config  |
-| gemini   | .gemini/settings.json (JSONC)      | -                       | ~/.gemini/settings  |
+| gemini   | .gemini/settings.json (comments)   | -                       | ~/.gemini/settings  |
 | windsurf | (user file, unpinned)              | -                       | mcp_config.json     |
 
-Project files live at the git root. VS Code and Gemini CLI read JSONC, so comments and trailing
-commas are accepted and kept there; the other clients read strict JSON.
+Project files live at the git root. VS Code reads JSONC (comments and trailing commas), Gemini
+CLI strips comments before a strict parse (so no trailing commas), the others read strict JSON:
+what a client reads is accepted and kept, nothing more.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .entries import Which
+from .jsonc import COMMENTS, JSONC, STRICT, Dialect
 from .plans import (
     SERVER_KEY,
     CommandPlan,
@@ -164,8 +166,8 @@ def _claude_cli_plan(claude: str, state_file: Path, keys: tuple[str, ...], ctx: 
 
 
 def _plan_json(container: str, project_file: Callable[[Ctx], Path],
-               user_file: Callable[[Ctx], Path], stdio_type: bool = False, jsonc: bool = False
-               ) -> Callable[[Ctx], list[Plan | Skip]]:
+               user_file: Callable[[Ctx], Path], stdio_type: bool = False,
+               dialect: Dialect = STRICT) -> Callable[[Ctx], list[Plan | Skip]]:
     def plan(ctx: Ctx) -> list[Plan | Skip]:
         if ctx.scope == "local":
             return [Skip(str(project_file(ctx)), "no local scope; use --scope project or user")]
@@ -174,7 +176,7 @@ def _plan_json(container: str, project_file: Callable[[Ctx], Path],
         if stdio_type:
             entry = {"type": "stdio", **entry}
         path = project_file(ctx) if project else user_file(ctx)
-        return [json_plan(path, set_entry((container,), entry), ctx.uninstall, jsonc)]
+        return [json_plan(path, set_entry((container,), entry), ctx.uninstall, dialect)]
 
     return plan
 
@@ -203,9 +205,9 @@ PLANNERS: dict[str, Callable[[Ctx], list[Plan | Skip]]] = {
                          lambda c: c.home / ".cursor" / "mcp.json"),
     "vscode": _plan_json("servers", lambda c: c.project / ".vscode" / "mcp.json",
                          lambda c: vscode_user_dir(c.home, c.environ) / "mcp.json",
-                         stdio_type=True, jsonc=True),
+                         stdio_type=True, dialect=JSONC),
     "codex": _plan_codex,
     "gemini": _plan_json("mcpServers", lambda c: c.project / ".gemini" / "settings.json",
-                         lambda c: c.home / ".gemini" / "settings.json", jsonc=True),
+                         lambda c: c.home / ".gemini" / "settings.json", dialect=COMMENTS),
     "windsurf": _plan_windsurf,
 }
