@@ -131,9 +131,16 @@ def test_uninstall_of_a_file_palace_created_leaves_nothing(world: World) -> None
     world.run(agents=("claude",))
     world.run(agents=("claude",), hooks=True)  # a second run that changes the file
     assert not backup_path(settings).exists()  # palace's own content is no backup
-    world.stub("palace")
     world.run(agents=("claude",), uninstall=True)
     assert not settings.exists() and not (world.project / ".mcp.json").exists()
+
+
+def test_a_backup_an_older_palace_took_of_its_own_content_is_disregarded(world: World) -> None:
+    settings = world.project / ".claude" / "settings.local.json"
+    world.run(agents=("claude",))
+    backup_path(settings).write_text(settings.read_text())  # what the old `init` left
+    world.run(agents=("claude",), uninstall=True)
+    assert not settings.exists() and not backup_path(settings).exists()
 
 
 def test_user_additions_to_a_file_palace_created_survive_uninstall(world: World) -> None:

@@ -108,22 +108,25 @@ def json_plan(path: Path, edit: JsonEdit, uninstall: bool, dialect: Dialect = ST
         return FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
     try:
         data = load_json(old, dialect)
-        stripped = copy.deepcopy(data)
-        edit(stripped, {}, True)
-        ours = stripped != data
+        ours = _holds_ours(data, edit)
+        original = {} if ours else data
+        stale = False
         if bak is not None:
             try:
-                original = load_json(bak, dialect)
+                saved = load_json(bak, dialect)
             except PlanError:
-                original = {}
-        else:
-            original = {} if ours else data
+                saved = {}
+            # A backup holding palace's entries is palace's own (an older palace took it).
+            stale = _holds_ours(saved, edit)
+            if not stale:
+                original = saved
+        user_backup = bak is not None and not stale
         new_data = copy.deepcopy(data)
         edit(new_data, original, uninstall)
         if new_data == data:
             return FilePlan(path, old, old)
         new: str | None
-        if uninstall and not new_data and bak is None:
+        if uninstall and not new_data and not user_backup:
             new = None  # palace created the file
         elif old is None or not old.strip():
             new = dumps(new_data)
@@ -132,7 +135,13 @@ def json_plan(path: Path, edit: JsonEdit, uninstall: bool, dialect: Dialect = ST
     except (PlanError, JsonEditError) as exc:
         return FilePlan(path, old, old, error=f"{path}: {exc}")
     return FilePlan(path, old, new, backup=old is not None and not ours,
-                    drop_backup=bak is not None and new == bak)
+                    drop_backup=bak is not None and (new == bak or (stale and new is None)))
+
+
+def _holds_ours(data: dict[str, Any], edit: JsonEdit) -> bool:
+    stripped = copy.deepcopy(data)
+    edit(stripped, {}, True)
+    return stripped != data
 
 
 def _has(data: dict[str, Any], keys: tuple[str, ...]) -> bool:
