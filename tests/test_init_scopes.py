@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from palace_client.agents.command import init_command
+from palace_client.agents.setup import hook_command
 from palace_client.mcp.command import mcp_command
 from tests.init_support import PROJECT_ENTRY, FakeRunner, World, dump, world
 
@@ -53,6 +54,12 @@ def test_project_hook_does_not_pin_the_palace(world: World) -> None:
     assert hooks_of(settings) == ["echo mine", f"{world.exe} wake-up --palace pinned"]
     world.run(agents=("claude",), uninstall=True)
     assert json.loads(settings.read_text()) == mine
+
+
+def test_hook_command_of_an_environment(world: World) -> None:
+    environ = {**world.environ, "PALACE_HOME": "/x"}
+    assert hook_command(None, environ, str(world.python)) == f"PALACE_HOME=/x {world.exe} wake-up"
+    assert hook_command("p", world.environ, str(world.python)) == f"{world.exe} wake-up --palace p"
 
 
 def test_palace_variables_go_into_every_client_env(world: World) -> None:

@@ -84,7 +84,7 @@ def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str
     return ServerCommand(exe[0], tuple(args), dict(env))
 
 
-def hook_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str]) -> str:
+def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str]) -> str:
     """The SessionStart hook's shell command: ``[VAR=value ...] exe wake-up [--palace NAME]``.
 
     Without ``palace`` the hook does not pin one: ``palace wake-up`` derives it per session.

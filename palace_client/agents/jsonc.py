@@ -278,6 +278,8 @@ def _past_line(text: str, eol: int) -> int:
 
 def _insert(text: str, node: Node, key: str | None, value: Any, layout: _Layout
             ) -> list[Edit]:
+    """Append ``key: value`` (an element when ``key`` is None) to the container ``node``, in
+    its layout: on a line of its own after the last item, or inline."""
     multiline = _multiline(text, node)
     if not node.items:
         inner = text[node.start + 1:node.end - 1]
@@ -309,6 +311,8 @@ def _insert(text: str, node: Node, key: str | None, value: Any, layout: _Layout
 
 
 def _delete(text: str, node: Node, index: int) -> list[Edit]:
+    """Remove item ``index`` of ``node`` with its comma (or the one before it, if it was last)
+    and, when it had lines of its own, those lines; an emptied container becomes ``{}``/``[]``."""
     item = node.items[index]
     end = item.node.end if item.comma is None else item.comma + 1
     rest = text[node.start + 1:item.start] + text[end:node.end - 1]
@@ -339,6 +343,8 @@ def _delete(text: str, node: Node, index: int) -> list[Edit]:
 
 
 def _next_edit(text: str, node: Node, new: Any, layout: _Layout) -> list[Edit]:
+    """The first small edit that brings ``node`` closer to ``new``: delete a member it lacks,
+    recurse into a member or element that differs, append one it adds, else replace the value."""
     old = node.value
     if node.kind == "object" and isinstance(new, dict):
         for index, item in enumerate(node.items):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from palace_client.slug import find_project_root, palace_name_for
 
-from .entries import bridge_command, hook_command, palace_env, palace_executable
+from .entries import bridge_command, hook_line, palace_env, palace_executable
 from .plans import CommandPlan, FilePlan
 from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
 from .safe_write import atomic_write as atomic_write
@@ -184,10 +184,23 @@ def _context(options: InitOptions) -> Ctx:
     local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env)
     hook = None
     if options.hooks and not options.uninstall:
-        hook = hook_command(exe, options.palace, env)
+        hook = hook_line(exe, options.palace, env)
     return Ctx(home=home, project=project, scope=options.scope, environ=environ,
                project_entry=project_cmd.as_entry(), local_entry=local_cmd.as_entry(),
                hook_command=hook, uninstall=options.uninstall, which=which)
+
+
+def hook_command(palace: str | None = None, environ: Mapping[str, str] | None = None,
+                 python: str | None = None) -> str:
+    """The SessionStart hook line ``palace init --hooks`` installs from this environment.
+
+    ``palace`` pins one (as ``--palace`` does); without it the hook derives it per session.
+    """
+    env = os.environ if environ is None else environ
+    path = env.get("PATH", os.defpath)
+    exe = palace_executable(lambda name: shutil.which(name, path=path),
+                            python or sys.executable)
+    return hook_line(exe, palace, palace_env(env))
 
 
 def init_agents(options: InitOptions) -> list[Change]:
