@@ -116,11 +116,14 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace init`", "Project directory whose git root "
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
                            "names the default palace (else the current directory)."),
     "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
                         "Linux (default `~/.config`)."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
+    "HOME": ("`palace init`", "The home whose agent configs the user and local scopes edit."),
+    "PATH": ("`palace init`", "Searched for the agents' commands (`claude`, `code`, `cursor`, "
+             "...), which mark them installed, and for `palace`."),
 }
 
 

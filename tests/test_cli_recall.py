@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -192,7 +193,21 @@ def test_wake_up_creates_a_missing_palace(shared_daemon: DaemonProc) -> None:
     res = shared_daemon.cli("wake-up", "--palace", name)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith(f"## L0 Identity of {name}\n")
-    assert shared_daemon.cli("wake-up").returncode == 5  # no palace given
+
+
+def test_wake_up_without_palace_uses_the_sessions_project(shared_daemon: DaemonProc,
+                                                        tmp_path: Path) -> None:
+    # A user-scope hook pins no palace: the project comes from CLAUDE_PROJECT_DIR per session.
+    project = tmp_path / "Hook Project"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+    env = {**shared_daemon.env, "CLAUDE_PROJECT_DIR": str(project / "src")}
+    env.pop("PALACE", None)
+    res = subprocess.run([sys.executable, "-m", "palace_client", "wake-up"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("## L0 Identity of hook-project\n")
 
 
 def test_hook_installed_by_init_runs(shared_daemon: DaemonProc, palace: str) -> None:

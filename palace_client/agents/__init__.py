@@ -1,7 +1,10 @@
 """``palace init``: registering the MCP bridge with the coding agents on this machine.
 
-* ``setup``: which agents exist, what to write for each, and applying it (``init_agents``);
-* ``plans``: planning the edit of one JSON/TOML config file; ``codex_toml``: Codex's TOML;
+* ``setup``: options, applying plans and reporting (``init_agents``);
+* ``targets``: which agents exist and which files each scope edits;
+* ``entries``: the bridge command per scope, its ``env``, the hook command;
+* ``plans``: planning the edit of one JSON/TOML config file; ``jsonc``: JSON(C) edited as
+  text; ``codex_toml``: Codex's TOML;
 * ``safe_write``: atomic writes and one-time backups;
 * ``command``: the ``palace init`` command.
 

@@ -13,6 +13,8 @@ import re
 import tomllib
 from typing import Any
 
+from .entries import merge_entry
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ANY_HEADER = re.compile(r"^\s*\[")
 
@@ -65,7 +67,7 @@ def _toml_value(value: Any) -> str:
     raise TomlEditError(f"cannot write the TOML value {value!r}")
 
 
-def server_table(name: str, entry: dict[str, Any]) -> str:
+def server_table(name: str, entry: dict[str, Any], newline: str = "\n") -> str:
     """The ``[mcp_servers.<name>]`` table holding ``entry``, as TOML text.
 
     Raises:
@@ -73,49 +75,86 @@ def server_table(name: str, entry: dict[str, Any]) -> str:
     """
     lines = [f"[mcp_servers.{name}]"]
     lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in entry.items()]
-    return "\n".join(lines) + "\n"
+    return newline.join(lines) + newline
+
+
+def _servers(data: dict[str, Any], name: str, where: str) -> dict[str, Any] | None:
+    """``data``'s ``[mcp_servers.<name>]`` table (None when absent), shapes checked.
+
+    Raises:
+        TomlEditError: ``mcp_servers`` is not a table (``[[mcp_servers]]``, a value) or
+            ``mcp_servers.<name>`` / its ``env`` is not one.
+    """
+    servers = data.get("mcp_servers")
+    if servers is None:
+        return None
+    if not isinstance(servers, dict):
+        shape = "an array of tables ([[mcp_servers]])" if isinstance(servers, list) else \
+            f"a {type(servers).__name__}"
+        raise TomlEditError(f"{where}: 'mcp_servers' is {shape}, not a table; Codex expects "
+                            "[mcp_servers.<name>] tables, so fix it by hand")
+    current = servers.get(name)
+    if current is not None and not isinstance(current, dict):
+        raise TomlEditError(f"{where}: 'mcp_servers.{name}' is not a table; edit it by hand")
+    if current is not None and not isinstance(current.get("env", {}), dict):
+        raise TomlEditError(f"{where}: 'mcp_servers.{name}.env' is not a table; edit it by "
+                            "hand")
+    return current
+
+
+def has_server(text: str, name: str, *, where: str) -> bool:
+    """True if ``text`` holds ``[mcp_servers.<name>]``.
+
+    Raises:
+        TomlEditError: ``text`` is not valid TOML or has an unexpected shape.
+    """
+    return _servers(_load(text, where), name, where) is not None
+
+
+def _load(text: str, where: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TomlEditError(f"{where} is not valid TOML ({exc})") from None
 
 
 def set_server_table(text: str, name: str, entry: dict[str, Any] | None, *, where: str
                      ) -> str | None:
     """Return ``text`` with ``[mcp_servers.<name>]`` updated with ``entry`` (None: removed).
 
-    Keys of the current table that ``entry`` does not set are kept. Returns ``text`` itself
-    when nothing would change (a real change never yields equal text), and None when the
-    result is blank.
+    The entry is merged as ``entries.merge_entry`` does (the user's extra keys are kept).
+    Returns ``text`` itself when nothing would change (a real change never yields equal
+    text), and None when the result is blank. New lines use the file's line ends.
 
     Raises:
-        TomlEditError: ``text`` is not valid TOML, a value has no TOML form, or the table is
-            not a plain one (an inline table, dotted keys); the message names ``where``.
+        TomlEditError: ``text`` is not valid TOML, has an unexpected shape (``[[mcp_servers]]``,
+            a value where a table belongs), a value has no TOML form, or the table is not a
+            plain one (an inline table, dotted keys); the message names ``where``.
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TomlEditError(f"{where} is not valid TOML ({exc})") from None
-    servers = data.get("mcp_servers")
-    current = servers.get(name) if isinstance(servers, dict) else None
+    data = _load(text, where)
+    current = _servers(data, name, where)
     if entry is None and current is None:
         return text
     merged: dict[str, Any] | None = None
     if entry is not None:
-        merged = dict(current) if isinstance(current, dict) else {}
-        merged.update(entry)
+        merged = merge_entry(current, entry)
         if merged == current:
             return text
+    newline = "\r\n" if "\r\n" in text else "\n"
     kept, position = _remove_tables(text, name)
     if merged is not None:
         try:
-            block = server_table(name, merged)
+            block = server_table(name, merged, newline)
         except TomlEditError as exc:
             raise TomlEditError(f"{where}: {exc}") from None
         if position is None or position >= len(kept):
             if kept and not kept[-1].endswith("\n"):
-                kept[-1] += "\n"
+                kept[-1] += newline
             if kept and kept[-1].strip():
-                kept.append("\n")
+                kept.append(newline)
             kept.append(block)
         else:
-            kept.insert(position, block + "\n")
+            kept.insert(position, block + newline)
     new = "".join(kept)
     new_text = new if new.strip() else None
     expected = copy.deepcopy(data)

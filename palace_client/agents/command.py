@@ -14,15 +14,17 @@ class Scope(StrEnum):
     """Where ``palace init`` registers the bridge."""
 
     project = "project"
+    local = "local"
     user = "user"
 
 
 def init_command(
     palace: Annotated[str | None, typer.Option(
-        "--palace", help="Pin this palace in the registration (default: derived from the "
-        "project directory at run time).")] = None,
+        "--palace", help="Pin this palace everywhere (default: the project's palace in project "
+        "and local scope; derived per session in user scope and in the hook).")] = None,
     scope: Annotated[Scope, typer.Option(
-        "--scope", help="Register for this project or for the user.")] = Scope.project,
+        "--scope", help="project: the project's shared files (palace from PATH); local: this "
+        "project on this machine only (Claude Code); user: every project.")] = Scope.project,
     agent: Annotated[list[str] | None, typer.Option(
         "--agent", help="Agent to configure (repeatable): claude, cursor, vscode, codex, "
         "gemini, windsurf. Default: every detected agent.")] = None,
@@ -34,7 +36,8 @@ def init_command(
         "--hooks", help="Also add a Claude Code SessionStart hook running `palace wake-up`."
     )] = False,
     project_dir: Annotated[Path | None, typer.Option(
-        "--project-dir", help="Project directory (default: the cwd).")] = None,
+        "--project-dir", help="A directory of the project; its git root is the project "
+        "(default: the cwd).")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")
                            ] = False,
 ) -> None:
@@ -60,5 +63,6 @@ def init_command(
         typer.echo(json.dumps([c.to_json() for c in changes], indent=2))
     else:
         typer.echo(format_changes(changes, dry_run=dry_run))
-    if not changes or any(c.action == "error" for c in changes):
+    if not changes or any(c.action == "error" for c in changes) or all(
+            c.action == "skipped" for c in changes):
         raise typer.Exit(1)

@@ -1,38 +1,56 @@
-"""Planning the edit of one agent config file: JSON objects, Claude Code settings, Codex TOML.
+"""Planning the edit of one agent config file: JSON(C) objects, Claude Code settings, Codex TOML.
 
 A plan holds a file's text before and after the edit; nothing is written here (``setup``
-applies plans). Edits touch only palace's own entries and keep every other key.
+applies plans). Edits touch only palace's own entries: JSON files are edited as text
+(``jsonc``), so comments, CRLF and indentation survive, and Codex's TOML line by line
+(``codex_toml``).
+
+What palace created is told apart from what the user had by the backup: a file is backed up
+(once) only while it holds nothing of palace's, so the backup is always the user's original.
+A file with palace's entries and no backup was created by palace. Uninstalling removes
+palace's entries and every container (key, file) that the original did not have and that is
+now empty.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .codex_toml import TomlEditError, set_server_table
+from .codex_toml import TomlEditError, has_server, set_server_table
+from .entries import is_our_hook, merge_entry
+from .jsonc import STRICT, Dialect, JsonEditError, dumps, parse, rewrite
 from .safe_write import backup_path
 
 SERVER_KEY = "palace"
 
 
-# -- plans ----------------------------------------------------------------------------------------
 @dataclass
 class FilePlan:
+    """The edit of one file: ``new`` None deletes it; ``old == new`` changes nothing.
+
+    ``backup``: ``old`` is the user's pre-palace file, to be backed up (once) before writing.
+    ``drop_backup``: the file is back to its backup byte for byte, which can go.
+    """
+
     path: Path
     old: str | None
-    new: str | None  # None: delete the file
+    new: str | None
     error: str = ""
+    backup: bool = False
+    drop_backup: bool = False
 
 
 @dataclass
 class CommandPlan:
+    """External commands to run (``claude mcp ...``) from ``cwd``, and the resulting action."""
+
     argvs: list[list[str]]
     action: str
+    cwd: Path | None = None
 
 
 Plan = FilePlan | CommandPlan
@@ -43,121 +61,154 @@ class PlanError(Exception):
 
 
 def read_text(path: Path) -> str | None:
+    """``path``'s text with its line ends as they are, or None when it does not exist.
+
+    Raises:
+        OSError: it exists but cannot be read; UnicodeDecodeError (a ValueError): not UTF-8.
+    """
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8", newline="") as handle:
+            return handle.read()
     except FileNotFoundError:
         return None
 
 
-def _indent_of(text: str | None) -> int | str:
-    if text:
-        for line in text.splitlines()[1:]:
-            stripped = line.lstrip(" \t")
-            if stripped and stripped != line:
-                lead = line[: len(line) - len(stripped)]
-                return "\t" if lead.startswith("\t") else len(lead)
-    return 2
+def load_json(text: str | None, dialect: Dialect = STRICT) -> dict[str, Any]:
+    """The object in ``text`` (``{}`` for no or blank text).
 
-
-def load_json(text: str | None) -> dict[str, Any]:
+    Raises:
+        PlanError: a syntax error (with line and column) or a value that is not an object.
+    """
     if text is None or not text.strip():
         return {}
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise PlanError(f"not plain JSON ({exc}); comments are not supported, so edit it "
-                         "by hand") from None
-    if not isinstance(data, dict):
+        value = parse(text, dialect).value
+    except JsonEditError as exc:
+        raise PlanError(f"not valid {dialect.name}: {exc}; nothing was changed") from None
+    if not isinstance(value, dict):
         raise PlanError("does not hold a JSON object")
-    return data
+    return value
 
 
-Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
+# An edit of a JSON document: (data, original, remove) -> None, mutating ``data``.
+JsonEdit = Callable[[dict[str, Any], dict[str, Any], bool], None]
 
 
-def json_plan(path: Path, mutate: Mutation) -> FilePlan:
-    """Plan applying ``mutate(data, original)`` to the JSON object in ``path``.
+def json_plan(path: Path, edit: JsonEdit, uninstall: bool, dialect: Dialect = STRICT
+              ) -> FilePlan:
+    """Plan ``edit`` (removing palace's entries when ``uninstall``) of the JSON file ``path``.
 
-    ``original`` is the pre-palace document (the backup, or ``{}``): uninstalling drops a
-    container that became empty only if the user did not have it before palace. A file that
-    cannot be read, parsed or safely changed yields a plan with ``error`` set.
+    ``dialect``: what the client reads (comments, trailing commas), accepted and kept. A
+    file that cannot be read, parsed or safely changed yields a plan with ``error``.
     """
     try:
         old = read_text(path)
-    except OSError as exc:
+        bak = read_text(backup_path(path))
+    except (OSError, ValueError) as exc:
         return FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
     try:
-        data = load_json(old)
-        try:
-            original = load_json(read_text(backup_path(path)))
-        except (OSError, PlanError):
-            original = {}
+        data = load_json(old, dialect)
+        ours = _holds_ours(data, edit)
+        original = {} if ours else data
+        stale = False
+        if bak is not None:
+            try:
+                saved = load_json(bak, dialect)
+            except PlanError:
+                saved = {}
+            # A backup holding palace's entries is palace's own (an older palace took it).
+            stale = _holds_ours(saved, edit)
+            if not stale:
+                original = saved
+        user_backup = bak is not None and not stale
         new_data = copy.deepcopy(data)
-        mutate(new_data, original)
-    except PlanError as exc:
+        edit(new_data, original, uninstall)
+        if new_data == data:
+            return FilePlan(path, old, old)
+        new: str | None
+        if uninstall and not new_data and not user_backup:
+            new = None  # palace created the file
+        elif old is None or not old.strip():
+            new = dumps(new_data)
+        else:
+            new = rewrite(old, new_data, dialect)
+    except (PlanError, JsonEditError) as exc:
         return FilePlan(path, old, old, error=f"{path}: {exc}")
-    if new_data == data:
-        return FilePlan(path, old, old)
-    if not new_data:
-        return FilePlan(path, old, None)
-    return FilePlan(path, old, json.dumps(new_data, indent=_indent_of(old),
-                                           ensure_ascii=False) + "\n")
+    return FilePlan(path, old, new, backup=old is not None and not ours,
+                    drop_backup=bak is not None and (new == bak or (stale and new is None)))
 
 
-def set_entry(container_key: str, entry: dict[str, Any] | None) -> Mutation:
-    """A mutation that puts ``entry`` (or, for None, removes ours) under ``container_key``."""
+def _holds_ours(data: dict[str, Any], edit: JsonEdit) -> bool:
+    stripped = copy.deepcopy(data)
+    edit(stripped, {}, True)
+    return stripped != data
 
-    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
-        servers = data.get(container_key)
-        if entry is None:
-            if isinstance(servers, dict) and SERVER_KEY in servers:
-                del servers[SERVER_KEY]
-                if not servers and container_key not in original:
-                    del data[container_key]
+
+def _has(data: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    node: Any = data
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def set_entry(keys: tuple[str, ...], entry: dict[str, Any]) -> JsonEdit:
+    """An edit that puts ``entry`` under the object at ``keys`` (or removes palace's).
+
+    On removal, containers on the way that are now empty and absent from the original go too.
+    """
+    where = ".".join(keys)
+
+    def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
+        chain: list[dict[str, Any]] = [data]
+        for key in keys:
+            child = chain[-1].get(key)
+            if child is None and not remove:
+                child = chain[-1][key] = {}
+            if not isinstance(child, dict):
+                if remove:
+                    return
+                raise PlanError(f"'{where}' is not an object")
+            chain.append(child)
+        if remove:
+            if SERVER_KEY not in chain[-1]:
+                return
+            del chain[-1][SERVER_KEY]
+            for depth in range(len(keys), 0, -1):
+                if chain[depth] or _has(original, keys[:depth]):
+                    break
+                del chain[depth - 1][keys[depth - 1]]
             return
-        if not isinstance(servers, dict):
-            if servers is not None:
-                raise PlanError(f"'{container_key}' is not an object")
-            servers = data[container_key] = {}
-        current = servers.get(SERVER_KEY)
-        merged = dict(current) if isinstance(current, dict) else {}
-        merged.update(entry)
-        servers[SERVER_KEY] = merged
+        chain[-1][SERVER_KEY] = merge_entry(chain[-1].get(SERVER_KEY), entry)
 
-    return mutate
+    return edit
 
 
 # -- Claude Code settings (enabledMcpjsonServers, SessionStart hook) ----------------------------
-def _is_our_hook(command: object) -> bool:
-    if not isinstance(command, str) or "wake-up" not in command:
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    return "wake-up" in words and ("palace_client" in words or Path(words[0]).name == "palace")
+def claude_settings(enable_server: bool, hook_command: str | None) -> JsonEdit:
+    """An edit of Claude Code's settings: list palace in ``enabledMcpjsonServers`` (project
+    scope) and put ``hook_command`` in a SessionStart hook (or remove both)."""
 
-
-def claude_settings(enable_server: bool, hook_command: str | None, remove: bool
-                     ) -> Mutation:
-    def mutate(data: dict[str, Any], original: dict[str, Any]) -> None:
-        enabled = data.get("enabledMcpjsonServers")
+    def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
+        key = "enabledMcpjsonServers"
+        enabled = data.get(key)
         if remove:
             if isinstance(enabled, list) and SERVER_KEY in enabled:
                 enabled[:] = [s for s in enabled if s != SERVER_KEY]
-                if not enabled and "enabledMcpjsonServers" not in original:
-                    del data["enabledMcpjsonServers"]
+                if not enabled and key not in original:
+                    del data[key]
         elif enable_server:
             if enabled is None:
-                enabled = data["enabledMcpjsonServers"] = []
+                enabled = data[key] = []
             if not isinstance(enabled, list):
-                raise PlanError("'enabledMcpjsonServers' is not a list")
+                raise PlanError(f"'{key}' is not a list")
             if SERVER_KEY not in enabled:
                 enabled.append(SERVER_KEY)
         if remove or hook_command is not None:
             _mutate_hook(data, None if remove else hook_command, original)
 
-    return mutate
+    return edit
 
 
 def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, Any]
@@ -174,6 +225,11 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
         groups = []
     if not isinstance(groups, list):
         raise PlanError("'hooks.SessionStart' is not a list")
+    if command is None and not any(
+            isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            and any(isinstance(h, dict) and is_our_hook(h.get("command")) for h in g["hooks"])
+            for g in groups):
+        return  # nothing of palace's to remove: the user's (empty) containers stay
     present = False
     kept_groups: list[Any] = []
     for group in groups:
@@ -183,7 +239,7 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
             continue
         kept: list[Any] = []
         for hook in inner:
-            ours = isinstance(hook, dict) and _is_our_hook(hook.get("command"))
+            ours = isinstance(hook, dict) and is_our_hook(hook.get("command"))
             if ours and command is not None and hook.get("command") == command and not present:
                 present = True
                 kept.append(hook)
@@ -204,21 +260,26 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
 
 
 # -- Codex TOML ---------------------------------------------------------------------------------
-def codex_plan(path: Path, entry: dict[str, Any] | None) -> FilePlan:
-    """Plan setting (or, for None, removing) ``[mcp_servers.palace]`` in Codex's TOML.
+def codex_plan(path: Path, entry: dict[str, Any], uninstall: bool) -> FilePlan:
+    """Plan setting (or removing) ``[mcp_servers.palace]`` in Codex's TOML file ``path``.
 
     ``codex_toml.set_server_table`` edits the text so comments and layout survive; an edit it
     refuses is an error plan and nothing changes.
     """
     try:
         old = read_text(path)
-    except OSError as exc:
+        bak = read_text(backup_path(path))
+    except (OSError, ValueError) as exc:
         return FilePlan(path, None, None, error=f"cannot read {path}: {exc}")
     text = old or ""
     try:
-        new = set_server_table(text, SERVER_KEY, entry, where=str(path))
+        ours = has_server(text, SERVER_KEY, where=str(path))
+        new = set_server_table(text, SERVER_KEY, None if uninstall else entry, where=str(path))
     except TomlEditError as exc:
         return FilePlan(path, old, old, error=str(exc))
-    return FilePlan(path, old, old if new == text else new)
-
-
+    if new == text:
+        return FilePlan(path, old, old)
+    if new is None and bak is not None:
+        new = ""  # the user's file was blank: keep it
+    return FilePlan(path, old, new, backup=old is not None and not ours,
+                    drop_backup=bak is not None and new == bak)

@@ -1,7 +1,8 @@
 """Safe rewrites of a user's config file: atomic replacement and a one-time backup.
 
-``palace init`` (``agents``) writes every config through ``atomic_write`` after
-``backup_once``, so the pre-palace copy survives as ``<file>.palace-bak``.
+``palace init`` (``agents``) writes every config through ``atomic_write``, after
+``backup_once`` while the file is still the user's own, so the pre-palace copy survives as
+``<file>.palace-bak``; ``drop_backup`` removes it once an uninstall restored the file.
 """
 
 from __future__ import annotations
@@ -61,3 +62,9 @@ def backup_once(path: Path) -> None:
     bak = backup_path(path)
     if path.exists() and not bak.exists():
         shutil.copy2(path.resolve(), bak)
+
+
+def drop_backup(path: Path) -> None:
+    """Remove ``path``'s backup (the file is back to it); a missing backup is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        backup_path(path).unlink()

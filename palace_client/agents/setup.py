@@ -1,11 +1,15 @@
 """``palace init``: register the palace MCP bridge with the coding agents on this machine.
 
-Each agent keeps its MCP servers in its own config file (JSON for most, TOML for Codex). Edits
-are minimal and reversible: only palace's own entry is added, changed or removed, every other
-key is kept, the first modification of a file leaves ``<file>.palace-bak``, writes are atomic
-(temp file in the same directory + ``os.replace``), and a run that would change nothing writes
-nothing. Claude Code's user scope goes through ``claude mcp add`` when the CLI is installed,
-because Claude Code rewrites ``~/.claude.json`` itself.
+Each agent keeps its MCP servers in its own config file (JSON or JSONC for most, TOML for
+Codex). Edits are minimal and reversible: only palace's own entry is added, changed or removed,
+every other byte is kept, the user's original file is kept once as ``<file>.palace-bak``,
+writes are atomic (temp file in the same directory + ``os.replace``), and a run that would
+change nothing writes nothing. Claude Code's user and local scopes go through ``claude mcp``
+when the CLI is installed, because Claude Code rewrites ``~/.claude.json`` itself.
+
+The project is the git root of ``project_dir`` wherever ``init`` is run. What is written
+where, and why project files run ``palace`` from ``PATH`` while the others hold an absolute
+path, is in ``entries`` and ``targets``.
 """
 
 from __future__ import annotations
@@ -16,83 +20,32 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from palace_client.slug import palace_name_for
+from palace_client.slug import find_project_root, palace_name_for
 
-from .plans import (
-    SERVER_KEY,
-    CommandPlan,
-    FilePlan,
-    Plan,
-    PlanError,
-    claude_settings,
-    codex_plan,
-    json_plan,
-    load_json,
-    read_text,
-    set_entry,
-)
+from .entries import bridge_command, hook_line, palace_env, palace_executable
+from .plans import CommandPlan, FilePlan
 from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
 from .safe_write import atomic_write as atomic_write
-from .safe_write import backup_once
+from .safe_write import backup_once, drop_backup
 from .safe_write import backup_path as backup_path
+from .targets import AGENTS, LABELS, PLANNERS, Ctx, Skip, detect_agents
 
-AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
-SCOPES: tuple[str, ...] = ("project", "user")
+SCOPES: tuple[str, ...] = ("project", "local", "user")
 _ALIASES = {
     "claude-code": "claude", "claude_code": "claude", "code": "vscode", "vs-code": "vscode",
     "codex-cli": "codex", "gemini-cli": "gemini",
 }
-_LABELS = {
-    "claude": "Claude Code", "cursor": "Cursor", "vscode": "VS Code", "codex": "Codex CLI",
-    "gemini": "Gemini CLI", "windsurf": "Windsurf",
-}
-_BINARIES = {
-    "claude": ("claude",), "cursor": ("cursor",), "vscode": ("code",), "codex": ("codex",),
-    "gemini": ("gemini",), "windsurf": ("windsurf",),
-}
 
-Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+Runner = Callable[[Sequence[str], "Path | None"], "subprocess.CompletedProcess[str]"]
 
 
-def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False)
-
-
-@dataclass(frozen=True)
-class ServerCommand:
-    """How an agent starts the bridge: an executable and its arguments."""
-
-    command: str
-    args: tuple[str, ...]
-
-    def as_entry(self) -> dict[str, Any]:
-        return {"command": self.command, "args": list(self.args)}
-
-
-def palace_executable(which: Callable[[str], str | None] = shutil.which) -> list[str]:
-    """The argv prefix that runs the ``palace`` CLI: its absolute path, else ``python -m``."""
-    sibling = Path(sys.executable).parent / "palace"
-    if sibling.is_file() and os.access(sibling, os.X_OK):
-        return [os.path.abspath(sibling)]
-    found = which("palace")
-    if found:
-        return [os.path.abspath(found)]
-    return [sys.executable, "-m", "palace_client"]
-
-
-def bridge_command(palace: str | None = None,
-                   which: Callable[[str], str | None] = shutil.which) -> ServerCommand:
-    """The command that starts ``palace mcp`` (pinned to ``palace`` when given)."""
-    exe, *prefix = palace_executable(which)
-    args = [*prefix, "mcp"]
-    if palace:
-        args += ["--palace", palace]
-    return ServerCommand(exe, tuple(args))
+def _run(argv: Sequence[str], cwd: Path | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, check=False,
+                          cwd=cwd)
 
 
 @dataclass(frozen=True)
@@ -100,17 +53,22 @@ class InitOptions:
     """What ``palace init`` should do.
 
     Args:
-        project_dir: the project whose files the project scope edits.
-        scope: "project" or "user".
+        project_dir: a directory of the project (its git root is the project).
+        scope: "project" (committed files), "local" (this project, this machine: Claude
+            Code only) or "user" (every project).
         agents: agents to configure; empty means every detected agent.
-        palace: pin this palace in the registration; the hook uses it or the project's name.
+        palace: pin this palace everywhere (default: the project's name in project and
+            local scope, none in user scope and in hooks).
         hooks: also add the Claude Code SessionStart hook.
         uninstall: remove palace's entries instead of adding them.
         dry_run: plan and diff only.
-        home: the user's home (default ``Path.home()``).
-        which: PATH lookup (tests inject a fake).
-        run: runs external commands such as ``claude mcp add``.
-        command: the bridge command (default ``bridge_command(palace)``).
+        home: the user's home (default ``$HOME`` of ``environ``, else ``Path.home()``).
+        environ: the environment (default ``os.environ``): ``PATH``, ``PALACE_*``,
+            ``XDG_CONFIG_HOME``, ``CODEX_HOME``.
+        which: PATH lookup (default ``shutil.which`` on ``environ``'s ``PATH``).
+        python: the interpreter whose venv's ``palace`` script is preferred (default
+            ``sys.executable``).
+        run: runs external commands such as ``claude mcp add`` (argv, cwd).
     """
 
     project_dir: Path
@@ -121,17 +79,18 @@ class InitOptions:
     uninstall: bool = False
     dry_run: bool = False
     home: Path | None = None
-    which: Callable[[str], str | None] = shutil.which
+    environ: Mapping[str, str] | None = None
+    which: Callable[[str], str | None] | None = None
+    python: str | None = None
     run: Runner = _run
-    command: ServerCommand | None = None
 
 
 @dataclass
 class Change:
     """One file edit or command of ``palace init`` and its outcome.
 
-    ``action`` is one of created, updated, deleted, unchanged, error; with ``--dry-run`` it
-    says what would happen.
+    ``action`` is one of created, updated, deleted, unchanged, skipped, error; with
+    ``--dry-run`` it says what would happen.
     """
 
     agent: str
@@ -170,8 +129,11 @@ def _apply_file(agent: str, plan: FilePlan, dry_run: bool) -> Change:
             if plan.new is None:
                 plan.path.unlink()
             else:
-                backup_once(plan.path)
+                if plan.backup:
+                    backup_once(plan.path)
                 atomic_write(plan.path, plan.new)
+            if plan.drop_backup:
+                drop_backup(plan.path)
         except OSError as exc:
             return Change(agent, target, "error", diff, f"cannot write {target}: {exc}")
     return Change(agent, target, action, diff)
@@ -179,132 +141,22 @@ def _apply_file(agent: str, plan: FilePlan, dry_run: bool) -> Change:
 
 def _apply_command(agent: str, plan: CommandPlan, options: InitOptions) -> Change:
     shown = "\n".join(shlex.join(argv) for argv in plan.argvs)
+    where = f" (in {plan.cwd})" if plan.cwd else ""
     if options.dry_run:
-        return Change(agent, shown, plan.action, detail="would run: " + shown)
+        return Change(agent, shown, plan.action, detail=f"would run{where}: {shown}")
     for argv in plan.argvs:
         try:
-            proc = options.run(argv)
+            proc = options.run(argv, plan.cwd)
         except (OSError, subprocess.SubprocessError) as exc:
             return Change(agent, shown, "error", detail=f"{shlex.join(argv)}: {exc}")
         if proc.returncode != 0:
             output = (proc.stderr or proc.stdout or "").strip()
             return Change(agent, shown, "error",
                           detail=f"{shlex.join(argv)} exited {proc.returncode}: {output}")
-    return Change(agent, shown, plan.action, detail="ran: " + shown)
+    return Change(agent, shown, plan.action, detail=f"ran{where}: {shown}")
 
 
-# -- per-agent planning -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Ctx:
-    home: Path
-    project: Path
-    scope: str
-    entry: dict[str, Any] | None  # None when uninstalling
-    hook_command: str | None
-    uninstall: bool
-    which: Callable[[str], str | None]
-
-
-def _vscode_user_dir(home: Path) -> Path:
-    if sys.platform == "darwin":
-        return home / "Library" / "Application Support" / "Code" / "User"
-    config = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(config) if config else home / ".config") / "Code" / "User"
-
-
-def _codex_home(home: Path) -> Path:
-    env = os.environ.get("CODEX_HOME")
-    return Path(env).expanduser() if env else home / ".codex"
-
-
-def _markers(agent: str, home: Path, project: Path) -> list[Path]:
-    return {
-        "claude": [home / ".claude", home / ".claude.json", project / ".claude"],
-        "cursor": [home / ".cursor", project / ".cursor"],
-        "vscode": [home / ".vscode", _vscode_user_dir(home).parent, project / ".vscode"],
-        "codex": [_codex_home(home)],
-        "gemini": [home / ".gemini", project / ".gemini"],
-        "windsurf": [home / ".codeium" / "windsurf"],
-    }[agent]
-
-
-def detect_agents(home: Path, project_dir: Path,
-                  which: Callable[[str], str | None] = shutil.which) -> list[str]:
-    """The agents that look installed: their config directory exists or a binary is on PATH."""
-    return [agent for agent in AGENTS
-            if any(p.exists() for p in _markers(agent, home, project_dir))
-            or any(which(b) for b in _BINARIES[agent])]
-
-
-def _plan_claude(ctx: _Ctx) -> list[Plan]:
-    plans: list[Plan] = []
-    if ctx.scope == "project":
-        plans.append(json_plan(ctx.project / ".mcp.json", set_entry("mcpServers", ctx.entry)))
-        settings = ctx.project / ".claude" / "settings.local.json"
-        plans.append(json_plan(settings, claude_settings(True, ctx.hook_command, ctx.uninstall)))
-        return plans
-    claude = ctx.which("claude")
-    state_file = ctx.home / ".claude.json"
-    if claude:
-        plans.extend(_claude_cli_plan(claude, state_file, ctx.entry))
-    else:
-        plans.append(json_plan(state_file, set_entry("mcpServers", ctx.entry)))
-    if ctx.hook_command is not None or ctx.uninstall:
-        settings = ctx.home / ".claude" / "settings.json"
-        plans.append(json_plan(settings, claude_settings(False, ctx.hook_command, ctx.uninstall)))
-    return plans
-
-
-def _claude_cli_plan(claude: str, state_file: Path, entry: dict[str, Any] | None
-                     ) -> list[Plan]:
-    try:
-        state = load_json(read_text(state_file))
-    except (OSError, PlanError):
-        state = {}
-    servers = state.get("mcpServers")
-    current = servers.get(SERVER_KEY) if isinstance(servers, dict) else None
-    remove = [claude, "mcp", "remove", "--scope", "user", SERVER_KEY]
-    if entry is None:
-        if current is None:
-            return [FilePlan(state_file, None, None)]
-        return [CommandPlan([remove], "deleted")]
-    if isinstance(current, dict) and all(current.get(k) == v for k, v in entry.items()):
-        return [FilePlan(state_file, None, None)]
-    add = [claude, "mcp", "add", "--scope", "user", SERVER_KEY, "--",
-           entry["command"], *entry["args"]]
-    if current is None:
-        return [CommandPlan([add], "created")]
-    return [CommandPlan([remove, add], "updated")]
-
-
-def _plan_json_agent(container: str, project_file: Path | None, user_file: Path,
-                     stdio_type: bool = False) -> Callable[[_Ctx], list[Plan]]:
-    def plan(ctx: _Ctx) -> list[Plan]:
-        entry = ctx.entry
-        if entry is not None and stdio_type:
-            entry = {"type": "stdio", **entry}
-        path = project_file if ctx.scope == "project" and project_file is not None else user_file
-        return [json_plan(path, set_entry(container, entry))]
-
-    return plan
-
-
-def _planners(ctx: _Ctx) -> dict[str, Callable[[_Ctx], list[Plan]]]:
-    home, project = ctx.home, ctx.project
-    return {
-        "claude": _plan_claude,
-        "cursor": _plan_json_agent("mcpServers", project / ".cursor" / "mcp.json",
-                                   home / ".cursor" / "mcp.json"),
-        "vscode": _plan_json_agent("servers", project / ".vscode" / "mcp.json",
-                                   _vscode_user_dir(home) / "mcp.json", stdio_type=True),
-        "codex": lambda c: [codex_plan(_codex_home(home) / "config.toml", c.entry)],
-        "gemini": _plan_json_agent("mcpServers", project / ".gemini" / "settings.json",
-                                   home / ".gemini" / "settings.json"),
-        "windsurf": _plan_json_agent("mcpServers", None,
-                                     home / ".codeium" / "windsurf" / "mcp_config.json"),
-    }
-
-
+# -- planning -----------------------------------------------------------------------------------
 def normalize_agent(name: str) -> str:
     """Canonical agent key of ``name`` (accepts a few aliases such as ``claude-code``).
 
@@ -317,9 +169,38 @@ def normalize_agent(name: str) -> str:
     return key
 
 
-def hook_command(palace: str, which: Callable[[str], str | None] = shutil.which) -> str:
-    """The SessionStart hook command: ``palace wake-up --palace <name>``."""
-    return shlex.join([*palace_executable(which), "wake-up", "--palace", palace])
+def _context(options: InitOptions) -> Ctx:
+    environ = os.environ if options.environ is None else options.environ
+    home_env = environ.get("HOME")
+    home = options.home or (Path(home_env) if home_env else Path.home())
+    start = options.project_dir.expanduser().absolute()
+    project = find_project_root(start) or start
+    path = environ.get("PATH", os.defpath)
+    which = options.which or (lambda name: shutil.which(name, path=path))
+    env = palace_env(environ)
+    exe = palace_executable(which, options.python or sys.executable)
+    named = options.palace or palace_name_for(project, home)
+    project_cmd = bridge_command(["palace"], named, env)
+    local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env)
+    hook = None
+    if options.hooks and not options.uninstall:
+        hook = hook_line(exe, options.palace, env)
+    return Ctx(home=home, project=project, scope=options.scope, environ=environ,
+               project_entry=project_cmd.as_entry(), local_entry=local_cmd.as_entry(),
+               hook_command=hook, uninstall=options.uninstall, which=which)
+
+
+def hook_command(palace: str | None = None, environ: Mapping[str, str] | None = None,
+                 python: str | None = None) -> str:
+    """The SessionStart hook line ``palace init --hooks`` installs from this environment.
+
+    ``palace`` pins one (as ``--palace`` does); without it the hook derives it per session.
+    """
+    env = os.environ if environ is None else environ
+    path = env.get("PATH", os.defpath)
+    exe = palace_executable(lambda name: shutil.which(name, path=path),
+                            python or sys.executable)
+    return hook_line(exe, palace, palace_env(env))
 
 
 def init_agents(options: InitOptions) -> list[Change]:
@@ -327,32 +208,36 @@ def init_agents(options: InitOptions) -> list[Change]:
 
     Returns one ``Change`` per file or command, in agent order; nothing is written when
     ``dry_run`` is set or a file would not change. Unsafe edits (unparsable files, odd shapes)
-    are reported as ``error`` changes and leave the file alone.
+    are reported as ``error`` changes and leave the file alone; an agent without a config for
+    the scope is ``skipped``.
 
     Raises:
         ValueError: an unknown scope or agent name.
     """
     if options.scope not in SCOPES:
-        raise ValueError(f"unknown scope {options.scope!r}; choose project or user")
-    home = options.home or Path.home()
-    project = options.project_dir.absolute()
-    agents = ([normalize_agent(a) for a in options.agents] if options.agents
-              else detect_agents(home, project, options.which))
-    command = options.command or bridge_command(options.palace, options.which)
-    hook = None
-    if options.hooks and not options.uninstall:
-        hook = hook_command(options.palace or palace_name_for(project, home), options.which)
-    ctx = _Ctx(home=home, project=project, scope=options.scope,
-               entry=None if options.uninstall else command.as_entry(),
-               hook_command=hook, uninstall=options.uninstall, which=options.which)
-    planners = _planners(ctx)
+        raise ValueError(f"unknown scope {options.scope!r}; choose {', '.join(SCOPES)}")
+    agents = [normalize_agent(a) for a in options.agents]
+    ctx = _context(options)
+    if not agents:
+        agents = detect_agents(ctx.home, ctx.project, ctx.which, ctx.environ)
+    note = ""
+    if ctx.scope == "project" and not ctx.uninstall and not ctx.which("palace"):
+        note = ("note: `palace` is not on PATH, and project files run it from PATH: put it "
+                "there, or use --scope local (Claude Code) or user, which hold its full path")
     changes: list[Change] = []
     for agent in dict.fromkeys(agents):
-        for plan in planners[agent](ctx):
-            if isinstance(plan, CommandPlan):
+        for plan in PLANNERS[agent](ctx):
+            if isinstance(plan, Skip):
+                changes.append(Change(agent, plan.target, "skipped", detail=plan.reason))
+            elif isinstance(plan, CommandPlan):
                 changes.append(_apply_command(agent, plan, options))
             else:
-                changes.append(_apply_file(agent, plan, options.dry_run))
+                change = _apply_file(agent, plan, options.dry_run)
+                if note and change.action in ("created", "updated") and \
+                        plan.path.is_relative_to(ctx.project) and \
+                        plan.path.name != "settings.local.json":
+                    change.detail = note
+                changes.append(change)
     return changes
 
 
@@ -364,10 +249,11 @@ def format_changes(changes: Sequence[Change], *, dry_run: bool = False) -> str:
     lines: list[str] = []
     for change in changes:
         action = change.action
-        if dry_run and action not in ("unchanged", "error"):
+        if dry_run and action not in ("unchanged", "error", "skipped"):
             action = "would be " + action
-        lines.append(f"{_LABELS[change.agent]:<12} {action:<18} {change.target}")
-        if change.action == "error" and change.detail:
+        lines.append(f"{LABELS[change.agent]:<12} {action:<18} {change.target}")
+        if change.detail and (change.action in ("error", "skipped")
+                              or change.detail.startswith("note:")):
             lines.append("  " + change.detail.replace("\n", "\n  "))
         if dry_run and change.diff:
             lines.append(change.diff.rstrip("\n"))

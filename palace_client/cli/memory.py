@@ -11,6 +11,7 @@ import typer
 
 from palace_client import render
 from palace_client.render import counted
+from palace_client.slug import default_palace
 from palaced import errors as E
 from palaced.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
@@ -212,10 +213,14 @@ def wake_up(
 ) -> None:
     """Print a palace's L0 identity and L1 essential drawers (for session-start hooks).
 
-    Creates the palace when it does not exist yet, like the MCP wake_up tool, so a hook
-    installed by `palace init --hooks` works in a brand-new project.
+    Without --palace (or PALACE) the palace is the project's: named after the git root of
+    CLAUDE_PROJECT_DIR, else of the working directory. Creates the palace when it does not
+    exist yet, like the MCP wake_up tool, so a hook installed by `palace init --hooks` works
+    in a brand-new project.
     """
-    name = need_palace(palace, as_json)
+    # A hook installed at user scope pins no palace: derive it per session, as the bridge
+    # does (CLAUDE_PROJECT_DIR, then the working directory).
+    name = palace or default_palace()
     with client(as_json) as c:
         c.create_palace(name, exist_ok=True)
         res = c.wake_up(name, budget=budget)

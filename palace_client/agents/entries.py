@@ -1,0 +1,126 @@
+"""What ``palace init`` registers: the bridge command per scope, its ``env``, the hook command.
+
+* Project scope (files committed with the project: ``.mcp.json``, ``.vscode/mcp.json``,
+  ``.cursor/mcp.json``, ``.gemini/settings.json``, ``.codex/config.toml``) runs ``palace``
+  from ``PATH`` and pins ``--palace <project>``: an absolute path would be one machine's venv
+  in a file everybody shares.
+* Local and user scope (files of this machine only) run the absolute path of the ``palace``
+  that runs ``init`` (or ``python -m palace_client``): palace is often installed in a venv that
+  is not on the ``PATH`` of a GUI-launched editor. User scope never pins a palace (the bridge
+  derives it per session); local scope belongs to one project and pins it.
+* ``env`` carries the ``PALACE_*`` variables set now, path ones made absolute: clients strip
+  the environment of the servers they spawn, and a bridge without them would talk to (or
+  start) a daemon on another data dir.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# The variables palace reads (palaced.paths, palaced.config, palaced.embedder); the path ones
+# are made absolute, since clients start the bridge from any directory.
+PATH_VARS = ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
+             "PALACE_TIKTOKEN_FILE")
+VALUE_VARS = ("PALACE_EMBED_MODEL",)
+ENV_VARS = PATH_VARS + VALUE_VARS
+
+Which = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """How an agent starts the bridge: an executable, its arguments, its environment."""
+
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def as_entry(self) -> dict[str, Any]:
+        """The JSON/TOML server entry: ``command``, ``args`` and (when set) ``env``."""
+        entry: dict[str, Any] = {"command": self.command, "args": list(self.args)}
+        if self.env:
+            entry["env"] = dict(self.env)
+        return entry
+
+
+def palace_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``PALACE_*`` settings of ``environ`` that differ from the defaults (are set).
+
+    Path variables are made absolute (``~`` expanded) as the daemon itself does.
+    """
+    env: dict[str, str] = {}
+    for key in ENV_VARS:
+        value = environ.get(key)
+        if value:
+            if key in PATH_VARS:
+                value = os.path.abspath(os.path.expanduser(value))
+            env[key] = value
+    return env
+
+
+def palace_executable(which: Which, python: str) -> list[str]:
+    """The argv prefix that runs this ``palace``: the script beside ``python`` (the venv's),
+    else the one on ``PATH``, else ``python -m palace_client``; always absolute."""
+    sibling = Path(python).parent / "palace"
+    if sibling.is_file() and os.access(sibling, os.X_OK):
+        return [os.path.abspath(sibling)]
+    found = which("palace")
+    if found:
+        return [os.path.abspath(found)]
+    return [os.path.abspath(python), "-m", "palace_client"]
+
+
+def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str]
+                   ) -> ServerCommand:
+    """The command ``exe mcp [--palace NAME]`` with ``env``."""
+    args = [*exe[1:], "mcp"]
+    if palace:
+        args += ["--palace", palace]
+    return ServerCommand(exe[0], tuple(args), dict(env))
+
+
+def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str]) -> str:
+    """The SessionStart hook's shell command: ``[VAR=value ...] exe wake-up [--palace NAME]``.
+
+    Without ``palace`` the hook does not pin one: ``palace wake-up`` derives it per session.
+    Claude Code runs hook commands through the shell, so the assignments set the environment.
+    """
+    words = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
+    argv = [*exe, "wake-up"] + (["--palace", palace] if palace else [])
+    return " ".join([*words, shlex.join(argv)])
+
+
+def is_our_hook(command: object) -> bool:
+    """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...``)."""
+    if not isinstance(command, str) or "wake-up" not in command:
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        words = words[1:]
+    if "wake-up" not in words or not words:
+        return False
+    return "palace_client" in words or Path(words[0]).name == "palace"
+
+
+def merge_entry(current: object, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` over the ``current`` server entry: the user's extra keys (``timeout``, their
+    own ``env`` variables) are kept, palace's keys and ``PALACE_*`` variables replaced."""
+    merged = dict(current) if isinstance(current, dict) else {}
+    old_env = merged.pop("env", None)
+    merged.update({k: v for k, v in entry.items() if k != "env"})
+    new_env: dict[str, Any] = dict(entry.get("env") or {})
+    if isinstance(old_env, dict):
+        env = {k: v for k, v in old_env.items() if not k.startswith("PALACE_")} | new_env
+        if env or not old_env:  # an env of PALACE_* variables only was palace's
+            merged["env"] = env
+    elif new_env or old_env is not None:
+        merged["env"] = new_env or old_env
+    return merged

@@ -1,0 +1,213 @@
+"""The agents ``palace init`` knows: how each is detected and which files each scope edits.
+
+| agent    | project scope                      | local scope             | user scope          |
+|----------|------------------------------------|-------------------------|---------------------|
+| claude   | .mcp.json + .claude/settings.local | ~/.claude.json projects | ~/.claude.json      |
+| cursor   | .cursor/mcp.json                   | -                       | ~/.cursor/mcp.json  |
+| vscode   | .vscode/mcp.json (JSONC)           | -                       | User/mcp.json       |
+| codex    | .codex/config.toml                 | -                       | $CODEX_HOME/config  |
+| gemini   | .gemini/settings.json (comments)   | -                       | ~/.gemini/settings  |
+| windsurf | (user file, unpinned)              | -                       | mcp_config.json     |
+
+Project files live at the git root. VS Code reads JSONC (comments and trailing commas), Gemini
+CLI strips comments before a strict parse (so no trailing commas), the others read strict JSON:
+what a client reads is accepted and kept, nothing more.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .entries import Which
+from .jsonc import COMMENTS, JSONC, STRICT, Dialect
+from .plans import (
+    SERVER_KEY,
+    CommandPlan,
+    FilePlan,
+    Plan,
+    PlanError,
+    claude_settings,
+    codex_plan,
+    json_plan,
+    load_json,
+    read_text,
+    set_entry,
+)
+
+AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
+LABELS = {
+    "claude": "Claude Code", "cursor": "Cursor", "vscode": "VS Code", "codex": "Codex CLI",
+    "gemini": "Gemini CLI", "windsurf": "Windsurf",
+}
+_BINARIES = {
+    "claude": ("claude",), "cursor": ("cursor",), "vscode": ("code",), "codex": ("codex",),
+    "gemini": ("gemini",), "windsurf": ("windsurf",),
+}
+
+
+@dataclass(frozen=True)
+class Skip:
+    """An agent that has no config for the chosen scope."""
+
+    target: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What the planners need: where things are and what to write.
+
+    ``project_entry`` is the project-scope server entry (``palace`` from PATH, pinned),
+    ``local_entry`` the machine's (absolute path; pinned in local scope, not in user scope).
+    """
+
+    home: Path
+    project: Path
+    scope: str
+    environ: Mapping[str, str]
+    project_entry: dict[str, Any]
+    local_entry: dict[str, Any]
+    hook_command: str | None
+    uninstall: bool
+    which: Which
+
+
+def vscode_user_dir(home: Path, environ: Mapping[str, str]) -> Path:
+    """VS Code's user settings directory (macOS or XDG)."""
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "Code" / "User"
+    config = environ.get("XDG_CONFIG_HOME")
+    return (Path(config) if config else home / ".config") / "Code" / "User"
+
+
+def codex_home(home: Path, environ: Mapping[str, str]) -> Path:
+    """Codex CLI's home: ``$CODEX_HOME`` or ``~/.codex``."""
+    env = environ.get("CODEX_HOME")
+    return Path(env).expanduser() if env else home / ".codex"
+
+
+def _markers(agent: str, home: Path, project: Path, environ: Mapping[str, str]) -> list[Path]:
+    return {
+        "claude": [home / ".claude", home / ".claude.json", project / ".claude"],
+        "cursor": [home / ".cursor", project / ".cursor"],
+        "vscode": [home / ".vscode", vscode_user_dir(home, environ).parent, project / ".vscode"],
+        "codex": [codex_home(home, environ), project / ".codex"],
+        "gemini": [home / ".gemini", project / ".gemini"],
+        "windsurf": [home / ".codeium" / "windsurf"],
+    }[agent]
+
+
+def detect_agents(home: Path, project: Path, which: Which,
+                  environ: Mapping[str, str]) -> list[str]:
+    """The agents that look installed: a config directory exists or a binary is on PATH."""
+    return [agent for agent in AGENTS
+            if any(p.exists() for p in _markers(agent, home, project, environ))
+            or any(which(b) for b in _BINARIES[agent])]
+
+
+# -- planners -----------------------------------------------------------------------------------
+def _plan_claude(ctx: Ctx) -> list[Plan | Skip]:
+    plans: list[Plan | Skip] = []
+    state = ctx.home / ".claude.json"
+    if ctx.scope == "project":
+        plans.append(json_plan(ctx.project / ".mcp.json",
+                               set_entry(("mcpServers",), ctx.project_entry), ctx.uninstall))
+    else:
+        keys = ("mcpServers",) if ctx.scope == "user" else (
+            "projects", str(ctx.project), "mcpServers")
+        claude = ctx.which("claude")
+        if claude:
+            plans.append(_claude_cli_plan(claude, state, keys, ctx))
+        else:
+            plans.append(json_plan(state, set_entry(keys, ctx.local_entry), ctx.uninstall))
+    if ctx.scope == "user":
+        settings = ctx.home / ".claude" / "settings.json"
+        if ctx.hook_command is not None or ctx.uninstall:
+            plans.append(json_plan(settings, claude_settings(False, ctx.hook_command),
+                                   ctx.uninstall))
+    else:
+        settings = ctx.project / ".claude" / "settings.local.json"
+        if ctx.scope == "project" or ctx.hook_command is not None or ctx.uninstall:
+            edit = claude_settings(ctx.scope == "project", ctx.hook_command)
+            plans.append(json_plan(settings, edit, ctx.uninstall))
+    return plans
+
+
+def _claude_cli_plan(claude: str, state_file: Path, keys: tuple[str, ...], ctx: Ctx) -> Plan:
+    """``claude mcp add/remove`` for the user or local scope (Claude rewrites its own state)."""
+    try:
+        current: Any = load_json(read_text(state_file))
+    except (OSError, ValueError, PlanError):
+        current = {}
+    for key in (*keys, SERVER_KEY):
+        current = current.get(key) if isinstance(current, dict) else None
+    scope = ["--scope", ctx.scope]
+    cwd = ctx.project if ctx.scope == "local" else None
+    remove = [claude, "mcp", "remove", *scope, SERVER_KEY]
+    entry = ctx.local_entry
+    if ctx.uninstall:
+        if current is None:
+            return FilePlan(state_file, None, None)
+        return CommandPlan([remove], "deleted", cwd)
+    want = {**entry, "env": entry.get("env", {})}
+    have = current if isinstance(current, dict) else {}
+    if all(have.get(k, {} if k == "env" else None) == v for k, v in want.items()):
+        return FilePlan(state_file, None, None)
+    env = [arg for k, v in want["env"].items() for arg in ("-e", f"{k}={v}")]
+    add = [claude, "mcp", "add", *scope, SERVER_KEY, *env, "--", entry["command"],
+           *entry["args"]]
+    if current is None:
+        return CommandPlan([add], "created", cwd)
+    return CommandPlan([remove, add], "updated", cwd)
+
+
+def _plan_json(container: str, project_file: Callable[[Ctx], Path],
+               user_file: Callable[[Ctx], Path], stdio_type: bool = False,
+               dialect: Dialect = STRICT) -> Callable[[Ctx], list[Plan | Skip]]:
+    def plan(ctx: Ctx) -> list[Plan | Skip]:
+        if ctx.scope == "local":
+            return [Skip(str(project_file(ctx)), "no local scope; use --scope project or user")]
+        project = ctx.scope == "project"
+        entry = ctx.project_entry if project else ctx.local_entry
+        if stdio_type:
+            entry = {"type": "stdio", **entry}
+        path = project_file(ctx) if project else user_file(ctx)
+        return [json_plan(path, set_entry((container,), entry), ctx.uninstall, dialect)]
+
+    return plan
+
+
+def _plan_codex(ctx: Ctx) -> list[Plan | Skip]:
+    project_file = ctx.project / ".codex" / "config.toml"
+    if ctx.scope == "local":
+        return [Skip(str(project_file), "no local scope; use --scope project or user")]
+    if ctx.scope == "project":
+        return [codex_plan(project_file, ctx.project_entry, ctx.uninstall)]
+    return [codex_plan(codex_home(ctx.home, ctx.environ) / "config.toml", ctx.local_entry,
+                       ctx.uninstall)]
+
+
+def _plan_windsurf(ctx: Ctx) -> list[Plan | Skip]:
+    path = ctx.home / ".codeium" / "windsurf" / "mcp_config.json"
+    if ctx.scope == "local":
+        return [Skip(str(path), "no local scope; use --scope user")]
+    # Windsurf has no project config: its one file is the user's, so the entry is unpinned.
+    return [json_plan(path, set_entry(("mcpServers",), ctx.local_entry), ctx.uninstall)]
+
+
+PLANNERS: dict[str, Callable[[Ctx], list[Plan | Skip]]] = {
+    "claude": _plan_claude,
+    "cursor": _plan_json("mcpServers", lambda c: c.project / ".cursor" / "mcp.json",
+                         lambda c: c.home / ".cursor" / "mcp.json"),
+    "vscode": _plan_json("servers", lambda c: c.project / ".vscode" / "mcp.json",
+                         lambda c: vscode_user_dir(c.home, c.environ) / "mcp.json",
+                         stdio_type=True, dialect=JSONC),
+    "codex": _plan_codex,
+    "gemini": _plan_json("mcpServers", lambda c: c.project / ".gemini" / "settings.json",
+                         lambda c: c.home / ".gemini" / "settings.json", dialect=COMMENTS),
+    "windsurf": _plan_windsurf,
+}
