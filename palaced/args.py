@@ -1,62 +1,20 @@
-"""Op specs: every op's name and arguments (types, bounds, defaults), and their decoder.
+"""Op arguments: what one argument accepts (``Arg``), the structural bounds every argument
+obeys, and the decoder that validates a request's arguments against an op's signature.
 
-Leaf module (stdlib + the wire leaves ``errors`` and ``vocab``), importable by thin clients:
-this is the one definition of what each op accepts. The daemon validates requests with
-:func:`decode_args` against :data:`SPECS` before any handler runs (bad input is refused with
-INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
-options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
-
-Retrying after a broken connection (``OpSpec.retry``, read by the client)
---------------------------------------------------------------------------
-A client whose connection breaks cannot tell whether the daemon applied the request. If the
-request was never written whole (connect or send failed), the daemon cannot have applied it
-and any op may be sent again. If it was written and the reply was lost (e.g. the daemon was
-killed right after committing), the retry lands on a *new* daemon process, so no request-id
-memory in the daemon could recognise it. Correctness must come from the op itself, so every
-op declares its retry class in its spec (``retry`` has no default, so none can be missing):
-
-* ``SAFE``: reads, and writes idempotent by nature (``memory.remember`` dedups by content
-  hash and returns the same id; ``graph.assert`` returns an already active fact unchanged;
-  ``graph.invalidate`` returns a closed fact unchanged; ``palace.reembed`` recomputes the
-  same state). Sent again as is.
-* ``CONVERGE``: writes whose retry would fail only *because* the lost attempt succeeded.
-  The retry is sent with ``retry_args`` merged in (``palace.create`` with ``exist_ok``) and
-  the error ``done_code`` on a retry means "already done": the client reports success
-  (``memory.forget`` → MEMORY_NOT_FOUND, ``palace.delete`` → PALACE_NOT_FOUND). The price:
-  if the lost request in fact never ran and the drawer/palace was already absent (or another
-  client created the palace meanwhile), the retry still reports success; the state the
-  caller asked for holds either way.
-* ``NEVER``: writes whose second run would report something else than the first did
-  (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
-  that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
-  raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
+Leaf module (stdlib + the wire leaf ``errors``), importable by thin clients. The op specs that
+use it are in ``palaced.specs``; the daemon runs :func:`decode_args` on every request before
+any handler does, so bad input is refused with INVALID_ARGS and changes nothing.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 import sys
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, UnknownOp, quote
-from palaced.protocol import HELLO_OP
-from palaced.vocab import (
-    DEFAULT_IMPORTANCE,
-    DEFAULT_PRUNE_THRESHOLD,
-    HEALTH_LIST_LIMIT,
-    MAX_DEPTH,
-    MAX_FIELD_CHARS,
-    MAX_LIMIT,
-    MAX_NAME_CHARS,
-    MAX_PATH_DEPTH,
-    MAX_PREDICATE_CHARS,
-    MAX_VALUE_CHARS,
-    STALE_DAYS,
-)
+from palaced.errors import InvalidArgs, quote
 
 # Structural bounds, applied by ``decode_args`` even where a spec names none: every integer
 # must fit SQLite's signed 64-bit INTEGER (apsw raises OverflowError beyond it), and no string
@@ -96,49 +54,15 @@ class Arg:
     help: str = ""  # one line for CLI --help and MCP schemas
 
 
-# -- retry classes (see the module docstring) -------------------------------------------------
-class Retry(enum.Enum):
-    """How a client may resend an op whose reply was lost."""
 
-    SAFE = "safe"
-    CONVERGE = "converge"
-    NEVER = "never"
+class Signature(Protocol):
+    """What the decoder needs of an op: its name (for messages) and its arguments."""
 
+    @property
+    def name(self) -> str: ...
 
-DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
-
-    kind: Retry
-    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
-    done_code: int | None = None
-    # ... and the result reported then, from the request's palace and args.
-    done_result: DoneResult | None = None
-    # CONVERGE: args merged into the resent request.
-    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-
-SAFE = RetryRule(Retry.SAFE)
-NEVER = RetryRule(Retry.NEVER)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
-
-    ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
-    op after a lost reply (no default: every op must decide).
-    """
-
-    name: str
-    args: Mapping[str, Arg] = field(default_factory=dict)
-    palace: str = "none"  # "none" | "required"
-    doc: str = ""
-    read_only: bool = False
-    retry: RetryRule = field(kw_only=True)
+    @property
+    def args(self) -> Mapping[str, Arg]: ...
 
 
 def _is_int(value: Any) -> bool:
@@ -203,7 +127,7 @@ def _arg_name(key: Any) -> str:
     return key if isinstance(key, str) and len(key) <= 80 else quote(key, 80)
 
 
-def decode_args(op: OpSpec, raw: Any) -> dict[str, Any]:
+def decode_args(op: Signature, raw: Any) -> dict[str, Any]:
     """Validate ``raw`` against the op's spec; returns the args with defaults filled in.
 
     Every number, string and list is bounded (see ``Arg``), so no argument that passes can
@@ -236,7 +160,7 @@ def decode_args(op: OpSpec, raw: Any) -> dict[str, Any]:
     return out
 
 
-def _check_value(op: OpSpec, name: str, spec: Arg, value: Any) -> Any:
+def _check_value(op: Signature, name: str, spec: Arg, value: Any) -> Any:
     """``value`` if it has the spec's type and lies within its bounds; else InvalidArgs."""
     where = f"{op.name}: argument {name!r}"
     if not _type_ok(spec.kind, value):
@@ -271,7 +195,7 @@ def _check_value(op: OpSpec, name: str, spec: Arg, value: Any) -> Any:
     return value
 
 
-def _check_item(op: OpSpec, name: str, spec: Arg, i: int, item: Any) -> None:
+def _check_item(op: Signature, name: str, spec: Arg, i: int, item: Any) -> None:
     where = f"{op.name}: item {i} of argument {name!r}"
     if spec.kind == "intlist":
         lo, hi = _bounds(spec, item)
@@ -283,179 +207,3 @@ def _check_item(op: OpSpec, name: str, spec: Arg, i: int, item: Any) -> None:
         raise InvalidArgs(f"{where} is longer than {DEFAULT_MAX_STR} characters ({len(item)})",
                           details={"op": op.name, "arg": name, "index": i,
                                    "max_len": DEFAULT_MAX_STR, "len": len(item)})
-
-
-# -- the specs --------------------------------------------------------------------------------
-MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
-MAX_CONSOLIDATE_IDS = 10_000
-MAX_QUERY_CHARS = 10_000
-MAX_BUDGET = 200_000
-MAX_TOP_K = 1_000
-
-_LABEL = Arg("str", max_len=MAX_FIELD_CHARS)
-_TAGS = Arg("strlist", default=[], max_len=64)
-_WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
-_ID = Arg("int", required=True, min=1, max=MAX_ID)
-_NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
-_PREDICATE = Arg("str", required=True, max_len=MAX_PREDICATE_CHARS)
-_THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
-
-DRAWER_ARGS: dict[str, Arg] = {
-    "text": Arg("str", required=True, max_len=NO_LIMIT),
-    "wing": _LABEL,
-    "room": _LABEL,
-    "tags": _TAGS,
-    "importance": Arg("str|float", default=DEFAULT_IMPORTANCE, max_len=64),
-    "source": _LABEL,
-    "occurred_at": _WHEN,
-    "ttl": Arg("str|int", min=1, max=MAX_TTL_S, max_len=MAX_TIME_CHARS),
-    "expires_at": _WHEN,
-    "supersedes": Arg("int", min=1, max=MAX_ID),
-}
-SOURCE_ARGS: dict[str, Arg] = {
-    "valid_from": _WHEN,
-    "confidence": Arg("float", default=1.0, min=0.0, max=1.0),
-    "source_drawer": Arg("int", min=1, max=MAX_ID),
-    "source_url": Arg("str", max_len=MAX_VALUE_CHARS),
-    "source_agent": Arg("str", max_len=MAX_NAME_CHARS),
-}
-
-# Each item of memory.remember_many is decoded like memory.remember's arguments.
-REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
-
-_R = "required"
-_ALL: tuple[OpSpec, ...] = (
-    # daemon
-    OpSpec("daemon.status", read_only=True, retry=SAFE,
-           doc="Version, pid, uptime, socket, model and tokenizer state, per-palace counts."),
-    # A resend would stop (or first auto-start) the successor daemon.
-    OpSpec("daemon.stop", retry=NEVER,
-           doc="Stop gracefully: finish requests, save indexes, close databases."),
-    # palaces
-    OpSpec("palace.list", read_only=True, retry=SAFE,
-           doc="Every palace: name, path, whether it is open."),
-    OpSpec("palace.create", {"exist_ok": Arg("bool", default=False)}, palace=_R,
-           retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
-           doc="Create a palace (its directory, database and identity file)."),
-    OpSpec("palace.delete", palace=_R, doc="Delete a palace and every drawer in it.",
-           retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
-                           done_result=lambda palace, args: {"deleted": palace})),
-    OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
-           doc="Counts, embedder identity, index agreement, rooms, identity text."),
-    OpSpec("palace.reembed", palace=_R, retry=SAFE,
-           doc="Re-embed every drawer with the daemon's current model."),
-    # drawers
-    OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
-           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),
-    OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
-                                    "dedup": Arg("bool", default=False)}, palace=_R,
-           retry=SAFE,
-           doc="Store a batch of drawers (`items`: maps with the `remember` arguments)."),
-    OpSpec("memory.recall", {
-        "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
-        "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
-        "wing": _LABEL,
-        "room": _LABEL,
-        "tags": _TAGS,
-        "levels": Arg("intlist", default=[0, 1, 2, 3], max_len=4, min=0, max=3),
-        "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
-        "deep": Arg("bool", default=False),
-        "include_superseded": Arg("bool", default=False),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="Ranked drawers, rooms, mode, and L0-L3 sections packed into `budget`."),
-    OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
-           palace=_R, read_only=True, retry=SAFE,
-           doc="L0 identity and L1 essential drawers packed into `budget`."),
-    OpSpec("memory.get", {"id": _ID}, palace=_R, read_only=True, retry=SAFE,
-           doc="One drawer."),
-    OpSpec("memory.forget", {"id": _ID}, palace=_R,
-           doc="Delete one drawer (text, keyword index, vectors).",
-           retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,
-                           done_result=lambda palace, args: {"id": args.get("id"),
-                                                             "forgotten": True})),
-    OpSpec("memory.list", {
-        "wing": _LABEL,
-        "room": _LABEL,
-        "tags": _TAGS,
-        "limit": Arg("int", default=50, min=1, max=1000),
-        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
-    }, palace=_R, read_only=True, retry=SAFE, doc="Drawers newest first, paginated."),
-    # knowledge graph
-    OpSpec("graph.assert", {
-        "subject": _NAME,
-        "predicate": _PREDICATE,
-        "object": Arg("str", required=True, max_len=MAX_VALUE_CHARS),
-        "literal": Arg("bool", default=False),
-        **SOURCE_ARGS,
-    }, palace=_R, retry=SAFE, doc="Record a fact subject-predicate-object valid from a time."),
-    OpSpec("graph.link", {"a": _NAME, "relation": _PREDICATE, "b": _NAME, **SOURCE_ARGS},
-           palace=_R, retry=SAFE,
-           doc="Relate two concepts (part_of, depends_on, related_to, ...)."),
-    OpSpec("graph.invalidate", {"id": _ID, "at": _WHEN}, palace=_R, retry=SAFE,
-           doc="End an active fact at a time (default now)."),
-    OpSpec("graph.query", {"subject": _NAME, "as_of": _WHEN}, palace=_R, read_only=True,
-           retry=SAFE, doc="Active facts about an entity, or those valid at as_of."),
-    OpSpec("graph.timeline", {"subject": _NAME}, palace=_R, read_only=True, retry=SAFE,
-           doc="Every fact about an entity, closed ones included, oldest first."),
-    OpSpec("graph.neighbors", {
-        "entity": _NAME,
-        "depth": Arg("int", default=1, min=0, max=MAX_DEPTH),
-        "relation": Arg("str", max_len=MAX_PREDICATE_CHARS),
-        "as_of": _WHEN,
-        "max_nodes": Arg("int", default=200, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="Entities within depth hops, with the facts between them."),
-    OpSpec("graph.path", {
-        "a": _NAME,
-        "b": _NAME,
-        "max_depth": Arg("int", default=6, min=1, max=MAX_PATH_DEPTH),
-        "as_of": _WHEN,
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="A shortest chain of facts linking two entities."),
-    OpSpec("graph.search", {
-        "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
-        "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="Full-text search over entity names, definitions and labels."),
-    # lifecycle
-    # Recomputes weights from the clock; a rerun's count is its own.
-    OpSpec("memory.decay", palace=_R, retry=SAFE,
-           doc="Recompute the decayed weight of every drawer."),
-    OpSpec("memory.prune", {"threshold": _THRESHOLD, "dry_run": Arg("bool", default=False)},
-           palace=_R, retry=NEVER,
-           doc="Delete low/medium drawers whose weight fell below threshold."),
-    OpSpec("memory.consolidate", {
-        "room": Arg("str", required=True, max_len=MAX_FIELD_CHARS),
-        "summary": Arg("str", required=True, max_len=NO_LIMIT),
-        "wing": _LABEL,
-        "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
-    }, palace=_R, retry=NEVER,
-        doc="Write a summary drawer and mark its sources consolidated into it."),
-    OpSpec("memory.health", {
-        "threshold": _THRESHOLD,
-        "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),
-        "limit": Arg("int", default=HEALTH_LIST_LIMIT, min=1, max=1000),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="Per-room stale drawers, duplicate candidates and consolidation hints."),
-)
-SPECS: dict[str, OpSpec] = {spec.name: spec for spec in _ALL}
-
-
-def retry_rule(op: str) -> RetryRule:
-    """The retry rule of ``op``: the handshake is SAFE; ops this side does not know are NEVER."""
-    if op == HELLO_OP:
-        return SAFE
-    spec = SPECS.get(op)
-    return NEVER if spec is None else spec.retry
-
-
-def spec_of(name: Any) -> OpSpec:
-    """The spec of op ``name``.
-
-    Raises:
-        UnknownOp: the daemon serves no op of that name.
-    """
-    if not isinstance(name, str) or name not in SPECS:
-        raise UnknownOp(f"unknown op {quote(name, 80)}",
-                        details={"op": quote(name, 80), "known": sorted(SPECS)})
-    return SPECS[name]

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from palaced import args as A
 from palaced import errors as E
 from palaced import specs
 from palaced.ops import parse_ttl
@@ -127,7 +128,7 @@ def test_range_messages_and_largest_values(target: DaemonProc) -> None:
             c.call("memory.get", PALACE, {"id": I63 - 1})
         with pytest.raises(E.FactNotFound):
             c.call("graph.invalidate", PALACE, {"id": I63 - 1})
-        out = c.call("memory.list", PALACE, {"offset": specs.MAX_OFFSET})
+        out = c.call("memory.list", PALACE, {"offset": A.MAX_OFFSET})
         assert out["drawers"] == [] and out["next_offset"] is None
     assert snapshot(target) == before
 
@@ -254,26 +255,26 @@ def test_parse_when_refuses_long_input(value: str) -> None:
 
 
 # -- the decoder --------------------------------------------------------------------------------
-def _op(**args: specs.Arg) -> specs.OpSpec:
+def _op(**args: A.Arg) -> specs.OpSpec:
     return specs.OpSpec("t.op", dict(args), retry=specs.NEVER)
 
 
 def _refused(op: specs.OpSpec, raw: dict[str, Any]) -> str:
     with pytest.raises(E.InvalidArgs) as err:
-        specs.decode_args(op, raw)
+        A.decode_args(op, raw)
     return err.value.message
 
 
 def test_decoder_applies_structural_bounds() -> None:
-    op = _op(n=specs.Arg("int"), f=specs.Arg("float"), s=specs.Arg("str"), t=specs.Arg("str|int"),
-             tags=specs.Arg("strlist"), ids=specs.Arg("intlist"), items=specs.Arg("list"),
-             w=specs.Arg("str|float"))
-    assert specs.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
+    op = _op(n=A.Arg("int"), f=A.Arg("float"), s=A.Arg("str"), t=A.Arg("str|int"),
+             tags=A.Arg("strlist"), ids=A.Arg("intlist"), items=A.Arg("list"),
+             w=A.Arg("str|float"))
+    assert A.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
     for raw in ({"n": I63}, {"n": -I63 - 1}, {"t": U64}, {"ids": [1, I63]},
-                {"s": "x" * (specs.DEFAULT_MAX_STR + 1)}, {"t": "x" * (specs.DEFAULT_MAX_STR + 1)},
-                {"tags": ["x" * (specs.DEFAULT_MAX_STR + 1)]},
-                {"tags": ["x"] * (specs.DEFAULT_MAX_ITEMS + 1)},
-                {"items": [{}] * (specs.DEFAULT_MAX_ITEMS + 1)},
+                {"s": "x" * (A.DEFAULT_MAX_STR + 1)}, {"t": "x" * (A.DEFAULT_MAX_STR + 1)},
+                {"tags": ["x" * (A.DEFAULT_MAX_STR + 1)]},
+                {"tags": ["x"] * (A.DEFAULT_MAX_ITEMS + 1)},
+                {"items": [{}] * (A.DEFAULT_MAX_ITEMS + 1)},
                 {"f": 10**400}, {"w": 10**400}, {"f": math.inf}, {"w": -math.inf},
                 {"f": math.nan}):
         msg = _refused(op, raw)
@@ -281,8 +282,8 @@ def test_decoder_applies_structural_bounds() -> None:
 
 
 def test_decoder_range_messages_have_no_open_none() -> None:
-    op = _op(lo=specs.Arg("float", min=0.0), hi=specs.Arg("float", max=1.0),
-             both=specs.Arg("int", min=1, max=9), ids=specs.Arg("intlist", min=1))
+    op = _op(lo=A.Arg("float", min=0.0), hi=A.Arg("float", max=1.0),
+             both=A.Arg("int", min=1, max=9), ids=A.Arg("intlist", min=1))
     assert "at least 0.0" in _refused(op, {"lo": -1.0})
     assert "at most 1.0" in _refused(op, {"hi": 2})
     assert "between 1 and 9" in _refused(op, {"both": 10})
@@ -292,11 +293,11 @@ def test_decoder_range_messages_have_no_open_none() -> None:
 
 
 def test_unknown_argument_names_are_quoted() -> None:
-    op = _op(a=specs.Arg("int"))
+    op = _op(a=A.Arg("int"))
     msg = _refused(op, {"k" * 2_500_000: 1, 5: 2, b"raw": 3})
     assert len(msg) <= 500
     with pytest.raises(E.InvalidArgs) as err:
-        specs.decode_args(op, {f"k{i}": i for i in range(10_000)})
+        A.decode_args(op, {f"k{i}": i for i in range(10_000)})
     assert len(err.value.message) <= 1_000
     assert len(err.value.details["unknown"]) <= 21
 
@@ -317,7 +318,7 @@ def test_decoder_never_lets_out_of_range_values_through(where: tuple[specs.OpSpe
     raw = {n: SAMPLE[a.kind] for n, a in op.args.items() if a.required}
     raw[name] = value
     try:
-        out = specs.decode_args(op, raw)[name]
+        out = A.decode_args(op, raw)[name]
     except E.InvalidArgs as exc:
         assert len(exc.to_wire()["message"]) <= 1_000
         return
@@ -331,8 +332,8 @@ def test_decoder_never_lets_out_of_range_values_through(where: tuple[specs.OpSpe
         assert spec.min is None or out >= spec.min
         assert spec.max is None or out <= spec.max
     elif isinstance(out, str):
-        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_STR)
+        assert len(out) <= (spec.max_len or A.DEFAULT_MAX_STR)
     elif isinstance(out, list):
-        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_ITEMS)
+        assert len(out) <= (spec.max_len or A.DEFAULT_MAX_ITEMS)
         if spec.kind == "intlist":
             assert all(specs.INT64_MIN <= i <= specs.INT64_MAX for i in out)
