@@ -1,116 +1,22 @@
-"""Where palace keeps its data, config, state and socket.
+"""Keeping palace's paths private from other local users (another uid on the same machine).
 
-Leaf module (stdlib + platformdirs): the daemon and every client resolve paths here, so they
-agree. The socket path deliberately ignores ``XDG_RUNTIME_DIR``: MCP clients strip most
-environment variables from the servers they spawn, and a bridge that computed a different
-socket than the daemon would start a second daemon. Instead it uses ``/run/user/<uid>`` when
-that directory exists (what ``XDG_RUNTIME_DIR`` normally points at) and a per-user directory
-under ``/tmp`` otherwise. ``PALACE_HOME`` moves everything (data, state, config and, unless
-``PALACE_SOCKET`` says otherwise, the socket) under one root, so each root gets its own daemon.
-
-It also holds the rules that keep those paths private from other local users (another uid on
-the same machine): the runtime directory is created with ``mkdir`` and checked with
-``O_NOFOLLOW``/``fstat`` (never trusted, chmod-ed or written through when it is a symlink or
-belongs to someone else), and :func:`tighten_install` makes existing data, state, config and
+Leaf module (stdlib): the daemon and the clients both use it. The runtime directory is created
+with ``mkdir`` and checked with ``O_NOFOLLOW``/``fstat`` (never trusted, chmod-ed or written
+through when it is a symlink or belongs to someone else), the lock file and a leftover socket
+are checked the same way, and :func:`tighten_install` makes existing data, state, config and
 log paths 0700/0600 whatever the umask they were created with.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from palaced.errors import UnsafePath
+from palaced.paths import Paths
 
-APP = "palace"
-SOCKET_NAME = "palaced.sock"
-# sun_path is 108 bytes on Linux and 104 on macOS; keep a margin.
-MAX_SOCKET_PATH = 100
-
-
-@dataclass(frozen=True)
-class Paths:
-    """The resolved locations of one palace installation."""
-
-    data_dir: Path  # palaces live in data_dir / "palaces"
-    state_dir: Path  # logs, model cache, tokenizer cache
-    config_file: Path
-    runtime_dir: Path  # holds the socket and the daemon lock
-    socket: Path
-    # True when the runtime dir is palace's own (made 0700 by the daemon); False for the
-    # directory of a PALACE_SOCKET the user chose, which is checked but never chmod-ed.
-    private_runtime: bool = True
-
-    @property
-    def palaces_dir(self) -> Path:
-        return self.data_dir / "palaces"
-
-    @property
-    def log_file(self) -> Path:
-        return self.state_dir / "palaced.log"
-
-    @property
-    def lock_file(self) -> Path:
-        return self.runtime_dir / "palaced.lock"
-
-
-def _home() -> Path | None:
-    value = os.environ.get("PALACE_HOME")
-    return Path(value).expanduser().resolve() if value else None
-
-
-def _default_runtime_dir(home: Path | None) -> Path:
-    uid = os.getuid()
-    if home is not None:
-        candidate = home / "run"
-        if len(str(candidate / SOCKET_NAME)) <= MAX_SOCKET_PATH:
-            return candidate
-        digest = hashlib.sha256(str(home).encode()).hexdigest()[:12]
-        return Path("/tmp") / f"palace-{uid}-{digest}"
-    run_user = Path(f"/run/user/{uid}")
-    if sys.platform.startswith("linux") and run_user.is_dir() and os.access(run_user, os.W_OK):
-        return run_user / APP
-    return Path("/tmp") / f"palace-{uid}"
-
-
-def resolve() -> Paths:
-    """Resolve every palace path from the environment and platform conventions."""
-    home = _home()
-    if home is not None:
-        data_dir = home
-        state_dir = home / "state"
-        config_file = home / "config.toml"
-    else:
-        import platformdirs
-
-        data_dir = Path(platformdirs.user_data_dir(APP, appauthor=False))
-        state_dir = Path(platformdirs.user_state_dir(APP, appauthor=False))
-        config_file = Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
-    if os.environ.get("PALACE_CONFIG"):
-        config_file = Path(os.environ["PALACE_CONFIG"]).expanduser()
-    socket_env = os.environ.get("PALACE_SOCKET")
-    if socket_env:
-        socket = Path(socket_env).expanduser()
-        runtime_dir = socket.parent
-    else:
-        runtime_dir = _default_runtime_dir(home)
-        socket = runtime_dir / SOCKET_NAME
-    return Paths(
-        data_dir=data_dir,
-        state_dir=state_dir,
-        config_file=config_file,
-        runtime_dir=runtime_dir,
-        socket=socket,
-        private_runtime=not socket_env,
-    )
-
-
-# -- keeping paths private from other local users ------------------------------------------------
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ADVICE = ("remove it, or set PALACE_SOCKET to a path in a private directory you own "
            "(e.g. ~/.palace/palaced.sock)")

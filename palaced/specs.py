@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from palaced.args import MAX_ID, MAX_TIME_CHARS, NO_LIMIT, Arg
+from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
 from palaced.errors import MemoryNotFound, PalaceNotFound, UnknownOp, quote
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from palaced import args as A
 from palaced import errors as E
 from palaced import specs
-from palaced.ops import parse_ttl
+from palaced.ops.fields import parse_ttl
 from palaced.protocol import HELLO_OP, frame, hello_args
 from palaced.specs import MAX_TTL_S
 from palaced.timeparse import parse_when

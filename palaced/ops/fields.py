@@ -1,40 +1,25 @@
-"""The op table: each op's spec (``palaced.specs``) bound to its async handler.
+"""Field checks shared by op handlers: what the generic decoder (``palaced.args``) cannot
+check (labels, texts, durations, times), and the drawer and filter values built from them.
 
-The specs say what every op accepts and are validated by ``specs.decode_args`` before any
-handler runs; this module binds them to handlers and holds the field checks handlers share.
+Every failure is a typed PalaceError (INVALID_ARGS, INVALID_CONTENT or TEXT_TOO_LARGE).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import math
+from typing import Any
 
-from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, UnknownOp, quote
+from palaced.args import MAX_TIME_CHARS
+from palaced.closets import extract_topics
+from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, quote
+from palaced.lifecycle import parse_importance
 from palaced.registry import validate_name
-from palaced.specs import SPECS, OpSpec
+from palaced.specs import MAX_TTL_S
 from palaced.store import memories as m
+from palaced.timeparse import parse_when
 from palaced.vocab import MAX_FIELD_CHARS
 
-if TYPE_CHECKING:
-    from palaced.daemon import Daemon
 
-Handler = Callable[["Daemon", "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True)
-class Op:
-    """An op the daemon serves: its spec (``palaced.specs``) bound to its handler."""
-
-    spec: OpSpec
-    handler: Handler
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-
-# -- field checks shared by ops ---------------------------------------------------------------
 def check_label(value: str | None, what: str) -> str | None:
     """Wing/room/tag/source labels: non-empty, no control characters, at most MAX_FIELD_CHARS.
 
@@ -75,30 +60,102 @@ def need_palace(name: str | None) -> str:
     return validate_name(name)
 
 
-class OpTable:
-    """The ops the daemon serves, one per spec in ``palaced.specs.SPECS``."""
+def check_query(query: str) -> str:
+    """Raises InvalidArgs when a search query contains NUL bytes."""
+    if "\x00" in query:
+        raise InvalidArgs("query contains NUL bytes", details={"arg": "query"})
+    return query
 
-    def __init__(self, handlers: Iterable[tuple[str, Handler]]) -> None:
-        """Bind each ``(op name, handler)``.
 
-        Raises:
-            ValueError: a name has no spec, or a spec has no handler (a programming error).
-        """
-        self.ops: dict[str, Op] = {}
-        for name, handler in handlers:
-            if name not in SPECS or name in self.ops:
-                raise ValueError(f"handler for unknown or repeated op {name!r}")
-            self.ops[name] = Op(SPECS[name], handler)
-        missing = sorted(set(SPECS) - set(self.ops))
-        if missing:
-            raise ValueError(f"ops without a handler: {', '.join(missing)}")
+def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.NewDrawer:
+    """Validate drawer fields into a NewDrawer (``now``: epoch ms, for ttl and relative times).
 
-    def get(self, name: Any) -> Op:
-        """Raises UnknownOp for names the daemon does not serve."""
-        if not isinstance(name, str) or name not in self.ops:
-            raise UnknownOp(f"unknown op {quote(name, 80)}",
-                            details={"op": quote(name, 80), "known": sorted(self.ops)})
-        return self.ops[name]
+    Raises:
+        InvalidArgs, InvalidContent, TextTooLarge.
+    """
+    text = check_text(args["text"], max_text_chars)
+    tags = tuple(dict.fromkeys(t for t in (check_label(t, "tag") for t in args.get("tags") or ())
+                               if t))
+    occurred = parse_when(args["occurred_at"], now_ms=now) if args.get("occurred_at") else None
+    expires = None
+    if args.get("ttl") is not None and args.get("expires_at") is not None:
+        raise InvalidArgs("give ttl or expires_at, not both", details={"arg": "ttl"})
+    if args.get("ttl") is not None:
+        expires = now + parse_ttl(args["ttl"]) * 1000
+    elif args.get("expires_at") is not None:
+        expires = parse_when(args["expires_at"], now_ms=now)
+    return m.NewDrawer(
+        text=text,
+        wing=check_label(args.get("wing"), "wing") or m.DEFAULT_WING,
+        room=check_label(args.get("room"), "room") or m.DEFAULT_ROOM,
+        tags=tags,
+        importance=parse_importance(args.get("importance", 0.5)),
+        source=check_label(args.get("source"), "source"),
+        occurred_ms=occurred,
+        expires_ms=expires,
+        topics=tuple(extract_topics(text)),
+        supersedes=args.get("supersedes"),
+    )
 
-    def names(self) -> list[str]:
-        return sorted(self.ops)
+
+def filters_from_args(args: dict[str, Any]) -> m.Filters:
+    """The wing/room/tags filters of a recall or list.
+
+    Raises:
+        InvalidArgs: a label is empty or contains control characters.
+    """
+    tags = tuple(t for t in (check_label(t, "tag") for t in args.get("tags") or ()) if t)
+    return m.Filters(
+        wing=check_label(args.get("wing"), "wing"),
+        room=check_label(args.get("room"), "room"),
+        tags=tags,
+    )
+
+
+def when(args: dict[str, Any], key: str, now: int) -> int | None:
+    """The time argument ``key`` as epoch ms, or None when absent.
+
+    Raises:
+        InvalidContent: not an ISO 8601 time or epoch milliseconds within years 1-9999.
+    """
+    value = args.get(key)
+    return None if value is None else parse_when(value, now_ms=now)
+
+
+_TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_ttl(value: str | int) -> int:
+    """A time-to-live in whole seconds, 1 to MAX_TTL_S (100 years).
+
+    Accepts an integer of seconds, or a string: an integer, or a number with a unit
+    (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1.5h``).
+
+    Raises:
+        InvalidArgs: anything else: not a number, infinite or NaN, under one second, or
+            longer than 100 years.
+    """
+    seconds: float
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, str) and len(value) <= MAX_TIME_CHARS:
+        text = value.strip().lower()
+        try:
+            if text[-1:] in _TTL_UNITS:
+                seconds = float(text[:-1]) * _TTL_UNITS[text[-1]]
+            else:
+                seconds = int(text)
+        except ValueError:
+            seconds = math.nan
+    else:
+        seconds = math.nan
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise InvalidArgs(f"bad ttl {quote(value, 60)}: use seconds or 90s/15m/12h/7d/2w",
+                          details={"arg": "ttl", "value": quote(value, 60)})
+    if seconds > MAX_TTL_S:
+        raise InvalidArgs(f"ttl {quote(value, 60)} is longer than 100 years "
+                          f"({MAX_TTL_S} seconds); omit ttl to keep a memory",
+                          details={"arg": "ttl", "max_s": MAX_TTL_S})
+    if int(seconds) <= 0:
+        raise InvalidArgs("ttl must be at least one second", details={"arg": "ttl"})
+    return int(seconds)
