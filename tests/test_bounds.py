@@ -2,16 +2,15 @@
 
 Out-of-range ids, offsets, durations and times get INVALID_ARGS (never INTERNAL) and change
 nothing; an error quotes at most a short excerpt of a bad value, so a huge one can neither
-blow up the message nor make the reply too large to send.
+blow up the message nor make the reply too large to send. Requests go to the in-process
+daemon core (``tests/inproc.py``).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 import socket
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -27,7 +26,7 @@ from palaced.protocol import HELLO_OP, frame, hello_args
 from palaced.specs import MAX_TTL_S
 from palaced.timeparse import parse_when
 
-from .conftest import DaemonProc, base_env, short_home
+from .inproc import InProcDaemon
 
 PALACE = "bounds"
 I63 = 2**63
@@ -36,23 +35,18 @@ TEXT = "The staging database runs on port 5433"
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[DaemonProc]:
-    """One keyword-only daemon holding a palace with a drawer and a fact."""
-    home = short_home()
-    d = DaemonProc(home, base_env(home, model=False))
-    d.start()
-    with d.client() as c:
+def target(inproc: InProcDaemon) -> InProcDaemon:
+    """The in-process daemon core holding a palace with a drawer and a fact."""
+    with inproc.client() as c:
         c.create_palace(PALACE)
         drawer = c.remember(PALACE, TEXT)
         c.call("graph.assert", PALACE, {"subject": "staging", "predicate": "port",
                                         "object": "5433", "literal": True,
                                         "source_drawer": drawer})
-    yield d
-    d.stop()
-    shutil.rmtree(home, ignore_errors=True)
+    return inproc
 
 
-def snapshot(d: DaemonProc) -> tuple[Any, ...]:
+def snapshot(d: InProcDaemon) -> tuple[Any, ...]:
     """Everything a refused request could have changed."""
     with d.client() as c:
         info = c.palace_info(PALACE)
@@ -102,7 +96,7 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("op", "args"), HOSTILE,
                          ids=[f"{op}-{next(iter(a.items()))[0]}-{i}"
                               for i, (op, a) in enumerate(HOSTILE)])
-def test_out_of_range_values_are_invalid_args(target: DaemonProc, op: str,
+def test_out_of_range_values_are_invalid_args(target: InProcDaemon, op: str,
                                               args: dict[str, Any]) -> None:
     before = snapshot(target)
     with target.client() as c, pytest.raises(E.PalaceError) as err:
@@ -112,7 +106,7 @@ def test_out_of_range_values_are_invalid_args(target: DaemonProc, op: str,
     assert snapshot(target) == before
 
 
-def test_range_messages_and_largest_values(target: DaemonProc) -> None:
+def test_range_messages_and_largest_values(target: InProcDaemon) -> None:
     with target.client() as c:
         with pytest.raises(E.InvalidArgs) as err:
             c.call("memory.get", PALACE, {"id": I63})
@@ -134,11 +128,10 @@ def test_range_messages_and_largest_values(target: DaemonProc) -> None:
 
 
 # -- error texts stay small ------------------------------------------------------------------
-def _raw_reply(d: DaemonProc, requests: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+def _raw_reply(d: InProcDaemon, requests: list[dict[str, Any]]
+               ) -> tuple[dict[str, Any], int]:
     """Send raw requests on one connection; the last reply and its size in bytes."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect(str(d.socket))
+    s = d.connect()
     try:
         body = b""
         for req in requests:
@@ -167,7 +160,7 @@ HELLO = {"id": 0, "op": HELLO_OP, "palace": None, "args": hello_args("tests", "0
 
 @pytest.mark.parametrize("size", [2_500_000, 7_000_000])
 @pytest.mark.parametrize("arg", ["occurred_at", "expires_at", "importance", "unknown-key"])
-def test_huge_bad_value_gives_a_small_error(target: DaemonProc, arg: str, size: int) -> None:
+def test_huge_bad_value_gives_a_small_error(target: InProcDaemon, arg: str, size: int) -> None:
     before = snapshot(target)
     big = "x" * size
     args: dict[str, Any] = {"text": "a drawer with a bad field"}
@@ -185,7 +178,7 @@ def test_huge_bad_value_gives_a_small_error(target: DaemonProc, arg: str, size: 
     assert snapshot(target) == before
 
 
-def test_huge_hello_value_gives_a_small_error(target: DaemonProc) -> None:
+def test_huge_hello_value_gives_a_small_error(target: InProcDaemon) -> None:
     # The handshake echoes the protocol it was asked for: the central cap bounds it.
     reply, nbytes = _raw_reply(target, [{"id": 0, "op": HELLO_OP, "palace": None,
                                          "args": {"protocol": "9" * 2_500_000}}])
