@@ -8,7 +8,7 @@ What it writes:
 * ``docs/cli.md`` (whole file): the real ``--help`` of every ``palace`` and ``palaced``
   command, rendered in-process by typer at a fixed width of 100 columns without colour;
 * ``docs/protocol.md``: the error table (``palaced/errors.py``), the CLI exit codes
-  (``palace_client/cli.py``) and the op table (``palaced/ops.py``);
+  (``palace_client/cli.py``) and the op table (``palaced/specs.py``);
 * ``docs/configuration.md``: every ``config.toml`` key (read from ``palaced/config.py``) and
   every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
 * ``docs/python-api.md``: the methods of ``palace_client.Client``;
@@ -171,7 +171,7 @@ TUNING: list[tuple[str, str, str]] = [
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/retrieval.py", "normalize",
      "Plain float math: `statistics.pstdev`'s exact fractions cost ~0.3 ms per list."),
-    ("palaced/ops.py", "op_remember",
+    ("palaced/ops/drawers.py", "op_remember",
      "Topic extraction of a long text takes up to ~150 ms: it runs in a worker thread."),
 ]
 
