@@ -35,8 +35,8 @@ from palaced.store import memories as m
 
 log = logging.getLogger("palaced")
 
-# A palace's upkeep runs at most this often, so a condition that does not clear (a stale
-# index while no model is loaded, a read-only disk) is retried, never spun on.
+# Upkeep still due right after it ran (it failed, or its cause did not clear: a stale index
+# while no model is loaded, a read-only disk) is retried this much later, never spun on.
 RETRY_S = 1.0
 EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
 
@@ -46,7 +46,7 @@ class _Upkeep:
     """What the scheduler knows of one open palace."""
 
     palace: Palace
-    not_before: float = 0.0  # monotonic: no run before this (RETRY_S after the last one)
+    not_before: float = 0.0  # monotonic: no run before this (RETRY_S after one that failed)
     last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
     failing: str | None = None  # the condition last logged as failing
@@ -105,8 +105,11 @@ class Scheduler:
             if up is None:
                 up = self._palaces[name] = _Upkeep(palace)
             if self._next_run(up, now) <= now:
-                up.not_before = now + RETRY_S
                 await self._work(name, up, now)
+                after = time.monotonic()
+                if self._next_run(up, after) <= after:
+                    # Still due: the work failed or its cause did not clear. Retry, never spin.
+                    up.not_before = after + RETRY_S
             next_at = min(next_at, self._next_run(up, time.monotonic()))
         idle_s = self._limits.idle_close_s
         closing = [p.last_used + idle_s for p in open_.values()
