@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import plistlib
 import re
 import subprocess
 import sys
+from collections.abc import Mapping, Set
 from pathlib import Path
 
 import pytest
@@ -153,19 +155,20 @@ def _relative_imports(path: Path) -> list[str]:
     return found
 
 
-def _import_graph() -> dict[str, set[str]]:
+@functools.cache
+def _import_graph() -> dict[str, frozenset[str]]:
     """Module -> the modules of ours it imports, at any depth (functions, TYPE_CHECKING)."""
     files = {_module_name(p): p for p in _source_files()}
     known = set(files)
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for module, path in files.items():
         names = [name for _, name in _imports(path)] + _relative_imports(path)
         deps = {_resolve(name, known) for name in names}
-        graph[module] = {d for d in deps if d is not None and d != module}
+        graph[module] = frozenset(d for d in deps if d is not None and d != module)
     return graph
 
 
-def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+def _cycles(graph: Mapping[str, Set[str]]) -> list[frozenset[str]]:
     """The strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -200,8 +203,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
-def test_cycle_finder_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+def test_cycle_finder_and_module_resolution() -> None:
+    graph: dict[str, set[str]] = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert _cycles(graph) == [frozenset({"a", "b", "c"})]
     assert _resolve("palaced.ops.table.dispatch", {"palaced", "palaced.ops.table"}) == (
         "palaced.ops.table")
