@@ -67,9 +67,10 @@ import msgpack
 from _daemon import PrivateDaemon, add_daemon_args, all_drawers
 
 from palace_client import Client
+from palaced.args import Arg
 from palaced.errors import PalaceError
 from palaced.protocol import HEADER, HELLO_OP, PROTOCOL_VERSION, hello_args
-from palaced.specs import SPECS, Arg
+from palaced.specs import SPECS
 
 KEEP = "fuzz-keep"
 PLAY = "fuzz-play"

@@ -174,7 +174,7 @@ TUNING: list[tuple[str, str, str]] = [
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/retrieval.py", "normalize",
      "Plain float math: `statistics.pstdev`'s exact fractions cost ~0.3 ms per list."),
-    ("palaced/ops.py", "op_remember",
+    ("palaced/ops/drawers.py", "op_remember",
      "Topic extraction of a long text takes up to ~150 ms: it runs in a worker thread."),
 ]
 

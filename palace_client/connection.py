@@ -21,25 +21,23 @@ from typing import IO, Any
 
 from palaced import __version__
 from palaced.errors import (
-    BadFrame,
     DaemonUnreachable,
     PalaceError,
     UnsupportedProtocol,
     UntrustedDaemon,
-    from_wire,
 )
-from palaced.paths import Paths, check_runtime_dir, make_private_dirs, resolve
+from palaced.paths import Paths, resolve
+from palaced.private import check_runtime_dir, make_private_dirs
 from palaced.protocol import (
     DEFAULT_MAX_FRAME,
     HEADER_SIZE,
     HELLO_OP,
     PROTOCOL_VERSION,
-    frame,
+    decode_response,
+    encode_request,
     hello_args,
     parse_header,
-    request,
     socket_peer_uid,
-    unpack,
 )
 
 START_TIMEOUT_S = 20.0
@@ -108,18 +106,18 @@ class Connection:
                       timeout_ms: int | None) -> None:
         req_id = self._next_id
         self._next_id += 1
-        self._sock.sendall(frame(request(req_id, op, palace, args, timeout_ms), self.max_frame))
+        self._sock.sendall(encode_request(req_id, op, palace, args, timeout_ms, self.max_frame))
 
     def _read_response(self) -> dict[str, Any]:
+        """The next response's result.
+
+        Raises:
+            PalaceError: an error envelope (typed by its code), or a malformed frame.
+            OSError: the connection broke.
+        """
         length = parse_header(_recv_exactly(self._sock, HEADER_SIZE), max(self.max_frame, 1 << 20)
                               * 4)
-        msg = unpack(_recv_exactly(self._sock, length))
-        if not isinstance(msg, dict):
-            raise BadFrame("response is not a map")
-        if msg.get("ok"):
-            result = msg.get("result")
-            return result if isinstance(result, dict) else {}
-        raise from_wire(msg.get("error"))
+        return decode_response(_recv_exactly(self._sock, length))
 
     def call(self, op: str, palace: str | None = None, args: dict[str, Any] | None = None,
              timeout_ms: int | None = None) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The one exception tree of palace, with stable numeric codes.
 
 Leaf module (stdlib only): the client imports it to rebuild typed errors from error
-envelopes. Codes are grouped by hundreds and are part of the wire contract; never renumber.
+envelopes (``protocol.decode_error``). Codes are grouped by hundreds and are part of the wire
+contract; never renumber.
 """
 
 from __future__ import annotations
@@ -382,34 +383,8 @@ def _leaf_by_code() -> dict[int, type[PalaceError]]:
 
 
 _BY_CODE = _leaf_by_code()
-_RANGE_BASE: dict[int, type[PalaceError]] = {
-    100: ProtocolError,
-    200: RegistryError,
-    300: ContentError,
-    400: LoadError,
-    500: InternalError,
-    600: ClientError,
-}
 
 
 def error_classes() -> dict[int, type[PalaceError]]:
     """Return the code → most specific class table (a copy)."""
     return dict(_BY_CODE)
-
-
-def from_wire(err: Any) -> PalaceError:
-    """Rebuild a typed PalaceError from an error map; unknown codes map to their range's base."""
-    if not isinstance(err, dict):
-        return InternalError(f"malformed error envelope: {quote(err)}")
-    code = err.get("code")
-    message = str(err.get("message") or "")
-    details = err.get("details") if isinstance(err.get("details"), dict) else {}
-    if not isinstance(code, int):
-        return InternalError(message or "malformed error envelope", details=details)
-    cls = _BY_CODE.get(code) or _RANGE_BASE.get(code // 100 * 100, PalaceError)
-    exc = cls(message, details=details)
-    if cls.code != code:
-        # Keep the exact code of a newer daemon visible even if we only know the range.
-        exc.details.setdefault("code", code)
-        exc.details.setdefault("name", err.get("name"))
-    return exc

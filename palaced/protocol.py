@@ -1,6 +1,7 @@
-"""Wire protocol v1: length-prefixed msgpack frames and request/response envelopes.
+"""Wire protocol v1: length-prefixed msgpack frames, and the request and response envelopes.
 
-Leaf module (msgpack + stdlib): both the daemon and the thin clients import it.
+Leaf module (msgpack + stdlib): the daemon's server and the thin clients both encode and decode
+their envelopes here, so the two sides cannot disagree on what a valid one is.
 
 A frame is a 4-byte unsigned big-endian length N followed by N bytes of msgpack. The length
 is checked against the maximum *before* the body is read, so a hostile prefix never makes
@@ -15,11 +16,24 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
-from palaced.errors import BadFrame, FrameTooLarge, PalaceError
+from palaced.errors import (
+    BadFrame,
+    ClientError,
+    ContentError,
+    FrameTooLarge,
+    InternalError,
+    LoadError,
+    PalaceError,
+    ProtocolError,
+    RegistryError,
+    error_classes,
+    quote,
+)
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME = 8 * 1024 * 1024
@@ -117,20 +131,75 @@ def parse_header(header: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> int:
     return int(length)
 
 
-def request(
-    req_id: int,
-    op: str,
-    palace: str | None = None,
-    args: dict[str, Any] | None = None,
-    timeout_ms: int | None = None,
-) -> dict[str, Any]:
-    """Build a request envelope."""
+# -- requests ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    """A decoded request envelope.
+
+    When the envelope is invalid, ``error`` says why and the other fields are not to be used;
+    ``id`` is then still the request's id if it could be read, so the error answers it.
+    """
+
+    id: int | str | None
+    op: str = ""
+    palace: str | None = None
+    args: Any = None
+    timeout_ms: int | None = None
+    error: BadFrame | None = None
+
+
+def encode_request(req_id: int, op: str, palace: str | None = None,
+                   args: dict[str, Any] | None = None, timeout_ms: int | None = None,
+                   max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """The framed request envelope.
+
+    Raises:
+        FrameTooLarge: the encoded request exceeds ``max_frame``.
+    """
     env: dict[str, Any] = {"id": req_id, "op": op, "palace": palace, "args": args or {}}
     if timeout_ms is not None:
         env["timeout_ms"] = timeout_ms
-    return env
+    return frame(env, max_frame)
 
 
+def decode_request(body: bytes) -> Request:
+    """Decode and check a request frame's body: a map with an integer or string ``id``, a
+    string ``op``, a string or nil ``palace``, a positive integer ``timeout_ms`` if any, and no
+    other keys than ``REQUEST_KEYS``. Never raises: a bad envelope comes back with ``error``.
+    """
+    try:
+        msg = unpack(body)
+    except BadFrame as exc:
+        return Request(None, error=exc)
+    if not isinstance(msg, dict):
+        return Request(None, error=BadFrame("request must be a msgpack map"))
+    req_id = msg.get("id")
+    if not isinstance(req_id, int | str) or isinstance(req_id, bool):
+        return Request(None, error=BadFrame("request id must be an integer or string"))
+    extra = sorted(str(k) for k in msg if k not in REQUEST_KEYS)
+    if extra:
+        return Request(req_id, error=BadFrame(f"unknown envelope keys: {', '.join(extra)}",
+                                              details={"unknown": extra}))
+    op = msg.get("op")
+    if not isinstance(op, str):
+        return Request(req_id, error=BadFrame("request op must be a string"))
+    timeout_ms = msg.get("timeout_ms")
+    if timeout_ms is not None and (not isinstance(timeout_ms, int)
+                                   or isinstance(timeout_ms, bool) or timeout_ms <= 0):
+        return Request(req_id, error=BadFrame("timeout_ms must be a positive integer"))
+    palace = msg.get("palace")
+    if palace is not None and not isinstance(palace, str):
+        return Request(req_id, error=BadFrame("palace must be a string or nil"))
+    return Request(req_id, op, palace, msg.get("args"), timeout_ms)
+
+
+def hello_args(client_name: str, client_version: str) -> dict[str, Any]:
+    """Arguments of the daemon.hello request."""
+    client = {"name": client_name, "version": client_version}
+    return {"protocol": PROTOCOL_VERSION, "client": client}
+
+
+# -- responses --------------------------------------------------------------------------------
 def ok_response(req_id: Any, result: dict[str, Any]) -> dict[str, Any]:
     """Build a success response envelope."""
     return {"id": req_id, "ok": True, "result": result}
@@ -141,7 +210,62 @@ def error_response(req_id: Any, error: PalaceError) -> dict[str, Any]:
     return {"id": req_id, "ok": False, "error": error.to_wire()}
 
 
-def hello_args(client_name: str, client_version: str) -> dict[str, Any]:
-    """Arguments of the daemon.hello request."""
-    client = {"name": client_name, "version": client_version}
-    return {"protocol": PROTOCOL_VERSION, "client": client}
+def encode_response(req_id: Any, outcome: dict[str, Any] | PalaceError,
+                    max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """The framed response answering ``req_id``: a result map or an error.
+
+    A result too large for ``max_frame`` is answered with the FRAME_TOO_LARGE error instead.
+    """
+    if isinstance(outcome, PalaceError):
+        return frame(error_response(req_id, outcome), max_frame)
+    try:
+        return frame(ok_response(req_id, outcome), max_frame)
+    except FrameTooLarge as exc:
+        return frame(error_response(req_id, exc), max_frame)
+
+
+def decode_response(body: bytes) -> dict[str, Any]:
+    """The result map of a response frame's body.
+
+    Raises:
+        BadFrame: the body is not a msgpack map.
+        PalaceError: the response is an error envelope (typed by its code, see
+            ``decode_error``).
+    """
+    msg = unpack(body)
+    if not isinstance(msg, dict):
+        raise BadFrame("response is not a map")
+    if msg.get("ok"):
+        result = msg.get("result")
+        return result if isinstance(result, dict) else {}
+    raise decode_error(msg.get("error"))
+
+
+# What an unknown code of a newer daemon maps to: the base class of its hundred.
+_RANGE_BASE: dict[int, type[PalaceError]] = {
+    100: ProtocolError,
+    200: RegistryError,
+    300: ContentError,
+    400: LoadError,
+    500: InternalError,
+    600: ClientError,
+}
+_BY_CODE = error_classes()
+
+
+def decode_error(err: Any) -> PalaceError:
+    """Rebuild a typed PalaceError from an error map; unknown codes map to their range's base."""
+    if not isinstance(err, dict):
+        return InternalError(f"malformed error envelope: {quote(err)}")
+    code = err.get("code")
+    message = str(err.get("message") or "")
+    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    if not isinstance(code, int):
+        return InternalError(message or "malformed error envelope", details=details)
+    cls = _BY_CODE.get(code) or _RANGE_BASE.get(code // 100 * 100, PalaceError)
+    exc = cls(message, details=details)
+    if cls.code != code:
+        # Keep the exact code of a newer daemon visible even if we only know the range.
+        exc.details.setdefault("code", code)
+        exc.details.setdefault("name", err.get("name"))
+    return exc

@@ -9,11 +9,13 @@ No peer can hold a connection by stalling: the hello frame must arrive within
 ``handshake_timeout_s`` of the accept, a frame whose first byte arrived must be complete within
 its frame deadline, a response must be taken within its frame deadline, and a connection with
 no request for ``idle_timeout_s`` is closed (clients reconnect transparently). Connections
-accepted beyond the normal limit are reserve connections that may only run ``CONTROL_OPS``.
+accepted beyond the normal limit are reserve connections that may only run ``CONTROL_OPS``
+(``Gate`` admits connections and keeps that count).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -27,9 +29,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from palaced import __version__
 from palaced.errors import (
-    BadFrame,
     Busy,
-    FrameTooLarge,
     HandshakeRequired,
     InternalError,
     PalaceError,
@@ -41,18 +41,17 @@ from palaced.protocol import (
     HEADER_SIZE,
     HELLO_OP,
     PROTOCOL_VERSION,
-    REQUEST_KEYS,
-    error_response,
-    frame,
-    ok_response,
+    Request,
+    decode_request,
+    encode_response,
     parse_header,
     socket_peer_uid,
-    unpack,
 )
 
 log = logging.getLogger("palaced.server")
 
-Dispatch = Callable[[str, "str | None", Any, float | None], Awaitable[dict[str, Any]]]
+# Runs one decoded request: (op, palace, raw args) -> result map; raises PalaceError.
+Dispatch = Callable[[str, "str | None", Any], Awaitable[dict[str, Any]]]
 
 # What the owner needs to see and stop a daemon whose normal slots are all taken: the only ops
 # a reserve connection may run.
@@ -108,17 +107,15 @@ class ConnectionHandler:
         self._frame_timeout = frame_timeout_s
         self._idle_timeout = idle_timeout_s
 
-    async def _send(self, stream: ByteStream, msg: dict[str, Any]) -> None:
-        """Send one envelope within its frame deadline.
+    async def _send(self, stream: ByteStream, req_id: Any,
+                    outcome: dict[str, Any] | PalaceError) -> None:
+        """Send the response to ``req_id`` (a result or an error) within its frame deadline.
 
         Raises:
             _Stalled: the peer did not take the frame in time (the connection must close).
             anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError: peer gone.
         """
-        try:
-            data = frame(msg, self._max_frame)
-        except FrameTooLarge as exc:
-            data = frame(error_response(msg.get("id"), exc), self._max_frame)
+        data = encode_response(req_id, outcome, self._max_frame)
         with anyio.move_on_after(self._frame_timeout + len(data) / FRAME_BYTES_PER_S) as scope:
             await stream.send(data)
         if scope.cancelled_caught:
@@ -168,7 +165,7 @@ class ConnectionHandler:
                              req_id: Any = None) -> None:
         """Tell the peer why its connection is closing, without ever waiting long on it."""
         with anyio.move_on_after(CLOSING_SEND_S):
-            await self._try_send(stream, error_response(req_id, exc))
+            await self._try_send(stream, req_id, exc)
 
     async def serve(self, stream: ByteStream, *, control_only: bool = False) -> None:
         """Run the request loop on ``stream`` and close it at the end.
@@ -206,48 +203,18 @@ class ConnectionHandler:
                     # unsolicited envelope would be read as the answer to the client's next
                     # request; clients reconnect on a closed connection.
                     return
-                req_id: Any = None
+                req = decode_request(body)
                 try:
-                    msg = unpack(body)
-                    if not isinstance(msg, dict):
-                        raise BadFrame("request must be a msgpack map")
-                    req_id = msg.get("id")
-                    if not isinstance(req_id, int | str) or isinstance(req_id, bool):
-                        req_id = None
-                        raise BadFrame("request id must be an integer or string")
-                    extra = sorted(str(k) for k in msg if k not in REQUEST_KEYS)
-                    if extra:
-                        raise BadFrame(f"unknown envelope keys: {', '.join(extra)}",
-                                       details={"unknown": extra})
-                    op = msg.get("op")
-                    if not isinstance(op, str):
-                        raise BadFrame("request op must be a string")
-                    if op == HELLO_OP:
-                        # A repeated hello is answered again: the op list names it, so a
-                        # client may well send it to re-read the server's limits.
-                        result = self._hello(msg.get("args"))
-                        greeted = True
-                    elif not greeted:
-                        raise HandshakeRequired(
-                            f"the first request must be {HELLO_OP}, got {op[:80]!r}")
-                    else:
-                        if control_only and op not in CONTROL_OPS:
-                            # Closing makes the client's next call reconnect, and so take a
-                            # normal slot once one is free.
-                            await self._closing_error(stream, Busy(
-                                "every connection slot is taken; this reserve connection "
-                                f"serves only {', '.join(sorted(CONTROL_OPS))}; retry shortly",
-                                details={"allowed": sorted(CONTROL_OPS)}), req_id)
-                            return
-                        if self._stopping():
-                            raise ShuttingDown("palaced is shutting down; retry shortly")
-                        result = await self._call(op, msg)
-                    await self._send(stream, ok_response(req_id, result))
+                    result = await self._handle(stream, req, greeted, control_only)
+                    if result is None:
+                        return
+                    greeted = True  # only a hello (or, once greeted, any op) gets here
+                    await self._send(stream, req.id, result)
                 except (HandshakeRequired, UnsupportedProtocol) as exc:
-                    await self._closing_error(stream, exc, req_id)
+                    await self._closing_error(stream, exc, req.id)
                     return
                 except PalaceError as exc:
-                    if not await self._try_send(stream, error_response(req_id, exc)):
+                    if not await self._try_send(stream, req.id, exc):
                         return
                 except _GONE:
                     return
@@ -256,12 +223,42 @@ class ConnectionHandler:
                     log.exception("internal error %s while serving a request", err_id)
                     err = InternalError(f"internal error {err_id} ({type(exc).__name__}); "
                                         "see the daemon log", details={"error_id": err_id})
-                    if not await self._try_send(stream, error_response(req_id, err)):
+                    if not await self._try_send(stream, req.id, err):
                         return
 
-    async def _try_send(self, stream: ByteStream, msg: dict[str, Any]) -> bool:
+    async def _handle(self, stream: ByteStream, req: Request, greeted: bool,
+                      control_only: bool) -> dict[str, Any] | None:
+        """The result of one request, or None when the connection must close (the peer was
+        told why).
+
+        Raises:
+            PalaceError: the request failed; HandshakeRequired and UnsupportedProtocol also
+                close the connection.
+        """
+        if req.error is not None:
+            raise req.error
+        if req.op == HELLO_OP:
+            # A repeated hello is answered again: the op list names it, so a client may well
+            # send it to re-read the server's limits.
+            return self._hello(req.args)
+        if not greeted:
+            raise HandshakeRequired(f"the first request must be {HELLO_OP}, got {req.op[:80]!r}")
+        if control_only and req.op not in CONTROL_OPS:
+            # Closing makes the client's next call reconnect, and so take a normal slot once
+            # one is free.
+            await self._closing_error(stream, Busy(
+                "every connection slot is taken; this reserve connection serves only "
+                f"{', '.join(sorted(CONTROL_OPS))}; retry shortly",
+                details={"allowed": sorted(CONTROL_OPS)}), req.id)
+            return None
+        if self._stopping():
+            raise ShuttingDown("palaced is shutting down; retry shortly")
+        return await self._call(req)
+
+    async def _try_send(self, stream: ByteStream, req_id: Any, exc: PalaceError) -> bool:
+        """Send an error response; False when the peer is gone (the connection must close)."""
         try:
-            await self._send(stream, msg)
+            await self._send(stream, req_id, exc)
             return True
         except _GONE:
             return False
@@ -286,21 +283,66 @@ class ConnectionHandler:
             "max_frame": self._max_frame,
         }
 
-    async def _call(self, op: str, msg: dict[str, Any]) -> dict[str, Any]:
+    async def _call(self, req: Request) -> dict[str, Any]:
+        """Dispatch ``req`` under its deadline (``timeout_ms``, capped; else the default).
+
+        Raises:
+            Timeout: the op did not finish in time.
+        """
         timeout = self._timeout
-        raw_timeout = msg.get("timeout_ms")
-        if raw_timeout is not None:
-            if not isinstance(raw_timeout, int) or isinstance(raw_timeout, bool) or (
-                raw_timeout <= 0
-            ):
-                raise BadFrame("timeout_ms must be a positive integer")
-            timeout = min(raw_timeout / 1000, self._max_timeout)
-        palace = msg.get("palace")
-        if palace is not None and not isinstance(palace, str):
-            raise BadFrame("palace must be a string or nil")
+        if req.timeout_ms is not None:
+            timeout = min(req.timeout_ms / 1000, self._max_timeout)
         try:
             with anyio.fail_after(timeout):
-                return await self._dispatch(op, palace, msg.get("args"), timeout)
+                return await self._dispatch(req.op, req.palace, req.args)
         except TimeoutError:
-            raise Timeout(f"{op} did not finish within {timeout:.1f}s",
-                          details={"op": op, "timeout_s": timeout}) from None
+            raise Timeout(f"{req.op} did not finish within {timeout:.1f}s",
+                          details={"op": req.op, "timeout_s": timeout}) from None
+
+
+class Gate:
+    """Admits connections to a ConnectionHandler.
+
+    Refuses peers of another uid (root excepted). Up to ``max_connections`` peers get a normal
+    slot; past that, up to ``reserve_connections`` more get a reserve slot that serves only
+    ``CONTROL_OPS``, so the owner can still see and stop a daemon whose slots are all taken;
+    anyone beyond is told BUSY and closed rather than let thousands of idle clients starve the
+    rest.
+    """
+
+    def __init__(self, handler: ConnectionHandler, max_connections: int,
+                 reserve_connections: int) -> None:
+        self._handler = handler
+        self._max = max_connections
+        self._max_reserve = reserve_connections
+        self.connections = 0  # normal slots in use
+        self.reserve_connections = 0  # control-only slots in use
+        self._uid = os.getuid()
+
+    async def __call__(self, stream: ByteStream) -> None:
+        """Serve one accepted connection to its end (never raises)."""
+        uid = peer_uid(stream)
+        if uid is not None and uid not in (self._uid, 0):
+            log.warning("refused a connection from uid %s", uid)
+            await stream.aclose()
+            return
+        reserve = self.connections >= self._max
+        if reserve and self.reserve_connections >= self._max_reserve:
+            with contextlib.suppress(Exception), anyio.move_on_after(CLOSING_SEND_S):
+                await stream.send(encode_response(None, Busy(
+                    f"too many connections ({self.connections}); retry shortly")))
+            await stream.aclose()
+            return
+        if reserve:
+            self.reserve_connections += 1
+        else:
+            self.connections += 1
+        try:
+            await self._handler.serve(stream, control_only=reserve)
+        except Exception:
+            log.exception("connection handler crashed")
+        finally:
+            if reserve:
+                self.reserve_connections -= 1
+            else:
+                self.connections -= 1

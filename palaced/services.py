@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -18,9 +18,7 @@ from cachetools import LRUCache
 
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
-
-if TYPE_CHECKING:
-    from palaced.tokens import Tokenizer
+from palaced.tokens import Tokenizer
 
 
 @dataclass

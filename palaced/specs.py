@@ -1,9 +1,9 @@
-"""Op specs: every op's name and arguments (types, bounds, defaults), and their decoder.
+"""Op specs: every op's name, arguments (types, bounds, defaults), palace need and retry class.
 
-Leaf module (stdlib + the wire leaves ``errors`` and ``vocab``), importable by thin clients:
-this is the one definition of what each op accepts. The daemon validates requests with
-:func:`decode_args` against :data:`SPECS` before any handler runs (bad input is refused with
-INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
+Leaf module (stdlib + the wire leaves ``args``, ``errors`` and ``vocab``), importable by thin
+clients: this is the one definition of what each op accepts. The daemon validates requests
+with ``args.decode_args`` against :data:`SPECS` before any handler runs (bad input is refused
+with INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
 options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
 
 Retrying after a broken connection (``OpSpec.retry``, read by the client)
@@ -35,14 +35,13 @@ op declares its retry class in its spec (``retry`` has no default, so none can b
 from __future__ import annotations
 
 import enum
-import math
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, UnknownOp, quote
+from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
+from palaced.errors import MemoryNotFound, PalaceNotFound, UnknownOp, quote
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
@@ -57,43 +56,6 @@ from palaced.vocab import (
     MAX_VALUE_CHARS,
     STALE_DAYS,
 )
-
-# Structural bounds, applied by ``decode_args`` even where a spec names none: every integer
-# must fit SQLite's signed 64-bit INTEGER (apsw raises OverflowError beyond it), and no string
-# or list may be unbounded.
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
-MAX_ID = INT64_MAX  # drawer, fact and vector ids are positive SQLite rowids
-MAX_OFFSET = 1_000_000_000  # paging offsets: far beyond any palace, far below overflow
-DEFAULT_MAX_STR = 1_000  # characters of a string (or of each strlist item) without max_len
-DEFAULT_MAX_ITEMS = 1_000  # items of a list without max_len
-# For arguments a handler bounds with a configured limit and its own typed error (texts:
-# max_text_chars and TEXT_TOO_LARGE; batches: max_batch); the frame limit bounds them first.
-NO_LIMIT = 1 << 30
-MAX_TIME_CHARS = 64  # ISO 8601 times, epoch ms as digits and durations fit easily
-_FLOAT_MAX = sys.float_info.max
-_INT_KINDS = frozenset({"int", "str|int", "intlist", "any"})
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One accepted argument: its type(s), whether required, default and bounds.
-
-    ``min``/``max`` bound numbers (and each item of an intlist); ``max_len`` bounds the
-    characters of a string or the items of a list. The decoder narrows, never widens, its
-    structural bounds with them: integers always fit in INT64_MIN..INT64_MAX, floats are
-    always finite, strings default to DEFAULT_MAX_STR characters (strlist items too) and lists
-    to DEFAULT_MAX_ITEMS items.
-    """
-
-    kind: str  # "str" | "int" | "float" | "bool" | "strlist" | "intlist" | "any" | "list"
-    #            | "str|int" | "str|float"
-    required: bool = False
-    default: Any = None
-    min: float | None = None
-    max: float | None = None
-    max_len: int | None = None
-    help: str = ""  # one line for CLI --help and MCP schemas
 
 
 # -- retry classes (see the module docstring) -------------------------------------------------
@@ -139,150 +101,6 @@ class OpSpec:
     doc: str = ""
     read_only: bool = False
     retry: RetryRule = field(kw_only=True)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_finite(value: Any) -> bool:
-    if _is_int(value):
-        return bool(-_FLOAT_MAX <= value <= _FLOAT_MAX)  # math.isfinite(10**400) overflows
-    return isinstance(value, float) and math.isfinite(value)
-
-
-def _type_ok(kind: str, value: Any) -> bool:
-    if kind == "any":
-        return True
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "int":
-        return _is_int(value)
-    if kind == "float":
-        return _is_finite(value)
-    if kind == "strlist":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    if kind == "intlist":
-        return isinstance(value, list) and all(_is_int(v) for v in value)
-    if kind == "list":
-        return isinstance(value, list)
-    if kind == "str|float":
-        return isinstance(value, str) or _is_finite(value)
-    if kind == "str|int":
-        return isinstance(value, str) or _is_int(value)
-    return False
-
-
-def _bounds(spec: Arg, value: int | float) -> tuple[float | None, float | None]:
-    """The effective (low, high) bounds of a number: the spec's, within the structural ones."""
-    lo, hi = spec.min, spec.max
-    if _is_int(value) and spec.kind in _INT_KINDS:
-        lo = INT64_MIN if lo is None else max(lo, INT64_MIN)
-        hi = INT64_MAX if hi is None else min(hi, INT64_MAX)
-    return lo, hi
-
-
-def _in_range(value: int | float, lo: float | None, hi: float | None) -> bool:
-    return (lo is None or value >= lo) and (hi is None or value <= hi)
-
-
-def range_text(lo: float | None, hi: float | None) -> str:
-    """``between 1 and 9``, ``at least 1``, ``at most 9`` (or ``any number``)."""
-    if lo is not None and hi is not None:
-        return f"between {lo} and {hi}"
-    if lo is not None:
-        return f"at least {lo}"
-    if hi is not None:
-        return f"at most {hi}"
-    return "any number"
-
-
-def _arg_name(key: Any) -> str:
-    return key if isinstance(key, str) and len(key) <= 80 else quote(key, 80)
-
-
-def decode_args(op: OpSpec, raw: Any) -> dict[str, Any]:
-    """Validate ``raw`` against the op's spec; returns the args with defaults filled in.
-
-    Every number, string and list is bounded (see ``Arg``), so no argument that passes can
-    overflow SQLite's integers or grow without limit.
-
-    Raises:
-        InvalidArgs: not a map, unknown keys, missing keys, wrong types or out of bounds.
-    """
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise InvalidArgs("args must be a map", details={"op": op.name})
-    unknown = sorted(_arg_name(k) for k in raw if k not in op.args)
-    if unknown:
-        shown = unknown[:20] + ([f"… ({len(unknown)} in all)"] if len(unknown) > 20 else [])
-        raise InvalidArgs(
-            f"unknown argument(s) for {op.name}: {', '.join(shown)}; "
-            f"accepted: {', '.join(sorted(op.args)) or 'none'}",
-            details={"op": op.name, "unknown": shown, "accepted": sorted(op.args)},
-        )
-    out: dict[str, Any] = {}
-    for name, spec in op.args.items():
-        if name not in raw or raw[name] is None:
-            if spec.required:
-                raise InvalidArgs(f"{op.name}: missing required argument {name!r}",
-                                  details={"op": op.name, "missing": [name]})
-            out[name] = spec.default
-            continue
-        out[name] = _check_value(op, name, spec, raw[name])
-    return out
-
-
-def _check_value(op: OpSpec, name: str, spec: Arg, value: Any) -> Any:
-    """``value`` if it has the spec's type and lies within its bounds; else InvalidArgs."""
-    where = f"{op.name}: argument {name!r}"
-    if not _type_ok(spec.kind, value):
-        if isinstance(value, float) and not math.isfinite(value) and "float" in spec.kind:
-            raise InvalidArgs(f"{where} must be a finite number, got {value}",
-                              details={"op": op.name, "arg": name, "expected": spec.kind,
-                                       "got": repr(value)})
-        raise InvalidArgs(
-            f"{where} must be {spec.kind}, got {type(value).__name__}",
-            details={"op": op.name, "arg": name, "expected": spec.kind,
-                     "got": type(value).__name__},
-        )
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        lo, hi = _bounds(spec, value)
-        if not _in_range(value, lo, hi):
-            raise InvalidArgs(f"{where} must be {range_text(lo, hi)}, got {quote(value, 40)}",
-                              details={"op": op.name, "arg": name, "min": lo, "max": hi})
-    elif isinstance(value, str):
-        limit = DEFAULT_MAX_STR if spec.max_len is None else spec.max_len
-        if len(value) > limit:
-            raise InvalidArgs(f"{where} is longer than {limit} characters ({len(value)})",
-                              details={"op": op.name, "arg": name, "max_len": limit,
-                                       "len": len(value)})
-    elif isinstance(value, list):
-        limit = DEFAULT_MAX_ITEMS if spec.max_len is None else spec.max_len
-        if len(value) > limit:
-            raise InvalidArgs(f"{where} has more than {limit} items ({len(value)})",
-                              details={"op": op.name, "arg": name, "max_len": limit,
-                                       "len": len(value)})
-        for i, item in enumerate(value):
-            _check_item(op, name, spec, i, item)
-    return value
-
-
-def _check_item(op: OpSpec, name: str, spec: Arg, i: int, item: Any) -> None:
-    where = f"{op.name}: item {i} of argument {name!r}"
-    if spec.kind == "intlist":
-        lo, hi = _bounds(spec, item)
-        if not _in_range(item, lo, hi):
-            raise InvalidArgs(f"{where} must be {range_text(lo, hi)}, got {quote(item, 40)}",
-                              details={"op": op.name, "arg": name, "index": i,
-                                       "min": lo, "max": hi})
-    elif spec.kind == "strlist" and len(item) > DEFAULT_MAX_STR:
-        raise InvalidArgs(f"{where} is longer than {DEFAULT_MAX_STR} characters ({len(item)})",
-                          details={"op": op.name, "arg": name, "index": i,
-                                   "max_len": DEFAULT_MAX_STR, "len": len(item)})
 
 
 # -- the specs --------------------------------------------------------------------------------
@@ -459,14 +277,3 @@ def spec_of(name: Any) -> OpSpec:
         raise UnknownOp(f"unknown op {quote(name, 80)}",
                         details={"op": quote(name, 80), "known": sorted(SPECS)})
     return SPECS[name]
-
-
-def client_bounds(arg: Arg) -> tuple[float | None, float | None]:
-    """The ``(min, max)`` of ``arg`` as a client states it (CLI ranges, JSON Schemas).
-
-    A maximum at or beyond 2**53 is left out: it is a structural limit (``MAX_ID``, the int64
-    range that every integer has anyway) rather than a real one, and JSON clients cannot even
-    represent it exactly as a number. The daemon still enforces it.
-    """
-    hi = arg.max if arg.max is not None and arg.max < 2**53 else None
-    return arg.min, hi

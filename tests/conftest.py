@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from .inproc import InProcDaemon, inproc_daemon
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -86,6 +89,13 @@ class DaemonProc:
         from palace_client import Client
 
         return Client(self.socket, autostart=autostart, client_name="tests")
+
+    def connect(self) -> socket.socket:
+        """A raw socket connected to the daemon (no hello sent yet)."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(str(self.socket))
+        return s
 
     def cli(self, *args: str, input: str | None = None, check: bool = False
             ) -> subprocess.CompletedProcess[str]:
@@ -183,3 +193,16 @@ def keyword_daemon(home: Path) -> Iterator[DaemonProc]:
     d.start()
     yield d
     d.stop()
+
+
+@pytest.fixture(scope="module")
+def inproc() -> Iterator[InProcDaemon]:
+    """The daemon core in-process with the hashing embedder (see ``tests/inproc.py``), shared
+    by a module's tests (use distinct palaces): for op behaviour that needs no real model,
+    transport, auto-start, concurrency or crash."""
+    import shutil
+
+    path = short_home()
+    with inproc_daemon(path, tokenizer_file=TIKTOKEN_FILE) as d:
+        yield d
+    shutil.rmtree(path, ignore_errors=True)

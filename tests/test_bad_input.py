@@ -1,4 +1,8 @@
-"""Hostile and malformed input: typed errors, the daemon stays up, nothing changes."""
+"""Hostile and malformed input: typed errors, the daemon stays up, nothing changes.
+
+Runs against the in-process daemon core (``tests/inproc.py``): the real connection handler,
+decoders and handlers behind a socketpair.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from hypothesis import strategies as st
 from palaced import errors as E
 from palaced.protocol import HELLO_OP, frame, hello_args
 
-from .conftest import DaemonProc
+from .inproc import InProcDaemon
 
 PALACE = "hostile"
 
@@ -22,10 +26,8 @@ PALACE = "hostile"
 class Raw:
     """A raw socket speaking (or mis-speaking) the protocol."""
 
-    def __init__(self, path: Any, hello: bool = True) -> None:
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(10)
-        self.s.connect(str(path))
+    def __init__(self, sock: socket.socket, hello: bool = True) -> None:
+        self.s = sock
         if hello:
             reply = self.request({"id": 0, "op": HELLO_OP, "palace": None,
                                   "args": hello_args("raw", "0")})
@@ -71,66 +73,66 @@ class Raw:
 
 
 @pytest.fixture(scope="module")
-def target(shared_daemon: DaemonProc) -> DaemonProc:
-    with shared_daemon.client() as c:
+def target(inproc: InProcDaemon) -> InProcDaemon:
+    with inproc.client() as c:
         c.create_palace(PALACE, exist_ok=True)
         c.remember(PALACE, "baseline drawer about the staging database")
-    return shared_daemon
+    return inproc
 
 
-def snapshot(d: DaemonProc) -> tuple[int, int, list[str]]:
+def snapshot(d: InProcDaemon) -> tuple[int, int, list[str]]:
     with d.client() as c:
         info = c.palace_info(PALACE)
         names = [p["name"] for p in c.list_palaces()]
     return info["drawers"], info["vectors"], names
 
 
-def assert_alive_and_unchanged(d: DaemonProc, before: tuple[int, int, list[str]]) -> None:
+def assert_alive_and_unchanged(d: InProcDaemon, before: tuple[int, int, list[str]]) -> None:
     assert snapshot(d) == before
 
 
-def test_malformed_frames(target: DaemonProc) -> None:
+def test_malformed_frames(target: InProcDaemon) -> None:
     before = snapshot(target)
     # Garbage body inside a valid frame.
-    r = Raw(target.socket)
+    r = Raw(target.connect())
     r.send_bytes(struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1")
     reply = r.read()
     assert reply is not None and reply["error"]["name"] == "BAD_FRAME"
     r.close()
     # Oversize length prefix: refused before reading the body, then closed.
-    r = Raw(target.socket)
+    r = Raw(target.connect())
     r.send_bytes(struct.pack(">I", 0xFFFFFFF0))
     reply = r.read()
     assert reply is not None and reply["error"]["code"] == 101
     assert r.closed_by_peer()
     r.close()
     # A valid msgpack value that is not a request map.
-    r = Raw(target.socket)
+    r = Raw(target.connect())
     for body in ([1, 2, 3], "op", {"id": 1}, {"id": True, "op": "daemon.status"},
                  {"id": 1, "op": "daemon.status", "bogus": 1}):
         reply = r.request(body)
         assert reply["ok"] is False and reply["error"]["code"] == 100, body
     r.close()
     # No handshake first.
-    r = Raw(target.socket, hello=False)
+    r = Raw(target.connect(), hello=False)
     reply = r.request({"id": 1, "op": "daemon.status", "palace": None, "args": {}})
     assert reply["error"]["name"] == "HANDSHAKE_REQUIRED"
     r.close()
     # Wrong protocol version.
-    r = Raw(target.socket, hello=False)
+    r = Raw(target.connect(), hello=False)
     reply = r.request({"id": 1, "op": HELLO_OP, "args": {"protocol": 99}})
     assert reply["error"]["name"] == "UNSUPPORTED_PROTOCOL"
     r.close()
     # Truncated frame then hang-up: the daemon just drops the connection.
-    r = Raw(target.socket)
+    r = Raw(target.connect())
     r.send_bytes(struct.pack(">I", 100) + b"\x80")
     r.close()
     assert_alive_and_unchanged(target, before)
 
 
-def test_ops_and_args_refused(target: DaemonProc) -> None:
+def test_ops_and_args_refused(target: InProcDaemon) -> None:
     before = snapshot(target)
-    r = Raw(target.socket)
+    r = Raw(target.connect())
 
     def call(op: str, palace: Any, args: Any) -> dict[str, Any]:
         return r.request({"id": 7, "op": op, "palace": palace, "args": args})
@@ -161,7 +163,7 @@ def test_ops_and_args_refused(target: DaemonProc) -> None:
     assert_alive_and_unchanged(target, before)
 
 
-def test_content_limits_and_fts_syntax(target: DaemonProc) -> None:
+def test_content_limits_and_fts_syntax(target: InProcDaemon) -> None:
     before = snapshot(target)
     with target.client() as c:
         with pytest.raises(E.InvalidContent):
@@ -205,10 +207,10 @@ msgpack_values = st.recursive(
        palace=st.one_of(st.none(), st.just(PALACE), st.text(max_size=12),
                         st.integers(min_value=-(2**63), max_value=2**64 - 1)),
        args=msgpack_values)
-def test_fuzzed_requests_get_typed_errors(target: DaemonProc, op: str, palace: Any,
+def test_fuzzed_requests_get_typed_errors(target: InProcDaemon, op: str, palace: Any,
                                           args: Any) -> None:
     before = snapshot(target)
-    r = Raw(target.socket)
+    r = Raw(target.connect())
     try:
         reply = r.request({"id": 1, "op": op, "palace": palace, "args": args})
     finally:

@@ -2,16 +2,15 @@
 
 Out-of-range ids, offsets, durations and times get INVALID_ARGS (never INTERNAL) and change
 nothing; an error quotes at most a short excerpt of a bad value, so a huge one can neither
-blow up the message nor make the reply too large to send.
+blow up the message nor make the reply too large to send. Requests go to the in-process
+daemon core (``tests/inproc.py``).
 """
 
 from __future__ import annotations
 
 import math
-import shutil
 import socket
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -19,14 +18,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from palaced import args as A
 from palaced import errors as E
 from palaced import specs
-from palaced.ops import parse_ttl
+from palaced.ops.fields import parse_ttl
 from palaced.protocol import HELLO_OP, frame, hello_args
 from palaced.specs import MAX_TTL_S
 from palaced.timeparse import parse_when
 
-from .conftest import DaemonProc, base_env, short_home
+from .inproc import InProcDaemon
 
 PALACE = "bounds"
 I63 = 2**63
@@ -35,23 +35,18 @@ TEXT = "The staging database runs on port 5433"
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[DaemonProc]:
-    """One keyword-only daemon holding a palace with a drawer and a fact."""
-    home = short_home()
-    d = DaemonProc(home, base_env(home, model=False))
-    d.start()
-    with d.client() as c:
+def target(inproc: InProcDaemon) -> InProcDaemon:
+    """The in-process daemon core holding a palace with a drawer and a fact."""
+    with inproc.client() as c:
         c.create_palace(PALACE)
         drawer = c.remember(PALACE, TEXT)
         c.call("graph.assert", PALACE, {"subject": "staging", "predicate": "port",
                                         "object": "5433", "literal": True,
                                         "source_drawer": drawer})
-    yield d
-    d.stop()
-    shutil.rmtree(home, ignore_errors=True)
+    return inproc
 
 
-def snapshot(d: DaemonProc) -> tuple[Any, ...]:
+def snapshot(d: InProcDaemon) -> tuple[Any, ...]:
     """Everything a refused request could have changed."""
     with d.client() as c:
         info = c.palace_info(PALACE)
@@ -101,7 +96,7 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("op", "args"), HOSTILE,
                          ids=[f"{op}-{next(iter(a.items()))[0]}-{i}"
                               for i, (op, a) in enumerate(HOSTILE)])
-def test_out_of_range_values_are_invalid_args(target: DaemonProc, op: str,
+def test_out_of_range_values_are_invalid_args(target: InProcDaemon, op: str,
                                               args: dict[str, Any]) -> None:
     before = snapshot(target)
     with target.client() as c, pytest.raises(E.PalaceError) as err:
@@ -111,7 +106,7 @@ def test_out_of_range_values_are_invalid_args(target: DaemonProc, op: str,
     assert snapshot(target) == before
 
 
-def test_range_messages_and_largest_values(target: DaemonProc) -> None:
+def test_range_messages_and_largest_values(target: InProcDaemon) -> None:
     with target.client() as c:
         with pytest.raises(E.InvalidArgs) as err:
             c.call("memory.get", PALACE, {"id": I63})
@@ -127,17 +122,16 @@ def test_range_messages_and_largest_values(target: DaemonProc) -> None:
             c.call("memory.get", PALACE, {"id": I63 - 1})
         with pytest.raises(E.FactNotFound):
             c.call("graph.invalidate", PALACE, {"id": I63 - 1})
-        out = c.call("memory.list", PALACE, {"offset": specs.MAX_OFFSET})
+        out = c.call("memory.list", PALACE, {"offset": A.MAX_OFFSET})
         assert out["drawers"] == [] and out["next_offset"] is None
     assert snapshot(target) == before
 
 
 # -- error texts stay small ------------------------------------------------------------------
-def _raw_reply(d: DaemonProc, requests: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+def _raw_reply(d: InProcDaemon, requests: list[dict[str, Any]]
+               ) -> tuple[dict[str, Any], int]:
     """Send raw requests on one connection; the last reply and its size in bytes."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(30)
-    s.connect(str(d.socket))
+    s = d.connect()
     try:
         body = b""
         for req in requests:
@@ -166,7 +160,7 @@ HELLO = {"id": 0, "op": HELLO_OP, "palace": None, "args": hello_args("tests", "0
 
 @pytest.mark.parametrize("size", [2_500_000, 7_000_000])
 @pytest.mark.parametrize("arg", ["occurred_at", "expires_at", "importance", "unknown-key"])
-def test_huge_bad_value_gives_a_small_error(target: DaemonProc, arg: str, size: int) -> None:
+def test_huge_bad_value_gives_a_small_error(target: InProcDaemon, arg: str, size: int) -> None:
     before = snapshot(target)
     big = "x" * size
     args: dict[str, Any] = {"text": "a drawer with a bad field"}
@@ -184,7 +178,7 @@ def test_huge_bad_value_gives_a_small_error(target: DaemonProc, arg: str, size: 
     assert snapshot(target) == before
 
 
-def test_huge_hello_value_gives_a_small_error(target: DaemonProc) -> None:
+def test_huge_hello_value_gives_a_small_error(target: InProcDaemon) -> None:
     # The handshake echoes the protocol it was asked for: the central cap bounds it.
     reply, nbytes = _raw_reply(target, [{"id": 0, "op": HELLO_OP, "palace": None,
                                          "args": {"protocol": "9" * 2_500_000}}])
@@ -254,26 +248,26 @@ def test_parse_when_refuses_long_input(value: str) -> None:
 
 
 # -- the decoder --------------------------------------------------------------------------------
-def _op(**args: specs.Arg) -> specs.OpSpec:
+def _op(**args: A.Arg) -> specs.OpSpec:
     return specs.OpSpec("t.op", dict(args), retry=specs.NEVER)
 
 
 def _refused(op: specs.OpSpec, raw: dict[str, Any]) -> str:
     with pytest.raises(E.InvalidArgs) as err:
-        specs.decode_args(op, raw)
+        A.decode_args(op, raw)
     return err.value.message
 
 
 def test_decoder_applies_structural_bounds() -> None:
-    op = _op(n=specs.Arg("int"), f=specs.Arg("float"), s=specs.Arg("str"), t=specs.Arg("str|int"),
-             tags=specs.Arg("strlist"), ids=specs.Arg("intlist"), items=specs.Arg("list"),
-             w=specs.Arg("str|float"))
-    assert specs.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
+    op = _op(n=A.Arg("int"), f=A.Arg("float"), s=A.Arg("str"), t=A.Arg("str|int"),
+             tags=A.Arg("strlist"), ids=A.Arg("intlist"), items=A.Arg("list"),
+             w=A.Arg("str|float"))
+    assert A.decode_args(op, {"n": I63 - 1, "t": -I63})["n"] == I63 - 1
     for raw in ({"n": I63}, {"n": -I63 - 1}, {"t": U64}, {"ids": [1, I63]},
-                {"s": "x" * (specs.DEFAULT_MAX_STR + 1)}, {"t": "x" * (specs.DEFAULT_MAX_STR + 1)},
-                {"tags": ["x" * (specs.DEFAULT_MAX_STR + 1)]},
-                {"tags": ["x"] * (specs.DEFAULT_MAX_ITEMS + 1)},
-                {"items": [{}] * (specs.DEFAULT_MAX_ITEMS + 1)},
+                {"s": "x" * (A.DEFAULT_MAX_STR + 1)}, {"t": "x" * (A.DEFAULT_MAX_STR + 1)},
+                {"tags": ["x" * (A.DEFAULT_MAX_STR + 1)]},
+                {"tags": ["x"] * (A.DEFAULT_MAX_ITEMS + 1)},
+                {"items": [{}] * (A.DEFAULT_MAX_ITEMS + 1)},
                 {"f": 10**400}, {"w": 10**400}, {"f": math.inf}, {"w": -math.inf},
                 {"f": math.nan}):
         msg = _refused(op, raw)
@@ -281,8 +275,8 @@ def test_decoder_applies_structural_bounds() -> None:
 
 
 def test_decoder_range_messages_have_no_open_none() -> None:
-    op = _op(lo=specs.Arg("float", min=0.0), hi=specs.Arg("float", max=1.0),
-             both=specs.Arg("int", min=1, max=9), ids=specs.Arg("intlist", min=1))
+    op = _op(lo=A.Arg("float", min=0.0), hi=A.Arg("float", max=1.0),
+             both=A.Arg("int", min=1, max=9), ids=A.Arg("intlist", min=1))
     assert "at least 0.0" in _refused(op, {"lo": -1.0})
     assert "at most 1.0" in _refused(op, {"hi": 2})
     assert "between 1 and 9" in _refused(op, {"both": 10})
@@ -292,11 +286,11 @@ def test_decoder_range_messages_have_no_open_none() -> None:
 
 
 def test_unknown_argument_names_are_quoted() -> None:
-    op = _op(a=specs.Arg("int"))
+    op = _op(a=A.Arg("int"))
     msg = _refused(op, {"k" * 2_500_000: 1, 5: 2, b"raw": 3})
     assert len(msg) <= 500
     with pytest.raises(E.InvalidArgs) as err:
-        specs.decode_args(op, {f"k{i}": i for i in range(10_000)})
+        A.decode_args(op, {f"k{i}": i for i in range(10_000)})
     assert len(err.value.message) <= 1_000
     assert len(err.value.details["unknown"]) <= 21
 
@@ -317,13 +311,13 @@ def test_decoder_never_lets_out_of_range_values_through(where: tuple[specs.OpSpe
     raw = {n: SAMPLE[a.kind] for n, a in op.args.items() if a.required}
     raw[name] = value
     try:
-        out = specs.decode_args(op, raw)[name]
+        out = A.decode_args(op, raw)[name]
     except E.InvalidArgs as exc:
         assert len(exc.to_wire()["message"]) <= 1_000
         return
     spec = op.args[name]
     if isinstance(out, int) and not isinstance(out, bool):
-        assert specs.INT64_MIN <= out <= specs.INT64_MAX or "float" in spec.kind
+        assert A.INT64_MIN <= out <= A.INT64_MAX or "float" in spec.kind
         assert spec.min is None or out >= spec.min
         assert spec.max is None or out <= spec.max
     elif isinstance(out, float):
@@ -331,8 +325,8 @@ def test_decoder_never_lets_out_of_range_values_through(where: tuple[specs.OpSpe
         assert spec.min is None or out >= spec.min
         assert spec.max is None or out <= spec.max
     elif isinstance(out, str):
-        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_STR)
+        assert len(out) <= (spec.max_len or A.DEFAULT_MAX_STR)
     elif isinstance(out, list):
-        assert len(out) <= (spec.max_len or specs.DEFAULT_MAX_ITEMS)
+        assert len(out) <= (spec.max_len or A.DEFAULT_MAX_ITEMS)
         if spec.kind == "intlist":
-            assert all(specs.INT64_MIN <= i <= specs.INT64_MAX for i in out)
+            assert all(A.INT64_MIN <= i <= A.INT64_MAX for i in out)

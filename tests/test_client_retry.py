@@ -222,6 +222,7 @@ def test_a_second_hello_is_answered(keyword_daemon: DaemonProc) -> None:
 async def test_reembed_while_the_model_loads_says_so(tmp_path: Path) -> None:
     from palaced import config as config_mod
     from palaced.daemon import Daemon
+    from palaced.ops.table import dispatch
     from palaced.paths import Paths
 
     paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
@@ -231,14 +232,14 @@ async def test_reembed_while_the_model_loads_says_so(tmp_path: Path) -> None:
     paths.palaces_dir.mkdir(parents=True)
     try:
         assert d.services.model.state == "loading"  # the loader task is not running
-        await d.dispatch("palace.create", "p", {}, None)
+        await dispatch(d.ctx, "palace.create", "p", {})
         with pytest.raises(E.EmbedderUnavailable) as info:
-            await d.dispatch("palace.reembed", "p", {}, None)
+            await dispatch(d.ctx, "palace.reembed", "p", {})
         assert "still loading" in info.value.message and "None" not in info.value.message
         assert info.value.retryable
         d.services.model.state = "unavailable"
         d.services.model.reason = "the model files are missing"
         with pytest.raises(E.EmbedderUnavailable, match="the model files are missing"):
-            await d.dispatch("palace.reembed", "p", {}, None)
+            await dispatch(d.ctx, "palace.reembed", "p", {})
     finally:
         await d.registry.aclose()

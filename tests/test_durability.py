@@ -99,7 +99,7 @@ def test_kill_9_keeps_acknowledged_writes_and_index_recovers(home: Path, damage:
         ids = c.remember_many("crash", [{"text": f"durable fact number {i} about otters"}
                                         for i in range(40)])
         ids.append(c.remember("crash", "the last acknowledged write before the crash"))
-        # Let the checkpointer save an index file first, then write more after it.
+        # Let the scheduler save an index file first, then write more after it.
         deadline = time.monotonic() + 20
         index_file = home / "palaces" / "crash" / "index.usearch"
         while not index_file.exists() and time.monotonic() < deadline:

@@ -1,5 +1,6 @@
 """Knowledge graph and memory lifecycle wiring (issue 5): ops, client API and CLI against a
-real daemon, plus decay/prune/sweep over an in-process Palace with a controllable clock."""
+real daemon or the in-process daemon core, plus decay/prune/sweep over an in-process Palace
+with a controllable clock."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from palaced.store import memories as m
 from palaced.timeparse import parse_when
 
 from .conftest import DaemonProc
+from .inproc import InProcDaemon
 
 
 def _name(prefix: str) -> str:
@@ -40,9 +42,9 @@ def _room(report: dict[str, Any], room: str) -> dict[str, Any]:
 
 
 # -- facts over time --------------------------------------------------------------------------
-def test_facts_over_time_through_the_client(shared_daemon: DaemonProc) -> None:
+def test_facts_over_time_through_the_client(inproc: InProcDaemon) -> None:
     name = _name("kg-time")
-    with shared_daemon.client() as c:
+    with inproc.client() as c:
         c.create_palace(name)
         paris = c.kg_assert(name, "Alice", "lives in", "Paris", valid_from="2020-01-01")
         assert paris["predicate"] == "lives_in" and paris["active"] is True
@@ -313,11 +315,11 @@ def test_consolidation_keeps_every_source(shared_daemon: DaemonProc) -> None:
         assert all(c.get(name, i)["consolidated_into"] == out["summary_id"] for i in loose)
 
 
-def test_forgetting_a_summary_frees_its_sources(shared_daemon: DaemonProc) -> None:
+def test_forgetting_a_summary_frees_its_sources(inproc: InProcDaemon) -> None:
     # Regression: forget used its own deletion path, which left the sources'
     # consolidated_into pointing at the deleted summary, so the room could never be
     # consolidated again and the sources could never be pruned.
-    d = shared_daemon
+    d = inproc
     name = _name("unconsol")
     with d.client() as c:
         c.create_palace(name)

@@ -1,13 +1,15 @@
-"""Progressive recall through a real daemon: L1 cache, chunking, closets narrowing L2."""
+"""Progressive recall through the in-process daemon core (``tests/inproc.py``): L1 cache,
+closets narrowing L2, budgets. (Chunked long drawers found by meaning need the real model:
+``test_roundtrip.py``.)"""
 
 from __future__ import annotations
 
 import uuid
 
-from .conftest import DaemonProc
+from .inproc import InProcDaemon
 
 
-def _palace(d: DaemonProc) -> str:
+def _palace(d: InProcDaemon) -> str:
     name = f"prog-{uuid.uuid4().hex[:8]}"
     with d.client() as c:
         c.create_palace(name)
@@ -18,8 +20,8 @@ def _section(res: dict, level: int) -> list:  # type: ignore[type-arg]
     return [s for s in res["sections"] if s["level"] == level]
 
 
-def test_l1_essential_cache_is_invalidated_by_writes(shared_daemon: DaemonProc) -> None:
-    d = shared_daemon
+def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon) -> None:
+    d = inproc
     name = _palace(d)
     with d.client() as c:
         low = c.remember(name, "Lunch menu rotates weekly", importance="low")
@@ -41,29 +43,8 @@ def test_l1_essential_cache_is_invalidated_by_writes(shared_daemon: DaemonProc) 
         assert third["tokens_used"] <= 500 and third["tokenizer"]["name"] == "cl100k_base"
 
 
-def test_long_drawer_is_found_by_text_near_its_end(shared_daemon: DaemonProc) -> None:
-    d = shared_daemon
-    name = _palace(d)
-    filler = " ".join(
-        f"Paragraph {i} of the onboarding guide covers office hours, badge access and "
-        f"the coffee machine on floor {i % 5}." for i in range(60))
-    tail = ("Finally, the disaster recovery drill restores the primary cluster from "
-            "cold storage in another continent.")
-    with d.client() as c:
-        long_id = c.remember(name, filler + " " + tail, room="docs")
-        info = c.palace_info(name)
-        assert info["vectors"] > 1  # chunked: one vector per window
-        for i in range(5):
-            c.remember(name, f"Short note {i} about team lunches and birthdays", room="misc")
-        # A paraphrase of the last sentence only (semantic, not lexical).
-        res = c.recall_ex(name, "how do we rebuild the main database cluster after a "
-                                "catastrophe?", top_k=3)
-        assert res["results"][0]["id"] == long_id
-        assert res["results"][0]["vector"] is not None
-
-
-def test_closets_narrow_l2(shared_daemon: DaemonProc) -> None:
-    d = shared_daemon
+def test_closets_narrow_l2(inproc: InProcDaemon) -> None:
+    d = inproc
     name = _palace(d)
     with d.client() as c:
         kafka = c.remember(name, "KafkaConsumer lag alerts page the data team", room="alerts")
@@ -86,8 +67,8 @@ def test_closets_narrow_l2(shared_daemon: DaemonProc) -> None:
         assert rooms == {"people"}
 
 
-def test_budget_never_exceeded_and_l0_kept(shared_daemon: DaemonProc) -> None:
-    d = shared_daemon
+def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon) -> None:
+    d = inproc
     name = _palace(d)
     with d.client() as c:
         c.remember_many(name, [{"text": f"fact number {i} about the release train " * 5}
@@ -103,10 +84,10 @@ def test_budget_never_exceeded_and_l0_kept(shared_daemon: DaemonProc) -> None:
         assert len(ids) == len(set(ids))
 
 
-def test_ids_are_never_reused_and_cached_l1_drops_expired(shared_daemon: DaemonProc) -> None:
+def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon) -> None:
     import time
 
-    d = shared_daemon
+    d = inproc
     name = _palace(d)
     with d.client() as c:
         c.remember(name, "first memory about kites")

@@ -1,5 +1,5 @@
 """Recovery from storage trouble: failed opens, damaged palace directories, hostile identity
-files, corrupt and read-only storage, and a checkpointer that fails on every tick.
+files, corrupt and read-only storage, and a scheduler whose checkpoint fails on every run.
 
 Read-only storage: the tests run as root (here and in CI), and root ignores permission bits,
 so ``chmod`` cannot make a palace read-only for it; an unprivileged uid cannot run the
@@ -287,22 +287,23 @@ def test_read_only_palace_storage_is_a_clear_storage_error_and_recovers(home: Pa
 
 
 @pytest.mark.anyio
-async def test_checkpointer_logs_a_persistent_failure_once_per_condition(
+async def test_scheduler_logs_a_persistent_checkpoint_failure_once_per_condition(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A mount that turns read-only under a running daemon cannot be reproduced literally:
-    the real checkpointer runs against a real palace whose WAL checkpoint fails the way it
+    the real scheduler runs against a real palace whose WAL checkpoint fails the way it
     fails on such a mount, then on a full disk, then works again."""
     from palaced import config as config_mod
     from palaced import daemon as daemon_mod
+    from palaced import scheduler as scheduler_mod
     from palaced.paths import resolve
 
     monkeypatch.setenv("PALACE_HOME", str(tmp_path))
     monkeypatch.setenv("PALACE_EMBED_MODEL", "none")
-    monkeypatch.setattr(daemon_mod, "TICK_S", 0.005)
+    monkeypatch.setattr(scheduler_mod, "RETRY_S", 0.005)
     dmn = daemon_mod.Daemon(config_mod.load(resolve()))
     palace = await dmn.registry.create("tick")
-    palace.index_stale = True  # asks the checkpointer to work on every tick
+    palace.index_stale = True  # asks the scheduler to checkpoint on every run
     real_checkpoint = palace.store.checkpoint
     failure: list[int | None] = [errno.EROFS]
     calls = [0]
@@ -321,13 +322,13 @@ async def test_checkpointer_logs_a_persistent_failure_once_per_condition(
     async def ticks(n: int) -> None:
         start = calls[0]
         with anyio.fail_after(10):
-            while calls[0] < start + n:  # noqa: ASYNC110 - the checkpointer is the driver
+            while calls[0] < start + n:  # noqa: ASYNC110 - the scheduler is the driver
                 await anyio.sleep(0.005)
 
     caplog.set_level(logging.DEBUG, logger="palaced")
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(dmn._checkpointer)
+            tg.start_soon(dmn.scheduler.run)
             await ticks(20)  # read-only, tick after tick
             failure[0] = errno.ENOSPC
             await ticks(20)  # then the disk is full

@@ -104,6 +104,29 @@ def test_recall_semantic_lexical_and_filters(
         assert res == []
 
 
+def test_long_drawer_is_found_by_text_near_its_end(shared_daemon: DaemonProc) -> None:
+    """A long drawer is chunked (one vector per window) and found by the meaning of its end."""
+    d = shared_daemon
+    name = "rt-long"
+    filler = " ".join(
+        f"Paragraph {i} of the onboarding guide covers office hours, badge access and "
+        f"the coffee machine on floor {i % 5}." for i in range(60))
+    tail = ("Finally, the disaster recovery drill restores the primary cluster from "
+            "cold storage in another continent.")
+    with d.client() as c:
+        c.create_palace(name)
+        long_id = c.remember(name, filler + " " + tail, room="docs")
+        info = c.palace_info(name)
+        assert info["vectors"] > 1  # chunked: one vector per window
+        for i in range(5):
+            c.remember(name, f"Short note {i} about team lunches and birthdays", room="misc")
+        # A paraphrase of the last sentence only (semantic, not lexical).
+        res = c.recall_ex(name, "how do we rebuild the main database cluster after a "
+                                "catastrophe?", top_k=3)
+        assert res["results"][0]["id"] == long_id
+        assert res["results"][0]["vector"] is not None
+
+
 def test_cli_round_trip(shared_daemon: DaemonProc) -> None:
     d = shared_daemon
     r = d.cli("create", "cli-work", "--json", check=True)

@@ -25,15 +25,8 @@ from palace_client.cli import app
 from palace_client.client import Client
 from palace_client.mcp.schema import ToolSpec, op_property
 from palace_client.mcp.tools import TOOLS
-from palaced.specs import (
-    DEFAULT_MAX_ITEMS,
-    DEFAULT_MAX_STR,
-    MAX_BUDGET,
-    MAX_TOP_K,
-    NO_LIMIT,
-    SPECS,
-    Arg,
-)
+from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
+from palaced.specs import MAX_BUDGET, MAX_TOP_K, SPECS
 from palaced.vocab import MAX_DEPTH, TYPED_RELATIONS
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them

@@ -23,7 +23,8 @@ import click
 import typer
 
 from palaced import errors as E
-from palaced.specs import SPECS, Arg, client_bounds
+from palaced.args import Arg, client_bounds
+from palaced.specs import SPECS
 
 if TYPE_CHECKING:
     from palace_client.client import Client

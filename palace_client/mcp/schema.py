@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from palaced.specs import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, SPECS, client_bounds
+from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, client_bounds
+from palaced.specs import SPECS
 
 # Op argument kinds as JSON Schema types (union kinds must be narrowed to one member first).
 JSON_TYPES: dict[str, str] = {"str": "string", "int": "integer", "float": "number",

@@ -1,0 +1,46 @@
+"""Handlers of the daemon ops: ``daemon.status`` and ``daemon.stop``."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from palaced import __version__
+from palaced.ops.context import OpContext
+
+TIGHTENED_SHOWN = 20  # status lists this many tightened paths; the log has them all
+
+
+async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    palaces = []
+    for name in ctx.registry.names():
+        try:
+            info = await ctx.registry.peek(name)
+            info.pop("rooms", None)
+            info.pop("identity", None)
+            palaces.append(info)
+        except Exception as exc:  # one broken palace must not hide the others
+            palaces.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
+    tok = ctx.services.tokenizer
+    return {
+        "version": __version__,
+        "pid": os.getpid(),
+        "uptime_s": round(time.monotonic() - ctx.started, 3),
+        "socket": str(ctx.config.paths.socket),
+        "data_dir": str(ctx.config.paths.data_dir),
+        "log_file": str(ctx.config.paths.log_file),
+        "model": ctx.services.model.as_dict(),
+        "mode": "hybrid" if ctx.services.model.ready else "keyword-only",
+        "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
+        "connections": ctx.connections(),
+        "palaces": palaces,
+        # Permissions this run tightened at start: shown for the whole run, empty from the
+        # next start on since there is then nothing left to tighten.
+        "tightened": {"count": len(ctx.tightened), "paths": ctx.tightened[:TIGHTENED_SHOWN]},
+    }
+
+
+async def op_stop(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    ctx.request_stop()
+    return {"stopping": True}

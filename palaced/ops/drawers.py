@@ -1,0 +1,96 @@
+"""Handlers of the drawer ops: remember, remember_many, recall, wake_up, get, forget, list."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+import anyio.to_thread
+
+from palaced.args import decode_args
+from palaced.errors import InvalidArgs, PalaceError
+from palaced.ops.context import OpContext
+from palaced.ops.fields import check_query, drawer_from_args, filters_from_args, need_palace
+from palaced.palace import RecallRequest
+from palaced.specs import REMEMBER_MANY_ITEM
+from palaced.store import memories as m
+
+
+async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                      ) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    now = int(time.time() * 1000)
+    limit = ctx.config.limits.max_text_chars
+    # Topic extraction of a long text takes up to ~150 ms: keep it off the event loop.
+    new = await anyio.to_thread.run_sync(lambda: drawer_from_args(limit, args, now))
+    # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
+    # into the old drawer would lose it, so dedup defaults off then.
+    dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
+    return await p.remember(new, dedup=bool(dedup))
+
+
+async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    name = need_palace(palace)
+    items = args["items"]
+    limits = ctx.config.limits
+    if len(items) > limits.max_batch:
+        raise InvalidArgs(f"at most {limits.max_batch} items per batch",
+                          details={"items": len(items)})
+    now = int(time.time() * 1000)
+
+    def validate() -> list[m.NewDrawer]:
+        drawers = []
+        for i, raw in enumerate(items):
+            try:
+                drawers.append(drawer_from_args(limits.max_text_chars,
+                                                decode_args(REMEMBER_MANY_ITEM, raw), now))
+            except PalaceError as exc:
+                exc.details["index"] = i
+                exc.message = f"item {i}: {exc.message}"
+                exc.args = (exc.message,)
+                raise
+        return drawers
+
+    # Topic extraction of thousands of items would stall the event loop: do it in a thread.
+    drawers = await anyio.to_thread.run_sync(validate)
+    p = await ctx.registry.get(name)
+    return await p.remember_many(drawers, dedup=bool(args["dedup"]))
+
+
+async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    query = check_query(args["query"])
+    levels = tuple(sorted(set(args["levels"])))
+    if not levels or any(lv not in (0, 1, 2, 3) for lv in levels):
+        raise InvalidArgs("levels must be a non-empty subset of 0, 1, 2, 3",
+                          details={"arg": "levels", "value": args["levels"]})
+    filters = filters_from_args(args)
+    if args["include_superseded"]:
+        filters = replace(filters, include_superseded=True)
+    req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
+                        budget=int(args["budget"]), deep=bool(args["deep"]))
+    return await p.recall(req)
+
+
+async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                     ) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    return await p.wake_up(int(args["budget"]))
+
+
+async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    return {"drawer": await p.get(int(args["id"]))}
+
+
+async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    await p.forget(int(args["id"]))
+    return {"id": args["id"], "forgotten": True}
+
+
+async def op_list(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    return await p.list_drawers(filters_from_args(args), int(args["limit"]), int(args["offset"]))

@@ -1,0 +1,161 @@
+"""Field checks shared by op handlers: what the generic decoder (``palaced.args``) cannot
+check (labels, texts, durations, times), and the drawer and filter values built from them.
+
+Every failure is a typed PalaceError (INVALID_ARGS, INVALID_CONTENT or TEXT_TOO_LARGE).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from palaced.args import MAX_TIME_CHARS
+from palaced.closets import extract_topics
+from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, quote
+from palaced.lifecycle import parse_importance
+from palaced.registry import validate_name
+from palaced.specs import MAX_TTL_S
+from palaced.store import memories as m
+from palaced.timeparse import parse_when
+from palaced.vocab import MAX_FIELD_CHARS
+
+
+def check_label(value: str | None, what: str) -> str | None:
+    """Wing/room/tag/source labels: non-empty, no control characters, at most MAX_FIELD_CHARS.
+
+    Raises:
+        InvalidArgs: the label is empty or contains control characters.
+    """
+    if value is None:
+        return None
+    stripped = value.strip()
+    if not stripped or len(stripped) > MAX_FIELD_CHARS or any(ord(ch) < 32 for ch in stripped):
+        raise InvalidArgs(f"{what} must be 1-{MAX_FIELD_CHARS} printable characters",
+                          details={"arg": what, "value": value[:80]})
+    return stripped
+
+
+def check_text(text: str, limit: int) -> str:
+    """Normalise a drawer text and enforce the size limit.
+
+    Raises:
+        InvalidContent: empty or contains NUL bytes.
+        TextTooLarge: longer than ``limit`` characters.
+    """
+    if "\x00" in text:
+        raise InvalidContent("text contains NUL bytes", details={"arg": "text"})
+    if len(text) > limit:
+        raise TextTooLarge(f"text of {len(text)} characters exceeds the {limit} limit",
+                           details={"size": len(text), "limit": limit})
+    norm = m.normalise_text(text)
+    if not norm:
+        raise InvalidContent("text is empty", details={"arg": "text"})
+    return norm
+
+
+def need_palace(name: str | None) -> str:
+    """Raises InvalidArgs when an op that needs a palace got none; validates the name."""
+    if name is None:
+        raise InvalidArgs("this op needs a palace", details={"arg": "palace"})
+    return validate_name(name)
+
+
+def check_query(query: str) -> str:
+    """Raises InvalidArgs when a search query contains NUL bytes."""
+    if "\x00" in query:
+        raise InvalidArgs("query contains NUL bytes", details={"arg": "query"})
+    return query
+
+
+def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.NewDrawer:
+    """Validate drawer fields into a NewDrawer (``now``: epoch ms, for ttl and relative times).
+
+    Raises:
+        InvalidArgs, InvalidContent, TextTooLarge.
+    """
+    text = check_text(args["text"], max_text_chars)
+    tags = tuple(dict.fromkeys(t for t in (check_label(t, "tag") for t in args.get("tags") or ())
+                               if t))
+    occurred = parse_when(args["occurred_at"], now_ms=now) if args.get("occurred_at") else None
+    expires = None
+    if args.get("ttl") is not None and args.get("expires_at") is not None:
+        raise InvalidArgs("give ttl or expires_at, not both", details={"arg": "ttl"})
+    if args.get("ttl") is not None:
+        expires = now + parse_ttl(args["ttl"]) * 1000
+    elif args.get("expires_at") is not None:
+        expires = parse_when(args["expires_at"], now_ms=now)
+    return m.NewDrawer(
+        text=text,
+        wing=check_label(args.get("wing"), "wing") or m.DEFAULT_WING,
+        room=check_label(args.get("room"), "room") or m.DEFAULT_ROOM,
+        tags=tags,
+        importance=parse_importance(args.get("importance", 0.5)),
+        source=check_label(args.get("source"), "source"),
+        occurred_ms=occurred,
+        expires_ms=expires,
+        topics=tuple(extract_topics(text)),
+        supersedes=args.get("supersedes"),
+    )
+
+
+def filters_from_args(args: dict[str, Any]) -> m.Filters:
+    """The wing/room/tags filters of a recall or list.
+
+    Raises:
+        InvalidArgs: a label is empty or contains control characters.
+    """
+    tags = tuple(t for t in (check_label(t, "tag") for t in args.get("tags") or ()) if t)
+    return m.Filters(
+        wing=check_label(args.get("wing"), "wing"),
+        room=check_label(args.get("room"), "room"),
+        tags=tags,
+    )
+
+
+def when(args: dict[str, Any], key: str, now: int) -> int | None:
+    """The time argument ``key`` as epoch ms, or None when absent.
+
+    Raises:
+        InvalidContent: not an ISO 8601 time or epoch milliseconds within years 1-9999.
+    """
+    value = args.get(key)
+    return None if value is None else parse_when(value, now_ms=now)
+
+
+_TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_ttl(value: str | int) -> int:
+    """A time-to-live in whole seconds, 1 to MAX_TTL_S (100 years).
+
+    Accepts an integer of seconds, or a string: an integer, or a number with a unit
+    (``90s``, ``15m``, ``12h``, ``7d``, ``2w``, ``1.5h``).
+
+    Raises:
+        InvalidArgs: anything else: not a number, infinite or NaN, under one second, or
+            longer than 100 years.
+    """
+    seconds: float
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, str) and len(value) <= MAX_TIME_CHARS:
+        text = value.strip().lower()
+        try:
+            if text[-1:] in _TTL_UNITS:
+                seconds = float(text[:-1]) * _TTL_UNITS[text[-1]]
+            else:
+                seconds = int(text)
+        except ValueError:
+            seconds = math.nan
+    else:
+        seconds = math.nan
+    if isinstance(seconds, float) and not math.isfinite(seconds):
+        raise InvalidArgs(f"bad ttl {quote(value, 60)}: use seconds or 90s/15m/12h/7d/2w",
+                          details={"arg": "ttl", "value": quote(value, 60)})
+    if seconds > MAX_TTL_S:
+        raise InvalidArgs(f"ttl {quote(value, 60)} is longer than 100 years "
+                          f"({MAX_TTL_S} seconds); omit ttl to keep a memory",
+                          details={"arg": "ttl", "max_s": MAX_TTL_S})
+    if int(seconds) <= 0:
+        raise InvalidArgs("ttl must be at least one second", details={"arg": "ttl"})
+    return int(seconds)

@@ -1,0 +1,49 @@
+"""Handlers of the memory lifecycle ops: ``memory.decay``, ``memory.prune``,
+``memory.consolidate`` and ``memory.health``.
+
+Handlers validate what the generic decoder cannot (labels, texts, ids) and call
+``palaced.knowledge``; every failure is a typed PalaceError.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palaced import knowledge as k
+from palaced.errors import InvalidArgs
+from palaced.ops.context import OpContext
+from palaced.ops.fields import check_label, check_text, need_palace
+from palaced.palace import Palace
+
+
+async def _palace(ctx: OpContext, palace: str | None) -> Palace:
+    return await ctx.registry.get(need_palace(palace))
+
+
+async def op_decay(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await k.decay(p)
+
+
+async def op_prune(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await k.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]))
+
+
+async def op_consolidate(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                         ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    room = check_label(args["room"], "room")
+    assert room is not None  # required by the spec, and check_label never blanks a value
+    summary = check_text(args["summary"], ctx.config.limits.max_text_chars)
+    ids = args.get("ids")
+    if ids is not None and any(i < 1 for i in ids):
+        raise InvalidArgs("ids must be positive drawer ids", details={"arg": "ids"})
+    return await k.consolidate(p, room, summary, wing=check_label(args.get("wing"), "wing"),
+                               ids=ids or None)
+
+
+async def op_health(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await k.health(p, threshold=float(args["threshold"]),
+                          stale_days=float(args["stale_days"]), limit=int(args["limit"]))

@@ -1,0 +1,186 @@
+"""Upkeep of the open palaces: one task driven by deadlines and wake-ups, never by polling.
+
+For every open palace it
+
+* checkpoints (flushes recall touches, saves, compacts or rebuilds the vector index, folds the
+  WAL) once ``checkpoint_idle_s`` passed without a write, and at once when the index is stale;
+* embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
+* decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
+  read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
+* deletes expired drawers every ``EXPIRY_SWEEP_S`` while idle;
+* closes it once nobody used it for ``idle_close_s``.
+
+Between runs the scheduler sleeps until the earliest of those deadlines, or until woken:
+after every request (a write may have made work due, a recall queues touches, a use moves the
+idle close) and when the model becomes ready. A failure is logged once per condition, again
+when the condition changes, and once more when it clears.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from palaced import hops, knowledge
+from palaced.config import Limits
+from palaced.errors import PalaceError
+from palaced.palace import Palace
+from palaced.registry import Registry
+from palaced.services import ModelState
+from palaced.store import memories as m
+
+log = logging.getLogger("palaced")
+
+# Upkeep still due right after it ran (it failed, or its cause did not clear: a stale index
+# while no model is loaded, a read-only disk) is retried this much later, never spun on.
+RETRY_S = 1.0
+EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
+
+
+@dataclass
+class _Upkeep:
+    """What the scheduler knows of one open palace."""
+
+    palace: Palace
+    not_before: float = 0.0  # monotonic: no run before this (RETRY_S after one that failed)
+    last_sweep: float | None = None  # monotonic time of the last expiry sweep
+    decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
+    failing: str | None = None  # the condition last logged as failing
+
+
+def _condition(exc: Exception) -> str:
+    if isinstance(exc, PalaceError):
+        return f"{exc.name}: {exc.details.get('condition') or exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Scheduler:
+    """Runs the upkeep of every open palace of ``registry`` (see the module docstring)."""
+
+    def __init__(self, registry: Registry, model: ModelState, limits: Limits) -> None:
+        self._registry = registry
+        self._model = model
+        self._limits = limits
+        self._palaces: dict[str, _Upkeep] = {}
+        self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        """Re-examine every open palace now (cheap; safe to call after every request)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._wake_when_model_ready)
+            while True:
+                # A fresh event before the work: a wake-up during it is not lost.
+                self._wake = anyio.Event()
+                delay = await self.run_due()
+                with anyio.move_on_after(delay):
+                    await self._wake.wait()
+
+    async def _wake_when_model_ready(self) -> None:
+        await self._model.ready_event.wait()
+        self.wake()
+
+    async def run_due(self) -> float:
+        """Run whatever upkeep is due now; seconds until the next deadline (inf if none)."""
+        now = time.monotonic()
+        open_ = self._registry.open_palaces
+        for gone in [n for n, up in self._palaces.items() if open_.get(n) is not up.palace]:
+            del self._palaces[gone]
+        next_at = math.inf
+        for name, palace in open_.items():
+            if palace.closed:
+                continue
+            up = self._palaces.get(name)
+            if up is None:
+                up = self._palaces[name] = _Upkeep(palace)
+            if self._next_run(up, now) <= now:
+                await self._work(name, up, now)
+                after = time.monotonic()
+                if self._next_run(up, after) <= after:
+                    # Still due: the work failed or its cause did not clear. Retry, never spin.
+                    up.not_before = after + RETRY_S
+            next_at = min(next_at, self._next_run(up, time.monotonic()))
+        idle_s = self._limits.idle_close_s
+        closing = [p.last_used + idle_s for p in open_.values()
+                   if p.in_flight == 0 and not p.closed]
+        # Palaces in use are left out: the end of their request wakes the scheduler.
+        if closing and min(closing) < now:
+            await self._registry.close_idle(idle_s)
+            return 0.0  # look again at once: the other palaces' deadlines still stand
+        next_at = min([next_at, *closing])
+        return max(next_at - time.monotonic(), 0.0)
+
+    def _next_run(self, up: _Upkeep, now: float) -> float:
+        """The monotonic time at which the palace next has upkeep due."""
+        palace = up.palace
+        idle_at = palace.last_write + self._limits.checkpoint_idle_s
+        due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
+        if palace.index_stale:
+            due.append(now)
+        if palace.checkpoint_due or (self._model.ready and palace.pending_check_due()):
+            due.append(idle_at)
+        if up.decay_due_ms is None:
+            due.append(idle_at)
+        else:
+            due.append(max(idle_at, now + (up.decay_due_ms - _wall_ms()) / 1000))
+        return max(min(due), up.not_before)
+
+    async def _work(self, name: str, up: _Upkeep, now: float) -> None:
+        """Run the palace's due upkeep; logs failures (once per condition), never raises."""
+        palace = up.palace
+        worked = False
+        try:
+            idle = now - palace.last_write >= self._limits.checkpoint_idle_s
+            if palace.index_stale or (idle and palace.checkpoint_due):
+                worked = True
+                await palace.checkpoint()
+            if idle and self._model.ready and palace.pending_check_due():
+                worked = True
+                await palace.embed_pending()
+            if idle:
+                await self._decay_if_due(up)
+                if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
+                    up.last_sweep = now
+                    worked = True
+                    await knowledge.sweep_expired(palace)
+        except Exception as exc:
+            # A persistent failure (read-only mount, full disk) repeats on every run: log it
+            # once per condition, again when the condition changes, and say when it clears.
+            cond = _condition(exc)
+            if up.failing == cond:
+                log.debug("palace %s: checkpoint still failing: %s", name, cond)
+            else:
+                up.failing = cond
+                log.exception("palace %s: checkpoint failed (logged once until it changes or "
+                              "clears)", name)
+        else:
+            if worked and up.failing is not None:
+                up.failing = None
+                log.info("palace %s: checkpoint works again", name)
+
+    async def _decay_if_due(self, up: _Upkeep) -> None:
+        """Decay the palace if it last decayed a DECAY_INTERVAL_MS ago or never.
+
+        Raises:
+            StorageError: SQLite failed.
+        """
+        now_ms = _wall_ms()
+        if up.decay_due_ms is not None and now_ms < up.decay_due_ms:
+            return
+        # Asked of the palace, not remembered here only: memory.decay may have run meanwhile.
+        stored = await hops.read(up.palace, lambda c: m.meta_get(c, "decay_ms"))
+        last = int(stored) if stored is not None and stored.strip().isdigit() else 0
+        if now_ms - last >= knowledge.DECAY_INTERVAL_MS:
+            last = int((await knowledge.decay(up.palace))["decay_ms"])
+        up.decay_due_ms = last + knowledge.DECAY_INTERVAL_MS
