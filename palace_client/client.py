@@ -11,6 +11,7 @@ are resent and an "already done" answer counts as success, and the rest raise
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ class Client:
             sock = Path(socket_path)
             paths = Paths(paths.data_dir, paths.state_dir, paths.config_file, sock.parent, sock)
         self.paths = paths
+        # A socket chosen explicitly (argument or PALACE_SOCKET) means "that daemon"; a derived
+        # one must belong to a daemon of the data directory this client resolved.
+        self._check_store = socket_path is None and not os.environ.get("PALACE_SOCKET")
         self._autostart = autostart
         self._client_name = client_name
         self._conn: Connection | None = None
@@ -49,7 +53,7 @@ class Client:
     def _connection(self) -> Connection:
         if self._conn is None:
             self._conn = connect(self.paths, autostart=self._autostart,
-                                 client_name=self._client_name)
+                                 client_name=self._client_name, check_store=self._check_store)
         return self._conn
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,

@@ -22,6 +22,7 @@ from typing import IO, Any
 from palaced import __version__
 from palaced.errors import (
     DaemonUnreachable,
+    DataDirMismatch,
     PalaceError,
     UnsupportedProtocol,
     UntrustedDaemon,
@@ -224,20 +225,48 @@ def spawn_daemon(paths: Paths) -> None:
             f"log at {paths.log_file}", details={"log": str(paths.log_file)})
 
 
+def same_store(conn: Connection, paths: Paths) -> Connection:
+    """``conn``, if its daemon serves ``paths.data_dir``; else close it and raise.
+
+    The default socket does not depend on ``HOME``, but the data directory does: a client run
+    with another ``HOME`` (or ``PALACE_HOME``) would otherwise silently read and write the
+    store of whichever daemon holds the socket. Daemons too old to say are trusted.
+
+    Raises:
+        DataDirMismatch: the daemon serves another data directory.
+    """
+    served = conn.server_info.get("server", {}).get("data_dir")
+    if served is None or os.path.realpath(served) == os.path.realpath(paths.data_dir):
+        return conn
+    conn.close()
+    raise DataDirMismatch(
+        f"the palaced on {paths.socket} serves the data directory {served}, but this client "
+        f"resolved {paths.data_dir} (a different HOME or PALACE_HOME?); set PALACE_HOME to "
+        "the one you mean, or PALACE_SOCKET to use that daemon anyway",
+        details={"socket": str(paths.socket), "daemon_data_dir": served,
+                 "client_data_dir": str(paths.data_dir)},
+    )
+
+
 def connect(paths: Paths | None = None, *, autostart: bool = True,
             client_name: str = "palace-client",
-            start_timeout: float = START_TIMEOUT_S) -> Connection:
+            start_timeout: float = START_TIMEOUT_S, check_store: bool = False) -> Connection:
     """Connect to the daemon, starting it first if it is not running.
+
+    With ``check_store`` (the socket was not chosen explicitly), the daemon must serve the
+    data directory ``paths`` names (see :func:`same_store`).
 
     Raises:
         DaemonUnreachable: it is not running and could not be started in time.
         UntrustedDaemon: the socket is served by a process of another uid.
         UnsafePath: it is not running and its runtime directory is a symlink or another
             uid's (the daemon would refuse it; we say why at once rather than time out).
+        DataDirMismatch: with ``check_store``, the daemon serves another data directory.
     """
     paths = paths or resolve()
     try:
-        return Connection.open(paths.socket, client_name)
+        conn = Connection.open(paths.socket, client_name)
+        return same_store(conn, paths) if check_store else conn
     except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
         if not autostart:
             raise DaemonUnreachable(
@@ -256,10 +285,12 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            return Connection.open(paths.socket, client_name)
+            conn = Connection.open(paths.socket, client_name)
         except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError,
                 BrokenPipeError) as exc:
             last = exc
+        else:
+            return same_store(conn, paths) if check_store else conn
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
     raise DaemonUnreachable(

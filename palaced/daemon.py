@@ -83,6 +83,7 @@ class Daemon:
             handshake_timeout_s=limits.handshake_timeout_s,
             frame_timeout_s=limits.frame_timeout_s,
             idle_timeout_s=limits.connection_idle_s,
+            data_dir=str(config.paths.data_dir),
         )
         self.gate = Gate(self.handler, limits.max_connections, limits.reserve_connections)
         self._lock_fd: int | None = None

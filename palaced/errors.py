@@ -360,6 +360,14 @@ class UntrustedDaemon(ClientError):
     name = "UNTRUSTED_DAEMON"
 
 
+class DataDirMismatch(ClientError):
+    """The daemon on the socket serves another data directory than this client resolved (a
+    different ``HOME`` or ``PALACE_HOME``): using it would read and write another store."""
+
+    code = 604
+    name = "DATA_DIR_MISMATCH"
+
+
 def _all_classes() -> list[type[PalaceError]]:
     out: list[type[PalaceError]] = []
     stack: list[type[PalaceError]] = [PalaceError]

@@ -96,7 +96,8 @@ class ConnectionHandler:
     def __init__(self, dispatch: Dispatch, op_names: Callable[[], list[str]], max_frame: int,
                  request_timeout_s: float, max_timeout_s: float,
                  stopping: Callable[[], bool], *, handshake_timeout_s: float = 5.0,
-                 frame_timeout_s: float = 10.0, idle_timeout_s: float = 300.0) -> None:
+                 frame_timeout_s: float = 10.0, idle_timeout_s: float = 300.0,
+                 data_dir: str | None = None) -> None:
         self._dispatch = dispatch
         self._op_names = op_names
         self._max_frame = max_frame
@@ -106,6 +107,7 @@ class ConnectionHandler:
         self._handshake_timeout = handshake_timeout_s
         self._frame_timeout = frame_timeout_s
         self._idle_timeout = idle_timeout_s
+        self._data_dir = data_dir  # in the hello, so clients can tell another store's daemon
 
     async def _send(self, stream: ByteStream, req_id: Any,
                     outcome: dict[str, Any] | PalaceError) -> None:
@@ -278,7 +280,8 @@ class ConnectionHandler:
             )
         return {
             "protocol": PROTOCOL_VERSION,
-            "server": {"name": "palaced", "version": __version__, "pid": os.getpid()},
+            "server": {"name": "palaced", "version": __version__, "pid": os.getpid(),
+                       "data_dir": self._data_dir},
             "ops": [HELLO_OP, *self._op_names()],
             "max_frame": self._max_frame,
         }

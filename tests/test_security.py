@@ -370,3 +370,26 @@ def test_existing_install_is_tightened_on_start_and_status_says_so(home: Path) -
             d.stop()
     finally:
         outside.unlink()
+
+
+def test_a_client_of_another_store_is_told_instead_of_using_it(keyword_daemon: DaemonProc,
+                                                               tmp_path: Path) -> None:
+    # The default socket does not depend on HOME but the data directory does: a client whose
+    # data directory differs from the daemon's must hear so, not read another store.
+    from palace_client.connection import connect
+    from palaced.errors import DataDirMismatch
+    from palaced.paths import Paths
+
+    d = keyword_daemon
+    theirs = Paths(tmp_path / "other-data", tmp_path / "state", tmp_path / "config.toml",
+                   d.socket.parent, d.socket)
+    with pytest.raises(DataDirMismatch) as err:
+        connect(theirs, autostart=False, check_store=True)
+    assert str(d.home) in err.value.message and str(tmp_path / "other-data") in err.value.message
+    ours = Paths(d.home, tmp_path / "state", tmp_path / "config.toml", d.socket.parent,
+                 d.socket)
+    conn = connect(ours, autostart=False, check_store=True)
+    assert conn.server_info["server"]["data_dir"] == str(d.home)
+    conn.close()
+    # An explicit socket means "that daemon": no check.
+    connect(theirs, autostart=False).close()
