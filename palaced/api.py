@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, UnknownOp, quote
 from palaced.registry import validate_name
 from palaced.specs import SPECS, OpSpec
-from palaced.store import memories as m
+from palaced.store import drawers as m
 from palaced.vocab import MAX_FIELD_CHARS
 
 if TYPE_CHECKING:

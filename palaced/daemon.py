@@ -25,7 +25,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import ByteStream, TaskStatus
 
-from palaced import knowledge
+from palaced import upkeep, writes
 from palaced.api import need_palace
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder, FastEmbedder
@@ -293,13 +293,13 @@ class Daemon:
                         await palace.checkpoint()
                     if idle and self.services.model.ready and palace.pending_check_due():
                         worked = True
-                        await palace.embed_pending()
+                        await writes.embed_pending(palace)
                     if idle:
-                        await knowledge.maybe_decay(palace)
+                        await upkeep.maybe_decay(palace)
                         if now - last_expiry_sweep.get(name, 0.0) >= EXPIRY_SWEEP_S:
                             last_expiry_sweep[name] = now
                             worked = True
-                            await knowledge.sweep_expired(palace)
+                            await upkeep.sweep_expired(palace)
                 except Exception as exc:
                     cond = condition(exc)
                     if failing.get(name) == cond:

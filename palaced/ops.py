@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from palaced import __version__
+from palaced import __version__, reads, recall, writes
 from palaced.api import Handler, OpTable, check_label, check_text, need_palace
 from palaced.errors import EmbedderUnavailable, InvalidArgs, PalaceError, quote
 from palaced.specs import MAX_TIME_CHARS, MAX_TTL_S, REMEMBER_MANY_ITEM, decode_args
-from palaced.store import memories as m
+from palaced.store import drawers as m
 from palaced.timeparse import parse_when
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def parse_importance(value: Any) -> float:
     Raises:
         InvalidArgs: anything else.
     """
-    from palaced.lifecycle import parse_importance as parse
+    from palaced.rules import parse_importance as parse
 
     return parse(value)
 
@@ -51,7 +51,7 @@ def drawer_from_args(d: Daemon, args: dict[str, Any], now: int) -> m.NewDrawer:
         expires = now + parse_ttl(args["ttl"]) * 1000
     elif args.get("expires_at") is not None:
         expires = parse_when(args["expires_at"], now_ms=now)
-    from palaced.closets import extract_topics
+    from palaced.topics import extract_topics
 
     return m.NewDrawer(
         text=text,
@@ -158,7 +158,7 @@ async def op_palace_create(d: Daemon, palace: str | None, args: dict[str, Any]
     name = need_palace(palace)
     existed = d.registry.exists(name)
     p = await d.registry.create(name, exist_ok=bool(args["exist_ok"]))
-    info = await p.info()
+    info = await reads.info(p)
     info["created"] = not existed
     return info
 
@@ -173,7 +173,7 @@ async def op_palace_delete(d: Daemon, palace: str | None, args: dict[str, Any]
 async def op_palace_info(d: Daemon, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    return await p.info()
+    return await reads.info(p)
 
 
 async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -195,7 +195,7 @@ async def op_reembed(d: Daemon, palace: str | None, args: dict[str, Any]) -> dic
             "cannot reembed: the embedding model is unavailable: "
             f"{model.reason or 'no model is configured'}",
             details={"model": model.state, "reason": model.reason})
-    return await p.reembed()
+    return await writes.reembed(p)
 
 
 # -- memories ---------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ async def op_remember(d: Daemon, palace: str | None, args: dict[str, Any]) -> di
     # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
     # into the old drawer would lose it, so dedup defaults off then.
     dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
-    return await p.remember(new, dedup=bool(dedup))
+    return await writes.remember(p, new, dedup=bool(dedup))
 
 
 async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
@@ -234,7 +234,7 @@ async def op_remember_many(d: Daemon, palace: str | None, args: dict[str, Any]
     # Topic extraction of thousands of items would stall the event loop: do it in a thread.
     drawers = await anyio.to_thread.run_sync(validate)
     p = await d.registry.get(name)
-    return await p.remember_many(drawers, dedup=bool(args["dedup"]))
+    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]))
 
 
 def filters_from_args(args: dict[str, Any]) -> m.Filters:
@@ -247,7 +247,7 @@ def filters_from_args(args: dict[str, Any]) -> m.Filters:
 
 
 async def op_recall(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
-    from palaced.palace import RecallRequest
+    from palaced.recall import RecallRequest
 
     p = await d.registry.get(need_palace(palace))
     query = args["query"]
@@ -262,28 +262,29 @@ async def op_recall(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict
         filters = replace(filters, include_superseded=True)
     req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
                         budget=int(args["budget"]), deep=bool(args["deep"]))
-    return await p.recall(req)
+    return (await recall.recall(p, req)).to_wire()
 
 
 async def op_wake_up(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    return await p.wake_up(int(args["budget"]))
+    return (await recall.wake_up(p, int(args["budget"]))).to_wire()
 
 
 async def op_get(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    return {"drawer": await p.get(int(args["id"]))}
+    return {"drawer": await reads.get(p, int(args["id"]))}
 
 
 async def op_forget(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    await p.forget(int(args["id"]))
+    await writes.forget(p, int(args["id"]))
     return {"id": args["id"], "forgotten": True}
 
 
 async def op_list(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await d.registry.get(need_palace(palace))
-    return await p.list_drawers(filters_from_args(args), int(args["limit"]), int(args["offset"]))
+    return await reads.list_drawers(p, filters_from_args(args), int(args["limit"]),
+                                    int(args["offset"]))
 
 
 HANDLERS: tuple[tuple[str, Handler], ...] = (

@@ -2,7 +2,8 @@
 ``memory.prune``, ``memory.consolidate``, ``memory.health``); their specs are in ``specs``.
 
 Handlers validate what the generic decoder cannot (times, labels, texts) and call
-``palaced.knowledge``; every failure is a typed PalaceError.
+``palaced.graph``, ``palaced.upkeep`` and ``palaced.health``; every failure is a typed
+PalaceError.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from palaced import knowledge as k
+from palaced import graph, health, upkeep
 from palaced.api import Handler, check_label, check_text, need_palace
 from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
@@ -52,49 +53,50 @@ def _sources(args: dict[str, Any], now: int) -> dict[str, Any]:
 async def op_graph_assert(d: Daemon, palace: str | None, args: dict[str, Any]
                           ) -> dict[str, Any]:
     p = await _palace(d, palace)
-    fact = await k.kg_assert(p, args["subject"], args["predicate"], args["object"],
-                             literal=bool(args["literal"]), **_sources(args, _now()))
+    fact = await graph.kg_assert(p, args["subject"], args["predicate"], args["object"],
+                                 literal=bool(args["literal"]), **_sources(args, _now()))
     return {"fact": fact}
 
 
 async def op_graph_link(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(d, palace)
-    fact = await k.kg_link(p, args["a"], args["relation"], args["b"], **_sources(args, _now()))
+    fact = await graph.kg_link(p, args["a"], args["relation"], args["b"],
+                               **_sources(args, _now()))
     return {"fact": fact}
 
 
 async def op_graph_invalidate(d: Daemon, palace: str | None, args: dict[str, Any]
                               ) -> dict[str, Any]:
     p = await _palace(d, palace)
-    fact = await k.kg_invalidate(p, int(args["id"]), at_ms=_when(args, "at", _now()))
+    fact = await graph.kg_invalidate(p, int(args["id"]), at_ms=_when(args, "at", _now()))
     return {"fact": fact}
 
 
 async def op_graph_query(d: Daemon, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.kg_query(p, args["subject"], as_of_ms=_when(args, "as_of", _now()))
+    return await graph.kg_query(p, args["subject"], as_of_ms=_when(args, "as_of", _now()))
 
 
 async def op_graph_timeline(d: Daemon, palace: str | None, args: dict[str, Any]
                             ) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.kg_timeline(p, args["subject"])
+    return await graph.kg_timeline(p, args["subject"])
 
 
 async def op_graph_neighbors(d: Daemon, palace: str | None, args: dict[str, Any]
                              ) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.kg_neighbors(p, args["entity"], depth=int(args["depth"]),
-                                relation=args.get("relation"),
-                                as_of_ms=_when(args, "as_of", _now()),
-                                max_nodes=int(args["max_nodes"]))
+    return await graph.kg_neighbors(p, args["entity"], depth=int(args["depth"]),
+                                    relation=args.get("relation"),
+                                    as_of_ms=_when(args, "as_of", _now()),
+                                    max_nodes=int(args["max_nodes"]))
 
 
 async def op_graph_path(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.kg_path(p, args["a"], args["b"], max_depth=int(args["max_depth"]),
-                           as_of_ms=_when(args, "as_of", _now()))
+    return await graph.kg_path(p, args["a"], args["b"], max_depth=int(args["max_depth"]),
+                               as_of_ms=_when(args, "as_of", _now()))
 
 
 async def op_graph_search(d: Daemon, palace: str | None, args: dict[str, Any]
@@ -102,18 +104,19 @@ async def op_graph_search(d: Daemon, palace: str | None, args: dict[str, Any]
     p = await _palace(d, palace)
     if "\x00" in args["query"]:
         raise InvalidArgs("query contains NUL bytes", details={"arg": "query"})
-    return await k.kg_search(p, args["query"], limit=int(args["limit"]))
+    return await graph.kg_search(p, args["query"], limit=int(args["limit"]))
 
 
 # -- lifecycle --------------------------------------------------------------------------------
 async def op_decay(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.decay(p)
+    return await upkeep.decay(p)
 
 
 async def op_prune(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]))
+    return await upkeep.prune(p, threshold=float(args["threshold"]),
+                              dry_run=bool(args["dry_run"]))
 
 
 async def op_consolidate(d: Daemon, palace: str | None, args: dict[str, Any]
@@ -125,14 +128,14 @@ async def op_consolidate(d: Daemon, palace: str | None, args: dict[str, Any]
     ids = args.get("ids")
     if ids is not None and any(i < 1 for i in ids):
         raise InvalidArgs("ids must be positive drawer ids", details={"arg": "ids"})
-    return await k.consolidate(p, room, summary, wing=check_label(args.get("wing"), "wing"),
-                               ids=ids or None)
+    return await upkeep.consolidate(p, room, summary,
+                                    wing=check_label(args.get("wing"), "wing"), ids=ids or None)
 
 
 async def op_health(d: Daemon, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(d, palace)
-    return await k.health(p, threshold=float(args["threshold"]),
-                          stale_days=float(args["stale_days"]), limit=int(args["limit"]))
+    return await health.report(p, threshold=float(args["threshold"]),
+                               stale_days=float(args["stale_days"]), limit=int(args["limit"]))
 
 
 HANDLERS: tuple[tuple[str, Handler], ...] = (

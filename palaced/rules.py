@@ -1,7 +1,8 @@
-"""Memory lifecycle rules: importance, decay, pruning and near-duplicate detection.
+"""Memory rules: importance, decay weight, prune selection and near-duplicate detection.
 
-Pure functions over numbers, texts and drawer rows (no SQL, no I/O), so the same rule serves
-recall ranking, the prune op and its dry run.
+Pure functions over numbers, texts and drawer rows (no SQL, no I/O, no anyio), so the same
+rule serves remember's near-duplicate check, recall ranking, decay, the prune op and its dry
+run, and the health report. The async verbs that apply them are in ``upkeep`` and ``writes``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import difflib
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from palaced.errors import InvalidArgs, quote
@@ -342,3 +344,25 @@ def is_near_duplicate(
     ``cos_sim`` is the cosine similarity of their all-MiniLM-L6-v2 embeddings.
     """
     return cos_sim >= threshold and lexical_guard(new_text, old_text)
+
+
+_PUNCT = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def duplicate_key(text: str) -> str:
+    """Text reduced to its words: NFKC, case-folded, punctuation and spacing ignored."""
+    return " ".join(_PUNCT.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def exact_duplicates(rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Pairs of ``(oldest id, id)`` among ``rows`` (with ``id`` and ``text``, oldest first)
+    whose texts have the same words (``duplicate_key``).
+
+    A group of k copies is reported as k - 1 pairs against its oldest drawer.
+    """
+    groups: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        key = duplicate_key(r["text"])
+        if key:
+            groups[key].append(r["id"])
+    return [(ids[0], other) for ids in groups.values() for other in ids[1:]]
