@@ -30,9 +30,8 @@ CLIENT_ALLOWED = frozenset({"palaced.errors", "palaced.protocol", "palaced.paths
 CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
 LEAF_MODULES = ("protocol.py", "errors.py", "paths.py", "specs.py", "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
-SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "retrieval.py", "search.py",
-             "chunking.py", "closets.py", "tokens.py", "lifecycle.py", "sections.py",
-             "timeparse.py")
+SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
+             "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py")
 CLIENT_FORBIDDEN_AT_RUNTIME = ("apsw", "usearch", "fastembed", "numpy", "onnxruntime")
 TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client && mypy "
                 "&& python -m pytest -q")
