@@ -23,9 +23,9 @@ from palaced.index import from_blob
 from palaced.palace import Palace
 from palaced.palace import now_ms as clock_ms
 from palaced.store import upkeep as sql
+from palaced.store.drawers import SUMMARY_KIND
 from palaced.store.meta import meta_get
 from palaced.store.vectors import drawer_vectors
-from palaced.upkeep import SUMMARY_KIND, check_threshold, preview
 from palaced.vocab import DEFAULT_PRUNE_THRESHOLD, HEALTH_LIST_LIMIT, STALE_DAYS
 
 CONSOLIDATE_OVER = 50  # a room with more unconsolidated active drawers gets a hint
@@ -84,7 +84,7 @@ async def report(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
     Raises:
         InvalidArgs: threshold outside 0..1, negative stale_days or limit below 1.
     """
-    limit_threshold = check_threshold(threshold)
+    limit_threshold = rules.check_threshold(threshold)
     if stale_days < 0:
         raise InvalidArgs("stale_days must be >= 0", details={"stale_days": stale_days})
     if limit < 1:
@@ -144,7 +144,7 @@ def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
                 "days_unused": round(unused, 3),
                 "prunable": eligible and rules.importance_class(d["importance"])
                 in rules.PRUNABLE_CLASSES,
-                "preview": preview(d["text"])})
+                "preview": rules.preview(d["text"])})
     stale.sort(key=lambda s: (s["weight"], s["id"]))
     exact = rules.exact_duplicates(active)
     near: list[tuple[int, int, float]] = []

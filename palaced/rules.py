@@ -40,6 +40,7 @@ MS_PER_DAY = 86_400_000
 #   lowest zero-merge threshold here and 0.85 keeps a margin: a missed merge stores one extra
 #   drawer, a wrong merge loses a memory.
 DEDUP_THRESHOLD = 0.85
+PREVIEW_CHARS = 120  # of a drawer's text in prune and health reports
 
 
 def parse_importance(value: float | str) -> float:
@@ -134,6 +135,25 @@ def drawer_weight(drawer: Mapping[str, Any], *, now_ms: int) -> float:
         ),
         access_count=drawer["access_count"],
     )
+
+
+def check_threshold(threshold: float) -> float:
+    """A prune or stale threshold as a float.
+
+    Raises:
+        InvalidArgs: not a number in 0..1.
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
+        0.0 <= threshold <= 1.0
+    ):
+        raise InvalidArgs("threshold must be a number in 0..1", details={"threshold": threshold})
+    return float(threshold)
+
+
+def preview(text: str) -> str:
+    """A drawer's text on one line, cut to PREVIEW_CHARS (for reports)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
 RowT = TypeVar("RowT", bound=Mapping[str, Any])

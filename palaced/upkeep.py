@@ -32,8 +32,6 @@ DECAY_INTERVAL_MS = rules.MS_PER_DAY
 SWEEP_BATCH = 500
 SUMMARY_IMPORTANCE = IMPORTANCE_PRESETS["high"]
 SUMMARY_SOURCE = "consolidation"
-SUMMARY_KIND = "summary"
-PREVIEW_CHARS = 120
 
 # When each open palace last decayed, as maybe_decay last saw it, so that it costs no thread
 # hop between runs.
@@ -50,12 +48,6 @@ def _flush_touches(palace: Palace) -> None:
 def _drop_vectors(palace: Palace, vector_ids: Sequence[int]) -> None:
     if vector_ids and palace.index is not None:
         palace.index.remove(vector_ids)
-
-
-def preview(text: str) -> str:
-    """A drawer's text on one line, cut to PREVIEW_CHARS (for reports)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
 # -- decay and prune --------------------------------------------------------------------------
@@ -76,7 +68,7 @@ def _weigh(conn: apsw.Connection, now: int) -> list[_Weighed]:
     """Every drawer with its weight decayed to ``now``."""
     out: list[_Weighed] = []
     # Only a preview of the text is needed: decay runs over every drawer of large palaces.
-    for row in sql.weigh_rows(conn, PREVIEW_CHARS * 2):
+    for row in sql.weigh_rows(conn, rules.PREVIEW_CHARS * 2):
         did, wing, room, text, imp, created, accessed, count, stored, eligible = row
         last_use = None if accessed is None else int(accessed)
         drawer = {"importance": float(imp), "created_ms": int(created),
@@ -163,19 +155,6 @@ def _stored_decay_ms(c: apsw.Connection) -> int:
     return int(stored) if stored is not None and stored.strip().isdigit() else 0
 
 
-def check_threshold(threshold: float) -> float:
-    """The prune/stale threshold as a float.
-
-    Raises:
-        InvalidArgs: not a number in 0..1.
-    """
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
-        0.0 <= threshold <= 1.0
-    ):
-        raise InvalidArgs("threshold must be a number in 0..1", details={"threshold": threshold})
-    return float(threshold)
-
-
 async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
                 dry_run: bool = False, now_ms: int | None = None) -> dict[str, Any]:
     """Delete low and medium drawers whose decayed weight is below ``threshold``.
@@ -189,13 +168,13 @@ async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
     Raises:
         InvalidArgs: threshold outside 0..1.
     """
-    limit = check_threshold(threshold)
+    limit = rules.check_threshold(threshold)
     ts = clock_ms() if now_ms is None else now_ms
 
     def describe(chosen: Sequence[_Weighed]) -> list[dict[str, Any]]:
         return [{"id": r.id, "wing": r.wing, "room": r.room, "importance": r.importance,
                  "weight": r.weight, "days_unused": round(r.days_unused, 3),
-                 "preview": preview(r.text)} for r in chosen]
+                 "preview": rules.preview(r.text)} for r in chosen]
 
     def run() -> tuple[list[_Weighed], list[int]]:
         _flush_touches(palace)
@@ -281,7 +260,7 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
                 raise MemoryNotFound(f"no drawer {missing[0]} in palace {palace.name!r}",
                                      details={"ids": missing, "palace": palace.name})
             return [(i, found[i]) for i in wanted]
-        return sql.consolidation_sources(c, room, wing, ts, SUMMARY_KIND)
+        return sql.consolidation_sources(c, room, wing, ts)
 
     sources = await palace.read(pick)
     if not sources:
@@ -299,7 +278,7 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         target_wing = wings[0]
     new = drawers.NewDrawer(text=summary, wing=target_wing, room=room,
                             importance=SUMMARY_IMPORTANCE, source=SUMMARY_SOURCE,
-                            kind=SUMMARY_KIND, topics=tuple(extract_topics(summary)))
+                            kind=drawers.SUMMARY_KIND, topics=tuple(extract_topics(summary)))
     source_ids = [i for i, _ in sources]
     existing = await palace.read(lambda c: drawers.find_by_hash(c, new.content_hash))
     if existing is not None and existing in source_ids:
@@ -310,7 +289,6 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
     summary_id = int(made["id"])
     # remember() returns an existing drawer for a known text: it becomes the summary.
     marked, missing = await palace.transact(lambda c: sql.mark_consolidated(
-        c, summary_id, source_ids, summary_kind=SUMMARY_KIND,
-        summary_importance=SUMMARY_IMPORTANCE))
+        c, summary_id, source_ids, summary_importance=SUMMARY_IMPORTANCE))
     return {"summary_id": summary_id, "created": bool(made["created"]), "wing": target_wing,
             "room": room, "source_ids": marked, "missing": missing}

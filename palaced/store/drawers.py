@@ -26,6 +26,7 @@ from .vectors import vector_ids
 
 DEFAULT_WING = "general"
 DEFAULT_ROOM = "general"
+SUMMARY_KIND = "summary"  # the kind of a consolidation's summary drawer (else "drawer")
 
 
 DRAWER_COLUMNS = (

@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from .drawers import ACTIVE_SQL
+from .drawers import ACTIVE_SQL, SUMMARY_KIND
 
 
 def _json_ids(ids: Sequence[int]) -> str:
@@ -58,28 +58,27 @@ def drawer_wings(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
         (_json_ids(ids),))}
 
 
-def consolidation_sources(conn: apsw.Connection, room: str, wing: str | None, now_ms: int,
-                          summary_kind: str) -> list[tuple[int, str]]:
+def consolidation_sources(conn: apsw.Connection, room: str, wing: str | None, now_ms: int
+                          ) -> list[tuple[int, str]]:
     """``(id, wing)`` of the active, unconsolidated, non-summary drawers of ``room`` (of
     ``wing`` when given), in the order they happened."""
     where = (f"{ACTIVE_SQL} AND d.consolidated_into IS NULL AND d.kind != :summary "
              "AND d.room = :room" + (" AND d.wing = :wing" if wing is not None else ""))
     return [(int(r[0]), str(r[1])) for r in conn.execute(
         f"SELECT d.id, d.wing FROM drawers d WHERE {where} ORDER BY d.occurred_ms, d.id",
-        {"now": now_ms, "summary": summary_kind, "room": room, "wing": wing})]
+        {"now": now_ms, "summary": SUMMARY_KIND, "room": room, "wing": wing})]
 
 
 def mark_consolidated(conn: apsw.Connection, summary_id: int, source_ids: Sequence[int], *,
-                      summary_kind: str, summary_importance: float
-                      ) -> tuple[list[int], list[int]]:
+                      summary_importance: float) -> tuple[list[int], list[int]]:
     """Make ``summary_id`` a summary and mark the sources ``consolidated_into`` it.
 
-    The summary drawer gets ``summary_kind`` and at least ``summary_importance`` (it may be a
+    The summary drawer gets kind ``summary`` and at least ``summary_importance`` (it may be a
     drawer that existed already with the same text). Returns ``(marked, missing)``: the
     sources marked, and those deleted meanwhile.
     """
     conn.execute("UPDATE drawers SET kind = ?, importance = max(importance, ?) WHERE id = ?",
-                 (summary_kind, summary_importance, summary_id))
+                 (SUMMARY_KIND, summary_importance, summary_id))
     present = {int(r[0]) for r in conn.execute(
         "SELECT id FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
         (_json_ids(source_ids),))}
