@@ -266,7 +266,7 @@ class Palace:
 
     # -- the two hops ----------------------------------------------------------------------
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
-        """Run ``fn(conn)`` in a worker thread on one reader snapshot."""
+        """Run ``fn(conn)`` in a worker thread on one reader snapshot; raises what it raises."""
         return await anyio.to_thread.run_sync(self.store.read, fn)
 
     async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
@@ -274,7 +274,8 @@ class Palace:
 
         ``fn`` opens its own transactions (``self.store.write``) and may update the index in
         the same hop. With ``wrote`` (the default) ``write_counter`` is bumped afterwards, so
-        caches stamped with it are invalidated; a dry run passes False.
+        caches stamped with it are invalidated; a dry run passes False. Raises what ``fn``
+        raises (the counter is then not bumped).
         """
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
@@ -289,10 +290,6 @@ class Palace:
         return await self.write(partial(self.store.write, fn))
 
     # -- touches ----------------------------------------------------------------------------
-    @property
-    def has_pending_touch(self) -> bool:
-        return bool(self._pending_touch)
-
     def note_touched(self, ids: Sequence[int]) -> None:
         """Remember recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
         self._pending_touch.update(ids)
