@@ -140,7 +140,7 @@ async def maybe_decay(palace: Palace, *, now_ms: int | None = None,
     last = _last_decay.get(palace)
     if last is not None and ts - last < interval_ms:
         return None
-    last = await palace.read(_stored_decay_ms)
+    last = await last_decay_ms(palace)
     _last_decay[palace] = last
     if ts - last < interval_ms:
         return None
@@ -149,10 +149,17 @@ async def maybe_decay(palace: Palace, *, now_ms: int | None = None,
     return out
 
 
-def _stored_decay_ms(c: apsw.Connection) -> int:
-    """When the palace last decayed (meta ``decay_ms``), 0 for never."""
-    stored = meta_get(c, "decay_ms")
-    return int(stored) if stored is not None and stored.strip().isdigit() else 0
+async def last_decay_ms(palace: Palace) -> int:
+    """When the palace last decayed (its stored ``decay_ms``, set by ``decay``); 0 for never.
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    def read(c: apsw.Connection) -> int:
+        stored = meta_get(c, "decay_ms")
+        return int(stored) if stored is not None and stored.strip().isdigit() else 0
+
+    return await palace.read(read)
 
 
 async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
