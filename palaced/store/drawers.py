@@ -86,6 +86,7 @@ def row_to_drawer(row: Sequence[Any]) -> dict[str, Any]:
 
 # -- writes ---------------------------------------------------------------------------------
 def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
+    """The drawer holding exactly this content (its ``content_hash``), if any."""
     rows = conn.execute("SELECT id FROM drawers WHERE content_hash = ?", (digest,)).fetchall()
     return int(rows[0][0]) if rows else None
 
@@ -209,6 +210,7 @@ def refresh_duplicate(conn: apsw.Connection, drawer_id: int, importance: float,
 
 # -- reads ----------------------------------------------------------------------------------
 def get_drawer(conn: apsw.Connection, drawer_id: int) -> dict[str, Any] | None:
+    """One drawer as its wire dict, or None."""
     rows = conn.execute(
         f"SELECT {DRAWER_COLUMNS} FROM drawers WHERE id = ?", (drawer_id,)
     ).fetchall()
