@@ -139,14 +139,14 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
-    ("palaced/store/memories.py", "CONTEXT_NEIGHBOURS",
+    ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
-    ("palaced/store/memories.py", "BM25_WEIGHTS",
+    ("palaced/store/search.py", "BM25_WEIGHTS",
      "bm25 column weights: text, neighbour context, date words. Turn R@5, context ±1: no "
      "context .653, 0.35 .706, 0.5 .712; date words 0 -> 0.6: .689 -> .706. With context ±2, "
      "0.4 balances R@1 (.401) against R@5/R@10 (.730/.823)."),
-    ("palaced/store/memories.py", "TermStats.MIN_DOCS",
+    ("palaced/store/search.py", "TermStats.MIN_DOCS",
      "Terms in more than half of the drawers carry no BM25 weight and are dropped from the "
      "keyword query in palaces of at least this many drawers: Zipfian 10k palace 6.5 -> 1.9 ms "
      "per query. Smaller palaces keep them (LoCoMo dev, ~600-drawer palaces: turn R@1 .401 "
@@ -157,7 +157,7 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/embedder.py", "_stop_spinning",
      "ONNX thread spinning off: embedding + BM25 in parallel 11.2 ms with spinning, 6.8 ms "
      "without (sequential 8.9 ms), 2 cores."),
-    ("palaced/lifecycle.py", "DEDUP_THRESHOLD",
+    ("palaced/rules.py", "DEDUP_THRESHOLD",
      "Cosine at or above which a new memory may repeat one in its room (plus a lexical guard). "
      "`bench/dedup_threshold.py`, int8 model, 53 near-duplicate and 57 different pairs: "
      "near-duplicates min .757, median .936; different facts min .526, median .898, up to .991. "
@@ -172,7 +172,7 @@ TUNING: list[tuple[str, str, str]] = [
      "~0.6 s per 1,000 vectors on 2 cores."),
     ("palaced/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
-    ("palaced/retrieval.py", "normalize",
+    ("palaced/fusion.py", "normalize",
      "Plain float math: `statistics.pstdev`'s exact fractions cost ~0.3 ms per list."),
     ("palaced/ops/drawers.py", "op_remember",
      "Topic extraction of a long text takes up to ~150 ms: it runs in a worker thread."),

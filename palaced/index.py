@@ -23,7 +23,8 @@ from usearch.index import Index
 
 from palaced.errors import IndexError_
 from palaced.store import Store
-from palaced.store import memories as m
+from palaced.store.meta import meta_get, meta_set
+from palaced.store.vectors import all_vectors, vector_owners
 
 DTYPE = np.float32
 
@@ -206,9 +207,8 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
         StorageError: SQLite failed.
     """
     def snapshot(c: Any) -> tuple[str | None, str | None, str | None, dict[int, int]]:
-        owners = {int(v): int(d) for v, d in c.execute("SELECT id, drawer_id FROM vectors")}
-        return (m.meta_get(c, "vec_epoch"), m.meta_get(c, "index_saved_epoch"),
-                m.meta_get(c, "index_digest"), owners)
+        return (meta_get(c, "vec_epoch"), meta_get(c, "index_saved_epoch"),
+                meta_get(c, "index_digest"), vector_owners(c))
 
     epoch, saved_epoch, digest, owners = store.read(snapshot)
     index = VectorIndex(dims)
@@ -218,11 +218,7 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
                 return index, False
         except OSError:
             pass
-    rows = store.read(lambda c: [
-        (int(v), int(d), bytes(b))
-        for v, d, b in c.execute("SELECT id, drawer_id, vec FROM vectors ORDER BY id")
-    ])
-    index.rebuild(rows)
+    index.rebuild(store.read(all_vectors))
     save_index(index, store, path)
     return index, True
 
@@ -236,11 +232,11 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
     Raises:
         IndexError_: the save failed (the previous file stays in place).
     """
-    epoch = store.read(lambda c: m.meta_get(c, "vec_epoch")) or "0"
+    epoch = store.read(lambda c: meta_get(c, "vec_epoch")) or "0"
     digest = index.save(path)
 
     def record(c: Any) -> None:
-        m.meta_set(c, "index_saved_epoch", epoch)
-        m.meta_set(c, "index_digest", digest)
+        meta_set(c, "index_saved_epoch", epoch)
+        meta_set(c, "index_digest", digest)
 
     store.write(record)

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from palaced import reads
 from palaced.errors import (
     InvalidPalaceName,
     PalaceExists,
@@ -26,8 +27,9 @@ from palaced.errors import (
 )
 from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
 from palaced.services import Services
-from palaced.store import memories as m
 from palaced.store.db import open_connection, storage_errors
+from palaced.store.drawers import counts
+from palaced.store.meta import meta_get
 
 log = logging.getLogger("palaced.registry")
 
@@ -160,7 +162,7 @@ class Registry:
         """
         open_ = self._open.get(validate_name(name))
         if open_ is not None:
-            info = await open_.info()
+            info = await reads.info(open_)
             info["open"] = True
             return info
         if not self.exists(name):
@@ -174,11 +176,11 @@ class Registry:
             conn = open_connection(path / DB_NAME, readonly=True, palace=name)
             try:
                 with conn:
-                    counts = m.counts(conn)
-                    embedder = m.meta_get(conn, "embedder")
+                    found = counts(conn)
+                    embedder = meta_get(conn, "embedder")
             finally:
                 conn.close()
-            return {"name": name, "path": str(path), **counts, "index": None,
+            return {"name": name, "path": str(path), **found, "index": None,
                     "consistent": None, "embedder": embedder, "mismatch": None, "open": False}
 
         return await anyio.to_thread.run_sync(read)

@@ -25,13 +25,12 @@ from dataclasses import dataclass
 
 import anyio
 
-from palaced import hops, knowledge
+from palaced import upkeep, writes
 from palaced.config import Limits
 from palaced.errors import PalaceError
 from palaced.palace import Palace
 from palaced.registry import Registry
 from palaced.services import ModelState
-from palaced.store import memories as m
 
 log = logging.getLogger("palaced")
 
@@ -147,13 +146,13 @@ class Scheduler:
                 await palace.checkpoint()
             if idle and self._model.ready and palace.pending_check_due():
                 worked = True
-                await palace.embed_pending()
+                await writes.embed_pending(palace)
             if idle:
                 await self._decay_if_due(up)
                 if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
                     up.last_sweep = now
                     worked = True
-                    await knowledge.sweep_expired(palace)
+                    await upkeep.sweep_expired(palace)
         except Exception as exc:
             # A persistent failure (read-only mount, full disk) repeats on every run: log it
             # once per condition, again when the condition changes, and say when it clears.
@@ -179,8 +178,7 @@ class Scheduler:
         if up.decay_due_ms is not None and now_ms < up.decay_due_ms:
             return
         # Asked of the palace, not remembered here only: memory.decay may have run meanwhile.
-        stored = await hops.read(up.palace, lambda c: m.meta_get(c, "decay_ms"))
-        last = int(stored) if stored is not None and stored.strip().isdigit() else 0
-        if now_ms - last >= knowledge.DECAY_INTERVAL_MS:
-            last = int((await knowledge.decay(up.palace))["decay_ms"])
-        up.decay_due_ms = last + knowledge.DECAY_INTERVAL_MS
+        last = await upkeep.last_decay_ms(up.palace)
+        if now_ms - last >= upkeep.DECAY_INTERVAL_MS:
+            last = int((await upkeep.decay(up.palace))["decay_ms"])
+        up.decay_due_ms = last + upkeep.DECAY_INTERVAL_MS

@@ -1,8 +1,9 @@
 """Hybrid ranking of one palace: BM25 + vectors + closets + importance/recency + rooms.
 
-Synchronous: runs in one worker-thread hop on a reader connection. The pure math lives in
-``retrieval.py``; this module gathers the candidate pool and its metadata with SQL and the
-vector index, then applies that math in a fixed, measured order.
+Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
+``fusion``, the queries in ``store.search``; this module gathers the candidate pool and its
+metadata through them and the vector index, then applies that maths in a fixed, measured
+order.
 """
 
 from __future__ import annotations
@@ -10,15 +11,26 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import apsw
 import numpy as np
 
-from palaced import retrieval
-from palaced.closets import query_topics
+from palaced.fusion import (
+    DEFAULT_IMPORTANCE_WEIGHT,
+    DEFAULT_RECENCY_WEIGHT,
+    DrawerMeta,
+    FusionMethod,
+    apply_boosts,
+    feed_back_rooms,
+    fuse,
+    rank_rooms,
+    ranking,
+    room_scores,
+)
 from palaced.index import VectorIndex, brute_force
-from palaced.store import memories as m
+from palaced.store import search as sql
+from palaced.store.drawers import Filters
+from palaced.topics import query_topics
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
 
@@ -35,10 +47,10 @@ class RankParams:
     # 0.75/0.25 -> .401/.730/.823. Queries with no keyword hit rank by vectors alone.
     lexical_weight: float = 0.75
     vector_weight: float = 0.25
-    fusion: retrieval.FusionMethod = "standardized"
+    fusion: FusionMethod = "standardized"
     closet_boost: float = 0.05
-    importance_weight: float = retrieval.DEFAULT_IMPORTANCE_WEIGHT
-    recency_weight: float = retrieval.DEFAULT_RECENCY_WEIGHT
+    importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT
+    recency_weight: float = DEFAULT_RECENCY_WEIGHT
     # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
     room_weight: float = 0.4
 
@@ -58,7 +70,7 @@ class Ranking:
 
 
 def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
-                  filters: m.Filters, k: int, now_ms: int) -> list[tuple[int, float]]:
+                  filters: Filters, k: int, now_ms: int) -> list[tuple[int, float]]:
     """Best ``(drawer_id, cosine)`` among drawers matching ``filters``.
 
     Unfiltered: the HNSW index, then drop inactive drawers. Filtered: exact search over the
@@ -68,47 +80,11 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     if not filters.narrows:
         # Inactive drawers among these are dropped by rank()'s metadata query.
         return index.search(qvec, k)
-    where, params = filters.sql(now_ms)
-    count = int(c.execute(
-        f"SELECT count(*) FROM vectors v JOIN drawers d ON d.id = v.drawer_id WHERE {where}",
-        params).fetchall()[0][0])
-    if count <= BRUTE_FORCE_MAX:
-        rows = [(int(r[0]), bytes(r[1])) for r in c.execute(
-            f"SELECT v.drawer_id, v.vec FROM vectors v JOIN drawers d ON d.id = v.drawer_id "
-            f"WHERE {where}", params)]
-        return brute_force(qvec, rows, index.dims, k)
-    return _keep_matching(c, index.search(qvec, k * 20), where, params)[:k]
-
-
-def _keep_matching(c: apsw.Connection, hits: list[tuple[int, float]], where: str,
-                   params: dict[str, Any]) -> list[tuple[int, float]]:
-    if not hits:
-        return []
-    marks = ",".join(str(int(i)) for i, _ in hits)
-    ok = {int(r[0]) for r in c.execute(
-        f"SELECT d.id FROM drawers d WHERE d.id IN ({marks}) AND {where}", params)}
-    return [(i, s) for i, s in hits if i in ok]
-
-
-def _pool_meta(c: apsw.Connection, ids: Sequence[int], filters: m.Filters, now_ms: int
-               ) -> dict[int, tuple[str, str, float, int]]:
-    """Metadata of the candidates that still match ``filters`` in this snapshot.
-
-    BM25 may have run in an earlier read transaction (concurrently with embedding), so a
-    candidate superseded, expired or forgotten since is dropped here.
-    """
-    out: dict[int, tuple[str, str, float, int]] = {}
-    if not ids:
-        return out
-    marks = ",".join(str(int(i)) for i in ids)
-    where, params = filters.sql(now_ms)
-    for did, wing, room, imp, occ, weight in c.execute(
-        f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight FROM drawers d "
-        f"WHERE d.id IN ({marks}) AND {where}", params
-    ):
-        # Decay weight scales importance: a stale low drawer ranks below a fresh one.
-        out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ))
-    return out
+    if sql.matching_vector_count(c, filters, now_ms) <= BRUTE_FORCE_MAX:
+        return brute_force(qvec, sql.matching_vectors(c, filters, now_ms), index.dims, k)
+    hits = index.search(qvec, k * 20)
+    ok = sql.matching_ids(c, [i for i, _ in hits], filters, now_ms)
+    return [(i, s) for i, s in hits if i in ok][:k]
 
 
 def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[int]:
@@ -116,19 +92,10 @@ def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[in
     topics = query_topics(query)
     if not topics or not ids:
         return set()
-    tmarks = ",".join("?" * len(topics))
-    dmarks = ",".join(str(int(i)) for i in ids)
-    return {int(r[0]) for r in c.execute(
-        f"SELECT DISTINCT drawer_id FROM closets WHERE topic IN ({tmarks}) "
-        f"AND drawer_id IN ({dmarks})", topics)}
+    return sql.closet_hits(c, topics, ids)
 
 
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
-
-
-def all_rooms(c: apsw.Connection) -> list[tuple[str, str]]:
-    """Every (wing, room) of the palace (callers cache it per write)."""
-    return [(str(w), str(r)) for w, r in c.execute("SELECT DISTINCT wing, room FROM drawers")]
 
 
 def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
@@ -139,22 +106,22 @@ def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[s
     return {(w, r) for w, r in rooms if r.lower() in words or w.lower() in words}
 
 
-def lexical_search(c: apsw.Connection, query: str, filters: m.Filters, now_ms: int,
-                   params: RankParams = RankParams(), stats: m.TermStats | None = None,
+def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
+                   params: RankParams = RankParams(), stats: sql.TermStats | None = None,
                    n_docs: int = 0) -> list[tuple[int, float]]:
     """The BM25 half of ``rank``: ``(drawer_id, score)`` best first."""
-    return m.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+    return sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
-         index: VectorIndex | None, filters: m.Filters, now_ms: int,
+         index: VectorIndex | None, filters: Filters, now_ms: int,
          params: RankParams = RankParams(),
          rooms: Sequence[tuple[str, str]] | None = None,
          lexical_hits: Sequence[tuple[int, float]] | None = None) -> Ranking:
     """Rank the palace's drawers for ``query`` under ``filters``.
 
     ``rooms`` is the palace's (wing, room) list if the caller has it cached;
-    ``lexical_hits`` the result of ``lexical(...)`` if the caller ran it already (the
+    ``lexical_hits`` the result of ``lexical_search(...)`` if the caller ran it already (the
     palace runs it while the query is being embedded).
     """
     if lexical_hits is None:
@@ -163,12 +130,11 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    fused = retrieval.fuse(lexical, vector, method=params.fusion,
-                           lexical_weight=params.lexical_weight,
-                           vector_weight=params.vector_weight)
+    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
+                 vector_weight=params.vector_weight)
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
-    meta = _pool_meta(c, list(fused), filters, now_ms)
+    meta = sql.pool_meta(c, list(fused), filters, now_ms)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
@@ -177,21 +143,21 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
               for i, s in fused.items()}
-    scores = retrieval.apply_boosts(
+    scores = apply_boosts(
         scores,
-        {i: retrieval.DrawerMeta(importance=v[2], ts_ms=v[3]) for i, v in meta.items()},
+        {i: DrawerMeta(importance=v[2], ts_ms=v[3]) for i, v in meta.items()},
         now_ms=now_ms, importance_weight=params.importance_weight,
         recency_weight=params.recency_weight,
     )
     room_of = {i: (v[0], v[1]) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
-    room_score = retrieval.room_scores(scores, room_key)
+    room_score = room_scores(scores, room_key)
     if params.room_weight > 0:
-        scores = retrieval.feed_back_rooms(scores, room_key, room_score, params.room_weight)
-    order = retrieval.ranking(scores)
+        scores = feed_back_rooms(scores, room_key, room_score, params.room_weight)
+    order = ranking(scores)
     room_list = []
-    for key in retrieval.rank_rooms(room_score):
+    for key in rank_rooms(room_score):
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
-    mentioned = rooms_mentioned(query, all_rooms(c) if rooms is None else rooms)
+    mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
     return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)

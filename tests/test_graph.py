@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from palaced import timeparse, vocab
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
-from palaced.store import graph
-from palaced.store.graph import (
-    GRAPH_DDL,
+from palaced.store import entities
+from palaced.store.entities import upsert_entity
+from palaced.store.facts import (
     active_facts,
     assert_fact,
     facts_as_of,
@@ -24,9 +24,9 @@ from palaced.store.graph import (
     link,
     normalize_predicate,
     timeline,
-    upsert_entity,
 )
 from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
+from palaced.store.schema import GRAPH_DDL
 from palaced.timeparse import parse_when
 
 
@@ -392,7 +392,7 @@ def test_upsert_entity_updates_and_keeps(conn: apsw.Connection) -> None:
     assert [e["name"] for e in search_entities(conn, "dbms")] == ["Postgres"]
     # The triggers kept the external-content index in step with the table.
     conn.execute("INSERT INTO entities_fts(entities_fts, rank) VALUES ('integrity-check', 1)")
-    stored = graph.get_entity(conn, "POSTGRES")
+    stored = entities.get_entity(conn, "POSTGRES")
     assert stored is not None and stored["labels"] == []
     with pytest.raises(InvalidContent), conn:
         upsert_entity(conn, "x", labels="db", now_ms=4)

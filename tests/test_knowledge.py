@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from palaced import errors as E
-from palaced import knowledge
-from palaced.lifecycle import IMPORTANCE_PRESETS, MS_PER_DAY
-from palaced.store import memories as m
+from palaced import graph, health, reads, upkeep, writes
+from palaced.rules import IMPORTANCE_PRESETS, MS_PER_DAY
+from palaced.store import drawers as m
 from palaced.timeparse import parse_when
 
 from .conftest import DaemonProc
@@ -415,17 +415,17 @@ async def palace(tmp_path: Path) -> AsyncIterator[Any]:
 
 async def _store(p: Any, text: str, level: str, room: str = "r", **kw: Any) -> int:
     new = m.NewDrawer(text=text, room=room, importance=IMPORTANCE_PRESETS[level], **kw)
-    return int((await p.remember(new, dedup=False))["id"])
+    return int((await writes.remember(p, new, dedup=False))["id"])
 
 
 @pytest.mark.anyio
 async def test_decay_formula_per_importance(palace: Any) -> None:
     ids = {level: await _store(palace, f"{level} drawer about subject {i}", level)
            for i, level in enumerate(IMPORTANCE_PRESETS)}
-    created = {k: (await palace.get(i))["created_ms"] for k, i in ids.items()}
+    created = {k: (await reads.get(palace, i))["created_ms"] for k, i in ids.items()}
     later = max(created.values()) + 60 * MS_PER_DAY
     before = palace.write_counter
-    out = await knowledge.decay(palace, now_ms=later)
+    out = await upkeep.decay(palace, now_ms=later)
     assert out == {"drawers": 4, "updated": 3, "decay_ms": later}
     assert palace.write_counter == before + 1
 
@@ -433,7 +433,7 @@ async def test_decay_formula_per_importance(palace: Any) -> None:
         age = (later - created[level]) / MS_PER_DAY
         return float(IMPORTANCE_PRESETS[level] * 2 ** (-rate * age / 30))
 
-    weights = {k: (await palace.get(i))["weight"] for k, i in ids.items()}
+    weights = {k: (await reads.get(palace, i))["weight"] for k, i in ids.items()}
     assert weights["critical"] == 1.0  # never decays
     assert weights["high"] == pytest.approx(expected("high", 0.5))  # half-life 60 days
     assert weights["medium"] == pytest.approx(expected("medium", 1.0))  # 30 days
@@ -442,16 +442,13 @@ async def test_decay_formula_per_importance(palace: Any) -> None:
 
     # A recall not yet flushed by the checkpointer still counts: decay flushes it first.
     palace.note_touched([ids["medium"]])
-    await knowledge.decay(palace, now_ms=later)
-    touched = await palace.get(ids["medium"])
+    await upkeep.decay(palace, now_ms=later)
+    touched = await reads.get(palace, ids["medium"])
     assert touched["access_count"] == 1 and touched["weight"] > weights["medium"]
 
-    # maybe_decay: at most once per day, remembered across palace objects through meta.
-    assert await knowledge.maybe_decay(palace, now_ms=later + 1000) is None
-    knowledge._last_decay.pop(palace, None)
-    assert await knowledge.maybe_decay(palace, now_ms=later + MS_PER_DAY - 1) is None
-    ran = await knowledge.maybe_decay(palace, now_ms=later + MS_PER_DAY)
-    assert ran is not None and ran["decay_ms"] == later + MS_PER_DAY
+    # The time of the last decay is stored in the palace (the scheduler asks it when a decay
+    # may be due, so a manual decay postpones the automatic one).
+    assert await upkeep.last_decay_ms(palace) == later
 
 
 @pytest.mark.anyio
@@ -462,11 +459,11 @@ async def test_prune_and_health_over_time(palace: Any) -> None:
     replacing = await _store(palace, "low memo replacing the earlier one", "low", supersedes=old)
     sources = [await _store(palace, f"low standup number {i}", "low", room="standup")
                for i in range(2)]
-    made = await knowledge.consolidate(palace, "standup", "Standups, summarised")
+    made = await upkeep.consolidate(palace, "standup", "Standups, summarised")
     assert made["source_ids"] == sources
-    far = (await palace.get(ids["low"]))["created_ms"] + 400 * MS_PER_DAY
+    far = (await reads.get(palace, ids["low"]))["created_ms"] + 400 * MS_PER_DAY
 
-    report = await knowledge.health(palace, now_ms=far)
+    report = await health.report(palace, now_ms=far)
     stale = {s["id"]: s for s in _room(report, "r")["stale"]}
     assert ids["critical"] not in stale
     assert stale[ids["high"]]["prunable"] is False  # faded, but high is never pruned
@@ -476,18 +473,18 @@ async def test_prune_and_health_over_time(palace: Any) -> None:
         sources[0]: False, sources[1]: False, made["summary_id"]: False}
 
     vectors = len(palace.index)
-    dry = await knowledge.prune(palace, dry_run=True, now_ms=far)
+    dry = await upkeep.prune(palace, dry_run=True, now_ms=far)
     assert dry["ids"] == [ids["low"], replacing, ids["medium"]]  # by weight
-    real = await knowledge.prune(palace, now_ms=far)
+    real = await upkeep.prune(palace, now_ms=far)
     assert real["ids"] == dry["ids"] and real["pruned"] == 3
     for did in real["ids"]:
         with pytest.raises(E.MemoryNotFound):
-            await palace.get(did)
+            await reads.get(palace, did)
     # Critical, high, the superseded drawer, consolidated sources and the summary remain.
     for did in (ids["critical"], ids["high"], old, *sources, made["summary_id"]):
-        assert (await palace.get(did))["id"] == did
+        assert (await reads.get(palace, did))["id"] == did
     assert len(palace.index) == vectors - 3
-    info = await palace.info()
+    info = await reads.info(palace)
     assert info["vectors"] == info["index"] == len(palace.index)
 
 
@@ -500,28 +497,28 @@ async def test_sweep_expired_deletes_drawers_and_vectors(palace: Any) -> None:
     soon = await _store(palace, "temporary token for an hour", "medium",
                         expires_ms=now + 3_600_000)
     keep = await _store(palace, "permanent note", "medium")
-    fact = await knowledge.kg_assert(palace, "token", "issued_by", "vault", source_drawer=gone)
+    fact = await graph.kg_assert(palace, "token", "issued_by", "vault", source_drawer=gone)
     vectors = len(palace.index)
 
-    assert await knowledge.sweep_expired(palace, now_ms=now) == {"deleted": [gone]}
+    assert await upkeep.sweep_expired(palace, now_ms=now) == {"deleted": [gone]}
     with pytest.raises(E.MemoryNotFound):
-        await palace.get(gone)
+        await reads.get(palace, gone)
     assert len(palace.index) == vectors - 1
     # The fact citing it survives without its source.
-    timeline = await knowledge.kg_timeline(palace, "token")
+    timeline = await graph.kg_timeline(palace, "token")
     assert timeline["facts"][0]["id"] == fact["id"]
     assert timeline["facts"][0]["source"]["drawer"] is None
 
     counter = palace.write_counter
-    assert await knowledge.sweep_expired(palace, now_ms=now) == {"deleted": []}
+    assert await upkeep.sweep_expired(palace, now_ms=now) == {"deleted": []}
     assert palace.write_counter == counter  # nothing due: no write at all
 
     # A deleted summary's sources are no longer consolidated into anything.
-    made = await knowledge.consolidate(palace, "r", "Summary of the notes", ids=[keep])
+    made = await upkeep.consolidate(palace, "r", "Summary of the notes", ids=[keep])
     palace.store.write(lambda c: c.execute(
         "UPDATE drawers SET expires_ms = ? WHERE id = ?", (now - 1, made["summary_id"])))
-    swept = await knowledge.sweep_expired(palace, now_ms=now + 7_200_000)
+    swept = await upkeep.sweep_expired(palace, now_ms=now + 7_200_000)
     assert sorted(swept["deleted"]) == sorted([soon, made["summary_id"]])
-    assert (await palace.get(keep))["consolidated_into"] is None
-    info = await palace.info()
+    assert (await reads.get(palace, keep))["consolidated_into"] is None
+    info = await reads.info(palace)
     assert info["drawers"] == 1 and info["vectors"] == info["index"] == 1

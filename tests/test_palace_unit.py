@@ -9,13 +9,15 @@ import apsw
 import pytest
 
 from palaced import config as config_mod
+from palaced import reads, recall, writes
 from palaced.embedder import HashEmbedder
 from palaced.errors import EmbedderMismatch, SchemaTooNew, StorageError
-from palaced.palace import Palace, RecallRequest
+from palaced.palace import Palace
 from palaced.paths import resolve
+from palaced.recall import RecallRequest
 from palaced.services import ModelState, Services
 from palaced.store import Store
-from palaced.store import memories as m
+from palaced.store import drawers as m
 from palaced.store.schema import SCHEMA_VERSION
 from palaced.tokens import Tokenizer
 
@@ -38,24 +40,25 @@ def services(tmp_path: Path, embedder: HashEmbedder | None) -> Services:
 async def test_embedder_mismatch_then_reembed(tmp_path: Path) -> None:
     pdir = tmp_path / "p"
     p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
-    a = (await p.remember(m.NewDrawer(text="alpha beta gamma")))["id"]
-    await p.remember(m.NewDrawer(text="delta epsilon"))
+    a = (await writes.remember(p, m.NewDrawer(text="alpha beta gamma")))["id"]
+    await writes.remember(p, m.NewDrawer(text="delta epsilon"))
     await p.aclose()
 
     other = services(tmp_path, HashEmbedder(32))
     p = await Palace.open("p", pdir, other)
     assert p.mismatch is not None and "reembed" in p.mismatch
     with pytest.raises(EmbedderMismatch):
-        await p.remember(m.NewDrawer(text="zeta"))
+        await writes.remember(p, m.NewDrawer(text="zeta"))
     with pytest.raises(EmbedderMismatch):
-        await p.recall(RecallRequest(query="alpha"))
-    assert (await p.get(a))["text"] == "alpha beta gamma"  # reads still work
-    out = await p.reembed()
+        await recall.recall(p, RecallRequest(query="alpha"))
+    assert (await reads.get(p, a))["text"] == "alpha beta gamma"  # reads still work
+    out = await writes.reembed(p)
     assert out["reembedded"] == 2 and out["embedder"] == "hash:32"
-    info = await p.info()
+    info = await reads.info(p)
     assert info["vectors"] == info["index"] == 2 and info["consistent"] is True
-    res = await p.recall(RecallRequest(query="alpha beta gamma", top_k=1))
-    assert res["results"][0]["id"] == a and res["mode"] == "hybrid"
+    res = await recall.recall(p, RecallRequest(query="alpha beta gamma", top_k=1))
+    assert res.results[0]["id"] == a and res.hybrid and res.notice is None
+    assert res.to_wire()["mode"] == "hybrid"
     await p.aclose()
 
 
@@ -135,17 +138,17 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None
     """usearch's remove is never called: forgotten vectors are skipped, then compacted."""
     svc = services(tmp_path, HashEmbedder(32))
     p = await Palace.open("p", tmp_path / "p", svc)
-    ids = [(await p.remember(m.NewDrawer(text=f"note {w} alpha beta")))["id"]
+    ids = [(await writes.remember(p, m.NewDrawer(text=f"note {w} alpha beta")))["id"]
            for w in ("one", "two", "three")]
-    await p.forget(ids[0])
+    await writes.forget(p, ids[0])
     assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
-    res = await p.recall(RecallRequest(query="note one alpha beta", top_k=3))
-    assert ids[0] not in [r["id"] for r in res["results"]]
+    res = await recall.recall(p, RecallRequest(query="note one alpha beta", top_k=3))
+    assert ids[0] not in [r["id"] for r in res.results]
     await p.checkpoint()  # below the threshold: no compaction, no save of a dead-bearing file
     assert p.index.dead == 1
     await p.aclose()  # close compacts and saves a clean file
     p = await Palace.open("p", tmp_path / "p", svc)
     assert p.index is not None and p.index.dead == 0 and len(p.index) == 2
-    info = await p.info()
+    info = await reads.info(p)
     assert info["consistent"] is True and info["index"] == info["vectors"] == 2
     await p.aclose()

@@ -360,10 +360,12 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     file (so the next create starts over), and neither failure keeps the flock."""
     from palaced import config as config_mod
     from palaced import palace as palace_mod
+    from palaced import reads, writes
     from palaced.embedder import HashEmbedder
     from palaced.errors import IndexError_
     from palaced.paths import resolve
     from palaced.services import ModelState, Services
+    from palaced.store.drawers import NewDrawer
     from palaced.tokens import Tokenizer
 
     monkeypatch.setenv("PALACE_HOME", str(tmp_path))
@@ -384,7 +386,7 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
 
     monkeypatch.setattr(palace_mod, "open_index", real_open_index)
     p = await palace_mod.Palace.open("p", pdir, svc, create=True)  # not PALACE_LOCKED
-    await p.remember(palace_mod.m.NewDrawer(text="otters"))
+    await writes.remember(p, NewDrawer(text="otters"))
     await p.aclose()
     monkeypatch.setattr(palace_mod, "open_index", broken)
     with pytest.raises(IndexError_):  # an existing palace: nothing is undone
@@ -392,7 +394,7 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     assert (pdir / "palace.db").stat().st_size > 0
     monkeypatch.setattr(palace_mod, "open_index", real_open_index)
     p = await palace_mod.Palace.open("p", pdir, svc, create=False)
-    assert (await p.info())["drawers"] == 1
+    assert (await reads.info(p))["drawers"] == 1
     await p.aclose()
 
 

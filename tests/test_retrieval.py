@@ -1,4 +1,4 @@
-"""Score fusion, boosts, room scoring and budget packing (palaced.retrieval)."""
+"""Score fusion, boosts, room scoring (palaced.fusion) and budget packing (palaced.packing)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,26 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from palaced.retrieval import (
-    ITEM_OVERHEAD_TOKENS,
-    SECTION_OVERHEAD_TOKENS,
+from palaced.fusion import (
     DrawerMeta,
-    Item,
-    PackResult,
-    Section,
     apply_boosts,
     feed_back_rooms,
     fuse,
     lexical_from_bm25,
     normalize,
-    pack,
     rank_rooms,
     ranking,
     room_scores,
     rrf_fusion,
     standardized_fusion,
+)
+from palaced.packing import (
+    ITEM_OVERHEAD_TOKENS,
+    SECTION_OVERHEAD_TOKENS,
+    Item,
+    PackResult,
+    Section,
+    pack,
 )
 from palaced.tokens import Tokenizer
 

@@ -93,12 +93,12 @@ async def test_a_request_wakes_the_scheduler(core: Daemon) -> None:
 
 
 async def test_decay_is_due_once_a_day_and_read_from_the_palace(core: Daemon) -> None:
-    from palaced import knowledge
+    from palaced import upkeep
 
     await dispatch(core.ctx, "palace.create", "d", {})
     await dispatch(core.ctx, "memory.remember", "d", {"text": "a note to decay"})
     calls: list[Any] = []
-    real = knowledge.decay
+    real = upkeep.decay
 
     async def counted(palace: Any, **kwargs: Any) -> dict[str, Any]:
         calls.append(palace.name)
@@ -106,7 +106,7 @@ async def test_decay_is_due_once_a_day_and_read_from_the_palace(core: Daemon) ->
 
     sched = core.scheduler
     mp = pytest.MonkeyPatch()
-    mp.setattr(knowledge, "decay", counted)
+    mp.setattr(upkeep, "decay", counted)
     try:
         await anyio.sleep(0.25)  # idle past checkpoint_idle_s
         await sched.run_due()
@@ -118,7 +118,7 @@ async def test_decay_is_due_once_a_day_and_read_from_the_palace(core: Daemon) ->
         await sched.run_due()
         assert calls == ["d"]
         due = sched._palaces["d"].decay_due_ms
-        assert due is not None and due - time.time() * 1000 > knowledge.DECAY_INTERVAL_MS - 60_000
+        assert due is not None and due - time.time() * 1000 > upkeep.DECAY_INTERVAL_MS - 60_000
     finally:
         mp.undo()
 

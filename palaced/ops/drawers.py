@@ -8,13 +8,14 @@ from typing import Any
 
 import anyio.to_thread
 
+from palaced import reads, recall, writes
 from palaced.args import decode_args
 from palaced.errors import InvalidArgs, PalaceError
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, drawer_from_args, filters_from_args, need_palace
-from palaced.palace import RecallRequest
+from palaced.recall import RecallRequest
 from palaced.specs import REMEMBER_MANY_ITEM
-from palaced.store import memories as m
+from palaced.store import drawers as m
 
 
 async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -27,7 +28,7 @@ async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
     # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
     # into the old drawer would lose it, so dedup defaults off then.
     dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
-    return await p.remember(new, dedup=bool(dedup))
+    return await writes.remember(p, new, dedup=bool(dedup))
 
 
 async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -56,7 +57,7 @@ async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, A
     # Topic extraction of thousands of items would stall the event loop: do it in a thread.
     drawers = await anyio.to_thread.run_sync(validate)
     p = await ctx.registry.get(name)
-    return await p.remember_many(drawers, dedup=bool(args["dedup"]))
+    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]))
 
 
 async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -71,26 +72,27 @@ async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         filters = replace(filters, include_superseded=True)
     req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
                         budget=int(args["budget"]), deep=bool(args["deep"]))
-    return await p.recall(req)
+    return (await recall.recall(p, req)).to_wire()
 
 
 async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return await p.wake_up(int(args["budget"]))
+    return (await recall.wake_up(p, int(args["budget"]))).to_wire()
 
 
 async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return {"drawer": await p.get(int(args["id"]))}
+    return {"drawer": await reads.get(p, int(args["id"]))}
 
 
 async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    await p.forget(int(args["id"]))
+    await writes.forget(p, int(args["id"]))
     return {"id": args["id"], "forgotten": True}
 
 
 async def op_list(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return await p.list_drawers(filters_from_args(args), int(args["limit"]), int(args["offset"]))
+    return await reads.list_drawers(p, filters_from_args(args), int(args["limit"]),
+                                    int(args["offset"]))

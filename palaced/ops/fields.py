@@ -10,13 +10,13 @@ import math
 from typing import Any
 
 from palaced.args import MAX_TIME_CHARS
-from palaced.closets import extract_topics
 from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, quote
-from palaced.lifecycle import parse_importance
 from palaced.registry import validate_name
+from palaced.rules import parse_importance
 from palaced.specs import MAX_TTL_S
-from palaced.store import memories as m
+from palaced.store import drawers as m
 from palaced.timeparse import parse_when
+from palaced.topics import extract_topics
 from palaced.vocab import MAX_FIELD_CHARS
 
 

@@ -1,7 +1,7 @@
 """Handlers of the knowledge-graph ops (``graph.*``).
 
 Handlers validate what the generic decoder cannot (times, queries) and call
-``palaced.knowledge``; every failure is a typed PalaceError.
+``palaced.graph``; every failure is a typed PalaceError.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from palaced import knowledge as k
+from palaced import graph
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, need_palace, when
 from palaced.palace import Palace
@@ -36,7 +36,7 @@ def _sources(args: dict[str, Any], now: int) -> dict[str, Any]:
 async def op_graph_assert(ctx: OpContext, palace: str | None, args: dict[str, Any]
                           ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    fact = await k.kg_assert(p, args["subject"], args["predicate"], args["object"],
+    fact = await graph.kg_assert(p, args["subject"], args["predicate"], args["object"],
                              literal=bool(args["literal"]), **_sources(args, _now()))
     return {"fact": fact}
 
@@ -44,33 +44,33 @@ async def op_graph_assert(ctx: OpContext, palace: str | None, args: dict[str, An
 async def op_graph_link(ctx: OpContext, palace: str | None, args: dict[str, Any]
                         ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    fact = await k.kg_link(p, args["a"], args["relation"], args["b"], **_sources(args, _now()))
+    fact = await graph.kg_link(p, args["a"], args["relation"], args["b"], **_sources(args, _now()))
     return {"fact": fact}
 
 
 async def op_graph_invalidate(ctx: OpContext, palace: str | None, args: dict[str, Any]
                               ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    fact = await k.kg_invalidate(p, int(args["id"]), at_ms=when(args, "at", _now()))
+    fact = await graph.kg_invalidate(p, int(args["id"]), at_ms=when(args, "at", _now()))
     return {"fact": fact}
 
 
 async def op_graph_query(ctx: OpContext, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.kg_query(p, args["subject"], as_of_ms=when(args, "as_of", _now()))
+    return await graph.kg_query(p, args["subject"], as_of_ms=when(args, "as_of", _now()))
 
 
 async def op_graph_timeline(ctx: OpContext, palace: str | None, args: dict[str, Any]
                             ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.kg_timeline(p, args["subject"])
+    return await graph.kg_timeline(p, args["subject"])
 
 
 async def op_graph_neighbors(ctx: OpContext, palace: str | None, args: dict[str, Any]
                              ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.kg_neighbors(p, args["entity"], depth=int(args["depth"]),
+    return await graph.kg_neighbors(p, args["entity"], depth=int(args["depth"]),
                                 relation=args.get("relation"),
                                 as_of_ms=when(args, "as_of", _now()),
                                 max_nodes=int(args["max_nodes"]))
@@ -79,7 +79,7 @@ async def op_graph_neighbors(ctx: OpContext, palace: str | None, args: dict[str,
 async def op_graph_path(ctx: OpContext, palace: str | None, args: dict[str, Any]
                         ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.kg_path(p, args["a"], args["b"], max_depth=int(args["max_depth"]),
+    return await graph.kg_path(p, args["a"], args["b"], max_depth=int(args["max_depth"]),
                            as_of_ms=when(args, "as_of", _now()))
 
 
@@ -87,4 +87,4 @@ async def op_graph_search(ctx: OpContext, palace: str | None, args: dict[str, An
                           ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     check_query(args["query"])
-    return await k.kg_search(p, args["query"], limit=int(args["limit"]))
+    return await graph.kg_search(p, args["query"], limit=int(args["limit"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from palaced import reads, writes
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -23,7 +24,7 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
     name = need_palace(palace)
     existed = ctx.registry.exists(name)
     p = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
-    info = await p.info()
+    info = await reads.info(p)
     info["created"] = not existed
     return info
 
@@ -38,7 +39,7 @@ async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return await p.info()
+    return await reads.info(p)
 
 
 async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -61,4 +62,4 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             "cannot reembed: the embedding model is unavailable: "
             f"{model.reason or 'no model is configured'}",
             details={"model": model.state, "reason": model.reason})
-    return await p.reembed()
+    return await writes.reembed(p)

@@ -2,14 +2,14 @@
 ``memory.consolidate`` and ``memory.health``.
 
 Handlers validate what the generic decoder cannot (labels, texts, ids) and call
-``palaced.knowledge``; every failure is a typed PalaceError.
+``palaced.upkeep`` and ``palaced.health``; every failure is a typed PalaceError.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from palaced import knowledge as k
+from palaced import health, upkeep
 from palaced.errors import InvalidArgs
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, check_text, need_palace
@@ -22,12 +22,12 @@ async def _palace(ctx: OpContext, palace: str | None) -> Palace:
 
 async def op_decay(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.decay(p)
+    return await upkeep.decay(p)
 
 
 async def op_prune(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]))
+    return await upkeep.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]))
 
 
 async def op_consolidate(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -39,11 +39,11 @@ async def op_consolidate(ctx: OpContext, palace: str | None, args: dict[str, Any
     ids = args.get("ids")
     if ids is not None and any(i < 1 for i in ids):
         raise InvalidArgs("ids must be positive drawer ids", details={"arg": "ids"})
-    return await k.consolidate(p, room, summary, wing=check_label(args.get("wing"), "wing"),
+    return await upkeep.consolidate(p, room, summary, wing=check_label(args.get("wing"), "wing"),
                                ids=ids or None)
 
 
 async def op_health(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await k.health(p, threshold=float(args["threshold"]),
+    return await health.report(p, threshold=float(args["threshold"]),
                           stale_days=float(args["stale_days"]), limit=int(args["limit"]))

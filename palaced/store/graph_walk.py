@@ -2,8 +2,8 @@
 
 Read-side only: ``search_entities`` (full-text over names, definitions and labels),
 ``neighbors`` (breadth-first neighbourhood), ``path`` (shortest chain of facts) and
-``facts_matching`` (active facts about entities a recall query names). The schema, entities
-and fact writes live in ``graph``, whose row shapes and limits this module reuses.
+``facts_matching`` (active facts about entities a recall query names). Entities live in
+``entities`` and fact writes in ``facts``, whose row shapes and limits this module reuses.
 
 Every function takes an open ``apsw.Connection`` and only reads.
 """
@@ -22,23 +22,20 @@ from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
-from .graph import (
-    _ACTIVE,
+from .entities import (
     _ENTITY_COLS,
-    _FACT_SELECT,
-    _VALID_AT,
-    MAX_VISITED,
     _check_limit,
     _entity_dict,
     _entity_id,
-    _fact_dict,
     _query,
     _squash,
     get_entity,
-    normalize_predicate,
 )
-from .memories import STOPWORDS, fts_match, fts_terms
+from .facts import _ACTIVE, _FACT_SELECT, _VALID_AT, _fact_dict, normalize_predicate
+from .search import STOPWORDS, fts_match, fts_terms
 
+# Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
+MAX_VISITED = 10_000
 _NAME_TOKEN = re.compile(r"[^\W_]+")
 
 

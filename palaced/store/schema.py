@@ -1,7 +1,12 @@
-"""Ordered schema migrations keyed by ``PRAGMA user_version``.
+"""The whole schema of a palace database, as ordered migrations keyed by ``PRAGMA user_version``.
+
+v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
+``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
+``entities_fts`` (kept by triggers) and temporal ``facts``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
+A step, once released, never changes: a new schema is a new step.
 """
 
 from __future__ import annotations
@@ -71,11 +76,64 @@ V1: Sequence[str] = (
 )
 
 
-def _v2_graph(conn: apsw.Connection) -> None:
-    from .graph import GRAPH_DDL
-
-    for stmt in GRAPH_DDL:
-        conn.execute(stmt)
+# v2, the knowledge graph: runs after the drawers table exists (facts cite drawers as sources).
+# Self-links are refused by a CHECK as well as in code, so raw SQL cannot create one either.
+GRAPH_DDL: list[str] = [
+    """CREATE TABLE entities(
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL UNIQUE,
+        type TEXT,
+        definition TEXT,
+        labels TEXT NOT NULL DEFAULT '[]',
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    ) STRICT""",
+    """CREATE TABLE facts(
+        id INTEGER PRIMARY KEY,
+        subject_id INTEGER NOT NULL REFERENCES entities(id),
+        predicate TEXT NOT NULL,
+        object_id INTEGER REFERENCES entities(id),
+        object_value TEXT,
+        valid_from_ms INTEGER NOT NULL,
+        valid_to_ms INTEGER,
+        confidence REAL NOT NULL DEFAULT 1.0 CHECK (confidence >= 0 AND confidence <= 1),
+        source_drawer INTEGER REFERENCES drawers(id) ON DELETE SET NULL,
+        source_url TEXT,
+        source_agent TEXT,
+        created_ms INTEGER NOT NULL,
+        invalidated_ms INTEGER,
+        CHECK (object_id IS NULL OR object_id != subject_id),
+        CHECK ((object_id IS NULL) != (object_value IS NULL)),
+        CHECK (valid_to_ms IS NULL OR valid_to_ms >= valid_from_ms)
+    ) STRICT""",
+    "CREATE INDEX facts_subject ON facts(subject_id, predicate, valid_from_ms)",
+    "CREATE INDEX facts_object ON facts(object_id, valid_from_ms) WHERE object_id IS NOT NULL",
+    "CREATE INDEX facts_active ON facts(subject_id, predicate) WHERE valid_to_ms IS NULL",
+    "CREATE INDEX facts_predicate ON facts(predicate, valid_to_ms)",
+    # Lets ON DELETE SET NULL find a deleted drawer's facts without scanning every fact.
+    "CREATE INDEX facts_source ON facts(source_drawer) WHERE source_drawer IS NOT NULL",
+    """CREATE VIRTUAL TABLE entities_fts USING fts5(
+        name, definition, labels,
+        content = 'entities', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER entities_fts_insert AFTER INSERT ON entities BEGIN
+        INSERT INTO entities_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+    """CREATE TRIGGER entities_fts_delete AFTER DELETE ON entities BEGIN
+        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+    END""",
+    """CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, definition, labels ON entities
+    BEGIN
+        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+        INSERT INTO entities_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+]
 
 
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
@@ -86,7 +144,7 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _v2_graph]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _sql_step(GRAPH_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,13 +1,13 @@
-"""Synchronous knowledge-graph schema and writes: entities and temporal facts.
+"""Synchronous knowledge-graph facts: temporal writes and per-entity fact queries.
 
 A fact is ``subject --predicate--> object`` where the object is another entity or a literal
 value, true over the half-open interval ``[valid_from_ms, valid_to_ms)``; ``valid_to_ms`` NULL
 means the fact is still active. History is never deleted: superseding a single-valued fact
 closes its interval, and ``invalidate_fact`` closes it explicitly.
 
-This module holds the schema (``GRAPH_DDL``), predicate and name normalisation, entities, and
-the temporal fact writes and per-entity fact queries. Navigating the graph (entity search,
-neighbourhoods, paths, facts named by a query) lives in ``graph_walk``.
+This module holds predicate normalisation, the fact writes and the per-entity fact queries.
+Entities live in ``entities``; navigating the graph (entity search, neighbourhoods, paths,
+facts named by a query) in ``graph_walk``; the tables in ``schema``.
 
 Every function takes an open ``apsw.Connection``. Writers expect the caller to have opened the
 transaction (``Store.write``); nothing here begins or commits.
@@ -15,7 +15,6 @@ transaction (``Store.write``); nothing here begins or commits.
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -25,88 +24,15 @@ import apsw
 
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.timeparse import parse_when
-from palaced.vocab import (
-    MAX_LIMIT,
-    MAX_NAME_CHARS,
-    MAX_PREDICATE_CHARS,
-    MAX_VALUE_CHARS,
-    MULTI_VALUED,
-)
+from palaced.vocab import MAX_NAME_CHARS, MAX_PREDICATE_CHARS, MAX_VALUE_CHARS, MULTI_VALUED
 
-# One migration step, run after the drawers table exists (facts cite drawers as sources).
-# Self-links are refused by a CHECK as well as in code, so raw SQL cannot create one either.
-GRAPH_DDL: list[str] = [
-    """CREATE TABLE entities(
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL,
-        name_key TEXT NOT NULL UNIQUE,
-        type TEXT,
-        definition TEXT,
-        labels TEXT NOT NULL DEFAULT '[]',
-        created_ms INTEGER NOT NULL,
-        updated_ms INTEGER NOT NULL
-    ) STRICT""",
-    """CREATE TABLE facts(
-        id INTEGER PRIMARY KEY,
-        subject_id INTEGER NOT NULL REFERENCES entities(id),
-        predicate TEXT NOT NULL,
-        object_id INTEGER REFERENCES entities(id),
-        object_value TEXT,
-        valid_from_ms INTEGER NOT NULL,
-        valid_to_ms INTEGER,
-        confidence REAL NOT NULL DEFAULT 1.0 CHECK (confidence >= 0 AND confidence <= 1),
-        source_drawer INTEGER REFERENCES drawers(id) ON DELETE SET NULL,
-        source_url TEXT,
-        source_agent TEXT,
-        created_ms INTEGER NOT NULL,
-        invalidated_ms INTEGER,
-        CHECK (object_id IS NULL OR object_id != subject_id),
-        CHECK ((object_id IS NULL) != (object_value IS NULL)),
-        CHECK (valid_to_ms IS NULL OR valid_to_ms >= valid_from_ms)
-    ) STRICT""",
-    "CREATE INDEX facts_subject ON facts(subject_id, predicate, valid_from_ms)",
-    "CREATE INDEX facts_object ON facts(object_id, valid_from_ms) WHERE object_id IS NOT NULL",
-    "CREATE INDEX facts_active ON facts(subject_id, predicate) WHERE valid_to_ms IS NULL",
-    "CREATE INDEX facts_predicate ON facts(predicate, valid_to_ms)",
-    # Lets ON DELETE SET NULL find a deleted drawer's facts without scanning every fact.
-    "CREATE INDEX facts_source ON facts(source_drawer) WHERE source_drawer IS NOT NULL",
-    """CREATE VIRTUAL TABLE entities_fts USING fts5(
-        name, definition, labels,
-        content = 'entities', content_rowid = 'id',
-        tokenize = 'unicode61 remove_diacritics 2'
-    )""",
-    """CREATE TRIGGER entities_fts_insert AFTER INSERT ON entities BEGIN
-        INSERT INTO entities_fts(rowid, name, definition, labels)
-        VALUES (new.id, new.name, new.definition, new.labels);
-    END""",
-    """CREATE TRIGGER entities_fts_delete AFTER DELETE ON entities BEGIN
-        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
-        VALUES ('delete', old.id, old.name, old.definition, old.labels);
-    END""",
-    """CREATE TRIGGER entities_fts_update AFTER UPDATE OF name, definition, labels ON entities
-    BEGIN
-        INSERT INTO entities_fts(entities_fts, rowid, name, definition, labels)
-        VALUES ('delete', old.id, old.name, old.definition, old.labels);
-        INSERT INTO entities_fts(rowid, name, definition, labels)
-        VALUES (new.id, new.name, new.definition, new.labels);
-    END""",
-]
-
-
-MAX_DEFINITION_CHARS = 4_000
-MAX_LABELS = 32
-MAX_LABEL_CHARS = 64
-# Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
-MAX_VISITED = 10_000
-
+from .entities import _clean_text, _ensure_entity, _entity_id, _query, entity_key
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[\s\-]+")
 _PREDICATE = re.compile(r"\w+")
 
-# Entity columns, then fact columns; the subject/object ids trail for traversal code.
-_ENTITY_FIELDS = ("id", "name", "type", "definition", "labels", "created_ms", "updated_ms")
-_ENTITY_COLS = ", ".join("e." + c for c in _ENTITY_FIELDS)
+# Fact columns; the subject/object ids trail for traversal code.
 _FACT_SELECT = (
     "SELECT f.id, s.name, f.predicate, o.name, f.object_value, f.valid_from_ms, "
     "f.valid_to_ms, f.confidence, f.source_drawer, f.source_url, f.source_agent, "
@@ -121,12 +47,7 @@ _SAME_OBJECT = (
 _VALID_AT = "f.valid_from_ms <= :t AND (f.valid_to_ms IS NULL OR f.valid_to_ms > :t)"
 
 
-def _query(conn: apsw.Connection, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
-    """All rows of one statement (callers know the columns)."""
-    return list(conn.execute(sql, params).fetchall())
-
-
-# -- normalisation --------------------------------------------------------------------------
+# -- predicates ---------------------------------------------------------------------------------
 def normalize_predicate(predicate: str) -> str:
     """Return the canonical snake_case form of a predicate (``dependsOn`` -> ``depends_on``).
 
@@ -151,146 +72,6 @@ def normalize_predicate(predicate: str) -> str:
 def is_multi_valued(predicate: str) -> bool:
     """Whether a normalised predicate keeps several active objects by default."""
     return predicate in MULTI_VALUED
-
-
-def entity_key(name: str) -> str:
-    """The lookup key of an entity name: NFKC, case-folded, single spaces.
-
-    Raises:
-        InvalidContent: the name is empty, too long or contains NUL.
-    """
-    return _clean_name(name).casefold()
-
-
-def _clean_name(name: str) -> str:
-    if not isinstance(name, str):
-        raise InvalidContent(f"an entity name must be a string, not {type(name).__name__}")
-    text = _squash(name)
-    if not text or "\x00" in text or len(text) > MAX_NAME_CHARS:
-        raise InvalidContent(
-            f"an entity name must be 1-{MAX_NAME_CHARS} characters without NUL",
-            details={"name": name[:MAX_NAME_CHARS]},
-        )
-    return text
-
-
-def _squash(text: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", text).split())
-
-
-def _clean_text(value: str, what: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidContent(f"{what} must be a string, not {type(value).__name__}")
-    text = unicodedata.normalize("NFC", value).strip()
-    if not text or "\x00" in text or len(text) > limit:
-        raise InvalidContent(f"{what} must be 1-{limit} characters without NUL")
-    return text
-
-
-def _check_limit(limit: int, name: str = "limit", high: int = MAX_LIMIT) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= high:
-        raise InvalidArgs(f"{name} must be an integer in 1..{high}", details={name: limit})
-    return limit
-
-
-# -- entities -------------------------------------------------------------------------------
-def _entity_dict(row: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "id": int(row[0]),
-        "name": row[1],
-        "type": row[2],
-        "definition": row[3],
-        "labels": json.loads(row[4]) if row[4] else [],
-        "created_ms": row[5],
-        "updated_ms": row[6],
-    }
-
-
-def get_entity(conn: apsw.Connection, name: str) -> dict[str, Any] | None:
-    """The entity of that name (case- and spacing-insensitive), or None.
-
-    Raises:
-        InvalidContent: the name itself is invalid.
-    """
-    rows = _query(
-        conn, f"SELECT {_ENTITY_COLS} FROM entities e WHERE e.name_key = ?", (entity_key(name),)
-    )
-    return _entity_dict(rows[0]) if rows else None
-
-
-def _entity_id(conn: apsw.Connection, name: str) -> int | None:
-    rows = _query(conn, "SELECT id FROM entities WHERE name_key = ?", (entity_key(name),))
-    return int(rows[0][0]) if rows else None
-
-
-def _ensure_entity(conn: apsw.Connection, name: str, now_ms: int) -> int:
-    clean = _clean_name(name)
-    key = clean.casefold()
-    rows = _query(
-        conn,
-        "INSERT INTO entities(name, name_key, created_ms, updated_ms) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(name_key) DO NOTHING RETURNING id",
-        (clean, key, now_ms, now_ms),
-    )
-    if rows:
-        return int(rows[0][0])
-    return int(_query(conn, "SELECT id FROM entities WHERE name_key = ?", (key,))[0][0])
-
-
-def upsert_entity(
-    conn: apsw.Connection,
-    name: str,
-    *,
-    type: str | None = None,
-    definition: str | None = None,
-    labels: Sequence[str] | None = None,
-    now_ms: int,
-) -> dict[str, Any]:
-    """Create an entity or update it; returns the entity dict.
-
-    Names match case- and spacing-insensitively; an explicit upsert adopts the spelling given.
-    ``type`` and ``definition`` replace the stored values when not None; ``labels`` (stripped,
-    deduplicated, order kept) replaces the stored list when not None.
-
-    Raises:
-        InvalidContent: invalid name, type, definition or labels.
-    """
-    clean = _clean_name(name)
-    key = clean.casefold()
-    type_ = None if type is None else _clean_text(type, "an entity type", MAX_LABEL_CHARS)
-    definition_ = (
-        None
-        if definition is None
-        else _clean_text(definition, "a definition", MAX_DEFINITION_CHARS)
-    )
-    labels_json = None if labels is None else json.dumps(_clean_labels(labels), ensure_ascii=False)
-    row = _query(
-        conn,
-        "INSERT INTO entities AS e(name, name_key, type, definition, labels, created_ms, "
-        "updated_ms) VALUES (:name, :key, :type, :definition, coalesce(:labels, '[]'), :now, :now) "
-        "ON CONFLICT(name_key) DO UPDATE SET name = excluded.name, "
-        "type = coalesce(:type, e.type), definition = coalesce(:definition, e.definition), "
-        "labels = coalesce(:labels, e.labels), updated_ms = excluded.updated_ms "
-        f"RETURNING {', '.join(_ENTITY_FIELDS)}",
-        {
-            "name": clean,
-            "key": key,
-            "type": type_,
-            "definition": definition_,
-            "labels": labels_json,
-            "now": now_ms,
-        },
-    )[0]
-    return _entity_dict(row)
-
-
-def _clean_labels(labels: Sequence[str]) -> list[str]:
-    if isinstance(labels, str) or not isinstance(labels, Sequence):
-        raise InvalidContent("labels must be a list of strings")
-    out = list(dict.fromkeys(_clean_text(lab, "a label", MAX_LABEL_CHARS) for lab in labels))
-    if len(out) > MAX_LABELS:
-        raise InvalidContent(f"an entity has at most {MAX_LABELS} labels")
-    return out
 
 
 # -- facts ----------------------------------------------------------------------------------

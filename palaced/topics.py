@@ -1,4 +1,7 @@
-"""Closets: a few normalised topic keys per drawer, extracted by rules (no model, no deps).
+"""Topic extraction: a few normalised topic keys per drawer, by rules (no model, no deps).
+
+A drawer's topics are filed in its *closets* (the ``closets`` table); recall boosts drawers
+filed under a topic the query names.
 
 The daemon stores ``closets(topic, drawer_id)`` rows from :func:`extract_topics` and matches a
 query's :func:`query_topics` against them with exact equality, so both sides go through the

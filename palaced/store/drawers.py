@@ -1,4 +1,8 @@
-"""Synchronous queries over drawers, their full-text rows, vectors and closets.
+"""Synchronous queries over drawers: insert, supersede, delete, touch, read and list.
+
+A drawer is one memory: its row in ``drawers``, its full-text row (text, neighbour context,
+date words: see ``context``), its closets (topics) and its vectors (see ``vectors``).
+``NewDrawer`` is a validated drawer to insert and ``Filters`` the recall/listing filters.
 
 Every function takes an open ``apsw.Connection``. Writers expect to run inside a transaction
 opened by the caller (``Store.write``), so a drawer, its FTS row, its closets and its vectors
@@ -9,20 +13,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import apsw
 
+from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
+from .meta import bump_vec_epoch
+from .vectors import vector_ids
+
 DEFAULT_WING = "general"
 DEFAULT_ROOM = "general"
-# Drawers on each side (room, time order) whose text joins a drawer's FTS context column.
-# LoCoMo dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5).
-CONTEXT_NEIGHBOURS = 2
+SUMMARY_KIND = "summary"  # the kind of a consolidation's summary drawer (else "drawer")
+
 
 DRAWER_COLUMNS = (
     "id, text, wing, room, tags, importance, source, created_ms, updated_ms, accessed_ms, "
@@ -79,37 +84,9 @@ def row_to_drawer(row: Sequence[Any]) -> dict[str, Any]:
     return d
 
 
-def date_words(ms: int) -> str:
-    """Render a timestamp the ways people write dates, so dates are searchable by keyword."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return (
-        f"{dt.day} {dt:%B} {dt.year} {dt:%B} {dt.year} {dt:%Y-%m-%d} {dt:%A} "
-        f"{dt:%b} {dt.day}"
-    )
-
-
-# -- meta -----------------------------------------------------------------------------------
-def meta_get(conn: apsw.Connection, key: str) -> str | None:
-    rows = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
-    return str(rows[0][0]) if rows else None
-
-
-def meta_set(conn: apsw.Connection, key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES(?, ?) "
-        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
-
-
-def bump_vec_epoch(conn: apsw.Connection) -> int:
-    epoch = int(meta_get(conn, "vec_epoch") or 0) + 1
-    meta_set(conn, "vec_epoch", str(epoch))
-    return epoch
-
-
 # -- writes ---------------------------------------------------------------------------------
 def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
+    """The drawer holding exactly this content (its ``content_hash``), if any."""
     rows = conn.execute("SELECT id FROM drawers WHERE content_hash = ?", (digest,)).fetchall()
     return int(rows[0][0]) if rows else None
 
@@ -160,69 +137,6 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
             [(t, drawer_id) for t in new.topics],
         )
     return drawer_id, True
-
-
-def _neighbour_rows(conn: apsw.Connection, drawer_id: int, n: int) -> list[tuple[int, str]]:
-    """The n drawers before and after ``drawer_id`` in its room's time order."""
-    rows = conn.execute(
-        "SELECT wing, room, occurred_ms FROM drawers WHERE id = ?", (drawer_id,)
-    ).fetchall()
-    if not rows:
-        return []
-    wing, room, occ = rows[0]
-    before = conn.execute(
-        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
-        "(occurred_ms < ? OR (occurred_ms = ? AND id < ?)) AND superseded_by IS NULL "
-        "ORDER BY occurred_ms DESC, id DESC LIMIT ?",
-        (wing, room, occ, occ, drawer_id, n),
-    ).fetchall()
-    after = conn.execute(
-        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
-        "(occurred_ms > ? OR (occurred_ms = ? AND id > ?)) AND superseded_by IS NULL "
-        "ORDER BY occurred_ms ASC, id ASC LIMIT ?",
-        (wing, room, occ, occ, drawer_id, n),
-    ).fetchall()
-    return [(int(r[0]), str(r[1])) for r in reversed(before)] + [
-        (int(r[0]), str(r[1])) for r in after
-    ]
-
-
-def room_neighbours(conn: apsw.Connection, drawer_id: int, n: int) -> list[int]:
-    """Ids of the n drawers on each side of ``drawer_id`` in its room."""
-    return [i for i, _ in _neighbour_rows(conn, drawer_id, n)]
-
-
-def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
-    """Recompute the FTS context column of one drawer from its current neighbours."""
-    context = "\n".join(t for _, t in _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS))
-    conn.execute("UPDATE drawers_fts SET context = ? WHERE rowid = ?", (context, drawer_id))
-
-
-def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
-    """Replace a drawer's vectors (one per chunk); returns the new vector ids.
-
-    The caller removes the ids returned by ``vector_ids`` beforehand from the index.
-    """
-    conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
-    ids = [
-        int(
-            conn.execute(
-                "INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?) RETURNING id",
-                (drawer_id, chunk, blob),
-            ).fetchall()[0][0]
-        )
-        for chunk, blob in enumerate(vectors)
-    ]
-    conn.execute("UPDATE drawers SET embedded = 1 WHERE id = ?", (drawer_id,))
-    bump_vec_epoch(conn)
-    return ids
-
-
-def vector_ids(conn: apsw.Connection, drawer_id: int) -> list[int]:
-    return [
-        int(r[0])
-        for r in conn.execute("SELECT id FROM vectors WHERE drawer_id = ?", (drawer_id,))
-    ]
 
 
 def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | None:
@@ -286,8 +200,17 @@ def touch(conn: apsw.Connection, ids: Iterable[int], now_ms: int) -> None:
     )
 
 
+def refresh_duplicate(conn: apsw.Connection, drawer_id: int, importance: float,
+                      now_ms: int) -> None:
+    """A near-duplicate of ``drawer_id`` was remembered: refresh it instead of adding one
+    (its ``updated_ms``, and its importance raised to the new one's when higher)."""
+    conn.execute("UPDATE drawers SET updated_ms = ?, importance = max(importance, ?)"
+                 " WHERE id = ?", (now_ms, importance, drawer_id))
+
+
 # -- reads ----------------------------------------------------------------------------------
 def get_drawer(conn: apsw.Connection, drawer_id: int) -> dict[str, Any] | None:
+    """One drawer as its wire dict, or None."""
     rows = conn.execute(
         f"SELECT {DRAWER_COLUMNS} FROM drawers WHERE id = ?", (drawer_id,)
     ).fetchall()
@@ -348,112 +271,10 @@ class Filters:
         return (" AND ".join(parts) or "1"), params
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-STOPWORDS = frozenset(
-    """a an and are as at be been but by can could did do does for from had has have he her
-    hers him his how i if in into is it its me my of on or our she so than that the their them
-    then there these they this to was we were what when where which who whom why will with
-    would you your yours""".split()
-)
-
-
-def fts_terms(query: str) -> list[str]:
-    """The searchable words of a query, stopwords removed unless nothing else is left."""
-    words = [w.lower() for w in _WORD.findall(query.replace("\x00", " "))]
-    kept = [w for w in words if w not in STOPWORDS]
-    seen: dict[str, None] = dict.fromkeys(kept or words)
-    return list(seen)[:64]
-
-
-def fts_match(terms: Sequence[str]) -> str | None:
-    """An FTS5 MATCH expression that ORs the quoted terms: user syntax is never interpreted."""
-    if not terms:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-# bm25 column weights: drawer text, neighbour context, date words. Measured on LoCoMo dev
-# (turn R@5, context ±1): no context .653, context 0.35 .706, 0.5 .712; dates 0 -> 0.6:
-# .689 -> .706. With context ±2, 0.4 balances R@1 (.401) against R@5/R@10 (.730/.823).
-BM25_WEIGHTS = (1.0, 0.4, 0.6)
-
-
-class TermStats:
-    """Document frequencies of query terms, cached per palace.
-
-    Cheap to keep roughly current: a df only decides whether a term is informative, so the
-    cache is dropped when the palace grew or shrank by more than a tenth since it was built.
-    """
-
-    MAX_TERMS = 50_000
-    MIN_DOCS = 2_000
-
-    def __init__(self) -> None:
-        self.df: dict[str, int] = {}
-        self.built_for = 0
-
-    def informative(self, conn: apsw.Connection, terms: Sequence[str], n_docs: int
-                    ) -> list[str]:
-        """``terms`` without those in more than half of the drawers.
-
-        BM25's IDF, log((N - n + 0.5) / (n + 0.5)), is <= 0 for such a term and FTS5 clamps
-        it to 1e-6: it cannot change the ranking, yet its posting list is the costliest to
-        score (measured: a Zipfian 10k palace, 6.5 -> 1.9 ms per query). Keeps all terms
-        if none is informative, and all terms in palaces under MIN_DOCS drawers: there the
-        full query is cheap, and the near-zero hits it adds steady the z-score fusion
-        (LoCoMo dev, ~600-drawer palaces: turn R@1 .401 with them, .399 without).
-        """
-        if n_docs < self.MIN_DOCS or not terms:
-            return list(terms)
-        if abs(n_docs - self.built_for) * 10 > self.built_for or len(self.df) > self.MAX_TERMS:
-            self.df, self.built_for = {}, n_docs
-        keep = []
-        for term in terms:
-            df = self.df.get(term)
-            if df is None:
-                df = int(conn.execute("SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?",
-                                      (fts_match([term]),)).fetchall()[0][0])
-                self.df[term] = df
-            if df * 2 <= n_docs:
-                keep.append(term)
-        return keep or list(terms)
-
-
-def fts_search(
-    conn: apsw.Connection, query: str, filters: Filters, limit: int, now_ms: int,
-    stats: TermStats | None = None, n_docs: int = 0,
-) -> list[tuple[int, float]]:
-    """BM25 search; returns ``(drawer_id, score)`` best first, score higher = better.
-
-    With ``stats`` (and the palace's drawer count), terms in more than half of the drawers
-    are left out of the query: they carry no BM25 weight.
-    """
-    terms = fts_terms(query)
-    if stats is not None:
-        terms = stats.informative(conn, terms, n_docs)
-    match = fts_match(terms)
-    if match is None:
-        return []
-    where, params = filters.sql(now_ms)
-    params.update({"match": match, "limit": limit, "inner": limit * 2})
-    w = BM25_WEIGHTS
-    bm25 = f"bm25(drawers_fts, {w[0]}, {w[1]}, {w[2]})"
-    if filters.narrows:
-        sql = (
-            f"SELECT f.rowid, {bm25} AS s FROM drawers_fts f "
-            f"JOIN drawers d ON d.id = f.rowid WHERE drawers_fts MATCH :match AND {where} "
-            "ORDER BY s LIMIT :limit"
-        )
-    else:
-        # Rank in FTS alone first (joining every match costs ~40 %), then drop the few
-        # superseded or expired drawers from an over-fetched top.
-        sql = (
-            f"SELECT f.rowid, f.s FROM (SELECT rowid, {bm25} AS s FROM drawers_fts "
-            "WHERE drawers_fts MATCH :match ORDER BY s LIMIT :inner) f "
-            f"JOIN drawers d ON d.id = f.rowid WHERE {where} ORDER BY f.s LIMIT :limit"
-        )
-    # FTS5's bm25() is negative with lower = better; negate so higher = better everywhere.
-    return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, params)]
+def superseded_ids(conn: apsw.Connection, drawer_id: int) -> list[int]:
+    """Ids of the drawers that ``drawer_id`` superseded, oldest first."""
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM drawers WHERE superseded_by = ? ORDER BY id", (drawer_id,))]
 
 
 def list_drawers(
@@ -480,35 +301,6 @@ def essential(conn: apsw.Connection, limit: int, now_ms: int) -> list[dict[str, 
         {"now": now_ms, "limit": limit},
     ).fetchall()
     return [row_to_drawer(r) for r in rows]
-
-
-def pending_embeddings(conn: apsw.Connection, limit: int) -> list[tuple[int, str]]:
-    """Drawers stored without vectors (e.g. while no model was loaded)."""
-    return [
-        (int(r[0]), str(r[1]))
-        for r in conn.execute(
-            "SELECT id, text FROM drawers WHERE embedded = 0 ORDER BY id LIMIT ?", (limit,)
-        )
-    ]
-
-
-def iter_vectors(conn: apsw.Connection) -> Iterator[tuple[int, bytes]]:
-    """Every stored ``(vector_id, blob)``, for index rebuilds."""
-    for row in conn.execute("SELECT id, vec FROM vectors ORDER BY id"):
-        yield int(row[0]), bytes(row[1])
-
-
-def vector_drawers(conn: apsw.Connection, vids: Sequence[int]) -> dict[int, int]:
-    """Map vector ids to their drawer ids."""
-    out: dict[int, int] = {}
-    for start in range(0, len(vids), 500):
-        part = list(vids[start : start + 500])
-        marks = ",".join("?" * len(part))
-        for vid, did in conn.execute(
-            f"SELECT id, drawer_id FROM vectors WHERE id IN ({marks})", part
-        ):
-            out[int(vid)] = int(did)
-    return out
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:

@@ -1,11 +1,11 @@
-"""Rule-based topic extraction for closets."""
+"""Rule-based topic extraction for closets (palaced.topics)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced.closets import (
+from palaced.topics import (
     DEFAULT_LIMIT,
     extract_topics,
     fold_plural,

@@ -1,4 +1,4 @@
-"""Lifecycle rules: importance, decay, pruning and near-duplicate detection."""
+"""Memory rules (palaced.rules): importance, decay, pruning and near-duplicate detection."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from palaced.errors import InvalidArgs
-from palaced.lifecycle import (
+from palaced.rules import (
     DEDUP_THRESHOLD,
     HALF_LIFE_DAYS,
     MS_PER_DAY,

@@ -1,8 +1,8 @@
-"""Building the L0-L3 sections of a recall and packing them into a token budget.
+"""Reads of an open palace: one drawer, a page of drawers, the palace's info and identity.
 
-Synchronous: turns drawer and fact dicts into ``retrieval.Item``s, and a packed
-``retrieval.PackResult`` into the wire shape of the ``sections`` part of a response. Also
-reads the L0 text from a palace's identity file (``read_identity``), the one place that does.
+Each is an async function taking the ``Palace`` handle and making one ``Palace.read`` hop
+(or one worker-thread call for the identity file). ``read_identity`` is the one place that
+reads a palace's L0 identity file; recall calls it inside its own hop.
 """
 
 from __future__ import annotations
@@ -14,9 +14,14 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from palaced import retrieval
+import anyio.to_thread
+import apsw
 
-log = logging.getLogger("palaced.sections")
+from palaced.errors import MemoryNotFound
+from palaced.palace import IDENTITY_NAME, Palace, now_ms
+from palaced.store import drawers
+
+log = logging.getLogger("palaced.reads")
 
 # L0 opens every recall and wake-up; a bigger file is a mistake, not an identity.
 IDENTITY_MAX_BYTES = 64 * 1024
@@ -79,49 +84,53 @@ def read_identity(path: Path) -> str:
     return out
 
 
-def drawer_item(d: dict[str, Any], level: int) -> retrieval.Item:
-    """A drawer as a section item."""
-    return retrieval.Item(
-        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
-        meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
-              "occurred_ms": d["occurred_ms"]},
-    )
+async def get(palace: Palace, drawer_id: int) -> dict[str, Any]:
+    """Return one drawer, with ``supersedes``: the ids of the drawers it replaced.
+
+    Raises:
+        MemoryNotFound: no such drawer.
+    """
+    def read(c: apsw.Connection) -> dict[str, Any] | None:
+        d = drawers.get_drawer(c, drawer_id)
+        if d is not None:
+            d["supersedes"] = drawers.superseded_ids(c, drawer_id)
+        return d
+
+    drawer = await palace.read(read)
+    if drawer is None:
+        raise MemoryNotFound(f"no drawer {drawer_id} in palace {palace.name!r}",
+                             details={"id": drawer_id, "palace": palace.name})
+    return drawer
 
 
-def fact_item(f: dict[str, Any]) -> retrieval.Item:
-    """A knowledge-graph fact as an L2 item (id ``fact:N`` never collides with drawers)."""
-    text = f"{f['subject']} {f['predicate']} {f['object']}"
-    return retrieval.Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
-                          level=2, meta={"kind": "fact", "fact_id": f["id"],
-                                         "valid_from_ms": f.get("valid_from_ms")})
+async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, offset: int
+                       ) -> dict[str, Any]:
+    """A page of drawers, newest first: ``{drawers, total, next_offset}``."""
+    found, total = await palace.read(
+        lambda c: drawers.list_drawers(c, filters, limit, offset, now_ms()))
+    nxt = offset + len(found)
+    return {"drawers": found, "total": total,
+            "next_offset": nxt if nxt < total else None}
 
 
-def identity_section(palace: str, text: str) -> retrieval.Section:
-    """L0: the palace's identity text (no item when it is empty)."""
-    items = [retrieval.Item(id="identity", text=text, score=1.0, level=0)] if text else []
-    return retrieval.Section(0, f"Identity of {palace}", items)
-
-
-def essential_section(drawers: list[dict[str, Any]]) -> retrieval.Section:
-    """L1: the essential drawers, in importance-then-recency order."""
-    return retrieval.Section(1, "Essential", [drawer_item(d, 1) for d in drawers])
-
-
-def packed(sections: list[retrieval.Section], budget: int,
-           tokenizer: retrieval.TokenCounter, exact: bool) -> dict[str, Any]:
-    """Pack ``sections`` into ``budget`` tokens; returns the response's section keys."""
-    result = retrieval.pack(sections, budget, tokenizer)
+async def info(palace: Palace) -> dict[str, Any]:
+    """Counts, embedder identity and index agreement."""
+    counts = await palace.read(drawers.counts)
+    rooms = await palace.read(drawers.rooms)
+    index_count = len(palace.index) if palace.index is not None else None
     return {
-        "sections": [
-            {"level": s.level, "title": s.title,
-             # Only search levels (2, 3) have a meaningful score.
-             "items": [{"id": it.id, "text": it.text,
-                        **({"score": round(it.score, 6)} if s.level >= 2 else {}),
-                        **it.meta} for it in s.items]}
-            for s in result.sections
-        ],
-        "tokens_used": result.tokens_used,
-        "budget": budget,
-        "cut": [dict(c) for c in result.cut],
-        "tokenizer": {"name": tokenizer.name, "exact": exact},
+        "name": palace.name,
+        "path": str(palace.dir),
+        **counts,
+        "index": index_count,
+        "consistent": index_count == counts["vectors"] if index_count is not None else None,
+        "embedder": palace.embedder_identity,
+        "mismatch": palace.mismatch,
+        "rooms": rooms,
+        "identity": await identity_text(palace),
     }
+
+
+async def identity_text(palace: Palace) -> str:
+    """L0: identity.txt without comment lines."""
+    return await anyio.to_thread.run_sync(read_identity, palace.dir / IDENTITY_NAME)

@@ -1,7 +1,8 @@
-"""Memory lifecycle rules: importance, decay, pruning and near-duplicate detection.
+"""Memory rules: importance, decay weight, prune selection and near-duplicate detection.
 
-Pure functions over numbers, texts and drawer rows (no SQL, no I/O), so the same rule serves
-recall ranking, the prune op and its dry run.
+Pure functions over numbers, texts and drawer rows (no SQL, no I/O, no anyio), so the same
+rule serves remember's near-duplicate check, recall ranking, decay, the prune op and its dry
+run, and the health report. The async verbs that apply them are in ``upkeep`` and ``writes``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import difflib
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from palaced.errors import InvalidArgs, quote
@@ -38,6 +40,7 @@ MS_PER_DAY = 86_400_000
 #   lowest zero-merge threshold here and 0.85 keeps a margin: a missed merge stores one extra
 #   drawer, a wrong merge loses a memory.
 DEDUP_THRESHOLD = 0.85
+PREVIEW_CHARS = 120  # of a drawer's text in prune and health reports
 
 
 def parse_importance(value: float | str) -> float:
@@ -132,6 +135,25 @@ def drawer_weight(drawer: Mapping[str, Any], *, now_ms: int) -> float:
         ),
         access_count=drawer["access_count"],
     )
+
+
+def check_threshold(threshold: float) -> float:
+    """A prune or stale threshold as a float.
+
+    Raises:
+        InvalidArgs: not a number in 0..1.
+    """
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not (
+        0.0 <= threshold <= 1.0
+    ):
+        raise InvalidArgs("threshold must be a number in 0..1", details={"threshold": threshold})
+    return float(threshold)
+
+
+def preview(text: str) -> str:
+    """A drawer's text on one line, cut to PREVIEW_CHARS (for reports)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
 RowT = TypeVar("RowT", bound=Mapping[str, Any])
@@ -342,3 +364,25 @@ def is_near_duplicate(
     ``cos_sim`` is the cosine similarity of their all-MiniLM-L6-v2 embeddings.
     """
     return cos_sim >= threshold and lexical_guard(new_text, old_text)
+
+
+_PUNCT = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def duplicate_key(text: str) -> str:
+    """Text reduced to its words: NFKC, case-folded, punctuation and spacing ignored."""
+    return " ".join(_PUNCT.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def exact_duplicates(rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Pairs of ``(oldest id, id)`` among ``rows`` (with ``id`` and ``text``, oldest first)
+    whose texts have the same words (``duplicate_key``).
+
+    A group of k copies is reported as k - 1 pairs against its oldest drawer.
+    """
+    groups: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        key = duplicate_key(r["text"])
+        if key:
+            groups[key].append(r["id"])
+    return [(ids[0], other) for ids in groups.values() for other in ids[1:]]

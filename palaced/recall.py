@@ -1,0 +1,383 @@
+"""Recall and wake-up of an open palace: the ranking, the L0-L3 sections and their packing.
+
+``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused,
+boosted by closets, importance, recency and rooms) and builds the levelled sections a
+response carries, packed to a token budget (``packing.pack``):
+
+* L0, the palace's identity text (``reads.read_identity``);
+* L1, the essential drawers (importance, then recency), cached until the next write;
+* L2, where the query points: the drawers inside the rooms/closets it names, or the ranking
+  under the request's filters when they narrow it, plus facts about entities it names;
+* L3, deep search: the palace-wide ranking, always with ``deep``, else when L2 is thin.
+
+``choose_levels`` owns which ranked drawers go to L2 and L3. ``wake_up`` is L0 and L1 alone
+(session start). Both return typed results whose ``to_wire()`` is the response dict.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import apsw
+import numpy as np
+
+from palaced import search
+from palaced.errors import PalaceError
+from palaced.packing import Item, PackResult, Section, pack
+from palaced.palace import IDENTITY_NAME, Palace, now_ms
+from palaced.reads import identity_text, read_identity
+from palaced.store import drawers
+from palaced.store.graph_walk import facts_matching
+from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms
+
+L1_SIZE = 15
+FACTS_IN_L2 = 5
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """A validated recall."""
+
+    query: str
+    top_k: int = 10
+    filters: drawers.Filters = field(default_factory=drawers.Filters)
+    levels: tuple[int, ...] = (0, 1, 2, 3)
+    budget: int = 1500
+    deep: bool = False
+
+
+@dataclass(frozen=True)
+class Sections:
+    """Levelled sections packed into a token budget; ``exact``: counted by the real tokenizer."""
+
+    packed: PackResult
+    exact: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``sections``, ``tokens_used``, ``budget``, ``cut`` and ``tokenizer`` keys."""
+        result = self.packed
+        return {
+            "sections": [
+                {"level": s.level, "title": s.title,
+                 # Only search levels (2, 3) have a meaningful score.
+                 "items": [{"id": it.id, "text": it.text,
+                            **({"score": round(it.score, 6)} if s.level >= 2 else {}),
+                            **it.meta} for it in s.items]}
+                for s in result.sections
+            ],
+            "tokens_used": result.tokens_used,
+            "budget": result.budget_tokens,
+            "cut": [dict(c) for c in result.cut],
+            "tokenizer": {"name": result.tokenizer_name, "exact": self.exact},
+        }
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What a recall found: the ranked drawers, the rooms and the packed sections.
+
+    ``results`` are drawer dicts with ``score``, ``lexical`` and ``vector``; ``rooms`` are
+    ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only.
+    """
+
+    results: list[dict[str, Any]]
+    rooms: list[tuple[str, str, float]]
+    hybrid: bool
+    notice: str | None
+    sections: Sections
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``memory.recall`` response."""
+        out: dict[str, Any] = {
+            "results": self.results,
+            "rooms": [{"wing": w, "room": r, "score": round(sc, 6)} for w, r, sc in self.rooms],
+            "mode": "hybrid" if self.hybrid else "keyword",
+        }
+        if self.notice is not None:
+            out["notice"] = self.notice
+        out.update(self.sections.to_wire())
+        return out
+
+
+# -- per-palace caches ------------------------------------------------------------------------
+@dataclass
+class _Caches:
+    """What recall keeps between requests for one open palace.
+
+    Values are stamped with the palace's ``write_counter`` when read: any write since makes
+    them stale. ``term_stats`` keeps itself roughly current (see ``TermStats``).
+    """
+
+    l1: tuple[int, list[dict[str, Any]]] | None = None
+    rooms: tuple[int, list[tuple[str, str]]] | None = None
+    doc_count: tuple[int, int] | None = None
+    term_stats: TermStats = field(default_factory=TermStats)
+
+    def l1_valid(self, counter: int) -> list[dict[str, Any]] | None:
+        return self.l1[1] if self.l1 is not None and self.l1[0] == counter else None
+
+
+# Keyed by the handle, so the caches live exactly as long as the open palace.
+_caches: weakref.WeakKeyDictionary[Palace, _Caches] = weakref.WeakKeyDictionary()
+
+
+def _caches_of(palace: Palace) -> _Caches:
+    caches = _caches.get(palace)
+    if caches is None:
+        caches = _caches[palace] = _Caches()
+    return caches
+
+
+# -- recall -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Gathered:
+    """What recall's one read hop brings back from the worker thread."""
+
+    ranking: search.Ranking
+    rows: dict[int, dict[str, Any]]
+    top: list[int]
+    l2: list[int]
+    l3: list[int]
+    facts: list[dict[str, Any]]
+    l1: list[dict[str, Any]] | None
+    identity: str | None
+
+
+def choose_levels(ranking: search.Ranking, req: RecallRequest
+                  ) -> tuple[list[int], list[int], list[int]]:
+    """The ranked drawer ids of a recall's results, its L2 and its L3, each best first.
+
+    Results are the top ``top_k``. L2 (when asked): with narrowing filters, the results;
+    otherwise the best ``top_k`` drawers among those filed under a topic the query names or
+    inside a room or wing it names. L3 (when asked): the results, with ``deep`` or when L2
+    holds fewer than ``top_k`` drawers.
+    """
+    levels = set(req.levels)
+    top = ranking.order[: req.top_k]
+    l2_ids: list[int] = []
+    if 2 in levels:
+        if req.filters.narrows:
+            l2_ids = top
+        else:
+            pointed = ranking.closet_hits | {
+                i for i, room in ranking.room_of.items() if room in ranking.mentioned_rooms}
+            l2_ids = [i for i in ranking.order if i in pointed][: req.top_k]
+    l3_ids: list[int] = []
+    if 3 in levels and (req.deep or len(l2_ids) < req.top_k):
+        l3_ids = top
+    return top, l2_ids, l3_ids
+
+
+async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
+    """Progressive recall: ranked ``results`` plus L0-L3 ``sections`` packed to a budget.
+
+    ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
+    closets, importance, recency and room strength) under the request's filters. The
+    sections fill the token budget in order: L0 identity, L1 essential drawers, L2 the
+    drawers inside the rooms/closets/filters the query points at (plus matching facts),
+    L3 the palace-wide ranking (always with ``deep``, else only when L2 is thin).
+
+    Raises:
+        EmbedderMismatch: the palace needs a reembed.
+        StorageError: SQLite failed.
+    """
+    palace.require_compatible()
+    caches = _caches_of(palace)
+    # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
+    lexical: list[tuple[int, float]] = []
+    vec_box: list[np.ndarray | None] = [None]
+
+    async def embed() -> None:
+        vec_box[0] = await query_vector(palace, req.query)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(embed)
+            lexical = await palace.read(_lexical(palace, caches, req))
+    except BaseExceptionGroup as group:
+        # The task group wraps even the host's own exception: report the PalaceError
+        # inside (a StorageError stays STORAGE_ERROR), not an opaque INTERNAL.
+        leaf = first_palace_error(group)
+        if leaf is None:
+            raise
+        raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
+    qvec = vec_box[0]
+    index = palace.index if qvec is not None else None
+    levels = set(req.levels)
+    # Caches are stamped with the write counter read *before* the snapshot: a write that
+    # lands meanwhile bumps the counter and so invalidates what this read computes.
+    counter = palace.write_counter
+    l1_cached = caches.l1_valid(counter) if 1 in levels else None
+    need_l1 = 1 in levels and l1_cached is None
+    rooms_cache = caches.rooms
+    identity_path = palace.dir / IDENTITY_NAME
+
+    def run(c: apsw.Connection) -> _Gathered:
+        ts = now_ms()
+        rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
+        if rooms is None:
+            rooms = all_rooms(c)
+            caches.rooms = (counter, rooms)
+        ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
+                              filters=req.filters, now_ms=ts, rooms=rooms,
+                              lexical_hits=lexical)
+        top, l2_ids, l3_ids = choose_levels(ranking, req)
+        want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
+        rows = drawers.get_drawers(c, want)
+        facts: list[dict[str, Any]] = []
+        if 2 in levels:
+            facts = facts_matching(c, fts_terms(req.query), FACTS_IN_L2)
+        l1 = drawers.essential(c, L1_SIZE, ts) if need_l1 else None
+        # Read L0 in this same worker-thread hop.
+        identity = read_identity(identity_path) if 0 in levels else None
+        return _Gathered(ranking, rows, top, l2_ids, l3_ids, facts, l1, identity)
+
+    got = await palace.read(run)
+    ranking = got.ranking
+    if got.l1 is not None:
+        caches.l1 = (counter, got.l1)
+        l1_cached = got.l1
+
+    def present(did: int) -> dict[str, Any] | None:
+        d = got.rows.get(did)
+        if d is None:
+            return None
+        d = dict(d)
+        d["score"] = round(ranking.scores.get(did, 0.0), 6)
+        lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
+        d["lexical"] = None if lex is None else round(lex, 6)
+        d["vector"] = None if vec is None else round(vec, 6)
+        return d
+
+    results = [d for d in (present(i) for i in got.top) if d is not None]
+    palace.note_touched([r["id"] for r in results])
+    parts: list[Section] = []
+    if 0 in levels:
+        parts.append(identity_section(palace.name, got.identity or ""))
+    if 1 in levels:
+        parts.append(essential_section(_unexpired(l1_cached or [])))
+    if 2 in levels:
+        items = [drawer_item(d, 2) for d in (present(i) for i in got.l2) if d]
+        items += [fact_item(f) for f in got.facts]
+        parts.append(Section(2, "Where the query points", items))
+    if 3 in levels:
+        items = [drawer_item(d, 3) for d in (present(i) for i in got.l3) if d]
+        parts.append(Section(3, "Deep search", items))
+    return RecallResult(
+        results=results,
+        rooms=ranking.rooms[: max(req.top_k, 10)],
+        hybrid=qvec is not None,
+        notice=None if qvec is not None else keyword_reason(palace),
+        sections=_pack(palace, parts, req.budget),
+    )
+
+
+def _lexical(palace: Palace, caches: _Caches, req: RecallRequest
+             ) -> Callable[[apsw.Connection], list[tuple[int, float]]]:
+    """The BM25 half of a recall, as a function for one read hop."""
+    counter = palace.write_counter
+
+    def run(c: apsw.Connection) -> list[tuple[int, float]]:
+        if caches.doc_count is None or caches.doc_count[0] != counter:
+            caches.doc_count = (counter, drawer_count(c))
+        return search.lexical_search(c, req.query, req.filters, now_ms(),
+                                     stats=caches.term_stats, n_docs=caches.doc_count[1])
+
+    return run
+
+
+async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
+    """The query's embedding (cached daemon-wide), or None in keyword-only mode."""
+    emb = palace.vector_embedder()
+    if emb is None:
+        return None
+    key = (emb.identity, query)
+    cache = palace.services.query_vectors
+    vec = cache.get(key)
+    if vec is None:
+        vec = await palace.services.embeds.query(emb, query)
+        cache[key] = vec
+    return cast(np.ndarray, vec)
+
+
+def keyword_reason(palace: Palace) -> str:
+    """Why recall runs keyword-only right now (a reembed is due, the model loads...)."""
+    if palace.mismatch:
+        return palace.mismatch
+    model = palace.services.model
+    if model.state == "loading":
+        return "keyword-only: the embedding model is still loading"
+    if model.embedder is None:
+        return f"keyword-only: no embedding model ({model.reason})"
+    return "keyword-only: vector index not ready"
+
+
+def first_palace_error(group: BaseExceptionGroup[Any]) -> PalaceError | None:
+    """The first PalaceError inside a (possibly nested) exception group, if any."""
+    for exc in group.exceptions:
+        found = first_palace_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, PalaceError):
+            return found
+    return None
+
+
+# -- wake-up ----------------------------------------------------------------------------------
+async def wake_up(palace: Palace, budget: int) -> Sections:
+    """L0 identity + L1 essential drawers within ``budget`` tokens (session start).
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    caches = _caches_of(palace)
+    counter = palace.write_counter
+    cached = caches.l1_valid(counter)
+    if cached is None:
+        cached = await palace.read(lambda c: drawers.essential(c, L1_SIZE, now_ms()))
+        caches.l1 = (counter, cached)
+    parts = [identity_section(palace.name, await identity_text(palace)),
+             essential_section(_unexpired(cached))]
+    return _pack(palace, parts, budget)
+
+
+# -- sections ---------------------------------------------------------------------------------
+def _pack(palace: Palace, parts: list[Section], budget: int) -> Sections:
+    tok = palace.services.tokenizer
+    return Sections(pack(parts, budget, tok), tok.exact)
+
+
+def _unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop drawers whose TTL ran out since the cached list was read."""
+    ts = now_ms()
+    return [d for d in found if d.get("expires_ms") is None or d["expires_ms"] > ts]
+
+
+def drawer_item(d: dict[str, Any], level: int) -> Item:
+    """A drawer as a section item."""
+    return Item(
+        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
+        meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
+              "occurred_ms": d["occurred_ms"]},
+    )
+
+
+def fact_item(f: dict[str, Any]) -> Item:
+    """A knowledge-graph fact as an L2 item (id ``fact:N`` never collides with drawers)."""
+    text = f"{f['subject']} {f['predicate']} {f['object']}"
+    return Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
+                level=2, meta={"kind": "fact", "fact_id": f["id"],
+                               "valid_from_ms": f.get("valid_from_ms")})
+
+
+def identity_section(palace: str, text: str) -> Section:
+    """L0: the palace's identity text (no item when it is empty)."""
+    items = [Item(id="identity", text=text, score=1.0, level=0)] if text else []
+    return Section(0, f"Identity of {palace}", items)
+
+
+def essential_section(found: list[dict[str, Any]]) -> Section:
+    """L1: the essential drawers, in importance-then-recency order."""
+    return Section(1, "Essential", [drawer_item(d, 1) for d in found])

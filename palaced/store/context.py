@@ -1,0 +1,63 @@
+"""Synchronous upkeep of a drawer's keyword-index context: its room neighbours and dates.
+
+Each drawer's full-text row holds its own text, the text of its ``CONTEXT_NEIGHBOURS``
+neighbours on each side (same wing and room, time order, superseded drawers skipped) as
+down-weighted context, and the date it happened in words. Whenever a drawer is added,
+superseded or deleted, the context of the drawers around it is recomputed here. Every
+function takes an open ``apsw.Connection``; writers run inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import apsw
+
+# Drawers on each side (room, time order) whose text joins a drawer's FTS context column.
+# LoCoMo dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5).
+CONTEXT_NEIGHBOURS = 2
+
+
+def date_words(ms: int) -> str:
+    """Render a timestamp the ways people write dates, so dates are searchable by keyword."""
+    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return (
+        f"{dt.day} {dt:%B} {dt.year} {dt:%B} {dt.year} {dt:%Y-%m-%d} {dt:%A} "
+        f"{dt:%b} {dt.day}"
+    )
+
+
+def _neighbour_rows(conn: apsw.Connection, drawer_id: int, n: int) -> list[tuple[int, str]]:
+    """The n drawers before and after ``drawer_id`` in its room's time order."""
+    rows = conn.execute(
+        "SELECT wing, room, occurred_ms FROM drawers WHERE id = ?", (drawer_id,)
+    ).fetchall()
+    if not rows:
+        return []
+    wing, room, occ = rows[0]
+    before = conn.execute(
+        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
+        "(occurred_ms < ? OR (occurred_ms = ? AND id < ?)) AND superseded_by IS NULL "
+        "ORDER BY occurred_ms DESC, id DESC LIMIT ?",
+        (wing, room, occ, occ, drawer_id, n),
+    ).fetchall()
+    after = conn.execute(
+        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
+        "(occurred_ms > ? OR (occurred_ms = ? AND id > ?)) AND superseded_by IS NULL "
+        "ORDER BY occurred_ms ASC, id ASC LIMIT ?",
+        (wing, room, occ, occ, drawer_id, n),
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in reversed(before)] + [
+        (int(r[0]), str(r[1])) for r in after
+    ]
+
+
+def room_neighbours(conn: apsw.Connection, drawer_id: int, n: int) -> list[int]:
+    """Ids of the n drawers on each side of ``drawer_id`` in its room."""
+    return [i for i, _ in _neighbour_rows(conn, drawer_id, n)]
+
+
+def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
+    """Recompute the FTS context column of one drawer from its current neighbours."""
+    context = "\n".join(t for _, t in _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS))
+    conn.execute("UPDATE drawers_fts SET context = ? WHERE rowid = ?", (context, drawer_id))

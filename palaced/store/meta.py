@@ -1,0 +1,40 @@
+"""Synchronous reads and writes of a palace's ``meta`` table (key -> text value).
+
+What lives there: ``schema`` (the migrated version), ``embedder`` and ``dims`` (the model the
+vectors come from), ``vec_epoch`` (bumped with every vector write), ``index_saved_epoch`` and
+``index_digest`` (which epoch the saved vector index file holds) and ``decay_ms`` (the last
+decay). Every function takes an open ``apsw.Connection``; writers run inside the caller's
+transaction.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+
+def meta_get(conn: apsw.Connection, key: str) -> str | None:
+    """The value stored under ``key``, or None."""
+    rows = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchall()
+    return str(rows[0][0]) if rows else None
+
+
+def meta_set(conn: apsw.Connection, key: str, value: str) -> None:
+    """Store ``value`` under ``key`` (replacing any previous value)."""
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES(?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def bump_vec_epoch(conn: apsw.Connection) -> int:
+    """Record that the stored vectors changed (a saved index file is then stale)."""
+    epoch = int(meta_get(conn, "vec_epoch") or 0) + 1
+    meta_set(conn, "vec_epoch", str(epoch))
+    return epoch
+
+
+def claim_embedder(conn: apsw.Connection, identity: str, dims: int) -> None:
+    """Record the model whose vectors this palace holds from now on."""
+    meta_set(conn, "embedder", identity)
+    meta_set(conn, "dims", str(dims))

@@ -1,0 +1,253 @@
+"""Writes of drawers to an open palace: remember, forget, embedding and reembedding.
+
+Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
+before the write lock is taken, through the daemon's embedding lanes; the write itself is one
+``Palace.write`` hop: drawers, their full-text rows, closets and vectors commit in one
+transaction, then the in-memory vector index is updated in the same hop. ``remember`` may
+refresh a near-duplicate instead of storing a new drawer (``rules.is_near_duplicate``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+import apsw
+import numpy as np
+
+from palaced import rules
+from palaced.chunking import chunk_text as split
+from palaced.embedder import Embedder
+from palaced.errors import EmbedderUnavailable, MemoryNotFound
+from palaced.index import to_blob
+from palaced.palace import Palace, now_ms
+from palaced.store import drawers
+from palaced.store.vectors import awaits_vectors, pending_embeddings, store_vectors, vector_ids
+
+log = logging.getLogger("palaced.palace")
+
+EMBED_BATCH = 64
+REMEMBER_BATCH = 256  # drawers per transaction of remember_many
+
+
+def chunk_text(text: str) -> list[str]:
+    """Split a drawer into the pieces that get a vector each."""
+    return split(text) or [text]
+
+
+async def _embed(palace: Palace, emb: Embedder, texts: list[str]) -> np.ndarray:
+    """Passage vectors, embedded slice by slice (the caller's deadline applies between)."""
+    return await palace.services.embeds.passages(emb, texts)
+
+
+# -- remember ---------------------------------------------------------------------------------
+async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
+                   ) -> dict[str, Any]:
+    """Store one drawer; returns ``{id, created, embedded, deduplicated}``.
+
+    Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
+    the same wing/room refreshes that drawer instead (``deduplicated: true``).
+
+    Raises:
+        EmbedderMismatch: the palace needs a reembed.
+        MemoryNotFound: ``new.supersedes`` names no drawer.
+    """
+    palace.require_compatible()
+    outcome = (await _insert_many(palace, [new], dedup=dedup))[0]
+    return outcome
+
+
+async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
+                        dedup: bool = False) -> dict[str, Any]:
+    """Store many drawers, one transaction per batch of 256; ids in input order.
+
+    Raises:
+        EmbedderMismatch: the palace needs a reembed.
+        MemoryNotFound: an item supersedes no drawer.
+    """
+    palace.require_compatible()
+    outcomes: list[dict[str, Any]] = []
+    step = REMEMBER_BATCH
+    for start in range(0, len(items), step):
+        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup))
+    return {
+        "ids": [o["id"] for o in outcomes],
+        "created": [o["created"] for o in outcomes],
+        "deduplicated": [o["deduplicated"] for o in outcomes],
+        "embedded": all(o["embedded"] for o in outcomes),
+    }
+
+
+async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool
+                       ) -> list[dict[str, Any]]:
+    emb = palace.vector_embedder()
+    hashes = [it.content_hash for it in items]
+    known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
+    # Chunking a 200k-character text takes ~0.1 s: not on the event loop.
+    chunk_lists: list[list[str]] = await anyio.to_thread.run_sync(lambda: [
+        [] if (emb is None or it.content_hash in known) else chunk_text(it.text)
+        for it in items
+    ])
+    flat = [c for chunks in chunk_lists for c in chunks]
+    # A deadline that passes while embedding cancels here, before anything is written.
+    vectors = await _embed(palace, emb, flat) if (emb is not None and flat) else None
+    identity = emb.identity if emb is not None else None
+    outcomes = await palace.write(
+        lambda: _insert_sync(palace, items, chunk_lists, vectors, identity, dedup))
+    if emb is None:
+        palace.maybe_pending = True
+    return outcomes
+
+
+def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
+                 chunk_lists: list[list[str]], vectors: np.ndarray | None,
+                 identity: str | None, dedup: bool) -> list[dict[str, Any]]:
+    """The write half of remember: runs in a worker thread under ``write_lock``."""
+    # The model may have been swapped by a reembed while we embedded.
+    if identity is not None and identity != palace.embedder_identity:
+        raise EmbedderUnavailable("embedder changed during the write; retry")
+    ts = now_ms()
+    outcomes: list[dict[str, Any]] = []
+    added: list[tuple[int, list[int], np.ndarray]] = []
+
+    def tx(c: apsw.Connection) -> None:
+        offset = 0
+        for it, chunks in zip(items, chunk_lists, strict=True):
+            vecs = vectors[offset:offset + len(chunks)] if vectors is not None else None
+            offset += len(chunks)
+            dup = None
+            if dedup and vecs is not None and len(vecs) and palace.index is not None:
+                dup = near_duplicate(palace, c, it, vecs[0], ts)
+            if dup is not None:
+                did, sim = dup
+                drawers.refresh_duplicate(c, did, it.importance, ts)
+                outcomes.append({"id": did, "created": False, "deduplicated": True,
+                                 "similarity": round(sim, 4), "embedded": True})
+                continue
+            did, created = drawers.insert_drawer(c, it, ts)
+            if created and vecs is not None and len(vecs):
+                vids = store_vectors(c, did, [to_blob(v) for v in vecs])
+                added.append((did, vids, vecs))
+            if created and it.supersedes is not None:
+                drawers.supersede(c, it.supersedes, did, ts)
+            outcomes.append({"id": did, "created": created, "deduplicated": False,
+                             "embedded": identity is not None})
+
+    palace.store.write(tx)
+    if palace.index is not None:
+        try:
+            for did, vids, vecs in added:
+                palace.index.add(did, vids, vecs)
+        except Exception:
+            # Data is committed; the checkpointer rebuilds the cache from SQLite.
+            log.exception("palace %s: index add failed; marking stale", palace.name)
+            palace.index_stale = True
+    return outcomes
+
+
+def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
+                   vec: np.ndarray, ts: int) -> tuple[int, float] | None:
+    """An active drawer of the same wing/room that ``new`` nearly repeats, if any.
+
+    Candidates are the index's nearest vectors at or above ``rules.DEDUP_THRESHOLD``; the
+    first that passes ``rules.is_near_duplicate`` wins. Needs the index (worker thread).
+    """
+    assert palace.index is not None
+    hits = palace.index.search(vec, 10)
+    candidates = [(i, s) for i, s in hits if s >= rules.DEDUP_THRESHOLD]
+    if not candidates:
+        return None
+    rows = drawers.get_drawers(c, [i for i, _ in candidates])
+    for did, sim in candidates:
+        d = rows.get(did)
+        if (d is None or d["wing"] != new.wing or d["room"] != new.room
+                or d["superseded_by"] is not None
+                or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
+            continue
+        if rules.is_near_duplicate(sim, new.text, str(d["text"])):
+            return did, sim
+    return None
+
+
+# -- embedding --------------------------------------------------------------------------------
+async def embed_pending(palace: Palace) -> int:
+    """Embed drawers stored without vectors (keyword-only period); returns how many."""
+    total = 0
+    while True:
+        emb = palace.vector_embedder()
+        if emb is None:
+            return total
+        batch = await palace.read(lambda c: pending_embeddings(c, EMBED_BATCH))
+        if not batch:
+            palace.maybe_pending = False
+            return total
+        per_drawer = [chunk_text(text) for _, text in batch]
+        vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks])
+        await palace.write(partial(_store_pending_sync, palace, batch, per_drawer, vectors,
+                                   emb.identity))
+        total += len(batch)
+
+
+def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
+                        per_drawer: list[list[str]], vectors: np.ndarray, identity: str
+                        ) -> None:
+    """Write vectors computed for pending drawers (worker thread, under write_lock)."""
+    index = palace.index
+    if identity != palace.embedder_identity or index is None:
+        return
+    added: list[tuple[int, list[int], np.ndarray]] = []
+
+    def tx(c: apsw.Connection) -> None:
+        offset = 0
+        for (did, _), chunks in zip(batch, per_drawer, strict=True):
+            vecs = vectors[offset:offset + len(chunks)]
+            offset += len(chunks)
+            # Skip drawers forgotten or embedded meanwhile.
+            if not awaits_vectors(c, did):
+                continue
+            old = vector_ids(c, did)
+            vids = store_vectors(c, did, [to_blob(v) for v in vecs])
+            if old:
+                index.remove(old)
+            added.append((did, vids, vecs))
+
+    palace.store.write(tx)
+    for did, vids, vecs in added:
+        index.add(did, vids, vecs)
+
+
+async def reembed(palace: Palace) -> dict[str, Any]:
+    """Drop every vector and embed all drawers with the daemon's current model.
+
+    Raises:
+        EmbedderUnavailable: no model is loaded.
+    """
+    emb = palace.services.model.embedder
+    if emb is None:
+        raise EmbedderUnavailable(
+            f"cannot reembed: no model loaded ({palace.services.model.reason})")
+    await palace.write(partial(palace.switch_model_sync, emb))
+    count = await embed_pending(palace)
+    await palace.checkpoint()
+    return {"palace": palace.name, "embedder": emb.identity, "reembedded": count}
+
+
+# -- forget -----------------------------------------------------------------------------------
+async def forget(palace: Palace, drawer_id: int) -> None:
+    """Delete a drawer everywhere.
+
+    Raises:
+        MemoryNotFound: no such drawer.
+    """
+    def write() -> None:
+        removed = palace.store.write(lambda c: drawers.delete_drawers(c, [drawer_id]))
+        if removed is None:
+            raise MemoryNotFound(f"no drawer {drawer_id} in palace {palace.name!r}",
+                                 details={"id": drawer_id, "palace": palace.name})
+        if palace.index is not None and removed:
+            palace.index.remove(removed)
+
+    await palace.write(write)
