@@ -1,9 +1,22 @@
 """MCP server over stdio: newline-delimited JSON-RPC 2.0 in front of the palace daemon.
 
 Hand-written on purpose (no MCP SDK at run time): the bridge only needs ``initialize``,
-``ping``, ``tools/list`` and ``tools/call``, and staying small keeps its cold start short.
-The handshake and ``tools/list`` never touch the daemon; the first ``tools/call`` connects
-(starting the daemon if needed). Requests are handled one at a time, in order.
+``ping``, ``tools/list``, ``tools/call`` and the client's ``roots/list``, and staying small
+keeps its cold start short. The handshake and ``tools/list`` never touch the daemon; the first
+``tools/call`` connects (starting the daemon if needed). ``server/discover`` (the probe of
+the 2026 protocol's clients) is "method not found", which makes those clients fall back to
+the ``initialize`` handshake at once.
+
+Which palace (see ``run``): ``--palace``, else ``CLAUDE_PROJECT_DIR``'s project, else the
+project of the client's first root, else the working directory's project. Roots are asked
+for after ``notifications/initialized`` (and again on ``notifications/roots/list_changed``)
+when the client advertises them; the answer is awaited, at most ``ROOTS_TIMEOUT`` seconds,
+only by the first tool call that follows, so neither the handshake nor ``tools/list`` waits.
+
+Loop: a reader thread splits stdin into messages and hands the client's answers to the
+bridge's own requests straight to the bridge (a tool call may be waiting for one); every
+other message goes, in order, to the main thread, which answers requests one at a time and
+is the only writer of stdout.
 """
 
 from __future__ import annotations
@@ -11,15 +24,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, BinaryIO
 
-from palace_client.slug import default_palace
+from palace_client.slug import default_palace, project_dir_palace, root_palace, root_uri_path
 from palaced import __version__
 
 from .toolbox import DaemonClient, Toolbox
@@ -27,6 +41,9 @@ from .toolbox import DaemonClient, Toolbox
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
 MAX_LINE = 16 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+INBOX_SIZE = 256  # messages read ahead of the one being answered
+ROOTS_TIMEOUT = 2.0  # seconds a tool call waits for the client's roots/list answer
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -60,18 +77,26 @@ def encode(message: object) -> bytes:
                       allow_nan=False).encode("utf-8") + b"\n"
 
 
-def instructions(palace: str) -> str:
-    """The server instructions an MCP client may add to the agent's context."""
+def instructions(palace: str | None) -> str:
+    """The server instructions an MCP client may add to the agent's context.
+
+    ``palace`` is named when it is already known (not still to come from the client's roots).
+    """
+    which = f"This project's palace is '{palace}'. " if palace else ""
     return (
-        f"Palace is your long-term memory, shared across sessions and agents on this machine. "
-        f"This project's palace is '{palace}'. At the start of a task call wake_up; before "
-        "answering questions about past work or decisions call recall; whenever you learn a "
-        "durable fact, decision, preference or outcome, store it with remember (one "
-        "self-contained statement per call, filed under a room). recall_all searches the "
-        "palaces of every project. For facts that change over time (who owns or works on "
-        "what, versions, where things run) use kg_assert and kg_query; relate concepts with "
-        "kg_link and explore them with kg_neighbors."
+        "Palace is your long-term memory, shared across sessions and agents on this machine. "
+        f"{which}Call wake_up at the start of a task, and recall before answering about past "
+        "work, decisions or preferences; store each durable fact, decision, preference or "
+        "outcome with remember (one self-contained statement per call). recall with "
+        "scope='all' searches every project's palace. For facts that change over time (who "
+        "owns what, versions, where things run) use kg_assert and kg_query."
     )
+
+
+def _log(text: str) -> None:
+    """One line on stderr, which MCP clients keep in their server logs."""
+    sys.stderr.write(f"palace mcp: {text}\n")
+    sys.stderr.flush()
 
 
 class Bridge:
@@ -79,13 +104,36 @@ class Bridge:
 
     Args:
         toolbox: runs the tools; it connects to the daemon only on the first ``tools/call``.
+            Its palace is used until (and unless) the client's roots name another.
+        roots: ask the client for its roots (when it advertises them) and use the first
+            local root's project palace; false when ``--palace`` or ``CLAUDE_PROJECT_DIR``
+            decided the palace.
+        roots_timeout: seconds a tool call waits for the answer to ``roots/list``.
+
+    Requests to the client are passed to ``send`` (by default kept in ``outgoing``; ``serve``
+    writes them to stdout).
     """
 
-    def __init__(self, toolbox: Toolbox) -> None:
+    def __init__(self, toolbox: Toolbox, *, roots: bool = False,
+                 roots_timeout: float = ROOTS_TIMEOUT) -> None:
         self.toolbox = toolbox
         self.protocol_version: str | None = None
         self._tools = {"tools": toolbox.list_tools()}
+        self.outgoing: list[dict[str, Any]] = []
+        self.send: Callable[[dict[str, Any]], None] = self.outgoing.append
+        self._use_roots = roots
+        self._roots_timeout = roots_timeout
+        self._client_roots = False  # the client advertised the roots capability
+        self._fallback = toolbox.palace  # the palace when the roots name none
+        self._lock = threading.Lock()  # guards the roots state below (reader thread)
+        self._asked: str | None = None  # id of the roots/list request still unanswered
+        self._waited: str | None = None  # the request a tool call already waited for
+        self._answered = threading.Event()
+        self._answered.set()
+        self._roots_palace: str | None = None  # the latest answer's palace, not yet applied
+        self._requests = 0
 
+    # -- input ------------------------------------------------------------------------------
     def handle_line(self, line: bytes) -> bytes | None:
         """Answer one input line; ``None`` for notifications, responses and blank lines."""
         line = line.strip()
@@ -95,6 +143,10 @@ class Bridge:
             message = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             return encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
+        return self.answer(message)
+
+    def answer(self, message: object) -> bytes | None:
+        """Answer one decoded message or batch as an encoded line; ``None`` when none is due."""
         answer = self.handle_message(message)
         if answer is None:
             return None
@@ -117,14 +169,14 @@ class Bridge:
     def _handle_one(self, message: object) -> dict[str, Any] | None:
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid Request: not a JSON object")
+        if self.accept_response(message):
+            return None
         has_id = "id" in message
         req_id = message.get("id")
         if has_id and not _valid_id(req_id):
             return _error(None, INVALID_REQUEST, "Invalid Request: id must be a string or integer")
         echo_id = req_id if has_id else None
         method = message.get("method")
-        if method is None and has_id and ("result" in message or "error" in message):
-            return None  # a client's answer to a server request; this server sends none
         if message.get("jsonrpc") != "2.0":
             return _error(echo_id, INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
         if not isinstance(method, str):
@@ -133,7 +185,10 @@ class Bridge:
         if params is None:
             params = {}
         if not has_id:
-            return None  # notifications (initialized, cancelled, unknown ones) need no answer
+            # Notifications need no answer; two make the bridge ask for the client's roots.
+            if method in ("notifications/initialized", "notifications/roots/list_changed"):
+                self._ask_roots()
+            return None
         if not isinstance(params, dict):
             return _error(req_id, INVALID_PARAMS, "Invalid params: params must be an object")
         try:
@@ -148,8 +203,16 @@ class Bridge:
     def _dispatch(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "tools/call":
             name = params.get("name")
-            if not isinstance(name, str) or not self.toolbox.has_tool(name):
-                raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+            if name is None:
+                raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs the tool's "
+                               f"name (params.name); the tools are: {self._names()}")
+            if not isinstance(name, str):
+                raise RpcError(INVALID_PARAMS, "Invalid params: the tool name (params.name) "
+                               f"must be a string, got {json.dumps(name)[:80]}")
+            if not self.toolbox.has_tool(name):
+                raise RpcError(INVALID_PARAMS, f"Unknown tool {json.dumps(name)[:80]}; the "
+                               f"tools are: {self._names()}")
+            self._settle_palace()
             return self.toolbox.call(name, params.get("arguments"))
         if method == "tools/list":
             return self._tools
@@ -158,6 +221,9 @@ class Bridge:
         if method == "initialize":
             return self._initialize(params)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _names(self) -> str:
+        return ", ".join(tool["name"] for tool in self._tools["tools"])
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
@@ -169,13 +235,79 @@ class Bridge:
             name = "".join(ch for ch in client_info["name"] if ch.isprintable()).strip()
             if name:
                 self.toolbox.source = f"mcp:{name}"[:200]
+        capabilities = params.get("capabilities")
+        self._client_roots = (self._use_roots and isinstance(capabilities, dict)
+                              and isinstance(capabilities.get("roots"), dict))
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": SERVER_NAME, "title": "Palace memory",
                            "version": __version__},
-            "instructions": instructions(self.toolbox.palace),
+            "instructions": instructions(None if self._client_roots else self.toolbox.palace),
         }
+
+    # -- roots ------------------------------------------------------------------------------
+    def _ask_roots(self) -> None:
+        """Send ``roots/list`` to a client that advertised roots (a newer ask replaces any
+        unanswered one)."""
+        if not self._client_roots:
+            return
+        with self._lock:
+            self._requests += 1
+            self._asked = f"palace-roots-{self._requests}"
+            self._answered.clear()
+            request = {"jsonrpc": "2.0", "id": self._asked, "method": "roots/list"}
+        self.send(request)
+
+    def accept_response(self, message: object) -> bool:
+        """Take the client's answer to a request of this bridge; False for any other message.
+
+        Safe to call from the reader thread: the answer to the pending ``roots/list`` sets
+        the palace that the next tool call applies. Answers to superseded or unknown requests
+        are dropped.
+        """
+        if not (isinstance(message, dict) and "method" not in message and "id" in message
+                and ("result" in message or "error" in message)):
+            return False
+        with self._lock:
+            if message["id"] is None or message["id"] != self._asked:
+                return True
+            self._asked = None
+            self._roots_palace = self._palace_of(message)
+            self._answered.set()
+        return True
+
+    def _palace_of(self, answer: dict[str, Any]) -> str:
+        """The palace named by a ``roots/list`` answer: the first local root's project."""
+        result = answer.get("result")
+        roots = result.get("roots") if isinstance(result, dict) else None
+        for root in roots if isinstance(roots, list) else []:
+            uri = root.get("uri") if isinstance(root, dict) else None
+            palace = root_palace(uri) if isinstance(uri, str) else None
+            if palace is not None:
+                _log(f"palace '{palace}' (from the client's root {root_uri_path(str(uri))})")
+                return palace
+        why = ("the client's roots/list failed" if "error" in answer
+               else "the client's roots name no local directory")
+        _log(f"palace '{self._fallback}' ({why})")
+        return self._fallback
+
+    def input_closed(self) -> None:
+        """The client's input ended: no answer will come, so no tool call may wait for one."""
+        self._answered.set()
+
+    def _settle_palace(self) -> None:
+        """Before a tool call: wait (once per ask, at most ``roots_timeout``) for the answer
+        to ``roots/list``, then apply the palace of the latest answer."""
+        with self._lock:
+            pending = self._asked if self._asked != self._waited else None
+            self._waited = self._asked
+        if pending is not None and not self._answered.wait(self._roots_timeout):
+            _log(f"no answer to roots/list within {self._roots_timeout:g} s; palace "
+                 f"'{self.toolbox.palace}' for now")
+        with self._lock:
+            if self._roots_palace is not None:
+                self.toolbox.palace = self._roots_palace
 
 
 class _Stop(BaseException):
@@ -188,35 +320,116 @@ class _LoopState:
         self.stop = False
 
 
+_OVERLONG = object()  # a line longer than MAX_LINE (already skipped)
+
+
+def _chunks(stdin: BinaryIO) -> Iterator[bytes]:
+    """What arrives on ``stdin``, as it arrives.
+
+    A real file is read with ``os.read`` on its descriptor: an unbuffered read holds no lock
+    of the ``sys.stdin`` object, so the daemonic reader thread cannot block the interpreter's
+    shutdown.
+    """
+    try:
+        fd: int | None = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    while True:
+        chunk = os.read(fd, READ_CHUNK) if fd is not None else stdin.read(READ_CHUNK)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _lines(stdin: BinaryIO) -> Iterator[bytes | object]:
+    """The lines of ``stdin`` (the last one may lack its newline); ``_OVERLONG`` for a line
+    longer than ``MAX_LINE`` bytes, which is skipped without being held in memory."""
+    held = bytearray()
+    skipping = False
+    for chunk in _chunks(stdin):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if skipping:
+                skipping = False
+            elif len(held) + end - start > MAX_LINE:
+                yield _OVERLONG
+            else:
+                held += chunk[start:end]
+                yield bytes(held)
+            held.clear()
+            start = end + 1
+        if not skipping:
+            held += chunk[start:]
+            if len(held) > MAX_LINE:
+                held.clear()
+                skipping = True
+                yield _OVERLONG
+    if held and not skipping:
+        yield bytes(held)
+
+
+_Inbox = queue.Queue[tuple[str, Any]]
+
+
+def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
+    """Reader thread: decode every input line; answers to the bridge's own requests go to
+    the bridge at once, everything else to the main thread, in order."""
+    try:
+        for line in _lines(stdin):
+            if line is _OVERLONG:
+                inbox.put(("answer", encode(_error(
+                    None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))))
+                continue
+            assert isinstance(line, bytes)
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                inbox.put(("answer", encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))))
+                continue
+            if not bridge.accept_response(message):
+                inbox.put(("message", message))
+    except Exception:  # a read error ends the input like EOF does
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        bridge.input_closed()
+        inbox.put(("eof", None))
+
+
 def serve(bridge: Bridge, stdin: BinaryIO, stdout: BinaryIO,
           state: _LoopState | None = None) -> None:
-    """Read request lines from ``stdin`` and write answers to ``stdout`` until EOF.
+    """Read messages from ``stdin`` and write answers to ``stdout`` until EOF.
 
     Returns on end of input or when the peer closed ``stdout`` (broken pipe).
     """
     state = state or _LoopState()
-    while not state.stop:
-        line = stdin.readline(MAX_LINE + 1)
-        if not line:
-            return
-        if len(line) > MAX_LINE and not line.endswith(b"\n"):
-            while (rest := stdin.readline(MAX_LINE)) and not rest.endswith(b"\n"):
-                pass
-            answer: bytes | None = encode(
-                _error(None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))
-        else:
-            answer = bridge.handle_line(line)
-        if answer is None:
-            continue
-        # A stop signal during a write must not cut a response line in half.
+    inbox: _Inbox = queue.Queue(maxsize=INBOX_SIZE)
+
+    def write(data: bytes) -> None:
+        # A stop signal during a write must not cut a line in half.
         state.writing = True
         try:
-            stdout.write(answer)
+            stdout.write(data)
             stdout.flush()
         except BrokenPipeError:
-            return
+            state.stop = True
         finally:
             state.writing = False
+
+    bridge.send = lambda message: write(encode(message))
+    for message in bridge.outgoing:
+        write(encode(message))
+    bridge.outgoing.clear()
+    threading.Thread(target=_read_loop, args=(bridge, stdin, inbox), name="palace-mcp-reader",
+                     daemon=True).start()
+    while not state.stop:
+        kind, item = inbox.get()
+        if kind == "eof":
+            return
+        answer = item if kind == "answer" else bridge.answer(item)
+        if answer is not None:
+            write(answer)
 
 
 def _claim_stdout() -> BinaryIO:
@@ -259,7 +472,9 @@ def run(palace: str | None = None, compact: bool = False,
     """Serve MCP on this process's stdin/stdout until EOF, SIGINT, SIGTERM or SIGHUP.
 
     Args:
-        palace: the palace to use; default derived from ``CLAUDE_PROJECT_DIR`` or the cwd.
+        palace: the palace to use. Default: ``CLAUDE_PROJECT_DIR``'s project, else the
+            project of the client's first root (when it advertises roots), else the
+            working directory's project.
         compact: render one line per drawer.
         client_factory: builds the daemon client on the first tool call.
 
@@ -268,10 +483,11 @@ def run(palace: str | None = None, compact: bool = False,
     """
     state = _LoopState()
     stdout = _claim_stdout()
-    toolbox = Toolbox(client_factory, palace or default_palace(), compact=compact)
+    decided = palace or project_dir_palace()
+    toolbox = Toolbox(client_factory, decided or default_palace(), compact=compact)
     try:
         _set_signal_handlers(state)
-        serve(Bridge(toolbox), sys.stdin.buffer, stdout, state)
+        serve(Bridge(toolbox, roots=decided is None), sys.stdin.buffer, stdout, state)
     except (_Stop, KeyboardInterrupt):
         pass
     finally:

@@ -15,17 +15,27 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def render_error(exc: BaseException) -> str:
-    """Text of an ``isError`` tool result: error name, message, details and what to do."""
+def render_error(exc: BaseException, op: str | None = None) -> str:
+    """Text of an ``isError`` tool result: error name, message, details and what to do.
+
+    Args:
+        op: the daemon op the tool ran. The daemon words argument errors after the op
+            ("memory.forget: argument 'id' ..."); the agent knows the tool, whose arguments
+            have the same names, so that prefix is dropped (and so are the details, which
+            only repeat the message).
+    """
     if isinstance(exc, ToolArgumentError):
         return f"Error INVALID_ARGS: {exc}. Fix the arguments (see the tool's input schema)."
     if isinstance(exc, OSError):
         exc = DaemonUnreachable(f"lost the connection to palaced: {exc}")
     elif not isinstance(exc, PalaceError):
         exc = InternalError(f"{type(exc).__name__}: {exc}")
-    lines = [f"Error {exc.name} ({exc.code}): {exc.message}"]
-    if exc.details:
-        lines.append("details: " + json.dumps(exc.details, sort_keys=True, default=str))
+    message, details = exc.message, exc.details
+    if exc.name == "INVALID_ARGS" and op and message.startswith(f"{op}: "):
+        message, details = message[len(op) + 2:], {}
+    lines = [f"Error {exc.name} ({exc.code}): {message}"]
+    if details:
+        lines.append("details: " + json.dumps(details, sort_keys=True, default=str))
     hint = _ERROR_HINTS.get(exc.name)
     if hint is None and exc.retryable:
         hint = "This is temporary; retry in a moment."
@@ -37,8 +47,9 @@ def render_error(exc: BaseException) -> str:
 _ERROR_HINTS = {
     "INVALID_ARGS": "Fix the arguments named above and call the tool again.",
     "MEMORY_NOT_FOUND": "No drawer has that id here; find ids with recall or list_drawers.",
-    "PALACE_NOT_FOUND": "See the existing palaces with list_palaces.",
+    "PALACE_NOT_FOUND": "recall with scope='all' searches every palace that exists.",
     "TEXT_TOO_LARGE": "Split the text into several smaller, self-contained drawers.",
     "INVALID_CONTENT": "Fix the text, name or date and call the tool again.",
-    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query or kg_timeline.",
+    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query (history=true "
+                      "for closed ones).",
 }
