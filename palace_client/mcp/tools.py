@@ -36,8 +36,7 @@ SCOPES = ("palace", "all")
 SCOPE: dict[str, Any] = {"type": "string", "enum": list(SCOPES), "default": "palace",
                          "description": "'all': every project's palace."}
 HISTORY: dict[str, Any] = {"type": "boolean", "default": False,
-                           "description": "Every fact ever about it, closed ones included, "
-                                          "oldest first."}
+                           "description": "All facts ever, closed ones too, oldest first."}
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
