@@ -503,8 +503,10 @@ def run(palace: str | None = None, compact: bool = False,
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m palace_client.mcp [--palace NAME] [--compact]``."""
     parser = argparse.ArgumentParser(prog="palace mcp", description="Palace MCP stdio server.")
-    parser.add_argument("--palace", default=None)
-    parser.add_argument("--compact", action="store_true")
+    parser.add_argument("--palace", default=None,
+                        help="palace to use (default: the project's, from CLAUDE_PROJECT_DIR, "
+                             "else the client's first root, else the current directory)")
+    parser.add_argument("--compact", action="store_true", help="one line per drawer")
     ns = parser.parse_args(argv)
     return run(ns.palace, ns.compact)
 
