@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from palace_client.mcp import bridge as mcp_bridge
 from palace_client.mcp.bridge import (
     LATEST_PROTOCOL_VERSION,
     MAX_LINE,
@@ -744,6 +745,21 @@ def test_roots_are_not_asked_for(roots: bool, capabilities: dict[str, Any]) -> N
     rpc(bridge, ROOTS_CHANGED)
     assert bridge.outgoing == []
     assert "in palace 'fixed'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+
+
+@given(st.lists(st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+       st.booleans())
+def test_input_lines_across_reads(lines: list[bytes], final_newline: bool) -> None:
+    """Lines split across small reads come back whole; overlong ones (> MAX_LINE) as None."""
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mcp_bridge, "MAX_LINE", 8)
+        mp.setattr(mcp_bridge, "READ_CHUNK", 3)
+        got = list(mcp_bridge._lines(io.BytesIO(data)))
+    want: list[bytes | None] = [line if len(line) <= 8 else None for line in lines]
+    if lines and not final_newline and lines[-1] == b"":
+        want.pop()  # nothing follows the last newline
+    assert got == want
 
 
 def test_serve_splits_lines_across_reads_and_skips_overlong_ones() -> None:

@@ -42,7 +42,7 @@ SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-1
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
 MAX_LINE = 16 * 1024 * 1024
 READ_CHUNK = 64 * 1024
-INBOX_SIZE = 256  # messages read ahead of the one being answered
+INBOX_SIZE = 32  # messages read ahead of the one being answered
 ROOTS_TIMEOUT = 2.0  # seconds a tool call waits for the client's roots/list answer
 
 PARSE_ERROR = -32700
@@ -320,9 +320,6 @@ class _LoopState:
         self.stop = False
 
 
-_OVERLONG = object()  # a line longer than MAX_LINE (already skipped)
-
-
 def _chunks(stdin: BinaryIO) -> Iterator[bytes]:
     """What arrives on ``stdin``, as it arrives.
 
@@ -341,9 +338,9 @@ def _chunks(stdin: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def _lines(stdin: BinaryIO) -> Iterator[bytes | object]:
-    """The lines of ``stdin`` (the last one may lack its newline); ``_OVERLONG`` for a line
-    longer than ``MAX_LINE`` bytes, which is skipped without being held in memory."""
+def _lines(stdin: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of ``stdin`` without their newline (the last one may lack it); ``None`` for
+    a line longer than ``MAX_LINE`` bytes, which is skipped without being held in memory."""
     held = bytearray()
     skipping = False
     for chunk in _chunks(stdin):
@@ -352,7 +349,7 @@ def _lines(stdin: BinaryIO) -> Iterator[bytes | object]:
             if skipping:
                 skipping = False
             elif len(held) + end - start > MAX_LINE:
-                yield _OVERLONG
+                yield None
             else:
                 held += chunk[start:end]
                 yield bytes(held)
@@ -363,7 +360,7 @@ def _lines(stdin: BinaryIO) -> Iterator[bytes | object]:
             if len(held) > MAX_LINE:
                 held.clear()
                 skipping = True
-                yield _OVERLONG
+                yield None
     if held and not skipping:
         yield bytes(held)
 
@@ -376,11 +373,10 @@ def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
     the bridge at once, everything else to the main thread, in order."""
     try:
         for line in _lines(stdin):
-            if line is _OVERLONG:
+            if line is None:
                 inbox.put(("answer", encode(_error(
                     None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))))
                 continue
-            assert isinstance(line, bytes)
             if not line.strip():
                 continue
             try:
