@@ -115,6 +115,7 @@ def test_sdk_client_remembers_recalls_and_follows_roots(
     report = drive(sdk, env, command, [first.as_uri()], [second.as_uri()])
     palace, other = palace_name_for(first), palace_name_for(second)
 
+    print(f"\nmcp {report['sdk']}: connected in {report['connect_s'] * 1000:.0f} ms")
     assert report["protocol_version"] == "2025-11-25"
     assert report["server_info"]["name"] == "palace"
     # 2.x probes server/discover first; the bridge's immediate "method not found" makes it
