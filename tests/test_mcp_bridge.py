@@ -315,8 +315,8 @@ def test_tools_list_order_and_schemas() -> None:
         "text", "room", "wing", "tags", "importance", "occurred_at", "supersedes", "ttl",
         "dedup"}
     recall = by_name["recall"]["inputSchema"]["properties"]
-    assert set(recall) == {"query", "scope", "top_k", "wing", "room", "tags", "deep",
-                           "include_superseded"}
+    assert set(recall) == {"query", "scope", "top_k", "wing", "room", "tags", "budget",
+                           "levels", "deep", "include_superseded"}
     assert recall["scope"] == {"type": "string", "enum": ["palace", "all"], "default": "palace",
                                "description": recall["scope"]["description"]}
     assert by_name["kg_query"]["inputSchema"]["properties"]["history"]["type"] == "boolean"
@@ -410,9 +410,11 @@ def test_recall_passes_its_arguments_and_renders_sections() -> None:
     fake.sections = True
     call_tool(bridge, "remember", {"text": "deploys happen on fridays", "room": "ops"})
     text = text_of(call_tool(bridge, "recall", {"query": "fridays", "deep": True, "top_k": 5.0,
-                                                "room": "ops", "scope": "palace"}))
+                                                "room": "ops", "scope": "palace",
+                                                "budget": 300, "levels": [3]}))
     assert fake.calls[-1] == ("memory.recall", "proj", {"query": "fridays", "deep": True,
-                                                        "top_k": 5, "room": "ops"})
+                                                        "top_k": 5, "room": "ops",
+                                                        "budget": 300, "levels": [3]})
     assert "## L3 · Search" in text
     assert "42 tokens" in text
 

@@ -61,7 +61,8 @@ MCP_TOOL_ONLY = {
     ("kg_query", "history"): "true runs graph.timeline instead of graph.query",
 }
 # Properties whose name says it all: no description, so tools/list stays short.
-MCP_UNDESCRIBED = {"top_k", "wing", "room", "tags", "limit", "offset", "budget", "depth"}
+MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
+                   "tags", "limit", "offset", "budget", "depth"}
 
 
 def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:

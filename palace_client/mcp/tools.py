@@ -22,7 +22,7 @@ _WING = param("Area, e.g. 'backend'.")
 _ROOM = param("Topic, e.g. 'auth'.")
 
 
-def _name(description: str) -> Param:
+def _name(description: str = "") -> Param:
     """An entity name argument (never empty)."""
     return param(description, minLength=1)
 
@@ -44,11 +44,10 @@ TOOLS: tuple[ToolSpec, ...] = (
         op="memory.remember",
         description=(
             "Store a durable fact, decision, preference or outcome as one self-contained "
-            "statement (names, dates) for future sessions; to correct a memory, pass its id "
-            "as supersedes."
+            "statement; to correct a memory, pass its id as supersedes."
         ),
         params={
-            "text": param("The memory, self-contained and specific.", minLength=1),
+            "text": param(minLength=1),
             "room": _ROOM,
             "wing": _WING,
             "tags": param(),
@@ -68,14 +67,16 @@ TOOLS: tuple[ToolSpec, ...] = (
         op="memory.recall",
         description=(
             "Search memories before answering about past work, decisions or preferences, "
-            "or before redoing something; best matches first, with drawer ids."
+            "or before redoing something."
         ),
         params={
-            "query": param("What you want to know.", minLength=1),
+            "query": param(minLength=1),
             "top_k": param(),
             "wing": param(),
             "room": param(),
             "tags": param(),
+            "budget": param(),
+            "levels": param("0 identity, 1 key, 2 recent, 3 search."),
             "deep": param("Slower, more thorough search."),
             "include_superseded": param("Also replaced drawers."),
         },
@@ -122,13 +123,13 @@ TOOLS: tuple[ToolSpec, ...] = (
             "part_of, related_to...)."
         ),
         params={
-            "subject": _name("The entity it is about."),
+            "subject": _name(),
             "predicate": param("snake_case, e.g. works_at, version, depends_on.",
                                minLength=1),
             "object": param("An entity, or a value with literal=true.", minLength=1),
             "literal": param("object is a value (version, URL...), not an entity."),
             "valid_from": _when("When it became true (ISO 8601); default now."),
-                        "source_url": param("Where it comes from."),
+                        "source_url": param(),
         },
         idempotent=True,
     ),
@@ -140,7 +141,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "at as_of, or its whole history."
         ),
         params={
-            "subject": _name("The entity, e.g. 'Alice'."),
+            "subject": _name(),
             "as_of": _when("Facts valid at this time (ISO 8601)."),
         },
         extra={"history": HISTORY},
@@ -168,7 +169,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "service."
         ),
         params={
-            "entity": _name("Where to start."),
+            "entity": _name(),
             "depth": param(),
             "relation": param("Follow only this predicate, e.g. depends_on."),
         },
