@@ -24,6 +24,7 @@ from palace_client.mcp.bridge import (
     Bridge,
     serve,
 )
+from palace_client.mcp.results import render_error
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
 from palace_client.slug import (
@@ -1057,3 +1058,12 @@ def test_live_bridge_reconnects_after_daemon_restart(daemon: DaemonProc) -> None
         assert daemon.pid() != old_pid
     finally:
         p.close(timeout=30)
+
+
+def test_daemon_argument_errors_name_the_argument_not_the_op() -> None:
+    text = render_error(InvalidArgs("memory.recall: argument 'top_k' must be between 1 and "
+                                    "1000, got 0", details={"op": "memory.recall"}))
+    assert text == ("Error INVALID_ARGS (105): argument 'top_k' must be between 1 and 1000, "
+                    "got 0\nFix the arguments named above and call the tool again.")
+    other = render_error(MemoryNotFound("no drawer 9", details={"id": 9}))
+    assert 'details: {"id": 9}' in other and "list_drawers" in other

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from palaced.errors import DaemonUnreachable, InternalError, PalaceError
@@ -15,14 +16,16 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def render_error(exc: BaseException, op: str | None = None) -> str:
+# The daemon words argument errors after its op ("memory.forget: argument 'id' ...").
+_OP_PREFIX = re.compile(r"[a-z]+\.[a-z_]+: ")
+
+
+def render_error(exc: BaseException) -> str:
     """Text of an ``isError`` tool result: error name, message, details and what to do.
 
-    Args:
-        op: the daemon op the tool ran. The daemon words argument errors after the op
-            ("memory.forget: argument 'id' ..."); the agent knows the tool, whose arguments
-            have the same names, so that prefix is dropped (and so are the details, which
-            only repeat the message).
+    The agent knows the tool, not the daemon op behind it, and the tool's arguments have the
+    op's names: an ``INVALID_ARGS`` message loses its op prefix (and its details, which only
+    repeat the message).
     """
     if isinstance(exc, ToolArgumentError):
         return f"Error INVALID_ARGS: {exc}. Fix the arguments (see the tool's input schema)."
@@ -31,8 +34,8 @@ def render_error(exc: BaseException, op: str | None = None) -> str:
     elif not isinstance(exc, PalaceError):
         exc = InternalError(f"{type(exc).__name__}: {exc}")
     message, details = exc.message, exc.details
-    if exc.name == "INVALID_ARGS" and op and message.startswith(f"{op}: "):
-        message, details = message[len(op) + 2:], {}
+    if exc.name == "INVALID_ARGS" and (prefix := _OP_PREFIX.match(message)):
+        message, details = message[prefix.end():], {}
     lines = [f"Error {exc.name} ({exc.code}): {message}"]
     if details:
         lines.append("details: " + json.dumps(details, sort_keys=True, default=str))

@@ -115,7 +115,7 @@ class Toolbox:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
         except (PalaceError, ToolArgumentError, OSError) as exc:
-            return text_result(render_error(exc, op=spec.op), is_error=True)
+            return text_result(render_error(exc), is_error=True)
         if name in _STORING_TOOLS:
             self._calls_since_remember = 0
         else:
