@@ -734,6 +734,15 @@ def test_unanswered_roots_wait_once_then_a_late_answer_counts(tmp_path: Path) ->
     assert "in palace 'late'" in text_of(call_tool(bridge, "remember", {"text": "b"}))
 
 
+def test_roots_are_asked_before_a_tool_call_without_initialized() -> None:
+    bridge, _ = roots_bridge(timeout=0.05)
+    rpc(bridge, initialize_with(ROOTS_CAPS))
+    assert "in palace 'cwd-proj'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+    assert [m["method"] for m in bridge.outgoing] == ["roots/list"]
+    call_tool(bridge, "wake_up")
+    assert len(bridge.outgoing) == 1
+
+
 @pytest.mark.parametrize("roots, capabilities", [
     (False, ROOTS_CAPS),  # --palace or CLAUDE_PROJECT_DIR decided
     (True, {}),  # the client has no roots

@@ -298,7 +298,13 @@ class Bridge:
 
     def _settle_palace(self) -> None:
         """Before a tool call: wait (once per ask, at most ``roots_timeout``) for the answer
-        to ``roots/list``, then apply the palace of the latest answer."""
+        to ``roots/list``, then apply the palace of the latest answer.
+
+        A client that advertised roots but called a tool without ``notifications/initialized``
+        is asked now.
+        """
+        if self._client_roots and self._requests == 0:
+            self._ask_roots()
         with self._lock:
             pending = self._asked if self._asked != self._waited else None
             self._waited = self._asked
