@@ -117,7 +117,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
-                           "names the default palace (else the current directory)."),
+                           "names the default palace (else the MCP client's first root, else "
+                           "the current directory)."),
     "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
                         "Linux (default `~/.config`)."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
@@ -538,9 +539,8 @@ def render_mcp_tools() -> str:
     rows = []
     for spec in TOOLS:
         args = ", ".join(f"`{k}`" + ("*" if k in spec.required else "") for k in spec.properties)
-        first = re.split(r"(?<=\.)\s", spec.description, maxsplit=1)[0]
         kind = "read-only" if spec.read_only else "destructive" if spec.destructive else "writes"
-        rows.append([f"`{spec.name}`", kind, args or "-", first])
+        rows.append([f"`{spec.name}`", kind, args or "-", spec.description])
     return (_table(["tool", "kind", "arguments (* required)", "what it does"], rows)
             + "\n")
 

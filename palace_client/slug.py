@@ -2,7 +2,8 @@
 
 A palace name is lowercase kebab-case, 1-64 characters. A project's palace is named after its
 git root (or the directory itself outside git); the home directory and the filesystem root map
-to ``DEFAULT_PALACE``. Used by the MCP bridge (``tools``) and ``palace init`` (``agents``).
+to ``DEFAULT_PALACE``. Used by the MCP bridge (``mcp``, which also maps the client's roots and
+``CLAUDE_PROJECT_DIR`` to palaces) and ``palace init`` (``agents``).
 """
 
 from __future__ import annotations
@@ -63,10 +64,59 @@ def palace_name_for(start: Path, home: Path | None = None) -> str:
 
 def default_palace(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     """The palace of the current project: from ``CLAUDE_PROJECT_DIR`` if set, else the cwd."""
+    from_env = project_dir_palace(environ)
+    if from_env is not None:
+        return from_env
+    try:
+        return palace_name_for(cwd or Path.cwd())
+    except OSError:  # the cwd was deleted, or the home directory is unknown
+        return DEFAULT_PALACE
+
+
+def project_dir_palace(environ: Mapping[str, str] | None = None) -> str | None:
+    """The palace of the project ``CLAUDE_PROJECT_DIR`` names; ``None`` when it is unset or empty.
+
+    Claude Code sets it for the servers and hooks it starts: it is the most direct word on
+    which project a session works in.
+    """
     env = os.environ if environ is None else environ
     project_dir = env.get("CLAUDE_PROJECT_DIR")
+    if not project_dir:
+        return None
     try:
-        start = Path(project_dir) if project_dir else (cwd or Path.cwd())
-        return palace_name_for(start)
-    except OSError:  # the cwd was deleted, or the home directory is unknown
+        return palace_name_for(Path(project_dir))
+    except OSError:  # the home directory is unknown
+        return DEFAULT_PALACE
+
+
+def root_uri_path(uri: str) -> Path | None:
+    """The local directory of an MCP root (``file:///home/me/proj``); ``None`` for other URIs.
+
+    Only ``file`` URIs name a directory of this machine: with no host or ``localhost``, an
+    absolute path, percent-escapes decoded. Anything else (``https:``, a remote host, a
+    relative or empty path) gives ``None``.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return None
+    if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
+        return None
+    path = unquote(parts.path)
+    if not path.startswith("/") or "\0" in path:
+        return None
+    return Path(path)
+
+
+def root_palace(uri: str, home: Path | None = None) -> str | None:
+    """The palace of the project an MCP root URI names (as ``palace_name_for``); ``None`` when
+    the URI names no local directory (see ``root_uri_path``)."""
+    path = root_uri_path(uri)
+    if path is None:
+        return None
+    try:
+        return palace_name_for(path, home)
+    except OSError:  # unreadable path or unknown home directory
         return DEFAULT_PALACE

@@ -287,7 +287,7 @@ def test_sync_core_does_not_load_anyio_transitively() -> None:
 
 # -- (d) importing the clients loads no heavy library -------------------------------------------
 def test_client_import_loads_no_heavy_library() -> None:
-    loaded = _loaded_after("import palace_client, palace_client.cli, palace_client.mcp.bridge",
+    loaded = _loaded_after("import palace_client, palace_client.cli, palace_client.mcp.stdio",
                            (*CLIENT_FORBIDDEN_AT_RUNTIME, "anyio", "tiktoken"))
     assert loaded == []
 

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,15 +16,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace_client.mcp.bridge import (
-    LATEST_PROTOCOL_VERSION,
-    SUPPORTED_PROTOCOL_VERSIONS,
-    Bridge,
-    serve,
-)
+from palace_client.mcp import stdio as mcp_stdio
+from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
+from palace_client.mcp.stdio import MAX_LINE, serve
+from palace_client.mcp.results import render_error
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
-from palace_client.slug import default_palace, is_palace_name, palace_name_for, slugify
+from palace_client.slug import (
+    default_palace,
+    is_palace_name,
+    palace_name_for,
+    project_dir_palace,
+    root_palace,
+    root_uri_path,
+    slugify,
+)
 from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
 from tests.conftest import DaemonProc, base_env
 
@@ -44,6 +51,7 @@ class FakeClient:
         self.next_id = 1
         self.closed = 0
         self.shutting_down_once = False
+        self.sections = False  # recall answers with L0-L3 sections too
 
     def create_palace(self, name: str, *, exist_ok: bool = False) -> dict[str, Any]:
         return self.call("palace.create", name, {"exist_ok": exist_ok})
@@ -95,7 +103,7 @@ class FakeClient:
             hits = sorted((h for h in hits if h["score"] > 0), key=lambda h: -h["score"])
             hits = hits[: args.get("top_k", 10)]
             out: dict[str, Any] = {"results": hits, "mode": "hybrid"}
-            if "levels" in args:
+            if self.sections:
                 out["sections"] = [{"level": 3, "title": "Search", "items": hits}]
                 out["tokens_used"] = 42
             return out
@@ -255,13 +263,42 @@ def test_batch_answers_requests_only() -> None:
     assert answer[1]["error"]["code"] == -32601
 
 
+TOOL_NAMES = ["remember", "recall", "wake_up", "forget", "list_drawers", "kg_assert",
+              "kg_query", "kg_invalidate", "kg_neighbors"]
+MAX_TOOLS = 9
+MAX_TOOLS_LIST_TOKENS = 1500
+
+
+def test_tools_list_is_lean() -> None:
+    """At most nine tools, and the whole tools/list answer within 1,500 cl100k tokens."""
+    from palaced.tokens import Tokenizer
+    from tests.conftest import TIKTOKEN_FILE
+
+    tokenizer = Tokenizer.load(TIKTOKEN_FILE)
+    assert tokenizer.exact, tokenizer.reason
+    bridge, _ = make_bridge()
+    raw = bridge.handle_line(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+    assert raw is not None
+    result = json.loads(raw)["result"]
+    tokens = tokenizer.count(json.dumps(result, separators=(",", ":")))
+    print(f"\ntools/list: {len(result['tools'])} tools, {tokens} cl100k tokens, "
+          f"{len(raw)} bytes")
+    for tool in result["tools"]:
+        each = tokenizer.count(json.dumps(tool, separators=(",", ":")))
+        print(f"  {tool['name']:<14} {each:4d} tokens")
+    assert len(result["tools"]) <= MAX_TOOLS
+    assert tokens <= MAX_TOOLS_LIST_TOKENS
+    for tool in result["tools"]:
+        # One line that says when to call it.
+        assert "\n" not in tool["description"] and len(tool["description"]) <= 220, tool
+        for name, prop in tool["inputSchema"]["properties"].items():
+            assert len(prop.get("description", "")) <= 60, (tool["name"], name)
+
+
 def test_tools_list_order_and_schemas() -> None:
     bridge, fake = make_bridge()
     tools = rpc(bridge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]["tools"]
-    assert [t["name"] for t in tools] == [
-        "remember", "recall", "recall_all", "wake_up", "forget", "list_drawers",
-        "list_palaces", "palace_info", "status", "kg_assert", "kg_query", "kg_timeline",
-        "kg_invalidate", "kg_link", "kg_neighbors"]
+    assert [t["name"] for t in tools] == TOOL_NAMES
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]
@@ -273,14 +310,23 @@ def test_tools_list_order_and_schemas() -> None:
     assert set(by_name["remember"]["inputSchema"]["properties"]) == {
         "text", "room", "wing", "tags", "importance", "occurred_at", "supersedes", "ttl",
         "dedup"}
-    assert set(by_name["recall"]["inputSchema"]["properties"]) == {
-        "query", "budget", "levels", "deep", "top_k", "wing", "room", "tags",
-        "include_superseded"}
+    recall = by_name["recall"]["inputSchema"]["properties"]
+    assert set(recall) == {"query", "scope", "top_k", "wing", "room", "tags", "budget",
+                           "levels", "deep", "include_superseded"}
+    assert recall["scope"] == {"type": "string", "enum": ["palace", "all"], "default": "palace",
+                               "description": recall["scope"]["description"]}
+    assert by_name["kg_query"]["inputSchema"]["properties"]["history"]["type"] == "boolean"
     assert by_name["forget"]["inputSchema"]["required"] == ["id"]
-    read_only = {t["name"] for t in tools if t["annotations"]["readOnlyHint"]}
-    assert read_only == {"recall", "recall_all", "wake_up", "list_drawers", "list_palaces",
-                         "palace_info", "status", "kg_query", "kg_timeline", "kg_neighbors"}
-    assert {t["name"] for t in tools if t["annotations"]["destructiveHint"]} == {"forget"}
+    # Only the hints that differ from MCP's defaults are sent.
+    hints = {t["name"]: t["annotations"] for t in tools}
+    read_only = {n for n, h in hints.items() if h.get("readOnlyHint", False)}
+    assert read_only == {"recall", "wake_up", "list_drawers", "kg_query", "kg_neighbors"}
+    destructive = {n for n, h in hints.items()
+                   if not h.get("readOnlyHint", False) and h.get("destructiveHint", True)}
+    assert destructive == {"forget"}
+    assert all(h["openWorldHint"] is False for h in hints.values())
+    assert all(h == {"readOnlyHint": True, "openWorldHint": False}
+               for n, h in hints.items() if n in read_only)
     assert fake.calls == []
 
 
@@ -290,11 +336,33 @@ def test_tool_specs_match_runners() -> None:
     assert not toolbox.has_tool("nope")
 
 
-@pytest.mark.parametrize("params", [{"name": "nope"}, {"name": 3}, {}])
-def test_unknown_tool_is_invalid_params(params: dict[str, Any]) -> None:
+@pytest.mark.parametrize("params, message", [
+    ({"name": "nope"}, 'Unknown tool "nope"; the tools are: remember, recall, wake_up'),
+    ({"name": 3}, "the tool name (params.name) must be a string, got 3"),
+    ({}, "tools/call needs the tool's name (params.name); the tools are: remember, recall"),
+    ({"name": None, "arguments": {}}, "tools/call needs the tool's name"),
+])
+def test_unknown_tool_is_invalid_params(params: dict[str, Any], message: str) -> None:
     bridge, fake = make_bridge()
     answer = rpc(bridge, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params})
     assert answer["error"]["code"] == -32602
+    assert message in answer["error"]["message"]
+    assert "None" not in answer["error"]["message"]
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("old, new", [
+    ("recall_all", "recall with scope='all'"), ("kg_timeline", "kg_query with history=true"),
+    ("kg_link", "kg_assert with subject=a, predicate=relation, object=b"),
+    ("status", "palace status"), ("palace_info", "palace info"),
+    ("list_palaces", "recall with scope='all'"),
+])
+def test_retired_tools_name_their_replacement(old: str, new: str) -> None:
+    bridge, fake = make_bridge()
+    result = call_tool(bridge, old, {"query": "x"})
+    assert result["isError"] is True
+    assert text_of(result).startswith(f"Error: the tool '{old}' was retired; ")
+    assert new in text_of(result)
     assert fake.calls == []
 
 
@@ -333,24 +401,26 @@ def test_remember_then_recall_renders_drawers() -> None:
     assert "mode hybrid" in recall
 
 
-def test_recall_passes_budget_levels_deep_and_renders_sections() -> None:
+def test_recall_passes_its_arguments_and_renders_sections() -> None:
     bridge, fake = make_bridge()
+    fake.sections = True
     call_tool(bridge, "remember", {"text": "deploys happen on fridays", "room": "ops"})
-    text = text_of(call_tool(bridge, "recall", {"query": "fridays", "budget": 300,
-                                                "levels": [3], "deep": True, "top_k": 5.0}))
-    assert fake.calls[-1] == ("memory.recall", "proj", {"query": "fridays", "budget": 300,
-                                                        "levels": [3], "deep": True,
-                                                        "top_k": 5})
+    text = text_of(call_tool(bridge, "recall", {"query": "fridays", "deep": True, "top_k": 5.0,
+                                                "room": "ops", "scope": "palace",
+                                                "budget": 300, "levels": [3]}))
+    assert fake.calls[-1] == ("memory.recall", "proj", {"query": "fridays", "deep": True,
+                                                        "top_k": 5, "room": "ops",
+                                                        "budget": 300, "levels": [3]})
     assert "## L3 · Search" in text
     assert "42 tokens" in text
 
 
 def test_recall_daemon_rejection_is_not_hidden() -> None:
     bridge, fake = make_bridge()
-    fake.RECALL_ARGS = frozenset({"query", "top_k"})  # a daemon without budget/levels yet
-    result = call_tool(bridge, "recall", {"query": "x", "budget": 10})
+    fake.RECALL_ARGS = frozenset({"query", "top_k"})  # a daemon without deep yet
+    result = call_tool(bridge, "recall", {"query": "x", "deep": True})
     assert result["isError"] is True
-    assert "INVALID_ARGS" in text_of(result) and "budget" in text_of(result)
+    assert "INVALID_ARGS" in text_of(result) and "deep" in text_of(result)
 
 
 def test_compact_mode_one_line_per_drawer() -> None:
@@ -366,7 +436,7 @@ def test_compact_mode_one_line_per_drawer() -> None:
 def test_recall_without_hits_suggests_next_step() -> None:
     bridge, _ = make_bridge()
     text = text_of(call_tool(bridge, "recall", {"query": "nothing here"}))
-    assert "No drawers matched" in text and "recall_all" in text
+    assert "No drawers matched" in text and "scope='all'" in text
 
 
 def test_recall_all_merges_palaces_by_score() -> None:
@@ -375,16 +445,18 @@ def test_recall_all_merges_palaces_by_score() -> None:
     fake.palaces["a"][1] = {"id": 1, "text": "red apple", "room": "fruit"}
     fake.palaces["b"][1] = {"id": 1, "text": "red apple pie", "room": "food"}
     fake.palaces["b"][2] = {"id": 2, "text": "green pie", "room": "food"}
-    text = text_of(call_tool(bridge, "recall_all", {"query": "red apple pie", "top_k": 2}))
-    assert "across 2 palace(s)" in text
+    text = text_of(call_tool(bridge, "recall", {"query": "red apple pie", "top_k": 2,
+                                                "scope": "all"}))
+    assert "across 2 palace(s); this project's is 'proj'" in text
     hits = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(hits) == 2
     assert hits[0].startswith("- #1 [b:food] score 1.000")
     assert hits[1].startswith("- #1 [a:fruit]")
     assert ("palace.create", "proj", {"exist_ok": True}) not in fake.calls
+    assert all("scope" not in args for _, _, args in fake.calls)
 
 
-def test_wake_up_forget_list_info_status() -> None:
+def test_wake_up_forget_list() -> None:
     bridge, _ = make_bridge()
     empty = text_of(call_tool(bridge, "wake_up", {}))
     assert "empty so far" in empty
@@ -399,12 +471,6 @@ def test_wake_up_forget_list_info_status() -> None:
     missing = call_tool(bridge, "forget", {"id": 2})
     assert missing["isError"] is True
     assert "MEMORY_NOT_FOUND (300)" in text_of(missing) and "list_drawers" in text_of(missing)
-    info = text_of(call_tool(bridge, "palace_info"))
-    assert "drawers: 2" in info and "dims: 384" in info
-    palaces = text_of(call_tool(bridge, "list_palaces", {}))
-    assert "- proj (this project)" in palaces
-    status = text_of(call_tool(bridge, "status"))
-    assert status.startswith("Palace daemon status:") and "version: 0.1.0" in status
 
 
 @pytest.mark.parametrize("arguments, fragment", [
@@ -415,6 +481,13 @@ def test_wake_up_forget_list_info_status() -> None:
     ({"text": "x", "tags": [1]}, "'tags[0]' must be a string"),
     ({"text": "x", "importance": True}, "'importance' must be a number"),
     ([1, 2], "arguments must be a JSON object"),
+    ({"text": ""}, "argument 'text' must not be empty"),
+    ({"text": "x", "importance": 1.5}, "argument 'importance' must be between 0.0 and 1.0, "
+                                       "got 1.5"),
+    ({"text": "x", "supersedes": 0}, "argument 'supersedes' must be at least 1, got 0"),
+    ({"text": "x", "room": "r" * 201}, "argument 'room' is longer than 200 characters (201)"),
+    ({"text": "x", "tags": ["t"] * 65}, "argument 'tags' has more than 64 items (65)"),
+    ({"text": "x", "tags": ["t" * 1001]}, "argument 'tags[0]' is longer than 1000 characters"),
 ])
 def test_bad_arguments_are_tool_errors(arguments: object, fragment: str) -> None:
     bridge, fake = make_bridge()
@@ -436,7 +509,7 @@ def test_daemon_errors_become_tool_errors() -> None:
         raise OSError("no socket")
 
     bridge = Bridge(Toolbox(unreachable, "proj"))
-    result = call_tool(bridge, "status")
+    result = call_tool(bridge, "wake_up")
     assert result["isError"] is True
     assert "DAEMON_UNREACHABLE" in text_of(result)
 
@@ -452,12 +525,12 @@ def test_shutting_down_daemon_is_retried_on_a_fresh_connection() -> None:
 
 def test_nudge_after_ten_calls_without_remember() -> None:
     bridge, _ = make_bridge()
-    texts = [text_of(call_tool(bridge, "status")) for _ in range(NUDGE_AFTER)]
+    texts = [text_of(call_tool(bridge, "wake_up")) for _ in range(NUDGE_AFTER)]
     assert all(NUDGE_TEXT not in t for t in texts[:-1])
     assert texts[-1].endswith("\n\n" + NUDGE_TEXT)
-    assert NUDGE_TEXT not in text_of(call_tool(bridge, "status"))
+    assert NUDGE_TEXT not in text_of(call_tool(bridge, "wake_up"))
     call_tool(bridge, "remember", {"text": "a fact"})
-    texts = [text_of(call_tool(bridge, "status")) for _ in range(NUDGE_AFTER - 1)]
+    texts = [text_of(call_tool(bridge, "wake_up")) for _ in range(NUDGE_AFTER - 1)]
     assert all(NUDGE_TEXT not in t for t in texts)
 
 
@@ -529,6 +602,187 @@ def test_default_palace_prefers_claude_project_dir(tmp_path: Path) -> None:
     other.mkdir()
     assert default_palace({"CLAUDE_PROJECT_DIR": str(proj)}, cwd=other) == "claude-proj"
     assert default_palace({}, cwd=other) == "other"
+
+
+@pytest.mark.parametrize("uri, path", [
+    ("file:///home/me/My%20Proj", "/home/me/My Proj"),
+    ("file://localhost/srv/x", "/srv/x"),
+    ("FILE:///x", "/x"),
+    ("https://example.com/x", None),
+    ("file://server/share", None),
+    ("file:relative/dir", None),
+    ("file:", None),
+    ("", None),
+    ("file:///a%00b", None),
+    ("file://[bad", None),
+])
+def test_root_uri_path(uri: str, path: str | None) -> None:
+    assert root_uri_path(uri) == (None if path is None else Path(path))
+
+
+def test_root_palace_and_project_dir_palace(tmp_path: Path) -> None:
+    proj = tmp_path / "Root Proj"
+    (proj / ".git").mkdir(parents=True)
+    (proj / "deep").mkdir()
+    assert root_palace((proj / "deep").as_uri(), home=tmp_path) == "root-proj"
+    assert root_palace("https://example.com/x") is None
+    assert project_dir_palace({}) is None
+    assert project_dir_palace({"CLAUDE_PROJECT_DIR": ""}) is None
+    assert project_dir_palace({"CLAUDE_PROJECT_DIR": str(proj / "deep")}) == "root-proj"
+
+
+# -- the palace from the client's roots ---------------------------------------------------------
+ROOTS_CAPS = {"roots": {"listChanged": True}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+ROOTS_CHANGED = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+
+
+def initialize_with(capabilities: dict[str, Any]) -> dict[str, Any]:
+    message = initialize("2025-06-18")
+    message["params"]["capabilities"] = capabilities
+    return message
+
+
+def git_project(parent: Path, name: str) -> Path:
+    path = parent / name
+    (path / ".git").mkdir(parents=True)
+    return path
+
+
+def roots_bridge(timeout: float = 5.0) -> tuple[Bridge, FakeClient]:
+    """A bridge whose palace ('cwd-proj') may come from the client's roots."""
+    fake = FakeClient()
+    return Bridge(Toolbox(lambda: fake, "cwd-proj"), roots=True, roots_timeout=timeout), fake
+
+
+def roots_answer(request: Mapping[str, Any], *uris: str) -> dict[str, Any]:
+    assert request["method"] == "roots/list" and "params" not in request
+    return {"jsonrpc": "2.0", "id": request["id"],
+            "result": {"roots": [{"uri": uri, "name": f"r{i}"} for i, uri in enumerate(uris)]}}
+
+
+def test_roots_name_the_palace(tmp_path: Path) -> None:
+    proj = git_project(tmp_path, "My App")
+    (proj / "src").mkdir()
+    bridge, fake = roots_bridge()
+    init = rpc(bridge, initialize_with(ROOTS_CAPS))["result"]
+    assert "palace is" not in init["instructions"]  # not known before the roots
+    assert rpc(bridge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})["result"]["tools"]
+    assert bridge.outgoing == []  # asked only once the client said it is initialized
+    assert rpc(bridge, INITIALIZED) is None
+    [request] = bridge.outgoing
+    assert request == {"jsonrpc": "2.0", "id": "palace-roots-1", "method": "roots/list"}
+    # The first root that is a local directory counts; its git root names the palace.
+    assert rpc(bridge, roots_answer(request, "https://example.com/repo",
+                                    (proj / "src").as_uri(), tmp_path.as_uri())) is None
+    stored = text_of(call_tool(bridge, "remember", {"text": "alpha"}))
+    assert "in palace 'my-app'" in stored
+    assert fake.calls[0] == ("palace.create", "my-app", {"exist_ok": True})
+
+
+def test_roots_change_is_followed(tmp_path: Path) -> None:
+    first, second = git_project(tmp_path, "first"), git_project(tmp_path, "second")
+    bridge, fake = roots_bridge()
+    rpc(bridge, initialize_with(ROOTS_CAPS))
+    rpc(bridge, INITIALIZED)
+    rpc(bridge, roots_answer(bridge.outgoing.pop(), first.as_uri()))
+    assert "in palace 'first'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+    rpc(bridge, ROOTS_CHANGED)
+    request = bridge.outgoing.pop()
+    assert request["id"] == "palace-roots-2"
+    # A late answer to the first request is dropped; the answer to the second one counts.
+    rpc(bridge, roots_answer({**request, "id": "palace-roots-1"}, first.as_uri()))
+    rpc(bridge, roots_answer(request, second.as_uri()))
+    assert "in palace 'second'" in text_of(call_tool(bridge, "remember", {"text": "b"}))
+    assert [c[1] for c in fake.calls if c[0] == "palace.create"] == ["first", "second"]
+
+
+@pytest.mark.parametrize("answer", [
+    {"error": {"code": -32601, "message": "Method not found"}},
+    {"result": {"roots": []}},
+    {"result": {"roots": [{"uri": "https://example.com/x"}, {"uri": "file://host/share"},
+                          {"name": "no uri"}, "junk"]}},
+    {"result": {"roots": "not a list"}},
+    {"result": None},
+])
+def test_roots_without_a_local_directory_keep_the_cwd_palace(answer: dict[str, Any]) -> None:
+    bridge, _ = roots_bridge()
+    rpc(bridge, initialize_with(ROOTS_CAPS))
+    rpc(bridge, INITIALIZED)
+    assert rpc(bridge, {"jsonrpc": "2.0", "id": bridge.outgoing.pop()["id"], **answer}) is None
+    assert "in palace 'cwd-proj'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+
+
+def test_unanswered_roots_wait_once_then_a_late_answer_counts(tmp_path: Path) -> None:
+    proj = git_project(tmp_path, "late")
+    bridge, _ = roots_bridge(timeout=0.5)
+    rpc(bridge, initialize_with(ROOTS_CAPS))
+    rpc(bridge, INITIALIZED)
+    request = bridge.outgoing.pop()
+    started = time.monotonic()
+    assert "in palace 'cwd-proj'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+    assert time.monotonic() - started >= 0.5
+    started = time.monotonic()
+    call_tool(bridge, "wake_up")
+    assert time.monotonic() - started < 0.5  # no second wait for the same request
+    rpc(bridge, roots_answer(request, proj.as_uri()))
+    assert "in palace 'late'" in text_of(call_tool(bridge, "remember", {"text": "b"}))
+
+
+def test_roots_are_asked_before_a_tool_call_without_initialized() -> None:
+    bridge, _ = roots_bridge(timeout=0.05)
+    rpc(bridge, initialize_with(ROOTS_CAPS))
+    assert "in palace 'cwd-proj'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+    assert [m["method"] for m in bridge.outgoing] == ["roots/list"]
+    call_tool(bridge, "wake_up")
+    assert len(bridge.outgoing) == 1
+
+
+@pytest.mark.parametrize("roots, capabilities", [
+    (False, ROOTS_CAPS),  # --palace or CLAUDE_PROJECT_DIR decided
+    (True, {}),  # the client has no roots
+    (True, {"roots": True}),  # not a capability object
+])
+def test_roots_are_not_asked_for(roots: bool, capabilities: dict[str, Any]) -> None:
+    fake = FakeClient()
+    bridge = Bridge(Toolbox(lambda: fake, "fixed"), roots=roots, roots_timeout=5)
+    init = rpc(bridge, initialize_with(capabilities))["result"]
+    assert "This project's palace is 'fixed'." in init["instructions"]
+    rpc(bridge, INITIALIZED)
+    rpc(bridge, ROOTS_CHANGED)
+    assert bridge.outgoing == []
+    assert "in palace 'fixed'" in text_of(call_tool(bridge, "remember", {"text": "a"}))
+
+
+@given(st.lists(st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+       st.booleans())
+def test_input_lines_across_reads(lines: list[bytes], final_newline: bool) -> None:
+    """Lines split across small reads come back whole; overlong ones (> MAX_LINE) as None."""
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mcp_stdio, "MAX_LINE", 8)
+        mp.setattr(mcp_stdio, "READ_CHUNK", 3)
+        got = list(mcp_stdio._lines(io.BytesIO(data)))
+    want: list[bytes | None] = [line if len(line) <= 8 else None for line in lines]
+    if lines and not final_newline and lines[-1] == b"":
+        want.pop()  # nothing follows the last newline
+    assert got == want
+
+
+def test_serve_splits_lines_across_reads_and_skips_overlong_ones() -> None:
+    bridge, fake = make_bridge()
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "remember", "arguments": {"text": "x" * 200_000}}}
+    stdin = io.BytesIO(json.dumps(big).encode() + b"\n" + b"y" * (MAX_LINE + 10) + b"\n"
+                       + b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}')  # no final newline
+    stdout = io.BytesIO()
+    serve(bridge, stdin, stdout)
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert [a.get("id") for a in answers] == [1, None, 2]
+    assert answers[0]["result"]["isError"] is False
+    assert answers[1]["error"] == {"code": -32600,
+                                   "message": f"Invalid Request: longer than {MAX_LINE} bytes"}
+    assert len(fake.palaces["proj"][1]["text"]) == 200_000
 
 
 # -- the real process ---------------------------------------------------------------------------
@@ -635,20 +889,20 @@ def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, st
     """A client that prints and writes to fd 1 directly must not corrupt stdout."""
     script = (
         "import os, sys\n"
-        "from palace_client.mcp import bridge as mcp_bridge\n"
+        "from palace_client.mcp import stdio as mcp_stdio\n"
         "from tests.test_mcp_bridge import FakeClient\n"
         "class Noisy(FakeClient):\n"
         "    def call(self, *a, **k):\n"
         "        print('stray print')\n"
         "        os.write(1, b'raw fd1 write\\n')\n"
         "        return super().call(*a, **k)\n"
-        "sys.exit(mcp_bridge.run('t', client_factory=Noisy))\n"
+        "sys.exit(mcp_stdio.run('t', client_factory=Noisy))\n"
     )
     messages = [initialize("2025-06-18"),
                 {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                  "params": {"name": "remember", "arguments": {"text": "hello"}}},
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                 "params": {"name": "status", "arguments": {}}}]
+                 "params": {"name": "wake_up", "arguments": {}}}]
     result = subprocess.run([sys.executable, "-c", script],
                             input=b"".join(json.dumps(m).encode() + b"\n" for m in messages),
                             capture_output=True, env=bridge_env, cwd=REPO, timeout=30)
@@ -662,19 +916,19 @@ def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, st
 def test_signal_during_a_tool_call_exits_zero(bridge_env: dict[str, str]) -> None:
     script = (
         "import sys, time\n"
-        "from palace_client.mcp import bridge as mcp_bridge\n"
+        "from palace_client.mcp import stdio as mcp_stdio\n"
         "from tests.test_mcp_bridge import FakeClient\n"
         "class Slow(FakeClient):\n"
         "    def call(self, *a, **k):\n"
         "        print('calling', flush=True)\n"
         "        time.sleep(60)\n"
-        "sys.exit(mcp_bridge.run('t', client_factory=Slow))\n"
+        "sys.exit(mcp_stdio.run('t', client_factory=Slow))\n"
     )
     p = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=bridge_env, cwd=REPO)
     assert p.stdin is not None and p.stderr is not None
     p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                              "params": {"name": "status"}}).encode() + b"\n")
+                              "params": {"name": "wake_up"}}).encode() + b"\n")
     p.stdin.flush()
     assert p.stderr.readline() == b"calling\n"
     p.send_signal(signal.SIGTERM)
@@ -683,11 +937,82 @@ def test_signal_during_a_tool_call_exits_zero(bridge_env: dict[str, str]) -> Non
     assert out == b"" and b"Traceback" not in err
 
 
+def test_process_palace_from_roots(shared_daemon: DaemonProc, tmp_path: Path) -> None:
+    """VS Code starts servers in $HOME and names the project in its roots."""
+    home_dir = tmp_path / "Editor Home"
+    home_dir.mkdir()
+    first = tmp_path / "Roots Proj"
+    (first / ".git").mkdir(parents=True)
+    second = tmp_path / "Next Proj"
+    (second / ".git").mkdir(parents=True)
+    env = {k: v for k, v in shared_daemon.env.items() if k != "CLAUDE_PROJECT_DIR"}
+    p = Proc([], env, cwd=home_dir)
+    try:
+        init = p.request(initialize_with(ROOTS_CAPS))["result"]
+        assert "palace is" not in init["instructions"]
+        p.send(INITIALIZED)
+        p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        # The roots are asked for at once; tools/list does not wait for their answer.
+        assert p.recv() == {"jsonrpc": "2.0", "id": "palace-roots-1", "method": "roots/list"}
+        assert len(p.recv()["result"]["tools"]) == 9
+        p.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "remember", "arguments": {"text": "Roots decide."}}})
+        # The tool call waits for the answer, which the bridge reads meanwhile.
+        p.send(roots_answer({"id": "palace-roots-1", "method": "roots/list"},
+                            first.as_uri()))
+        stored = p.recv()
+        assert stored["id"] == 2 and "in palace 'roots-proj'" in text_of(stored["result"])
+        p.send(ROOTS_CHANGED)
+        request = p.recv()
+        assert request["id"] == "palace-roots-2" and request["method"] == "roots/list"
+        p.send(roots_answer(request, second.as_uri()))
+        listing = p.request({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                             "params": {"name": "list_drawers", "arguments": {}}})
+        assert "No drawers in palace 'next-proj'" in text_of(listing["result"])
+    finally:
+        rc, out, err = p.close(timeout=30)
+    assert rc == 0 and out == b""
+    assert b"palace 'roots-proj' (from the client's root" in err
+
+
+def test_process_claude_project_dir_beats_roots(shared_daemon: DaemonProc,
+                                                tmp_path: Path) -> None:
+    proj = tmp_path / "Claude Proj"
+    (proj / ".git").mkdir(parents=True)
+    p = Proc([], {**shared_daemon.env, "CLAUDE_PROJECT_DIR": str(proj)}, cwd=tmp_path)
+    try:
+        init = p.request(initialize_with(ROOTS_CAPS))["result"]
+        assert "This project's palace is 'claude-proj'." in init["instructions"]
+        p.send(INITIALIZED)
+        # No roots/list request comes before the answer.
+        stored = p.request({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "remember", "arguments": {"text": "c"}}})
+        assert "in palace 'claude-proj'" in text_of(stored["result"])
+    finally:
+        rc, _, _ = p.close(timeout=30)
+    assert rc == 0
+
+
+def test_process_explicit_palace_never_asks_for_roots(bridge_env: dict[str, str]) -> None:
+    p = Proc(["--palace", "pinned"], {**bridge_env, "CLAUDE_PROJECT_DIR": "/nonexistent"})
+    try:
+        init = p.request(initialize_with(ROOTS_CAPS))["result"]
+        assert "This project's palace is 'pinned'." in init["instructions"]
+        p.send(INITIALIZED)
+        p.send(ROOTS_CHANGED)
+        assert p.request({"jsonrpc": "2.0", "id": 1, "method": "ping"}) == {
+            "jsonrpc": "2.0", "id": 1, "result": {}}
+    finally:
+        rc, out, _ = p.close()
+    assert rc == 0 and out == b""
+
+
 # -- against the real daemon ----------------------------------------------------------------
 def test_live_tools_against_the_daemon(shared_daemon: DaemonProc, tmp_path: Path) -> None:
     proj = tmp_path / "Live Project"
     (proj / ".git").mkdir(parents=True)
-    p = Proc([], shared_daemon.env, cwd=proj)
+    env = {k: v for k, v in shared_daemon.env.items() if k != "CLAUDE_PROJECT_DIR"}
+    p = Proc([], env, cwd=proj)
     try:
         p.request(initialize("2025-06-18"))
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -709,12 +1034,13 @@ def test_live_tools_against_the_daemon(shared_daemon: DaemonProc, tmp_path: Path
         assert bad["result"]["isError"] is True
         assert "MEMORY_NOT_FOUND" in text_of(bad["result"])
         everywhere = p.request({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                                "params": {"name": "recall_all",
-                                           "arguments": {"query": "Postgres"}}})
+                                "params": {"name": "recall",
+                                           "arguments": {"query": "Postgres", "scope": "all"}}})
         assert "live-project:general/infra" in text_of(everywhere["result"])
-        status = p.request({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                            "params": {"name": "status"}})
-        assert "live-project" in text_of(status["result"])
+        bounds = p.request({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                            "params": {"name": "forget", "arguments": {"id": 0}}})
+        assert text_of(bounds["result"]).startswith(
+            "Error INVALID_ARGS: argument 'id' must be at least 1, got 0.")
     finally:
         rc, out, _ = p.close(timeout=30)
     assert rc == 0 and out == b""
@@ -736,3 +1062,12 @@ def test_live_bridge_reconnects_after_daemon_restart(daemon: DaemonProc) -> None
         assert daemon.pid() != old_pid
     finally:
         p.close(timeout=30)
+
+
+def test_daemon_argument_errors_name_the_argument_not_the_op() -> None:
+    text = render_error(InvalidArgs("memory.recall: argument 'top_k' must be between 1 and "
+                                    "1000, got 0", details={"op": "memory.recall"}))
+    assert text == ("Error INVALID_ARGS (105): argument 'top_k' must be between 1 and 1000, "
+                    "got 0\nFix the arguments named above and call the tool again.")
+    other = render_error(MemoryNotFound("no drawer 9", details={"id": 9}))
+    assert 'details: {"id": 9}' in other and "list_drawers" in other

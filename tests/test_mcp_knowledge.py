@@ -19,9 +19,7 @@ from palace_client.mcp.tools import TOOLS
 from tests.conftest import DaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
-KG_TOOLS = ["kg_assert", "kg_query", "kg_timeline", "kg_invalidate", "kg_link", "kg_neighbors"]
-TYPED = ["part_of", "depends_on", "related_to", "contradicts", "refines", "alternative_to",
-         "caused_by", "instance_of", "superseded_by"]
+KG_TOOLS = ["kg_assert", "kg_query", "kg_invalidate", "kg_neighbors"]
 
 
 class Bridge:
@@ -90,36 +88,32 @@ def mentions(text: str, drawer_id: int) -> bool:
 def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -> None:
     tools = bridge.request("tools/list")["tools"]
     names = [t["name"] for t in tools]
-    assert names[:9] == ["remember", "recall", "recall_all", "wake_up", "forget",
-                         "list_drawers", "list_palaces", "palace_info", "status"]
-    assert names[9:] == KG_TOOLS  # appended: the stable order of the older tools is kept
+    assert names[:5] == ["remember", "recall", "wake_up", "forget", "list_drawers"]
+    assert names[5:] == KG_TOOLS
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]
         Draft202012Validator.check_schema(schema)
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert set(schema.get("required", [])) <= set(schema["properties"])
-        if tool["name"] in KG_TOOLS:
-            assert len(tool["description"]) > 150  # says when to use it, not just what
     required = {"kg_assert": ["subject", "predicate", "object"], "kg_query": ["subject"],
-                "kg_timeline": ["subject"], "kg_invalidate": ["id"],
-                "kg_link": ["a", "relation", "b"], "kg_neighbors": ["entity"]}
+                "kg_invalidate": ["id"], "kg_neighbors": ["entity"]}
     for name, keys in required.items():
         assert by_name[name]["inputSchema"]["required"] == keys
     assert set(by_name["kg_assert"]["inputSchema"]["properties"]) == {
-        "subject", "predicate", "object", "valid_from", "confidence", "literal", "source_url"}
-    assert set(by_name["kg_query"]["inputSchema"]["properties"]) == {"subject", "as_of"}
+        "subject", "predicate", "object", "valid_from", "literal", "source_url"}
+    assert set(by_name["kg_query"]["inputSchema"]["properties"]) == {
+        "subject", "as_of", "history"}
     assert set(by_name["kg_invalidate"]["inputSchema"]["properties"]) == {"id", "at"}
     assert set(by_name["kg_neighbors"]["inputSchema"]["properties"]) == {
         "entity", "depth", "relation"}
-    assert by_name["kg_link"]["inputSchema"]["properties"]["relation"]["enum"] == TYPED
-    for name in ("kg_query", "kg_timeline", "kg_neighbors"):
+    for name in ("kg_query", "kg_neighbors"):
         assert by_name[name]["annotations"]["readOnlyHint"] is True
-    for name in ("kg_assert", "kg_link", "kg_invalidate"):
+    for name in ("kg_assert", "kg_invalidate"):
         hints = by_name[name]["annotations"]
-        assert hints["readOnlyHint"] is False and hints["destructiveHint"] is False
+        assert "readOnlyHint" not in hints and hints["destructiveHint"] is False
     assert "history" in by_name["kg_invalidate"]["description"]
-    assert "closes the old fact's interval" in by_name["kg_assert"]["description"]
+    assert "relation" in by_name["kg_assert"]["description"]
     remember = by_name["remember"]["inputSchema"]["properties"]
     assert remember["supersedes"]["type"] == "integer"
     assert remember["ttl"]["type"] == "string" and remember["dedup"]["type"] == "boolean"
@@ -138,21 +132,23 @@ def test_single_valued_predicate_history(bridge: Bridge) -> None:
     assert "one value at a time" in first
     first_id = int(re.findall(r"#(\d+) Alice", first)[0])
     second = bridge.ok("kg_assert", subject="alice", predicate="works_at", object="Globex",
-                       valid_from="2023-06-01", confidence=0.8)
+                       valid_from="2023-06-01")
     second_id = int(re.findall(r"#(\d+) Alice", second)[0])
-    assert f"#{second_id} Alice works_at Globex [2023-06-01 → now] confidence 0.80" in second
+    assert f"#{second_id} Alice works_at Globex [2023-06-01 → now]" in second
 
     now = bridge.ok("kg_query", subject="ALICE")
-    assert fact_lines(now) == [
-        f"#{second_id} Alice works_at Globex [2023-06-01 → now] confidence 0.80"]
+    assert fact_lines(now) == [f"#{second_id} Alice works_at Globex [2023-06-01 → now]"]
     assert "true now" in now
 
-    history = bridge.ok("kg_timeline", subject="Alice")
+    history = bridge.ok("kg_query", subject="Alice", history=True)
     assert fact_lines(history) == [
         f"#{first_id} Alice works_at Acme [2020-01-01 → 2023-06-01] "
         "(source: https://hr.example/alice, by mcp:kg-test)",
-        f"#{second_id} Alice works_at Globex [2023-06-01 → now] confidence 0.80"]
-    assert "oldest first" in history
+        f"#{second_id} Alice works_at Globex [2023-06-01 → now]"]
+    assert "History of 'Alice'" in history and "oldest first" in history
+    assert fact_lines(bridge.ok("kg_query", subject="Alice", history=False)) == fact_lines(now)
+    is_error, both = bridge.call("kg_query", subject="Alice", history=True, as_of="2022-01-01")
+    assert is_error and "either as_of or history=true" in both
 
     before = bridge.ok("kg_query", subject="Alice", as_of="2022-03-01")
     assert "valid at 2022-03-01" in before
@@ -169,7 +165,7 @@ def test_single_valued_predicate_history(bridge: Bridge) -> None:
     assert f'#{version_id} Alice laptop "ThinkPad X1" [2024-01-01 → 2024-05-01]' in closed
     assert "laptop" not in bridge.ok("kg_query", subject="Alice")
     assert "laptop" in bridge.ok("kg_query", subject="Alice", as_of="2024-02-01")
-    assert "laptop" in bridge.ok("kg_timeline", subject="Alice")
+    assert "laptop" in bridge.ok("kg_query", subject="Alice", history=True)
 
     is_error, missing = bridge.call("kg_invalidate", id=999_999)
     assert is_error and "FACT_NOT_FOUND" in missing and "kg_query" in missing
@@ -181,11 +177,13 @@ def test_single_valued_predicate_history(bridge: Bridge) -> None:
 
 # -- links --------------------------------------------------------------------------------------
 def test_links_neighbors_and_self_link(bridge: Bridge, shared_daemon: DaemonProc) -> None:
-    linked = bridge.ok("kg_link", a="checkout", relation="depends_on", b="payments-api")
+    linked = bridge.ok("kg_assert", subject="checkout", predicate="dependsOn",
+                       object="payments-api")
     assert "checkout depends_on payments-api [" in linked and "→ now]" in linked
-    bridge.ok("kg_link", a="payments-api", relation="depends_on", b="Postgres")
-    bridge.ok("kg_link", a="checkout", relation="depends_on", b="cart")  # multi-valued
-    bridge.ok("kg_link", a="checkout", relation="part_of", b="storefront")
+    assert "one value at a time" not in linked  # a typed relation accumulates
+    bridge.ok("kg_assert", subject="payments-api", predicate="depends_on", object="Postgres")
+    bridge.ok("kg_assert", subject="checkout", predicate="depends_on", object="cart")
+    bridge.ok("kg_assert", subject="checkout", predicate="part_of", object="storefront")
 
     one = bridge.ok("kg_neighbors", entity="Checkout")
     assert "- 1 hop: cart, payments-api, storefront" in one
@@ -196,12 +194,12 @@ def test_links_neighbors_and_self_link(bridge: Bridge, shared_daemon: DaemonProc
     assert len(fact_lines(two)) == 3
     assert "payments-api depends_on Postgres" in two
 
-    is_error, text = bridge.call("kg_link", a="Payments API", relation="related_to",
-                                 b="payments  api")
+    is_error, text = bridge.call("kg_assert", subject="Payments API", predicate="related_to",
+                                 object="payments  api")
     assert is_error
     assert "INVALID_CONTENT" in text and "itself" in text
     is_error, text = bridge.call("kg_link", a="checkout", relation="uses", b="stripe")
-    assert is_error and "INVALID_ARGS" in text and "part_of" in text and "kg_assert" in text
+    assert is_error and "retired" in text and "kg_assert" in text
 
     # --compact: one line per fact, no list markers.
     palace = bridge.p.args[bridge.p.args.index("--palace") + 1]
@@ -212,7 +210,7 @@ def test_links_neighbors_and_self_link(bridge: Bridge, shared_daemon: DaemonProc
         assert not any(ln.startswith("- ") or ln == "" for ln in lines)
         assert "2 hops: Postgres" in lines
         assert len(fact_lines(text)) == 4
-        timeline = compact.ok("kg_timeline", subject="checkout").splitlines()
+        timeline = compact.ok("kg_query", subject="checkout", history=True).splitlines()
         assert len(timeline) == 1 + 3
     finally:
         compact.close()

@@ -27,7 +27,7 @@ from palace_client.mcp.schema import ToolSpec, op_property
 from palace_client.mcp.tools import TOOLS
 from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
 from palaced.specs import MAX_BUDGET, MAX_TOP_K, SPECS
-from palaced.vocab import MAX_DEPTH, TYPED_RELATIONS
+from palaced.vocab import MAX_DEPTH
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them
 
@@ -43,14 +43,19 @@ JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "bool
 MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
     # The daemon also takes preset names; agents get the numeric scale they live on.
     ("remember", "importance"): {"minimum": 0.0, "maximum": 1.0},
-    # kg_link offers the typed relations; any other predicate goes through kg_assert.
-    ("kg_link", "relation"): {"enum": list(TYPED_RELATIONS)},
 }
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
-MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("recall_all", "query"),
-                 ("kg_assert", "subject"), ("kg_assert", "predicate"), ("kg_assert", "object"),
-                 ("kg_query", "subject"), ("kg_timeline", "subject"), ("kg_link", "a"),
-                 ("kg_link", "b"), ("kg_neighbors", "entity")}
+MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
+                 ("kg_assert", "predicate"), ("kg_assert", "object"), ("kg_query", "subject"),
+                 ("kg_neighbors", "entity")}
+# Properties only the tool knows (no op argument), and why.
+MCP_TOOL_ONLY = {
+    ("recall", "scope"): "'all' runs memory.recall in every palace and merges the results",
+    ("kg_query", "history"): "true runs graph.timeline instead of graph.query",
+}
+# Properties whose name says it all: no description, so tools/list stays short.
+MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
+                   "tags", "limit", "offset", "budget", "depth"}
 
 
 def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:
@@ -81,16 +86,21 @@ def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str
 def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
     assert tool.op in SPECS, f"{tool.name} names no op"
     op = SPECS[tool.op]
-    assert not tool.extra, "tool-only properties: list them here with their reason"
+    assert {(tool.name, k) for k in tool.extra} <= set(MCP_TOOL_ONLY), (
+        "tool-only properties: list them here with their reason")
     assert set(tool.params) <= set(op.args)
     schema = tool.input_schema
     for name, prop in schema["properties"].items():
+        if name in tool.extra:
+            assert prop.get("description") and "default" in prop, name
+            continue
         arg = op.args[name]
         # A union kind ("str|int") is offered as one of its members.
         assert prop["type"] in {JSON_TYPE[k] for k in arg.kind.split("|")}, name
         got = {k: v for k, v in prop.items() if k != "description"}
         assert got == _expected_schema(tool.name, name, arg, prop["type"]), name
-        assert prop.get("description"), f"{tool.name}.{name} has no description"
+        assert prop.get("description") or name in MCP_UNDESCRIBED, (
+            f"{tool.name}.{name} has no description")
     assert schema.get("required", []) == [k for k in tool.params if op.args[k].required]
     missing = {k for k, a in op.args.items() if a.required} - set(tool.params)
     assert not missing, f"{tool.name} cannot send the required {missing}"
@@ -100,13 +110,11 @@ def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
 def test_mcp_bounds_are_the_daemons() -> None:
     """The bounds that once disagreed with the daemon (issue 9)."""
     props = {t.name: t.input_schema["properties"] for t in TOOLS}
-    assert props["recall"]["top_k"]["maximum"] == props["recall_all"]["top_k"]["maximum"]
     assert props["recall"]["top_k"]["maximum"] == MAX_TOP_K
     assert props["kg_neighbors"]["depth"]["minimum"] == 0
     assert props["kg_neighbors"]["depth"]["maximum"] == MAX_DEPTH
-    for tool in ("recall", "wake_up"):
-        assert props[tool]["budget"]["minimum"] == 0
-        assert props[tool]["budget"]["maximum"] == MAX_BUDGET
+    assert props["wake_up"]["budget"]["minimum"] == 0
+    assert props["wake_up"]["budget"]["maximum"] == MAX_BUDGET
     assert props["wake_up"]["budget"]["default"] == SPECS["memory.wake_up"].args["budget"].default
     assert props["list_drawers"]["limit"]["maximum"] == SPECS["memory.list"].args["limit"].max
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from palace_client.mcp.bridge import main
+from palace_client.mcp.stdio import main
 
 sys.exit(main())

@@ -1,32 +1,38 @@
 """MCP server over stdio: newline-delimited JSON-RPC 2.0 in front of the palace daemon.
 
 Hand-written on purpose (no MCP SDK at run time): the bridge only needs ``initialize``,
-``ping``, ``tools/list`` and ``tools/call``, and staying small keeps its cold start short.
-The handshake and ``tools/list`` never touch the daemon; the first ``tools/call`` connects
-(starting the daemon if needed). Requests are handled one at a time, in order.
+``ping``, ``tools/list``, ``tools/call`` and the client's ``roots/list``, and staying small
+keeps its cold start short. The handshake and ``tools/list`` never touch the daemon; the first
+``tools/call`` connects (starting the daemon if needed). ``server/discover`` (the probe of
+the 2026 protocol's clients) is "method not found", which makes those clients fall back to
+the ``initialize`` handshake at once.
+
+Which palace (see ``run``): ``--palace``, else ``CLAUDE_PROJECT_DIR``'s project, else the
+project of the client's first root, else the working directory's project. Roots are asked
+for after ``notifications/initialized`` (and again on ``notifications/roots/list_changed``)
+when the client advertises them; the answer is awaited, at most ``ROOTS_TIMEOUT`` seconds,
+only by the first tool call that follows, so neither the handshake nor ``tools/list`` waits.
+
+The stdio loop, ``run`` and ``main`` live in ``stdio``; this module is the protocol logic only.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Sequence
-from types import FrameType
-from typing import Any, BinaryIO
+from collections.abc import Callable
+from typing import Any
 
-from palace_client.slug import default_palace
+from palace_client.slug import root_palace, root_uri_path
 from palaced import __version__
 
-from .toolbox import DaemonClient, Toolbox
+from .toolbox import Toolbox
 
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
-MAX_LINE = 16 * 1024 * 1024
+ROOTS_TIMEOUT = 2.0  # seconds a tool call waits for the client's roots/list answer
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -60,18 +66,26 @@ def encode(message: object) -> bytes:
                       allow_nan=False).encode("utf-8") + b"\n"
 
 
-def instructions(palace: str) -> str:
-    """The server instructions an MCP client may add to the agent's context."""
+def instructions(palace: str | None) -> str:
+    """The server instructions an MCP client may add to the agent's context.
+
+    ``palace`` is named when it is already known (not still to come from the client's roots).
+    """
+    which = f"This project's palace is '{palace}'. " if palace else ""
     return (
-        f"Palace is your long-term memory, shared across sessions and agents on this machine. "
-        f"This project's palace is '{palace}'. At the start of a task call wake_up; before "
-        "answering questions about past work or decisions call recall; whenever you learn a "
-        "durable fact, decision, preference or outcome, store it with remember (one "
-        "self-contained statement per call, filed under a room). recall_all searches the "
-        "palaces of every project. For facts that change over time (who owns or works on "
-        "what, versions, where things run) use kg_assert and kg_query; relate concepts with "
-        "kg_link and explore them with kg_neighbors."
+        "Palace is your long-term memory, shared across sessions and agents on this machine. "
+        f"{which}Call wake_up at the start of a task, and recall before answering about past "
+        "work, decisions or preferences; store each durable fact, decision, preference or "
+        "outcome with remember (one self-contained statement per call). recall with "
+        "scope='all' searches every project's palace. For facts that change over time (who "
+        "owns what, versions, where things run) use kg_assert and kg_query."
     )
+
+
+def _log(text: str) -> None:
+    """One line on stderr, which MCP clients keep in their server logs."""
+    sys.stderr.write(f"palace mcp: {text}\n")
+    sys.stderr.flush()
 
 
 class Bridge:
@@ -79,13 +93,36 @@ class Bridge:
 
     Args:
         toolbox: runs the tools; it connects to the daemon only on the first ``tools/call``.
+            Its palace is used until (and unless) the client's roots name another.
+        roots: ask the client for its roots (when it advertises them) and use the first
+            local root's project palace; false when ``--palace`` or ``CLAUDE_PROJECT_DIR``
+            decided the palace.
+        roots_timeout: seconds a tool call waits for the answer to ``roots/list``.
+
+    Requests to the client are passed to ``send`` (by default kept in ``outgoing``; ``serve``
+    writes them to stdout).
     """
 
-    def __init__(self, toolbox: Toolbox) -> None:
+    def __init__(self, toolbox: Toolbox, *, roots: bool = False,
+                 roots_timeout: float = ROOTS_TIMEOUT) -> None:
         self.toolbox = toolbox
         self.protocol_version: str | None = None
         self._tools = {"tools": toolbox.list_tools()}
+        self.outgoing: list[dict[str, Any]] = []
+        self.send: Callable[[dict[str, Any]], None] = self.outgoing.append
+        self._use_roots = roots
+        self._roots_timeout = roots_timeout
+        self._client_roots = False  # the client advertised the roots capability
+        self._fallback = toolbox.palace  # the palace when the roots name none
+        self._lock = threading.Lock()  # guards the roots state below (reader thread)
+        self._asked: str | None = None  # id of the roots/list request still unanswered
+        self._waited: str | None = None  # the request a tool call already waited for
+        self._answered = threading.Event()
+        self._answered.set()
+        self._roots_palace: str | None = None  # the latest answer's palace, not yet applied
+        self._requests = 0
 
+    # -- input ------------------------------------------------------------------------------
     def handle_line(self, line: bytes) -> bytes | None:
         """Answer one input line; ``None`` for notifications, responses and blank lines."""
         line = line.strip()
@@ -95,6 +132,10 @@ class Bridge:
             message = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             return encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
+        return self.answer(message)
+
+    def answer(self, message: object) -> bytes | None:
+        """Answer one decoded message or batch as an encoded line; ``None`` when none is due."""
         answer = self.handle_message(message)
         if answer is None:
             return None
@@ -117,14 +158,14 @@ class Bridge:
     def _handle_one(self, message: object) -> dict[str, Any] | None:
         if not isinstance(message, dict):
             return _error(None, INVALID_REQUEST, "Invalid Request: not a JSON object")
+        if self.accept_response(message):
+            return None
         has_id = "id" in message
         req_id = message.get("id")
         if has_id and not _valid_id(req_id):
             return _error(None, INVALID_REQUEST, "Invalid Request: id must be a string or integer")
         echo_id = req_id if has_id else None
         method = message.get("method")
-        if method is None and has_id and ("result" in message or "error" in message):
-            return None  # a client's answer to a server request; this server sends none
         if message.get("jsonrpc") != "2.0":
             return _error(echo_id, INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
         if not isinstance(method, str):
@@ -133,7 +174,10 @@ class Bridge:
         if params is None:
             params = {}
         if not has_id:
-            return None  # notifications (initialized, cancelled, unknown ones) need no answer
+            # Notifications need no answer; two make the bridge ask for the client's roots.
+            if method in ("notifications/initialized", "notifications/roots/list_changed"):
+                self._ask_roots()
+            return None
         if not isinstance(params, dict):
             return _error(req_id, INVALID_PARAMS, "Invalid params: params must be an object")
         try:
@@ -148,8 +192,16 @@ class Bridge:
     def _dispatch(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "tools/call":
             name = params.get("name")
-            if not isinstance(name, str) or not self.toolbox.has_tool(name):
-                raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+            if name is None:
+                raise RpcError(INVALID_PARAMS, "Invalid params: tools/call needs the tool's "
+                               f"name (params.name); the tools are: {self._names()}")
+            if not isinstance(name, str):
+                raise RpcError(INVALID_PARAMS, "Invalid params: the tool name (params.name) "
+                               f"must be a string, got {json.dumps(name)[:80]}")
+            if not self.toolbox.has_tool(name):
+                raise RpcError(INVALID_PARAMS, f"Unknown tool {json.dumps(name)[:80]}; the "
+                               f"tools are: {self._names()}")
+            self._settle_palace()
             return self.toolbox.call(name, params.get("arguments"))
         if method == "tools/list":
             return self._tools
@@ -158,6 +210,9 @@ class Bridge:
         if method == "initialize":
             return self._initialize(params)
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _names(self) -> str:
+        return ", ".join(tool["name"] for tool in self._tools["tools"])
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
@@ -169,129 +224,82 @@ class Bridge:
             name = "".join(ch for ch in client_info["name"] if ch.isprintable()).strip()
             if name:
                 self.toolbox.source = f"mcp:{name}"[:200]
+        capabilities = params.get("capabilities")
+        self._client_roots = (self._use_roots and isinstance(capabilities, dict)
+                              and isinstance(capabilities.get("roots"), dict))
         return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": SERVER_NAME, "title": "Palace memory",
                            "version": __version__},
-            "instructions": instructions(self.toolbox.palace),
+            "instructions": instructions(None if self._client_roots else self.toolbox.palace),
         }
 
-
-class _Stop(BaseException):
-    """Raised by the signal handler to leave the read loop (never caught as an error)."""
-
-
-class _LoopState:
-    def __init__(self) -> None:
-        self.writing = False
-        self.stop = False
-
-
-def serve(bridge: Bridge, stdin: BinaryIO, stdout: BinaryIO,
-          state: _LoopState | None = None) -> None:
-    """Read request lines from ``stdin`` and write answers to ``stdout`` until EOF.
-
-    Returns on end of input or when the peer closed ``stdout`` (broken pipe).
-    """
-    state = state or _LoopState()
-    while not state.stop:
-        line = stdin.readline(MAX_LINE + 1)
-        if not line:
+    # -- roots ------------------------------------------------------------------------------
+    def _ask_roots(self) -> None:
+        """Send ``roots/list`` to a client that advertised roots (a newer ask replaces any
+        unanswered one)."""
+        if not self._client_roots:
             return
-        if len(line) > MAX_LINE and not line.endswith(b"\n"):
-            while (rest := stdin.readline(MAX_LINE)) and not rest.endswith(b"\n"):
-                pass
-            answer: bytes | None = encode(
-                _error(None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))
-        else:
-            answer = bridge.handle_line(line)
-        if answer is None:
-            continue
-        # A stop signal during a write must not cut a response line in half.
-        state.writing = True
-        try:
-            stdout.write(answer)
-            stdout.flush()
-        except BrokenPipeError:
-            return
-        finally:
-            state.writing = False
+        with self._lock:
+            self._requests += 1
+            self._asked = f"palace-roots-{self._requests}"
+            self._answered.clear()
+            request = {"jsonrpc": "2.0", "id": self._asked, "method": "roots/list"}
+        self.send(request)
 
+    def accept_response(self, message: object) -> bool:
+        """Take the client's answer to a request of this bridge; False for any other message.
 
-def _claim_stdout() -> BinaryIO:
-    """Return a private writer on the real stdout and point fd 1 (and ``sys.stdout``) at stderr.
+        Safe to call from the reader thread: the answer to the pending ``roots/list`` sets
+        the palace that the next tool call applies. Answers to superseded or unknown requests
+        are dropped.
+        """
+        if not (isinstance(message, dict) and "method" not in message and "id" in message
+                and ("result" in message or "error" in message)):
+            return False
+        with self._lock:
+            if message["id"] is None or message["id"] != self._asked:
+                return True
+            self._asked = None
+            self._roots_palace = self._palace_of(message)
+            self._answered.set()
+        return True
 
-    Stray prints and library output then land on stderr and can never corrupt the protocol.
-    """
-    sys.stdout.flush()
-    fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(fd, "wb")
+    def _palace_of(self, answer: dict[str, Any]) -> str:
+        """The palace named by a ``roots/list`` answer: the first local root's project."""
+        result = answer.get("result")
+        roots = result.get("roots") if isinstance(result, dict) else None
+        for root in roots if isinstance(roots, list) else []:
+            uri = root.get("uri") if isinstance(root, dict) else None
+            palace = root_palace(uri) if isinstance(uri, str) else None
+            if palace is not None:
+                _log(f"palace '{palace}' (from the client's root {root_uri_path(str(uri))})")
+                return palace
+        why = ("the client's roots/list failed" if "error" in answer
+               else "the client's roots name no local directory")
+        _log(f"palace '{self._fallback}' ({why})")
+        return self._fallback
 
+    def input_closed(self) -> None:
+        """The client's input ended: no answer will come, so no tool call may wait for one."""
+        self._answered.set()
 
-def _set_signal_handlers(state: _LoopState | None) -> None:
-    """Make SIGINT/SIGTERM/SIGHUP stop the loop, or (``None``) ignore them while cleaning up."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    handler: Callable[[int, FrameType | None], None] | signal.Handlers = signal.SIG_IGN
-    if state is not None:
-        def stop(signum: int, frame: FrameType | None) -> None:
-            state.stop = True
-            if not state.writing:
-                raise _Stop
+    def _settle_palace(self) -> None:
+        """Before a tool call: wait (once per ask, at most ``roots_timeout``) for the answer
+        to ``roots/list``, then apply the palace of the latest answer.
 
-        handler = stop
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
-
-
-def _default_client() -> DaemonClient:
-    # Imported on the first tool call only: tools/list never needs the connection code.
-    from palace_client.client import Client
-
-    return Client(client_name="palace-mcp")
-
-
-def run(palace: str | None = None, compact: bool = False,
-        client_factory: Callable[[], DaemonClient] = _default_client) -> int:
-    """Serve MCP on this process's stdin/stdout until EOF, SIGINT, SIGTERM or SIGHUP.
-
-    Args:
-        palace: the palace to use; default derived from ``CLAUDE_PROJECT_DIR`` or the cwd.
-        compact: render one line per drawer.
-        client_factory: builds the daemon client on the first tool call.
-
-    Returns:
-        The process exit code (0 on every clean shutdown).
-    """
-    state = _LoopState()
-    stdout = _claim_stdout()
-    toolbox = Toolbox(client_factory, palace or default_palace(), compact=compact)
-    try:
-        _set_signal_handlers(state)
-        serve(Bridge(toolbox), sys.stdin.buffer, stdout, state)
-    except (_Stop, KeyboardInterrupt):
-        pass
-    finally:
-        _set_signal_handlers(None)
-        toolbox.close()
-        try:
-            stdout.close()
-        except BrokenPipeError:
-            pass
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m palace_client.mcp [--palace NAME] [--compact]``."""
-    parser = argparse.ArgumentParser(prog="palace mcp", description="Palace MCP stdio server.")
-    parser.add_argument("--palace", default=None)
-    parser.add_argument("--compact", action="store_true")
-    ns = parser.parse_args(argv)
-    return run(ns.palace, ns.compact)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        A client that advertised roots but called a tool without ``notifications/initialized``
+        is asked now.
+        """
+        if self._client_roots and self._requests == 0:
+            self._ask_roots()
+        with self._lock:
+            pending = self._asked if self._asked != self._waited else None
+            self._waited = self._asked
+        if pending is not None and not self._answered.wait(self._roots_timeout):
+            _log(f"no answer to roots/list within {self._roots_timeout:g} s; palace "
+                 f"'{self.toolbox.palace}' for now")
+        with self._lock:
+            if self._roots_palace is not None:
+                self.toolbox.palace = self._roots_palace

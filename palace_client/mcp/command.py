@@ -7,11 +7,13 @@ import typer
 
 def mcp_command(
     palace: str | None = typer.Option(
-        None, "--palace", help="Palace to use (default: derived from the project directory)."),
+        None, "--palace",
+        help="Palace to use (default: the project's, from CLAUDE_PROJECT_DIR, else the "
+             "client's first root, else the current directory)."),
     compact: bool = typer.Option(False, "--compact", help="Render one line per drawer."),
 ) -> None:
     """Serve the palace tools over MCP on stdin/stdout (started by an agent, not by hand)."""
     # Imported here so that the other commands do not load the bridge (cold start).
-    from .bridge import run
+    from .stdio import run
 
     raise typer.Exit(run(palace, compact))

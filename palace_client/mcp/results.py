@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from palaced.errors import DaemonUnreachable, InternalError, PalaceError
@@ -15,17 +16,29 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
+# The daemon words argument errors after its op ("memory.forget: argument 'id' ...").
+_OP_PREFIX = re.compile(r"[a-z]+\.[a-z_]+: ")
+
+
 def render_error(exc: BaseException) -> str:
-    """Text of an ``isError`` tool result: error name, message, details and what to do."""
+    """Text of an ``isError`` tool result: error name, message, details and what to do.
+
+    The agent knows the tool, not the daemon op behind it, and the tool's arguments have the
+    op's names: an ``INVALID_ARGS`` message loses its op prefix (and its details, which only
+    repeat the message).
+    """
     if isinstance(exc, ToolArgumentError):
         return f"Error INVALID_ARGS: {exc}. Fix the arguments (see the tool's input schema)."
     if isinstance(exc, OSError):
         exc = DaemonUnreachable(f"lost the connection to palaced: {exc}")
     elif not isinstance(exc, PalaceError):
         exc = InternalError(f"{type(exc).__name__}: {exc}")
-    lines = [f"Error {exc.name} ({exc.code}): {exc.message}"]
-    if exc.details:
-        lines.append("details: " + json.dumps(exc.details, sort_keys=True, default=str))
+    message, details = exc.message, exc.details
+    if exc.name == "INVALID_ARGS" and (prefix := _OP_PREFIX.match(message)):
+        message, details = message[prefix.end():], {}
+    lines = [f"Error {exc.name} ({exc.code}): {message}"]
+    if details:
+        lines.append("details: " + json.dumps(details, sort_keys=True, default=str))
     hint = _ERROR_HINTS.get(exc.name)
     if hint is None and exc.retryable:
         hint = "This is temporary; retry in a moment."
@@ -37,8 +50,9 @@ def render_error(exc: BaseException) -> str:
 _ERROR_HINTS = {
     "INVALID_ARGS": "Fix the arguments named above and call the tool again.",
     "MEMORY_NOT_FOUND": "No drawer has that id here; find ids with recall or list_drawers.",
-    "PALACE_NOT_FOUND": "See the existing palaces with list_palaces.",
+    "PALACE_NOT_FOUND": "recall with scope='all' searches every palace that exists.",
     "TEXT_TOO_LARGE": "Split the text into several smaller, self-contained drawers.",
     "INVALID_CONTENT": "Fix the text, name or date and call the tool again.",
-    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query or kg_timeline.",
+    "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query (history=true "
+                      "for closed ones).",
 }

@@ -7,8 +7,9 @@ daemon validates against, so the schemas cannot drift from the daemon. Narrowing
 a schema stricter (a union kind reduced to one member, an enum, a minimum length, tighter
 bounds); ``op_property`` refuses anything else.
 
-Real validation is the daemon's (``INVALID_ARGS``), so ``check_arguments`` only checks JSON
-types.
+The daemon validates every request (``INVALID_ARGS``); ``check_arguments`` checks the same
+schema first (JSON types, enums, bounds, lengths) so that an agent's mistake is worded after
+the tool's arguments and costs no round trip.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, client_bounds
+from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, client_bounds, range_text
 from palaced.specs import SPECS
 
 # Op argument kinds as JSON Schema types (union kinds must be narrowed to one member first).
@@ -114,13 +115,15 @@ def param(description: str = "", *, kind: str | None = None, **narrow: Any) -> P
 class ToolSpec:
     """One MCP tool: its name, agent-facing description, input schema and behaviour hints.
 
+    No ``title``: clients show the name, and the model never sees a title.
+
     ``params`` are arguments of ``op`` (the daemon op the tool runs), their schemas derived
-    from its spec; ``extra`` are hand-written properties only the tool knows (none yet).
+    from its spec; ``extra`` are hand-written properties only the tool knows (how it runs
+    its op: ``recall``'s ``scope``, ``kg_query``'s ``history``).
     Required are the op's required arguments among ``params``, then ``extra_required``.
     """
 
     name: str
-    title: str
     description: str
     op: str | None = None
     params: Mapping[str, Param] = field(default_factory=dict)
@@ -129,7 +132,6 @@ class ToolSpec:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
-    argument_hint: str = ""  # appended to the tool's INVALID_ARGS results
 
     @cached_property
     def properties(self) -> dict[str, dict[str, Any]]:
@@ -165,20 +167,24 @@ class ToolSpec:
         return schema
 
     def to_mcp(self) -> dict[str, Any]:
-        """The tool as a ``tools/list`` entry."""
-        return {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "annotations": {
-                "title": self.title,
-                "readOnlyHint": self.read_only,
-                "destructiveHint": self.destructive,
-                "idempotentHint": self.idempotent,
-                "openWorldHint": False,
-            },
-        }
+        """The tool as a ``tools/list`` entry.
+
+        Only the hints that differ from MCP's defaults are sent (readOnlyHint false,
+        destructiveHint true, idempotentHint false, openWorldHint true; the last three mean
+        something only for a tool that writes): every token of ``tools/list`` is paid in
+        every session.
+        """
+        hints: dict[str, bool] = {}
+        if self.read_only:
+            hints["readOnlyHint"] = True
+        else:
+            if not self.destructive:
+                hints["destructiveHint"] = False
+            if self.idempotent:
+                hints["idempotentHint"] = True
+        hints["openWorldHint"] = False
+        return {"name": self.name, "description": self.description,
+                "inputSchema": self.input_schema, "annotations": hints}
 
 
 # -- argument sanity ----------------------------------------------------------------------------
@@ -215,14 +221,39 @@ def _coerce(value: Any, schema: Mapping[str, Any], where: str) -> Any:
     if not ok:
         raise ToolArgumentError(
             f"argument '{where}' must be {_JSON_TYPE_NAMES.get(str(kind), kind)}, "
-            f"got {json.dumps(value)[:80]}"
+            f"got {_shown(value)}"
         )
     if "enum" in schema and value not in schema["enum"]:
         raise ToolArgumentError(
             f"argument '{where}' must be one of {', '.join(map(str, schema['enum']))}; "
-            f"got {json.dumps(value)[:80]}"
+            f"got {_shown(value)}"
         )
+    _check_bounds(value, schema, where)
     return value
+
+
+def _shown(value: Any) -> str:
+    """``value`` as JSON, cut to 80 characters (it may be the agent's whole text)."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _check_bounds(value: Any, schema: Mapping[str, Any], where: str) -> None:
+    """Refuse ``value`` outside the schema's minimum/maximum, minLength/maxLength or maxItems."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise ToolArgumentError(
+                f"argument '{where}' must be {range_text(lo, hi)}, got {_shown(value)}")
+    elif isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            raise ToolArgumentError(f"argument '{where}' must not be empty")
+        if len(value) > schema.get("maxLength", len(value)):
+            raise ToolArgumentError(f"argument '{where}' is longer than {schema['maxLength']} "
+                                    f"characters ({len(value)})")
+    elif isinstance(value, list) and len(value) > schema.get("maxItems", len(value)):
+        raise ToolArgumentError(
+            f"argument '{where}' has more than {schema['maxItems']} items ({len(value)})")
 
 
 def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
@@ -231,7 +262,8 @@ def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
     ``null`` optional values are dropped (agents often send them for "not given").
 
     Raises:
-        ToolArgumentError: not an object, an unknown or missing key, or a wrong JSON type.
+        ToolArgumentError: not an object, an unknown or missing key, a wrong JSON type, a
+            value outside the enum, or outside the schema's bounds or lengths.
     """
     if arguments is None:
         arguments = {}

@@ -1,9 +1,10 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
-Each tool maps its arguments onto one daemon op (``recall_all`` fans out over every palace).
-Results are rendered as plain text for an agent (``palace_client.render``); failures become
-``isError`` results the agent can act on (``results``), never protocol errors. The tools'
-names, descriptions and schemas live in ``tools``.
+Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` fans out over
+every palace, ``kg_query`` with ``history=true`` runs ``graph.timeline``. Results are rendered
+as plain text for an agent (``palace_client.render``); failures become ``isError`` results the
+agent can act on (``results``), never protocol errors. The tools' names, descriptions and
+schemas live in ``tools``.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from palace_client.render import (
     render_fact,
     render_facts,
     render_items,
-    render_scalar,
     render_sections,
-    render_tree,
 )
 from palaced.errors import PalaceError, ShuttingDown
 from palaced.vocab import MULTI_VALUED
 
 from .results import render_error, text_result
 from .schema import ToolArgumentError, check_arguments
-from .tools import TOOLS, TOOLS_BY_NAME
+from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
 
 NUDGE_AFTER = 10
 NUDGE_TEXT = (
@@ -49,7 +48,7 @@ class DaemonClient(Protocol):
 
 
 # Tools that store something: calling one resets the remember nudge.
-_STORING_TOOLS = frozenset({"remember", "kg_assert", "kg_link"})
+_STORING_TOOLS = frozenset({"remember", "kg_assert"})
 
 
 class Toolbox:
@@ -64,7 +63,7 @@ class Toolbox:
 
     def __init__(self, client_factory: Callable[[], DaemonClient], palace: str, *,
                  compact: bool = False, nudge_after: int = NUDGE_AFTER) -> None:
-        self.palace = palace
+        self._palace = palace
         self.compact = compact
         self.source = "mcp"
         self._factory = client_factory
@@ -73,13 +72,22 @@ class Toolbox:
         self._nudge_after = nudge_after
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
-            "remember": self._remember, "recall": self._recall, "recall_all": self._recall_all,
-            "wake_up": self._wake_up, "forget": self._forget, "list_drawers": self._list_drawers,
-            "list_palaces": self._list_palaces, "palace_info": self._palace_info,
-            "status": self._status, "kg_assert": self._kg_assert, "kg_query": self._kg_query,
-            "kg_timeline": self._kg_timeline, "kg_invalidate": self._kg_invalidate,
-            "kg_link": self._kg_link, "kg_neighbors": self._kg_neighbors,
+            "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
+            "forget": self._forget, "list_drawers": self._list_drawers,
+            "kg_assert": self._kg_assert, "kg_query": self._kg_query,
+            "kg_invalidate": self._kg_invalidate, "kg_neighbors": self._kg_neighbors,
         }
+
+    @property
+    def palace(self) -> str:
+        """The palace the palace-scoped tools act on."""
+        return self._palace
+
+    @palace.setter
+    def palace(self, name: str) -> None:
+        if name != self._palace:
+            self._palace = name
+            self._palace_ready = False  # the new one is created on its first use
 
     @staticmethod
     def list_tools() -> list[dict[str, Any]]:
@@ -88,25 +96,26 @@ class Toolbox:
 
     @staticmethod
     def has_tool(name: str) -> bool:
-        return name in TOOLS_BY_NAME
+        """True for a current tool and for a retired one (whose call says what replaced it)."""
+        return name in TOOLS_BY_NAME or name in RETIRED
 
     def call(self, name: str, arguments: object) -> dict[str, Any]:
         """Run tool ``name`` and return its ``CallToolResult``; failures become ``isError``.
 
+        A retired tool's call is an ``isError`` result naming what replaced it.
+
         Raises:
             KeyError: there is no tool of that name (a protocol error, not a tool error).
         """
+        if name in RETIRED:
+            return text_result(f"Error: the tool '{name}' was retired; {RETIRED[name]}.",
+                               is_error=True)
         spec = TOOLS_BY_NAME[name]
         try:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
         except (PalaceError, ToolArgumentError, OSError) as exc:
-            error = render_error(exc)
-            bad_args = isinstance(exc, ToolArgumentError) or (
-                isinstance(exc, PalaceError) and exc.name == "INVALID_ARGS")
-            if spec.argument_hint and bad_args:
-                error = f"{error}\n{spec.argument_hint}"
-            return text_result(error, is_error=True)
+            return text_result(render_error(exc), is_error=True)
         if name in _STORING_TOOLS:
             self._calls_since_remember = 0
         else:
@@ -173,6 +182,8 @@ class Toolbox:
         return text
 
     def _recall(self, args: dict[str, Any]) -> str:
+        if args.pop("scope", "palace") == "all":
+            return self._recall_all(args)
         result = self._op("memory.recall", self.palace, args)
         return self._render_recall(args["query"], result)
 
@@ -198,13 +209,14 @@ class Toolbox:
             body = render_items(results, self.compact)
         else:
             return (f"{head}\nNo drawers matched. Try other words, drop filters, or search every "
-                    "palace with recall_all.")
+                    "palace with scope='all'.")
         if result.get("notice"):
             body.append(f"({result['notice']})")
         sep = "\n" if self.compact else "\n\n"
         return head + sep + "\n".join(body).rstrip()
 
     def _recall_all(self, args: dict[str, Any]) -> str:
+        """``recall`` over every palace, merged by score (each drawer labelled with its palace)."""
         client = self._daemon()
         top_k = int(args.get("top_k", 10))
         merged: list[dict[str, Any]] = []
@@ -214,13 +226,15 @@ class Toolbox:
             try:
                 result = client.call("memory.recall", name, args)
             except PalaceError as exc:
+                if exc.name == "INVALID_ARGS":
+                    raise  # the same arguments fail in every palace: say so once
                 skipped.append(f"{name} ({exc.name}: {exc.message})")
                 continue
             merged.extend({**item, "palace": name} for item in result.get("results") or [])
         merged.sort(key=lambda item: float(item.get("score") or 0.0), reverse=True)
         merged = merged[:top_k]
         head = (f"Recall {json.dumps(args['query'], ensure_ascii=False)} across "
-                f"{len(palaces)} palace(s)")
+                f"{len(palaces)} palace(s); this project's is '{self.palace}'")
         lines = [head]
         if merged:
             if not self.compact:
@@ -264,26 +278,6 @@ class Toolbox:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
 
-    def _list_palaces(self, args: dict[str, Any]) -> str:
-        palaces = self._daemon().list_palaces()
-        if not palaces:
-            return f"No palaces yet; '{self.palace}' is created on the first remember."
-        lines = [f"{len(palaces)} palace(s); this project's is '{self.palace}':"]
-        for entry in palaces:
-            extra = ", ".join(f"{k} {render_scalar(v)}" for k, v in entry.items()
-                              if k not in ("name", "path") and not isinstance(v, Mapping | list))
-            mark = " (this project)" if entry.get("name") == self.palace else ""
-            lines.append(f"- {entry.get('name')}{mark}" + (f": {extra}" if extra else ""))
-        return "\n".join(lines)
-
-    def _palace_info(self, args: dict[str, Any]) -> str:
-        info = self._op("palace.info", self.palace)
-        return "\n".join([f"Palace '{self.palace}':", *render_tree(info, 1)])
-
-    def _status(self, args: dict[str, Any]) -> str:
-        status = self._daemon().call("daemon.status")
-        return "\n".join(["Palace daemon status:", *render_tree(status, 1)])
-
     # -- knowledge graph --------------------------------------------------------------------
     def _kg_assert(self, args: dict[str, Any]) -> str:
         result = self._op("graph.assert", self.palace, {**args, "source_agent": self.source})
@@ -293,13 +287,9 @@ class Toolbox:
         predicate = str(fact.get("predicate"))
         if predicate not in MULTI_VALUED:
             lines.append(f"('{predicate}' holds one value at a time: asserting it closes "
-                         "the previous value's interval; kg_timeline shows the history.)")
+                         "the previous value's interval; kg_query with history=true shows "
+                         "the history.)")
         return "\n".join(lines)
-
-    def _kg_link(self, args: dict[str, Any]) -> str:
-        result = self._op("graph.link", self.palace, {**args, "source_agent": self.source})
-        return "\n".join([f"Linked in palace '{self.palace}':",
-                          render_fact(result["fact"], compact=self.compact)])
 
     def _kg_invalidate(self, args: dict[str, Any]) -> str:
         result = self._op("graph.invalidate", self.palace, args)
@@ -313,6 +303,10 @@ class Toolbox:
         return head + sep + "\n".join(render_facts(facts, self.compact))
 
     def _kg_query(self, args: dict[str, Any]) -> str:
+        if args.pop("history", False):
+            if args.get("as_of") is not None:
+                raise ToolArgumentError("give either as_of or history=true, not both")
+            return self._kg_history(args)
         result = self._op("graph.query", self.palace, args)
         subject = str(args["subject"])
         if result.get("entity") is None:
@@ -322,12 +316,12 @@ class Toolbox:
                 if result.get("as_of_ms") is not None else "true now")
         facts = list(result.get("facts") or [])
         if not facts:
-            return (f"No facts about '{name}' {when} in palace '{self.palace}'. kg_timeline "
-                    "shows its full history.")
+            return (f"No facts about '{name}' {when} in palace '{self.palace}'. kg_query with "
+                    "history=true shows its full history.")
         return self._facts_block(f"Facts about '{name}' {when} in palace '{self.palace}' "
                                  f"({len(facts)}):", facts)
 
-    def _kg_timeline(self, args: dict[str, Any]) -> str:
+    def _kg_history(self, args: dict[str, Any]) -> str:
         result = self._op("graph.timeline", self.palace, args)
         subject = str(args["subject"])
         if result.get("entity") is None:
@@ -336,7 +330,7 @@ class Toolbox:
         facts = list(result.get("facts") or [])
         if not facts:
             return f"No facts mention '{name}' in palace '{self.palace}'."
-        return self._facts_block(f"Timeline of '{name}' in palace '{self.palace}' "
+        return self._facts_block(f"History of '{name}' in palace '{self.palace}' "
                                  f"({len(facts)} facts, oldest first):", facts)
 
     def _kg_neighbors(self, args: dict[str, Any]) -> str:
@@ -356,7 +350,7 @@ class Toolbox:
                 f"'{self.palace}': {sum(map(len, by_distance.values()))} entities, "
                 f"{len(edges)} facts")
         if not by_distance:
-            return f"{head}. Nothing is linked to it yet; relate it with kg_link or kg_assert."
+            return f"{head}. Nothing is linked to it yet; relate it with kg_assert."
         lines = [head]
         if not self.compact:
             lines.append("")
@@ -373,4 +367,4 @@ class Toolbox:
 
     def _unknown_entity(self, name: str) -> str:
         return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "
-                "(record facts about it with kg_assert or kg_link).")
+                "(record facts about it with kg_assert).")

@@ -1,0 +1,237 @@
+"""The MCP bridge's stdio transport: the read loop, ``serve``, ``run`` and ``main``.
+
+Loop: a reader thread splits stdin into messages and hands the client's answers to the
+bridge's own requests straight to the bridge (a tool call may be waiting for one); every
+other message goes, in order, to the main thread, which answers requests one at a time and
+is the only writer of stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any, BinaryIO
+
+from palace_client.slug import default_palace, project_dir_palace
+
+from .bridge import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Bridge,
+    _error,
+    encode,
+)
+from .toolbox import DaemonClient, Toolbox
+
+MAX_LINE = 16 * 1024 * 1024
+READ_CHUNK = 64 * 1024
+INBOX_SIZE = 32  # messages read ahead of the one being answered
+
+
+class _Stop(BaseException):
+    """Raised by the signal handler to leave the read loop (never caught as an error)."""
+
+
+class _LoopState:
+    def __init__(self) -> None:
+        self.writing = False
+        self.stop = False
+
+
+def _chunks(stdin: BinaryIO) -> Iterator[bytes]:
+    """What arrives on ``stdin``, as it arrives.
+
+    A real file is read with ``os.read`` on its descriptor: an unbuffered read holds no lock
+    of the ``sys.stdin`` object, so the daemonic reader thread cannot block the interpreter's
+    shutdown.
+    """
+    try:
+        fd: int | None = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    while True:
+        chunk = os.read(fd, READ_CHUNK) if fd is not None else stdin.read(READ_CHUNK)
+        if not chunk:
+            return
+        yield chunk
+
+
+def _lines(stdin: BinaryIO) -> Iterator[bytes | None]:
+    """The lines of ``stdin`` without their newline (the last one may lack it); ``None`` for
+    a line longer than ``MAX_LINE`` bytes, which is skipped without being held in memory."""
+    held = bytearray()
+    skipping = False
+    for chunk in _chunks(stdin):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if skipping:
+                skipping = False
+            elif len(held) + end - start > MAX_LINE:
+                yield None
+            else:
+                held += chunk[start:end]
+                yield bytes(held)
+            held.clear()
+            start = end + 1
+        if not skipping:
+            held += chunk[start:]
+            if len(held) > MAX_LINE:
+                held.clear()
+                skipping = True
+                yield None
+    if held and not skipping:
+        yield bytes(held)
+
+
+_Inbox = queue.Queue[tuple[str, Any]]
+
+
+def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
+    """Reader thread: decode every input line; answers to the bridge's own requests go to
+    the bridge at once, everything else to the main thread, in order."""
+    try:
+        for line in _lines(stdin):
+            if line is None:
+                inbox.put(("answer", encode(_error(
+                    None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))))
+                continue
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                inbox.put(("answer", encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))))
+                continue
+            if not bridge.accept_response(message):
+                inbox.put(("message", message))
+    except Exception:  # a read error ends the input like EOF does
+        traceback.print_exc(file=sys.stderr)
+    finally:
+        bridge.input_closed()
+        inbox.put(("eof", None))
+
+
+def serve(bridge: Bridge, stdin: BinaryIO, stdout: BinaryIO,
+          state: _LoopState | None = None) -> None:
+    """Read messages from ``stdin`` and write answers to ``stdout`` until EOF.
+
+    Returns on end of input or when the peer closed ``stdout`` (broken pipe).
+    """
+    state = state or _LoopState()
+    inbox: _Inbox = queue.Queue(maxsize=INBOX_SIZE)
+
+    def write(data: bytes) -> None:
+        # A stop signal during a write must not cut a line in half.
+        state.writing = True
+        try:
+            stdout.write(data)
+            stdout.flush()
+        except BrokenPipeError:
+            state.stop = True
+        finally:
+            state.writing = False
+
+    bridge.send = lambda message: write(encode(message))
+    for message in bridge.outgoing:
+        write(encode(message))
+    bridge.outgoing.clear()
+    threading.Thread(target=_read_loop, args=(bridge, stdin, inbox), name="palace-mcp-reader",
+                     daemon=True).start()
+    while not state.stop:
+        kind, item = inbox.get()
+        if kind == "eof":
+            return
+        answer = item if kind == "answer" else bridge.answer(item)
+        if answer is not None:
+            write(answer)
+
+
+def _claim_stdout() -> BinaryIO:
+    """Return a private writer on the real stdout and point fd 1 (and ``sys.stdout``) at stderr.
+
+    Stray prints and library output then land on stderr and can never corrupt the protocol.
+    """
+    sys.stdout.flush()
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(fd, "wb")
+
+
+def _set_signal_handlers(state: _LoopState | None) -> None:
+    """Make SIGINT/SIGTERM/SIGHUP stop the loop, or (``None``) ignore them while cleaning up."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    handler: Callable[[int, FrameType | None], None] | signal.Handlers = signal.SIG_IGN
+    if state is not None:
+        def stop(signum: int, frame: FrameType | None) -> None:
+            state.stop = True
+            if not state.writing:
+                raise _Stop
+
+        handler = stop
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def _default_client() -> DaemonClient:
+    # Imported on the first tool call only: tools/list never needs the connection code.
+    from palace_client.client import Client
+
+    return Client(client_name="palace-mcp")
+
+
+def run(palace: str | None = None, compact: bool = False,
+        client_factory: Callable[[], DaemonClient] = _default_client) -> int:
+    """Serve MCP on this process's stdin/stdout until EOF, SIGINT, SIGTERM or SIGHUP.
+
+    Args:
+        palace: the palace to use. Default: ``CLAUDE_PROJECT_DIR``'s project, else the
+            project of the client's first root (when it advertises roots), else the
+            working directory's project.
+        compact: render one line per drawer.
+        client_factory: builds the daemon client on the first tool call.
+
+    Returns:
+        The process exit code (0 on every clean shutdown).
+    """
+    state = _LoopState()
+    stdout = _claim_stdout()
+    decided = palace or project_dir_palace()
+    toolbox = Toolbox(client_factory, decided or default_palace(), compact=compact)
+    try:
+        _set_signal_handlers(state)
+        serve(Bridge(toolbox, roots=decided is None), sys.stdin.buffer, stdout, state)
+    except (_Stop, KeyboardInterrupt):
+        pass
+    finally:
+        _set_signal_handlers(None)
+        toolbox.close()
+        try:
+            stdout.close()
+        except BrokenPipeError:
+            pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m palace_client.mcp [--palace NAME] [--compact]``."""
+    parser = argparse.ArgumentParser(prog="palace mcp", description="Palace MCP stdio server.")
+    parser.add_argument("--palace", default=None,
+                        help="palace to use (default: the project's, from CLAUDE_PROJECT_DIR, "
+                             "else the client's first root, else the current directory)")
+    parser.add_argument("--compact", action="store_true", help="one line per drawer")
+    ns = parser.parse_args(argv)
+    return run(ns.palace, ns.compact)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
