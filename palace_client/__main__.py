@@ -1,3 +1,3 @@
-from palace_client.cli import main
+from palace_client.entry import main
 
 main()

@@ -1071,3 +1071,19 @@ def test_daemon_argument_errors_name_the_argument_not_the_op() -> None:
                     "got 0\nFix the arguments named above and call the tool again.")
     other = render_error(MemoryNotFound("no drawer 9", details={"id": 9}))
     assert 'details: {"id": 9}' in other and "list_drawers" in other
+
+
+def test_palace_mcp_does_not_load_the_typer_cli() -> None:
+    # `palace mcp` starts every agent session: it goes straight to the bridge (no typer/rich).
+    code = ("import sys\n"
+            "sys.argv = ['palace', 'mcp', '--palace', 'demo']\n"
+            "from palace_client import entry\n"
+            "try:\n"
+            "    entry.main()\n"
+            "except SystemExit as exc:\n"
+            "    print('exit', exc.code)\n"
+            "print(sorted({'typer', 'rich', 'click'} & set(sys.modules)))\n")
+    res = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60)
+    # The bridge keeps stdout for the protocol: what the code prints lands on stderr.
+    assert res.stderr.splitlines()[-2:] == ["exit 0", "[]"], (res.stdout, res.stderr)

@@ -1,0 +1,24 @@
+"""The ``palace`` console script: ``palace mcp`` goes straight to the bridge, the rest to the CLI.
+
+Agents spawn ``palace mcp`` at every session start, and the time until ``tools/list`` is
+answered is part of every session's start: importing typer and rich for it would add about
+40-50 ms. So when ``mcp`` is the first argument (and no help is asked for, which typer
+renders), the bridge's own small argument parser takes the command line; its options are the
+same as the typer command's (``palace_client.mcp.command``), which documents them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Console-script entry point of ``palace``."""
+    args = sys.argv[1:]
+    if args[:1] == ["mcp"] and not {"-h", "--help"} & set(args[1:]):
+        from palace_client.mcp.stdio import main as bridge_main
+
+        sys.exit(bridge_main(args[1:]))
+    from palace_client.cli import main as cli_main
+
+    cli_main()
