@@ -102,7 +102,9 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                     "`/tmp/palace-<uid>-<hash>/` when that path is too long for a socket). Each "
                     "home has its own daemon."),
     "PALACE_SOCKET": ("daemon, clients", "Use this socket path; its directory also holds the "
-                      "daemon's lock file."),
+                      "daemon's lock file and must be yours and private (0700, no symlink): "
+                      "`/tmp/x.sock` is refused. An explicit socket also skips the clients' "
+                      "data-directory check."),
     "PALACE_CONFIG": ("daemon", "Read this config file instead of `<config_dir>/config.toml`."),
     "PALACE_EMBED_MODEL": ("daemon", "Overrides `[embedder] model`; `none`, `off`, `0` or empty "
                            "means keyword-only."),
