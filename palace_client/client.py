@@ -241,10 +241,13 @@ class Client:
     def kg_assert(self, palace: str, subject: str, predicate: str, obj: str, *,
                   valid_from: str | int | None = None, confidence: float | None = None,
                   source_drawer: int | None = None, source_url: str | None = None,
-                  source_agent: str | None = None, literal: bool = False) -> dict[str, Any]:
+                  source_agent: str | None = None, literal: bool = False,
+                  multi: bool | None = None) -> dict[str, Any]:
         """Record the fact ``subject predicate obj`` from ``valid_from`` (ISO 8601 or epoch
         ms; default now); returns the fact. A single-valued predicate closes the previous
-        fact's interval. ``literal`` stores ``obj`` as a value instead of an entity.
+        fact's interval; ``multi`` chooses (default: the typed relations but
+        ``superseded_by`` keep several objects, other predicates one). ``literal`` stores
+        ``obj`` as a value instead of an entity.
 
         Raises ``InvalidContent`` for a self-link or an invalid name, predicate or date, and
         ``MemoryNotFound`` when ``source_drawer`` names no drawer.
@@ -252,7 +255,7 @@ class Client:
         args = self._some(subject=subject, predicate=predicate, object=obj,
                           valid_from=valid_from, confidence=confidence,
                           source_drawer=source_drawer, source_url=source_url,
-                          source_agent=source_agent)
+                          source_agent=source_agent, multi=multi)
         args["literal"] = literal
         return dict(self.call("graph.assert", palace, args)["fact"])
 

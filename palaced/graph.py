@@ -30,12 +30,14 @@ async def kg_assert(
     source_url: str | None = None,
     source_agent: str | None = None,
     literal: bool = False,
+    multi: bool | None = None,
 ) -> dict[str, Any]:
     """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default now).
 
-    ``literal`` stores ``obj`` as a value rather than an entity. A single-valued predicate
-    closes the interval of the fact it replaces (see ``store.facts.assert_fact``). Returns
-    the fact.
+    ``literal`` stores ``obj`` as a value rather than an entity. ``multi`` says whether the
+    predicate keeps several objects at once (None: its default, see ``vocab.MULTI_VALUED``);
+    a single-valued predicate closes the interval of the fact it replaces (see
+    ``store.facts.assert_fact``). Returns the fact.
 
     Raises:
         InvalidContent: self-link, invalid names, predicate, value or time.
@@ -46,7 +48,7 @@ async def kg_assert(
     return await palace.transact(lambda c: facts.assert_fact(
         c, subject, predicate, obj, valid_from_ms=valid_from_ms, now_ms=ts,
         confidence=confidence, source_drawer=source_drawer, source_url=source_url,
-        source_agent=source_agent, object_is_entity=not literal))
+        source_agent=source_agent, object_is_entity=not literal, multi=multi))
 
 
 async def kg_link(

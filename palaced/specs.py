@@ -204,6 +204,10 @@ _ALL: tuple[OpSpec, ...] = (
         "predicate": _PREDICATE,
         "object": Arg("str", required=True, max_len=MAX_VALUE_CHARS),
         "literal": Arg("bool", default=False),
+        # None: the predicate's default (typed relations but superseded_by keep several
+        # objects at once; any other predicate holds one value, so a new one closes the old).
+        "multi": Arg("bool", help="keep several objects at once (default: typed relations "
+                     "yes, other predicates no)"),
         **SOURCE_ARGS,
     }, palace=_R, retry=SAFE, doc="Record a fact subject-predicate-object valid from a time."),
     OpSpec("graph.link", {"a": _NAME, "relation": _PREDICATE, "b": _NAME, **SOURCE_ARGS},

@@ -104,6 +104,30 @@ def test_facts_over_time_through_the_client(inproc: InProcDaemon) -> None:
         assert len(c.kg_timeline(name, "Alice")["facts"]) == 6
 
 
+def test_multi_valued_is_chosen_at_assert_and_entity_search_takes_prefixes(
+        shared_daemon: DaemonProc) -> None:
+    d = shared_daemon
+    name = _name("multi")
+    with d.client() as c:
+        c.create_palace(name)
+        c.kg_assert(name, "checkout-service", "uses", "redis")
+        # `uses` is single-valued by default: a second value would close redis; --multi keeps it.
+        c.kg_assert(name, "checkout-service", "uses", "kafka", multi=True)
+        assert sorted(_objects(c.kg_query(name, "checkout-service"))) == ["kafka", "redis"]
+        c.kg_assert(name, "checkout-service", "uses", "postgres")  # the default: replaces both
+        assert _objects(c.kg_query(name, "checkout-service")) == ["postgres"]
+        c.kg_assert(name, "billing-service", "owned_by", "Priya")
+        found = [e["name"] for e in c.kg_search(name, "bill")]
+        assert found[:1] == ["billing-service"]
+        assert "checkout-service" in [e["name"] for e in c.kg_search(name, "check")]
+    r = d.cli("kg", "assert", "api", "uses", "nats", "--multi", "-p", name, "--json")
+    assert r.returncode == 0, r.stderr
+    r = d.cli("kg", "assert", "api", "uses", "grpc", "--multi", "-p", name, "--json")
+    assert r.returncode == 0, r.stderr
+    with d.client() as c:
+        assert sorted(_objects(c.kg_query(name, "api"))) == ["grpc", "nats"]
+
+
 def test_facts_over_time_through_the_cli(shared_daemon: DaemonProc) -> None:
     d = shared_daemon
     name = _name("kg-cli")

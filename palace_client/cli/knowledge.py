@@ -72,6 +72,10 @@ def kg_assert(
     valid_from: str | None = _ASSERT["valid_from"],
     literal: bool = op_option("graph.assert", "literal", "--literal",
                               help="OBJECT is a value (number, text), not an entity."),
+    multi: bool | None = op_option(
+        "graph.assert", "multi", "--multi/--single",
+        help="Keep several objects at once (--multi) or one, closing the previous (--single).",
+        unset="typed relations but superseded_by: multi; other predicates: single"),
     confidence: float | None = _ASSERT["confidence"],
     source_drawer: int | None = _ASSERT["source_drawer"],
     source_url: str | None = _ASSERT["source_url"],
@@ -83,7 +87,8 @@ def kg_assert(
     with client(as_json) as c:
         fact = c.kg_assert(name, subject, predicate, obj, valid_from=valid_from,
                            confidence=confidence, source_drawer=source_drawer,
-                           source_url=source_url, source_agent=source_agent, literal=literal)
+                           source_url=source_url, source_agent=source_agent, literal=literal,
+                           multi=multi)
     emit(fact, as_json, lambda f: typer.echo(render.cli_fact(f)))
 
 

@@ -285,7 +285,8 @@ class Toolbox:
         lines = [f"Recorded fact in palace '{self.palace}':",
                  render_fact(fact, compact=self.compact)]
         predicate = str(fact.get("predicate"))
-        if predicate not in MULTI_VALUED:
+        multi = args.get("multi")
+        if not (multi if multi is not None else predicate in MULTI_VALUED):
             lines.append(f"('{predicate}' holds one value at a time: asserting it closes "
                          "the previous value's interval; kg_query with history=true shows "
                          "the history.)")

@@ -128,6 +128,7 @@ TOOLS: tuple[ToolSpec, ...] = (
                                minLength=1),
             "object": param("An entity, or a value with literal=true.", minLength=1),
             "literal": param("object is a value (version, URL...), not an entity."),
+            "multi": param("true: keep the old values too (e.g. uses)."),
             "valid_from": _when("When it became true (ISO 8601); default now."),
                         "source_url": param(),
         },

@@ -37,7 +37,8 @@ async def op_graph_assert(ctx: OpContext, palace: str | None, args: dict[str, An
                           ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     fact = await graph.kg_assert(p, args["subject"], args["predicate"], args["object"],
-                             literal=bool(args["literal"]), **_sources(args, _now()))
+                             literal=bool(args["literal"]), multi=args["multi"],
+                             **_sources(args, _now()))
     return {"fact": fact}
 
 

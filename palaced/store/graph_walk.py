@@ -51,7 +51,9 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
         InvalidArgs: ``limit`` outside 1..MAX_LIMIT.
     """
     _check_limit(limit)
-    match = fts_match(fts_terms(query))
+    # Entity names are short and typed from memory: a word matches the names it begins
+    # (``bill`` finds ``billing-service``), exact words still rank first by bm25.
+    match = fts_match(fts_terms(query), prefix=True)
     if match is None:
         return []
     key = _squash(query).casefold()

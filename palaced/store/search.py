@@ -33,11 +33,15 @@ def fts_terms(query: str) -> list[str]:
     return list(seen)[:64]
 
 
-def fts_match(terms: Sequence[str]) -> str | None:
-    """An FTS5 MATCH expression that ORs the quoted terms: user syntax is never interpreted."""
+def fts_match(terms: Sequence[str], *, prefix: bool = False) -> str | None:
+    """An FTS5 MATCH expression that ORs the quoted terms: user syntax is never interpreted.
+
+    With ``prefix`` each term also matches the words it begins (``bill`` finds ``billing``).
+    """
     if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    star = "*" if prefix else ""
+    return " OR ".join('"' + t.replace('"', '""') + '"' + star for t in terms)
 
 
 # bm25 column weights: drawer text, neighbour context, date words. Measured on LoCoMo dev
