@@ -127,10 +127,15 @@ def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounte
     seen: set[ItemId] = set()
     todo: list[list[Item]] = []
     for section in sections:
-        fresh = [it for it in section.items if it.id not in seen]
-        seen.update(it.id for it in fresh)
+        fresh: list[Item] = []
+        for it in section.items:
+            if it.id not in seen:
+                seen.add(it.id)
+                fresh.append(it)
         todo.append(fresh)
     headers = [tokenizer.count(s.title) + SECTION_OVERHEAD_TOKENS for s in sections]
+    costs = [tokenizer.count(items[0].text) + ITEM_OVERHEAD_TOKENS if items else 0
+             for items in todo]
     placed: dict[int, list[Item]] = {}
     cut: list[CutEntry] = []
     remaining = budget_tokens
@@ -138,8 +143,9 @@ def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounte
     for n, index in enumerate(open_):
         item, level = todo[index][0], sections[index].level
         later = open_[n + 1:]
-        keep = sum(headers[i] + ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS for i in later)
-        cost = tokenizer.count(item.text) + ITEM_OVERHEAD_TOKENS
+        keep = sum(headers[i] + min(costs[i], ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS)
+                   for i in later)
+        cost = costs[index]
         if headers[index] + cost <= remaining - keep:
             placed[index] = [item]
             remaining -= headers[index] + cost
