@@ -265,7 +265,8 @@ def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
 def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
     """Packed recall sections: ``## L{level} {title}``, then one entry per item.
 
-    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``.
+    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``, and
+    the hits (the section without a level) their 0-1 relevance as ``score=0.612  ``.
     """
     lines: list[str] = []
     for section in sections:
@@ -274,8 +275,11 @@ def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             text = str(item.get("text", ""))
             if item.get("kind") == "fact" or not isinstance(item.get("id"), int):
                 lines.append(text)
-            else:
-                lines.extend(hanging(f"[{item['id']}] {drawer_place(item)}  ", text, "    "))
+                continue
+            head = f"[{item['id']}] {drawer_place(item)}  "
+            if section.get("level") is None and item.get("score") is not None:
+                head += f"score={format_score(item['score'])}  "
+            lines.extend(hanging(head, text, "    "))
     return lines
 
 
@@ -292,6 +296,11 @@ def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
                          else [text])
     return lines
+
+
+def nothing_relevant(palace: str, query: str) -> str:
+    """The one line a recall with no drawer above the relevance floor answers."""
+    return f"nothing relevant in palace {palace} for: {query}"
 
 
 def cli_footer(result: Mapping[str, Any]) -> str:

@@ -4,7 +4,8 @@ A recall's answer is L0-L3 sections of items (identity, essential drawers, where
 points, deep search). :func:`pack` fits them into a token budget in the order given, every
 non-empty section keeping at least a cut first item, and reports what it cut;
 :class:`PackResult` carries the accounting and renders the Markdown that accounting
-models. Everything is a function of its arguments (no I/O, no clock, no anyio); the tokenizer comes in as a :class:`TokenCounter`.
+models. Everything is a function of its arguments (no I/O, no clock, no anyio); the
+tokenizer comes in as a :class:`TokenCounter`.
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounte
             placed[index] = [item]
             remaining -= headers[index] + cost
             continue
-        share = max(remaining - keep, remaining // (len(later) + 1))
+        # Its fair share, but never less than a minimal item while the budget has one.
+        share = min(remaining, max(remaining - keep, remaining // (len(later) + 1),
+                                   headers[index] + ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS))
         text = _truncate(tokenizer, item.text, share - headers[index] - ITEM_OVERHEAD_TOKENS)
         if text:
             placed[index] = [replace(item, text=text, meta={**item.meta, "truncated": True})]

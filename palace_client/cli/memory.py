@@ -159,7 +159,8 @@ def recall(
     levels: str | None = op_option(
         "memory.recall", "levels", "--levels", default=None, ranged=False,
         help="Context levels, comma list of 0-3: 0 identity, 1 essential, "
-        "2 where the query points, 3 deep search.", unset="all"),
+        "2 where the query points, 3 deep search.",
+        unset=",".join(map(str, op_arg("memory.recall", "levels").default))),
     deep: bool = op_option("memory.recall", "deep", "--deep",
                            help="Always include L3 deep search."),
     include_superseded: bool = op_option(
@@ -169,8 +170,10 @@ def recall(
 ) -> None:
     """Search a palace (hybrid keyword + semantic).
 
-    Prints the ranked drawers; with --budget, --levels or --deep prints the packed L0-L3
-    context sections and the tokens they use instead.
+    Prints the ranked drawers with their 0-1 relevance (score); with --budget, --levels or
+    --deep prints the packed context instead: the hits first, then the L0/L2/L3 sections (L1
+    only when --levels names it), and the tokens they use. A recall with nothing above the
+    relevance floor says so in one line.
     """
     name = need_palace(palace, as_json)
     extra: dict[str, Any] = {}
@@ -192,12 +195,12 @@ def recall(
     def human(r: dict[str, Any]) -> None:
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
+        if r.get("nothing_relevant"):
+            typer.echo(render.nothing_relevant(name, query))
         if packed:
             echo_lines(render.cli_sections(list(r.get("sections") or [])))
             typer.echo(render.cli_footer(r))
             return
-        if not r["results"]:
-            typer.echo("nothing found")
         for d in r["results"]:
             echo_lines(render.cli_drawer(d, score=True))
 
