@@ -138,6 +138,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(f"[{place}]")
     if item.get("score") is not None:
         head.append(f"score {format_score(item['score'])}")
+    if item.get("below_floor"):
+        head.append(BELOW_FLOOR)
     when = drawer_date(item)
     if when:
         head.append(when)
@@ -246,6 +248,8 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
     head = f"[{drawer['id']}] {drawer_place(drawer)}"
     if score and drawer.get("score") is not None:
         head += f"  score={format_score(drawer['score'])}"
+    if score and drawer.get("below_floor"):
+        head += f"  {BELOW_FLOOR}"
     text = str(drawer.get("text", ""))
     start = excerpt(text, CLI_EXCERPT_CHARS, CLI_EXCERPT_LINES) if cut else None
     if start is None:
@@ -279,6 +283,8 @@ def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             head = f"[{item['id']}] {drawer_place(item)}  "
             if section.get("level") is None and item.get("score") is not None:
                 head += f"score={format_score(item['score'])}  "
+            if item.get("below_floor"):
+                head += f"{BELOW_FLOOR}  "
             lines.extend(hanging(head, text, "    "))
     return lines
 
@@ -296,6 +302,9 @@ def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
                          else [text])
     return lines
+
+
+BELOW_FLOOR = "(under the relevance floor)"
 
 
 def nothing_relevant(palace: str, query: str) -> str:

@@ -2,7 +2,7 @@
 
 ``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused,
 boosted by closets, importance, recency and rooms), gives each a 0-1 relevance
-(``relevance``) and drops those under the relevance floor, then builds the sections a
+(``relevance``) and flags those under the relevance floor, then builds the sections a
 response carries, packed to a token budget (``packing.pack``) in this order:
 
 * the hits: the query's best ``top_k`` drawers, with their relevance (always first);
@@ -170,7 +170,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
     closets, importance, recency and room strength) under the request's filters, each with
-    its 0-1 relevance as ``score``; drawers under the relevance floor are dropped. The
+    its 0-1 relevance as ``score``; drawers under the relevance floor are kept but flagged
+    ``below_floor`` (a long drawer's chunks can score low on meaning yet be the answer), and
+    ``nothing_relevant`` says no drawer reached the floor. The
     sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
     (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
     matching facts), L3 the ranking beyond the hits (with ``deep``, else when L2 is thin).
@@ -250,9 +252,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
         cos = (vec if vec is not None else pool_low) if qvec is not None else None
         rel = relevance.relevance(str(d["text"]), terms, cos)
-        if rel < floor:
-            return None
         d["score"] = round(rel, 6)
+        d["below_floor"] = rel < floor
         d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
         d["lexical"] = None if lex is None else round(lex, 6)
         d["vector"] = None if vec is None else round(vec, 6)
@@ -280,7 +281,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         notice=None if qvec is not None else keyword_reason(palace),
         sections=pack_sections(palace, parts, req.budget),
         floor=floor,
-        nothing_relevant=not results,
+        nothing_relevant=not any(not r["below_floor"] for r in results),
     )
 
 

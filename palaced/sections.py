@@ -58,7 +58,8 @@ def drawer_item(d: dict[str, Any], level: int) -> Item:
     return Item(
         id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
         meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
-              "occurred_ms": d["occurred_ms"]},
+              "occurred_ms": d["occurred_ms"],
+              **({"below_floor": True} if d.get("below_floor") else {})},
     )
 
 

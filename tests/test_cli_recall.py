@@ -104,7 +104,7 @@ def test_recall_never_exceeds_small_budgets(shared_daemon: DaemonProc, palace: s
 
 def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str) -> None:
     res = shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
-                            "--budget", "200", "--levels", "0,1,3")
+                            "--budget", "200", "--levels", "0,1,3", "--top-k", "3")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == "## Best matches"
