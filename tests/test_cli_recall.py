@@ -304,3 +304,34 @@ def test_mcp_wake_up(bridge: Bridge, palace: str) -> None:
     assert tokens and int(tokens.group(1)) <= 100, head
     assert IDENTITY in text and "Postgres 16 on port 5433" in text
     assert text.index("## L0") < text.index("## L1")
+
+
+# -- relevance floor (real model) -----------------------------------------------------------------
+def test_nothing_relevant_says_so_in_one_line(shared_daemon: DaemonProc, palace: str) -> None:
+    res = _json(shared_daemon.cli("recall", "nonexistentwordxyz", "--palace", palace, "--json"))
+    assert res["mode"] == "hybrid" and res["floor"] > 0
+    assert res["nothing_relevant"] is True
+    assert all(r["below_floor"] and 0 <= r["score"] < res["floor"] for r in res["results"])
+    human = shared_daemon.cli("recall", "nonexistentwordxyz", "--palace", palace)
+    assert human.returncode == 0, human.stderr
+    first = human.stdout.splitlines()[0]
+    assert first == f"nothing relevant in palace {palace} for: nonexistentwordxyz"
+    good = _json(shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
+                                   "--json"))
+    assert good["nothing_relevant"] is False
+    best = good["results"][0]
+    assert "nightly at 02:00" in best["text"]
+    assert good["floor"] <= best["score"] <= 1 and best["below_floor"] is False
+
+
+def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
+                                                                   palace: str) -> None:
+    failed, text = bridge.tool("recall", {"query": "when are invoices generated?"})
+    assert not failed, text
+    body = text.split("\n", 2)[2]
+    assert body.startswith("## Best matches\n- #") and "nightly at 02:00" in body.split("\n")[2]
+    assert body.index("## Best matches") < body.index("## L0")
+    assert "## L1" not in text  # the essentials belong to wake_up
+    failed, text = bridge.tool("recall", {"query": "nonexistentwordxyz"})
+    assert not failed, text
+    assert f"nothing relevant in palace {palace} for: nonexistentwordxyz" in text.splitlines()[2]
