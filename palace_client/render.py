@@ -148,6 +148,9 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
+    note = excerpt_note(item)
+    if note:
+        text += "\n" + note
     if compact:
         return " ".join([*head, one_line(text)]).strip()
     body = "\n".join(indented(text, "  ")) if text.splitlines() else "  (empty)"
@@ -252,8 +255,9 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
         head += f"  {BELOW_FLOOR}"
     text = str(drawer.get("text", ""))
     start = excerpt(text, CLI_EXCERPT_CHARS, CLI_EXCERPT_LINES) if cut else None
+    note = excerpt_note(drawer)
     if start is None:
-        return [head, *indented(text, "    ")]
+        return [head, *indented(text, "    "), *([f"    {note}"] if note else [])]
     more = f"… ({len(text):,} chars; `palace get {drawer['id']}` for all)"
     return [head, *indented(start, "    "), f"    {more}"]
 
@@ -286,6 +290,9 @@ def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             if item.get("below_floor"):
                 head += f"{BELOW_FLOOR}  "
             lines.extend(hanging(head, text, "    "))
+            note = excerpt_note(item)
+            if note:
+                lines.append(f"    {note}")
     return lines
 
 
@@ -301,10 +308,22 @@ def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             text = str(item.get("text", ""))
             lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
                          else [text])
+            note = excerpt_note(item)
+            if note:
+                lines.append(f"  {note}")
     return lines
 
 
 BELOW_FLOOR = "(under the relevance floor)"
+
+
+def excerpt_note(item: Mapping[str, Any]) -> str | None:
+    """``… (N chars; `palace get ID` for all)`` under a drawer shown as an excerpt."""
+    if not item.get("excerpt"):
+        return None
+    chars = item.get("chars")
+    size = f"{chars:,} chars; " if isinstance(chars, int) else ""
+    return f"… (excerpt: {size}`palace get {item.get('id')}` for all)"
 
 
 def nothing_relevant(palace: str, query: str) -> str:

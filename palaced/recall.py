@@ -252,6 +252,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
         cos = (vec if vec is not None else pool_low) if qvec is not None else None
         rel = relevance.relevance(str(d["text"]), terms, cos)
+        d = relevance.shorten(d, terms)
         d["score"] = round(rel, 6)
         d["below_floor"] = rel < floor
         d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)

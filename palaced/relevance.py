@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 # Calibrated by bench/floor.py on the LoCoMo dev split: 1.7 % of gold hits under it; the
 # cross-conversation questions answer "nothing relevant" 6.1 % of the time (docs/concepts.md).
 FLOOR_HYBRID = 0.275
 FLOOR_KEYWORD = 0.0
 EXCERPT_CHARS = 600  # a drawer longer than this is shown as the passage around the match
+MAX_WINDOWS = 400  # passages tried per drawer
 
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
 
@@ -77,8 +79,12 @@ def excerpt(text: str, terms: Sequence[str], limit: int = EXCERPT_CHARS) -> str 
         return None
     starts = [0] + [m.end() for m in re.finditer(r"\n+|(?<=[.!?])\s+", text)]
     starts = [s for s in starts if s < len(text)]
+    if len(starts) > MAX_WINDOWS:  # a huge drawer: try evenly spread windows
+        starts = starts[:: len(starts) // MAX_WINDOWS + 1]
     stems = [(t, _stem(t)) for t in terms]
     best, best_hits = 0, -1
+    if not stems:
+        starts = [0]
     for s in starts:
         window = {w.lower() for w in _WORD.findall(text[s:s + limit])}
         hits = sum(1 for t, st in stems if any(_matches(w, t, st) for w in window))
@@ -87,3 +93,16 @@ def excerpt(text: str, terms: Sequence[str], limit: int = EXCERPT_CHARS) -> str 
     end = min(len(text), best + limit)
     passage = text[best:end].strip()
     return ("…" if best > 0 else "") + passage + ("…" if end < len(text) else "")
+
+
+def shorten(d: dict[str, Any], terms: Sequence[str]) -> dict[str, Any]:
+    """``d`` (a drawer dict) with a long ``text`` replaced by its passage around the query
+    terms (its start without terms), marked ``excerpt: true`` with ``chars``, the full length.
+    """
+    if d.get("excerpt"):
+        return d
+    text = str(d.get("text", ""))
+    passage = excerpt(text, terms)
+    if passage is None:
+        return d
+    return {**d, "text": passage, "excerpt": True, "chars": len(text)}

@@ -11,6 +11,7 @@ from typing import Any
 
 from palaced.packing import Item, PackResult, Section, pack
 from palaced.palace import Palace, now_ms
+from palaced.relevance import shorten
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
@@ -54,12 +55,14 @@ def unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def drawer_item(d: dict[str, Any], level: int) -> Item:
-    """A drawer as a section item."""
+    """A drawer as a section item; a long one as its excerpt (``relevance.shorten``)."""
+    d = shorten(d, ())
     return Item(
         id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
         meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
               "occurred_ms": d["occurred_ms"],
-              **({"below_floor": True} if d.get("below_floor") else {})},
+              **({"below_floor": True} if d.get("below_floor") else {}),
+              **({"excerpt": True, "chars": d["chars"]} if d.get("excerpt") else {})},
     )
 
 

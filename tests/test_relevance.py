@@ -1,0 +1,45 @@
+"""The 0-1 relevance, and the excerpts of long drawers (pure functions, then in-process)."""
+
+from __future__ import annotations
+
+from palaced.relevance import EXCERPT_CHARS, coverage, excerpt, relevance, shorten
+from tests.inproc import InProcDaemon
+
+
+def test_coverage_and_relevance_are_on_a_0_1_scale() -> None:
+    assert coverage("Caroline is researching adoption agencies", ["caroline", "research"]) == 1
+    assert coverage("Melanie painted a sunset", ["caroline", "paint"]) == 0.5
+    assert coverage("anything", []) == 0
+    assert relevance("x", ["y"], 0.42) == 0.42
+    assert relevance("y", ["y"], 0.42) == 1.0
+    assert relevance("x", ["y"], -0.3) == 0.0 and relevance("x", ["y"], None) == 0.0
+
+
+def test_excerpt_is_the_passage_with_the_query_terms() -> None:
+    filler = "".join(f"Line {i} is about the office coffee machine.\n" for i in range(200))
+    text = filler + "The rollback of release 4.2 was decided by Dana.\n" + filler
+    assert excerpt("short text", ["rollback"]) is None
+    cut = excerpt(text, ["rollback", "release"])
+    assert cut is not None and len(cut) <= EXCERPT_CHARS + 2
+    assert "rollback of release 4.2" in cut and cut.startswith("…") and cut.endswith("…")
+    d = shorten({"id": 7, "text": text}, ["rollback"])
+    assert d["excerpt"] is True and d["chars"] == len(text) and "rollback" in d["text"]
+    assert shorten({"id": 8, "text": "tiny"}, ["x"]) == {"id": 8, "text": "tiny"}
+
+
+def test_recall_shows_a_long_drawer_as_its_passage(inproc: InProcDaemon) -> None:
+    filler = " ".join(f"Paragraph {i} covers badge access and the coffee machine." for i in
+                      range(1500))
+    text = filler + " The merge strategy decision: we squash-merge feature branches. " + filler
+    with inproc.client() as c:
+        c.create_palace("excerpts")
+        big = c.remember("excerpts", text)
+        res = c.recall_ex("excerpts", "squash-merge strategy", budget=400)
+        (hit,) = [r for r in res["results"] if r["id"] == big]
+        assert hit["excerpt"] is True and hit["chars"] == len(text)
+        assert "squash-merge" in hit["text"] and len(hit["text"]) < 700
+        item = res["sections"][0]["items"][0]
+        assert item["id"] == big and item["excerpt"] is True and "squash-merge" in item["text"]
+        assert res["tokens_used"] <= 400
+        full = c.get("excerpts", big)
+        assert full["text"] == text
