@@ -335,3 +335,14 @@ def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
     failed, text = bridge.tool("recall", {"query": "nonexistentwordxyz"})
     assert not failed, text
     assert f"nothing relevant in palace {palace} for: nonexistentwordxyz" in text.splitlines()[2]
+
+
+def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None:
+    res = _json(shared_daemon.cli("recall", "when are invoices generated?", "--all", "--json"))
+    assert palace in res["palaces"]
+    best = res["results"][0]
+    # Every palace of this module holds the same drawers: the best is one of theirs.
+    assert best["palace"].startswith("cli-recall-") and "nightly at 02:00" in best["text"]
+    human = shared_daemon.cli("recall", "when are invoices generated?", "--all", "-k", "2")
+    assert human.returncode == 0, human.stderr
+    assert re.match(r"^cli-recall-\d+ \[\d+\] general/\w+  score=", human.stdout.splitlines()[0])

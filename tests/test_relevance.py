@@ -43,3 +43,21 @@ def test_recall_shows_a_long_drawer_as_its_passage(inproc: InProcDaemon) -> None
         assert res["tokens_used"] <= 400
         full = c.get("excerpts", big)
         assert full["text"] == text
+
+
+def test_recall_all_ranks_every_palace_on_one_scale(inproc: InProcDaemon) -> None:
+    with inproc.client() as c:
+        c.create_palace("all-a")
+        c.create_palace("all-b")
+        a = c.remember("all-a", "The merge strategy is squash-merge for feature branches")
+        c.remember("all-a", "Lunch is at noon")
+        b = c.remember("all-b", "Release trains leave every second Tuesday")
+        res = c.recall_all("squash-merge strategy", top_k=5)
+        assert {"all-a", "all-b"} <= set(res["palaces"]) and res["skipped"] == []
+        first = res["results"][0]
+        assert (first["palace"], first["id"]) == ("all-a", a)
+        scores = [r["score"] for r in res["results"]]
+        assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
+        assert res["nothing_relevant"] is False
+        res = c.recall_all("release trains", top_k=1)
+        assert [(r["palace"], r["id"]) for r in res["results"]] == [("all-b", b)]
