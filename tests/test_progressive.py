@@ -104,3 +104,23 @@ def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon) 
         assert short not in [i["id"] for i in _section(later, 1)[0]["items"]]
         res = c.recall_ex(name, "note", levels=[1], budget=500)
         assert short not in [i["id"] for sec in _section(res, 1) for i in sec["items"]]
+
+
+def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon
+                                                                   ) -> None:
+    d = inproc
+    name = _palace(d)
+    with d.client() as c:
+        c.remember_many(name, [{"text": f"release train note {i}: " + "the rollback plan " * 30}
+                               for i in range(30)])
+        c.remember(name, "Rules of the release train", importance="critical")
+        for budget in (120, 200):
+            res = c.recall_ex(name, "release train rollback", budget=budget, deep=True,
+                              levels=[0, 1, 3])
+            assert res["tokens_used"] <= budget
+            levels = [s["level"] for s in res["sections"]]
+            assert levels == [None, 0, 1, 3], (budget, levels)
+            # The hits' first item comes whole or cut with the marker; nothing is repeated.
+            ids = [i["id"] for s in res["sections"] for i in s["items"]]
+            assert len(ids) == len(set(ids))
+            assert any(c["truncated"] for c in res["cut"])
