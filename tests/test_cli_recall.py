@@ -179,7 +179,7 @@ def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: Da
         data = _json(shared_daemon.cli("wake-up", "--palace", name, "--budget", str(budget),
                                        "--json"))
         assert data["tokens_used"] <= budget
-        assert [s["level"] for s in data["sections"]][0] == 0
+        assert data["sections"][0]["level"] == 0
         (item,) = data["sections"][0]["items"]
         assert item["truncated"] is True
         assert item["text"].endswith("…")
