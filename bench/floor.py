@@ -68,14 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         convs.append((str(sample["sample_id"]), [d.dia_id for d in ds], texts, passages, qs,
                       queries))
     gold: list[float] = []
+    gold_of: dict[str, list[float]] = {}
     cross: dict[tuple[str, str], list[float]] = {}
     for sid, ids, texts, passages, qs, queries in convs:
         where = {d: i for i, d in enumerate(ids)}
         for q, qv in zip(qs, queries, strict=True):
             terms = fts_terms(q.question)
             sims = passages @ qv
-            gold += [relevance(texts[where[g]], terms, float(sims[where[g]]))
-                     for g in q.gold_turns if g in where]
+            mine = [relevance(texts[where[g]], terms, float(sims[where[g]]))
+                    for g in q.gold_turns if g in where]
+            gold += mine
+            gold_of.setdefault(sid, []).extend(mine)
             for sid2, _, texts2, passages2, _, _ in convs:
                 if sid2 != sid:
                     cross.setdefault((sid, sid2), []).append(
@@ -99,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['spread'][0]:.0%}-{r['spread'][1]:.0%}{mark}")
     print(f"chosen floor {chosen['floor']:.3f}: gold dropped {chosen['gold_dropped']:.1%}, "
           f"cross-conversation nothing relevant {chosen['cross_nothing']:.1%}")
+    f = chosen["floor"]
+    for sid, values in gold_of.items():
+        asked = [v for (a, _), vs in cross.items() if a == sid for v in vs]
+        print(f"  {sid}: gold dropped {float(np.mean(np.array(values) < f)):.1%} of "
+              f"{len(values)}; its questions elsewhere: nothing relevant "
+              f"{float(np.mean(np.array(asked) < f)):.1%}")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "chosen": chosen}, indent=1))
     return 0
