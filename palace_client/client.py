@@ -189,6 +189,25 @@ class Client:
         args.update(extra)
         return self.call("memory.recall", palace, args)
 
+    def recall_all(self, query: str, *, top_k: int = 10, wing: str | None = None,
+                   room: str | None = None, tags: Iterable[str] = (),
+                   **extra: Any) -> dict[str, Any]:
+        """Recall across every palace (``memory.recall_all``): the merged ``results``, each
+        with its ``palace``, plus ``palaces`` searched and ``skipped`` ones.
+
+        Raises:
+            PalaceError: the daemon refused the request (e.g. INVALID_ARGS).
+        """
+        args: dict[str, Any] = {"query": query, "top_k": top_k}
+        if wing is not None:
+            args["wing"] = wing
+        if room is not None:
+            args["room"] = room
+        if list(tags):
+            args["tags"] = list(tags)
+        args.update(extra)
+        return self.call("memory.recall_all", None, args)
+
     def wake_up(self, palace: str, *, budget: int = 800) -> dict[str, Any]:
         """L0 identity + L1 essential drawers packed into ``budget`` tokens (session start).
 

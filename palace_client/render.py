@@ -138,6 +138,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(f"[{place}]")
     if item.get("score") is not None:
         head.append(f"score {format_score(item['score'])}")
+    if item.get("below_floor"):
+        head.append(BELOW_FLOOR)
     when = drawer_date(item)
     if when:
         head.append(when)
@@ -146,6 +148,9 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
+    note = excerpt_note(item)
+    if note:
+        text += "\n" + note
     if compact:
         return " ".join([*head, one_line(text)]).strip()
     body = "\n".join(indented(text, "  ")) if text.splitlines() else "  (empty)"
@@ -246,10 +251,13 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
     head = f"[{drawer['id']}] {drawer_place(drawer)}"
     if score and drawer.get("score") is not None:
         head += f"  score={format_score(drawer['score'])}"
+    if score and drawer.get("below_floor"):
+        head += f"  {BELOW_FLOOR}"
     text = str(drawer.get("text", ""))
     start = excerpt(text, CLI_EXCERPT_CHARS, CLI_EXCERPT_LINES) if cut else None
+    note = excerpt_note(drawer)
     if start is None:
-        return [head, *indented(text, "    ")]
+        return [head, *indented(text, "    "), *([f"    {note}"] if note else [])]
     more = f"… ({len(text):,} chars; `palace get {drawer['id']}` for all)"
     return [head, *indented(start, "    "), f"    {more}"]
 
@@ -265,7 +273,8 @@ def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
 def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
     """Packed recall sections: ``## L{level} {title}``, then one entry per item.
 
-    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``.
+    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``, and
+    the hits (the section without a level) their 0-1 relevance as ``score=0.612  ``.
     """
     lines: list[str] = []
     for section in sections:
@@ -274,8 +283,16 @@ def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             text = str(item.get("text", ""))
             if item.get("kind") == "fact" or not isinstance(item.get("id"), int):
                 lines.append(text)
-            else:
-                lines.extend(hanging(f"[{item['id']}] {drawer_place(item)}  ", text, "    "))
+                continue
+            head = f"[{item['id']}] {drawer_place(item)}  "
+            if section.get("level") is None and item.get("score") is not None:
+                head += f"score={format_score(item['score'])}  "
+            if item.get("below_floor"):
+                head += f"{BELOW_FLOOR}  "
+            lines.extend(hanging(head, text, "    "))
+            note = excerpt_note(item)
+            if note:
+                lines.append(f"    {note}")
     return lines
 
 
@@ -291,7 +308,27 @@ def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
             text = str(item.get("text", ""))
             lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
                          else [text])
+            note = excerpt_note(item)
+            if note:
+                lines.append(f"  {note}")
     return lines
+
+
+BELOW_FLOOR = "(under the relevance floor)"
+
+
+def excerpt_note(item: Mapping[str, Any]) -> str | None:
+    """``… (N chars; `palace get ID` for all)`` under a drawer shown as an excerpt."""
+    if not item.get("excerpt"):
+        return None
+    chars = item.get("chars")
+    size = f"{chars:,} chars; " if isinstance(chars, int) else ""
+    return f"… (excerpt: {size}`palace get {item.get('id')}` for all)"
+
+
+def nothing_relevant(palace: str, query: str) -> str:
+    """The one line a recall with no drawer above the relevance floor answers."""
+    return f"nothing relevant in palace {palace} for: {query}"
 
 
 def cli_footer(result: Mapping[str, Any]) -> str:

@@ -1,10 +1,11 @@
 """Pure, synchronous packing of levelled context sections into a token budget.
 
 A recall's answer is L0-L3 sections of items (identity, essential drawers, where the query
-points, deep search). :func:`pack` fits them into a token budget, level by level, truncating
-only L0 and reporting what it cut; :class:`PackResult` carries the accounting and renders the
-Markdown that accounting models. Everything is a function of its arguments (no I/O, no clock,
-no anyio); the tokenizer comes in as a :class:`TokenCounter`.
+points, deep search). :func:`pack` fits them into a token budget in the order given, every
+non-empty section keeping at least a cut first item, and reports what it cut;
+:class:`PackResult` carries the accounting and renders the Markdown that accounting
+models. Everything is a function of its arguments (no I/O, no clock, no anyio); the
+tokenizer comes in as a :class:`TokenCounter`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ ItemId = int | str
 # most). One token of margin each absorbs BPE merges across those joins.
 SECTION_OVERHEAD_TOKENS = 4
 ITEM_OVERHEAD_TOKENS = 3
+# The least text kept for each later section while an earlier one's first item is placed.
+MIN_ITEM_TOKENS = 12
 
 
 class TokenCounter(Protocol):
@@ -100,59 +103,71 @@ class PackResult:
 
 
 def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounter) -> PackResult:
-    """Fit sections into ``budget_tokens``, filling by level (L0 first), order kept within one.
+    """Fit sections into ``budget_tokens`` in the order given (the first section first).
 
     Costs: each placed item ``count(text) + ITEM_OVERHEAD_TOKENS``; each section with at least
     one placed item ``count(title) + SECTION_OVERHEAD_TOKENS``, charged with its first item.
     Rules:
       * the total charged never exceeds ``budget_tokens``;
-      * an id is placed at most once, at its highest-priority (lowest) level; later copies
-        are dropped silently;
-      * an item that does not fit is skipped and reported in ``cut``, and later (smaller)
-        items are still tried;
-      * level-0 items are never skipped while they fit: the first L0 item that does not is
-        truncated (token-exact, "…" appended when it fits) to the remaining budget and
-        reported in ``cut`` with ``truncated=True``. Hence all of L0 is kept whenever L0 alone
-        fits the budget.
-    Sections of equal level keep their input order; output sections keep input order and
-    empty ones are dropped.
+      * an id is placed at most once, in the first section that has it; later copies are
+        dropped silently;
+      * every section with an item gets its first item placed first, in section order: whole
+        when it fits beside a minimal share kept for each later section, else truncated
+        (token-exact, "…" appended when it fits) to a fair share of what is left, and reported
+        in ``cut`` with ``truncated=True``. So every non-empty section appears whenever the
+        budget holds its heading and a few tokens;
+      * then the other items, section by section in order: an item that does not fit is
+        skipped and reported in ``cut``, and later (smaller) items are still tried.
+    Output sections keep input order and empty ones are dropped.
 
     Raises:
         ValueError: ``budget_tokens < 0``.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
-    order = sorted(range(len(sections)), key=lambda i: sections[i].level)
-    placed: dict[int, list[Item]] = {}
     seen: set[ItemId] = set()
+    todo: list[list[Item]] = []
+    for section in sections:
+        fresh: list[Item] = []
+        for it in section.items:
+            if it.id not in seen:
+                seen.add(it.id)
+                fresh.append(it)
+        todo.append(fresh)
+    headers = [tokenizer.count(s.title) + SECTION_OVERHEAD_TOKENS for s in sections]
+    costs = [tokenizer.count(items[0].text) + ITEM_OVERHEAD_TOKENS if items else 0
+             for items in todo]
+    placed: dict[int, list[Item]] = {}
     cut: list[CutEntry] = []
     remaining = budget_tokens
-    for index in order:
-        section = sections[index]
-        header_cost: int | None = None
-        for item in section.items:
-            if item.id in seen:
-                continue
-            if header_cost is None:
-                header_cost = tokenizer.count(section.title) + SECTION_OVERHEAD_TOKENS
-            opening = header_cost if index not in placed else 0
+    open_ = [i for i, items in enumerate(todo) if items]
+    for n, index in enumerate(open_):
+        item, level = todo[index][0], sections[index].level
+        later = open_[n + 1:]
+        keep = sum(headers[i] + min(costs[i], ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS)
+                   for i in later)
+        cost = costs[index]
+        if headers[index] + cost <= remaining - keep:
+            placed[index] = [item]
+            remaining -= headers[index] + cost
+            continue
+        # Its fair share, but never less than a minimal item while the budget has one.
+        share = min(remaining, max(remaining - keep, remaining // (len(later) + 1),
+                                   headers[index] + ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS))
+        text = _truncate(tokenizer, item.text, share - headers[index] - ITEM_OVERHEAD_TOKENS)
+        if text:
+            placed[index] = [replace(item, text=text, meta={**item.meta, "truncated": True})]
+            remaining -= headers[index] + tokenizer.count(text) + ITEM_OVERHEAD_TOKENS
+        cut.append(CutEntry(id=item.id, level=level, tokens=cost, truncated=bool(text)))
+    for index in open_:
+        for item in todo[index][1:]:
             cost = tokenizer.count(item.text) + ITEM_OVERHEAD_TOKENS
-            if opening + cost <= remaining:
-                placed.setdefault(index, []).append(item)
-                seen.add(item.id)
-                remaining -= opening + cost
-                continue
-            shortened = None
-            if section.level <= 0:
-                room = remaining - opening - ITEM_OVERHEAD_TOKENS
-                text = _truncate(tokenizer, item.text, room)
-                if text:
-                    shortened = replace(item, text=text, meta={**item.meta, "truncated": True})
-                    remaining -= opening + tokenizer.count(text) + ITEM_OVERHEAD_TOKENS
-                    placed.setdefault(index, []).append(shortened)
-                    seen.add(item.id)
-            cut.append(CutEntry(id=item.id, level=section.level, tokens=cost,
-                                truncated=shortened is not None))
+            if index in placed and cost <= remaining:
+                placed[index].append(item)
+                remaining -= cost
+            else:
+                cut.append(CutEntry(id=item.id, level=sections[index].level, tokens=cost,
+                                    truncated=False))
     out = [replace(sections[i], items=placed[i]) for i in range(len(sections)) if i in placed]
     return PackResult(sections=out, tokens_used=budget_tokens - remaining, cut=cut,
                       tokenizer_name=tokenizer.name, budget_tokens=budget_tokens)

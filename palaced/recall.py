@@ -1,14 +1,17 @@
 """Recall and wake-up of an open palace: the ranking, the L0-L3 sections and their packing.
 
 ``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused,
-boosted by closets, importance, recency and rooms) and builds the levelled sections a
-response carries, packed to a token budget (``packing.pack``):
+boosted by closets, importance, recency and rooms), gives each a 0-1 relevance
+(``relevance``) and flags those under the relevance floor, then builds the sections a
+response carries, packed to a token budget (``packing.pack``) in this order:
 
+* the hits: the query's best ``top_k`` drawers, with their relevance (always first);
 * L0, the palace's identity text (``reads.read_identity``);
-* L1, the essential drawers (importance, then recency), cached until the next write;
-* L2, where the query points: the drawers inside the rooms/closets it names, or the ranking
-  under the request's filters when they narrow it, plus facts about entities it names;
-* L3, deep search: the palace-wide ranking, always with ``deep``, else when L2 is thin.
+* L1, the essential drawers (importance, then recency), cached until the next write; only
+  when asked for (``wake_up`` is where they belong);
+* L2, where the query points: the drawers inside the rooms/closets it names, plus facts
+  about entities it names;
+* L3, deep search: the ranking beyond the hits, always with ``deep``, else when L2 is thin.
 
 ``choose_levels`` owns which ranked drawers go to L2 and L3. ``wake_up`` is L0 and L1 alone
 (session start). Both return typed results whose ``to_wire()`` is the response dict.
@@ -25,11 +28,21 @@ import anyio
 import apsw
 import numpy as np
 
-from palaced import search
+from palaced import relevance, search
 from palaced.errors import PalaceError
-from palaced.packing import Item, PackResult, Section, pack
+from palaced.packing import Section
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
 from palaced.reads import identity_text, read_identity
+from palaced.sections import (
+    HITS,
+    Sections,
+    drawer_item,
+    essential_section,
+    fact_item,
+    identity_section,
+    pack_sections,
+    unexpired,
+)
 from palaced.store import drawers
 from palaced.store.graph_walk import facts_matching
 from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms
@@ -45,43 +58,20 @@ class RecallRequest:
     query: str
     top_k: int = 10
     filters: drawers.Filters = field(default_factory=drawers.Filters)
-    levels: tuple[int, ...] = (0, 1, 2, 3)
+    levels: tuple[int, ...] = (0, 2, 3)
     budget: int = 1500
     deep: bool = False
-
-
-@dataclass(frozen=True)
-class Sections:
-    """Levelled sections packed into a token budget; ``exact``: counted by the real tokenizer."""
-
-    packed: PackResult
-    exact: bool
-
-    def to_wire(self) -> dict[str, Any]:
-        """The ``sections``, ``tokens_used``, ``budget``, ``cut`` and ``tokenizer`` keys."""
-        result = self.packed
-        return {
-            "sections": [
-                {"level": s.level, "title": s.title,
-                 # Only search levels (2, 3) have a meaningful score.
-                 "items": [{"id": it.id, "text": it.text,
-                            **({"score": round(it.score, 6)} if s.level >= 2 else {}),
-                            **it.meta} for it in s.items]}
-                for s in result.sections
-            ],
-            "tokens_used": result.tokens_used,
-            "budget": result.budget_tokens,
-            "cut": [dict(c) for c in result.cut],
-            "tokenizer": {"name": result.tokenizer_name, "exact": self.exact},
-        }
 
 
 @dataclass(frozen=True)
 class RecallResult:
     """What a recall found: the ranked drawers, the rooms and the packed sections.
 
-    ``results`` are drawer dicts with ``score``, ``lexical`` and ``vector``; ``rooms`` are
-    ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only.
+    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the
+    fused ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are
+    ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only;
+    ``floor`` is the relevance floor applied (0: none) and ``nothing_relevant`` is true when
+    no drawer reached it.
     """
 
     results: list[dict[str, Any]]
@@ -89,6 +79,8 @@ class RecallResult:
     hybrid: bool
     notice: str | None
     sections: Sections
+    floor: float = 0.0
+    nothing_relevant: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         """The ``memory.recall`` response."""
@@ -96,6 +88,8 @@ class RecallResult:
             "results": self.results,
             "rooms": [{"wing": w, "room": r, "score": round(sc, 6)} for w, r, sc in self.rooms],
             "mode": "hybrid" if self.hybrid else "keyword",
+            "floor": self.floor,
+            "nothing_relevant": self.nothing_relevant,
         }
         if self.notice is not None:
             out["notice"] = self.notice
@@ -151,35 +145,38 @@ def choose_levels(ranking: search.Ranking, req: RecallRequest
                   ) -> tuple[list[int], list[int], list[int]]:
     """The ranked drawer ids of a recall's results, its L2 and its L3, each best first.
 
-    Results are the top ``top_k``. L2 (when asked): with narrowing filters, the results;
-    otherwise the best ``top_k`` drawers among those filed under a topic the query names or
-    inside a room or wing it names. L3 (when asked): the results, with ``deep`` or when L2
-    holds fewer than ``top_k`` drawers.
+    Results are the top ``top_k``. L2 (when asked, and when filters do not already narrow
+    the results to where the query points): the best ``top_k`` drawers beyond the results
+    among those filed under a topic the query names or inside a room or wing it names. L3
+    (when asked): the next ``top_k`` of the ranking after the results, with ``deep`` or when
+    L2 holds fewer than ``top_k`` drawers.
     """
     levels = set(req.levels)
     top = ranking.order[: req.top_k]
+    shown = set(top)
     l2_ids: list[int] = []
-    if 2 in levels:
-        if req.filters.narrows:
-            l2_ids = top
-        else:
-            pointed = ranking.closet_hits | {
-                i for i, room in ranking.room_of.items() if room in ranking.mentioned_rooms}
-            l2_ids = [i for i in ranking.order if i in pointed][: req.top_k]
+    if 2 in levels and not req.filters.narrows:
+        pointed = ranking.closet_hits | {
+            i for i, room in ranking.room_of.items() if room in ranking.mentioned_rooms}
+        l2_ids = [i for i in ranking.order if i in pointed and i not in shown][: req.top_k]
     l3_ids: list[int] = []
     if 3 in levels and (req.deep or len(l2_ids) < req.top_k):
-        l3_ids = top
+        l3_ids = ranking.order[req.top_k: 2 * req.top_k]
     return top, l2_ids, l3_ids
 
 
 async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
-    """Progressive recall: ranked ``results`` plus L0-L3 ``sections`` packed to a budget.
+    """Progressive recall: ranked ``results`` plus hits-first ``sections`` packed to a budget.
 
     ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
-    closets, importance, recency and room strength) under the request's filters. The
-    sections fill the token budget in order: L0 identity, L1 essential drawers, L2 the
-    drawers inside the rooms/closets/filters the query points at (plus matching facts),
-    L3 the palace-wide ranking (always with ``deep``, else only when L2 is thin).
+    closets, importance, recency and room strength) under the request's filters, each with
+    its 0-1 relevance as ``score``; drawers under the relevance floor are kept but flagged
+    ``below_floor`` (a long drawer's chunks can score low on meaning yet be the answer), and
+    ``nothing_relevant`` says no drawer reached the floor. The
+    sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
+    (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
+    matching facts), L3 the ranking beyond the hits (with ``deep``, else when L2 is thin).
+    Every requested section with content appears, cut to fit when the budget is small.
 
     Raises:
         EmbedderMismatch: the palace needs a reembed.
@@ -242,24 +239,35 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         caches.l1 = (counter, got.l1)
         l1_cached = got.l1
 
+    terms = fts_terms(req.query)
+    floor = relevance.floor_for(qvec is not None)
+    # A drawer outside the vector pool is no closer than the pool's farthest.
+    pool_low = min(ranking.vector.values()) if ranking.vector else None
+
     def present(did: int) -> dict[str, Any] | None:
         d = got.rows.get(did)
         if d is None:
             return None
         d = dict(d)
-        d["score"] = round(ranking.scores.get(did, 0.0), 6)
         lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
+        cos = (vec if vec is not None else pool_low) if qvec is not None else None
+        rel = relevance.relevance(str(d["text"]), terms, cos)
+        d = relevance.shorten(d, terms)
+        d["score"] = round(rel, 6)
+        d["below_floor"] = rel < floor
+        d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
         d["lexical"] = None if lex is None else round(lex, 6)
         d["vector"] = None if vec is None else round(vec, 6)
         return d
 
     results = [d for d in (present(i) for i in got.top) if d is not None]
     palace.note_touched([r["id"] for r in results])
-    parts: list[Section] = []
+    parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
+                                                           for d in results])]
     if 0 in levels:
         parts.append(identity_section(palace.name, got.identity or ""))
     if 1 in levels:
-        parts.append(essential_section(_unexpired(l1_cached or [])))
+        parts.append(essential_section(unexpired(l1_cached or [])))
     if 2 in levels:
         items = [drawer_item(d, 2) for d in (present(i) for i in got.l2) if d]
         items += [fact_item(f) for f in got.facts]
@@ -272,7 +280,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         rooms=ranking.rooms[: max(req.top_k, 10)],
         hybrid=qvec is not None,
         notice=None if qvec is not None else keyword_reason(palace),
-        sections=_pack(palace, parts, req.budget),
+        sections=pack_sections(palace, parts, req.budget),
+        floor=floor,
+        nothing_relevant=not any(not r["below_floor"] for r in results),
     )
 
 
@@ -339,45 +349,5 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         cached = await palace.read(lambda c: drawers.essential(c, L1_SIZE, now_ms()))
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
-             essential_section(_unexpired(cached))]
-    return _pack(palace, parts, budget)
-
-
-# -- sections ---------------------------------------------------------------------------------
-def _pack(palace: Palace, parts: list[Section], budget: int) -> Sections:
-    tok = palace.services.tokenizer
-    return Sections(pack(parts, budget, tok), tok.exact)
-
-
-def _unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Drop drawers whose TTL ran out since the cached list was read."""
-    ts = now_ms()
-    return [d for d in found if d.get("expires_ms") is None or d["expires_ms"] > ts]
-
-
-def drawer_item(d: dict[str, Any], level: int) -> Item:
-    """A drawer as a section item."""
-    return Item(
-        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
-        meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
-              "occurred_ms": d["occurred_ms"]},
-    )
-
-
-def fact_item(f: dict[str, Any]) -> Item:
-    """A knowledge-graph fact as an L2 item (id ``fact:N`` never collides with drawers)."""
-    text = f"{f['subject']} {f['predicate']} {f['object']}"
-    return Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
-                level=2, meta={"kind": "fact", "fact_id": f["id"],
-                               "valid_from_ms": f.get("valid_from_ms")})
-
-
-def identity_section(palace: str, text: str) -> Section:
-    """L0: the palace's identity text (no item when it is empty)."""
-    items = [Item(id="identity", text=text, score=1.0, level=0)] if text else []
-    return Section(0, f"Identity of {palace}", items)
-
-
-def essential_section(found: list[dict[str, Any]]) -> Section:
-    """L1: the essential drawers, in importance-then-recency order."""
-    return Section(1, "Essential", [drawer_item(d, 1) for d in found])
+             essential_section(unexpired(cached))]
+    return pack_sections(palace, parts, budget)

@@ -175,12 +175,24 @@ _ALL: tuple[OpSpec, ...] = (
         "wing": _LABEL,
         "room": _LABEL,
         "tags": _TAGS,
-        "levels": Arg("intlist", default=[0, 1, 2, 3], max_len=4, min=0, max=3),
+        "levels": Arg("intlist", default=[0, 2, 3], max_len=4, min=0, max=3),
         "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
         "deep": Arg("bool", default=False),
         "include_superseded": Arg("bool", default=False),
     }, palace=_R, read_only=True, retry=SAFE,
-        doc="Ranked drawers, rooms, mode, and L0-L3 sections packed into `budget`."),
+        doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`), "
+            "rooms, mode, and the hits then L0/L2/L3 sections packed into `budget` (L1 only "
+            "when in `levels`)."),
+    OpSpec("memory.recall_all", {
+        "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
+        "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
+        "wing": _LABEL,
+        "room": _LABEL,
+        "tags": _TAGS,
+        "include_superseded": Arg("bool", default=False),
+    }, read_only=True, retry=SAFE,
+        doc="Recall across every palace: the best `top_k` drawers of all of them by 0-1 "
+            "relevance, each with its `palace`; `skipped` palaces that failed."),
     OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
            palace=_R, read_only=True, retry=SAFE,
            doc="L0 identity and L1 essential drawers packed into `budget`."),

@@ -82,10 +82,12 @@ def test_budgeted_recall_json_stays_within_budget(shared_daemon: DaemonProc, pal
     assert res["budget"] == 200
     assert 0 < res["tokens_used"] <= 200
     assert res["tokenizer"] == {"name": "cl100k_base", "exact": True}
-    assert [s["level"] for s in res["sections"]] == sorted({s["level"] for s in res["sections"]})
-    assert {s["level"] for s in res["sections"]} <= {0, 1, 3}
-    assert res["sections"][0]["level"] == 0
-    assert res["sections"][0]["items"][0]["text"] == IDENTITY
+    # The hits come first (no level, each with its 0-1 relevance), then the levels asked for.
+    hits, *levels = res["sections"]
+    assert hits["level"] is None and hits["title"] == "Best matches"
+    assert all(0 <= i["score"] <= 1 for i in hits["items"])
+    assert [s["level"] for s in levels] == [0, 1, 3][: len(levels)]
+    assert levels[0]["items"][0]["text"] == IDENTITY
     # The texts alone (without the headings and per-item overheads) fit the reported usage.
     assert sum(tokenizer.count(t) for t in _texts(res)) <= res["tokens_used"]
     assert any("nightly at 02:00" in r["text"] for r in res["results"])
@@ -102,21 +104,22 @@ def test_recall_never_exceeds_small_budgets(shared_daemon: DaemonProc, palace: s
 
 def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str) -> None:
     res = shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
-                            "--budget", "200", "--levels", "0,1,3")
+                            "--budget", "200", "--levels", "0,1,3", "--top-k", "3")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == f"## L0 Identity of {palace}"
-    assert lines[1] == IDENTITY
+    assert lines[0] == "## Best matches"
+    assert re.match(r"^\[\d+\] general/[a-z]+  score=[01]\.\d{3}  \S", lines[1]), lines[1]
+    at = lines.index(f"## L0 Identity of {palace}")
+    assert lines[at + 1] == IDENTITY
     assert "## L1 Essential" in lines
     drawer_lines = [ln for ln in lines if ln.startswith("[")]
     assert drawer_lines and all(re.match(r"^\[\d+\] general/[a-z]+  \S", ln)
                                 for ln in drawer_lines)
-    assert any("port 5433" in ln for ln in drawer_lines)
+    assert any("nightly at 02:00" in ln for ln in drawer_lines[:3])
     footer = FOOTER.match(lines[-1])
     assert footer, lines[-1]
     used, budget, name, _ = footer.groups()
     assert int(used) <= int(budget) == 200 and name == "cl100k_base"
-    assert "score=" not in res.stdout
 
 
 def test_plain_recall_keeps_the_ranked_list(shared_daemon: DaemonProc, palace: str) -> None:
@@ -146,8 +149,9 @@ def test_recall_levels_are_validated(shared_daemon: DaemonProc, palace: str) -> 
 def test_deep_recall_shows_level_three(shared_daemon: DaemonProc, palace: str) -> None:
     res = _json(shared_daemon.cli("recall", "tax service timeout", "--palace", palace,
                                   "--levels", "3", "--deep", "--budget", "300", "--json"))
-    assert [s["level"] for s in res["sections"]] == [3]
-    assert any("times out after 3 seconds" in t for t in _texts(res))
+    # L3 is the ranking beyond the hits: this small palace has none, so the hits alone.
+    assert [s["level"] for s in res["sections"]] in ([None], [None, 3])
+    assert any("times out after 3 seconds" in t for t in _texts(res)[:2])
 
 
 # -- palace wake-up -------------------------------------------------------------------------------
@@ -175,17 +179,18 @@ def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: Da
         data = _json(shared_daemon.cli("wake-up", "--palace", name, "--budget", str(budget),
                                        "--json"))
         assert data["tokens_used"] <= budget
-        assert [s["level"] for s in data["sections"]] == [0]
+        assert data["sections"][0]["level"] == 0
         (item,) = data["sections"][0]["items"]
         assert item["truncated"] is True
         assert item["text"].endswith("…")
         assert LONG_IDENTITY.startswith(item["text"][:-1].rstrip())
         assert any(c["id"] == "identity" and c["truncated"] for c in data["cut"])
-    human = shared_daemon.cli("recall", "invoice", "--palace", name, "--budget", "25")
+    # Beside the hits at a small budget: cut to fit, with the marker.
+    human = shared_daemon.cli("recall", "invoice", "--palace", name, "--budget", "45")
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
-    assert lines[0] == f"## L0 Identity of {name}"
-    assert lines[1].startswith("Rule 0:") and lines[1].endswith("…")
+    at = lines.index(f"## L0 Identity of {name}")
+    assert lines[at + 1].startswith("Rule 0:") and lines[at + 1].endswith("…")
 
 
 def test_wake_up_creates_a_missing_palace(shared_daemon: DaemonProc) -> None:
@@ -222,9 +227,9 @@ def test_hook_installed_by_init_runs(shared_daemon: DaemonProc, palace: str) -> 
 
 def test_client_wake_up(shared_daemon: DaemonProc, palace: str) -> None:
     with shared_daemon.client() as c:
-        data = c.wake_up(palace, budget=60)
+        data = c.wake_up(palace, budget=100)
         default = c.wake_up(palace)
-    assert data["budget"] == 60 and data["tokens_used"] <= 60
+    assert data["budget"] == 100 and data["tokens_used"] <= 100
     assert data["sections"][0]["items"][0]["text"] == IDENTITY
     assert default["budget"] == 800 and not default["cut"]
 
@@ -284,7 +289,7 @@ def test_mcp_recall_with_budget_and_levels(bridge: Bridge, palace: str) -> None:
     tokens = re.search(r"(\d+) tokens", head)
     assert tokens and int(tokens.group(1)) <= 120, head
     assert f"## L0 · Identity of {palace}" in text and IDENTITY in text
-    assert "## L3 · Deep search" in text and "500 EUR" in text
+    assert text.index("## Best matches") < text.index("## L0 ·") and "500 EUR" in text
     assert "## L1" not in text
     failed, text = bridge.tool("recall", {"query": "x", "levels": [9]})
     assert failed and "INVALID_ARGS" in text
@@ -299,3 +304,45 @@ def test_mcp_wake_up(bridge: Bridge, palace: str) -> None:
     assert tokens and int(tokens.group(1)) <= 100, head
     assert IDENTITY in text and "Postgres 16 on port 5433" in text
     assert text.index("## L0") < text.index("## L1")
+
+
+# -- relevance floor (real model) -----------------------------------------------------------------
+def test_nothing_relevant_says_so_in_one_line(shared_daemon: DaemonProc, palace: str) -> None:
+    res = _json(shared_daemon.cli("recall", "nonexistentwordxyz", "--palace", palace, "--json"))
+    assert res["mode"] == "hybrid" and res["floor"] > 0
+    assert res["nothing_relevant"] is True
+    assert all(r["below_floor"] and 0 <= r["score"] < res["floor"] for r in res["results"])
+    human = shared_daemon.cli("recall", "nonexistentwordxyz", "--palace", palace)
+    assert human.returncode == 0, human.stderr
+    first = human.stdout.splitlines()[0]
+    assert first == f"nothing relevant in palace {palace} for: nonexistentwordxyz"
+    good = _json(shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
+                                   "--json"))
+    assert good["nothing_relevant"] is False
+    best = good["results"][0]
+    assert "nightly at 02:00" in best["text"]
+    assert good["floor"] <= best["score"] <= 1 and best["below_floor"] is False
+
+
+def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
+                                                                   palace: str) -> None:
+    failed, text = bridge.tool("recall", {"query": "when are invoices generated?"})
+    assert not failed, text
+    body = text.split("\n", 2)[2]
+    assert body.startswith("## Best matches\n- #") and "nightly at 02:00" in body.split("\n")[2]
+    assert body.index("## Best matches") < body.index("## L0")
+    assert "## L1" not in text  # the essentials belong to wake_up
+    failed, text = bridge.tool("recall", {"query": "nonexistentwordxyz"})
+    assert not failed, text
+    assert f"nothing relevant in palace {palace} for: nonexistentwordxyz" in text.splitlines()[2]
+
+
+def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None:
+    res = _json(shared_daemon.cli("recall", "when are invoices generated?", "--all", "--json"))
+    assert palace in res["palaces"]
+    best = res["results"][0]
+    # Every palace of this module holds the same drawers: the best is one of theirs.
+    assert best["palace"].startswith("cli-recall-") and "nightly at 02:00" in best["text"]
+    human = shared_daemon.cli("recall", "when are invoices generated?", "--all", "-k", "2")
+    assert human.returncode == 0, human.stderr
+    assert re.match(r"^cli-recall-\d+ \[\d+\] general/\w+  score=", human.stdout.splitlines()[0])

@@ -34,7 +34,8 @@ def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon) -> No
         assert ids[0] == crit and low in ids
         # Recall's L1 comes from the same cache and sees the write too.
         res = c.recall_ex(name, "lunch", levels=[1], budget=500)
-        assert _section(res, 1)[0]["items"][0]["id"] == crit
+        shown = [i["id"] for s in res["sections"] for i in s["items"]]
+        assert crit in shown and low in shown  # each once: a hit is not repeated in L1
         c.forget(name, crit)
         third = c.call("memory.wake_up", name, {"budget": 500})
         assert [i["id"] for i in _section(third, 1)[0]["items"]] == [low]
@@ -52,19 +53,16 @@ def test_closets_narrow_l2(inproc: InProcDaemon) -> None:
         c.remember(name, "The data team meets on Tuesdays", room="people")
         res = c.recall_ex(name, "who gets paged for KafkaConsumer lag?", top_k=3,
                           levels=[2, 3], budget=1000)
-        l2 = _section(res, 2)
-        assert l2, res["sections"]
-        l2_ids = [i["id"] for i in l2[0]["items"] if isinstance(i["id"], int)]
-        # Only the drawer filed under the closet the query names is in L2 ...
-        assert l2_ids == [kafka]
-        # ... while L3 (deep) still ranks the rest of the palace (no repeats across levels).
-        l3 = _section(res, 3)
-        l3_ids = [i["id"] for i in l3[0]["items"]] if l3 else []
-        assert kafka not in l3_ids and len(l3_ids) >= 1
+        # The drawer filed under the closet the query names is the best hit, shown first ...
+        hits = res["sections"][0]
+        assert hits["level"] is None and hits["items"][0]["id"] == kafka
+        # ... and no drawer is repeated in L2 or L3.
+        ids = [i["id"] for s in res["sections"] for i in s["items"]]
+        assert len(ids) == len(set(ids))
         # A room named in the query narrows L2 to that room.
         res = c.recall_ex(name, "what is in people", top_k=3, levels=[2], budget=1000)
         rooms = {i["room"] for s in _section(res, 2) for i in s["items"] if "room" in i}
-        assert rooms == {"people"}
+        assert rooms <= {"people"}
 
 
 def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon) -> None:
@@ -76,8 +74,8 @@ def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon) -> None:
         for budget in (0, 5, 40, 120, 700, 3000):
             res = c.recall_ex(name, "release train", top_k=20, budget=budget, deep=True)
             assert res["tokens_used"] <= budget
-            if budget >= 40:
-                assert res["sections"][0]["level"] == 0
+            if budget >= 40:  # the hits first
+                assert res["sections"][0]["level"] is None
         res = c.recall_ex(name, "release train", top_k=20, budget=120, deep=True)
         assert res["cut"], "a small budget must report what was cut"
         ids = [i["id"] for s in res["sections"] for i in s["items"]]
@@ -105,4 +103,24 @@ def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon) 
         later = c.wake_up(name, budget=500)
         assert short not in [i["id"] for i in _section(later, 1)[0]["items"]]
         res = c.recall_ex(name, "note", levels=[1], budget=500)
-        assert short not in [i["id"] for i in _section(res, 1)[0]["items"]]
+        assert short not in [i["id"] for sec in _section(res, 1) for i in sec["items"]]
+
+
+def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon
+                                                                   ) -> None:
+    d = inproc
+    name = _palace(d)
+    with d.client() as c:
+        c.remember_many(name, [{"text": f"release train note {i}: " + "the rollback plan " * 30}
+                               for i in range(30)])
+        c.remember(name, "Rules of the release train", importance="critical")
+        for budget in (120, 200):
+            res = c.recall_ex(name, "release train rollback", budget=budget, deep=True,
+                              levels=[0, 1, 3])
+            assert res["tokens_used"] <= budget
+            levels = [s["level"] for s in res["sections"]]
+            assert levels == [None, 0, 1, 3], (budget, levels)
+            # The hits' first item comes whole or cut with the marker; nothing is repeated.
+            ids = [i["id"] for s in res["sections"] for i in s["items"]]
+            assert len(ids) == len(set(ids))
+            assert any(c["truncated"] for c in res["cut"])

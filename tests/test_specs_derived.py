@@ -156,7 +156,8 @@ CLI_NOT_OPS = {"mcp", "init"}
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
-CLI_ONLY = {"palace", "as_json", "yes", "name"}
+# ("all_palaces": `recall --all` sends memory.recall_all instead.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
@@ -237,7 +238,8 @@ CLIENT_OPS: dict[str, str] = {
     "list_palaces": "palace.list", "palace_info": "palace.info", "reembed": "palace.reembed",
     "remember": "memory.remember", "remember_ex": "memory.remember",
     "remember_many": "memory.remember_many", "recall": "memory.recall",
-    "recall_ex": "memory.recall", "wake_up": "memory.wake_up", "get": "memory.get",
+    "recall_ex": "memory.recall", "recall_all": "memory.recall_all",
+    "wake_up": "memory.wake_up", "get": "memory.get",
     "forget": "memory.forget", "drawers": "memory.list",
     "status": "daemon.status", "stop_daemon": "daemon.stop",
     "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",

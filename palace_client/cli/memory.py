@@ -159,19 +159,28 @@ def recall(
     levels: str | None = op_option(
         "memory.recall", "levels", "--levels", default=None, ranged=False,
         help="Context levels, comma list of 0-3: 0 identity, 1 essential, "
-        "2 where the query points, 3 deep search.", unset="all"),
+        "2 where the query points, 3 deep search.",
+        unset=",".join(map(str, op_arg("memory.recall", "levels").default))),
     deep: bool = op_option("memory.recall", "deep", "--deep",
                            help="Always include L3 deep search."),
     include_superseded: bool = op_option(
         "memory.recall", "include_superseded", "--include-superseded",
         help="Also return drawers replaced by newer ones."),
+    all_palaces: bool = typer.Option(
+        False, "--all", help="Search every palace (memory.recall_all): the best drawers of "
+        "all of them by relevance, each with its palace; no context sections."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Search a palace (hybrid keyword + semantic).
 
-    Prints the ranked drawers; with --budget, --levels or --deep prints the packed L0-L3
-    context sections and the tokens they use instead.
+    Prints the ranked drawers with their 0-1 relevance (score); with --budget, --levels or
+    --deep prints the packed context instead: the hits first, then the L0/L2/L3 sections (L1
+    only when --levels names it), and the tokens they use. A recall with nothing above the
+    relevance floor says so in one line.
     """
+    if all_palaces:
+        _recall_all(query, top_k, wing, room, tag, include_superseded, as_json)
+        return
     name = need_palace(palace, as_json)
     extra: dict[str, Any] = {}
     if budget is not None:
@@ -192,14 +201,33 @@ def recall(
     def human(r: dict[str, Any]) -> None:
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
+        if r.get("nothing_relevant"):
+            typer.echo(render.nothing_relevant(name, query))
         if packed:
             echo_lines(render.cli_sections(list(r.get("sections") or [])))
             typer.echo(render.cli_footer(r))
             return
-        if not r["results"]:
-            typer.echo("nothing found")
         for d in r["results"]:
             echo_lines(render.cli_drawer(d, score=True))
+
+    emit(res, as_json, human)
+
+
+def _recall_all(query: str, top_k: int, wing: str | None, room: str | None, tags: list[str],
+                include_superseded: bool, as_json: bool) -> None:
+    """``palace recall --all``: one ``memory.recall_all`` request, printed like a recall."""
+    extra = {"include_superseded": True} if include_superseded else {}
+    with client(as_json) as c:
+        res = c.recall_all(query, top_k=top_k, wing=wing, room=room, tags=tags, **extra)
+
+    def human(r: dict[str, Any]) -> None:
+        if r.get("nothing_relevant"):
+            typer.echo(f"nothing relevant in any palace for: {query}")
+        for d in r["results"]:
+            head, *rest = render.cli_drawer(d, score=True)
+            echo_lines([f"{d['palace']} {head}", *rest])
+        for s in r.get("skipped") or []:
+            typer.echo(f"(skipped {s['palace']}: {s['error']}: {s['message']})", err=True)
 
     emit(res, as_json, human)
 

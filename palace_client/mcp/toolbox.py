@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from palace_client.render import (
     format_time,
+    nothing_relevant,
     render_fact,
     render_facts,
     render_items,
@@ -203,7 +204,10 @@ class Toolbox:
         if sections and successor:
             sections = [{**s, "items": [{"superseded_by": successor.get(i.get("id")), **i}
                                         for i in s.get("items") or []]} for s in sections]
-        if sections and any(s.get("items") for s in sections):
+        if result.get("nothing_relevant"):
+            body = [nothing_relevant(self.palace, query)]
+            body += render_sections([s for s in sections or [] if s.get("items")], self.compact)
+        elif sections and any(s.get("items") for s in sections):
             body = render_sections(sections, self.compact)
         elif results:
             body = render_items(results, self.compact)

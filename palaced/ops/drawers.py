@@ -1,4 +1,5 @@
-"""Handlers of the drawer ops: remember, remember_many, recall, wake_up, get, forget, list."""
+"""Handlers of the drawer ops: remember, remember_many, recall, recall_all, wake_up, get,
+forget, list."""
 
 from __future__ import annotations
 
@@ -73,6 +74,40 @@ async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
     req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
                         budget=int(args["budget"]), deep=bool(args["deep"]))
     return (await recall.recall(p, req)).to_wire()
+
+
+async def op_recall_all(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                        ) -> dict[str, Any]:
+    """Rank every palace for the query and merge by relevance (one scale for all palaces).
+
+    A palace that cannot be opened or searched (damaged, needs a reembed...) is listed in
+    ``skipped`` with its error instead of failing the whole recall.
+    """
+    query = check_query(args["query"])
+    filters = filters_from_args(args)
+    if args["include_superseded"]:
+        filters = replace(filters, include_superseded=True)
+    top_k = int(args["top_k"])
+    req = RecallRequest(query=query, top_k=top_k, filters=filters, levels=(), budget=0)
+    merged: list[dict[str, Any]] = []
+    searched: list[str] = []
+    skipped: list[dict[str, Any]] = []
+    modes: set[str] = set()
+    for name in ctx.registry.names():
+        try:
+            found = await recall.recall(await ctx.registry.get(name), req)
+        except PalaceError as exc:
+            skipped.append({"palace": name, "error": exc.name, "message": exc.message})
+            continue
+        searched.append(name)
+        modes.add("hybrid" if found.hybrid else "keyword")
+        merged += [{**r, "palace": name} for r in found.results]
+    # Relevance first; the fused rank score (per palace) breaks ties.
+    merged.sort(key=lambda r: (-float(r["score"]), -float(r["rank_score"])))
+    results = merged[:top_k]
+    return {"results": results, "palaces": searched, "skipped": skipped,
+            "mode": "hybrid" if modes == {"hybrid"} else "keyword" if modes else "hybrid",
+            "nothing_relevant": not any(not r["below_floor"] for r in results)}
 
 
 async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]

@@ -74,6 +74,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.remember", drawers.op_remember),
     ("memory.remember_many", drawers.op_remember_many),
     ("memory.recall", drawers.op_recall),
+    ("memory.recall_all", drawers.op_recall_all),
     ("memory.wake_up", drawers.op_wake_up),
     ("memory.get", drawers.op_get),
     ("memory.forget", drawers.op_forget),
