@@ -250,11 +250,15 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
             return None
         d = dict(d)
         lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
-        cos = (vec if vec is not None else pool_low) if qvec is not None else None
+        # A drawer still waiting for its vectors (stored before the model loaded) has no
+        # cosine yet: judge it by its words alone, as keyword-only mode does.
+        unembedded = not d.get("embedded", True)
+        cos = (vec if vec is not None else pool_low) if qvec is not None and (
+            not unembedded) else None
         rel = relevance.relevance(str(d["text"]), terms, cos)
         d = relevance.shorten(d, terms)
         d["score"] = round(rel, 6)
-        d["below_floor"] = rel < floor
+        d["below_floor"] = rel < (floor if cos is not None else relevance.floor_for(False))
         d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
         d["lexical"] = None if lex is None else round(lex, 6)
         d["vector"] = None if vec is None else round(vec, 6)

@@ -31,7 +31,8 @@ FLOOR_KEYWORD = 0.0
 EXCERPT_CHARS = 600  # a drawer longer than this is shown as the passage around the match
 MAX_WINDOWS = 400  # passages tried per drawer
 
-_WORD = re.compile(r"[\w-]+", re.UNICODE)
+# The keyword index's own word boundaries (store.search): "squash-merge" is two words there.
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def _stem(term: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from palaced.relevance import EXCERPT_CHARS, coverage, excerpt, relevance, shorten
 from tests.inproc import InProcDaemon
 
@@ -61,3 +63,10 @@ def test_recall_all_ranks_every_palace_on_one_scale(inproc: InProcDaemon) -> Non
         assert res["nothing_relevant"] is False
         res = c.recall_all("release trains", top_k=1)
         assert [(r["palace"], r["id"]) for r in res["results"]] == [("all-b", b)]
+
+
+def test_coverage_splits_words_as_the_keyword_index_does() -> None:
+    # FTS5 indexes "squash-merge" as two words; coverage must see the same words, or a drawer
+    # the keyword search found for "merge" would score 0 and be flagged under the floor.
+    text = "We decided to squash-merge feature branches to keep main linear"
+    assert coverage(text, ["merge", "strategy", "pick"]) == pytest.approx(1 / 3)
