@@ -176,6 +176,13 @@ def query_entities(query: str) -> list[str]:
     return [c.topic for c in sorted(found, key=lambda c: c.first)]
 
 
+def spelled(query: str, name: str) -> str:
+    """``name`` (a key of :func:`query_entities`) as ``query`` spells it ("Caroline")."""
+    words = [re.escape(w) for w in name.split()]
+    m = re.search(r"(?<!\w)" + r"\s+".join(words), query, re.IGNORECASE) if words else None
+    return m.group() if m else name
+
+
 def _salience(c: _Candidate, text_len: int) -> float:
     weight = _KIND_WEIGHT[c.kind]
     length_bonus = 0.25 * min(len(c.topic), 12) / 12
