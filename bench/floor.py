@@ -13,8 +13,23 @@ floor ``f``:
   relevant" when its best turn there is under ``f``. Reported overall and per pair of
   conversations (the spread).
 
-The chosen floor is the highest on the grid that drops at most ``--max-drop`` (2 %) of gold
-hits. The rule is general (one number on an absolute scale), never tuned per question.
+Each is measured with the floor alone (``none``) and combined with a rule on the names the
+question asks about (``palaced.topics.query_entities``: "Caroline", "Postgres", "config.py"),
+looked up in the palace: the question answers "nothing relevant" (and all its gold hits count
+as flagged) when the rule fires, whatever the floor. Variants:
+
+* ``all/fts``, recall's rule: fires when the question names something and *no* name is
+  mentioned by any turn, looked up with the daemon's own ``store.search.mentioned`` (FTS5 on
+  an in-memory ``drawers_fts``: case-insensitive, Porter-stemmed, so possessives and plurals
+  fold);
+* ``any/fts``: fires when *some* name is not mentioned;
+* ``all/exact``: as ``all``, whole lower-case words without stemming;
+* ``all/case``: as ``all``, whole words spelled as in the question (case-sensitive).
+
+Per variant the chosen floor is the highest on the grid that drops at most ``--max-drop``
+(2 %) of gold hits; per-conversation rates are printed at it and at the daemon's 0.275. The
+rules are general (one number on an absolute scale; names looked up as they are), never
+tuned per question.
 
     python bench/floor.py [--data PATH] [--model-dir DIR] [--max-drop 0.02] [--json out.json]
 """
