@@ -375,3 +375,17 @@ def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None
     human = shared_daemon.cli("recall", "when are invoices generated?", "--all", "-k", "2")
     assert human.returncode == 0, human.stderr
     assert re.match(r"^cli-recall-\d+ \[\d+\] general/\w+  score=", human.stdout.splitlines()[0])
+
+
+def test_unknown_names_hold_in_keyword_only_mode(keyword_daemon: DaemonProc) -> None:
+    keyword_daemon.cli("create", "kw", check=True)
+    keyword_daemon.cli("remember", "Alice owns the payment gateway integration with Stripe.",
+                       "--palace", "kw", check=True)
+    res = _json(keyword_daemon.cli("recall", "What did Caroline say about the payment gateway?",
+                                   "--palace", "kw", "--json"))
+    assert res["mode"] == "keyword" and res["floor"] == 0
+    assert res["nothing_relevant"] is True and res["unknown_names"] == ["Caroline"]
+    assert all(r["below_floor"] for r in res["results"])
+    res = _json(keyword_daemon.cli("recall", "What did Alice say about the payment gateway?",
+                                   "--palace", "kw", "--json"))
+    assert res["nothing_relevant"] is False and res["results"][0]["below_floor"] is False
