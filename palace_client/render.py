@@ -13,7 +13,7 @@ purpose:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -326,9 +326,13 @@ def excerpt_note(item: Mapping[str, Any]) -> str | None:
     return f"… (excerpt: {size}`palace get {item.get('id')}` for all)"
 
 
-def nothing_relevant(palace: str, query: str) -> str:
-    """The one line a recall with no drawer above the relevance floor answers."""
-    return f"nothing relevant in palace {palace} for: {query}"
+def nothing_relevant(palace: str, query: str, unknown: Sequence[str] | None = None) -> str:
+    """The one line a recall with no drawer above the relevance floor answers; with the
+    names the query asks about that no drawer mentions (``unknown_names``), says which."""
+    line = f"nothing relevant in palace {palace} for: {query}"
+    if unknown:
+        line += f" (no drawer mentions {' or '.join(unknown)})"
+    return line
 
 
 def cli_footer(result: Mapping[str, Any]) -> str:

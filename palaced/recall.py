@@ -45,7 +45,8 @@ from palaced.sections import (
 )
 from palaced.store import drawers
 from palaced.store.graph_walk import facts_matching
-from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms
+from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms, mentioned
+from palaced.topics import query_entities, spelled
 
 L1_SIZE = 15
 FACTS_IN_L2 = 5
@@ -71,7 +72,8 @@ class RecallResult:
     fused ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are
     ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only;
     ``floor`` is the relevance floor applied (0: none) and ``nothing_relevant`` is true when
-    no drawer reached it.
+    no drawer reached it, or when the query names things no drawer mentions
+    (``unknown_names``, as the query spells them; see ``_unknown_names``).
     """
 
     results: list[dict[str, Any]]
@@ -81,6 +83,7 @@ class RecallResult:
     sections: Sections
     floor: float = 0.0
     nothing_relevant: bool = False
+    unknown_names: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         """The ``memory.recall`` response."""
@@ -91,6 +94,8 @@ class RecallResult:
             "floor": self.floor,
             "nothing_relevant": self.nothing_relevant,
         }
+        if self.unknown_names:
+            out["unknown_names"] = list(self.unknown_names)
         if self.notice is not None:
             out["notice"] = self.notice
         out.update(self.sections.to_wire())
@@ -139,6 +144,7 @@ class _Gathered:
     facts: list[dict[str, Any]]
     l1: list[dict[str, Any]] | None
     identity: str | None
+    known_names: set[str]
 
 
 def choose_levels(ranking: search.Ranking, req: RecallRequest
@@ -211,6 +217,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     l1_cached = caches.l1_valid(counter) if 1 in levels else None
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
+    names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
 
     def run(c: apsw.Connection) -> _Gathered:
@@ -231,7 +238,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         l1 = drawers.essential(c, L1_SIZE, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
         identity = read_identity(identity_path) if 0 in levels else None
-        return _Gathered(ranking, rows, top, l2_ids, l3_ids, facts, l1, identity)
+        return _Gathered(ranking, rows, top, l2_ids, l3_ids, facts, l1, identity,
+                         mentioned(c, names))
 
     got = await palace.read(run)
     ranking = got.ranking
@@ -241,6 +249,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
+    unknown = _unknown_names(req.query, names, got.known_names)
     # A drawer outside the vector pool is no closer than the pool's farthest.
     pool_low = min(ranking.vector.values()) if ranking.vector else None
 
@@ -258,7 +267,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         rel = relevance.relevance(str(d["text"]), terms, cos)
         d = relevance.shorten(d, terms)
         d["score"] = round(rel, 6)
-        d["below_floor"] = rel < (floor if cos is not None else relevance.floor_for(False))
+        d["below_floor"] = bool(unknown) or rel < (
+            floor if cos is not None else relevance.floor_for(False))
         d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
         d["lexical"] = None if lex is None else round(lex, 6)
         d["vector"] = None if vec is None else round(vec, 6)
@@ -286,8 +296,23 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         notice=None if qvec is not None else keyword_reason(palace),
         sections=pack_sections(palace, parts, req.budget),
         floor=floor,
-        nothing_relevant=not any(not r["below_floor"] for r in results),
+        nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
+        unknown_names=unknown,
     )
+
+
+def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, ...]:
+    """The query's names, as it spells them, when it names something and no drawer mentions
+    any of them (then nothing in the palace is about the query); else ().
+
+    One known name is enough to let the relevance floor decide: "Caroline's trip to Paris"
+    is worth answering from a palace that knows Caroline but not Paris.
+    """
+    if not names or known:
+        return ()
+    # "Caroline Smith" stands for its words "caroline" and "smith" too.
+    inside = {w for n in names if " " in n for w in n.split()}
+    return tuple(dict.fromkeys(spelled(query, n) for n in names if n not in inside))
 
 
 def _lexical(palace: Palace, caches: _Caches, req: RecallRequest

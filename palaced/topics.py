@@ -159,6 +159,30 @@ def query_topics(query: str, *, limit: int = QUERY_LIMIT) -> list[str]:
     return extract_topics(query, limit=limit)
 
 
+ENTITY_KINDS = frozenset({"identifier", "hashtag", "name", "proper"})
+
+
+def query_entities(query: str) -> list[str]:
+    """The named things ``query`` asks about, as normalised keys in query order.
+
+    The identifiers, hashtags, multiword names and single capitalised words (not at a
+    sentence start, not question or function words) of :func:`extract_topics`' rules; plain
+    keywords and quoted phrases are not names. "What did Caroline's sister research?" gives
+    ``["caroline"]``. Never raises.
+    """
+    if not query:
+        return []
+    found = [c for c in _candidates(query).values() if c.kind in ENTITY_KINDS]
+    return [c.topic for c in sorted(found, key=lambda c: c.first)]
+
+
+def spelled(query: str, name: str) -> str:
+    """``name`` (a key of :func:`query_entities`) as ``query`` spells it ("Caroline")."""
+    words = [re.escape(w) for w in name.split()]
+    m = re.search(r"(?<!\w)" + r"\s+".join(words), query, re.IGNORECASE) if words else None
+    return m.group() if m else name
+
+
 def _salience(c: _Candidate, text_len: int) -> float:
     weight = _KIND_WEIGHT[c.kind]
     length_bonus = 0.25 * min(len(c.topic), 12) / 12

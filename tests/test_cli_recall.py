@@ -324,6 +324,31 @@ def test_nothing_relevant_says_so_in_one_line(shared_daemon: DaemonProc, palace:
     assert good["floor"] <= best["score"] <= 1 and best["below_floor"] is False
 
 
+def test_a_name_the_palace_never_mentions_is_nothing_relevant(shared_daemon: DaemonProc,
+                                                             palace: str) -> None:
+    # A billing project's palace: it knows Alice, never mentions Caroline.
+    q = "What did Caroline say about the payment gateway?"
+    res = _json(shared_daemon.cli("recall", q, "--palace", palace, "--json"))
+    assert res["mode"] == "hybrid" and res["nothing_relevant"] is True
+    assert res["unknown_names"] == ["Caroline"]
+    assert res["results"] and all(r["below_floor"] for r in res["results"])
+    human = shared_daemon.cli("recall", q, "--palace", palace)
+    assert human.returncode == 0, human.stderr
+    assert human.stdout.splitlines()[0] == (
+        f"nothing relevant in palace {palace} for: {q} (no drawer mentions Caroline)")
+    known = _json(shared_daemon.cli("recall", "What did Alice say about the payment gateway?",
+                                    "--palace", palace, "--json"))
+    assert known["nothing_relevant"] is False and "unknown_names" not in known
+    assert "Alice owns the payment gateway" in known["results"][0]["text"]
+    assert known["results"][0]["below_floor"] is False
+    stg = _json(shared_daemon.cli("recall", "what port does staging MySQL use?", "--palace",
+                                  palace, "--json"))
+    assert stg["nothing_relevant"] is True and stg["unknown_names"] == ["MySQL"]
+    pg = _json(shared_daemon.cli("recall", "what port does staging Postgres use?", "--palace",
+                                 palace, "--json"))
+    assert pg["nothing_relevant"] is False and "port 5433" in pg["results"][0]["text"]
+
+
 def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
                                                                    palace: str) -> None:
     failed, text = bridge.tool("recall", {"query": "when are invoices generated?"})
@@ -335,6 +360,10 @@ def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
     failed, text = bridge.tool("recall", {"query": "nonexistentwordxyz"})
     assert not failed, text
     assert f"nothing relevant in palace {palace} for: nonexistentwordxyz" in text.splitlines()[2]
+    failed, text = bridge.tool("recall", {"query": "Where does Caroline work?"})
+    assert not failed, text
+    assert (f"nothing relevant in palace {palace} for: Where does Caroline work? "
+            "(no drawer mentions Caroline)") in text.splitlines()[2]
 
 
 def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None:
@@ -346,3 +375,17 @@ def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None
     human = shared_daemon.cli("recall", "when are invoices generated?", "--all", "-k", "2")
     assert human.returncode == 0, human.stderr
     assert re.match(r"^cli-recall-\d+ \[\d+\] general/\w+  score=", human.stdout.splitlines()[0])
+
+
+def test_unknown_names_hold_in_keyword_only_mode(keyword_daemon: DaemonProc) -> None:
+    keyword_daemon.cli("create", "kw", check=True)
+    keyword_daemon.cli("remember", "Alice owns the payment gateway integration with Stripe.",
+                       "--palace", "kw", check=True)
+    res = _json(keyword_daemon.cli("recall", "What did Caroline say about the payment gateway?",
+                                   "--palace", "kw", "--json"))
+    assert res["mode"] == "keyword" and res["floor"] == 0
+    assert res["nothing_relevant"] is True and res["unknown_names"] == ["Caroline"]
+    assert all(r["below_floor"] for r in res["results"])
+    res = _json(keyword_daemon.cli("recall", "What did Alice say about the payment gateway?",
+                                   "--palace", "kw", "--json"))
+    assert res["nothing_relevant"] is False and res["results"][0]["below_floor"] is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +11,9 @@ from palaced.topics import (
     extract_topics,
     fold_plural,
     normalize_topic,
+    query_entities,
     query_topics,
+    spelled,
 )
 
 
@@ -84,3 +87,30 @@ def test_never_raises_and_keys_are_normalised(text: str, limit: int) -> None:
     assert len(set(topics)) == len(topics)
     for topic in topics:
         assert topic and topic == topic.strip() and topic == normalize_topic(topic)
+
+
+# -- the names a query asks about (recall's "nothing relevant" rule) ---------------------------
+@pytest.mark.parametrize(("query", "names"), [
+    ("What did Caroline research?", ["caroline"]),
+    ("What is Caroline's identity?", ["caroline"]),  # possessive folded
+    ("what port does staging Postgres use?", ["postgres"]),
+    ("When did Melanie paint a sunrise?", ["melanie"]),
+    ("Where did Caroline Smith move from?", ["caroline smith", "caroline", "smith"]),
+    ("What LGBTQ events has Caroline joined?", ["lgbtq", "caroline"]),
+    ("How does parse_config in config.py treat Python 3.11?",
+     ["parse_config", "config.py", "python 3.11", "python"]),
+    ("Which HTTPServer handles v1.2.3 requests?", ["httpserver", "v1.2.3"]),
+    # Question words, sentence openers, weekdays and months are not names.
+    ("What did we decide about the deploy schedule?", []),
+    ("Where do I put the logs? Friday is fine.", []),
+    ("Would she pursue writing in May?", []),
+    ("", []),
+])
+def test_query_entities(query: str, names: list[str]) -> None:
+    assert query_entities(query) == names
+
+
+def test_spelled_gives_the_name_as_the_query_writes_it() -> None:
+    assert spelled("What is caroline SMITH's job", "caroline smith") == "caroline SMITH"
+    assert spelled("What did Caroline's sister say", "caroline") == "Caroline"
+    assert spelled("nothing here", "caroline") == "caroline"

@@ -202,7 +202,7 @@ def recall(
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
         if r.get("nothing_relevant"):
-            typer.echo(render.nothing_relevant(name, query))
+            typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
         if packed:
             echo_lines(render.cli_sections(list(r.get("sections") or [])))
             typer.echo(render.cli_footer(r))

@@ -205,7 +205,8 @@ class Toolbox:
             sections = [{**s, "items": [{"superseded_by": successor.get(i.get("id")), **i}
                                         for i in s.get("items") or []]} for s in sections]
         if result.get("nothing_relevant"):
-            body = [nothing_relevant(self.palace, query)]
+            body = [nothing_relevant(self.palace, query,
+                                     result.get("unknown_names"))]
             body += render_sections([s for s in sections or [] if s.get("items")], self.compact)
         elif sections and any(s.get("items") for s in sections):
             body = render_sections(sections, self.compact)

@@ -44,6 +44,24 @@ def fts_match(terms: Sequence[str], *, prefix: bool = False) -> str | None:
     return " OR ".join('"' + t.replace('"', '""') + '"' + star for t in terms)
 
 
+def mentioned(conn: apsw.Connection, names: Sequence[str]) -> set[str]:
+    """The ``names`` some drawer's text mentions (an FTS5 phrase query each, column ``text``).
+
+    Matching is the full-text index's: case-insensitive, Porter-stemmed ("Caroline's" and
+    "carolines" find "caroline"), a multiword name as a phrase. A few index lookups: well
+    under a millisecond each at 10k drawers.
+    """
+    found: set[str] = set()
+    for name in names:
+        phrase = fts_match([name])
+        if phrase is None or not conn.execute(
+                "SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT 1",
+                ("{text} : " + phrase,)).fetchall():
+            continue
+        found.add(name)
+    return found
+
+
 # bm25 column weights: drawer text, neighbour context, date words. Measured on LoCoMo dev
 # (turn R@5, context ±1): no context .653, context 0.35 .706, 0.5 .712; dates 0 -> 0.6:
 # .689 -> .706. With context ±2, 0.4 balances R@1 (.401) against R@5/R@10 (.730/.823).
