@@ -467,6 +467,10 @@ def test_wake_up_forget_list() -> None:
     assert wake.index("fact number 2") < wake.index("fact number 0")
     listing = text_of(call_tool(bridge, "list_drawers", {"limit": 2}))
     assert "Drawers 1-2 of 3" in listing and "offset=2" in listing
+    # A long drawer is listed as its start, never whole: get has all of it.
+    call_tool(bridge, "remember", {"text": "long memo " + "word " * 40_000})
+    listing = text_of(call_tool(bridge, "list_drawers", {"limit": 1}))
+    assert len(listing) < 2_000 and "palace get" in listing, listing[:300]
     assert text_of(call_tool(bridge, "forget", {"id": 2})) == "Forgot drawer #2 in palace 'proj'."
     missing = call_tool(bridge, "forget", {"id": 2})
     assert missing["isError"] is True

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palace_client.render import (
+    excerpt,
     format_time,
     nothing_relevant,
     render_fact,
@@ -278,7 +279,7 @@ class Toolbox:
                  f"'{self.palace}', newest first"]
         if not self.compact:
             lines.append("")
-        lines.extend(render_items(drawers, self.compact))
+        lines.extend(render_items([_cut(d) for d in drawers], self.compact))
         if result.get("next_offset") is not None:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
@@ -374,3 +375,19 @@ class Toolbox:
     def _unknown_entity(self, name: str) -> str:
         return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "
                 "(record facts about it with kg_assert).")
+
+
+LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
+
+
+def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
+    """``drawer`` with a long text cut to its start and marked as an excerpt (``get`` has all).
+
+    A listing is for finding drawers; a 200k-character text printed whole would fill the
+    agent's context with one memory.
+    """
+    text = str(drawer.get("text", ""))
+    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
+    if start is None:
+        return drawer
+    return {**drawer, "text": start, "excerpt": True, "chars": len(text)}
