@@ -204,7 +204,11 @@ def spawn_daemon(paths: Paths) -> None:
     daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
     log: IO[bytes] | int
     try:
-        log = open(paths.log_file, "ab")  # closed below, once the launcher is done
+        # 0600 like everything of the daemon's (it would tighten a 0644 log and say so);
+        # no symlink is followed. Closed below, once the launcher is done.
+        fd = os.open(paths.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
+                     0o600)
+        log = os.fdopen(fd, "ab")
     except OSError:
         log = subprocess.DEVNULL  # start it anyway; only its early stderr is lost
     try:

@@ -327,6 +327,22 @@ def test_new_install_is_private_whatever_the_umask(home: Path) -> None:
         d.stop()
 
 
+def test_an_auto_started_install_has_nothing_to_tighten(home: Path) -> None:
+    # The client that auto-starts the daemon creates its log (for the daemon's early stderr):
+    # 0600 too, so a fresh install never reports a tightening it caused itself.
+    env = base_env(home / "auto", model=False)
+    res = subprocess.run([sys.executable, "-m", "palace_client", "status", "--json"], env=env,
+                         capture_output=True, text=True, timeout=60,
+                         preexec_fn=lambda: os.umask(0o022))
+    d = DaemonProc(home / "auto", env)
+    try:
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["tightened"] == {"count": 0, "paths": []}
+        assert _mode(home / "auto" / "state" / "palaced.log") == 0o600
+    finally:
+        d.stop()
+
+
 def test_existing_install_is_tightened_on_start_and_status_says_so(home: Path) -> None:
     d = _start(home)
     try:
