@@ -137,14 +137,14 @@ class _Gathered:
     """What recall's one read hop brings back from the worker thread."""
 
     ranking: search.Ranking
-    rows: dict[int, dict[str, Any]]
+    shown: dict[int, dict[str, Any]]  # drawers as presented: scored, long texts excerpted
     top: list[int]
     l2: list[int]
     l3: list[int]
     facts: list[dict[str, Any]]
     l1: list[dict[str, Any]] | None
     identity: str | None
-    known_names: set[str]
+    unknown_names: tuple[str, ...]
 
 
 def choose_levels(ranking: search.Ranking, req: RecallRequest
@@ -219,6 +219,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     rooms_cache = caches.rooms
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
+    terms = fts_terms(req.query)
+    floor = relevance.floor_for(qvec is not None)
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
@@ -235,46 +237,24 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         facts: list[dict[str, Any]] = []
         if 2 in levels:
             facts = facts_matching(c, fts_terms(req.query), FACTS_IN_L2)
-        l1 = drawers.essential(c, L1_SIZE, ts) if need_l1 else None
+        l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
         identity = read_identity(identity_path) if 0 in levels else None
-        return _Gathered(ranking, rows, top, l2_ids, l3_ids, facts, l1, identity,
-                         mentioned(c, names))
+        unknown = _unknown_names(req.query, names, mentioned(c, names))
+        # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
+        # in the worker thread, so the event loop only ever handles the short excerpts.
+        shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None)
+                 for did, d in rows.items()}
+        return _Gathered(ranking, shown, top, l2_ids, l3_ids, facts, l1, identity, unknown)
 
     got = await palace.read(run)
     ranking = got.ranking
     if got.l1 is not None:
         caches.l1 = (counter, got.l1)
         l1_cached = got.l1
+    unknown = got.unknown_names
 
-    terms = fts_terms(req.query)
-    floor = relevance.floor_for(qvec is not None)
-    unknown = _unknown_names(req.query, names, got.known_names)
-    # A drawer outside the vector pool is no closer than the pool's farthest.
-    pool_low = min(ranking.vector.values()) if ranking.vector else None
-
-    def present(did: int) -> dict[str, Any] | None:
-        d = got.rows.get(did)
-        if d is None:
-            return None
-        d = dict(d)
-        lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
-        # A drawer still waiting for its vectors (stored before the model loaded) has no
-        # cosine yet: judge it by its words alone, as keyword-only mode does.
-        unembedded = not d.get("embedded", True)
-        cos = (vec if vec is not None else pool_low) if qvec is not None and (
-            not unembedded) else None
-        rel = relevance.relevance(str(d["text"]), terms, cos)
-        d = relevance.shorten(d, terms)
-        d["score"] = round(rel, 6)
-        d["below_floor"] = bool(unknown) or rel < (
-            floor if cos is not None else relevance.floor_for(False))
-        d["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
-        d["lexical"] = None if lex is None else round(lex, 6)
-        d["vector"] = None if vec is None else round(vec, 6)
-        return d
-
-    results = [d for d in (present(i) for i in got.top) if d is not None]
+    results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
     palace.note_touched([r["id"] for r in results])
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
@@ -283,11 +263,11 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     if 1 in levels:
         parts.append(essential_section(unexpired(l1_cached or [])))
     if 2 in levels:
-        items = [drawer_item(d, 2) for d in (present(i) for i in got.l2) if d]
+        items = [drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2) if d]
         items += [fact_item(f) for f in got.facts]
         parts.append(Section(2, "Where the query points", items))
     if 3 in levels:
-        items = [drawer_item(d, 3) for d in (present(i) for i in got.l3) if d]
+        items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
         parts.append(Section(3, "Deep search", items))
     return RecallResult(
         results=results,
@@ -299,6 +279,35 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
         unknown_names=unknown,
     )
+
+
+def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
+             unknown: tuple[str, ...], *, hybrid: bool) -> dict[str, Any]:
+    """Drawer ``d`` as a recall shows it: its 0-1 relevance ``score`` and ``below_floor``,
+    its ranking parts, and a long text cut to the passage around the query terms."""
+    did = int(d["id"])
+    lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
+    cos: float | None = None
+    # A drawer still waiting for its vectors (stored before the model loaded) has no cosine
+    # yet: it is judged by its words alone, as in keyword-only mode. One outside the vector
+    # pool is no closer than the pool's farthest.
+    if hybrid and d.get("embedded", True):
+        cos = vec if vec is not None else min(ranking.vector.values(), default=None)
+    rel = relevance.relevance(str(d["text"]), terms, cos)
+    out = relevance.shorten(dict(d), terms)
+    out["score"] = round(rel, 6)
+    out["below_floor"] = bool(unknown) or rel < (
+        floor if cos is not None else relevance.floor_for(False))
+    out["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
+    out["lexical"] = None if lex is None else round(lex, 6)
+    out["vector"] = None if vec is None else round(vec, 6)
+    return out
+
+
+def _essential(c: apsw.Connection, ts: int) -> list[dict[str, Any]]:
+    """The L1 drawers, long texts already cut to their start: cut in the read hop and cached
+    that way, so a wake-up never scans a 150k-character drawer on the event loop."""
+    return [relevance.shorten(d, ()) for d in drawers.essential(c, L1_SIZE, ts)]
 
 
 def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, ...]:
@@ -375,7 +384,7 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
     counter = palace.write_counter
     cached = caches.l1_valid(counter)
     if cached is None:
-        cached = await palace.read(lambda c: drawers.essential(c, L1_SIZE, now_ms()))
+        cached = await palace.read(lambda c: _essential(c, now_ms()))
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
              essential_section(unexpired(cached))]
