@@ -6,70 +6,20 @@ decoders and handlers behind a socketpair.
 
 from __future__ import annotations
 
-import socket
 import struct
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from palaced import errors as E
-from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.protocol import HELLO_OP
 
 from .inproc import InProcDaemon
+from .wire import Raw
 
 PALACE = "hostile"
-
-
-class Raw:
-    """A raw socket speaking (or mis-speaking) the protocol."""
-
-    def __init__(self, sock: socket.socket, hello: bool = True) -> None:
-        self.s = sock
-        if hello:
-            reply = self.request({"id": 0, "op": HELLO_OP, "palace": None,
-                                  "args": hello_args("raw", "0")})
-            assert reply["ok"], reply
-
-    def send_bytes(self, data: bytes) -> None:
-        self.s.sendall(data)
-
-    def read(self) -> dict[str, Any] | None:
-        head = self._exact(4)
-        if head is None:
-            return None
-        (n,) = struct.unpack(">I", head)
-        body = self._exact(n)
-        assert body is not None
-        out = msgpack.unpackb(body, raw=False)
-        assert isinstance(out, dict)
-        return out
-
-    def _exact(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            chunk = self.s.recv(n - len(buf))
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def request(self, env: Any) -> dict[str, Any]:
-        self.send_bytes(frame(env))
-        out = self.read()
-        assert out is not None
-        return out
-
-    def closed_by_peer(self) -> bool:
-        try:
-            return self.s.recv(1) == b""
-        except (ConnectionResetError, TimeoutError):
-            return True
-
-    def close(self) -> None:
-        self.s.close()
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ daemon core (``tests/inproc.py``).
 from __future__ import annotations
 
 import math
-import socket
-import struct
 from typing import Any
 
 import msgpack
@@ -22,11 +20,12 @@ from palaced import args as A
 from palaced import errors as E
 from palaced import specs
 from palaced.ops.fields import parse_ttl
-from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.protocol import HELLO_OP, hello_args
 from palaced.specs import MAX_TTL_S
 from palaced.timeparse import parse_when
 
 from .inproc import InProcDaemon
+from .wire import Raw
 
 PALACE = "bounds"
 I63 = 2**63
@@ -131,28 +130,14 @@ def test_range_messages_and_largest_values(target: InProcDaemon) -> None:
 def _raw_reply(d: InProcDaemon, requests: list[dict[str, Any]]
                ) -> tuple[dict[str, Any], int]:
     """Send raw requests on one connection; the last reply and its size in bytes."""
-    s = d.connect()
+    raw = Raw(d.connect(), hello=False)
     try:
-        body = b""
+        reply: dict[str, Any] = {}
         for req in requests:
-            s.sendall(frame(req))
-            head = _exact(s, 4)
-            (n,) = struct.unpack(">I", head)
-            body = _exact(s, n)
-        reply = msgpack.unpackb(body, raw=False)
-        assert isinstance(reply, dict)
-        return reply, len(body)
+            reply = raw.request(req)
+        return reply, raw.last_size
     finally:
-        s.close()
-
-
-def _exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        assert chunk, "connection closed"
-        buf += chunk
-    return buf
+        raw.close()
 
 
 HELLO = {"id": 0, "op": HELLO_OP, "palace": None, "args": hello_args("tests", "0")}

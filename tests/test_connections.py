@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -17,12 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
-from palaced.protocol import HELLO_OP, frame, hello_args
-
 from .conftest import DaemonProc, base_env, short_home
+from .wire import Raw
 
 TIGHT = {"handshake_timeout_s": 1, "frame_timeout_s": 0.5, "connection_idle_s": 1,
          "max_connections": 4, "reserve_connections": 2}
@@ -60,51 +57,6 @@ def tight_own() -> Iterator[DaemonProc]:
     yield from _daemon(TIGHT)
 
 
-class Raw:
-    """A raw socket that can stop mid-frame, or say nothing at all."""
-
-    def __init__(self, path: Path, *, hello: bool = True) -> None:
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.settimeout(10)
-        self.s.connect(str(path))
-        if hello:
-            reply = self.request(HELLO_OP, hello_args("raw", "0"))
-            assert reply["ok"], reply
-
-    def request(self, op: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.s.sendall(frame({"id": 1, "op": op, "palace": None, "args": args or {}}))
-        reply = self.read()
-        assert reply is not None, f"{op}: connection closed"
-        return reply
-
-    def read(self) -> dict[str, Any] | None:
-        """The next envelope, or None at EOF (socket.timeout if nothing comes in 10 s)."""
-        head = self._exact(4)
-        if head is None:
-            return None
-        (n,) = struct.unpack(">I", head)
-        body = self._exact(n)
-        assert body is not None
-        out = msgpack.unpackb(body, raw=False)
-        assert isinstance(out, dict)
-        return out
-
-    def _exact(self, n: int) -> bytes | None:
-        buf = b""
-        while len(buf) < n:
-            try:
-                chunk = self.s.recv(n - len(buf))
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            buf += chunk
-        return buf
-
-    def close(self) -> None:
-        self.s.close()
-
-
 def _status(d: DaemonProc) -> dict[str, Any]:
     with d.client() as c:
         return c.status()
@@ -113,7 +65,7 @@ def _status(d: DaemonProc) -> dict[str, Any]:
 def test_half_sent_frames_are_cut_off_at_the_frame_deadline(tight: DaemonProc) -> None:
     """A started frame must finish within frame_timeout_s (0.5 s), header or body."""
     for partial in (b"\x00\x00", struct.pack(">I", 100) + b"\x81\xa2id"):
-        raw = Raw(tight.socket)
+        raw = Raw.connect(tight.socket)
         raw.s.sendall(partial)
         started = time.monotonic()
         reply = raw.read()
@@ -127,7 +79,7 @@ def test_half_sent_frames_are_cut_off_at_the_frame_deadline(tight: DaemonProc) -
 
 
 def test_a_connection_without_handshake_is_closed(tight: DaemonProc) -> None:
-    raw = Raw(tight.socket, hello=False)
+    raw = Raw.connect(tight.socket, hello=False)
     started = time.monotonic()
     reply = raw.read()
     assert reply is not None and reply["error"]["name"] == "TIMEOUT", reply
@@ -139,7 +91,7 @@ def test_a_connection_without_handshake_is_closed(tight: DaemonProc) -> None:
 
 def test_idle_connections_close_and_clients_reconnect_transparently(
         tight: DaemonProc) -> None:
-    raw = Raw(tight.socket)
+    raw = Raw.connect(tight.socket)
     client = tight.client()
     first_pid = client.status()["pid"]
     started = time.monotonic()
@@ -166,23 +118,23 @@ def test_stop_from_a_client_whose_connection_went_idle(tight_own: DaemonProc) ->
 def test_reserve_lets_status_and_stop_through_when_every_slot_is_stuck(
         held: DaemonProc) -> None:
     # Every normal slot is held by a handshaken client that went silent.
-    stuck = [Raw(held.socket) for _ in range(HELD["max_connections"])]
+    stuck = [Raw.connect(held.socket) for _ in range(HELD["max_connections"])]
     started = time.monotonic()
     r = held.cli("status", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["connections"] == HELD["max_connections"]
     assert time.monotonic() - started < 10
     # A reserve connection runs control ops only: anything else is BUSY, then closed.
-    extra = Raw(held.socket)
-    assert extra.request("daemon.status")["ok"]
-    reply = extra.request("palace.list")
+    extra = Raw.connect(held.socket)
+    assert extra.call("daemon.status")["ok"]
+    reply = extra.call("palace.list")
     assert reply["error"]["name"] == "BUSY" and reply["error"]["retryable"] is True
     assert "daemon.status" in reply["error"]["details"]["allowed"]
     assert extra.read() is None
     extra.close()
     # With the reserve full too, the next connection is refused at once.
-    reserve = [Raw(held.socket) for _ in range(HELD["reserve_connections"])]
-    over = Raw(held.socket, hello=False)
+    reserve = [Raw.connect(held.socket) for _ in range(HELD["reserve_connections"])]
+    over = Raw.connect(held.socket, hello=False)
     reply = over.read()
     assert reply is not None and reply["error"]["name"] == "BUSY"
     over.close()
