@@ -13,12 +13,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
 from palace_client.cli import app
@@ -26,23 +24,13 @@ from palace_client.cli.common import flag_message, flag_names
 from palace_client.cli.memory import page_footer
 from palace_client.render import counted, excerpt
 from palaced import __version__
+from tests.cli_commands import COMMANDS, ROOT
 from tests.conftest import DaemonProc, base_env
 
-ROOT = typer.main.get_command(app)
 CLI_SOURCES = [*sorted((Path(__file__).parents[1] / "palace_client" / "cli").glob("*.py")),
                Path(__file__).parents[1] / "palace_client" / "render.py"]
 
 
-def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
-    for name, cmd in group.commands.items():
-        path = f"{prefix}{name}"
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, f"{path} ")
-        else:
-            yield path, cmd
-
-
-COMMANDS = dict(_commands(ROOT))  # type: ignore[arg-type]
 
 
 def _help(*args: str) -> str:

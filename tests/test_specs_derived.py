@@ -14,20 +14,18 @@ escapes the checks.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 from typing import Any
 
 import click
 import pytest
-import typer.main
 
-from palace_client.cli import app
 from palace_client.client import Client
 from palace_client.mcp.schema import ToolSpec, op_property
 from palace_client.mcp.tools import TOOLS
 from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
 from palaced.specs import MAX_BUDGET, MAX_TOP_K, SPECS
 from palaced.vocab import MAX_DEPTH
+from tests.cli_commands import COMMANDS as CLI_COMMANDS
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them
 
@@ -166,16 +164,6 @@ CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
 
 
-def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
-    for name, cmd in group.commands.items():
-        path = f"{prefix}{name}"
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, f"{path} ")
-        else:
-            yield path, cmd
-
-
-CLI_COMMANDS = dict(_commands(typer.main.get_command(app)))  # type: ignore[arg-type]
 
 
 def test_every_cli_command_is_mapped() -> None:
