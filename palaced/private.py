@@ -64,25 +64,6 @@ def make_private_dirs(path: Path) -> None:
                 raise
 
 
-def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` (and parents) 0700; make an existing one 0700 if we own it.
-
-    Raises:
-        UnsafePath: ``path`` is a symlink, not a directory, or owned by another uid.
-    """
-    make_private_dirs(path)
-    fd = _open_dir_nofollow(path)
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.geteuid():
-            raise _unsafe(path, f"it is owned by uid {st.st_uid}, not by you "
-                                f"(uid {os.geteuid()})", "remove it or choose another path")
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-
-
 def _open_dir_nofollow(path: Path, advice: str = _ADVICE) -> int:
     """Open an existing directory without following a symlink at its last component.
 

@@ -41,7 +41,7 @@ from types import MappingProxyType
 from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.errors import MemoryNotFound, PalaceNotFound, UnknownOp, quote
+from palaced.errors import MemoryNotFound, PalaceNotFound
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
@@ -281,15 +281,3 @@ def retry_rule(op: str) -> RetryRule:
         return SAFE
     spec = SPECS.get(op)
     return NEVER if spec is None else spec.retry
-
-
-def spec_of(name: Any) -> OpSpec:
-    """The spec of op ``name``.
-
-    Raises:
-        UnknownOp: the daemon serves no op of that name.
-    """
-    if not isinstance(name, str) or name not in SPECS:
-        raise UnknownOp(f"unknown op {quote(name, 80)}",
-                        details={"op": quote(name, 80), "known": sorted(SPECS)})
-    return SPECS[name]

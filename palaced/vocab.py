@@ -17,9 +17,6 @@ DEFAULT_PRUNE_THRESHOLD = 0.05  # prune drawers whose decayed weight fell below 
 STALE_DAYS = 30.0  # health: a drawer unused this long is stale
 HEALTH_LIST_LIMIT = 50  # health: at most this many drawers listed per report
 
-# -- recall levels ----------------------------------------------------------------------------
-LEVELS: dict[int, str] = {0: "identity", 1: "essential", 2: "filtered", 3: "deep"}
-
 # -- knowledge graph --------------------------------------------------------------------------
 # The typed relations between entities/concepts. All but superseded_by are multi-valued (a
 # subject may depend_on several things); any other predicate holds one value at a time.
