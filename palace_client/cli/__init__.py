@@ -29,15 +29,10 @@ from __future__ import annotations
 
 import typer
 
-from .compat import keep_argument_help
+from palace_client.agents.command import init_command
+from palace_client.mcp.command import mcp_command
 
-keep_argument_help()  # before any command is built: see compat
-
-# The command modules are imported after the patch above on purpose.
-from palace_client.agents.command import init_command  # noqa: E402
-from palace_client.mcp.command import mcp_command  # noqa: E402
-
-from . import daemon, knowledge, memory, palaces, upkeep  # noqa: E402
+from . import daemon, knowledge, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
