@@ -289,15 +289,14 @@ def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor
     lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
     cos: float | None = None
     # A drawer still waiting for its vectors (stored before the model loaded) has no cosine
-    # yet: it is judged by its words alone, as in keyword-only mode. One outside the vector
+    # yet: it is judged by its words alone, against the same floor. One outside the vector
     # pool is no closer than the pool's farthest.
     if hybrid and d.get("embedded", True):
         cos = vec if vec is not None else min(ranking.vector.values(), default=None)
     rel = relevance.relevance(str(d["text"]), terms, cos)
     out = relevance.shorten(dict(d), terms)
     out["score"] = round(rel, 6)
-    out["below_floor"] = bool(unknown) or rel < (
-        floor if cos is not None else relevance.floor_for(False))
+    out["below_floor"] = bool(unknown) or rel < floor
     out["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
     out["lexical"] = None if lex is None else round(lex, 6)
     out["vector"] = None if vec is None else round(vec, 6)
