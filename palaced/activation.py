@@ -29,11 +29,12 @@ import sys
 from collections.abc import MutableMapping
 from pathlib import Path
 
+from palaced.paths import ACTIVATION_NAME
+
 log = logging.getLogger("palaced")
 
 SD_LISTEN_FDS_START = 3
-# FileDescriptorName= in palaced.socket, and the key of the plist's Sockets entry.
-SOCKET_NAME = "palaced"
+SOCKET_NAME = ACTIVATION_NAME
 _LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 
 
