@@ -35,7 +35,6 @@ log = logging.getLogger("palaced")
 
 SD_LISTEN_FDS_START = 3
 SOCKET_NAME = ACTIVATION_NAME
-_LISTEN_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 
 
 class ActivationError(Exception):
@@ -77,7 +76,9 @@ def systemd_listener(environ: MutableMapping[str, str]) -> socket.socket | None:
         ActivationError: malformed variables, several sockets and none named ``palaced``,
             or the descriptor is not a socket.
     """
-    pid, count, names = (environ.pop(key, None) for key in _LISTEN_VARS)
+    pid = environ.pop("LISTEN_PID", None)
+    count = environ.pop("LISTEN_FDS", None)
+    names = environ.pop("LISTEN_FDNAMES", None)
     if pid is None or count is None:
         return None
     try:

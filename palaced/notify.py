@@ -20,8 +20,6 @@ from collections.abc import MutableMapping
 
 log = logging.getLogger("palaced")
 
-_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
-
 
 def notify_address(value: str | None) -> str | None:
     """The ``sendto`` address of a ``NOTIFY_SOCKET`` value; None for none or an unsupported
@@ -47,7 +45,9 @@ class Notifier:
         """A notifier for what systemd passed; the variables are removed from ``environ``
         (default ``os.environ``). A malformed or foreign watchdog setting is ignored."""
         env = os.environ if environ is None else environ
-        raw, usec, pid = (env.pop(key, None) for key in _VARS)
+        raw = env.pop("NOTIFY_SOCKET", None)
+        usec = env.pop("WATCHDOG_USEC", None)
+        pid = env.pop("WATCHDOG_PID", None)
         address = notify_address(raw)
         if raw and address is None:
             log.warning("ignoring NOTIFY_SOCKET=%r: only paths and @abstract names", raw)

@@ -64,8 +64,10 @@ def report(result: Any, as_json: bool) -> None:
         raise typer.Exit(EXIT_ERROR)
     if result.manager_unavailable and data["steps"]:
         done = ("nothing was changed" if result.dry_run else
-                "the files are in place, but the service manager was not asked to "
-                f"{'enable' if result.command == 'install' else 'stop'} the service")
+                "the files are written, but the service manager was not asked to enable them"
+                if result.command == "install" else
+                "the files are removed, but the service manager was not asked to stop the "
+                "service")
         typer.echo(f"palace: {result.manager_unavailable}; {done} (see "
                    "docs/operations.md#service)", err=True)
         raise typer.Exit(EXIT_NO_SERVICE_MANAGER)
