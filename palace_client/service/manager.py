@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from palace_client.agents.safe_write import atomic_write
 from palaced.paths import Paths, resolve
 from palaced.private import make_private_dirs
 
@@ -197,8 +198,6 @@ def _run_step(host: Host, argv: list[str], result: Result, *, optional: bool = F
 
 
 def _write(path: Path, text: str, result: Result) -> None:
-    from palace_client.agents.safe_write import atomic_write
-
     try:
         old: str | None = path.read_text("utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
