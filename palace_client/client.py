@@ -7,6 +7,10 @@ module's docstring): a request that was never written whole is always resent; af
 reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
 are resent and an "already done" answer counts as success, and the rest raise
 ``OutcomeUnknown`` rather than run twice.
+
+Every request has a deadline (see ``connection.Connection``). A reply that does not come in
+time is not waited for again: reads and idempotent writes raise ``Timeout`` (retryable), the
+other writes ``OutcomeUnknown``, as after a lost reply.
 """
 
 from __future__ import annotations
@@ -16,11 +20,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError
+from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError, Timeout
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
-from .connection import Connection, ReplyLost, RequestNotSent, connect
+from .connection import (
+    CONNECT_TIMEOUT_S,
+    Connection,
+    ReplyLost,
+    ReplyTimeout,
+    RequestNotSent,
+    connect,
+    seconds_from_env,
+)
 
 
 class Client:
@@ -30,13 +42,21 @@ class Client:
         socket_path: talk to this socket instead of the resolved default.
         autostart: start the daemon when it is not running (default True).
         client_name: reported to the daemon in the handshake.
+        connect_timeout: seconds for connecting and the handshake (default
+            ``PALACE_CONNECT_TIMEOUT``, else 5): a daemon that accepts and stays silent fails
+            with ``DaemonUnreachable`` then.
+        request_timeout: seconds a request may run when its method sets none (default
+            ``PALACE_REQUEST_TIMEOUT``, else the daemon's ``request_timeout_s``); the client
+            waits that plus a 10 s grace for the answer, then raises ``Timeout`` (reads and
+            idempotent writes, which may be sent again) or ``OutcomeUnknown`` (other writes).
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
-                 client_name: str = "palace-client") -> None:
+                 client_name: str = "palace-client", connect_timeout: float | None = None,
+                 request_timeout: float | None = None) -> None:
         paths = resolve()
         if socket_path is not None:
             sock = Path(socket_path)
@@ -48,12 +68,18 @@ class Client:
         self._autostart = autostart
         self._client_name = client_name
         self._conn: Connection | None = None
+        self.connect_timeout = connect_timeout or seconds_from_env(
+            "PALACE_CONNECT_TIMEOUT", CONNECT_TIMEOUT_S) or CONNECT_TIMEOUT_S
+        self.request_timeout = request_timeout or seconds_from_env("PALACE_REQUEST_TIMEOUT",
+                                                                   None)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _connection(self) -> Connection:
         if self._conn is None:
             self._conn = connect(self.paths, autostart=self._autostart,
-                                 client_name=self._client_name, check_store=self._check_store)
+                                 client_name=self._client_name, check_store=self._check_store,
+                                 connect_timeout=self.connect_timeout,
+                                 request_timeout=self.request_timeout)
         return self._conn
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
@@ -67,6 +93,9 @@ class Client:
             DaemonUnreachable: the connection broke and the retry could not get through.
             OutcomeUnknown: the connection broke after the request was sent, and the op may
                 not be resent (or its resend failed too): it may or may not have been applied.
+                Also when a write other than a SAFE one got no answer in time.
+            Timeout: a read or SAFE write got no answer within its deadline (not resent: a
+                daemon that stalled once would make the caller wait twice).
         """
         payload = dict(args or {})
         rule = retry_rule(op)
@@ -86,6 +115,13 @@ class Client:
             except RequestNotSent as exc:
                 self.close()
                 lost = exc
+            except ReplyTimeout as exc:
+                self.close()  # a late reply would be read as the next request's
+                if rule.kind is Retry.SAFE:
+                    raise Timeout(f"{exc} (the client's deadline); it is safe to send again",
+                                  details={"op": op, "timeout_s": exc.timeout_s,
+                                           "client_deadline": True}) from None
+                raise _unknown(op, exc) from None
             except ReplyLost as exc:
                 self.close()
                 lost = exc

@@ -18,6 +18,7 @@ import fcntl
 import logging
 import os
 import signal
+from collections.abc import Callable
 from functools import partial
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -58,12 +59,15 @@ class AlreadyRunning(Exception):
 class Daemon:
     """One palaced: builds the parts and runs them until stopped.
 
-    ``embedder`` replaces the configured model (tests: ``embedder.HashEmbedder``).
+    ``embedder`` replaces the configured model (tests: ``embedder.HashEmbedder``);
+    ``on_ready`` is called once the socket listens (``palaced run --ready-fd``).
     """
 
-    def __init__(self, config: DaemonConfig, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, config: DaemonConfig, *, embedder: Embedder | None = None,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.config = config
         self._embedder_override = embedder
+        self._on_ready = on_ready
         limits = config.limits
         tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
         self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
@@ -160,6 +164,8 @@ class Daemon:
                     tg.start_soon(self._signals)
                     tg.start_soon(listener.serve, self.gate)
                     task_status.started(paths.socket)
+                    if self._on_ready is not None:
+                        self._on_ready()
                     await self._stop.wait()
                     log.info("shutting down")
                     # New requests now get SHUTTING_DOWN; let in-flight ones finish first.

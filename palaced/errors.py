@@ -368,6 +368,24 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
+class DaemonStartFailed(DaemonUnreachable):
+    """The daemon a client started exited before it answered (a bad config file, an unsafe
+    path...); ``details`` carry its exit status, its stderr log and the tail of that log.
+    Not retryable as is: fix what the message says first.
+    """
+
+    code = 605
+    name = "DAEMON_START_FAILED"
+    retryable = False
+
+
+class UsageError(ClientError):
+    """The command line is not valid: an unknown option, a missing argument, a bad value."""
+
+    code = 606
+    name = "USAGE_ERROR"
+
+
 def _all_classes() -> list[type[PalaceError]]:
     out: list[type[PalaceError]] = []
     stack: list[type[PalaceError]] = [PalaceError]
