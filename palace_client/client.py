@@ -198,7 +198,10 @@ class Client:
     def remember_many(self, palace: str, items: Sequence[Mapping[str, Any]],
                       **options: Any) -> list[int]:
         """Store many drawers in one batch; returns their ids in input order."""
-        payload = [_drawer_args(**dict(item)) for item in items]
+        # An item without a text goes as is: the daemon refuses it with INVALID_ARGS naming
+        # the item, where the keyword call would raise a bare TypeError.
+        payload = [_drawer_args(**dict(item)) if "text" in item else dict(item)
+                   for item in items]
         result = self.call("memory.remember_many", palace, {"items": payload, **options},
                            timeout_ms=600_000)
         return [int(i) for i in result["ids"]]

@@ -231,6 +231,13 @@ def read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _limits(table: dict[str, Any]) -> Limits:
+    """Limits from a checked ``[limits]`` table (numbers as floats, like the defaults)."""
+    values: dict[str, Any] = {
+        k: float(v) if SCHEMA["limits"][k].kind == "number" else v for k, v in table.items()}
+    return Limits(**values)
+
+
 def load(paths: Paths | None = None) -> DaemonConfig:
     """Resolve paths, read and check the TOML file if present, apply environment overrides.
 
@@ -260,7 +267,6 @@ def load(paths: Paths | None = None) -> DaemonConfig:
     return DaemonConfig(
         paths=paths,
         embedder=settings,
-        limits=Limits(**{k: float(v) if SCHEMA["limits"][k].kind == "number" else v
-                         for k, v in data.get("limits", {}).items()}),
+        limits=_limits(data.get("limits", {})),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
     )
