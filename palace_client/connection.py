@@ -23,6 +23,7 @@ from palaced.errors import (
     ClientError,
     DaemonUnreachable,
     DataDirMismatch,
+    OutcomeUnknown,
     PalaceError,
     UnsupportedProtocol,
     UntrustedDaemon,
@@ -53,13 +54,14 @@ REPLY_GRACE_S = 10.0
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 
-def seconds_from_env(name: str, default: float | None) -> float | None:
-    """The positive number of seconds in environment variable ``name``, else ``default``.
+def env_seconds(name: str, raw: str | None, default: float | None) -> float | None:
+    """The positive number of seconds ``raw`` (environment variable ``name``), else
+    ``default`` when it is unset or empty.
 
     Raises:
         ClientError: the variable is set but is not a positive number.
     """
-    raw = os.environ.get(name, "").strip()
+    raw = (raw or "").strip()
     if not raw:
         return default
     try:
@@ -352,3 +354,11 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         details={"socket": str(paths.socket), "log": str(paths.log_file),
                  "stderr_log": str(paths.stderr_log)},
     )
+
+
+def outcome_unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
+    """The error of a request that was sent and whose answer never came."""
+    return OutcomeUnknown(
+        f"the connection to palaced broke after {op} was sent ({cause}); it may or may not "
+        "have been applied: check the palace before repeating it",
+        details={"op": op})
