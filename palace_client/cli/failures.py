@@ -61,14 +61,16 @@ def _show_usage(exc: click.ClickException) -> None:
         rich_utils.rich_format_error(exc)
 
 
-def _close_stdout_quietly() -> None:
-    """Flush stdout; if its reader is gone (``| head``), send the rest to /dev/null so that
-    the interpreter's own flush at exit does not complain either."""
+def _stdout_flushed() -> bool:
+    """Flush stdout; False if its reader is gone (``| head``): the rest then goes to
+    /dev/null, so that the interpreter's own flush at exit does not complain either."""
     try:
         sys.stdout.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        return False
+    return True
 
 
 def run(app: Any, prog: str, args: Sequence[str] | None = None) -> int:
@@ -109,5 +111,6 @@ def run(app: Any, prog: str, args: Sequence[str] | None = None) -> int:
     if code == EXIT_INTERRUPTED:
         # Typer turns Ctrl-C into this exit code; say so, in the document too.
         report(E.ClientError("interrupted"), as_json)
-    _close_stdout_quietly()
+    if not _stdout_flushed() and code == 0:
+        code = EXIT_ERROR  # what typer exits with when the pipe breaks during the command
     return code
