@@ -4,6 +4,7 @@ and concurrent creates of one palace agree on who created it."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -100,3 +101,33 @@ def test_concurrent_creates_on_a_running_daemon_create_once(keyword_daemon: Daem
         assert created.count(True) == 1, created
         assert {json.loads(out)["path"] for out, _ in outs} == {
             str(keyword_daemon.home / "palaces" / name)}
+
+
+def test_a_daemon_that_never_listens_fails_the_call_after_the_start_timeout(
+        cold: DaemonProc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock is held by a process that serves nothing: the daemon a client starts finds
+    it taken and exits 0 (another daemon "owns" the socket), so the client waits for that one
+    until its start timeout, then says where to look."""
+    from palace_client.connection import connect
+    from palaced.errors import DaemonStartFailed, DaemonUnreachable
+    from palaced.paths import resolve
+
+    for key, value in cold.env.items():
+        monkeypatch.setenv(key, value)
+    paths = resolve()
+    paths.runtime_dir.mkdir(mode=0o700)
+    fd = os.open(paths.lock_file, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        started = time.monotonic()
+        with pytest.raises(DaemonUnreachable) as err:
+            connect(paths, start_timeout=1.5)
+        took = time.monotonic() - started
+    finally:
+        os.close(fd)
+    assert not isinstance(err.value, DaemonStartFailed)
+    assert 1.5 <= took < 10, took
+    assert "did not answer" in err.value.message
+    assert str(paths.log_file) in err.value.message
+    assert str(paths.stderr_log) in err.value.message
+    assert "already running" in paths.stderr_log.read_text()

@@ -24,6 +24,7 @@ from palace_client import Client
 from palaced.errors import ClientError, DaemonUnreachable, OutcomeUnknown, Timeout
 
 from .conftest import base_env, short_home
+from .inproc import InProcDaemon
 
 
 class FakeDaemon:
@@ -186,3 +187,15 @@ def test_ctrl_c_while_waiting_is_exit_130_without_a_traceback(silent: FakeDaemon
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "palace: error: interrupted" in err
     assert json.loads(out)["error"]["message"] == "interrupted"
+
+
+def test_the_daemon_states_its_deadlines_in_the_hello(inproc: InProcDaemon) -> None:
+    with inproc.client() as client:
+        info = client.server_info
+        assert (info["request_timeout_s"], info["max_request_timeout_s"]) == (120.0, 3600.0)
+        conn = client._connection()
+        grace = connection.REPLY_GRACE_S
+        assert conn.deadline_s(None) == 120.0 + grace
+        assert conn.deadline_s(2_000) == 2.0 + grace
+        assert conn.deadline_s(10**10) == 3600.0 + grace  # the daemon caps it
+        assert client.call("palace.list") == {"palaces": []}
