@@ -44,6 +44,8 @@ CASES: list[tuple[list[str], str | None, int, str, str]] = [
     (["frobnicate"], None, 2, "USAGE_ERROR", "No such command 'frobnicate'"),
     (["kg", "query"], None, 2, "USAGE_ERROR", "Missing argument"),
     (["drawers", "--limit", "many"], None, 2, "USAGE_ERROR", "'many' is not a valid integer"),
+    (["init", "--agent", "bogus"], None, 2, "USAGE_ERROR", "unknown agent 'bogus'"),
+    (["init", "--scope", "galaxy"], None, 2, "USAGE_ERROR", "'galaxy' is not one of"),
     (["get", "999"], None, 4, "MEMORY_NOT_FOUND", "999"),
     (["info", "--palace", "nope"], None, 4, "PALACE_NOT_FOUND", "nope"),
     (["create", "Bad Name"], None, 5, "INVALID_PALACE_NAME", "kebab-case"),
