@@ -110,7 +110,7 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
-                               "handshake (default 5); a daemon that accepts and stays silent "
+                               "handshake (default 10); a daemon that accepts and stays silent "
                                "longer fails the call with `DAEMON_UNREACHABLE`."),
     "PALACE_REQUEST_TIMEOUT": ("clients", "Seconds a request may run when the command sets "
                                "none (default: the daemon's `request_timeout_s`); the client "

@@ -41,7 +41,7 @@ class Client:
         socket_path: talk to this socket instead of the resolved default.
         autostart: start the daemon when it is not running (default True).
         client_name: reported to the daemon in the handshake.
-        connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 5).
+        connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 10).
         request_timeout: seconds a request may run when its method sets none
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
 

@@ -44,7 +44,9 @@ from palaced.protocol import (
 
 # Connect + handshake: a healthy daemon answers the hello in milliseconds, even while it
 # loads its model; one that accepted and stays silent is stuck, and saying so beats waiting.
-CONNECT_TIMEOUT_S = 5.0
+# Twice the daemon's own handshake deadline, so a daemon slowed by a loaded machine (the
+# model load holds the GIL in stretches) is not mistaken for a stuck one.
+CONNECT_TIMEOUT_S = 10.0
 # Auto-start: until the spawned daemon listens (it exits at once on a bad config).
 START_TIMEOUT_S = 20.0
 # An op's reply is awaited for the daemon's own deadline of it plus this: when the daemon
