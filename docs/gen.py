@@ -278,7 +278,8 @@ def render_cli() -> str:
         f"printed at {HELP_WIDTH} columns. Exit codes and error names: "
         "[protocol.md](protocol.md#exit-codes). Every `palace` command that talks to the daemon "
         "takes `--json` and then prints exactly one JSON document on stdout, also for errors "
-        "(`{\"ok\": false, \"error\": {...}}`).",
+        "(`{\"ok\": false, \"error\": {...}}`), usage errors included (`USAGE_ERROR`, exit "
+        "2). No command prints a traceback.",
         "",
     ]
     bodies: list[str] = []

@@ -59,10 +59,7 @@ def run(
     """
     import logging
 
-    import anyio
-
     from palaced import config as config_mod
-    from palaced.daemon import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
     from palaced.errors import PalaceError, UnsafePath
 
     level = log_level.upper()
@@ -70,11 +67,22 @@ def run(
         typer.echo(f"palaced: --log-level must be one of DEBUG, INFO, WARNING, ERROR, got "
                    f"{log_level!r}", err=True)
         raise typer.Exit(2)
-    # Before anything is created (log, state dir): palace's files are for this user only.
-    os.umask(PRIVATE_UMASK)
     on_ready = _ready_signal(ready_fd)
+    # The config first (it creates nothing): a bad file is reported before the daemon's
+    # heavy imports, so a client waiting on this start learns why sooner.
     try:
         cfg = config_mod.load()
+    except PalaceError as exc:
+        typer.echo(f"palaced: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+
+    import anyio
+
+    from palaced.daemon import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
+
+    # Before anything is created (log, state dir): palace's files are for this user only.
+    os.umask(PRIVATE_UMASK)
+    try:
         setup_logging(cfg.paths.log_file, quiet=quiet, level=level)
     except PalaceError as exc:
         typer.echo(f"palaced: {exc.message}", err=True)
