@@ -51,8 +51,13 @@ def test_a_daemon_that_exits_at_start_fails_the_call_at_once_with_its_words(
     config.write_text('[embedder]\nthreads = "two"\n')
     started = time.monotonic()
     res = cold.cli("status", "--json")
-    took = time.monotonic() - started
-    assert took < 2, f"the call took {took:.1f}s"  # not the 20 s auto-start wait
+    took, done = time.monotonic() - started, time.time()
+    log = cold.home / "state" / "palaced-stderr.log"
+    # Reported within moments of the daemon's last words (written as it exited), and nowhere
+    # near the 20 s a client waits for a daemon that is still starting. Both bounds leave room
+    # for a loaded machine: unloaded, the whole call takes about half a second.
+    assert done - log.stat().st_mtime < 2, f"reported {done - log.stat().st_mtime:.1f}s late"
+    assert took < 10, f"the call took {took:.1f}s"
     assert res.returncode == 3, res.stderr
     error = json.loads(res.stdout)["error"]
     assert error["name"] == "DAEMON_START_FAILED" and error["retryable"] is False
@@ -60,8 +65,7 @@ def test_a_daemon_that_exits_at_start_fails_the_call_at_once_with_its_words(
     where = f"{config}:2: [embedder] threads must be an integer, got the string 'two'"
     assert where in error["message"] and where in error["details"]["stderr_tail"]
     # The daemon's stderr went to a log that exists, is private, and is named.
-    log = Path(error["details"]["stderr_log"])
-    assert log == cold.home / "state" / "palaced-stderr.log"
+    assert Path(error["details"]["stderr_log"]) == log
     assert str(log) in error["message"]
     assert where in log.read_text()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
@@ -91,16 +95,14 @@ def test_concurrent_cold_creates_start_one_daemon_and_create_once(cold: DaemonPr
 
 def test_concurrent_creates_on_a_running_daemon_create_once(keyword_daemon: DaemonProc
                                                             ) -> None:
-    for round_ in range(2):
-        name = f"race-{round_}"
-        procs = [_palace(keyword_daemon.env, "create", name, "--exist-ok", "--json")
-                 for _ in range(8)]
-        outs = [p.communicate(timeout=120) for p in procs]
-        assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outs]
-        created = [json.loads(out)["created"] for out, _ in outs]
-        assert created.count(True) == 1, created
-        assert {json.loads(out)["path"] for out, _ in outs} == {
-            str(keyword_daemon.home / "palaces" / name)}
+    procs = [_palace(keyword_daemon.env, "create", "race", "--exist-ok", "--json")
+             for _ in range(8)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outs]
+    created = [json.loads(out)["created"] for out, _ in outs]
+    assert created.count(True) == 1, created
+    assert {json.loads(out)["path"] for out, _ in outs} == {
+        str(keyword_daemon.home / "palaces" / "race")}
 
 
 def test_a_daemon_that_never_listens_fails_the_call_after_the_start_timeout(
@@ -123,6 +125,12 @@ def test_a_daemon_that_never_listens_fails_the_call_after_the_start_timeout(
         with pytest.raises(DaemonUnreachable) as err:
             connect(paths, start_timeout=1.5)
         took = time.monotonic() - started
+        # The daemon it started (perhaps still importing, on a loaded machine) finds the lock
+        # taken and says so where the message points.
+        deadline = time.monotonic() + 60
+        while "already running" not in paths.stderr_log.read_text():
+            assert time.monotonic() < deadline, paths.stderr_log.read_text()
+            time.sleep(0.1)
     finally:
         os.close(fd)
     assert not isinstance(err.value, DaemonStartFailed)
@@ -130,9 +138,3 @@ def test_a_daemon_that_never_listens_fails_the_call_after_the_start_timeout(
     assert "did not answer" in err.value.message
     assert str(paths.log_file) in err.value.message
     assert str(paths.stderr_log) in err.value.message
-    # The daemon it started (perhaps still importing, on a loaded machine) finds the lock
-    # taken and says so where the message pointed.
-    deadline = time.monotonic() + 60
-    while "already running" not in paths.stderr_log.read_text():
-        assert time.monotonic() < deadline, paths.stderr_log.read_text()
-        time.sleep(0.1)
