@@ -25,9 +25,14 @@ and ``palace uninstall`` from ``palace_client.service.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
+
+Every failure, usage errors included, prints ``palace: error: MESSAGE [NAME]`` on stderr and,
+with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 """
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
@@ -73,8 +78,11 @@ app.command("uninstall")(uninstall_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="palace")
+    """Console-script entry point: runs the command, reports any failure (see
+    ``failures``) and exits with its code."""
+    from .failures import run
+
+    sys.exit(run(app, "palace"))
 
 
 __all__ = ["app", "main"]
