@@ -216,6 +216,13 @@ class InvalidPalaceName(RegistryError):
     name = "INVALID_PALACE_NAME"
 
 
+class PalaceNotEmpty(PalaceExists):
+    """A restore's target palace already holds memories (restore into a new palace)."""
+
+    code = 206
+    name = "PALACE_NOT_EMPTY"
+
+
 # 3xx content
 class ContentError(PalaceError):
     """A problem with a memory or fact."""
