@@ -54,6 +54,7 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         "schema": Arg("int", min=0, max=1_000),
         "embedder": Arg("str", max_len=200),
         "drawer_seq": Arg("int", min=0, max=MAX_ID),
+        "decayed_ms": _MS_OR_NONE,
         "palace_version": Arg("str", max_len=64),
         "counts": Arg("any"),
     }),

@@ -33,6 +33,7 @@ from palaced.store.meta import meta_get, meta_set
 from palaced.store.schema import SCHEMA_VERSION
 
 RESTORED_FROM = "restored_from"  # meta key: which export this palace was restored from
+DECAY_KEY = "decay_ms"  # meta key: when the palace last decayed (``upkeep.decay``)
 _RECORD_OVERHEAD = 200  # bytes of keys and numbers of one record, roughly
 
 
@@ -64,7 +65,13 @@ def _header(palace: Palace, c: apsw.Connection) -> dict[str, Any]:
                 timespec="milliseconds").replace("+00:00", "Z"),
             "exported_ms": ms, "schema": int(meta_get(c, "schema") or SCHEMA_VERSION),
             "embedder": palace.embedder_identity, "drawer_seq": sql.drawer_seq(c),
+            "decayed_ms": _decayed_ms(c),
             "palace_version": __version__, "counts": sql.counts(c)}
+
+
+def _decayed_ms(c: apsw.Connection) -> int | None:
+    stored = meta_get(c, DECAY_KEY)
+    return int(stored) if stored is not None and stored.strip().isdigit() else None
 
 
 async def export_page(palace: Palace, cursor: str | None, limit: int, max_bytes: int
@@ -170,6 +177,10 @@ def _check_target(palace: Palace, c: apsw.Connection, header: Prepared | None
                 "palace (`palace import jsonl FILE --palace NEW`)",
                 details={"palace": palace.name, **counts})
         meta_set(c, RESTORED_FROM, mark)
+        # The weights come as the export's last decay left them: the next decay is due when
+        # it would have been there (a day after it; a day from now if it never decayed).
+        decayed = header.rec["decayed_ms"]
+        meta_set(c, DECAY_KEY, str(now_ms() if decayed is None else decayed))
     if header.rec["drawer_seq"] is not None:
         sql.raise_drawer_seq(c, int(header.rec["drawer_seq"]))
     return resumed
