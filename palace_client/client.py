@@ -21,9 +21,10 @@ from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
 from .connection import Connection, ReplyLost, RequestNotSent, connect
+from .transfer import Transfers
 
 
-class Client:
+class Client(Transfers):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -32,7 +33,8 @@ class Client:
         client_name: reported to the daemon in the handshake.
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Export, restore and
+    the import ledger's methods come from ``palace_client.transfer.Transfers``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,

@@ -235,16 +235,19 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "export": "palace.export", "restore": "palace.restore", "sources": "source.list",
+    "sync_source": "source.sync", "drop_source": "source.drop",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
-                                         "drawer_id": "id", "fact_id": "id"}
+                                         "drawer_id": "id", "fact_id": "id", "digest": "hash"}
 
 
 def test_every_client_method_is_mapped() -> None:
-    public = {n for n, v in vars(Client).items()
+    # Client's own methods and those of its mixins (palace_client.transfer).
+    public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 
