@@ -171,7 +171,7 @@ class ChatGptImport:
             yield self._unit(i, conv)
 
     def _unit(self, i: int, conv: Any) -> Unit | Problem:
-        where = f"{self._file}#{i}"
+        where = self._file
         if not isinstance(conv, dict):
             return Problem(where, None, f"conversation {i} is not a JSON object")
         cid = conv.get("conversation_id") or conv.get("id")

@@ -94,10 +94,15 @@ class Tally:
         if len(self.problems) < MAX_LISTED:
             self.problems.append(problem)
 
+    def listed(self) -> list[Problem]:
+        """The problems kept, in input order (those found when a batch came back from the
+        daemon are reported after the parser's own)."""
+        return sorted(self.problems, key=lambda p: (p.file, p.line is None, p.line or 0))
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["problems"] = [{"file": p.file, "line": p.line, "message": p.message}
-                           for p in self.problems]
+                           for p in self.listed()]
         out["elapsed_s"] = round(self.elapsed_s, 3)
         return out
 
@@ -167,7 +172,7 @@ def report(tally: Tally, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps(tally.to_json(), ensure_ascii=False) + "\n")
         return
-    for problem in tally.problems[:MAX_PRINTED]:
+    for problem in tally.listed()[:MAX_PRINTED]:
         sys.stderr.write(f"palace: skipped {problem.where()}: {problem.message}\n")
     if tally.skipped > MAX_PRINTED:
         sys.stderr.write(f"palace: ... and {tally.skipped - MAX_PRINTED} more skipped "
