@@ -148,14 +148,18 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "export": "palace.export",
 }
-CLI_NOT_OPS = {"mcp", "init"}
+# Commands that run several ops (an import: palace.create, then palace.restore or the
+# source.* ops of the import ledger), or none.
+CLI_NOT_OPS = {"mcp", "init", "import jsonl", "import chatgpt", "import markdown"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
-# ("all_palaces": `recall --all` sends memory.recall_all instead.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
+# ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
+# writes.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.

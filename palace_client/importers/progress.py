@@ -5,10 +5,7 @@ drawn: the summary line says it all at the end."""
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .runner import Tally
+from typing import Any
 
 
 class Progress:
@@ -47,11 +44,10 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
 
-    def advance(self, tally: Tally) -> None:
-        """One more unit done; show the counts so far."""
+    def advance(self, counts: str) -> None:
+        """One more unit done; ``counts`` says what happened so far."""
         if self._bar is None:
             return
         task = self._bar.tasks[0]
         rate = f"{task.speed:.0f}/s" if task.speed else ""
-        counts = f"{tally.stored} stored, {tally.unchanged} unchanged, {tally.skipped} skipped"
         self._bar.update(self._task, advance=1, rate=rate, counts=counts)
