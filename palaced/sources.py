@@ -29,6 +29,16 @@ async def list_page(palace: Palace, importer: str, prefix: str, after: str | Non
     return {"sources": found, "next": found[-1]["key"] if len(found) == limit else None}
 
 
+async def unchanged(palace: Palace, importer: str, key: str, digest: str
+                    ) -> dict[str, Any] | None:
+    """The answer of ``sync`` when source ``key`` is recorded with ``digest`` already (it
+    changes nothing), else None."""
+    state = await palace.read(lambda c: sql.source_state(c, importer, key))
+    if state is None or state[0] != digest:
+        return None
+    return {"changed": False, "stored": 0, "unchanged": state[1], "removed": 0, "ids": []}
+
+
 def _delete(c: apsw.Connection, ids: Sequence[int]) -> list[int]:
     """Delete drawers ``ids`` in the caller's transaction; their vector ids."""
     return (drawers.delete_drawers(c, ids) or []) if ids else []
@@ -49,9 +59,9 @@ async def sync(palace: Palace, importer: str, key: str, digest: str,
         MemoryNotFound: an item supersedes no drawer.
     """
     palace.require_compatible()
-    state = await palace.read(lambda c: sql.source_state(c, importer, key))
-    if state is not None and state[0] == digest:
-        return {"changed": False, "stored": 0, "unchanged": state[1], "removed": 0, "ids": []}
+    same = await unchanged(palace, importer, key, digest)
+    if same is not None:
+        return same
     stored = await writes.remember_many(palace, items, dedup=False)
     ids = [int(i) for i in stored["ids"]]
 

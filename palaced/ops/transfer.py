@@ -134,13 +134,15 @@ async def op_source_list(ctx: OpContext, palace: str | None, args: dict[str, Any
 
 async def op_source_sync(ctx: OpContext, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
-    name = need_palace(palace)
+    p = await ctx.registry.get(need_palace(palace))
     importer, key = _source_key(args)
+    unchanged = await sources.unchanged(p, importer, key, args["hash"])
+    if unchanged is not None:  # a re-run: no need to check (and extract topics of) the items
+        return unchanged
     limits = ctx.config.limits
     now = int(time.time() * 1000)
     items = await anyio.to_thread.run_sync(lambda: drawers_from_items(
         limits.max_text_chars, limits.max_batch, args["items"], now))
-    p = await ctx.registry.get(name)
     return await sources.sync(p, importer, key, args["hash"], items)
 
 
