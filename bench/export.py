@@ -7,7 +7,7 @@ For each size it builds a palace directly with the store (synthetic texts of ~15
 characters in 500 rooms, each drawer with a fake 384-d vector, so the database has its real
 size), starts a private keyword-only daemon on it, and runs ``palace export FILE`` as a
 subprocess. Printed per size: the export's wall time and rate, the file size, the client's
-peak RSS (``wait4``; next to the peak of a bare ``palace status`` for scale), and the
+peak RSS (next to the peak of a bare ``palace status`` for scale), and the
 daemon's resident memory before the export and its peak during it (``VmHWM`` after
 resetting it through ``/proc/PID/clear_refs``). Bounded memory shows as peaks that do not
 grow with the number of drawers. Linux only (``/proc``).
@@ -16,7 +16,6 @@ grow with the number of drawers. Linux only (``/proc``).
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import subprocess
@@ -72,16 +71,23 @@ def _status_kb(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
+# Runs a command and reports its peak RSS: the command is forked from this small process,
+# not from the bench (a child's peak counts the pages of the process it was forked from).
+_WRAP = ("import resource, subprocess, sys\n"
+         "rc = subprocess.call(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+         "sys.exit(rc)\n")
+
+
 def _run_peak_kb(args: list[str], env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one ``palace`` command."""
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "palace_client", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"palace {args} failed: {proc.stderr.read() if proc.stderr else ''}")
-    return time.monotonic() - t0, int(usage.ru_maxrss)
+    res = subprocess.run([sys.executable, "-c", _WRAP, sys.executable, "-m", "palace_client",
+                          *args], env=env, capture_output=True, text=True)
+    secs = time.monotonic() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"palace {args} failed: {res.stderr}")
+    return secs, int(res.stderr.strip().splitlines()[-1])
 
 
 def measure(n: int) -> dict[str, float]:

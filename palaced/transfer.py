@@ -54,8 +54,10 @@ def _parse_cursor(cursor: str | None) -> tuple[str, int]:
 
 
 def _size(record: dict[str, Any]) -> int:
-    return _RECORD_OVERHEAD + sum(len(v.encode("utf-8", "replace")) for v in record.values()
-                                  if isinstance(v, str))
+    listed = record.get("drawers")  # a source's drawer ids
+    return (_RECORD_OVERHEAD + 9 * (len(listed) if isinstance(listed, list) else 0)
+            + sum(len(v.encode("utf-8", "replace")) for v in record.values()
+                  if isinstance(v, str)))
 
 
 def _header(palace: Palace, c: apsw.Connection) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pty
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,19 @@ def test_chatgpt_malformed_conversations_are_skipped(kw: DaemonProc) -> None:
     assert "3 stored" in res.stdout and "2 skipped" in res.stdout
     bad = kw.cli("import", "chatgpt", str(FIXTURES / "nope.json"), "--palace", "gptbad")
     assert bad.returncode == 1 and "cannot read" in bad.stderr
+
+
+def test_chatgpt_reads_the_export_zip(kw: DaemonProc, tmp_path: Path) -> None:
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("user.json", "{}")
+        z.write(CHATGPT, "conversations.json")
+    out = _json(kw.cli("import", "chatgpt", str(archive), "--dry-run", "--json"))
+    assert (out["read"], out["records"], out["stored"], out["palace"]) == (4, 6, 0, None)
+    (tmp_path / "other.zip").write_bytes(archive.read_bytes().replace(b"conversations",
+                                                                      b"something_els"))
+    res = kw.cli("import", "chatgpt", str(tmp_path / "other.zip"), "--dry-run")
+    assert res.returncode == 5 and "without conversations.json" in res.stderr
 
 
 # -- markdown -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import typer
 
+from palace_client.render import counted
 from palaced import errors as E
 
 from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, emit, fail, need_palace
@@ -80,10 +81,12 @@ def export(
     if file is None:
         return
     done = {"palace": name, "file": file, "records": sum(counts.values()),
-            **{f"{k}s": counts[k] for k in ("drawer", "entity", "fact", "source")}}
+            "drawers": counts["drawer"], "entities": counts["entity"],
+            "facts": counts["fact"], "sources": counts["source"]}
     emit(done, as_json, lambda r: typer.echo(
-        f"exported palace {name} to {file}: {r['drawers']} drawers, {r['entitys']} entities, "
-        f"{r['facts']} facts, {r['sources']} sources"))
+        f"exported palace {name} to {file}: {counted(r['drawers'], 'drawer')}, "
+        f"{counted(r['entities'], 'entity', 'entities')}, {counted(r['facts'], 'fact')}, "
+        f"{counted(r['sources'], 'source')}"))
 
 
 def run_import(make: Callable[[], Importer], palace: str | None, *, dry_run: bool,
@@ -144,7 +147,8 @@ def import_jsonl(
 
 @imports.command("chatgpt")
 def import_chatgpt(
-    file: str = typer.Argument(..., help="conversations.json of a ChatGPT data export."),
+    file: str = typer.Argument(..., help="conversations.json of a ChatGPT data export, or "
+                               "the export's zip."),
     palace: str | None = PalaceOpt,
     wing: str = typer.Option("chatgpt", "--wing", help="Wing of the conversations."),
     tag: list[str] = TagOpt,

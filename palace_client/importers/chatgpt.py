@@ -1,4 +1,5 @@
-"""``palace import chatgpt``: the conversations of a ChatGPT data export (``conversations.json``).
+"""``palace import chatgpt``: the conversations of a ChatGPT data export (``conversations.json``,
+or the export's zip holding it).
 
 The file is a JSON list of conversations, each with ``id`` (or ``conversation_id``),
 ``title``, ``create_time`` (Unix seconds), ``current_node`` and a ``mapping`` of node id ->
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,16 +35,28 @@ DEFAULT_WING = "chatgpt"
 _TEXT_TYPES = ("text", "multimodal_text")
 
 
+def _read(path: str) -> bytes:
+    """The bytes of ``conversations.json``: the file itself, or the export's zip holding it."""
+    if not zipfile.is_zipfile(path):
+        return Path(path).read_bytes()
+    with zipfile.ZipFile(path) as archive:
+        names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "conversations.json"]
+        if not names:
+            raise E.InvalidContent(f"{path} is a zip without conversations.json: not a "
+                                   "ChatGPT data export")
+        return archive.read(min(names, key=len))
+
+
 def _load(path: str) -> list[Any]:
-    """The conversations of ``path``.
+    """The conversations of ``path`` (a ``conversations.json``, or the export's zip).
 
     Raises:
         ClientError: the file cannot be read; InvalidContent: it is not a JSON list.
     """
     try:
-        data = json.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise E.ClientError(f"cannot read {path}: {exc.strerror or exc}",
+        data = json.loads(_read(path))
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise E.ClientError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
                             details={"path": path}) from exc
     except ValueError as exc:
         raise E.InvalidContent(f"{path} is not JSON ({exc}): not a ChatGPT "

@@ -35,7 +35,7 @@ class JsonlImport:
                 client reads.
             ClientError: the file cannot be read.
         """
-        self.source = path
+        self.source = "stdin" if path == "-" else path
         self._file = "stdin" if path == "-" else Path(path).name
         try:
             self._stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
