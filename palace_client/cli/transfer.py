@@ -32,7 +32,8 @@ imports = typer.Typer(no_args_is_help=True, help=(
     "Exits 9 when malformed records were skipped (they are listed)."))
 
 DryRunOpt = typer.Option(False, "--dry-run", help="Parse and count; store nothing.")
-TagOpt = typer.Option([], "--tag", help="Tag every imported drawer (repeatable).")
+TagOpt = typer.Option([], "--tag", help="Tag every imported drawer (repeatable).",
+                      show_default="none")
 
 
 @contextlib.contextmanager
