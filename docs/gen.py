@@ -504,7 +504,11 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    for name, member in Client.__dict__.items():
+    # Client's own methods, then those of its mixins (``palace_client.transfer``).
+    members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
+    order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
+    for name in dict.fromkeys(order):
+        member = members[name]
         if name.startswith("_"):
             continue
         if isinstance(member, property):

@@ -1,13 +1,12 @@
 """``palace_client.Client``: the synchronous Python API over the daemon socket.
 
 Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
-connection (daemon restarted or killed) is reopened once and the request retried when that
-is correct, as each op's spec (``palaced.specs``) says (the reasoning is in that
-module's docstring): a request that was never written whole is always resent; after a lost
-reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
-are resent and an "already done" answer counts as success, and the rest raise
-``OutcomeUnknown`` rather than run twice. A reply late past its deadline is a lost reply
-that is not resent (``Timeout`` or ``OutcomeUnknown``, see ``Client.call``).
+connection (daemon restarted or killed) is reopened once and the request retried when that is
+correct, as each op's spec (``palaced.specs``, with the reasoning) says: a request that was
+never written whole is always resent; after a lost reply, reads and idempotent writes are
+resent, ``forget``/``palace.create``/``palace.delete`` are resent and an "already done" answer
+counts as success, and the rest raise ``OutcomeUnknown`` rather than run twice. A reply late
+past its deadline is a lost reply that is not resent (``Timeout`` or ``OutcomeUnknown``).
 """
 
 from __future__ import annotations
@@ -32,9 +31,10 @@ from .connection import (
     outcome_unknown,
 )
 from .payloads import drawer_args
+from .transfer import Transfers
 
 
-class Client:
+class Client(Transfers):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -46,7 +46,8 @@ class Client:
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Export, restore and
+    the import ledger's methods come from ``palace_client.transfer.Transfers``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,

@@ -39,6 +39,7 @@ EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
 EXIT_NO_SERVICE_MANAGER = 9
+EXIT_SKIPPED = 10
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
