@@ -23,6 +23,12 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
     connection_idle_s = 300        # no request for this long: the connection is closed
 
+    [upkeep]
+    consolidate_hint_at = 7        # a room this full of unconsolidated drawers gets a hint
+    promote_after = 10             # recalls per importance step up (0: never)
+    promote_max = 0.8              # promotion stops at high
+    recall_extends_ttl = true      # a recall restarts the lifetime of a drawer with a ttl
+
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
 """
@@ -83,14 +89,39 @@ class Limits:
 
 
 def out_of_bound(value: Any, bound: Any) -> str:
-    """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}``), or ""."""
+    """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}`` and an
+    optional inclusive ``"max"``), or ""."""
     if "bound" not in bound:
         return ""
-    low, strict = bound["bound"], bound["strict"]
-    ok = value > low if strict else value >= low
+    low, strict, high = bound["bound"], bound["strict"], bound.get("max")
+    ok = (value > low if strict else value >= low) and (high is None or value <= high)
     if ok and not (isinstance(value, float) and math.isnan(value)):
         return ""
-    return f"must be {'>' if strict else '>='} {low:g}, got {value!r}"
+    above = f"{'>' if strict else '>='} {low:g}"
+    return f"must be {above}{'' if high is None else f' and <= {high:g}'}, got {value!r}"
+
+
+@dataclass(frozen=True)
+class Upkeep:
+    """How use shapes memories: consolidation hints, promotion and TTL renewal on recall.
+
+    ``consolidate_hint_at``: a room with this many active, unconsolidated drawers makes
+    ``remember`` and ``health`` suggest consolidating it (0: never). ``promote_after``: every
+    this many recalls that return a drawer raise its importance one preset step (low ->
+    medium -> high), never beyond ``promote_max`` (0: never). ``recall_extends_ttl``: a recall
+    that returns a drawer with a ttl pushes its expiry to recall time + its ttl.
+    """
+
+    consolidate_hint_at: int = _above(7, 0, strict=False)
+    promote_after: int = _above(10, 0, strict=False)
+    promote_max: float = field(default=0.8, metadata={"bound": 0, "strict": False, "max": 1})
+    recall_extends_ttl: bool = True
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            problem = out_of_bound(getattr(self, f.name), f.metadata)
+            if problem:
+                raise ValueError(f"{f.name} {problem}")
 
 
 @dataclass(frozen=True)
@@ -114,6 +145,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "tokenizer": {"bpe_file": Key("path")},
     "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
                            f.default, dict(f.metadata)) for f in fields(Limits)},
+    "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
+                           f.default, dict(f.metadata)) for f in fields(Upkeep)},
 }
 
 
@@ -125,6 +158,7 @@ class DaemonConfig:
     embedder: EmbedderSettings
     limits: Limits = field(default_factory=Limits)
     tokenizer_file: Path | None = None
+    upkeep: Upkeep = field(default_factory=Upkeep)
 
 
 _KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -238,6 +272,13 @@ def _limits(table: dict[str, Any]) -> Limits:
     return Limits(**values)
 
 
+def _upkeep(table: dict[str, Any]) -> Upkeep:
+    """Upkeep settings from a checked ``[upkeep]`` table."""
+    values: dict[str, Any] = {
+        k: float(v) if SCHEMA["upkeep"][k].kind == "number" else v for k, v in table.items()}
+    return Upkeep(**values)
+
+
 def load(paths: Paths | None = None) -> DaemonConfig:
     """Resolve paths, read and check the TOML file if present, apply environment overrides.
 
@@ -269,4 +310,5 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         embedder=settings,
         limits=_limits(data.get("limits", {})),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
+        upkeep=_upkeep(data.get("upkeep", {})),
     )

@@ -8,20 +8,19 @@ does four things: its lifetime (``open``, ``aclose``), binding the embedding mod
 worker-thread call under ``write_lock``, shielded so a disconnecting client never leaves a
 half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
 
-What a palace does lives in modules by concern, as functions taking the handle: ``writes``
-(remember, forget, embedding), ``recall`` (recall, wake-up), ``reads`` (get, list, info,
-identity), ``graph`` (the knowledge graph) and ``upkeep`` (decay, prune, expiry,
-consolidation, health).
+What a palace does lives in modules by concern, as functions taking the handle: ``writes``,
+``edits``, ``recall``, ``reads``, ``graph``, ``upkeep``, ``health`` (and ``access``: what a
+recall's touches do).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import stat
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -31,13 +30,14 @@ import anyio
 import anyio.to_thread
 import apsw
 
+from palaced.access import apply_touches
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, PalaceLocked, PalaceNotFound, StorageError
+from palaced.errors import EmbedderMismatch, PalaceNotFound, StorageError
 from palaced.index import VectorIndex, open_index, save_index
+from palaced.lockfile import LOCK_NAME, release_lock, take_lock
 from palaced.services import Services
 from palaced.store import Store
-from palaced.store.db import storage_error, storage_errors
-from palaced.store.drawers import touch
+from palaced.store.db import storage_errors
 from palaced.store.meta import bump_vec_epoch, claim_embedder, meta_get
 from palaced.store.vectors import drop_all_vectors
 
@@ -47,7 +47,6 @@ T = TypeVar("T")
 DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
 IDENTITY_NAME = "identity.txt"
-LOCK_NAME = ".lock"
 IDENTITY_TEMPLATE = """\
 # Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
 # Lines starting with # are ignored.
@@ -79,7 +78,8 @@ class Palace:
         self.last_used = time.monotonic()
         self.last_write = 0.0
         self.in_flight = 0
-        self._pending_touch: set[int] = set()
+        self._pending_touch: Counter[int] = Counter()
+        self._promoted = False  # a flush changed importances: bump write_counter after it
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self.closed = False
 
@@ -115,7 +115,7 @@ class Palace:
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
-        fd = _take_lock(name, directory)
+        fd = take_lock(name, directory, _not_found)
         store: Store | None = None
         created = False  # only then is everything in the directory ours to undo
         try:
@@ -140,7 +140,7 @@ class Palace:
                 store.close()
             if created:
                 _undo_create(directory)
-            _release_lock(fd)
+            release_lock(fd)
             raise
 
     # -- the model -------------------------------------------------------------------------
@@ -215,6 +215,8 @@ class Palace:
     async def checkpoint(self, *, force: bool = False) -> None:
         """Save the index if dirty, rebuild it if stale, flush batched touches."""
         await self.write(partial(self._checkpoint_sync, force), wrote=False)
+        if self._promoted:  # importances changed: caches ordered by them (L1) are stale
+            self._promoted, self.write_counter = False, self.write_counter + 1
 
     def _checkpoint_sync(self, force: bool) -> None:
         """Flush touches; compact, rebuild or save the index as needed; fold the WAL.
@@ -234,7 +236,7 @@ class Palace:
         self.store.checkpoint()
 
     @staticmethod
-    def _many_dead(index: VectorIndex) -> bool:
+    def _many_dead(index: VectorIndex) -> bool:  # a few percent of tombstones, at least 256
         return index.dead >= max(COMPACT_MIN_DEAD, len(index) // 20)
 
     @property
@@ -261,7 +263,7 @@ class Palace:
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
-        _release_lock(self._lock_fd)
+        release_lock(self._lock_fd)
         self.closed = True
 
     # -- the two hops ----------------------------------------------------------------------
@@ -291,16 +293,16 @@ class Palace:
 
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:
-        """Remember recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
+        """Count recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
         self._pending_touch.update(ids)
 
     def flush_touches_sync(self) -> None:
-        """Write the recorded accesses (worker thread, under ``write_lock``)."""
+        """Write the counted accesses (worker thread, under ``write_lock``; ``access``)."""
         if not self._pending_touch:
             return
-        ids, self._pending_touch = self._pending_touch, set()
-        ts = now_ms()
-        self.store.write(lambda c: touch(c, ids, ts))
+        ids, self._pending_touch = self._pending_touch, Counter()
+        ts, policy = now_ms(), self.services.config.upkeep
+        self._promoted |= self.store.write(lambda c: apply_touches(c, ids, ts, policy))
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""
@@ -348,43 +350,6 @@ def has_database(name: str, directory: Path) -> bool:
 def _not_found(name: str) -> PalaceNotFound:
     return PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}`",
                           details={"palace": name})
-
-
-def _take_lock(name: str, directory: Path) -> int:
-    """Open and flock the palace's lock file; returns its descriptor.
-
-    Raises:
-        PalaceNotFound: the directory does not exist.
-        PalaceLocked: another process holds the lock.
-        StorageError: the lock file cannot be created or opened (read-only storage...).
-    """
-    path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except FileNotFoundError:
-        raise _not_found(name) from None
-    except OSError as exc:
-        raise storage_error(exc, path, name) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PalaceLocked(
-            f"palace {name!r} is locked by another process", details={"palace": name}
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise storage_error(exc, path, name) from exc
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    # Unlock and close separately: a failed unlock must not leak the descriptor (closing it
-    # releases the flock anyway).
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    with contextlib.suppress(OSError):
-        os.close(fd)
 
 
 # Everything a create may have written into a directory that held nothing but the lock.

@@ -19,7 +19,7 @@ import apsw
 
 from palaced.errors import MemoryNotFound
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
-from palaced.store import drawers
+from palaced.store import drawers, edits
 
 log = logging.getLogger("palaced.reads")
 
@@ -87,8 +87,10 @@ def read_identity(path: Path, *, keep_comments: bool = False) -> str:
     return out
 
 
-async def get(palace: Palace, drawer_id: int) -> dict[str, Any]:
-    """Return one drawer, with ``supersedes``: the ids of the drawers it replaced.
+async def get(palace: Palace, drawer_id: int, *, history: bool = False) -> dict[str, Any]:
+    """Return one drawer, with ``supersedes`` (the ids of the drawers it replaced) and
+    ``versions`` (1 + how often it was edited in place); with ``history`` also its earlier
+    versions, newest first (``store.edits.history``).
 
     Raises:
         MemoryNotFound: no such drawer.
@@ -97,6 +99,11 @@ async def get(palace: Palace, drawer_id: int) -> dict[str, Any]:
         d = drawers.get_drawer(c, drawer_id)
         if d is not None:
             d["supersedes"] = drawers.superseded_ids(c, drawer_id)
+            earlier = edits.history(c, drawer_id) if history else None
+            d["versions"] = 1 + (len(earlier) if earlier is not None else
+                                 edits.history_counts(c, [drawer_id]).get(drawer_id, 0))
+            if earlier is not None:
+                d["history"] = earlier
         return d
 
     drawer = await palace.read(read)

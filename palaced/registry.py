@@ -26,7 +26,8 @@ from palaced.errors import (
     clip,
     quote,
 )
-from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
+from palaced.lockfile import LOCK_NAME
+from palaced.palace import DB_NAME, Palace, has_database
 from palaced.services import Services
 from palaced.store.db import open_connection, storage_errors
 from palaced.store.drawers import counts

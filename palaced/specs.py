@@ -234,8 +234,20 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
            palace=_R, read_only=True, retry=SAFE,
            doc="L0 identity and L1 essential drawers packed into `budget`."),
-    OpSpec("memory.get", {"id": _ID}, palace=_R, read_only=True, retry=SAFE,
-           doc="One drawer."),
+    OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False)}, palace=_R,
+           read_only=True, retry=SAFE,
+           doc="One drawer (`versions`: 1 + its edits; with `history`, the earlier versions)."),
+    # A resend finds the values already there and changes nothing.
+    OpSpec("memory.update", {
+        "id": _ID,
+        "text": Arg("str", max_len=NO_LIMIT),
+        "wing": _LABEL,
+        "room": _LABEL,
+        "tags": Arg("strlist", max_len=64),
+        "importance": Arg("str|float", max_len=64),
+    }, palace=_R, retry=SAFE,
+        doc="Edit a drawer in place (same id): the given fields change, a new text is "
+            "re-embedded, the replaced version is kept as history."),
     OpSpec("memory.forget", {"id": _ID}, palace=_R,
            doc="Delete one drawer (text, keyword index, vectors).",
            retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,

@@ -22,6 +22,7 @@ from palaced import rules
 from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderUnavailable, MemoryNotFound
+from palaced.health import consolidation_hint
 from palaced.index import to_blob
 from palaced.palace import Palace, now_ms
 from palaced.store import drawers
@@ -46,7 +47,8 @@ async def _embed(palace: Palace, emb: Embedder, texts: list[str]) -> np.ndarray:
 # -- remember ---------------------------------------------------------------------------------
 async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
                    ) -> dict[str, Any]:
-    """Store one drawer; returns ``{id, created, embedded, deduplicated}``.
+    """Store one drawer; returns ``{id, created, embedded, deduplicated}``, and
+    ``consolidate`` (``health.consolidation_hint``) when its room is due a consolidation.
 
     Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
     the same wing/room refreshes that drawer instead (``deduplicated: true``).
@@ -57,6 +59,9 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
     """
     palace.require_compatible()
     outcome = (await _insert_many(palace, [new], dedup=dedup))[0]
+    hint = await consolidation_hint(palace, new.wing, new.room)
+    if hint is not None:
+        outcome["consolidate"] = hint
     return outcome
 
 

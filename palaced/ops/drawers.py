@@ -1,5 +1,5 @@
 """Handlers of the drawer ops: remember, remember_many, recall, recall_all, wake_up, get,
-forget, list."""
+update, forget, list."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import reads, recall, writes
+from palaced import edits, reads, recall, writes
 from palaced.errors import InvalidArgs, PalaceError
 from palaced.ops.context import OpContext
 from palaced.ops.fields import (
     check_query,
     drawer_from_args,
     drawers_from_items,
+    edit_from_args,
     filters_from_args,
     need_palace,
 )
@@ -104,7 +105,13 @@ async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
 
 async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return {"drawer": await reads.get(p, int(args["id"]))}
+    return {"drawer": await reads.get(p, int(args["id"]), history=bool(args["history"]))}
+
+
+async def op_update(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    edit = edit_from_args(ctx.config.limits.max_text_chars, args)
+    return await edits.update(p, int(args["id"]), edit)
 
 
 async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -77,6 +77,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.recall_all", drawers.op_recall_all),
     ("memory.wake_up", drawers.op_wake_up),
     ("memory.get", drawers.op_get),
+    ("memory.update", drawers.op_update),
     ("memory.forget", drawers.op_forget),
     ("memory.list", drawers.op_list),
     ("graph.assert", graph.op_graph_assert),

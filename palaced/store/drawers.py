@@ -205,12 +205,25 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int) -> N
         refresh_context(conn, nid)
 
 
-def touch(conn: apsw.Connection, ids: Iterable[int], now_ms: int) -> None:
-    """Record that drawers were recalled (last access time and access count)."""
+def touch_rows(conn: apsw.Connection, ids: Sequence[int]
+               ) -> list[tuple[int, float, float, int, int | None, int | None, int]]:
+    """``(id, importance, weight, access_count, expires_ms, ttl_ms, created_ms)`` of those of
+    ``ids`` that exist (what recording a recall of them needs)."""
+    return [(int(r[0]), float(r[1]), float(r[2]), int(r[3]), r[4], r[5], int(r[6]))
+            for r in conn.execute(
+                "SELECT id, importance, weight, access_count, expires_ms, ttl_ms, created_ms "
+                "FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
+                ("[" + ",".join(str(int(i)) for i in ids) + "]",))]
+
+
+def store_touches(conn: apsw.Connection,
+                  rows: Sequence[tuple[int, float, float, int | None, int]], now_ms: int
+                  ) -> None:
+    """Record recalls: ``(access_count, importance, weight, expires_ms, id)`` per drawer, and
+    ``now_ms`` as its last access."""
     conn.executemany(
-        "UPDATE drawers SET accessed_ms = ?, access_count = access_count + 1 WHERE id = ?",
-        [(now_ms, i) for i in ids],
-    )
+        "UPDATE drawers SET accessed_ms = ?, access_count = ?, importance = ?, weight = ?, "
+        "expires_ms = ? WHERE id = ?", [(now_ms, *row) for row in rows])
 
 
 def refresh_duplicate(conn: apsw.Connection, drawer_id: int, importance: float,

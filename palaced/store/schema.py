@@ -5,7 +5,11 @@ v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`
 ``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
 (one row per imported file or conversation: its importer, key and content hash) and
 ``source_drawers`` (which drawers each source filed), so re-running an import replaces what
-changed and nothing else.
+changed and nothing else. v4: editing and upkeep: ``drawer_history`` (the earlier versions
+of a drawer edited in place by ``memory.update``), ``drawers_trigram`` (a trigram full-text
+index over the drawers' text, kept by triggers, for substring search when the word search
+finds nothing) and ``drawers.ttl_ms`` (the lifetime a drawer was given, so that a recall can
+restart it).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -159,6 +163,49 @@ SOURCES_DDL: list[str] = [
 ]
 
 
+# v4, editing and upkeep. The trigram index reads its text from ``drawers`` (external
+# content: the text is not stored twice) and triggers keep it current on every path that
+# inserts, edits or deletes a drawer (remember, update, restore, forget, prune, sweep).
+UPKEEP_DDL: list[str] = [
+    """CREATE TABLE drawer_history(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        wing TEXT NOT NULL,
+        room TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        importance REAL NOT NULL,
+        replaced_ms INTEGER NOT NULL
+    ) STRICT""",
+    "CREATE INDEX drawer_history_drawer ON drawer_history(drawer_id, id)",
+    """CREATE VIRTUAL TABLE drawers_trigram USING fts5(
+        text, content = 'drawers', content_rowid = 'id', tokenize = 'trigram'
+    )""",
+    "INSERT INTO drawers_trigram(drawers_trigram) VALUES ('rebuild')",
+    """CREATE TRIGGER drawers_trigram_insert AFTER INSERT ON drawers BEGIN
+        INSERT INTO drawers_trigram(rowid, text) VALUES (new.id, new.text);
+    END""",
+    """CREATE TRIGGER drawers_trigram_delete AFTER DELETE ON drawers BEGIN
+        INSERT INTO drawers_trigram(drawers_trigram, rowid, text)
+        VALUES ('delete', old.id, old.text);
+    END""",
+    """CREATE TRIGGER drawers_trigram_update AFTER UPDATE OF text ON drawers BEGIN
+        INSERT INTO drawers_trigram(drawers_trigram, rowid, text)
+        VALUES ('delete', old.id, old.text);
+        INSERT INTO drawers_trigram(rowid, text) VALUES (new.id, new.text);
+    END""",
+    # The lifetime a drawer was given (ttl, or expires_at less the time it was stored): a
+    # recall that returns it may push its expiry to recall time + ttl_ms.
+    "ALTER TABLE drawers ADD COLUMN ttl_ms INTEGER",
+    """UPDATE drawers SET ttl_ms = max(expires_ms - created_ms, 0)
+        WHERE expires_ms IS NOT NULL""",
+    """CREATE TRIGGER drawers_ttl AFTER INSERT ON drawers
+        WHEN new.expires_ms IS NOT NULL AND new.ttl_ms IS NULL BEGIN
+        UPDATE drawers SET ttl_ms = max(new.expires_ms - new.created_ms, 0) WHERE id = new.id;
+    END""",
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -168,7 +215,7 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(UPKEEP_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
