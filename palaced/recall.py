@@ -29,6 +29,7 @@ import apsw
 import numpy as np
 
 from palaced import relevance, search
+from palaced.access import TOUCH_TOP
 from palaced.errors import PalaceError
 from palaced.packing import Section
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
@@ -191,7 +192,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     palace.require_compatible()
     caches = _caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
-    lexical: list[tuple[int, float]] = []
+    lexical = search.KeywordHits([])
     vec_box: list[np.ndarray | None] = [None]
 
     async def embed() -> None:
@@ -255,7 +256,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     unknown = got.unknown_names
 
     results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
-    palace.note_touched([r["id"] for r in results])
+    # Only what the agent reads counts as used: the first results above the floor.
+    palace.note_touched([r["id"] for r in results[:TOUCH_TOP] if not r["below_floor"]])
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
     if 0 in levels:
@@ -293,7 +295,7 @@ def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor
     # pool is no closer than the pool's farthest.
     if hybrid and d.get("embedded", True):
         cos = vec if vec is not None else min(ranking.vector.values(), default=None)
-    rel = relevance.relevance(str(d["text"]), terms, cos)
+    rel = relevance.relevance(str(d["text"]), terms, cos, substring=ranking.substring)
     out = relevance.shorten(dict(d), terms)
     out["score"] = round(rel, 6)
     out["below_floor"] = bool(unknown) or rel < floor
@@ -324,11 +326,11 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
 
 
 def _lexical(palace: Palace, caches: _Caches, req: RecallRequest
-             ) -> Callable[[apsw.Connection], list[tuple[int, float]]]:
-    """The BM25 half of a recall, as a function for one read hop."""
+             ) -> Callable[[apsw.Connection], search.KeywordHits]:
+    """The keyword half of a recall, as a function for one read hop."""
     counter = palace.write_counter
 
-    def run(c: apsw.Connection) -> list[tuple[int, float]]:
+    def run(c: apsw.Connection) -> search.KeywordHits:
         if caches.doc_count is None or caches.doc_count[0] != counter:
             caches.doc_count = (counter, drawer_count(c))
         return search.lexical_search(c, req.query, req.filters, now_ms(),

@@ -47,22 +47,27 @@ def _matches(word: str, term: str, stem: str) -> bool:
     return word == term or (stem != term and word.startswith(stem))
 
 
-def coverage(text: str, terms: Sequence[str]) -> float:
-    """The share of ``terms`` (lower-case query words) found in ``text``, in [0, 1]."""
+def coverage(text: str, terms: Sequence[str], *, substring: bool = False) -> float:
+    """The share of ``terms`` (lower-case query words) found in ``text``, in [0, 1]; with
+    ``substring`` a term of 3+ characters also counts inside a word ("gres" in "Postgres")."""
     if not terms:
         return 0.0
     words = {w.lower() for w in _WORD.findall(text)}
+    lowered = text.lower() if substring else ""
     found = 0
     for term in terms:
         stem = _stem(term)
-        if term in words or (stem != term and any(w.startswith(stem) for w in words)):
+        if (term in words or (stem != term and any(w.startswith(stem) for w in words))
+                or (substring and len(term) >= 3 and term in lowered)):
             found += 1
     return found / len(terms)
 
 
-def relevance(text: str, terms: Sequence[str], cosine: float | None) -> float:
-    """A drawer's 0-1 relevance: ``max(clip(cosine), coverage)``; coverage alone without one."""
-    cov = coverage(text, terms)
+def relevance(text: str, terms: Sequence[str], cosine: float | None, *,
+              substring: bool = False) -> float:
+    """A drawer's 0-1 relevance: ``max(clip(cosine), coverage)``; coverage alone without one
+    (``substring``: words found inside others count, see ``coverage``)."""
+    cov = coverage(text, terms, substring=substring)
     if cosine is None:
         return cov
     return max(min(max(cosine, 0.0), 1.0), cov)

@@ -16,6 +16,7 @@ import apsw
 import numpy as np
 
 from palaced.fusion import (
+    DEFAULT_ACCESS_WEIGHT,
     DEFAULT_IMPORTANCE_WEIGHT,
     DEFAULT_RECENCY_WEIGHT,
     DrawerMeta,
@@ -23,6 +24,7 @@ from palaced.fusion import (
     apply_boosts,
     feed_back_rooms,
     fuse,
+    length_weights,
     rank_rooms,
     ranking,
     room_scores,
@@ -53,6 +55,13 @@ class RankParams:
     recency_weight: float = DEFAULT_RECENCY_WEIGHT
     # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
     room_weight: float = 0.4
+    # Share of the score range R a drawer gains from being recalled often (fusion.access_share).
+    access_weight: float = DEFAULT_ACCESS_WEIGHT
+    # Vector weight by drawer length (fusion.length_weights; 0: the same for every drawer).
+    length_alpha: float = 0.0
+    length_ref_chars: float = 150.0
+    # A keyword search that finds nothing falls back to substrings (store.search).
+    substring_fallback: bool = True
 
 
 @dataclass
@@ -67,6 +76,7 @@ class Ranking:
     rooms: list[tuple[str, str, float]]
     closet_hits: set[int] = field(default_factory=set)
     mentioned_rooms: set[tuple[str, str]] = field(default_factory=set)
+    substring: bool = False  # the keyword hits are substring matches (the fallback)
 
 
 def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
@@ -106,18 +116,30 @@ def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[s
     return {(w, r) for w, r in rooms if r.lower() in words or w.lower() in words}
 
 
+@dataclass(frozen=True)
+class KeywordHits:
+    """The keyword half of ``rank``: ``(drawer_id, score)`` best first, and whether they are
+    substring matches (BM25 found nothing and ``substring_fallback`` is on)."""
+
+    hits: list[tuple[int, float]]
+    substring: bool = False
+
+
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
                    params: RankParams = RankParams(), stats: sql.TermStats | None = None,
-                   n_docs: int = 0) -> list[tuple[int, float]]:
-    """The BM25 half of ``rank``: ``(drawer_id, score)`` best first."""
-    return sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+                   n_docs: int = 0) -> KeywordHits:
+    """BM25 over words, else substrings of 3+ characters when that finds nothing."""
+    hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+    if hits or not params.substring_fallback:
+        return KeywordHits(hits)
+    return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          index: VectorIndex | None, filters: Filters, now_ms: int,
          params: RankParams = RankParams(),
          rooms: Sequence[tuple[str, str]] | None = None,
-         lexical_hits: Sequence[tuple[int, float]] | None = None) -> Ranking:
+         lexical_hits: KeywordHits | None = None) -> Ranking:
     """Rank the palace's drawers for ``query`` under ``filters``.
 
     ``rooms`` is the palace's (wing, room) list if the caller has it cached;
@@ -126,15 +148,21 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
-    lexical = dict(lexical_hits)
+    lexical = dict(lexical_hits.hits)
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
-                 vector_weight=params.vector_weight)
-    if not fused:
+    pool = list(dict.fromkeys([*lexical, *vector]))
+    if not pool:
         return Ranking([], {}, lexical, vector, {}, [])
-    meta = sql.pool_meta(c, list(fused), filters, now_ms)
+    meta = sql.pool_meta(c, pool, filters, now_ms)
+    weights_of = None
+    if params.length_alpha and vector:
+        weights_of = {i: length_weights(v[5], params.vector_weight, alpha=params.length_alpha,
+                                        ref_chars=params.length_ref_chars)
+                      for i, v in meta.items()}
+    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
+                 vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
@@ -145,9 +173,9 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
-        {i: DrawerMeta(importance=v[2], ts_ms=v[3]) for i, v in meta.items()},
+        {i: DrawerMeta(importance=v[2], ts_ms=v[3], accesses=v[4]) for i, v in meta.items()},
         now_ms=now_ms, importance_weight=params.importance_weight,
-        recency_weight=params.recency_weight,
+        recency_weight=params.recency_weight, access_weight=params.access_weight,
     )
     room_of = {i: (v[0], v[1]) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
@@ -160,4 +188,5 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)
+    return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned,
+                   lexical_hits.substring)

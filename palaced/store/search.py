@@ -146,6 +146,33 @@ def fts_search(
     return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, params)]
 
 
+# Substring matches ranked at most, newest first: bounds the cost of a fallback whose
+# substring is common (a trigram in half of a large palace) to this many rows.
+SUBSTRING_SCAN = 2_000
+
+
+def substring_search(conn: apsw.Connection, query: str, filters: Filters, limit: int,
+                     now_ms: int) -> list[tuple[int, float]]:
+    """Drawers whose text contains a query word of 3+ characters anywhere ("gres" finds
+    "Postgres"), case-insensitive, from the trigram index; ``(drawer_id, score)`` best first.
+
+    The fallback of a keyword search that found nothing: only the newest SUBSTRING_SCAN
+    matches are scored (BM25 over trigrams). Words under 3 characters cannot be searched.
+    """
+    match = fts_match([t for t in fts_terms(query) if len(t) >= 3])
+    if match is None:
+        return []
+    where, params = filters.sql(now_ms)
+    params.update({"match": match, "limit": limit, "scan": SUBSTRING_SCAN})
+    sql = (
+        "SELECT f.rowid, f.s FROM (SELECT t.rowid, bm25(drawers_trigram) AS s "
+        "FROM drawers_trigram t JOIN drawers d ON d.id = t.rowid "
+        f"WHERE drawers_trigram MATCH :match AND {where} ORDER BY t.rowid DESC LIMIT :scan) f "
+        "ORDER BY f.s LIMIT :limit"
+    )
+    return [(int(r[0]), -float(r[1])) for r in conn.execute(sql, params)]
+
+
 # -- around the candidate pool ------------------------------------------------------------------
 def drawer_count(conn: apsw.Connection) -> int:
     """How many drawers the palace holds (BM25's N; callers cache it per write)."""
@@ -181,24 +208,26 @@ def matching_ids(conn: apsw.Connection, ids: Sequence[int], filters: Filters, no
 
 
 def pool_meta(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_ms: int
-              ) -> dict[int, tuple[str, str, float, int]]:
-    """``{id: (wing, room, importance * weight, occurred_ms)}`` of the candidates that still
-    match ``filters`` in this snapshot.
+              ) -> dict[int, tuple[str, str, float, int, int, int]]:
+    """``{id: (wing, room, importance * weight, occurred_ms, access_count, characters)}`` of
+    the candidates that still match ``filters`` in this snapshot.
 
     BM25 may have run in an earlier read transaction (concurrently with embedding), so a
     candidate superseded, expired or forgotten since is dropped here.
     """
-    out: dict[int, tuple[str, str, float, int]] = {}
+    out: dict[int, tuple[str, str, float, int, int, int]] = {}
     if not ids:
         return out
     marks = ",".join(str(int(i)) for i in ids)
     where, params = filters.sql(now_ms)
-    for did, wing, room, imp, occ, weight in conn.execute(
-        f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight FROM drawers d "
-        f"WHERE d.id IN ({marks}) AND {where}", params
+    for did, wing, room, imp, occ, weight, count, chars in conn.execute(
+        f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight, "
+        f"d.access_count, length(d.text) FROM drawers d WHERE d.id IN ({marks}) AND {where}",
+        params
     ):
         # Decay weight scales importance: a stale low drawer ranks below a fresh one.
-        out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ))
+        out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ),
+                         int(count), int(chars))
     return out
 
 
