@@ -267,7 +267,19 @@ def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
     return (f"    importance {drawer['importance']}  tags {', '.join(drawer['tags']) or '-'}  "
             f"happened {format_time(drawer['occurred_ms'], missing='-')}  "
             f"stored {format_time(drawer['created_ms'], missing='-')}  "
-            f"recalled {drawer['access_count']}x")
+            f"recalled {drawer['access_count']}x"
+            + (f"  version {drawer['versions']}" if drawer.get("versions", 1) > 1 else ""))
+
+
+def cli_history(versions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The earlier versions of a drawer (``palace get --history``), newest first."""
+    lines: list[str] = []
+    for v in versions:
+        lines.append(f"  version {v['version']} (replaced {format_time(v['replaced_ms'])}) "
+                     f"{drawer_place(v)}  importance {v['importance']}  "
+                     f"tags {', '.join(v['tags']) or '-'}")
+        lines.extend(indented(str(v["text"]), "    "))
+    return lines or ["  (never edited)"]
 
 
 def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
