@@ -99,16 +99,20 @@ def _narrow(schema: dict[str, Any], narrow: Mapping[str, Any], where: str) -> No
 
 @dataclass(frozen=True)
 class Param:
-    """A tool property that is an argument of the tool's op: description and narrowing."""
+    """A tool property that is an argument of an op (the tool's, or ``op``): description and
+    narrowing."""
 
     description: str = ""
     kind: str | None = None
     narrow: Mapping[str, Any] = field(default_factory=dict)
+    op: str | None = None
 
 
-def param(description: str = "", *, kind: str | None = None, **narrow: Any) -> Param:
-    """Declare a tool property as its op's argument of the same name (see ``op_property``)."""
-    return Param(description, kind, narrow)
+def param(description: str = "", *, kind: str | None = None, op: str | None = None,
+          **narrow: Any) -> Param:
+    """Declare a tool property as the argument of the same name of the tool's op, or of
+    ``op`` (a tool whose ``action`` picks among ops; see ``op_property``)."""
+    return Param(description, kind, narrow, op)
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,11 @@ class ToolSpec:
 
     No ``title``: clients show the name, and the model never sees a title.
 
-    ``params`` are arguments of ``op`` (the daemon op the tool runs), their schemas derived
-    from its spec; ``extra`` are hand-written properties only the tool knows (how it runs
-    its op: ``recall``'s ``scope``, ``kg_query``'s ``history``).
-    Required are the op's required arguments among ``params``, then ``extra_required``.
+    ``params`` are arguments of ``op`` (the daemon op the tool runs; a param may name
+    another op), their schemas derived from its spec; ``extra`` are hand-written properties
+    only the tool knows (how it runs its op: ``recall``'s ``scope``, ``kg_query``'s
+    ``history``, ``upkeep``'s ``action``). Required are the tool op's required arguments
+    among ``params``, then ``extra_required``.
     """
 
     name: str
@@ -142,9 +147,10 @@ class ToolSpec:
         """
         props: dict[str, dict[str, Any]] = {}
         for key, p in self.params.items():
-            if self.op is None:
+            op = p.op or self.op
+            if op is None:
                 raise KeyError(f"tool {self.name}: param {key!r} needs an op")
-            props[key] = op_property(self.op, key, p.description, kind=p.kind, **p.narrow)
+            props[key] = op_property(op, key, p.description, kind=p.kind, **p.narrow)
         props.update((key, dict(schema)) for key, schema in self.extra.items())
         return props
 
@@ -152,7 +158,8 @@ class ToolSpec:
     def required(self) -> tuple[str, ...]:
         """The properties a call must give."""
         args = SPECS[self.op].args if self.op is not None else {}
-        return (*(k for k in self.params if args[k].required), *self.extra_required)
+        own = (k for k, p in self.params.items() if p.op is None and args[k].required)
+        return (*own, *self.extra_required)
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -171,8 +178,10 @@ class ToolSpec:
 
         Only the hints that differ from MCP's defaults are sent (readOnlyHint false,
         destructiveHint true, idempotentHint false, openWorldHint true; the last three mean
-        something only for a tool that writes): every token of ``tools/list`` is paid in
-        every session.
+        something only for a tool that writes), and the schema leaves out what the bridge
+        enforces anyway (``UNPUBLISHED``): every token of ``tools/list`` is paid in every
+        session, no agent writes a 200-character room name, and models call with the
+        properties listed. ``check_arguments`` still enforces all of it.
         """
         hints: dict[str, bool] = {}
         if self.read_only:
@@ -184,7 +193,18 @@ class ToolSpec:
                 hints["idempotentHint"] = True
         hints["openWorldHint"] = False
         return {"name": self.name, "description": self.description,
-                "inputSchema": self.input_schema, "annotations": hints}
+                "inputSchema": published(self.input_schema), "annotations": hints}
+
+
+# Length and count limits and the ban of unknown properties: enforced on every call by
+# check_arguments (then the daemon), not worth their ~180 tokens in every tools/list.
+UNPUBLISHED = frozenset({"maxLength", "maxItems", "additionalProperties"})
+
+
+def published(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` without the ``UNPUBLISHED`` keywords, at any depth."""
+    return {k: published(v) if isinstance(v, Mapping) else v
+            for k, v in schema.items() if k not in UNPUBLISHED}
 
 
 # -- argument sanity ----------------------------------------------------------------------------

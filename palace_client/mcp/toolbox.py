@@ -1,7 +1,9 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
-``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline``. Results are
+``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline``, and
+``upkeep``'s ``action`` picks ``memory.update``, ``memory.consolidate`` or ``memory.health``
+(``upkeep_tool``). Results are
 rendered as plain text for an agent (``palace_client.render``); failures become ``isError``
 results the agent can act on (``results``), never protocol errors. The tools' names,
 descriptions and schemas live in ``tools``.
@@ -14,7 +16,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palace_client.render import (
-    excerpt,
     format_time,
     nothing_relevant,
     render_fact,
@@ -26,7 +27,8 @@ from palaced.errors import PalaceError, ShuttingDown
 from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
-from .results import render_error, text_result
+from . import upkeep_tool
+from .results import cut_listed, render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
 
@@ -76,7 +78,7 @@ class Toolbox:
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
-            "forget": self._forget, "list_drawers": self._list_drawers,
+            "forget": self._forget, "upkeep": self._upkeep, "list_drawers": self._list_drawers,
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
             "kg_invalidate": self._kg_invalidate, "kg_neighbors": self._kg_neighbors,
         }
@@ -161,6 +163,12 @@ class Toolbox:
             # drawer would silently drop the correction.
             payload.setdefault("dedup", False)
         result = self._op("memory.remember", self.palace, payload)
+        text = self._remembered(args, result, old)
+        if result.get("consolidate"):
+            text += "\n" + upkeep_tool.consolidation_hint(result["consolidate"])
+        return text
+
+    def _remembered(self, args: dict[str, Any], result: Mapping[str, Any], old: Any) -> str:
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
         place = f" [{where}]" if where else ""
         did = result["id"]
@@ -268,6 +276,10 @@ class Toolbox:
         self._op("memory.forget", self.palace, args)
         return f"Forgot drawer #{args['id']} in palace '{self.palace}'."
 
+    def _upkeep(self, args: dict[str, Any]) -> str:
+        action, op, op_args = upkeep_tool.request(args)
+        return upkeep_tool.render(action, self._op(op, self.palace, op_args), self.palace)
+
     def _list_drawers(self, args: dict[str, Any]) -> str:
         result = self._op("memory.list", self.palace, args)
         drawers = list(result.get("drawers") or [])
@@ -279,7 +291,7 @@ class Toolbox:
                  f"'{self.palace}', newest first"]
         if not self.compact:
             lines.append("")
-        lines.extend(render_items([_cut(d) for d in drawers], self.compact))
+        lines.extend(render_items([cut_listed(d) for d in drawers], self.compact))
         if result.get("next_offset") is not None:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
@@ -375,19 +387,3 @@ class Toolbox:
     def _unknown_entity(self, name: str) -> str:
         return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "
                 "(record facts about it with kg_assert).")
-
-
-LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
-
-
-def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
-    """``drawer`` with a long text cut to its start and marked as an excerpt (``get`` has all).
-
-    A listing is for finding drawers; a 200k-character text printed whole would fill the
-    agent's context with one memory.
-    """
-    text = str(drawer.get("text", ""))
-    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
-    if start is None:
-        return drawer
-    return {**drawer, "text": start, "excerpt": True, "chars": len(text)}

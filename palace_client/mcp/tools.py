@@ -3,12 +3,14 @@
 ``tools/list`` is answered from ``TOOLS``; ``toolbox.Toolbox`` runs them. Each tool names the
 daemon op it runs, and its properties are that op's arguments (``param``): their JSON Schemas
 (types, bounds, defaults) are generated from ``palaced.specs`` by ``schema.op_property``, so
-only the wording lives here. The two tool-only properties (``recall``'s ``scope`` and
-``kg_query``'s ``history``) choose how the tool runs its op and are written out in ``extra``.
+only the wording lives here. The tool-only properties (``recall``'s ``scope``,
+``kg_query``'s ``history``, ``upkeep``'s ``action``) choose how the tool runs its op (or
+which op: ``upkeep``'s params name theirs) and are written out in ``extra``.
 
-Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: nine
-tools, one-line descriptions that say when to call each, short property texts
-(``tests/test_mcp_bridge.py`` prints the cl100k count and holds it to 1,500 tokens).
+Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: ten
+tools, one-line descriptions that say when to call each, short property texts, and no
+length limits in the published schemas (``schema.published``; ``tests/test_mcp_bridge.py``
+prints the cl100k count and holds it to 1,500 tokens).
 Tools that were folded into others are listed in ``RETIRED`` with what to call instead.
 """
 
@@ -31,6 +33,10 @@ def _when(description: str) -> Param:
     """A time argument, offered to agents as an ISO 8601 string (the daemon also takes ms)."""
     return param(description, kind="str")
 
+
+ACTIONS = ("update", "consolidate", "health")
+ACTION: dict[str, Any] = {"type": "string", "enum": list(ACTIONS)}
+_EDIT = "memory.update"
 
 SCOPES = ("palace", "all")
 SCOPE: dict[str, Any] = {"type": "string", "enum": list(SCOPES), "default": "palace",
@@ -98,12 +104,28 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="forget",
         op="memory.forget",
         description=(
-            "Delete a wrong or accidental drawer for good; to update a memory, remember it "
-            "with supersedes instead."
+            "Delete a wrong or accidental drawer for good; to change one, upkeep update it."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,
         idempotent=True,
+    ),
+    ToolSpec(
+        name="upkeep",
+        description=(
+            "update: edit drawer id in place (old version kept); consolidate: sum up a room "
+            "in text; health: stale and duplicate drawers."
+        ),
+        params={
+            "id": param(op=_EDIT),
+            "text": param("New text, or the summary.", op=_EDIT),
+            "importance": param(op=_EDIT, kind="float", minimum=0.0, maximum=1.0),
+            "tags": param(op=_EDIT),
+            "room": param("To consolidate, or move to.", op=_EDIT),
+            "wing": param(op=_EDIT),
+        },
+        extra={"action": ACTION},
+        extra_required=("action",),
     ),
     ToolSpec(
         name="list_drawers",
