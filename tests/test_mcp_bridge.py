@@ -21,7 +21,7 @@ from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL
 from palace_client.mcp.stdio import MAX_LINE, serve
 from palace_client.mcp.results import render_error
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
-from palace_client.mcp.tools import TOOLS
+from palace_client.mcp.tools import TOOLS, TOOLS_BY_NAME
 from palace_client.slug import (
     default_palace,
     is_palace_name,
@@ -272,14 +272,14 @@ def test_batch_answers_requests_only() -> None:
     assert answer[1]["error"]["code"] == -32601
 
 
-TOOL_NAMES = ["remember", "recall", "wake_up", "forget", "list_drawers", "kg_assert",
-              "kg_query", "kg_invalidate", "kg_neighbors"]
-MAX_TOOLS = 9
+TOOL_NAMES = ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep",
+              "kg_assert", "kg_query", "kg_invalidate", "kg_neighbors"]
+MAX_TOOLS = 10
 MAX_TOOLS_LIST_TOKENS = 1500
 
 
 def test_tools_list_is_lean() -> None:
-    """At most nine tools, and the whole tools/list answer within 1,500 cl100k tokens."""
+    """At most ten tools, and the whole tools/list answer within 1,500 cl100k tokens."""
     from palaced.tokens import Tokenizer
     from tests.conftest import TIKTOKEN_FILE
 
@@ -312,7 +312,9 @@ def test_tools_list_order_and_schemas() -> None:
     for tool in tools:
         schema = tool["inputSchema"]
         assert schema["type"] == "object"
-        assert schema["additionalProperties"] is False
+        # What the bridge enforces on every call is not published (schema.UNPUBLISHED).
+        assert "additionalProperties" not in schema and "maxLength" not in json.dumps(schema)
+        assert TOOLS_BY_NAME[tool["name"]].input_schema["additionalProperties"] is False
         assert tool["description"] and "outputSchema" not in tool
         assert set(schema.get("required", [])) <= set(schema["properties"])
     assert by_name["remember"]["inputSchema"]["required"] == ["text"]
@@ -968,7 +970,7 @@ def test_process_palace_from_roots(shared_daemon: DaemonProc, tmp_path: Path) ->
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         # The roots are asked for at once; tools/list does not wait for their answer.
         assert p.recv() == {"jsonrpc": "2.0", "id": "palace-roots-1", "method": "roots/list"}
-        assert len(p.recv()["result"]["tools"]) == 9
+        assert len(p.recv()["result"]["tools"]) == len(TOOLS)
         p.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "remember", "arguments": {"text": "Roots decide."}}})
         # The tool call waits for the answer, which the bridge reads meanwhile.

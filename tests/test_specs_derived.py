@@ -41,6 +41,7 @@ JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "bool
 MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
     # The daemon also takes preset names; agents get the numeric scale they live on.
     ("remember", "importance"): {"minimum": 0.0, "maximum": 1.0},
+    ("upkeep", "importance"): {"minimum": 0.0, "maximum": 1.0},
 }
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
@@ -50,10 +51,13 @@ MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subje
 MCP_TOOL_ONLY = {
     ("recall", "scope"): "'all' runs memory.recall in every palace and merges the results",
     ("kg_query", "history"): "true runs graph.timeline instead of graph.query",
+    ("upkeep", "action"): "picks the op: memory.update, memory.consolidate or memory.health",
 }
+# Tool-only properties a call must give (so they have no default).
+MCP_TOOL_REQUIRED = {("upkeep", "action")}
 # Properties whose name says it all: no description, so tools/list stays short.
 MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
-                   "tags", "limit", "offset", "budget", "depth"}
+                   "tags", "limit", "offset", "budget", "depth", "id", "importance"}
 
 
 def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:
@@ -82,27 +86,36 @@ def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
 def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
-    assert tool.op in SPECS, f"{tool.name} names no op"
-    op = SPECS[tool.op]
+    # A tool runs one op, or (``upkeep``) names the op of each param and picks by action.
+    ops = {k: p.op or tool.op for k, p in tool.params.items()}
+    assert all(o in SPECS for o in ops.values()), f"{tool.name} names no op"
     assert {(tool.name, k) for k in tool.extra} <= set(MCP_TOOL_ONLY), (
         "tool-only properties: list them here with their reason")
-    assert set(tool.params) <= set(op.args)
+    assert all(k in SPECS[o].args for k, o in ops.items())
     schema = tool.input_schema
     for name, prop in schema["properties"].items():
         if name in tool.extra:
-            assert prop.get("description") and "default" in prop, name
+            if (tool.name, name) in MCP_TOOL_REQUIRED:
+                assert name in schema["required"] and "default" not in prop, name
+            else:
+                assert prop.get("description") and "default" in prop, name
             continue
-        arg = op.args[name]
+        arg = SPECS[ops[name]].args[name]
         # A union kind ("str|int") is offered as one of its members.
         assert prop["type"] in {JSON_TYPE[k] for k in arg.kind.split("|")}, name
         got = {k: v for k, v in prop.items() if k != "description"}
         assert got == _expected_schema(tool.name, name, arg, prop["type"]), name
         assert prop.get("description") or name in MCP_UNDESCRIBED, (
             f"{tool.name}.{name} has no description")
-    assert schema.get("required", []) == [k for k in tool.params if op.args[k].required]
-    missing = {k for k, a in op.args.items() if a.required} - set(tool.params)
-    assert not missing, f"{tool.name} cannot send the required {missing}"
-    assert tool.read_only == op.read_only, "a tool is read-only exactly when its op is"
+    assert schema.get("required", []) == [
+        *(k for k, o in ops.items() if o == tool.op and SPECS[o].args[k].required),
+        *(k for k in tool.extra if (tool.name, k) in MCP_TOOL_REQUIRED)]
+    for o in set(ops.values()):
+        missing = {k for k, a in SPECS[o].args.items() if a.required} - set(tool.params)
+        assert not missing or tool.op is None, f"{tool.name} cannot send the required {missing}"
+    if tool.op is not None:
+        assert tool.read_only == SPECS[tool.op].read_only, (
+            "a tool is read-only exactly when its op is")
 
 
 def test_mcp_bounds_are_the_daemons() -> None:
@@ -140,7 +153,7 @@ CLI_OPS: dict[str, str] = {
     "delete": "palace.delete", "reembed": "palace.reembed",
     "remember": "memory.remember", "remember-many": "memory.remember_many",
     "recall": "memory.recall", "wake-up": "memory.wake_up", "get": "memory.get",
-    "forget": "memory.forget", "drawers": "memory.list",
+    "forget": "memory.forget", "drawers": "memory.list", "update": "memory.update",
     "status": "daemon.status", "daemon start": "daemon.status", "daemon stop": "daemon.stop",
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
@@ -160,13 +173,15 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
 # writes.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file"}
+# ("clear_tags": `update --clear-tags` sends tags=[].)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "clear_tags"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
 CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
 # Parameters parsed by the CLI before sending (the daemon checks their values).
-CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
+CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
+              ("update", "importance"): "0.5 or high"}
 
 
 
@@ -232,7 +247,7 @@ CLIENT_OPS: dict[str, str] = {
     "remember": "memory.remember", "remember_ex": "memory.remember",
     "remember_many": "memory.remember_many", "recall": "memory.recall",
     "recall_ex": "memory.recall", "recall_all": "memory.recall_all",
-    "wake_up": "memory.wake_up", "get": "memory.get",
+    "wake_up": "memory.wake_up", "get": "memory.get", "update": "memory.update",
     "forget": "memory.forget", "drawers": "memory.list",
     "status": "daemon.status", "stop_daemon": "daemon.stop",
     "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",

@@ -111,6 +111,14 @@ TOOLS: tuple[ToolSpec, ...] = (
         idempotent=True,
     ),
     ToolSpec(
+        name="list_drawers",
+        op="memory.list",
+        description="Browse this palace's drawers newest first, e.g. to review or tidy them.",
+        params={"wing": param(), "room": param(), "limit": param(), "offset": param()},
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
         name="upkeep",
         description=(
             "update: edit drawer id in place (old version kept); consolidate: sum up a room "
@@ -126,14 +134,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         },
         extra={"action": ACTION},
         extra_required=("action",),
-    ),
-    ToolSpec(
-        name="list_drawers",
-        op="memory.list",
-        description="Browse this palace's drawers newest first, e.g. to review or tidy them.",
-        params={"wing": param(), "room": param(), "limit": param(), "offset": param()},
-        read_only=True,
-        idempotent=True,
     ),
     # -- knowledge graph: temporal facts about entities -------------------------------------
     ToolSpec(
