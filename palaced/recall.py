@@ -74,7 +74,8 @@ class RecallResult:
     ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only;
     ``floor`` is the relevance floor applied (0: none) and ``nothing_relevant`` is true when
     no drawer reached it, or when the query names things no drawer mentions
-    (``unknown_names``, as the query spells them; see ``_unknown_names``).
+    (``unknown_names``, as the query spells them; see ``_unknown_names``); ``substring``
+    says no word of the query matched and the keyword hits are substring matches.
     """
 
     results: list[dict[str, Any]]
@@ -85,6 +86,7 @@ class RecallResult:
     floor: float = 0.0
     nothing_relevant: bool = False
     unknown_names: tuple[str, ...] = ()
+    substring: bool = False  # no word matched: the keyword hits are substring matches
 
     def to_wire(self) -> dict[str, Any]:
         """The ``memory.recall`` response."""
@@ -97,6 +99,8 @@ class RecallResult:
         }
         if self.unknown_names:
             out["unknown_names"] = list(self.unknown_names)
+        if self.substring:
+            out["substring"] = True
         if self.notice is not None:
             out["notice"] = self.notice
         out.update(self.sections.to_wire())
@@ -280,6 +284,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         floor=floor,
         nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
         unknown_names=unknown,
+        substring=ranking.substring,
     )
 
 

@@ -219,8 +219,9 @@ _ALL: tuple[OpSpec, ...] = (
         "include_superseded": Arg("bool", default=False),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
-            "`unknown_names` the query names but no drawer mentions), rooms, mode, and the "
-            "hits then L0/L2/L3 sections packed into `budget` (L1 only when in `levels`)."),
+            "`unknown_names` the query names but no drawer mentions, `substring` when no word "
+            "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
+            "packed into `budget` (L1 only when in `levels`)."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),

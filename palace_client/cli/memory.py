@@ -214,6 +214,8 @@ def recall(
     def human(r: dict[str, Any]) -> None:
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
+        if r.get("substring"):
+            typer.echo("(no word matched: these are substring matches)", err=True)
         if r.get("nothing_relevant"):
             typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
         if packed:

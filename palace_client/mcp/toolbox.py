@@ -204,6 +204,8 @@ class Toolbox:
             meta.append(f"{result['tokens_used']} tokens")
         if result.get("truncated"):
             meta.append("truncated to budget")
+        if result.get("substring"):
+            meta.append("no word matched: substring matches")
         head = f"Recall {json.dumps(query, ensure_ascii=False)} in palace '{self.palace}'"
         head += f" ({', '.join(meta)})" if meta else ""
         sections = result.get("sections")
