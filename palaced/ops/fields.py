@@ -94,6 +94,7 @@ def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.N
         source=check_label(args.get("source"), "source"),
         occurred_ms=occurred,
         expires_ms=expires,
+        ttl_ms=None if expires is None else max(expires - now, 0),
         topics=tuple(extract_topics(text)),
         supersedes=args.get("supersedes"),
     )

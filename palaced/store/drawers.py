@@ -53,6 +53,7 @@ class NewDrawer:
     source: str | None = None
     occurred_ms: int | None = None
     expires_ms: int | None = None
+    ttl_ms: int | None = None  # the lifetime given (a recall may restart it); see schema v4
     kind: str = "drawer"
     topics: tuple[str, ...] = field(default=())
     supersedes: int | None = None
@@ -106,8 +107,8 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
     drawer_id = int(
         conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
-            "updated_ms, occurred_ms, content_hash, expires_ms, kind) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (
                 new.text,
                 new.wing,
@@ -120,6 +121,7 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
                 occurred,
                 digest,
                 new.expires_ms,
+                new.ttl_ms,
                 new.kind,
             ),
         ).fetchall()[0][0]
