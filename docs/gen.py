@@ -87,6 +87,14 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
+    ("upkeep", "consolidate_hint_at"): "A room holding this many active, unconsolidated "
+        "drawers makes `remember` (CLI, MCP) and `health` suggest consolidating it; 0 never.",
+    ("upkeep", "promote_after"): "Every this many recalls that return a drawer raise its "
+        "importance one preset step (low -> medium -> high); 0 never.",
+    ("upkeep", "promote_max"): "The importance a promotion never goes past (0.8 = high: a "
+        "promoted drawer still decays, slowly).",
+    ("upkeep", "recall_extends_ttl"): "A recall that returns a drawer with a `ttl` (or "
+        "`expires_at`) pushes its expiry to the recall's time plus that lifetime.",
 }
 
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.
@@ -409,6 +417,8 @@ def _config_keys() -> list[tuple[str, str, str, str]]:
             kind = spec.kind
             if spec.bound:
                 kind += f" {'>' if spec.bound['strict'] else '>='} {spec.bound['bound']:g}"
+                if spec.bound.get("max") is not None:
+                    kind += f", <= {spec.bound['max']:g}"
             if spec.default is None:
                 default = "unset"
             elif isinstance(spec.default, bool):
