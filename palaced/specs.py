@@ -16,7 +16,8 @@ memory in the daemon could recognise it. Correctness must come from the op itsel
 op declares its retry class in its spec (``retry`` has no default, so none can be missing):
 
 * ``SAFE``: reads, and writes idempotent by nature (``memory.remember`` dedups by content
-  hash and returns the same id; ``graph.assert`` returns an already active fact unchanged;
+  hash and returns the same id; ``memory.update`` finds its values in place and changes
+  nothing; ``graph.assert`` returns an already active fact unchanged;
   ``graph.invalidate`` returns a closed fact unchanged; ``palace.reembed`` recomputes the
   same state). Sent again as is.
 * ``CONVERGE``: writes whose retry would fail only *because* the lost attempt succeeded.
