@@ -16,11 +16,8 @@ consolidation, health).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -32,11 +29,23 @@ import anyio.to_thread
 import apsw
 
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, PalaceLocked, PalaceNotFound, StorageError
+from palaced.errors import EmbedderMismatch, StorageCorrupt
 from palaced.index import VectorIndex, open_index, save_index
+from palaced.palace_dir import (
+    DB_NAME,
+    IDENTITY_NAME,
+    INDEX_NAME,
+    LOCK_NAME,
+    db_identity,
+    has_database,
+    not_found,
+    release_lock,
+    take_lock,
+    undo_create,
+)
 from palaced.services import Services
 from palaced.store import Store
-from palaced.store.db import storage_error, storage_errors
+from palaced.store.db import storage_errors
 from palaced.store.drawers import touch
 from palaced.store.meta import bump_vec_epoch, claim_embedder, meta_get
 from palaced.store.vectors import drop_all_vectors
@@ -44,10 +53,8 @@ from palaced.store.vectors import drop_all_vectors
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
-DB_NAME = "palace.db"
-INDEX_NAME = "index.usearch"
-IDENTITY_NAME = "identity.txt"
-LOCK_NAME = ".lock"
+__all__ = ["DB_NAME", "IDENTITY_NAME", "INDEX_NAME", "LOCK_NAME", "Palace", "has_database",
+           "now_ms"]
 IDENTITY_TEMPLATE = """\
 # Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
 # Lines starting with # are ignored.
@@ -82,6 +89,10 @@ class Palace:
         self._pending_touch: set[int] = set()
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self.closed = False
+        self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
+        # Set once SQLite reports the database corrupt: writes are refused from then on, so
+        # nothing acknowledged is piled onto a damaged file; reads are still tried.
+        self.corrupt: StorageCorrupt | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -111,18 +122,18 @@ class Palace:
                    ) -> Palace:
         # A damaged directory is refused before anything (even the lock file) is created.
         if not has_database(name, directory) and not create:
-            raise _not_found(name)
+            raise not_found(name)
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
-        fd = _take_lock(name, directory)
+        fd = take_lock(name, directory)
         store: Store | None = None
         created = False  # only then is everything in the directory ours to undo
         try:
             # Again under the lock: another process may have created or damaged it meanwhile.
             if not has_database(name, directory):
                 if not create:
-                    raise _not_found(name)
+                    raise not_found(name)
                 created = True
             store = Store(directory / DB_NAME, palace=name)
             identity = directory / IDENTITY_NAME
@@ -130,6 +141,7 @@ class Palace:
                 if not os.path.lexists(identity):
                     identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
             palace = cls(name, directory, store, fd, services)
+            palace.db_id = db_identity(directory)
             palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
             if services.model.embedder is not None:
                 with storage_errors(directory, name):
@@ -139,8 +151,8 @@ class Palace:
             if store is not None:
                 store.close()
             if created:
-                _undo_create(directory)
-            _release_lock(fd)
+                undo_create(directory)
+            release_lock(fd)
             raise
 
     # -- the model -------------------------------------------------------------------------
@@ -261,13 +273,32 @@ class Palace:
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
-        _release_lock(self._lock_fd)
+        release_lock(self._lock_fd)
+        self.closed = True
+
+    def vanished(self) -> bool:
+        """Whether the palace's database is no longer the file this handle opened (its
+        directory was deleted, moved or replaced under the daemon). Cheap: one stat."""
+        return not self.closed and db_identity(self.dir) != self.db_id
+
+    def discard_sync(self) -> None:
+        """Close a vanished palace without touching what is now at its path: no checkpoint,
+        no index save, and SQLite must not delete the WAL by name (it may be another palace's
+        now). Worker thread, under ``write_lock``."""
+        if self.closed:
+            return
+        self.store.abandon()
+        release_lock(self._lock_fd)
         self.closed = True
 
     # -- the two hops ----------------------------------------------------------------------
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(conn)`` in a worker thread on one reader snapshot; raises what it raises."""
-        return await anyio.to_thread.run_sync(self.store.read, fn)
+        try:
+            return await anyio.to_thread.run_sync(self.store.read, fn)
+        except StorageCorrupt as exc:
+            self.corrupt = exc
+            raise
 
     async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
         """Run ``fn`` in a worker thread under ``write_lock``, shielded from cancellation.
@@ -276,10 +307,23 @@ class Palace:
         the same hop. With ``wrote`` (the default) ``write_counter`` is bumped afterwards, so
         caches stamped with it are invalidated; a dry run passes False. Raises what ``fn``
         raises (the counter is then not bumped).
+
+        Raises:
+            StorageCorrupt: the database was found corrupt and ``wrote`` (upkeep, which passes
+                False, still runs: closing must work).
         """
+        if wrote and self.corrupt is not None:
+            raise StorageCorrupt(
+                f"palace {self.name!r}'s database {self.dir / DB_NAME} is corrupt; writes are "
+                "refused until it is restored from a backup or the palace is deleted",
+                details=self.corrupt.details)
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(fn)
+                try:
+                    result = await anyio.to_thread.run_sync(fn)
+                except StorageCorrupt as exc:
+                    self.corrupt = exc
+                    raise
         if wrote:
             self.write_counter += 1
             self.last_write = time.monotonic()
@@ -300,101 +344,12 @@ class Palace:
             return
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
-        self.store.write(lambda c: touch(c, ids, ts))
+        try:
+            self.store.write(lambda c: touch(c, ids, ts))
+        except BaseException:
+            self._pending_touch |= ids  # a full disk must not lose them: the next run retries
+            raise
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""
         return self.maybe_pending and self.vector_embedder() is not None
-
-
-def has_database(name: str, directory: Path) -> bool:
-    """Whether ``directory`` holds palace ``name``'s database (False: nothing of a palace).
-
-    Only a non-empty regular ``palace.db`` counts. A directory with nothing in it but the
-    lock file is no palace.
-
-    Raises:
-        StorageError: the directory holds palace files (identity, index, WAL...) but its
-            database is missing, empty or not a regular file: a damaged palace, which must
-            never be mistaken for a new one. Nothing is changed.
-    """
-    db = directory / DB_NAME
-    with storage_errors(db, name):
-        try:
-            st: os.stat_result | None = db.stat()
-        except FileNotFoundError:
-            st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > 0:
-            return True
-        if st is None:
-            try:
-                others = sorted(e for e in os.listdir(directory) if e != LOCK_NAME)
-            except FileNotFoundError:
-                return False
-            if not others:
-                return False
-            problem = f"is missing, yet the directory holds {', '.join(others[:5])}"
-        elif not stat.S_ISREG(st.st_mode):
-            problem = "is not a regular file"
-        else:
-            problem = "is empty (0 bytes)"
-    raise StorageError(
-        f"palace {name!r} is damaged: its database {db} {problem}. Nothing was changed; "
-        f"restore {DB_NAME} from a backup, or delete the palace with `palace delete {name}`",
-        details={"palace": name, "path": str(db), "condition": "damaged"},
-    )
-
-
-def _not_found(name: str) -> PalaceNotFound:
-    return PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}`",
-                          details={"palace": name})
-
-
-def _take_lock(name: str, directory: Path) -> int:
-    """Open and flock the palace's lock file; returns its descriptor.
-
-    Raises:
-        PalaceNotFound: the directory does not exist.
-        PalaceLocked: another process holds the lock.
-        StorageError: the lock file cannot be created or opened (read-only storage...).
-    """
-    path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except FileNotFoundError:
-        raise _not_found(name) from None
-    except OSError as exc:
-        raise storage_error(exc, path, name) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PalaceLocked(
-            f"palace {name!r} is locked by another process", details={"palace": name}
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise storage_error(exc, path, name) from exc
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    # Unlock and close separately: a failed unlock must not leak the descriptor (closing it
-    # releases the flock anyway).
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-# Everything a create may have written into a directory that held nothing but the lock.
-_CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp")
-
-
-def _undo_create(directory: Path) -> None:
-    """Remove what a failed create wrote, so the half-made palace is neither damaged nor
-    mistaken for a real one; the next create starts over."""
-    for fname in _CREATED_FILES:
-        with contextlib.suppress(OSError):
-            (directory / fname).unlink()

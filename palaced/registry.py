@@ -25,7 +25,8 @@ from palaced.errors import (
     clip,
     quote,
 )
-from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
+from palaced.palace import Palace
+from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database
 from palaced.services import Services
 from palaced.store.db import open_connection, storage_errors
 from palaced.store.drawers import counts
@@ -67,6 +68,8 @@ class Registry:
         self._open: dict[str, Palace] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._admin = anyio.Lock()
+        # Handles whose directory was deleted or replaced under them, closed once idle.
+        self._vanished: list[Palace] = []
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -103,6 +106,28 @@ class Registry:
     def open_palaces(self) -> dict[str, Palace]:
         return dict(self._open)
 
+    def _live(self, name: str) -> tuple[Palace | None, bool]:
+        """``(the open palace or None, whether it was just set aside as vanished)``."""
+        palace = self._open.get(name)
+        if palace is None or not palace.vanished():
+            return palace, False
+        del self._open[name]
+        self._vanished.append(palace)
+        log.warning("palace %s: its database %s was deleted or replaced while open; the "
+                    "handle is closed without writing to it", name, palace.dir / DB_NAME)
+        return None, True
+
+    async def evict_vanished(self) -> None:
+        """Set aside open palaces whose directory was deleted or replaced under the daemon,
+        and close those no request uses any more (the scheduler calls this on every run)."""
+        for name in list(self._open):
+            self._live(name)
+        for palace in list(self._vanished):
+            if palace.in_flight == 0:
+                self._vanished.remove(palace)
+                with anyio.CancelScope(shield=True):
+                    await palace.write(palace.discard_sync, wrote=False)
+
     async def get(self, name: str) -> Palace:
         """Return the open palace, opening it on first use.
 
@@ -114,18 +139,21 @@ class Registry:
             palace), SchemaTooNew, IndexError_.
         """
         validate_name(name)
-        palace = self._open.get(name)
+        palace, gone = self._live(name)
         if palace is not None:
             palace.last_used = time.monotonic()
             return palace
+        await self.evict_vanished()
         lock = self._opening.setdefault(name, anyio.Lock())
         async with lock:
-            palace = self._open.get(name)
+            palace, gone_now = self._live(name)
             if palace is None:
                 if not self.exists(name):
+                    why = " (its directory was deleted while it was open)" if (
+                        gone or gone_now) else ""
                     raise PalaceNotFound(
-                        f"no palace named {name!r}; create it with `palace create {name}`",
-                        details={"palace": name},
+                        f"no palace named {name!r}{why}; create it with "
+                        f"`palace create {name}`", details={"palace": name},
                     )
                 palace = await Palace.open(name, self.path_of(name), self.services,
                                            create=False)
@@ -160,7 +188,7 @@ class Registry:
         Raises:
             PalaceNotFound, StorageError (also: a damaged palace).
         """
-        open_ = self._open.get(validate_name(name))
+        open_, _ = self._live(validate_name(name))
         if open_ is not None:
             info = await reads.info(open_)
             info["open"] = True
@@ -195,6 +223,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a handle whose directory was deleted must not be reused
             damage = self.damage(name)
             if damage is not None:
                 raise damage
@@ -269,6 +298,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a vanished handle is discarded, never checkpointed into the path
             if not self.exists(name):
                 raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
             lock = self._opening.setdefault(name, anyio.Lock())
@@ -299,6 +329,11 @@ class Registry:
     async def aclose(self) -> None:
         """Close every palace (saves dirty indexes)."""
         with anyio.CancelScope(shield=True):
+            for name in list(self._open):
+                self._live(name)
+            for palace in self._vanished:
+                await palace.write(palace.discard_sync, wrote=False)
+            self._vanished.clear()
             for name, palace in list(self._open.items()):
                 try:
                     await palace.aclose()
