@@ -191,7 +191,9 @@ def _save_error(exc: Exception, path: Path, need: int) -> PalaceError:
     serialize into stream"), so a full or read-only filesystem is recognised from the
     filesystem itself: a client can act on STORAGE_FULL, not on an opaque INDEX_ERROR."""
     if isinstance(exc, OSError):
-        return storage_error(exc, path)
+        err = storage_error(exc, path)
+        if isinstance(err, StorageFull | StorageReadOnly):
+            return err
     try:
         st = os.statvfs(path.parent)
         free = st.f_bavail * st.f_frsize

@@ -22,7 +22,7 @@ from palaced.services import ModelState
 
 log = logging.getLogger("palaced")
 
-MODEL_RETRY_S = 5.0  # one stat of the model directory per period while it is missing
+MODEL_RETRY_S = 2.0  # a glob of the model directory per period while it is missing
 
 
 def _model_files(path: Path) -> tuple[tuple[str, int, int], ...]:
