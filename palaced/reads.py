@@ -118,6 +118,12 @@ async def info(palace: Palace) -> dict[str, Any]:
     counts = await palace.read(drawers.counts)
     rooms = await palace.read(drawers.rooms)
     index_count = len(palace.index) if palace.index is not None else None
+    if index_count is not None and index_count != counts["vectors"]:
+        # A write between its commit and its index update looks like disagreement: count
+        # again behind the write lock, where no write is half done.
+        async with palace.write_lock:
+            counts = await palace.read(drawers.counts)
+            index_count = len(palace.index) if palace.index is not None else None
     return {
         "name": palace.name,
         "path": str(palace.dir),

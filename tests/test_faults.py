@@ -256,7 +256,7 @@ def test_corrupt_database_refuses_writes_and_other_palaces_work(home: Path) -> N
         d.stop()
 
 
-# -- a palace directory deleted under the daemon -----------------------------------------------------
+# -- a palace directory deleted under the daemon ------------------------------------------------
 def test_palace_deleted_under_the_daemon_takes_no_writes_into_the_void(home: Path) -> None:
     d = DaemonProc(home, base_env(home, model=False))
     d.start(wait_model=False)
@@ -289,7 +289,7 @@ def test_palace_deleted_under_the_daemon_takes_no_writes_into_the_void(home: Pat
         d.stop()
 
 
-# -- the model directory ------------------------------------------------------------------------------
+# -- the model directory -----------------------------------------------------------------------
 def test_model_directory_missing_then_back_then_vanishing(home: Path) -> None:
     model = home / "model"
     (home / "config.toml").write_text("[limits]\ncheckpoint_idle_s = 0.3\n")  # prompt backfill
