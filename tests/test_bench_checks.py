@@ -26,12 +26,16 @@ def _run(script: str, *args: str, timeout: float = 100) -> subprocess.CompletedP
 
 
 def test_fuzz_bounded_run_finds_nothing() -> None:
-    res = _run("fuzz.py", "--frames", "300", "--seed", "1")
+    res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--seed", "1")
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
     assert "frames sent" in out
     assert "INTERNAL replies (500-502)" in out
     assert "daemon alive at end" in out
+    assert "MCP lines sent                           300" in out
+    assert "mcp case deep_nesting" in out and "mcp answer error -32700" in out
+    assert "fuzz-keep canonical dump           unchanged" in out
+    assert "daemon RSS before/after (MB)" in out
     assert "RESULT: PASS" in out
 
 
