@@ -27,6 +27,10 @@ MCP bridge lines (``--mcp-lines``, ``_mcp_fuzz.py``)
     params, unknown tools, tool arguments of wrong types, NaN and huge numbers, deep nesting,
     lines past its 16 MiB limit, batches, notifications, duplicate ids and FTS5 queries:
     each must get the JSON-RPC answers its case calls for, never an internal error.
+connection siege (``--siege``, ``_siege.py``)
+    senders that stall mid-frame or never say hello are cut off with TIMEOUT; every
+    connection slot and the reserve are filled, and the next connections told BUSY; the
+    owner's status stays fast throughout.
 
 Every reply must be one well-formed envelope (``id`` echoed, ``ok``, a result map or an
 error map with an int code in 100-599, name, message, retryable and details). Checked at the
@@ -52,6 +56,7 @@ PASS and kept (path printed) on FAIL.
 
     python bench/fuzz.py                       # 20,000 frames or 45 s + 3,000 MCP lines
     python bench/fuzz.py --frames 300 --seed 7
+    python bench/fuzz.py --frames 20000 --mcp-lines 5000 --siege   # the soak: > 25,000 cases
     python bench/fuzz.py --duration 600 --frames 1000000 --seed 42 --json /tmp/fuzz.json
 """
 
@@ -76,6 +81,7 @@ from typing import Any
 import msgpack
 from _daemon import PrivateDaemon, add_daemon_args, all_drawers
 from _mcp_fuzz import McpFuzzer, McpTally
+from _siege import SIEGE_LIMITS, run_siege
 
 from palace_client import Client
 from palaced.args import Arg
@@ -1022,7 +1028,10 @@ def print_mcp_report(r: dict[str, Any], t: McpTally) -> None:
           f"sha256 {str(dump.get('after'))[:16]}")
     rss = r.get("rss_mb", {})
     print(f"{'daemon RSS before/after (MB)':<34}{rss.get('before')!s:>10} / {rss.get('after')}")
-    total = r.get("frames", 0) + sum(t.cases.values())
+    siege = r.get("siege")
+    if siege:
+        print(f"{'siege (stalled, flood)':<34}{sum(siege.values()):>10,}  {siege}")
+    total = r.get("frames", 0) + sum(t.cases.values()) + sum((siege or {}).values())
     print(f"{'hostile cases in all':<34}{total:>10,}")
 
 
@@ -1037,12 +1046,18 @@ def main() -> int:
                     help="seconds a reply may take before the case counts as hung")
     ap.add_argument("--mcp-lines", type=int, default=3000,
                     help="hostile JSON-RPC lines for a real palace mcp bridge (0: none)")
+    ap.add_argument("--siege", action="store_true",
+                    help="also stall senders and flood the connection slots (_siege.py; the "
+                         "daemon then runs with short deadlines and 48+4 slots)")
     ap.add_argument("--rss-growth", type=float, default=150.0,
                     help="MB the daemon's RSS may grow over the run")
     add_daemon_args(ap)
     args = ap.parse_args()
 
     daemon = PrivateDaemon("palfuzz-", args.model, args.tiktoken)
+    if args.siege:
+        (daemon.home / "config.toml").write_text(
+            "[limits]\n" + "".join(f"{k} = {v}\n" for k, v in SIEGE_LIMITS.items()))
     report: dict[str, Any] = {"seed": args.seed, "home": str(daemon.home), "checks": {},
                               "log_errors": [], "elapsed_s": 0.0, "mode": "?", "max_frame": 0}
     reasons: list[str] = []
@@ -1059,6 +1074,11 @@ def main() -> int:
         rss_before = rss_mb(pid)
         fz.ctl.close()
         report["elapsed_s"] = round(fz.run(args.frames, args.duration), 1)
+        if args.siege and fz.alive():
+            with daemon.client("fuzz-owner") as owner:
+                siege_cases, siege_fails = run_siege(daemon.sock, owner)
+            report["siege"] = dict(siege_cases)
+            reasons.extend(f"siege: {f}" for f in siege_fails[:10])
         if args.mcp_lines and fz.alive():
             t_mcp = time.monotonic()
             mcp = McpFuzzer(daemon.env, PLAY, args.seed)

@@ -26,7 +26,7 @@ def _run(script: str, *args: str, timeout: float = 100) -> subprocess.CompletedP
 
 
 def test_fuzz_bounded_run_finds_nothing() -> None:
-    res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--seed", "1")
+    res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--siege", "--seed", "1")
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
     assert "frames sent" in out
@@ -36,6 +36,7 @@ def test_fuzz_bounded_run_finds_nothing() -> None:
     assert "mcp case deep_nesting" in out and "mcp answer error -32700" in out
     assert "fuzz-keep canonical dump           unchanged" in out
     assert "daemon RSS before/after (MB)" in out
+    assert "'stalled_frame': 10, 'no_hello': 10" in out and "'flood_refused': 10" in out
     assert "RESULT: PASS" in out
 
 
