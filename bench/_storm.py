@@ -156,7 +156,7 @@ def settle(ctl: Client, model: bool) -> dict[str, Any]:
             pass
         if time.monotonic() > deadline:
             raise TimeoutError("the daemon did not settle after a kill")
-        time.sleep(0.2)
+        time.sleep(0.1)
 
 
 def check(ctl: Client, rep: Report, sent: set[str], acked: dict[int, str], unacked: set[str],
