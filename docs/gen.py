@@ -13,7 +13,10 @@ What it writes:
   every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
 * ``docs/python-api.md``: the methods of ``palace_client.Client``;
 * ``docs/agents.md``: the MCP tools (``palace_client/mcp/tools.py``);
-* ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``.
+* ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``;
+* ``systemd/palaced.socket``, ``systemd/palaced.service``, ``launchd/dev.palace.palaced.plist``
+  (whole files): what ``palace service install`` writes (``palace_client/service/units.py``),
+  with systemd specifiers and placeholders instead of one user's paths.
 
 Inside hand-written files, generated text sits between ``<!-- BEGIN GENERATED: name -->`` and
 ``<!-- END GENERATED: name -->``. Facts the code does not state (what a config key or an
@@ -121,12 +124,32 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
                            "names the default palace (else the MCP client's first root, else "
                            "the current directory)."),
-    "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
-                        "Linux (default `~/.config`)."),
+    "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
+                        "looked for on Linux, and where the systemd user units are written "
+                        "(`systemd/user/`; default `~/.config`). `palace service install` also "
+                        "copies it, `XDG_DATA_HOME` and `XDG_STATE_HOME` into the service "
+                        "when set, so that the service daemon resolves the same paths."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
-    "HOME": ("`palace init`", "The home whose agent configs the user and local scopes edit."),
-    "PATH": ("`palace init`", "Searched for the agents' commands (`claude`, `code`, `cursor`, "
-             "...), which mark them installed, and for `palace`."),
+    "HOME": ("`palace init`, `palace service`, `palace uninstall`", "The home whose agent "
+             "configs the user and local scopes edit, and where the service files go."),
+    "PATH": ("`palace init`, `palace service`", "Searched for the agents' commands (`claude`, "
+             "`code`, `cursor`, ...), which mark them installed, for `palace`, and for "
+             "`systemctl` / `launchctl`."),
+    "LISTEN_PID": ("daemon", "Socket activation (systemd, `sd_listen_fds(3)`): the pid the "
+                   "passed sockets are meant for; palaced serves them only when it is its own."),
+    "LISTEN_FDS": ("daemon", "Socket activation: how many listening sockets systemd passed from "
+                   "fd 3 on; palaced serves the one named `palaced` (or the only one) instead of "
+                   "binding its socket. Removed from the environment once read."),
+    "LISTEN_FDNAMES": ("daemon", "Socket activation: the passed sockets' names "
+                       "(`FileDescriptorName=`), colon-separated."),
+    "NOTIFY_SOCKET": ("daemon", "systemd's notification socket (`Type=notify`; a path or "
+                      "`@abstract` name): palaced sends `READY=1` once it serves, `STATUS=` "
+                      "lines and `STOPPING=1` at shutdown. Removed from the environment once "
+                      "read."),
+    "WATCHDOG_USEC": ("daemon", "systemd's watchdog deadline (`WatchdogSec=`): palaced sends "
+                      "`WATCHDOG=1` every half of it while its event loop runs."),
+    "WATCHDOG_PID": ("daemon", "The pid `WATCHDOG_USEC` is meant for (ignored when not "
+                     "palaced's)."),
 }
 
 
@@ -448,7 +471,7 @@ def render_config_keys() -> str:
     return _table(["section", "key", "type", "default", "meaning"], rows) + "\n"
 
 
-_ENV_GETTERS = {"get", "getenv"}
+_ENV_GETTERS = {"get", "getenv", "pop"}
 
 
 def _env_names() -> dict[str, list[str]]:
@@ -591,9 +614,22 @@ SECTIONS: dict[str, dict[str, Callable[[], str]]] = {
 }
 
 
+def render_service_files() -> dict[Path, str]:
+    """The service files in ``systemd/`` and ``launchd/``: what ``palace service install``
+    writes, with specifiers and placeholders instead of one user's paths."""
+    from palace_client.service import units
+
+    return {
+        REPO / "systemd" / units.SOCKET_UNIT: units.render_socket_unit(units.default_spec()),
+        REPO / "systemd" / units.SERVICE_UNIT: units.render_service_unit(units.default_spec()),
+        REPO / "launchd" / f"{units.LAUNCHD_LABEL}.plist":
+            units.render_plist(units.default_launchd_spec()),
+    }
+
+
 def render_all() -> dict[Path, str]:
     """The full new text of every generated file (``{path: text}``); writes nothing."""
-    out = {DOCS / "cli.md": render_cli()}
+    out = {DOCS / "cli.md": render_cli(), **render_service_files()}
     for name, sections in SECTIONS.items():
         path = DOCS / name
         current = path.read_text("utf-8")

@@ -23,8 +23,9 @@ def run(
 ) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT or `palace daemon stop`.
 
-    Exits 0 when another daemon already runs, 2 on a bad config file or an unsafe path
-    (a runtime dir, lock, socket or log path that is a symlink or another user's).
+    Exits 0 when another daemon already runs, 2 on a bad config file, an unsafe path (a
+    runtime dir, lock, socket or log path that is a symlink or another user's) or a socket
+    handed over by systemd or launchd that is not the clients' socket.
     """
     import logging
     import os
@@ -32,6 +33,7 @@ def run(
     import anyio
 
     from palaced import config as config_mod
+    from palaced.activation import ActivationError
     from palaced.daemon import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
     from palaced.errors import PalaceError, UnsafePath
 
@@ -48,10 +50,11 @@ def run(
     except AlreadyRunning as exc:
         typer.echo(f"palaced: {exc}", err=True)
         raise typer.Exit(0) from None
-    except UnsafePath as exc:
-        logging.getLogger("palaced").error("%s", exc.message)
+    except (UnsafePath, ActivationError) as exc:
+        message = exc.message if isinstance(exc, UnsafePath) else str(exc)
+        logging.getLogger("palaced").error("%s", message)
         if quiet:  # the log handler above did not print it
-            typer.echo(f"palaced: {exc.message}", err=True)
+            typer.echo(f"palaced: {message}", err=True)
         raise typer.Exit(2) from None
 
 

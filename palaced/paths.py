@@ -21,6 +21,9 @@ from pathlib import Path
 
 APP = "palace"
 SOCKET_NAME = "palaced.sock"
+# The name of the socket a service manager hands over: FileDescriptorName= in palaced.socket,
+# the Sockets key of the LaunchAgent (palaced.activation looks for it).
+ACTIVATION_NAME = "palaced"
 # sun_path is 108 bytes on Linux and 104 on macOS; keep a margin.
 MAX_SOCKET_PATH = 100
 

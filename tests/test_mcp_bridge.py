@@ -78,6 +78,15 @@ class FakeClient:
         if op == "palace.create":
             self.palaces.setdefault(str(palace), {})
             return {"name": palace}
+        if op == "memory.recall_all":
+            unknown = set(args) - (self.RECALL_ARGS - {"budget", "levels", "deep"})
+            if unknown:
+                raise InvalidArgs(f"unknown argument(s): {sorted(unknown)}")
+            merged = [{**hit, "palace": name} for name in self.palaces
+                      for hit in self.call("memory.recall", name, args)["results"]]
+            merged.sort(key=lambda hit: -float(hit["score"]))
+            return {"results": merged[: args.get("top_k", 10)], "palaces": list(self.palaces),
+                    "skipped": [], "mode": "hybrid", "nothing_relevant": not merged}
         drawers = self.palaces.get(str(palace))
         if drawers is None:
             raise PalaceNotFound(f"no palace {palace!r}")
@@ -447,14 +456,15 @@ def test_recall_all_merges_palaces_by_score() -> None:
     fake.palaces["b"][1] = {"id": 1, "text": "red apple pie", "room": "food"}
     fake.palaces["b"][2] = {"id": 2, "text": "green pie", "room": "food"}
     text = text_of(call_tool(bridge, "recall", {"query": "red apple pie", "top_k": 2,
-                                                "scope": "all"}))
+                                                "scope": "all", "budget": 300, "deep": True}))
     assert "across 2 palace(s); this project's is 'proj'" in text
     hits = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(hits) == 2
     assert hits[0].startswith("- #1 [b:food] score 1.000")
     assert hits[1].startswith("- #1 [a:fruit]")
     assert ("palace.create", "proj", {"exist_ok": True}) not in fake.calls
-    assert all("scope" not in args for _, _, args in fake.calls)
+    # One daemon op ranks every palace on one scale; palace-only arguments are dropped.
+    assert fake.calls[0] == ("memory.recall_all", None, {"query": "red apple pie", "top_k": 2})
 
 
 def test_wake_up_forget_list() -> None:

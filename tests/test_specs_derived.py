@@ -149,7 +149,8 @@ CLI_OPS: dict[str, str] = {
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
 }
-CLI_NOT_OPS = {"mcp", "init"}
+CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
+               "uninstall"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}

@@ -15,11 +15,13 @@ code  meaning
 6     already exists
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
+9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
 ``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``.
+come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service``
+and ``palace uninstall`` from ``palace_client.service.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -31,6 +33,7 @@ import typer
 
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
+from palace_client.service.command import service_app, uninstall_command
 
 from . import daemon, knowledge, memory, palaces, upkeep
 
@@ -65,6 +68,8 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(service_app, name="service")
+app.command("uninstall")(uninstall_command)
 
 
 def main() -> None:

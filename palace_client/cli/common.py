@@ -38,6 +38,7 @@ EXIT_INVALID = 5
 EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
+EXIT_NO_SERVICE_MANAGER = 9
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
