@@ -141,7 +141,8 @@ class Palace:
                 if not os.path.lexists(identity):
                     identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
             palace = cls(name, directory, store, fd, services)
-            palace.db_id = db_identity(directory)
+            with storage_errors(directory, name):
+                palace.db_id = db_identity(directory)
             palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
             if services.model.embedder is not None:
                 with storage_errors(directory, name):
@@ -278,8 +279,14 @@ class Palace:
 
     def vanished(self) -> bool:
         """Whether the palace's database is no longer the file this handle opened (its
-        directory was deleted, moved or replaced under the daemon). Cheap: one stat."""
-        return not self.closed and db_identity(self.dir) != self.db_id
+        directory was deleted, moved or replaced under the daemon). Cheap: one stat; a stat
+        that fails for another reason (permissions, I/O) is no evidence: False."""
+        if self.closed:
+            return False
+        try:
+            return db_identity(self.dir) != self.db_id
+        except OSError:
+            return False
 
     def discard_sync(self) -> None:
         """Close a vanished palace without touching what is now at its path: no checkpoint,

@@ -27,10 +27,14 @@ def db_identity(directory: Path) -> tuple[int, int] | None:
     An open palace compares it with the one it opened: a palace directory deleted (or its
     database replaced) under the daemon must not go on taking writes into a file that no path
     reaches any more, where every acknowledged write would be lost.
+
+    Raises:
+        OSError: the file could not be looked at for another reason (permissions, I/O): that
+            says nothing about whether it is still the same file.
     """
     try:
         st = os.stat(directory / DB_NAME)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return st.st_dev, st.st_ino
 
