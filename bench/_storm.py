@@ -322,15 +322,19 @@ def run(args: argparse.Namespace) -> int:
             time.sleep(rnd.uniform(0.3, max(0.3, args.round_s)))
             kill(daemon, rep)
             time.sleep(rnd.uniform(0.5, 1.5))  # the writers restart it and write on
+            t_pause = time.monotonic()
             stuck = writers.pause()
             if stuck:
                 rep.problem(f"writers stuck in a call for {PAUSE_LIMIT_S:.0f}s: {stuck}")
                 break
             ctl.close()
+            t_check = time.monotonic()
             sent, acked, unacked, rep.errors = writers.journal()
             listing = check(ctl, rep, sent, acked, unacked, rnd, args.search_sample, model,
                             f"round {rep.rounds + 1}")
             rep.rounds += 1
+            rep.notes.append(f"round {rep.rounds}: pausing the writers {t_check - t_pause:.1f}"
+                             f" s, restart + settle + checks {time.monotonic() - t_check:.1f} s")
         rep.notes.append(f"storm rounds: {time.monotonic() - t_phase:.1f} s")
         if args.reembed and model and not rep.problems:
             t_phase = time.monotonic()

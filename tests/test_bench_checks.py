@@ -54,10 +54,10 @@ def test_crash_bounded_run_loses_nothing() -> None:
 @pytest.mark.timeout(300)
 def test_crash_storm_of_processes_loses_nothing() -> None:
     """kill -9 under 16 writer processes (2 rounds), during palace reembed and during a
-    remember_many of 520 (3 transactions), with the real model: nothing acknowledged is
+    remember_many of 300 (2 transactions), with the real model: nothing acknowledged is
     lost or doubled, keyword and vector recall find what was written, and the files check."""
     res = _run("crash.py", "--procs", "16", "--rounds", "2", "--round-s", "1.2", "--bulk",
-               "520", "--search-sample", "5", "--seed", "2", "--model", str(MODEL_DIR),
+               "300", "--search-sample", "4", "--seed", "2", "--model", str(MODEL_DIR),
                timeout=280)
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
@@ -65,6 +65,6 @@ def test_crash_storm_of_processes_loses_nothing() -> None:
     assert "lost acknowledged writes              0" in out
     assert "vector recall checks / misses" in out and "/ 0\n" in out
     assert "reembed: killed while it ran" in out
-    assert "bulk resent in full: 520 distinct ids for 520 items" in out
+    assert "bulk resent in full: 300 distinct ids for 300 items" in out
     assert "integrity_check: ok" in out
     assert "RESULT: PASS" in out
