@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from functools import partial
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -70,14 +71,17 @@ class Daemon:
     """One palaced: builds the parts and runs them until stopped.
 
     ``embedder`` replaces the configured model (tests: ``embedder.HashEmbedder``);
-    ``notifier`` the one made from ``NOTIFY_SOCKET``.
+    ``notifier`` the one made from ``NOTIFY_SOCKET``; ``on_ready`` is called once the socket
+    listens (``palaced run --ready-fd``).
     """
 
     def __init__(self, config: DaemonConfig, *, embedder: Embedder | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier | None = None,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.config = config
         self._embedder_override = embedder
         self.notifier = notifier or Notifier.from_environ()
+        self._on_ready = on_ready
         limits = config.limits
         tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
         self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
@@ -213,6 +217,8 @@ class Daemon:
                     # Non-blocking datagram sends: fine on the event loop.
                     self.notifier.ready(f"serving {paths.socket} (model loading)")
                     task_status.started(paths.socket)
+                    if self._on_ready is not None:
+                        self._on_ready()
                     await self._stop.wait()
                     log.info("shutting down")
                     self.notifier.stopping()

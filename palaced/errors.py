@@ -1,26 +1,21 @@
 """The one exception tree of palace, with stable numeric codes.
 
-Leaf module (stdlib only): the client imports it to rebuild typed errors from error
-envelopes (``protocol.decode_error``). Codes are grouped by hundreds and are part of the wire
-contract; never renumber.
+Leaf module (stdlib and the leaf ``excerpts``): the client imports it to rebuild typed
+errors from error envelopes (``protocol.decode_error``). Codes are grouped by hundreds and
+are part of the wire contract; never renumber.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from palaced.excerpts import (
-    MAX_DETAIL_CHARS,
-    MAX_DETAIL_ITEMS,
-    MAX_MESSAGE_CHARS,
-    QUOTE_CHARS,
-    bounded,
-    clip,
-    quote,
-)
-
-__all__ = ["MAX_DETAIL_CHARS", "MAX_DETAIL_ITEMS", "MAX_MESSAGE_CHARS", "QUOTE_CHARS",
-           "bounded", "clip", "quote"]  # re-exported: callers quote through errors
+# Error texts echo input only as bounded excerpts (re-exported: callers quote from here).
+from palaced.excerpts import MAX_DETAIL_CHARS as MAX_DETAIL_CHARS
+from palaced.excerpts import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from palaced.excerpts import QUOTE_CHARS as QUOTE_CHARS
+from palaced.excerpts import bounded as bounded
+from palaced.excerpts import clip as clip
+from palaced.excerpts import quote as quote
 
 
 class PalaceError(Exception):
@@ -148,6 +143,13 @@ class InvalidPalaceName(RegistryError):
 
     code = 205
     name = "INVALID_PALACE_NAME"
+
+
+class PalaceNotEmpty(PalaceExists):
+    """A restore's target palace already holds memories (restore into a new palace)."""
+
+    code = 206
+    name = "PALACE_NOT_EMPTY"
 
 
 # 3xx content
@@ -325,24 +327,31 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
-def _all_classes() -> list[type[PalaceError]]:
-    out: list[type[PalaceError]] = []
-    stack: list[type[PalaceError]] = [PalaceError]
-    while stack:
-        cls = stack.pop()
-        out.append(cls)
-        stack.extend(cls.__subclasses__())
-    return out
+class DaemonStartFailed(DaemonUnreachable):
+    """The daemon a client started exited before it answered (bad config, unsafe path...);
+    ``details`` carry its exit status and stderr. Fix what the message says, then retry."""
+
+    code = 605
+    name = "DAEMON_START_FAILED"
+    retryable = False
+
+
+class UsageError(ClientError):
+    """The command line is not valid: an unknown option, a missing argument, a bad value."""
+
+    code = 606
+    name = "USAGE_ERROR"
 
 
 def _leaf_by_code() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base)."""
     table: dict[int, type[PalaceError]] = {}
-    # Later (deeper) classes win so a code maps to its most specific class.
-    for cls in _all_classes():
-        if cls.__module__ != __name__:
-            continue
+    stack: list[type[PalaceError]] = [PalaceError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
         existing = table.get(cls.code)
-        if existing is None or issubclass(cls, existing):
+        if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
 

@@ -1,7 +1,7 @@
-"""Bounded excerpts of input for error texts: ``quote``, ``clip`` and ``bounded``.
+"""Bounded excerpts of input for error texts: an error never grows with its input.
 
-Leaf module (stdlib only), used by ``palaced.errors`` (which re-exports these names) so that no
-error grows with its input.
+Leaf module (stdlib only), re-exported by ``palaced.errors`` (which messages and details go
+through): ``quote`` a value, ``clip`` a text, ``bounded`` a details map.
 """
 
 from __future__ import annotations

@@ -50,6 +50,12 @@ class Paths:
         return self.state_dir / "palaced.log"
 
     @property
+    def stderr_log(self) -> Path:
+        """Where an auto-started daemon's stdout and stderr go: a failure before its log is
+        set up (a bad config file, an unsafe path) is written here, and clients quote it."""
+        return self.state_dir / "palaced-stderr.log"
+
+    @property
     def lock_file(self) -> Path:
         return self.runtime_dir / "palaced.lock"
 

@@ -184,5 +184,7 @@ class Scheduler:
         # Asked of the palace, not remembered here only: memory.decay may have run meanwhile.
         last = await upkeep.last_decay_ms(up.palace)
         if now_ms - last >= upkeep.DECAY_INTERVAL_MS:
-            last = int((await upkeep.decay(up.palace))["decay_ms"])
+            # Looked at again under the write lock: a restore may have set it meanwhile.
+            last = int((await upkeep.decay(
+                up.palace, unless_since_ms=now_ms - upkeep.DECAY_INTERVAL_MS + 1))["decay_ms"])
         up.decay_due_ms = last + upkeep.DECAY_INTERVAL_MS
