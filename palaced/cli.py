@@ -60,6 +60,11 @@ def run(
     """
     import logging
 
+    taken = _lock_taken()
+    if taken is not None:
+        typer.echo(f"palaced: palaced is already running (lock {taken})", err=True)
+        raise typer.Exit(0)
+
     from palaced import config as config_mod
     from palaced.errors import PalaceError, UnsafePath
 
@@ -76,11 +81,6 @@ def run(
     except PalaceError as exc:
         typer.echo(f"palaced: {exc.message}", err=True)
         raise typer.Exit(2) from None
-
-    taken = _lock_taken()
-    if taken is not None:
-        typer.echo(f"palaced: palaced is already running (lock {taken})", err=True)
-        raise typer.Exit(0)
 
     import anyio
 
