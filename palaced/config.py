@@ -35,10 +35,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
+from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.vocab import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         threads=int(threads) if threads else None,
         allow_download=bool(emb.get("allow_download", True)),
         disabled=disabled,
+        install_dir=paths.models_dir,
     )
     settings = settings_from_env(settings)
     limits = _limits(_section(data, "limits"), paths.config_file)

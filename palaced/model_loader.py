@@ -1,19 +1,24 @@
-"""Loading the embedding model in the background while the daemon already serves.
+"""Loading the embedding model: in the background at start, and again on ``model.load``.
 
-Until it is ready the daemon answers in keyword-only mode; ``ModelState`` says where it is.
+Until a model is ready the daemon answers in keyword-only mode; ``ModelState`` says where it
+is. A reload (after ``palace model fetch|import``, or an edited config) loads the new model
+beside the old one, which keeps serving, then swaps them: open palaces are bound to it again
+(those whose vectors are another model's go keyword-only and are re-embedded in the
+background, see ``palaced.reembed``), and the model's watchers are told.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import anyio.to_thread
 
 from palaced.embedder import Embedder, EmbedderSettings, FastEmbedder
-from palaced.errors import PalaceError
+from palaced.errors import EmbedderUnavailable, PalaceError
 from palaced.registry import Registry
-from palaced.services import ModelState
+from palaced.services import ModelState, Services
 
 log = logging.getLogger("palaced")
 
@@ -25,32 +30,71 @@ async def load_model(model: ModelState, settings: EmbedderSettings, registry: Re
     A model that cannot load leaves the daemon keyword-only, with the reason in ``model``;
     never raises.
     """
-    started = time.monotonic()
-    try:
-        if embedder is None:
-            embedder = await anyio.to_thread.run_sync(
-                FastEmbedder.load, settings, abandon_on_cancel=True)
-    except PalaceError as exc:
-        model.state = "unavailable"
-        model.reason = exc.message
-        log.warning("embedding model unavailable, keyword-only mode: %s", exc.message)
-        return
-    except Exception as exc:
-        model.state = "unavailable"
-        model.reason = f"{type(exc).__name__}: {exc}"
-        log.exception("embedding model failed to load; keyword-only mode")
-        return
+    async with model.load_lock:
+        started = time.monotonic()
+        model.disabled = settings.disabled
+        try:
+            if embedder is None:
+                embedder = await anyio.to_thread.run_sync(
+                    FastEmbedder.load, settings, abandon_on_cancel=True)
+        except PalaceError as exc:
+            model.state = "unavailable"
+            model.reason = exc.message
+            log.warning("embedding model unavailable, keyword-only mode: %s", exc.message)
+            return
+        except Exception as exc:
+            model.state = "unavailable"
+            model.reason = f"{type(exc).__name__}: {exc}"
+            log.exception("embedding model failed to load; keyword-only mode")
+            return
+        await _install(model, embedder, registry, time.monotonic() - started)
+
+
+async def reload_model(services: Services, settings: EmbedderSettings, registry: Registry
+                       ) -> dict[str, Any]:
+    """Load the model ``settings`` name now and make it the daemon's (``model.load``).
+
+    The model in use keeps serving until the new one is ready. Returns the model state.
+
+    Raises:
+        EmbedderUnavailable: the model could not be loaded (the one in use stays; without one,
+            the daemon stays keyword-only with this reason).
+    """
+    model = services.model
+    async with model.load_lock:
+        started = time.monotonic()
+        try:
+            embedder = await anyio.to_thread.run_sync(FastEmbedder.load, settings)
+        except Exception as exc:
+            failure = exc if isinstance(exc, EmbedderUnavailable) else EmbedderUnavailable(
+                f"the embedding model failed to load: {type(exc).__name__}: {exc}")
+            if model.embedder is None:
+                model.state, model.reason = "unavailable", failure.message
+                model.disabled = settings.disabled
+            raise failure from exc
+        model.disabled = False
+        # Same identity, other files (another export): cached query vectors are theirs.
+        services.query_vectors.clear()
+        await _install(model, embedder, registry, time.monotonic() - started)
+    return model.as_dict()
+
+
+async def _install(model: ModelState, embedder: Embedder, registry: Registry,
+                   seconds: float) -> None:
+    """Make ``embedder`` the daemon's model and bind the open palaces to it."""
     # Palaces opened from now on attach themselves; attach the ones already open before
     # announcing "ready", so a client that waits for ready sees consistent indexes.
     model.embedder = embedder
+    model.source = getattr(embedder, "source", None) or None
     for name, palace in registry.open_palaces.items():
         try:
-            if palace.index is None and palace.mismatch is None:
-                await palace.attach(embedder)
+            await palace.attach(embedder)
         except Exception:
             log.exception("palace %s: attaching the model failed", name)
     model.state = "ready"
     model.reason = None
-    model.load_seconds = time.monotonic() - started
+    model.load_seconds = seconds
     model.ready_event.set()
-    log.info("embedding model ready: %s (%.2fs)", embedder.identity, model.load_seconds)
+    model.notify()
+    log.info("embedding model ready: %s (%.2fs, from %s)", embedder.identity, seconds,
+             model.source or "the caller")
