@@ -140,6 +140,10 @@ class Client:
         """Re-embed every drawer with the daemon's current model."""
         return self.call("palace.reembed", name, timeout_ms=3_600_000)
 
+    def load_model(self) -> dict[str, Any]:
+        """(Re)load the embedding model from the configured or installed copy; its state."""
+        return self.call("model.load", timeout_ms=600_000)
+
     # -- drawers ----------------------------------------------------------------------------
     def remember(self, palace: str, text: str, *, wing: str | None = None,
                  room: str | None = None, tags: Iterable[str] = (), importance: float = 0.5,

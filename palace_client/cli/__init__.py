@@ -18,8 +18,9 @@ code  meaning
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``.
+``model`` (``palace model``), ``upkeep`` and ``daemon``; ``common`` holds what they share.
+``palace mcp`` and ``palace init`` come from ``palace_client.mcp.command`` and
+``palace_client.agents.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -32,7 +33,7 @@ import typer
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import daemon, knowledge, memory, model, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -65,6 +66,7 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(model.app, name="model")
 
 
 def main() -> None:
