@@ -28,10 +28,11 @@ from .model_files import FP32, KNOWN_EXPORTS, MODEL
 
 REPO = MODEL  # the model's own repository publishes its ONNX export and tokenizer files
 REVISION = "main"
-# Installed name -> path in the repository.
-FILES = {"model.onnx": "onnx/model.onnx", "tokenizer.json": "tokenizer.json",
-         "tokenizer_config.json": "tokenizer_config.json", "config.json": "config.json",
-         "special_tokens_map.json": "special_tokens_map.json"}
+# Installed name -> path in the repository; the small files first (a changed repository is
+# then noticed before the 90 MB download).
+FILES = {"tokenizer.json": "tokenizer.json", "tokenizer_config.json": "tokenizer_config.json",
+         "config.json": "config.json", "special_tokens_map.json": "special_tokens_map.json",
+         "model.onnx": "onnx/model.onnx"}
 EXPECTED = KNOWN_EXPORTS[FP32]
 IMPORT_HINT = (f"on a machine that can reach it, download the files of {REPO} (onnx/model.onnx, "
                "tokenizer.json, tokenizer_config.json, config.json, special_tokens_map.json), "

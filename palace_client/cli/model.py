@@ -135,10 +135,10 @@ def _install_and_load(paths: Paths, staging: Path, checked: Verdict, source: str
                    "  not verified: no export palace knows")
         for name, digest in sorted(r["files"].items()):
             typer.echo(f"  {digest}  {name}")
-        for warning in r["warnings"]:
-            typer.echo(f"palace: warning: {warning}", err=True)
         typer.echo(_loaded(r["daemon"]))
 
+    for warning in warnings:  # on stderr with --json too: for the person who ran it
+        typer.echo(f"palace: warning: {warning}", err=True)
     emit(result, as_json, human)
 
 
