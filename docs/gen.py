@@ -115,7 +115,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
                            "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
                            "`cl100k_base`) after `<state_dir>/tiktoken/`."),
-    "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
+    "HF_ENDPOINT": ("daemon, `palace model fetch`", "Model hub (a mirror) probed before a "
+                    "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "

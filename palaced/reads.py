@@ -116,15 +116,15 @@ async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, off
 
 def reembedding(stored: str | None, moving: tuple[str | None, int, int], current: str | None
                 ) -> dict[str, Any] | None:
-    """A palace's re-embedding for another model, ``{"model", "done", "total"}`` (drawers),
-    from its recorded model, ``store.reembed.progress`` and the daemon's model; None if none
-    runs or is due."""
+    """A palace's re-embedding for another model, ``{"model", "done", "total", "paused"}``
+    (drawers), from its recorded model, ``store.reembed.progress`` and the daemon's model;
+    None if none runs or is due. ``paused``: its model is not the one loaded now."""
     target, done, total = moving
     if current is not None and stored not in (None, current) and target != current:
-        return {"model": current, "done": 0, "total": total}  # due; it has not started
+        return {"model": current, "done": 0, "total": total, "paused": False}  # not started
     if target is None:
         return None
-    return {"model": target, "done": done, "total": total}
+    return {"model": target, "done": done, "total": total, "paused": target != current}
 
 
 async def info(palace: Palace) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import apsw
@@ -60,7 +61,8 @@ async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_pat
     z = await writes.remember(p, m.NewDrawer(text="zeta eta theta"))
     assert z["created"] and not z["embedded"]
     info = await reads.info(p)
-    assert info["reembedding"] == {"model": "hash:32", "done": 0, "total": total + 1}
+    assert info["reembedding"] == {"model": "hash:32", "done": 0, "total": total + 1,
+                                   "paused": False}
     assert info["embedder"] == "hash:64" and info["vectors"] == total
 
     emb = new.model.embedder
@@ -198,3 +200,30 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None
     info = await reads.info(p)
     assert info["consistent"] is True and info["index"] == info["vectors"] == 2
     await p.aclose()
+
+
+async def test_background_embedding_waits_for_interactive_work() -> None:
+    """A background pass's slices wait while a remember embeds: without the priority the two
+    would take turns slice by slice (FIFO)."""
+    import time
+
+    import anyio
+    import numpy as np
+
+    from palaced.services import EmbedLanes
+
+    order: list[str] = []
+
+    class Slow(HashEmbedder):
+        def embed_passages(self, texts: list[str]) -> np.ndarray:
+            order.append(texts[0][0])
+            time.sleep(0.02)
+            return super().embed_passages(texts)
+
+    lanes, emb = EmbedLanes(), Slow(8)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(lanes.passages, emb, ["b"] * 200, background=True))
+        await anyio.sleep(0.005)  # the first background slice is under way
+        await lanes.passages(emb, ["i"] * 100)
+        assert "i" in order and set(order[order.index("i"):]) == {"i"}
+    assert order[0] == "b" and order.count("b") > 2 and order.count("i") > 2

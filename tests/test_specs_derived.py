@@ -148,8 +148,11 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "model load": "model.load",
 }
-CLI_NOT_OPS = {"mcp", "init"}
+# Commands that run no op (or one only after work of their own: fetch and import install the
+# model's files, then send model.load).
+CLI_NOT_OPS = {"mcp", "init", "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
@@ -234,7 +237,7 @@ CLIENT_OPS: dict[str, str] = {
     "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
-    "health": "memory.health",
+    "health": "memory.health", "load_model": "model.load",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's

@@ -80,7 +80,8 @@ def _palace_line(p: dict[str, Any]) -> str:
     moving = p.get("reembedding")
     if moving:
         line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "
-                 "(keyword-only recall until done)")
+                 + ("(paused until that model is loaded)" if moving.get("paused") else
+                    "(keyword-only recall until done)"))
     return line
 
 
