@@ -19,6 +19,7 @@ kill -9) resumes where it was.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -113,7 +114,9 @@ def _switch_sync(palace: Palace, emb: Embedder) -> bool:
 async def run_pass(palace: Palace, emb: Embedder, *, background: bool) -> int:
     """Batches until every drawer has ``emb``'s vectors, then the switch; drawers embedded.
 
-    The caller holds ``palace.reembed_lock`` and has called ``begin``.
+    In the foreground the caller holds ``palace.reembed_lock`` throughout and has called
+    ``begin``. In the background the lock is taken batch by batch, so a ``palace reembed``
+    can take over between two batches; the pass ends when it finds the work done.
 
     Raises:
         EmbedderUnavailable: the daemon's model changed (or the palace closed) meanwhile.
@@ -126,22 +129,30 @@ async def run_pass(palace: Palace, emb: Embedder, *, background: bool) -> int:
                 f"the embedding model changed while palace {palace.name!r} was re-embedded "
                 f"for {emb.identity}; the new model's re-embedding takes over",
                 details={"palace": palace.name, "condition": "model-changed"})
-        last, stored, seconds = await step(palace, emb, after, background=background)
-        count += stored
+        async with palace.reembed_lock if background else contextlib.nullcontext():
+            if background and not await due(palace, emb):
+                return count  # a `palace reembed` finished it meanwhile
+            last, stored, seconds = await step(palace, emb, after, background=background)
+            count += stored
+            if not last and not after:
+                if await finish(palace, emb):
+                    return count
+                if await palace.read(sql.next_model) != emb.identity:
+                    raise EmbedderUnavailable(  # the target was dropped: another model came
+                        f"the re-embedding of palace {palace.name!r} for {emb.identity} was "
+                        "dropped", details={"palace": palace.name, "condition": "model-changed"})
         if background and seconds:
             await anyio.sleep(seconds * (1 / BACKGROUND_SHARE - 1))
-        if last:
-            after = last  # (a batch whose drawers were all forgotten meanwhile stores none)
-            continue
-        if after:
-            after = 0  # past the last id: one more look from the start, then the switch
-            continue
-        if await finish(palace, emb):
-            return count
-        if await palace.read(sql.next_model) != emb.identity:
-            raise EmbedderUnavailable(  # the target was dropped: another model is loaded
-                f"the re-embedding of palace {palace.name!r} for {emb.identity} was dropped",
-                details={"palace": palace.name, "condition": "model-changed"})
+        # Past the last id, one more look from the start (drawers skipped meanwhile) before
+        # the switch; a batch whose drawers were all forgotten meanwhile stores none.
+        after = last
+
+
+async def due(palace: Palace, emb: Embedder) -> bool:
+    """Whether the palace still needs a pass for ``emb``: its vectors are another model's,
+    or a recompute for ``emb`` was left unfinished."""
+    return palace.embedder_identity != emb.identity or await palace.read(
+        lambda c: sql.next_model(c) == emb.identity)
 
 
 async def reembed_now(palace: Palace, emb: Embedder) -> dict[str, Any]:
@@ -169,6 +180,7 @@ class Reembedder:
         self._registry = registry
         self._services = services
         self._wake = anyio.Event()
+        self._failing: dict[str, str] = {}  # palace -> the failure last logged for it
         services.model.watch(self.wake)
 
     def wake(self) -> None:
@@ -190,31 +202,38 @@ class Reembedder:
         for name in self._registry.names():
             if emb is None or self._services.model.embedder is not emb:
                 return failed  # no model, or another one: the wake-up starts over
+            if self._registry.damage(name) is not None:
+                continue  # palace status reports it; nothing to re-embed from
             try:
                 stored, target = await self._registry.recorded_models(name)
                 if stored not in (None, emb.identity) or target == emb.identity:
                     await self._palace(name, emb)
+                if self._failing.pop(name, None) is not None:
+                    log.info("palace %s: background re-embedding works again", name)
             except PalaceNotFound:
                 continue  # deleted meanwhile
             except EmbedderUnavailable as exc:
                 if exc.details.get("condition") != "model-changed":
                     raise
                 return failed  # the wake-up of the new model starts over
-            except Exception:
+            except Exception as exc:
                 failed = True
-                log.exception("palace %s: background re-embedding failed; retrying in %.0fs",
-                              name, RETRY_S)
+                # A lasting cause (locked by another process, read-only disk) would log every
+                # RETRY_S: once per condition, again when it changes.
+                condition = f"{type(exc).__name__}: {exc}"
+                if self._failing.get(name) != condition:
+                    self._failing[name] = condition
+                    log.exception("palace %s: background re-embedding failed; retrying every "
+                                  "%.0fs (logged again if the failure changes)", name, RETRY_S)
         return failed
 
     async def _palace(self, name: str, emb: Embedder) -> None:
         palace = await self._registry.get(name)  # attaching begins the re-embedding
         palace.in_flight += 1  # not closed as idle in the middle of a batch
         try:
-            async with palace.reembed_lock:
-                if palace.embedder_identity != emb.identity or await palace.read(
-                        lambda c: sql.next_model(c) == emb.identity):
-                    total = await run_pass(palace, emb, background=True)
-                    log.info("palace %s: re-embedded %d drawers for %s", name, total,
-                             emb.identity)
+            if await due(palace, emb):
+                total = await run_pass(palace, emb, background=True)
+                log.info("palace %s: re-embedded %d drawers for %s in the background", name,
+                         total, emb.identity)
         finally:
             palace.in_flight -= 1

@@ -227,3 +227,25 @@ async def test_background_embedding_waits_for_interactive_work() -> None:
         await lanes.passages(emb, ["i"] * 100)
         assert "i" in order and set(order[order.index("i"):]) == {"i"}
     assert order[0] == "b" and order.count("b") > 2 and order.count("i") > 2
+
+
+async def test_reembed_now_takes_over_from_the_background_pass(tmp_path: Path) -> None:
+    import anyio
+
+    pdir = tmp_path / "p"
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
+    await writes.remember_many(p, [m.NewDrawer(text=f"drawer {i} of many") for i in range(300)])
+    await p.aclose()
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(32)))
+    emb = p.services.model.embedder
+    assert emb is not None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(reembed.run_pass, p, emb, background=True))
+        await anyio.sleep(0.01)  # the background pass is under way
+        out = await reembed.reembed_now(p, emb)
+    assert out["embedder"] == "hash:32" and 0 < out["reembedded"] < 300
+    info = await reads.info(p)
+    assert info["embedder"] == "hash:32" and info["reembedding"] is None
+    assert info["vectors"] == info["index"] == 300 and info["consistent"] is True
+    assert not await reembed.due(p, emb)
+    await p.aclose()
