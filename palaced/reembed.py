@@ -191,7 +191,11 @@ class Reembedder:
         """Run until cancelled."""
         while True:
             self._wake = anyio.Event()
-            failed = await self.run_once()
+            try:
+                failed = await self.run_once()
+            except Exception:  # the daemon must outlive any failure here (listing palaces...)
+                log.exception("background re-embedding failed; retrying in %.0fs", RETRY_S)
+                failed = True
             with anyio.move_on_after(RETRY_S if failed else math.inf):
                 await self._wake.wait()
 
@@ -212,11 +216,10 @@ class Reembedder:
                     log.info("palace %s: background re-embedding works again", name)
             except PalaceNotFound:
                 continue  # deleted meanwhile
-            except EmbedderUnavailable as exc:
-                if exc.details.get("condition") != "model-changed":
-                    raise
-                return failed  # the wake-up of the new model starts over
             except Exception as exc:
+                if isinstance(exc, EmbedderUnavailable) and (
+                        exc.details.get("condition") == "model-changed"):
+                    return failed  # the wake-up of the new model starts over
                 failed = True
                 # A lasting cause (locked by another process, read-only disk) would log every
                 # RETRY_S: once per condition, again when it changes.
