@@ -55,8 +55,8 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
         typer.echo(f"  embedder {i.get('embedder') or '-'}")
         moving = i.get("reembedding")
         if moving:
-            typer.echo(f"  re-embedding {moving['done']}/{moving['total']} drawers for "
-                       f"{moving['model']}")
+            typer.echo(f"  re-embedding for {moving['model']}: {moving['done']} of "
+                       f"{counted(moving['total'], 'drawer')} done")
         for r in i.get("rooms", []):
             typer.echo(f"  {r['wing']}/{r['room']}: {counted(r['drawers'], 'drawer')}")
 
