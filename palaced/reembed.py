@@ -119,12 +119,16 @@ async def run_pass(palace: Palace, emb: Embedder, *, background: bool) -> int:
     can take over between two batches; the pass ends when it finds the work done.
 
     Raises:
-        EmbedderUnavailable: the daemon's model changed (or the palace closed) meanwhile.
+        EmbedderUnavailable: the daemon's model changed, or the palace was closed, meanwhile.
         StorageError: SQLite failed.
     """
     count, after = 0, 0
     while True:
-        if palace.closed or palace.services.model.embedder is not emb:
+        if palace.closed:
+            raise EmbedderUnavailable(
+                f"palace {palace.name!r} was closed (deleted?) while it was re-embedded",
+                details={"palace": palace.name, "condition": "palace-closed"})
+        if palace.services.model.embedder is not emb:
             raise EmbedderUnavailable(
                 f"the embedding model changed while palace {palace.name!r} was re-embedded "
                 f"for {emb.identity}; the new model's re-embedding takes over",
@@ -217,10 +221,12 @@ class Reembedder:
             except PalaceNotFound:
                 continue  # deleted meanwhile
             except Exception as exc:
-                if isinstance(exc, EmbedderUnavailable) and (
-                        exc.details.get("condition") == "model-changed"):
+                why = exc.details.get("condition") if isinstance(exc, EmbedderUnavailable) else None
+                if why == "model-changed":
                     return failed  # the wake-up of the new model starts over
                 failed = True
+                if why == "palace-closed":
+                    continue  # deleted meanwhile (the next round skips it), or shutting down
                 # A lasting cause (locked by another process, read-only disk) would log every
                 # RETRY_S: once per condition, again when it changes.
                 condition = f"{type(exc).__name__}: {exc}"
