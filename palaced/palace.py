@@ -147,7 +147,7 @@ class Palace:
     # -- the model -------------------------------------------------------------------------
     def _attach_sync(self, embedder: Embedder) -> None:
         """Bind the palace to the loaded model: load or rebuild the index of its vectors, or,
-        when they are another model's, drop the index and aim a re-embedding at this one."""
+        when they are another model's, drop the index (``palaced.reembed`` switches it)."""
         stored, target = self.store.read(
             lambda c: (meta_get(c, "embedder"), next_vectors.next_model(c)))
         if stored is None:
@@ -158,13 +158,14 @@ class Palace:
             # Keyword-only until palaced.reembed has built this model's vectors; the old
             # model's stay untouched (and valid for it) until then.
             self.index = None
-            if target != embedder.identity:
-                self.store.write(lambda c: next_vectors.begin(
-                    c, embedder.identity, embedder.dims, fresh=False))
             return
         if target is not None and target != stored:
             # A switch toward a model the daemon no longer runs: its vectors would only age.
-            self.store.write(next_vectors.abandon)
+            try:
+                self.store.write(next_vectors.abandon)
+            except StorageError as exc:  # read-only storage: harmless leftovers
+                log.warning("palace %s: cannot drop an abandoned re-embedding: %s",
+                            self.name, exc.message)
         if self.index is None or self.index.dims != embedder.dims:
             self.load_index_sync(embedder.dims)
 

@@ -33,11 +33,12 @@ import numpy as np
 from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderUnavailable, PalaceError, PalaceNotFound
-from palaced.index import VectorIndex, to_blob
-from palaced.palace import Palace
+from palaced.index import VectorIndex, save_index, to_blob
+from palaced.palace import INDEX_NAME, Palace
 from palaced.registry import Registry
 from palaced.services import Services
 from palaced.store import reembed as sql
+from palaced.store.vectors import all_vectors
 
 log = logging.getLogger("palaced.reembed")
 
@@ -96,18 +97,29 @@ async def finish(palace: Palace, emb: Embedder) -> bool:
 
 
 def _switch_sync(palace: Palace, emb: Embedder) -> bool:
-    if palace.closed or not palace.store.write(lambda c: sql.switch(c, emb.identity)):
+    """The switch (worker thread, under write_lock). The new index is built inside the
+    switching transaction, so readers see the old state until the new one is whole."""
+    built: list[VectorIndex] = []
+
+    def tx(c: Any) -> bool:
+        if not sql.switch(c, emb.identity):
+            return False
+        index = VectorIndex(emb.dims)
+        index.rebuild(all_vectors(c))
+        built.append(index)
+        return True
+
+    if palace.closed or not palace.store.write(tx):
         return False
-    palace.embedder_identity = emb.identity
+    palace.index, palace.embedder_identity = built[0], emb.identity
     palace.maybe_pending = False
     try:
-        palace.load_index_sync(emb.dims, rebuild=True)
+        save_index(built[0], palace.store, palace.dir / INDEX_NAME)
     except PalaceError:
-        # The database switched; the index is a cache the checkpointer rebuilds from it.
-        log.exception("palace %s: index rebuild after the switch failed", palace.name)
-        palace.index = VectorIndex(emb.dims)
-        palace.index_stale = True
-    log.info("palace %s: switched to %s", palace.name, emb.identity)
+        # The index in memory serves; the file is a cache the checkpointer saves later.
+        log.exception("palace %s: saving the index after the switch failed", palace.name)
+    log.info("palace %s: switched to %s (%d vectors)", palace.name, emb.identity,
+             len(built[0]))
     return True
 
 
@@ -138,13 +150,16 @@ async def run_pass(palace: Palace, emb: Embedder, *, background: bool) -> int:
                 return count  # a `palace reembed` finished it meanwhile
             last, stored, seconds = await step(palace, emb, after, background=background)
             count += stored
-            if not last and not after:
-                if await finish(palace, emb):
-                    return count
-                if await palace.read(sql.next_model) != emb.identity:
-                    raise EmbedderUnavailable(  # the target was dropped: another model came
-                        f"the re-embedding of palace {palace.name!r} for {emb.identity} was "
-                        "dropped", details={"palace": palace.name, "condition": "model-changed"})
+            finished = not last and not after and await finish(palace, emb)
+            # Nothing stored (a batch of drawers all forgotten meanwhile, or a switch that
+            # found drawers left): unless the target was dropped, go on; never spin on it.
+            if not finished and not stored and await palace.read(
+                    sql.next_model) != emb.identity:
+                raise EmbedderUnavailable(
+                    f"the re-embedding of palace {palace.name!r} for {emb.identity} was "
+                    "dropped", details={"palace": palace.name, "condition": "model-changed"})
+        if finished:
+            return count
         if background and seconds:
             await anyio.sleep(seconds * (1 / BACKGROUND_SHARE - 1))
         # Past the last id, one more look from the start (drawers skipped meanwhile) before
@@ -237,10 +252,12 @@ class Reembedder:
         return failed
 
     async def _palace(self, name: str, emb: Embedder) -> None:
-        palace = await self._registry.get(name)  # attaching begins the re-embedding
+        palace = await self._registry.get(name)
         palace.in_flight += 1  # not closed as idle in the middle of a batch
         try:
             if await due(palace, emb):
+                if palace.embedder_identity != emb.identity:
+                    await begin(palace, emb, fresh=False)  # resumes a pass toward emb
                 total = await run_pass(palace, emb, background=True)
                 log.info("palace %s: re-embedded %d drawers for %s in the background", name,
                          total, emb.identity)

@@ -67,6 +67,7 @@ async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_pat
 
     emb = new.model.embedder
     assert emb is not None
+    await reembed.begin(p, emb, fresh=False)
     last, stored, _ = await reembed.step(p, emb, 0, background=True)
     assert stored == reembed.BATCH and last > 0
     await writes.forget(p, a)  # forgetting mid-pass drops its new vectors too (cascade)
@@ -239,6 +240,7 @@ async def test_reembed_now_takes_over_from_the_background_pass(tmp_path: Path) -
     p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(32)))
     emb = p.services.model.embedder
     assert emb is not None
+    await reembed.begin(p, emb, fresh=False)
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(reembed.run_pass, p, emb, background=True))
         await anyio.sleep(0.01)  # the background pass is under way
