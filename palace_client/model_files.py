@@ -131,12 +131,14 @@ def verdict(files: dict[str, str]) -> Verdict:
 
 
 def new_staging(paths: Paths) -> Path:
-    """A fresh private staging directory beside the installed copies (leftovers of killed
-    installs are removed first)."""
+    """A fresh private staging directory beside the installed copies (leftovers of installs
+    killed over an hour ago are removed first)."""
     make_private_dirs(paths.models_dir)
-    for old in paths.models_dir.glob(f"{STAGING}*"):
-        if old.is_dir() and not old.is_symlink() and time.time() - old.stat().st_mtime > 3600:
-            shutil.rmtree(old, ignore_errors=True)
+    for pattern in (f"{STAGING}*", f"{PREVIOUS}*"):
+        for old in paths.models_dir.glob(pattern):
+            if (old.is_dir() and not old.is_symlink()
+                    and time.time() - old.stat().st_mtime > 3600):
+                shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=STAGING, dir=paths.models_dir))
 
 
