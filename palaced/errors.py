@@ -26,12 +26,9 @@ _repr.maxlevel = 3
 
 
 def quote(value: object, limit: int = QUOTE_CHARS) -> str:
-    """A repr-like excerpt of ``value`` of at most ``limit`` characters, for error texts.
-
-    Short values come back as ``repr(value)``. A longer string or bytes value becomes the repr
-    of its head, an ellipsis and its length, e.g. ``'xxxx…' (2500000 chars)``; any other value
-    a bounded repr (huge numbers and containers are abbreviated). Never raises.
-    """
+    """A repr-like excerpt of ``value`` of at most ``limit`` characters, for error texts:
+    ``repr(value)`` when short; else its head, an ellipsis and its length, e.g. ``'xxxx…'
+    (2500000 chars)``, or a bounded repr of huge numbers and containers. Never raises."""
     limit = max(limit, 24)
     if isinstance(value, str | bytes):
         if len(value) <= limit:
@@ -66,12 +63,9 @@ def clip(text: str, limit: int) -> str:
 
 
 def bounded(value: Any, depth: int = 0) -> Any:
-    """A copy of a details value with every string, bytes, list and map cut to a small size.
-
-    Strings keep at most MAX_DETAIL_CHARS characters, containers MAX_DETAIL_ITEMS items;
-    numbers, booleans and None pass through; anything else (or anything nested too deeply)
-    becomes its ``quote``.
-    """
+    """A copy of a details value cut to a small size: strings to MAX_DETAIL_CHARS characters,
+    containers to MAX_DETAIL_ITEMS items; numbers, booleans and None pass through; anything
+    else (or nested too deeply) becomes its ``quote``."""
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
@@ -368,24 +362,31 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
-def _all_classes() -> list[type[PalaceError]]:
-    out: list[type[PalaceError]] = []
-    stack: list[type[PalaceError]] = [PalaceError]
-    while stack:
-        cls = stack.pop()
-        out.append(cls)
-        stack.extend(cls.__subclasses__())
-    return out
+class DaemonStartFailed(DaemonUnreachable):
+    """The daemon a client started exited before it answered (bad config, unsafe path...);
+    ``details`` carry its exit status and stderr. Fix what the message says, then retry."""
+
+    code = 605
+    name = "DAEMON_START_FAILED"
+    retryable = False
+
+
+class UsageError(ClientError):
+    """The command line is not valid: an unknown option, a missing argument, a bad value."""
+
+    code = 606
+    name = "USAGE_ERROR"
 
 
 def _leaf_by_code() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base)."""
     table: dict[int, type[PalaceError]] = {}
-    # Later (deeper) classes win so a code maps to its most specific class.
-    for cls in _all_classes():
-        if cls.__module__ != __name__:
-            continue
+    stack: list[type[PalaceError]] = [PalaceError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
         existing = table.get(cls.code)
-        if existing is None or issubclass(cls, existing):
+        if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
 

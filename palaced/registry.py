@@ -6,6 +6,7 @@ catalogue file could drift from what is on disk, and the directory cannot.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import shutil
@@ -214,8 +215,12 @@ class Registry:
 
         return await anyio.to_thread.run_sync(read)
 
-    async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
+    async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
         """Create a palace directory and open it: the only way a new palace comes to be.
+
+        Returns the open palace and whether this call created it. Of concurrent creates of
+        one name, exactly one says it created it: the existence check and the create are
+        made under one lock, so no other create can slip between them.
 
         Raises:
             PalaceExists: it exists and ``exist_ok`` is false.
@@ -231,24 +236,33 @@ class Registry:
                 if not exist_ok:
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
-                return await self.get(name)
+                return await self.get(name), False
             with storage_errors(self.root):
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
             async with lock:
-                await self._build(name)
+                created = await self._build(name)
+            if not created:
+                # Another process on this data directory renamed its palace in first.
+                if not exist_ok:
+                    raise PalaceExists(f"palace {name!r} already exists",
+                                       details={"palace": name})
+                return await self.get(name), False
+            async with lock:
                 palace = await Palace.open(name, self.path_of(name), self.services,
                                            create=False)
                 await self._register(palace)
             log.info("created palace %s", name)
-            return palace
+            return palace, True
 
-    async def _build(self, name: str) -> None:
+    async def _build(self, name: str) -> bool:
         """Make a complete palace directory for ``name`` and move it into place in one rename.
 
         A kill -9 in the middle of a create must not leave a half-made palace under the
         palace's name (it would read as damaged, and block every later create): the palace is
-        built and closed under a staging name that ``names()`` ignores, then renamed.
+        built and closed under a staging name that ``names()`` ignores, then renamed. The
+        rename is also what decides, atomically, who created it: it fails on a directory that
+        is no longer empty. Returns False when a palace got there first.
 
         Raises:
             StorageError: the storage failed; nothing is left under the palace's name.
@@ -259,15 +273,21 @@ class Registry:
             made = await Palace.open(name, staging, self.services, create=True)
             await made.aclose()
 
-            def move() -> None:
+            def move() -> bool:
                 # A directory holding only a lock file (or nothing) is no palace: replace it.
                 if path.is_dir() and not path.is_symlink() and {
                         p.name for p in path.iterdir()} <= {LOCK_NAME}:
                     shutil.rmtree(path)
-                staging.rename(path)
+                try:
+                    staging.rename(path)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and has_database(name, path):
+                        return False
+                    raise
+                return True
 
             with storage_errors(path, name):
-                await anyio.to_thread.run_sync(move)
+                return await anyio.to_thread.run_sync(move)
         finally:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)

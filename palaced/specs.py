@@ -30,6 +30,10 @@ op declares its retry class in its spec (``retry`` has no default, so none can b
   (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
   that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
   raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
+
+A reply that does not arrive within the client's deadline is a lost reply the client does not
+resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise ``Timeout``
+(retryable: sending again is correct), ``CONVERGE`` and ``NEVER`` ops ``OutcomeUnknown``.
 """
 
 from __future__ import annotations

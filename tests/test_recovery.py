@@ -302,7 +302,7 @@ async def test_scheduler_logs_a_persistent_checkpoint_failure_once_per_condition
     monkeypatch.setenv("PALACE_EMBED_MODEL", "none")
     monkeypatch.setattr(scheduler_mod, "RETRY_S", 0.005)
     dmn = daemon_mod.Daemon(config_mod.load(resolve()))
-    palace = await dmn.registry.create("tick")
+    palace, _ = await dmn.registry.create("tick")
     palace.index_stale = True  # asks the scheduler to checkpoint on every run
     real_checkpoint = palace.store.checkpoint
     failure: list[int | None] = [errno.EROFS]

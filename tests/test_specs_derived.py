@@ -150,9 +150,10 @@ CLI_OPS: dict[str, str] = {
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
     "model load": "model.load",
 }
-# Commands that run no op (or one only after work of their own: fetch and import install the
-# model's files, then send model.load).
-CLI_NOT_OPS = {"mcp", "init", "model fetch", "model import"}
+# Commands that run no op (or one only after work of their own: model fetch and import
+# install the model's files, then send model.load).
+CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
+               "uninstall", "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
@@ -237,7 +238,7 @@ CLIENT_OPS: dict[str, str] = {
     "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
-    "health": "memory.health", "load_model": "model.load",
+    "health": "memory.health",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's

@@ -23,6 +23,9 @@ from .common import JsonOpt, client, emit, fail
 if TYPE_CHECKING:
     from palace_client.model_files import Verdict
 
+# A model.load may have the daemon download the model (no installed copy, allow_download on).
+LOAD_TIMEOUT_MS = 600_000
+
 app = typer.Typer(no_args_is_help=True,
                   help="Install the embedding model (fetch, import) and (re)load it (load).")
 
@@ -100,7 +103,7 @@ def load(as_json: bool = JsonOpt) -> None:
     """Have the daemon (re)load the model from the config file's settings or the installed
     copy, without a restart; palaces of another model are re-embedded in the background."""
     with client(as_json) as c:
-        state = c.load_model()
+        state = c.call("model.load", timeout_ms=LOAD_TIMEOUT_MS)
     emit(state, as_json, lambda s: typer.echo(_loaded(s)))
 
 
@@ -116,7 +119,7 @@ def _install_and_load(paths: Paths, staging: Path, checked: Verdict, source: str
         fail(E.ClientError(f"cannot install the model: {exc}"), as_json)
     with client(as_json) as c:
         try:
-            state = c.load_model()
+            state = c.call("model.load", timeout_ms=LOAD_TIMEOUT_MS)
         except E.PalaceError:
             installed.rollback()
             raise
