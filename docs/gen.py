@@ -109,7 +109,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
                            "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
                            "`cl100k_base`) after `<state_dir>/tiktoken/`."),
-    "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
+    "HF_ENDPOINT": ("daemon, `palace model fetch`", "Model hub (a mirror) probed before a "
+                    "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
@@ -196,6 +197,12 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/palace.py", "COMPACT_MIN_DEAD",
      "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
      "~0.6 s per 1,000 vectors on 2 cores."),
+    ("palaced/reembed.py", "BACKGROUND_SHARE",
+     "Share of the time the background re-embedding after a model change embeds. "
+     "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "
+     "another palace without pause: share 1.0 re-embeds 42 drawers/s, recall p50 20.0 ms "
+     "(4.9 after the pass), remember p50 62 ms (11); share 0.5 20 drawers/s, recall p50 7.9 ms "
+     "(5.2), remember p50 28 ms (14). Alone, share 0.5 re-embeds 31 drawers/s there."),
     ("palaced/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/fusion.py", "normalize",

@@ -37,11 +37,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
+from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
 from palaced.toml_lines import key_lines, line_of
+from palaced.vocab import DEFAULT_MODEL
 
 
 def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
@@ -261,6 +262,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         threads=emb.get("threads") or None,
         allow_download=emb.get("allow_download", True),
         disabled=disabled,
+        install_dir=paths.models_dir,
     ))
     env_tok = os.environ.get("PALACE_TIKTOKEN_FILE")
     tok_file = env_tok if env_tok is not None else tok.get("bpe_file")

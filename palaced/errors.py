@@ -125,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """The palace was embedded with a different model; run `palace reembed`."""
+    """Reserved: a palace of another model (palaces now switch in the background instead)."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"

@@ -32,6 +32,7 @@ from palaced.services import Services
 from palaced.store.db import open_connection, storage_errors
 from palaced.store.drawers import counts
 from palaced.store.meta import meta_get
+from palaced.store.reembed import next_model, progress
 
 log = logging.getLogger("palaced.registry")
 
@@ -175,10 +176,34 @@ class Registry:
             raise
 
     async def _attach_if_ready(self, palace: Palace) -> None:
-        """Attach the model if it became ready while the palace was being opened."""
+        """Attach the model if it became ready (or changed) while the palace was being opened;
+        a palace whose vectors are another model's wakes the background re-embedding."""
         embedder = self.services.model.embedder
-        if embedder is not None and palace.index is None and palace.mismatch is None:
+        if embedder is not None and (palace.index is None
+                                     or palace.embedder_identity != embedder.identity):
             await palace.attach(embedder)
+        if palace.mismatch is not None:
+            self.services.model.notify()
+
+    async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
+        """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not
+        (never opens it). Raises PalaceNotFound, StorageError."""
+        open_ = self._open.get(validate_name(name))
+        if open_ is not None:
+            return open_.embedder_identity, await open_.read(next_model)
+        if not self.exists(name):
+            raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+        path = self.path_of(name) / DB_NAME
+
+        def read() -> tuple[str | None, str | None]:
+            conn = open_connection(path, readonly=True, palace=name)
+            try:
+                with conn:
+                    return meta_get(conn, "embedder"), progress(conn)[0]
+            finally:
+                conn.close()
+
+        return await anyio.to_thread.run_sync(read)
 
     async def peek(self, name: str) -> dict[str, Any]:
         """Counts of a palace without opening it (no index load, no lock, no caches).
@@ -207,10 +232,14 @@ class Registry:
                 with conn:
                     found = counts(conn)
                     embedder = meta_get(conn, "embedder")
+                    moving = progress(conn)
             finally:
                 conn.close()
+            current = self.services.model.embedder
             return {"name": name, "path": str(path), **found, "index": None,
-                    "consistent": None, "embedder": embedder, "mismatch": None, "open": False}
+                    "consistent": None, "embedder": embedder, "mismatch": None, "open": False,
+                    "reembedding": reads.reembedding(
+                        embedder, moving, current.identity if current else None)}
 
         return await anyio.to_thread.run_sync(read)
 

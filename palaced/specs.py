@@ -169,7 +169,8 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts, embedder identity, index agreement, rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
-           doc="Re-embed every drawer with the daemon's current model."),
+           doc="Re-embed every drawer with the daemon's current model now and switch the "
+               "palace to it (a background re-embedding does it anyway after a model change)."),
     # export and restore (docs/export-format.md); a restore skips records already restored.
     OpSpec("palace.export", {
         "cursor": Arg("str", max_len=64, help="where the previous page ended (its `next`)"),
@@ -200,6 +201,10 @@ _ALL: tuple[OpSpec, ...] = (
             "recorded `hash` is this one: new ones stored, vanished ones deleted."),
     OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
            doc="Forget an imported source: delete the drawers no other source claims."),
+    # the model
+    OpSpec("model.load", retry=SAFE,
+           doc="(Re)load the embedding model from the configured or installed copy, without "
+               "a restart; palaces of another model switch to it in the background."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),

@@ -232,7 +232,6 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         MemoryNotFound: an explicit id names no drawer.
         InvalidArgs: no sources, or the sources span several wings and no wing was given.
         InvalidContent: the summary is word for word one of its sources.
-        EmbedderMismatch: the palace needs a reembed first.
     """
     wanted = list(dict.fromkeys(int(i) for i in ids)) if ids else None
     ts = clock_ms()

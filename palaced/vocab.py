@@ -8,6 +8,9 @@ them from here instead of keeping its own copy.
 
 from __future__ import annotations
 
+# -- embedding model -------------------------------------------------------------------------
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # fastembed's name; 384 dimensions
+
 # -- importance -------------------------------------------------------------------------------
 IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 DEFAULT_IMPORTANCE = 0.5

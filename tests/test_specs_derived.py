@@ -149,11 +149,14 @@ CLI_OPS: dict[str, str] = {
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
     "export": "palace.export",
+    "model load": "model.load",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
-# source.* ops of the import ledger), or none.
+# source.* ops of the import ledger; model fetch and import install the model's files, then
+# send model.load), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
-               "uninstall", "import jsonl", "import chatgpt", "import markdown"}
+               "uninstall", "import jsonl", "import chatgpt", "import markdown",
+               "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}

@@ -20,8 +20,8 @@ code  meaning
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep``, ``transfer`` (``palace export``, ``palace import``) and ``daemon``; ``common``
-holds what they share. ``palace mcp`` and ``palace init`` come from
+``model`` (``palace model``), ``upkeep``, ``transfer`` (``palace export``, ``palace import``)
+and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init`` come from
 ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service`` and
 ``palace uninstall`` from ``palace_client.service.command``.
 
@@ -42,7 +42,7 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, knowledge, memory, palaces, transfer, upkeep
+from . import daemon, knowledge, memory, model, palaces, transfer, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -75,6 +75,7 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(model.app, name="model")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")

@@ -14,7 +14,7 @@ from typing import Any
 
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, transfer, upkeep
+from palaced.ops import daemon_ops, drawers, graph, model, palaces, transfer, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -71,6 +71,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.delete", palaces.op_palace_delete),
     ("palace.info", palaces.op_palace_info),
     ("palace.reembed", palaces.op_reembed),
+    ("model.load", model.op_model_load),
     ("memory.remember", drawers.op_remember),
     ("memory.remember_many", drawers.op_remember_many),
     ("memory.recall", drawers.op_recall),
