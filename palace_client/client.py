@@ -20,10 +20,11 @@ from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
+from .admin import Maintenance
 from .connection import Connection, ReplyLost, RequestNotSent, connect
 
 
-class Client:
+class Client(Maintenance):
     """A connection to the machine's palaced, started on demand.
 
     Args:

@@ -11,6 +11,10 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     [tokenizer]
     bpe_file = "/opt/tiktoken/cl100k_base.tiktoken"
 
+    [backup]
+    dir = "/mnt/backup/palace"     # where `palace backup` writes (default <data_dir>/backups)
+    keep = 7                       # backups kept per palace
+
     [limits]
     max_frame = 8388608
     max_text_chars = 200000
@@ -39,6 +43,7 @@ from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.vocab import MAX_BACKUP_KEEP
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,18 @@ class Limits:
             raise ValueError(f"reserve_connections must be >= 0, got {self.reserve_connections}")
 
 
+DEFAULT_BACKUP_KEEP = 7
+
+
+@dataclass(frozen=True)
+class BackupSettings:
+    """Where ``palace backup`` writes by default (None: ``<data_dir>/backups``) and how many
+    backups of each palace it keeps."""
+
+    dir: Path | None = None
+    keep: int = DEFAULT_BACKUP_KEEP
+
+
 @dataclass(frozen=True)
 class DaemonConfig:
     """Everything the daemon needs, resolved once at start."""
@@ -86,6 +103,12 @@ class DaemonConfig:
     embedder: EmbedderSettings
     limits: Limits = field(default_factory=Limits)
     tokenizer_file: Path | None = None
+    backup: BackupSettings = field(default_factory=BackupSettings)
+
+    @property
+    def backup_dir(self) -> Path:
+        """The default root of backups: ``[backup] dir``, else ``<data_dir>/backups``."""
+        return self.backup.dir or self.paths.data_dir / "backups"
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
@@ -147,9 +170,27 @@ def load(paths: Paths | None = None) -> DaemonConfig:
     limits = _limits(_section(data, "limits"), paths.config_file)
     tok = _section(data, "tokenizer")
     tok_file = tok.get("bpe_file") or os.environ.get("PALACE_TIKTOKEN_FILE")
+    bk = _section(data, "backup")
     return DaemonConfig(
         paths=paths,
         embedder=settings,
         limits=limits,
         tokenizer_file=Path(str(tok_file)).expanduser() if tok_file else None,
+        backup=_backup(bk.get("dir"), bk.get("keep", DEFAULT_BACKUP_KEEP), paths.config_file),
     )
+
+
+def _backup(directory: Any, keep: Any, source: Path) -> BackupSettings:
+    """The [backup] table's settings.
+
+    Raises:
+        InvalidArgs: ``dir`` is not an absolute path (``~`` allowed) or ``keep`` is not an
+            integer in 1..MAX_BACKUP_KEEP.
+    """
+    path = Path(str(directory)).expanduser() if directory else None
+    if path is not None and not path.is_absolute():
+        raise InvalidArgs(f"bad [backup] in {source}: dir must be an absolute path")
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= MAX_BACKUP_KEEP:
+        raise InvalidArgs(f"bad [backup] in {source}: keep must be an integer in "
+                          f"1..{MAX_BACKUP_KEEP}")
+    return BackupSettings(dir=path, keep=keep)

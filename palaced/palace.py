@@ -300,7 +300,7 @@ class Palace:
             return
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
-        self.store.write(lambda c: touch(c, ids, ts))
+        self.store.write(lambda c: touch(c, ids, ts), stamp=False)
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""

@@ -7,9 +7,12 @@ catalogue file could drift from what is on disk, and the directory cannot.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,8 @@ log = logging.getLogger("palaced.registry")
 # Directories of creates and deletes in progress (names() never lists them: not kebab-case).
 STAGING_PREFIX = ".creating-"
 TRASH_PREFIX = ".deleting-"
+# A palace a restore moved aside: renamed back at start if the restore never put its copy in.
+REPLACED_PREFIX = ".replaced-"
 NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
 
@@ -66,6 +71,7 @@ class Registry:
         self.services = services
         self._open: dict[str, Palace] = {}
         self._opening: dict[str, anyio.Lock] = {}
+        self._guards: dict[str, anyio.Lock] = {}
         self._admin = anyio.Lock()
 
     def path_of(self, name: str) -> Path:
@@ -243,17 +249,76 @@ class Registry:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
 
+    def guard(self, name: str) -> anyio.Lock:
+        """The lock that serialises backups and restores of palace ``name``."""
+        return self._guards.setdefault(validate_name(name), anyio.Lock())
+
+    @asynccontextmanager
+    async def held(self, name: str) -> AsyncIterator[Palace | None]:
+        """Keep palace ``name`` as it is: yields its open handle, or None while it stays
+        closed (requests that would open it wait until the block ends)."""
+        async with self._opening.setdefault(validate_name(name), anyio.Lock()):
+            yield self._open.get(name)
+
+    async def replace(self, name: str, staging: Path,
+                      check: Callable[[Path], None] | None = None) -> bool:
+        """Put the palace directory ``staging`` in place of palace ``name``; True when a
+        palace was replaced. The open palace is closed first, then ``check(path)`` runs (in
+        a worker thread, nothing can write to the palace any more) and may refuse by raising.
+
+        The old directory is renamed aside before the new one is renamed in: a crash between
+        the two leaves it under REPLACED_PREFIX, and ``sweep_leftovers`` puts it back.
+
+        Raises:
+            What ``check`` raises (nothing is changed); StorageError: a rename failed.
+        """
+        validate_name(name)
+        async with self._admin:
+            async with self._opening.setdefault(name, anyio.Lock()):
+                palace = self._open.pop(name, None)
+                if palace is not None:
+                    await palace.aclose()
+                path = self.path_of(name)
+                if check is not None:
+                    await anyio.to_thread.run_sync(check, path)
+
+                def swap() -> bool:
+                    aside = path.with_name(f"{REPLACED_PREFIX}{name}-{time.time_ns()}")
+                    replaced = os.path.lexists(path)
+                    if replaced:
+                        path.rename(aside)
+                    staging.rename(path)
+                    sync_dir(self.root)
+                    if replaced:
+                        shutil.rmtree(aside, ignore_errors=True)
+                    return replaced
+
+                with storage_errors(path, name):
+                    replaced = await anyio.to_thread.run_sync(swap)
+        log.info("%s palace %s from %s", "replaced" if replaced else "restored", name, staging)
+        return replaced
+
     def sweep_leftovers(self) -> list[str]:
         """Remove staging and trash directories a killed daemon left behind; returns them.
+
+        A palace a killed restore had moved aside goes back under its name when nothing
+        took its place, and is removed when the restored copy did.
 
         Call only while holding the daemon lock: these names belong to no open palace then.
         """
         if not self.root.is_dir():
             return []
         gone = []
-        for p in self.root.iterdir():
-            if p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) and p.is_dir() and (
-                    not p.is_symlink()):
+        for p in sorted(self.root.iterdir()):
+            if not p.is_dir() or p.is_symlink():
+                continue
+            if p.name.startswith(REPLACED_PREFIX):
+                name = p.name[len(REPLACED_PREFIX):].rpartition("-")[0]
+                if NAME_RE.fullmatch(name) and not os.path.lexists(self.root / name):
+                    p.rename(self.root / name)  # the restore never put its copy in place
+                    log.warning("restore of palace %s was interrupted: put it back", name)
+                    continue
+            if p.name.startswith((STAGING_PREFIX, TRASH_PREFIX, REPLACED_PREFIX)):
                 shutil.rmtree(p, ignore_errors=True)
                 gone.append(p.name)
         if gone:
@@ -305,3 +370,12 @@ class Registry:
                 except Exception:
                     log.exception("closing palace %s failed", name)
             self._open.clear()
+
+
+def sync_dir(path: Path) -> None:
+    """fsync a directory, so that renames in it survive a power loss."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

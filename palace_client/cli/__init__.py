@@ -15,11 +15,13 @@ code  meaning
 6     already exists
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
+9     ``palace doctor``: a check failed (after ``--repair``: one it could not fix)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``.
+``upkeep``, ``doctor``, ``backups`` and ``daemon``; ``common`` holds what they share.
+``palace mcp`` and ``palace init`` come from ``palace_client.mcp.command`` and
+``palace_client.agents.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -32,7 +34,7 @@ import typer
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import backups, daemon, doctor, knowledge, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -62,7 +64,8 @@ agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
-for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
+for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
+                  agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
 

@@ -38,6 +38,7 @@ EXIT_INVALID = 5
 EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
+EXIT_UNHEALTHY = 9
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
@@ -162,7 +163,8 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_MISMATCH
     if isinstance(exc, E.LoadError):
         return EXIT_RETRY
-    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName):
+    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName
+                  | E.BackupInvalid):
         return EXIT_INVALID
     return EXIT_ERROR
 

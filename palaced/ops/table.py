@@ -14,9 +14,10 @@ from typing import Any
 
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, upkeep
+from palaced.ops import daemon_ops, drawers, graph, maintenance, palaces, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
+from palaced.registry import validate_name
 from palaced.specs import SPECS, OpSpec
 
 Handler = Callable[[OpContext, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -71,6 +72,9 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.delete", palaces.op_palace_delete),
     ("palace.info", palaces.op_palace_info),
     ("palace.reembed", palaces.op_reembed),
+    ("palace.doctor", maintenance.op_doctor),
+    ("palace.backup", maintenance.op_backup),
+    ("palace.restore", maintenance.op_restore),
     ("memory.remember", drawers.op_remember),
     ("memory.remember_many", drawers.op_remember_many),
     ("memory.recall", drawers.op_recall),
@@ -110,6 +114,8 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     args = decode_args(op.spec, raw_args)
     if op.spec.palace == "required":
         palace = need_palace(palace)
+    elif op.spec.palace == "optional" and palace is not None:
+        palace = validate_name(palace)
     ctx.in_flight.enter()
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
