@@ -82,6 +82,11 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "slower peer gets `TIMEOUT` and is closed.",
     ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
+    ("backup", "dir"): "Where `palace backup` writes when no `--to` is given, as "
+        "`<dir>/<palace>/<UTC time>/`; an absolute path (`~` is expanded). Unset: "
+        "`<data_dir>/backups`.",
+    ("backup", "keep"): "Backups of each palace `palace backup` keeps (1-1000) when no `--keep` "
+        "is given; older ones are deleted after each backup.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
 }
@@ -93,6 +98,8 @@ CONFIG_TYPES: dict[tuple[str, str], str] = {
     ("embedder", "threads"): "integer",
     ("embedder", "allow_download"): "boolean",
     ("tokenizer", "bpe_file"): "path",
+    ("backup", "dir"): "path",
+    ("backup", "keep"): "integer",
 }
 
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.
@@ -370,7 +377,8 @@ def render_ops() -> str:
         if not about:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
-        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
+        need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
+        rows.append([f"`{name}`", need, about, args])
     return _table(["op", "palace", "what it does", "args"], rows) + "\n"
 
 
@@ -521,7 +529,11 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    for name, member in Client.__dict__.items():
+    members: dict[str, Any] = {}
+    for cls in Client.__mro__[:-1]:  # Client's own methods, then its mixins'
+        for name, member in vars(cls).items():
+            members.setdefault(name, member)
+    for name, member in members.items():
         if name.startswith("_"):
             continue
         if isinstance(member, property):

@@ -45,7 +45,10 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
     was_open = facts.open
     palace = await registry.get(facts.name)
     if not was_open:
-        done += [MENDED_BY_OPEN[n] for n in sorted(todo & set(MENDED_BY_OPEN))]
+        mended = todo & set(MENDED_BY_OPEN)
+        if palace.index is None:  # no model (yet): the index is built when one is loaded
+            mended.discard("index")
+        done += [MENDED_BY_OPEN[n] for n in sorted(mended)]
     palace.in_flight += 1  # not closed as idle while it is repaired
     try:
         if "directory" in todo:
@@ -67,7 +70,7 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
             done.append(f"rebuilt the vector index in memory ({count} vectors)")
         if todo & {"vectors", "embeddings"} and palace.vector_embedder() is not None:
             embedded = await writes.embed_pending(palace)
-            done.append(f"embedded {embedded} drawers that had no vectors")
+            done.append(f"embedded {embedded} drawer(s) that had no vectors")
     finally:
         palace.in_flight -= 1
     return done
@@ -93,14 +96,14 @@ def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]]) -
     result = palace.store.write(tx, stamp=False)
     done = []
     if "fts" in result:
-        done.append(f"rebuilt the full-text indexes ({result['fts']} drawer rows rewritten)")
+        done.append(f"rebuilt the full-text indexes ({result['fts']} drawer row(s) rewritten)")
     if result.get("orphans"):
         palace.index_stale = True  # rebuilt from the remaining vectors by the checkpoint
-        done.append(f"dropped {len(result['orphans'])} vectors of deleted drawers")
+        done.append(f"dropped {len(result['orphans'])} vector(s) of deleted drawers")
     if result.get("requeued"):
         palace.maybe_pending = True
-        done.append(f"queued {result['requeued']} drawers without vectors for embedding")
+        done.append(f"queued {result['requeued']} drawer(s) without vectors for embedding")
     if "closets" in result:
         done.append(f"dropped {result['closets']} orphan topic entries, refiled "
-                    f"{len(topics)} drawers")
+                    f"{len(topics)} drawer(s)")
     return done

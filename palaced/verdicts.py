@@ -37,6 +37,10 @@ class Context:
     restore_hint: str | None = None  # the `palace restore ...` command, when a backup exists
 
 
+def _n(count: int, noun: str, plural: str = "") -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def _examples(facts: PalaceFacts, key: str) -> str:
     ids = facts.agreement.examples.get(key) if facts.agreement else None
     return f" (e.g. {', '.join(map(str, ids))})" if ids else ""
@@ -109,19 +113,19 @@ def _fts(facts: PalaceFacts, check: _Make) -> Check:
     if facts.fts_index:
         issues.append("the drawers' full-text index disagrees with its rows")
     if found.fts_missing:
-        issues.append(f"{found.fts_missing} drawers have no full-text row"
+        issues.append(f"{_n(found.fts_missing, 'drawer')} without a full-text row"
                       + _examples(facts, "fts_missing"))
     if found.fts_orphans:
-        issues.append(f"{found.fts_orphans} full-text rows belong to no drawer")
+        issues.append(f"{_n(found.fts_orphans, 'full-text row')} of no drawer")
     if found.fts_stale:
-        issues.append(f"{found.fts_stale} full-text rows hold another text than their drawer"
+        issues.append(f"{_n(found.fts_stale, 'full-text row')} with another text than its drawer's"
                       + _examples(facts, "fts_stale"))
     if facts.entities_fts:
         issues.append("the entity index disagrees with the entities")
     if issues:
         return check("fts", FAIL, "; ".join(issues) + ": keyword recall misses or "
                      "misranks those drawers", fixable=True)
-    return check("fts", OK, f"{found.drawers} drawers indexed"
+    return check("fts", OK, f"{_n(found.drawers, 'drawer')} indexed"
                  + ("" if facts.entities_fts is not None else " (entity index not checked)"))
 
 
@@ -130,22 +134,23 @@ def _vectors(facts: PalaceFacts, check: _Make) -> Check:
     assert found is not None
     issues = []
     if found.embedded_without_vectors:
-        issues.append(f"{found.embedded_without_vectors} drawers marked embedded have no "
-                      f"vectors{_examples(facts, 'embedded_without_vectors')}: vector recall "
-                      "cannot find them")
+        issues.append(f"{_n(found.embedded_without_vectors, 'drawer')} marked embedded but "
+                      f"without vectors{_examples(facts, 'embedded_without_vectors')}: vector "
+                      "recall cannot find them")
     if found.orphan_vectors:
-        issues.append(f"{found.orphan_vectors} vectors belong to deleted drawers")
+        issues.append(f"{_n(found.orphan_vectors, 'vector')} of deleted drawers")
     if issues:
         return check("vectors", FAIL, "; ".join(issues), fixable=True)
-    return check("vectors", OK, f"{found.vectors} vectors, each of a drawer")
+    return check("vectors", OK, f"{_n(found.vectors, 'vector')}, each of a drawer")
 
 
 def _embeddings(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
     found = facts.agreement
     assert found is not None
     if not found.pending:
-        return check("embeddings", OK, f"{found.drawers} of {found.drawers} drawers embedded")
-    share = f"{found.pending} of {found.drawers} drawers have no vectors yet"
+        return check("embeddings", OK, f"{found.drawers} of {_n(found.drawers, 'drawer')} "
+                     "embedded")
+    share = f"{found.pending} of {_n(found.drawers, 'drawer')} without vectors yet"
     if ctx.model is None:
         if ctx.keyword_only_by_choice:
             return check("embeddings", OK, f"{share} (keyword-only by configuration)")
@@ -162,13 +167,15 @@ def _index(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
     assert found is not None
     if facts.open:
         if facts.live_index is None:
-            return check("index", OK, "no vector index loaded (keyword-only)")
+            when = ("when the model is loaded" if ctx.model is None
+                    else "after the reembed" if facts.mismatch else "when the palace reopens")
+            return check("index", OK, f"no vector index in memory: loaded or rebuilt {when}")
         if facts.live_index_agrees:
             return check("index", OK, f"{facts.live_index} vectors in memory, as in the "
                          "database")
-        return check("index", WARN, f"the vector index in memory holds {facts.live_index} "
-                     f"vectors, the database {found.vectors}: rebuilt at the next idle "
-                     "checkpoint", fixable=True)
+        return check("index", WARN, f"the vector index in memory disagrees with the "
+                     f"database ({facts.live_index} and {found.vectors} vectors): rebuilt at the "
+                     "next idle checkpoint", fixable=True)
     if facts.index_file == "current":
         return check("index", OK, f"index file current ({facts.index_file_entries} vectors"
                      + (", every key checked)" if ctx.full else ")"))
@@ -188,10 +195,11 @@ def _closets(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
     assert found is not None
     issues = []
     if found.orphan_closets:
-        issues.append(f"{found.orphan_closets} topic entries belong to deleted drawers")
+        issues.append(f"{_n(found.orphan_closets, 'topic entry', 'topic entries')} of "
+                      "deleted drawers")
     if facts.closet_mismatch:
-        issues.append(f"{len(facts.closet_mismatch)} drawers are filed under other topics than"
-                      " their text yields")
+        issues.append(f"{_n(len(facts.closet_mismatch), 'drawer')} filed under other topics "
+                      "than its text yields")
     if issues:
         return check("closets", WARN, "; ".join(issues), fixable=True)
     return check("closets", OK, "topics agree with the drawers" if ctx.full

@@ -116,7 +116,10 @@ def doctor(
     repair: bool = op_option("palace.doctor", "repair", "--repair",
                              help="Fix what can be derived again (indexes, topics, pending "
                                   "vectors, permissions), then check again."),
-    full: bool = op_option("palace.doctor", "full", "--full"),
+    full: bool = op_option("palace.doctor", "full", "--full",
+                           help="Run SQLite's integrity_check instead of quick_check, and "
+                                "compare every vector index key and every drawer's topics "
+                                "(slower)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Check the daemon and every palace: permissions, SQLite integrity, full-text and
