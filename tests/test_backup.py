@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from palaced.errors import BackupInvalid, InvalidArgs, PalaceExists
+from palaced.errors import BackupInvalid, InvalidArgs, PalaceExists, PalaceNotFound
 
 from .conftest import DaemonProc
 
@@ -181,5 +181,35 @@ def test_backup_keeps_the_newest_and_refuses_bad_destinations(
             c.backup("kept", to=d.home / "palaces")
         with pytest.raises(InvalidArgs, match="absolute"):
             c.call("palace.backup", "kept", {"to": "relative/dir"})
+        with pytest.raises(InvalidArgs):
+            c.call("palace.backup", "kept", {"keep": 0})
+        with pytest.raises(PalaceNotFound):
+            c.backup("nope")
+        with pytest.raises(InvalidArgs, match="absolute"):
+            c.call("palace.restore", None, {"path": "kept/20250101T000000.000Z"})
+        with pytest.raises(InvalidArgs):
+            c.call("palace.restore", None, {"path": "/tmp/x\x00y"})
+        with pytest.raises(BackupInvalid, match="no backup directory"):
+            c.restore(tmp_path / "missing")
+        assert c.palace_info("kept")["drawers"] == 1  # and the daemon is still up
     stat = os.stat(tmp_path / "bk" / "kept")
     assert stat.st_mode & 0o077 == 0
+
+
+def test_a_restore_killed_between_its_renames_is_undone_at_start(
+        keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("moved")
+        c.remember("moved", "I was moved aside by a restore that never finished")
+        c.create_palace("done")
+    d.stop()
+    root = d.home / "palaces"
+    (root / "moved").rename(root / ".replaced-moved-1700000000000000000")
+    (root / ".creating-moved-1700000000000000001").mkdir()  # its half-made copy
+    (root / ".replaced-done-1700000000000000002").mkdir()  # a restore that did finish
+    d.start()
+    with d.client() as c:
+        assert c.palace_info("moved")["drawers"] == 1
+        assert sorted(p["name"] for p in c.list_palaces()) == ["done", "moved"]
+    assert sorted(p.name for p in root.iterdir()) == ["done", "moved"]
