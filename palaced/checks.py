@@ -3,9 +3,8 @@
 ``Check`` is one line of the report: a name, ``ok``/``warn``/``fail``, a detail, whether
 ``--repair`` can fix it and what to do otherwise. ``PalaceFacts`` is everything learnt about
 one palace before judging it (``palaced.verdicts``): gathered here by synchronous functions
-run in worker threads, on a connection of their own for a palace that is not open
-(``gather_closed``) or on the open palace's reader snapshot (``inspect_database``, called by
-``palaced.doctor``).
+run in worker threads, always on a connection of their own (``read_database``); for an open
+palace ``palaced.doctor`` adds what needs its write lock.
 """
 
 from __future__ import annotations
@@ -145,12 +144,46 @@ def inspect_files(facts: PalaceFacts, *, full: bool, keys: list[int] | None = No
     facts.index_file = "current" if current else "stale"
 
 
-def gather_closed(name: str, directory: Path, *, full: bool) -> PalaceFacts:
-    """Everything about a palace that is not open, read on a connection of its own.
+def read_database(facts: PalaceFacts, *, full: bool, closed: bool) -> None:
+    """Fill ``facts`` from a connection opened for this check alone (worker thread).
 
-    The caller keeps the palace from being opened meanwhile (``Registry.held``). The
-    entity-index check runs an FTS5 command inside a transaction that changes nothing.
-    Never raises for a broken palace: the breakage is in the facts.
+    Never a pooled reader: FTS5's own check trusts a full-text structure the connection
+    cached in an earlier transaction, and reports "corruption" that is not there when
+    another connection wrote meanwhile (seen in about one check in six under writes). For
+    a palace that is not open (``closed``) it also runs the entity-index check, inside a
+    transaction that changes nothing, and with ``full`` reads what the file checks need.
+    Never raises: a database that cannot be read is in ``facts.error``.
+    """
+    db = facts.directory / DB_NAME
+    keys: list[int] | None = None
+    rows: list[tuple[int, str, str]] = []
+    try:
+        conn = open_connection(db, palace=facts.name)
+    except PalaceError as exc:
+        facts.error = exc.message
+        return
+    try:
+        with conn:
+            inspect_database(conn, facts, full=full)
+            if closed and facts.sound:
+                facts.entities_fts = sql.entities_fts_problems(conn)
+                keys = sql.vector_keys(conn) if full else None
+                rows = sql.closet_rows(conn) if full else []
+    except apsw.Error as exc:
+        facts.error = storage_error(exc, db, facts.name).message
+    finally:
+        conn.close()
+    if closed and full and facts.sound:
+        facts.closet_mismatch = closet_mismatches(rows)
+    if closed:
+        inspect_files(facts, full=full, keys=keys)
+
+
+def gather_closed(name: str, directory: Path, *, full: bool) -> PalaceFacts:
+    """Everything about a palace that is not open (worker thread).
+
+    The caller keeps the palace from being opened meanwhile (``Registry.held``). Never
+    raises for a broken palace: the breakage is in the facts.
     """
     facts = PalaceFacts(name, directory)
     try:
@@ -160,25 +193,5 @@ def gather_closed(name: str, directory: Path, *, full: bool) -> PalaceFacts:
     except StorageError as exc:
         facts.damage = exc.message
         return facts
-    keys: list[int] | None = None
-    rows: list[tuple[int, str, str]] = []
-    try:
-        conn = open_connection(directory / DB_NAME, palace=name)
-    except PalaceError as exc:
-        facts.error = exc.message
-        return facts
-    try:
-        with conn:
-            inspect_database(conn, facts, full=full)
-            if facts.sound:
-                facts.entities_fts = sql.entities_fts_problems(conn)
-                keys = sql.vector_keys(conn) if full else None
-                rows = sql.closet_rows(conn) if full else []
-    except apsw.Error as exc:
-        facts.error = storage_error(exc, directory / DB_NAME, name).message
-    finally:
-        conn.close()
-    if full and facts.sound:
-        facts.closet_mismatch = closet_mismatches(rows)
-    inspect_files(facts, full=full, keys=keys)
+    read_database(facts, full=full, closed=True)
     return facts

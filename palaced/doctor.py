@@ -5,12 +5,12 @@ Daemon checks: the data, palaces and runtime directories and the socket are ours
 the model and tokenizer are loaded, the data directory's disk has room. Palace checks
 (``palaced.checks`` gathers, ``palaced.verdicts`` judges): SQLite's quick_check (or
 integrity_check with ``full``), the full-text indexes, drawers against their vectors and the
-vector index, embedding coverage, closets, the schema and the embedder. A palace that is not
-open is checked on a connection of its own while nobody may open it (``Registry.held``): so
-a missing or stale index file is seen before opening would silently rebuild it. An open
-palace is checked on its reader snapshot, and its index against the database under its write
-lock. Repairs run on the palace handle (``palaced.repair``). One palace failing to be checked
-never hides the others.
+vector index, embedding coverage, closets, the schema and the embedder. The database is
+always checked on a connection of its own (see ``checks.read_database`` for why). A palace
+that is not open is checked while nobody may open it (``Registry.held``): so a missing or
+stale index file is seen before opening would silently rebuild it. An open palace's index is
+compared with the database under its write lock. Repairs run on the palace handle
+(``palaced.repair``). One palace failing to be checked never hides the others.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from palaced.checks import (
     PalaceFacts,
     closet_mismatches,
     gather_closed,
-    inspect_database,
     inspect_files,
+    read_database,
 )
 from palaced.config import DaemonConfig
 from palaced.errors import PalaceError, PalaceNotFound
@@ -120,8 +120,10 @@ async def _gather(registry: Registry, name: str, full: bool) -> PalaceFacts:
 
 async def _gather_open(palace: Palace, full: bool) -> PalaceFacts:
     facts = PalaceFacts(palace.name, palace.dir, open=True, mismatch=palace.mismatch)
+    await anyio.to_thread.run_sync(partial(read_database, facts, full=full, closed=False))
+    if facts.error is not None:
+        return facts
     try:
-        await palace.read(lambda c: inspect_database(c, facts, full=full))
         if facts.sound:
             await palace.write(partial(_compare_locked, palace, facts), wrote=False)
             if full:
