@@ -94,6 +94,16 @@ def test_doctor_finds_derived_damage_and_repair_mends_it(daemon: DaemonProc) -> 
         info = c.palace_info("hurt")
         assert info["consistent"] and info["vectors"] == 4 and info["pending_embeddings"] == 0
     assert _doctor(d, "--palace", "hurt", "--full")["healthy"]
+    # Now open: a vector deleted behind the daemon's back is missing from the database but
+    # still in the index in memory.
+    _sql(palace_dir / "palace.db", f"DELETE FROM vectors WHERE drawer_id = {ids[3]}")
+    checks = _by_name(_doctor(d, "--palace", "hurt", code=9), "hurt")
+    assert checks["index"]["status"] == "warn" and "disagrees" in checks["index"]["detail"]
+    assert checks["vectors"]["status"] == "fail"
+    mended = _by_name(_doctor(d, "--palace", "hurt", "--repair"), "hurt")
+    assert mended["index"]["repaired"] and mended["vectors"]["repaired"], mended
+    with d.client() as c:
+        assert c.palace_info("hurt")["vectors"] == 4
 
 
 def test_corrupt_database_fails_and_points_at_the_newest_backup(

@@ -131,6 +131,13 @@ def index_record(conn: apsw.Connection) -> IndexRecord:
                        dims=int(dims) if dims and dims.isdigit() else None)
 
 
+def vector_key_summary(conn: apsw.Connection) -> tuple[int, int, int]:
+    """``(count, sum, max)`` of the vector ids: what an index holding them must match."""
+    row = conn.execute("SELECT count(*), coalesce(sum(id), 0), coalesce(max(id), 0) "
+                       "FROM vectors").fetchall()[0]
+    return int(row[0]), int(row[1]), int(row[2])
+
+
 def vector_keys(conn: apsw.Connection) -> list[int]:
     """Every vector id (the keys the index must hold)."""
     return [int(r[0]) for r in conn.execute("SELECT id FROM vectors ORDER BY id")]
