@@ -85,6 +85,11 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "slower peer gets `TIMEOUT` and is closed.",
     ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
+    ("backup", "dir"): "Where `palace backup` writes when no `--to` is given, as "
+        "`<dir>/<palace>/<UTC time>/`; an absolute path (`~` is expanded). Unset: "
+        "`<data_dir>/backups`.",
+    ("backup", "keep"): "Backups of each palace `palace backup` keeps (1-1000) when no `--keep` "
+        "is given; older ones are deleted after each backup.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
 }
@@ -401,7 +406,8 @@ def render_ops() -> str:
         if not about:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
-        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
+        need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
+        rows.append([f"`{name}`", need, about, args])
     return _table(["op", "palace", "what it does", "args"], rows) + "\n"
 
 

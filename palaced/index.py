@@ -139,6 +139,11 @@ class VectorIndex:
                     self.dead += 1
                     self.dirty = True
 
+    def owners(self) -> dict[int, int]:
+        """A copy of the live ``{vector id: drawer id}`` map (tombstones excluded)."""
+        with self._lock:
+            return dict(self._owner)
+
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first."""
         with self._lock:
@@ -279,4 +284,28 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
         meta_set(c, "index_saved_epoch", epoch)
         meta_set(c, "index_digest", digest)
 
-    store.write(record)
+    store.write(record, stamp=False)
+
+
+def file_entries(path: Path) -> int | None:
+    """How many vectors the index file at ``path`` holds, read from its header; None when it
+    is missing or unreadable. Never raises."""
+    try:
+        meta = Index.metadata(str(path))
+        return None if meta is None else int(meta["count_present"])
+    except Exception:  # a missing, truncated or foreign file: the caller reports it
+        return None
+
+
+def file_holds(path: Path, keys: Sequence[int]) -> bool:
+    """Whether the index file at ``path`` holds exactly the vector ids ``keys``.
+
+    The file is memory-mapped (a view), not loaded. Never raises: unreadable is False.
+    """
+    try:
+        view = Index.restore(str(path), view=True)
+        if view is None or len(view) != len(keys):
+            return False
+        return not keys or bool(np.all(view.contains(np.asarray(keys, dtype=np.uint64))))
+    except Exception:  # a missing, truncated or foreign file: the caller reports it
+        return False

@@ -350,7 +350,7 @@ class Palace:
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
         try:
-            self.store.write(lambda c: touch(c, ids, ts))
+            self.store.write(lambda c: touch(c, ids, ts), stamp=False)
         except BaseException:
             self._pending_touch |= ids  # a full disk must not lose them: the next run retries
             raise

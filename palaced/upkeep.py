@@ -121,7 +121,8 @@ async def decay(palace: Palace, *, now_ms: int | None = None,
             meta_set(c, "decay_ms", str(ts))
             return {"drawers": len(rows), "updated": updated, "decay_ms": ts}
 
-        return palace.store.write(tx)
+        # Weights follow from the clock: a decay since a backup does not make it older.
+        return palace.store.write(tx, stamp=False)
 
     return await palace.write(run)
 

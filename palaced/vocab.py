@@ -20,6 +20,10 @@ DEFAULT_PRUNE_THRESHOLD = 0.05  # prune drawers whose decayed weight fell below 
 STALE_DAYS = 30.0  # health: a drawer unused this long is stale
 HEALTH_LIST_LIMIT = 50  # health: at most this many drawers listed per report
 
+# -- backups --------------------------------------------------------------------------------
+MAX_BACKUP_KEEP = 1_000  # backups kept per palace, at most
+MAX_PATH_CHARS = 4_096  # a backup directory's path (PATH_MAX on Linux)
+
 # -- knowledge graph --------------------------------------------------------------------------
 # The typed relations between entities/concepts. All but superseded_by are multi-valued (a
 # subject may depend_on several things); any other predicate holds one value at a time.
