@@ -19,7 +19,8 @@ the caller's write transaction (the queries are ``store.drawers.touch_rows`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import apsw
 
@@ -31,6 +32,12 @@ from palaced.vocab import IMPORTANCE_PRESETS
 # Touched per recall: the first results at most (what an agent reads), not a deep top_k.
 TOUCH_TOP = 10
 _STEPS = sorted(IMPORTANCE_PRESETS.values())  # 0.2, 0.5, 0.8, 1.0
+
+
+def read_ids(results: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The ids of the recall results an agent reads: the first TOUCH_TOP not under the
+    relevance floor (``below_floor``)."""
+    return [int(r["id"]) for r in results[:TOUCH_TOP] if not r.get("below_floor")]
 
 
 def promoted(importance: float, before: int, after: int, policy: Upkeep) -> float:

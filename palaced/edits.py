@@ -4,7 +4,8 @@ The drawer keeps its id; the version it replaces is kept in ``drawer_history``
 (``reads.get`` with ``history`` returns it). A new text is embedded before the write lock is
 taken, like ``remember``; the new vectors replace the old ones in the database and the index
 in the same write hop as the edit, so recall never sees the new text with the old vectors.
-Without a model the drawer waits for the background embedding like one stored keyword-only.
+Without a model (or while the palace is re-embedded for another one) the drawer waits for the
+background embedding like one stored keyword-only.
 Corrections that should keep both drawers visible as separate memories still use
 ``remember --supersedes``; see docs/concepts.md.
 """
@@ -41,7 +42,6 @@ async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
     Raises:
         MemoryNotFound: no such drawer.
         InvalidContent: another drawer holds the new text in the new wing/room.
-        EmbedderMismatch: the text changes and the palace needs a reembed first.
     """
     current = await palace.read(lambda c: get_drawer(c, drawer_id))
     if current is None:
@@ -50,7 +50,6 @@ async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
     emb = None
     vectors: np.ndarray | None = None
     if text is not None:
-        palace.require_compatible()
         emb = palace.vector_embedder()
         # Topics and chunks of a 200k-character text take ~0.2 s: not on the event loop.
         topics, chunks = await anyio.to_thread.run_sync(

@@ -125,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """The palace was embedded with a different model; run `palace reembed`."""
+    """Reserved: a palace of another model (palaces now switch in the background instead)."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -150,6 +150,13 @@ class PalaceNotEmpty(PalaceExists):
 
     code = 206
     name = "PALACE_NOT_EMPTY"
+
+
+class BackupInvalid(RegistryError):
+    """A backup failed verification: its manifest, a file's checksum, or its database."""
+
+    code = 207
+    name = "BACKUP_INVALID"
 
 
 # 3xx content
@@ -236,6 +243,29 @@ class StorageError(InternalError):
     name = "STORAGE_ERROR"
 
 
+class StorageFull(StorageError):
+    """The palace's storage is full: nothing was written; free some space, then retry."""
+
+    code = 505
+    name = "STORAGE_FULL"
+
+
+class StorageReadOnly(StorageError):
+    """The palace's storage cannot be written (a read-only mount or permissions): nothing
+    was written; make it writable, then retry."""
+
+    code = 506
+    name = "STORAGE_READ_ONLY"
+
+
+class StorageCorrupt(StorageError):
+    """The palace's database is corrupt: restore it from a backup or delete the palace.
+    Writes to it are refused until then; reads are tried."""
+
+    code = 507
+    name = "STORAGE_CORRUPT"
+
+
 class IndexError_(InternalError):
     """The vector index failed."""
 
@@ -252,12 +282,7 @@ class EmbedderUnavailable(InternalError):
 
 
 class UnsafePath(InternalError):
-    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others.
-
-    Raised instead of trusting (or chmod-ing, or writing through) a runtime directory, socket
-    path or lock file another local user could have planted. The message names the path, the
-    problem and what to do.
-    """
+    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others."""
 
     code = 504
     name = "UNSAFE_PATH"
@@ -286,7 +311,6 @@ class OutcomeUnknown(ClientError):
 
     code = 602
     name = "OUTCOME_UNKNOWN"
-    retryable = False
 
 
 class UntrustedDaemon(ClientError):

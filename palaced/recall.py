@@ -29,7 +29,7 @@ import apsw
 import numpy as np
 
 from palaced import relevance, search
-from palaced.access import TOUCH_TOP
+from palaced.access import read_ids
 from palaced.errors import PalaceError
 from palaced.packing import Section
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
@@ -69,13 +69,12 @@ class RecallRequest:
 class RecallResult:
     """What a recall found: the ranked drawers, the rooms and the packed sections.
 
-    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the
-    fused ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are
-    ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only;
-    ``floor`` is the relevance floor applied (0: none) and ``nothing_relevant`` is true when
-    no drawer reached it, or when the query names things no drawer mentions
-    (``unknown_names``, as the query spells them; see ``_unknown_names``); ``substring``
-    says no word of the query matched and the keyword hits are substring matches.
+    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the fused
+    ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are ``(wing, room,
+    score)`` best first; ``notice`` says why a recall ran keyword-only; ``floor`` is the
+    relevance floor applied (0: none) and ``nothing_relevant`` is true when no drawer reached
+    it, or when the query names things no drawer mentions (``unknown_names``, as the query
+    spells them; see ``_unknown_names``); ``substring``: no word matched, substrings did.
     """
 
     results: list[dict[str, Any]]
@@ -97,10 +96,8 @@ class RecallResult:
             "floor": self.floor,
             "nothing_relevant": self.nothing_relevant,
         }
-        if self.unknown_names:
-            out["unknown_names"] = list(self.unknown_names)
-        if self.substring:
-            out["substring"] = True
+        out.update({"unknown_names": list(self.unknown_names)} if self.unknown_names else {})
+        out.update({"substring": True} if self.substring else {})
         if self.notice is not None:
             out["notice"] = self.notice
         out.update(self.sections.to_wire())
@@ -189,11 +186,12 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     matching facts), L3 the ranking beyond the hits (with ``deep``, else when L2 is thin).
     Every requested section with content appears, cut to fit when the budget is small.
 
+    Keyword-only (with a ``notice`` saying why) while no model is loaded or the palace is
+    being re-embedded for the loaded one.
+
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         StorageError: SQLite failed.
     """
-    palace.require_compatible()
     caches = _caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
     lexical = search.KeywordHits([])
@@ -260,8 +258,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     unknown = got.unknown_names
 
     results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
-    # Only what the agent reads counts as used: the first results above the floor.
-    palace.note_touched([r["id"] for r in results[:TOUCH_TOP] if not r["below_floor"]])
+    palace.note_touched(read_ids(results))  # what the agent reads counts as used
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
     if 0 in levels:
@@ -359,14 +356,19 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 
 
 def keyword_reason(palace: Palace) -> str:
-    """Why recall runs keyword-only right now (a reembed is due, the model loads...)."""
-    if palace.mismatch:
-        return palace.mismatch
+    """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if palace.mismatch and model.embedder is not None:
+        return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
+                f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
+                "`palace status` shows the progress, `palace reembed --palace "
+                f"{palace.name}` finishes it now")
     if model.state == "loading":
         return "keyword-only: the embedding model is still loading"
     if model.embedder is None:
-        return f"keyword-only: no embedding model ({model.reason})"
+        hint = "" if model.disabled else (
+            "; `palace model fetch` or `palace model import PATH` installs it")
+        return f"keyword-only: no embedding model ({model.reason}){hint}"
     return "keyword-only: vector index not ready"
 
 

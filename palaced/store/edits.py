@@ -95,6 +95,9 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
         conn.execute("DELETE FROM closets WHERE drawer_id = ?", (drawer_id,))
         conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                          [(t, drawer_id) for t in edit.topics])
+        # Vectors built for a model the palace is being re-embedded for are the old text's
+        # too: the re-embedding embeds the drawer again (store/reembed.py).
+        conn.execute("DELETE FROM vectors_next WHERE drawer_id = ?", (drawer_id,))
         dropped = vector_ids(conn, drawer_id)
         if dropped:
             conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))

@@ -5,11 +5,12 @@ v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`
 ``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
 (one row per imported file or conversation: its importer, key and content hash) and
 ``source_drawers`` (which drawers each source filed), so re-running an import replaces what
-changed and nothing else. v4: editing and upkeep: ``drawer_history`` (the earlier versions
-of a drawer edited in place by ``memory.update``), ``drawers_trigram`` (a trigram full-text
-index over the drawers' text, kept by triggers, for substring search when the word search
-finds nothing) and ``drawers.ttl_ms`` (the lifetime a drawer was given, so that a recall can
-restart it).
+changed and nothing else. v4: ``vectors_next``, the vectors
+of the model a palace is being re-embedded for (``store/reembed.py``). v5: editing and
+upkeep: ``drawer_history`` (the earlier versions of a drawer edited in place by
+``memory.update``), ``drawers_trigram`` (a trigram full-text index over the drawers' text,
+kept by triggers, for substring search when the word search finds nothing) and
+``drawers.ttl_ms`` (the lifetime a drawer was given, so that a recall can restart it).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -163,7 +164,20 @@ SOURCES_DDL: list[str] = [
 ]
 
 
-# v4, editing and upkeep. The trigram index reads its text from ``drawers`` (external
+# v4: a model switch builds the new model's vectors here while ``vectors`` keeps serving the
+# old model's; one transaction then replaces them (``store/reembed.py``).
+REEMBED_DDL: list[str] = [
+    """CREATE TABLE vectors_next(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_next_drawer ON vectors_next(drawer_id)",
+]
+
+
+# v5, editing and upkeep. The trigram index reads its text from ``drawers`` (external
 # content: the text is not stored twice) and triggers keep it current on every path that
 # inserts, edits or deletes a drawer (remember, update, restore, forget, prune, sweep).
 UPKEEP_DDL: list[str] = [
@@ -215,7 +229,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(UPKEEP_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
+    _sql_step(UPKEEP_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
