@@ -121,7 +121,7 @@ def _fts(facts: PalaceFacts, check: _Make) -> Check:
         issues.append(f"{_n(found.fts_stale, 'full-text row')} with another text than its drawer's"
                       + _examples(facts, "fts_stale"))
     if facts.entities_fts:
-        issues.append("the entity index disagrees with the entities")
+        issues.append("the entity or substring index disagrees with its table")
     if issues:
         return check("fts", FAIL, "; ".join(issues) + ": keyword recall misses or "
                      "misranks those drawers", fixable=True)

@@ -97,17 +97,26 @@ def agreement(conn: apsw.Connection) -> Agreement:
     return out
 
 
+# The full-text indexes whose text lives in another table (external content).
+EXTERNAL_FTS = ("entities_fts", "drawers_trigram")
+
+
 def entities_fts_problems(conn: apsw.Connection) -> list[str]:
-    """FTS5's own check of the entity index against the ``entities`` table it indexes.
+    """FTS5's own check of the entity index and the drawers' substring index against the
+    tables they index (``EXTERNAL_FTS``; an index not in this schema yet is skipped).
 
     The ``rank`` 1 form also compares with the external content table (the PRAGMA does not).
     An INSERT, so it needs a write transaction: run it on the writer, under the write lock.
     """
-    try:
-        conn.execute("INSERT INTO entities_fts(entities_fts, rank) VALUES('integrity-check', 1)")
-    except (apsw.CorruptError, apsw.SQLError) as exc:
-        return [f"entities_fts: {exc}"]
-    return []
+    problems = []
+    for table in EXTERNAL_FTS:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchall():
+            continue
+        try:
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+        except (apsw.CorruptError, apsw.SQLError) as exc:
+            problems.append(f"{table}: {exc}")
+    return problems
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,10 @@ def refill_fts(conn: apsw.Connection) -> int:
 
 
 def rebuild_entities_fts(conn: apsw.Connection) -> None:
-    """Rebuild the entity index from the ``entities`` table (its external content)."""
+    """Rebuild the entity index and the drawers' substring index from the tables they index
+    (their external content)."""
     conn.execute("INSERT INTO entities_fts(entities_fts) VALUES('rebuild')")
+    conn.execute("INSERT INTO drawers_trigram(drawers_trigram) VALUES('rebuild')")
 
 
 def drop_orphan_vectors(conn: apsw.Connection) -> list[int]:
