@@ -55,7 +55,8 @@ class RankParams:
     recency_weight: float = DEFAULT_RECENCY_WEIGHT
     # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
     room_weight: float = 0.4
-    # Share of the score range R a drawer gains from being recalled often (fusion.access_share).
+    # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
+    # measured: fusion.DEFAULT_ACCESS_WEIGHT).
     access_weight: float = DEFAULT_ACCESS_WEIGHT
     # Vector weight by drawer length (fusion.length_weights; 0: the same for every drawer).
     length_alpha: float = 0.0
