@@ -59,6 +59,8 @@ class RankParams:
     # measured: fusion.DEFAULT_ACCESS_WEIGHT).
     access_weight: float = DEFAULT_ACCESS_WEIGHT
     # Vector weight by drawer length (fusion.length_weights; 0: the same for every drawer).
+    # LoCoMo dev, leave-one-conversation-out: +.007 turn R@1, -.004 R@10 and session R@5
+    # (docs/benchmarks.md, "Length-adaptive fusion"): not kept.
     length_alpha: float = 0.0
     length_ref_chars: float = 150.0
     # A keyword search that finds nothing falls back to substrings (store.search).
