@@ -65,8 +65,10 @@ def test_access_boost_is_bounded() -> None:
                            access_weight=0.05)
     assert boosted[2] > boosted[1]  # a near-tie goes to the drawer used more
     assert boosted[3] == pytest.approx(0.05)  # at most 5 % of the score range
+    unused = {i: DrawerMeta() for i in meta}
     assert apply_boosts(scores, meta, now_ms=0, access_weight=0.0) == apply_boosts(
-        scores, meta, now_ms=0)
+        scores, unused, now_ms=0)
+    assert apply_boosts(scores, meta, now_ms=0)[3] == pytest.approx(0.05)  # on by default
 
 
 def test_length_weights_override_the_fusion_weights() -> None:
