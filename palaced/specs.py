@@ -41,18 +41,26 @@ from types import MappingProxyType
 from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.errors import MemoryNotFound, PalaceNotFound
+from palaced.errors import MemoirNotFound, MemoryNotFound, PalaceNotFound
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
+    DEFAULT_CONCEPT_CONFIDENCE,
+    DEFAULT_CONSOLIDATION_THRESHOLD,
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
     HEALTH_LIST_LIMIT,
+    MAX_CONCEPT_LABELS,
+    MAX_CONSOLIDATION_THRESHOLD,
+    MAX_DEFINITION_CHARS,
     MAX_DEPTH,
+    MAX_DESCRIPTION_CHARS,
     MAX_FIELD_CHARS,
+    MAX_LABEL_CHARS,
     MAX_LIMIT,
     MAX_NAME_CHARS,
     MAX_PATH_DEPTH,
     MAX_PREDICATE_CHARS,
+    MAX_SOURCES,
     MAX_VALUE_CHARS,
     STALE_DAYS,
 )
@@ -137,6 +145,17 @@ SOURCE_ARGS: dict[str, Arg] = {
     "source_url": Arg("str", max_len=MAX_VALUE_CHARS),
     "source_agent": Arg("str", max_len=MAX_NAME_CHARS),
 }
+
+# Memoirs: every op names its memoir ``memoir`` and the concept it acts on ``name``.
+_MEMOIR = Arg("str", required=True, max_len=MAX_NAME_CHARS)
+_CONCEPT = Arg("str", required=True, max_len=MAX_NAME_CHARS)
+_DEFINITION = Arg("str", required=True, max_len=MAX_DEFINITION_CHARS)
+_LABELS = Arg("strlist", default=[], max_len=MAX_CONCEPT_LABELS,
+              help="namespace:value labels, e.g. domain:auth")
+_SOURCES = Arg("intlist", default=[], max_len=MAX_SOURCES, min=1, max=MAX_ID,
+               help="ids of the drawers it was learnt from")
+_LINK_ARGS: dict[str, Arg] = {"memoir": _MEMOIR, "name": _CONCEPT, "relation": _PREDICATE,
+                              "to": _CONCEPT}
 
 # Each item of memory.remember_many is decoded like memory.remember's arguments.
 REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
@@ -251,6 +270,61 @@ _ALL: tuple[OpSpec, ...] = (
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Full-text search over entity names, definitions and labels."),
+    # memoirs: curated concept graphs
+    OpSpec("memoir.create", {
+        "memoir": _MEMOIR,
+        "description": Arg("str", default="", max_len=MAX_DESCRIPTION_CHARS),
+        "consolidation_threshold": Arg("int", default=DEFAULT_CONSOLIDATION_THRESHOLD, min=1,
+                                       max=MAX_CONSOLIDATION_THRESHOLD),
+        "exist_ok": Arg("bool", default=False),
+    }, palace=_R, retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
+        doc="Create a memoir: a named container of concepts with a description."),
+    OpSpec("memoir.list", palace=_R, read_only=True, retry=SAFE,
+           doc="Every memoir of the palace with its concept and link counts."),
+    OpSpec("memoir.show", {
+        "memoir": _MEMOIR,
+        "limit": Arg("int", default=100, min=1, max=MAX_LIMIT),
+        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="A memoir, its stats (average confidence, top labels) and its concepts by name."),
+    OpSpec("memoir.delete", {"memoir": _MEMOIR}, palace=_R,
+           doc="Delete a memoir with its concepts and links, in one transaction.",
+           retry=RetryRule(Retry.CONVERGE, done_code=MemoirNotFound.code,
+                           done_result=lambda palace, args: {"memoir": args.get("memoir"),
+                                                             "deleted": True})),
+    # An identical re-add returns the concept unchanged, so a resend is safe.
+    OpSpec("memoir.add_concept", {
+        "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
+        "confidence": Arg("float", default=DEFAULT_CONCEPT_CONFIDENCE, min=0.0, max=1.0),
+        "sources": _SOURCES,
+    }, palace=_R, retry=SAFE,
+        doc="Add a concept (unique name per memoir) with a definition, labels and sources."),
+    # A refine that changes nothing is a no-op: the resend of an applied one changes nothing.
+    OpSpec("memoir.refine", {
+        "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
+        "sources": _SOURCES,
+    }, palace=_R, retry=SAFE,
+        doc="Give a concept a new definition and more labels and sources: revision + 1, "
+            "confidence + 0.1 (max 1)."),
+    OpSpec("memoir.search", {
+        "query": Arg("str", max_len=MAX_QUERY_CHARS),
+        "label": Arg("str", max_len=MAX_LABEL_CHARS, help="only concepts with this label"),
+        "memoir": Arg("str", max_len=MAX_NAME_CHARS),
+        "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="Concepts by words (names, definitions, labels) and/or a label, in one memoir or "
+            "all."),
+    OpSpec("memoir.inspect", {
+        "memoir": _MEMOIR, "name": _CONCEPT,
+        "depth": Arg("int", default=1, min=0, max=MAX_DEPTH),
+        "max_nodes": Arg("int", default=100, min=1, max=MAX_LIMIT),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="A concept and the concepts within depth links of it, with the links between."),
+    OpSpec("memoir.link", {**_LINK_ARGS, "weight": Arg("float", default=1.0, min=0.0, max=1.0)},
+           palace=_R, retry=SAFE,
+           doc="Link two concepts of a memoir by a typed relation (a duplicate is stored once)."),
+    OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE,
+           doc="Remove a link between two concepts (none there: nothing to do)."),
     # lifecycle
     # Recomputes weights from the clock; a rerun's count is its own.
     OpSpec("memory.decay", palace=_R, retry=SAFE,

@@ -14,7 +14,7 @@ from typing import Any
 
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, upkeep
+from palaced.ops import daemon_ops, drawers, graph, memoirs, palaces, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -87,6 +87,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("graph.neighbors", graph.op_graph_neighbors),
     ("graph.path", graph.op_graph_path),
     ("graph.search", graph.op_graph_search),
+    *memoirs.HANDLERS,
     ("memory.decay", upkeep.op_decay),
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
