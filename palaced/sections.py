@@ -1,4 +1,5 @@
-"""The sections of a recall or wake-up: items made from drawers and facts, and their packing.
+"""The sections of a recall or wake-up: items made from drawers, facts and concepts, and their
+packing.
 
 ``Sections`` is what ``packing.pack`` made of them, with its wire form. The hits section has
 level ``HITS`` (-1), shown as no level on the wire.
@@ -72,6 +73,24 @@ def fact_item(f: dict[str, Any]) -> Item:
     return Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
                 level=2, meta={"kind": "fact", "fact_id": f["id"],
                                "valid_from_ms": f.get("valid_from_ms")})
+
+
+CONCEPT_DEFINITION_CHARS = 600  # an L2 concept shows at most this much of its definition
+
+
+def concept_item(c: dict[str, Any]) -> Item:
+    """A memoir concept as an L2 item (id ``concept:N``): its name, memoir and definition,
+    then its strongest links."""
+    definition = str(c["definition"])
+    if len(definition) > CONCEPT_DEFINITION_CHARS:
+        definition = definition[: CONCEPT_DEFINITION_CHARS - 1].rstrip() + "…"
+    text = f"{c['name']} ({c['memoir']}): {definition}"
+    if c.get("links"):
+        text += "\nlinks: " + "; ".join(f"{ln['from']} {ln['relation']} {ln['to']}"
+                                       for ln in c["links"])
+    return Item(id=f"concept:{c['id']}", text=text, score=float(c["confidence"]), level=2,
+                meta={"kind": "concept", "concept_id": c["id"], "memoir": c["memoir"],
+                      "revision": c["revision"], "labels": list(c["labels"])})
 
 
 def identity_section(palace: str, text: str) -> Section:

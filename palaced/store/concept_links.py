@@ -5,7 +5,7 @@ A link is ``from --relation--> to`` with a weight in 0..1 (default 1). The relat
 ``vocab.typed_relation``). The database refuses self-links, other relations and links
 between two memoirs (``schema`` v3); a link given twice is stored once (a new weight replaces
 the old). ``neighbourhood`` walks the links both ways, bounded in depth and nodes;
-``strongest_links`` picks the links recall shows beside a concept.
+``concepts_for_recall`` picks the concepts recall's L2 shows, with their strongest links.
 
 Every function takes an open ``apsw.Connection``; writers expect the caller's transaction.
 """
@@ -21,7 +21,7 @@ import apsw
 from palaced.errors import InvalidArgs, InvalidContent, quote
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, TYPED_RELATIONS, typed_relation
 
-from .concepts import concept_by_id, concept_id
+from .concepts import concept_by_id, concept_id, concepts_matching
 from .memoirs import check_count, memoir_id, query
 
 _LINK_SELECT = (
@@ -169,3 +169,12 @@ def strongest_links(conn: apsw.Connection, ids: Sequence[int], per_concept: int 
             if end in out and len(out[end]) < per_concept:
                 out[end].append(_link_dict(row))
     return out
+
+
+def concepts_for_recall(conn: apsw.Connection, query_text: str, limit: int = 3,
+                        links: int = 3) -> list[dict[str, Any]]:
+    """The concepts recall's L2 shows for ``query_text`` (``concepts.concepts_matching``),
+    each with its ``links``: its ``links`` strongest links in either direction."""
+    found = concepts_matching(conn, query_text, limit)
+    strongest = strongest_links(conn, [c["id"] for c in found], links)
+    return [{**c, "links": strongest[c["id"]]} for c in found]
