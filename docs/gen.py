@@ -544,7 +544,11 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    for name, member in Client.__dict__.items():
+    members = {**vars(Client)}
+    for base in Client.__mro__[1:]:  # then the methods of its mixins (the memoir methods)
+        if base.__module__.startswith("palace_client"):
+            members.update({k: v for k, v in vars(base).items() if k not in members})
+    for name, member in members.items():
         if name.startswith("_"):
             continue
         if isinstance(member, property):

@@ -21,9 +21,10 @@ from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
 from .connection import Connection, ReplyLost, RequestNotSent, connect
+from .memoirs import MemoirMethods
 
 
-class Client:
+class Client(MemoirMethods):
     """A connection to the machine's palaced, started on demand.
 
     Args:

@@ -134,6 +134,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(f"#{item['id']}")
     elif item.get("kind") == "fact" and isinstance(item.get("fact_id"), int):
         head.append(f"fact #{item['fact_id']}")
+    elif item.get("kind") == "concept":
+        head.append(f"concept r{item.get('revision')}")
     if place:
         head.append(f"[{place}]")
     if item.get("score") is not None:

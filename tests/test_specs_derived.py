@@ -148,12 +148,17 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "memoir create": "memoir.create", "memoir list": "memoir.list", "memoir show": "memoir.show",
+    "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
+    "memoir refine": "memoir.refine", "memoir search": "memoir.search",
+    "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
+    "memoir unlink": "memoir.unlink",
 }
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
-               "fact_id": "id"}
+               "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead.)
 CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
@@ -236,16 +241,22 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "memoir_create": "memoir.create", "memoir_list": "memoir.list", "memoir_show": "memoir.show",
+    "memoir_delete": "memoir.delete", "memoir_add_concept": "memoir.add_concept",
+    "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
+    "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
+    "memoir_unlink": "memoir.unlink",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
-                                         "drawer_id": "id", "fact_id": "id"}
+                                         "drawer_id": "id", "fact_id": "id", "concept": "name"}
 
 
 def test_every_client_method_is_mapped() -> None:
-    public = {n for n, v in vars(Client).items()
+    mine = [c for c in Client.__mro__ if c.__module__.startswith("palace_client")]
+    public = {n for c in mine for n, v in vars(c).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 

@@ -10,7 +10,7 @@ code  meaning
 1     other error
 2     usage error (bad flags, or a value outside the option's range)
 3     daemon unreachable (not running and could not be started)
-4     not found (palace, drawer, fact)
+4     not found (palace, drawer, fact, memoir, concept)
 5     invalid input (bad arguments, bad palace name, text too large)
 6     already exists
 7     busy / timed out / shutting down (retry)
@@ -19,9 +19,10 @@ code  meaning
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service``
-and ``palace uninstall`` from ``palace_client.service.command``.
+``memoirs`` (``palace memoir``), ``upkeep`` and ``daemon``; ``common`` holds what they share.
+``palace mcp`` and ``palace init`` come from ``palace_client.mcp.command`` and
+``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
+``palace_client.service.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -35,7 +36,7 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import daemon, knowledge, memoirs, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -68,6 +69,7 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(memoirs.app, name="memoir")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 
