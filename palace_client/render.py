@@ -238,6 +238,33 @@ def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]
     return [render_fact(f, compact=compact) for f in facts]
 
 
+def render_neighbours(result: Mapping[str, Any], palace: str, depth: int,
+                      relation: str | None, compact: bool) -> list[str]:
+    """A ``graph.neighbors`` answer for an agent: a head line with the counts, the entities
+    by distance, then the facts between them."""
+    name = str(result["entity"].get("name"))
+    via = f" via {relation}" if relation else ""
+    by_distance: dict[int, list[str]] = {}
+    for node in result.get("nodes") or []:
+        if node.get("distance"):
+            by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
+    edges = list(result.get("edges") or [])
+    head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace '{palace}': "
+            f"{sum(map(len, by_distance.values()))} entities, {len(edges)} facts")
+    if not by_distance:
+        return [f"{head}. Nothing is linked to it yet; relate it with kg_assert."]
+    lines = [head, *([] if compact else [""])]
+    for dist in sorted(by_distance):
+        label = f"{dist} hop{'s' if dist > 1 else ''}"
+        names = ", ".join(by_distance[dist])
+        lines.append(f"{label}: {names}" if compact else f"- {label}: {names}")
+    lines.append("Facts:" if compact else "\nFacts:")
+    lines.extend(render_facts(edges, compact))
+    if result.get("truncated"):
+        lines.append("(cut short at the node limit; narrow with relation or a smaller depth)")
+    return lines
+
+
 # -- terminal layout (palace CLI) ---------------------------------------------------------------
 CLI_EXCERPT_CHARS = 300  # `palace drawers` shows a long drawer's start; `palace get` all of it
 CLI_EXCERPT_LINES = 8
