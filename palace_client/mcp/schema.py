@@ -100,7 +100,7 @@ def _narrow(schema: dict[str, Any], narrow: Mapping[str, Any], where: str) -> No
 # Checked by ``check_arguments`` (and the daemon) but left out of ``tools/list``: every token
 # of it is paid in every agent session, and these limits (200-character labels, 10,000-
 # character queries, 64 tags...) are far beyond what a call needs, so they only cost tokens
-# (155 of them over the ten tools, measured with cl100k). So are defaults that say "nothing":
+# (151 of them over the nine tools, measured with cl100k). So are defaults that say "nothing":
 # false, "" and [] (an absent flag is off, an absent list empty).
 UNPUBLISHED = frozenset({"maxLength", "maxItems"})
 _EMPTY_DEFAULTS: tuple[Any, ...] = (False, "", [])
@@ -165,18 +165,20 @@ class ToolSpec:
 
     @cached_property
     def properties(self) -> dict[str, dict[str, Any]]:
-        """Every property's JSON Schema, derived ones first.
+        """Every property's JSON Schema: required tool-only ones (``action``) first, then the
+        derived ones, then the other tool-only ones.
 
         Raises:
             KeyError, ValueError: a param that its op does not accept (see ``op_property``).
         """
-        props: dict[str, dict[str, Any]] = {}
+        props: dict[str, dict[str, Any]] = {
+            key: dict(self.extra[key]) for key in self.extra_required if key in self.extra}
         for key, p in self.params.items():
             op = p.op or self.op
             if op is None:
                 raise KeyError(f"tool {self.name}: param {key!r} needs an op")
             props[key] = op_property(op, key, p.description, kind=p.kind, **p.narrow)
-        props.update((key, dict(schema)) for key, schema in self.extra.items())
+        props.update((key, dict(schema)) for key, schema in self.extra.items() if key not in props)
         return props
 
     @cached_property
@@ -206,7 +208,7 @@ class ToolSpec:
         destructiveHint true, idempotentHint false; the last two mean something only for a
         tool that writes): every token of ``tools/list`` is paid in every session. For the
         same reason ``openWorldHint: false`` (true of every palace tool: nothing leaves the
-        machine) is left out: it cost 60 tokens over the ten tools and no client acts on it.
+        machine) is left out: it cost 54 tokens over the nine tools and no client acts on it.
         """
         hints: dict[str, bool] = {}
         if self.read_only:

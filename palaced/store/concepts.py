@@ -49,7 +49,7 @@ from .search import STOPWORDS, fts_match, fts_terms
 # L2: a concept the query does not name still shows when its name, definition and labels
 # hold at least this share of the query's searchable words.
 MATCH_COVERAGE = 0.5
-_CANDIDATES = 50  # full-text candidates that recall's concept matching looks at
+_CANDIDATES = 20  # full-text candidates that recall's concept matching looks at
 
 _CONCEPT_SELECT = (
     "SELECT c.id, m.name, c.name, c.definition, c.labels, c.confidence, c.revision, "
@@ -302,24 +302,33 @@ def concepts_matching(conn: apsw.Connection, query_text: str, limit: int = 3
                       ) -> list[dict[str, Any]]:
     """Concepts a recall query points at, for its L2: the ones it names first (every word of
     the name, stopwords aside, among the query's words), then those whose name, definition
-    and labels hold at least MATCH_COVERAGE of its searchable words; ties by confidence.
+    and labels hold at least MATCH_COVERAGE of its searchable words (and two of them, when it
+    has two or more); ties by confidence. Each dict gains ``named``.
     """
     terms = fts_terms(query_text)
     words = {w for t in terms for w in _name_tokens(t)}
     match = fts_match(sorted(words))
     if match is None:
         return []
-    rows = query(conn, _CONCEPT_SELECT + "FROM concepts_fts JOIN concepts c ON "
-                 "c.id = concepts_fts.rowid JOIN memoirs m ON m.id = c.memoir_id WHERE "
-                 "concepts_fts MATCH ? ORDER BY rank LIMIT ?", (match, _CANDIDATES))
-    scored: list[tuple[tuple[bool, float, float], dict[str, Any]]] = []
-    for row in rows:
-        concept = concept_dict(row)
-        tokens = set(_name_tokens(concept["name"]))
-        named = bool(tokens) and ((tokens - STOPWORDS) or tokens) <= words
-        share = coverage(" ".join([concept["name"], concept["definition"],
-                                   *concept["labels"]]).replace(":", " "), terms)
-        if named or share >= MATCH_COVERAGE:
-            scored.append(((named, share, concept["confidence"]), concept))
+    # Names are looked up on their own: a named concept may rank low on the definitions'
+    # words. Only the columns the tests need are read; the full dicts for the winners alone.
+    named = {int(cid) for cid, name in query(
+        conn, "SELECT rowid, name FROM concepts_fts WHERE concepts_fts MATCH ? LIMIT ?",
+        ("name : (" + match + ")", MAX_LIMIT))
+        if (tokens := set(_name_tokens(name))) and ((tokens - STOPWORDS) or tokens) <= words}
+    cols = "SELECT c.id, c.name, c.definition, c.labels, c.confidence "
+    rows = {int(r[0]): r for r in query(
+        conn, cols + "FROM concepts_fts JOIN concepts c ON c.id = concepts_fts.rowid WHERE "
+        "concepts_fts MATCH ? ORDER BY rank LIMIT ?", (match, _CANDIDATES))}
+    rows.update((int(r[0]), r) for r in query(
+        conn, cols + "FROM concepts c WHERE c.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(named - set(rows))),)))
+    needed = min(2, len(terms))
+    scored: list[tuple[tuple[bool, float, float], int]] = []
+    for cid, (_, name, definition, labels, confidence) in rows.items():
+        share = 1.0 if cid in named else coverage(
+            f"{name} {definition} {labels.replace(':', ' ')}", terms)
+        if cid in named or (share >= MATCH_COVERAGE and round(share * len(terms)) >= needed):
+            scored.append(((cid in named, share, float(confidence)), cid))
     scored.sort(key=lambda pair: pair[0], reverse=True)
-    return [{**c, "named": key[0]} for key, c in scored[:limit]]
+    return [{**concept_by_id(conn, cid), "named": key[0]} for key, cid in scored[:limit]]
