@@ -13,11 +13,14 @@ of --rounds rounds, on that same palace:
 4. delete the memoirs (one transaction each), back to the baseline.
 
 Every query is distinct (the query vector cache never hits) and recalls use the defaults
-(levels 0, 2, 3; budget 1500), so L2 runs in each. It prints recall p50/p95 in both phases
-(medians over rounds), how many recalls showed concepts in L2, and the memoir write, search
-and inspect latencies.
+(levels 0, 2, 3; budget 1500), so L2 runs in each. Short phases in many rounds keep the two
+phases under the same machine load (a shared 2-core machine drifts by 2x within minutes). It
+prints recall p50/p95 in both phases (medians over rounds), how many recalls showed concepts in
+L2, the memoir write, search and inspect latencies, and, free of that noise, the added work
+itself: ``store.concept_links.concepts_for_recall`` (what a recall's read hop runs for L2)
+timed in-process over the same concepts and query shapes.
 
-    python bench/memoir.py [--drawers 10000] [--concepts 500] [--rounds 3] [--json out.json]
+    python bench/memoir.py [--drawers 10000] [--concepts 500] [--rounds 8] [--json out.json]
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import random
 import signal
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -103,13 +107,44 @@ def build(c: Client, cs: list[dict[str, Any]], memoirs: int, seed: int) -> dict[
     return {"add_concept_ms_p50": statistics.median(add), "link_ms_p50": statistics.median(link)}
 
 
+def direct_cost(cs: list[dict[str, Any]], memoirs: int, n: int) -> dict[str, float]:
+    """p50 (ms) of the L2 concept lookup alone, on a scratch database holding ``cs``."""
+    from palaced.store import Store
+    from palaced.store import concepts as store_concepts
+    from palaced.store import memoirs as store_memoirs
+    from palaced.store.concept_links import concepts_for_recall
+
+    with tempfile.TemporaryDirectory(prefix="palmemoir-direct-") as tmp:
+        store = Store(Path(tmp) / "palace.db")
+
+        def fill(c: Any) -> None:
+            for m in range(memoirs):
+                store_memoirs.create_memoir(c, f"memoir-{m}", now_ms=0)
+            for x in cs:
+                store_concepts.add_concept(c, x["memoir"], x["name"], x["definition"],
+                                           labels=x["labels"], now_ms=0)
+
+        store.write(fill)
+        qs = mixed(cs, 2 * n, seed=999)
+        out: dict[str, float] = {}
+        for label, part in (("named", qs[:n]), ("generic", qs[n:])):
+            lat = []
+            for q in part:
+                t = time.perf_counter()
+                store.read(lambda c, q=q: concepts_for_recall(c, q, 3))
+                lat.append((time.perf_counter() - t) * 1000)
+            out[f"direct_{label}_ms_p50"] = round(statistics.median(lat), 3)
+        store.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--drawers", type=int, default=10_000)
     ap.add_argument("--concepts", type=int, default=500)
     ap.add_argument("--memoirs", type=int, default=5)
-    ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--queries", type=int, default=60, help="recalls per phase and round")
+    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--keyword-only", action="store_true")
     ap.add_argument("--json", type=Path)
@@ -163,6 +198,7 @@ def main() -> None:
     finally:
         d.stop()
         d.cleanup(keep=False)
+    out.update(direct_cost(cs, args.memoirs, args.queries))
     print(f"{args.drawers} drawers, {args.concepts} concepts in {args.memoirs} memoirs, "
           f"{args.queries} distinct recalls per phase, {args.rounds} rounds ({out.get('mode')})")
     print(f"  recall p50 without memoirs     {out['base_p50']:8.1f} ms  (p95 {out['base_p95']:.1f})")
@@ -174,6 +210,8 @@ def main() -> None:
     print(f"  memoir link p50                {out['link_ms_p50']:8.1f} ms")
     print(f"  memoir search mean             {out['search_ms']:8.1f} ms")
     print(f"  memoir inspect depth 2 mean    {out['inspect_ms']:8.1f} ms")
+    print(f"  L2 concept lookup, in-process  {out['direct_generic_ms_p50']:8.2f} ms p50 "
+          f"(queries naming a concept {out['direct_named_ms_p50']:.2f} ms)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
 
