@@ -195,15 +195,21 @@ def main() -> None:
                                                       rounds[-1].items()), flush=True)
         for key in rounds[0]:
             out[key] = round(statistics.median(x[key] for x in rounds), 2)
+        # Paired by round (both phases under the same load): robust to the machine's drift.
+        out["p50_added_ms"] = round(statistics.median(
+            x["memoir_p50"] - x["base_p50"] for x in rounds), 2)
     finally:
         d.stop()
         d.cleanup(keep=False)
     out.update(direct_cost(cs, args.memoirs, args.queries))
     print(f"{args.drawers} drawers, {args.concepts} concepts in {args.memoirs} memoirs, "
           f"{args.queries} distinct recalls per phase, {args.rounds} rounds ({out.get('mode')})")
-    print(f"  recall p50 without memoirs     {out['base_p50']:8.1f} ms  (p95 {out['base_p95']:.1f})")
+    print(f"  recall p50 without memoirs     {out['base_p50']:8.1f} ms  "
+          f"(p95 {out['base_p95']:.1f})")
     print(f"  recall p50 with memoirs in L2  {out['memoir_p50']:8.1f} ms  "
           f"(p95 {out['memoir_p95']:.1f})")
+    print(f"  added by memoirs, paired/round {out['p50_added_ms']:8.1f} ms  (median of the "
+          "rounds' p50 differences)")
     print(f"  recalls showing a concept      {out['shown']:8.0f} of {args.queries} "
           f"(half the queries name one)")
     print(f"  memoir add_concept p50         {out['add_concept_ms_p50']:8.1f} ms")

@@ -49,7 +49,7 @@ from .search import STOPWORDS, fts_match, fts_terms
 # L2: a concept the query does not name still shows when its name, definition and labels
 # hold at least this share of the query's searchable words.
 MATCH_COVERAGE = 0.5
-_CANDIDATES = 20  # full-text candidates that recall's concept matching looks at
+_CANDIDATES = 10  # full-text candidates that recall's concept matching looks at
 
 _CONCEPT_SELECT = (
     "SELECT c.id, m.name, c.name, c.definition, c.labels, c.confidence, c.revision, "
