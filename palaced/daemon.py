@@ -1,9 +1,10 @@
 """Composition root: config -> services -> registry -> ops context -> scheduler -> server.
 
 The daemon wires those together and runs them in one task group: the socket server, the
-background model loader (``model_loader``), the upkeep scheduler (``scheduler``) and the
-signal watcher. Single instance: a flock on the runtime dir's lock file; the holder owns the
-socket path, so a socket of ours found there is stale and is removed.
+background model loader (``model_loader``), the upkeep scheduler (``scheduler``), the
+background re-embedding after a model change (``reembed``) and the signal watcher. Single
+instance: a flock on the runtime dir's lock file; the holder owns the socket path, so a socket
+of ours found there is stale and is removed.
 
 Local security: the daemon runs with umask 077 (every file it creates is 0600, every
 directory 0700), refuses a runtime directory, lock file or socket path that another uid owns
@@ -24,6 +25,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from functools import partial
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
@@ -47,6 +49,7 @@ from palaced.private import (
     stale_socket,
     tighten_install,
 )
+from palaced.reembed import Reembedder
 from palaced.registry import Registry
 from palaced.scheduler import Scheduler
 from palaced.server import ConnectionHandler, Gate
@@ -70,14 +73,17 @@ class Daemon:
     """One palaced: builds the parts and runs them until stopped.
 
     ``embedder`` replaces the configured model (tests: ``embedder.HashEmbedder``);
-    ``notifier`` the one made from ``NOTIFY_SOCKET``.
+    ``notifier`` the one made from ``NOTIFY_SOCKET``; ``on_ready`` is called once the socket
+    listens (``palaced run --ready-fd``).
     """
 
     def __init__(self, config: DaemonConfig, *, embedder: Embedder | None = None,
-                 notifier: Notifier | None = None) -> None:
+                 notifier: Notifier | None = None,
+                 on_ready: Callable[[], None] | None = None) -> None:
         self.config = config
         self._embedder_override = embedder
         self.notifier = notifier or Notifier.from_environ()
+        self._on_ready = on_ready
         limits = config.limits
         tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
         self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
@@ -86,6 +92,7 @@ class Daemon:
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,
                              connections=lambda: self.gate.connections)
         self.scheduler = Scheduler(self.registry, self.services.model, limits)
+        self.reembedder = Reembedder(self.registry, self.services)
         self.ctx.in_flight.listen(self.scheduler.wake)
         self.handler = ConnectionHandler(
             partial(dispatch, self.ctx),
@@ -207,12 +214,15 @@ class Daemon:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._load_model)
                     tg.start_soon(self.scheduler.run)
+                    tg.start_soon(self.reembedder.run)
                     tg.start_soon(self._signals)
                     tg.start_soon(listener.serve, self.gate)
                     tg.start_soon(self._watchdog)
                     # Non-blocking datagram sends: fine on the event loop.
                     self.notifier.ready(f"serving {paths.socket} (model loading)")
                     task_status.started(paths.socket)
+                    if self._on_ready is not None:
+                        self._on_ready()
                     await self._stop.wait()
                     log.info("shutting down")
                     self.notifier.stopping()

@@ -1,21 +1,21 @@
 """The one exception tree of palace, with stable numeric codes.
 
-Leaf module (stdlib and the leaf ``quoting``): the client imports it to rebuild typed errors
-from error envelopes (``protocol.decode_error``). Codes are grouped by hundreds and are part
-of the wire contract; never renumber.
+Leaf module (stdlib and the leaf ``excerpts``): the client imports it to rebuild typed
+errors from error envelopes (``protocol.decode_error``). Codes are grouped by hundreds and
+are part of the wire contract; never renumber.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-# Re-exported: every module quotes input in its errors through ``palaced.errors``.
-from palaced.quoting import MAX_DETAIL_CHARS as MAX_DETAIL_CHARS
-from palaced.quoting import MAX_DETAIL_ITEMS as MAX_DETAIL_ITEMS
-from palaced.quoting import MAX_MESSAGE_CHARS, bounded
-from palaced.quoting import QUOTE_CHARS as QUOTE_CHARS
-from palaced.quoting import clip as clip
-from palaced.quoting import quote as quote
+# Error texts echo input only as bounded excerpts (re-exported: callers quote from here).
+from palaced.excerpts import MAX_DETAIL_CHARS as MAX_DETAIL_CHARS
+from palaced.excerpts import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from palaced.excerpts import QUOTE_CHARS as QUOTE_CHARS
+from palaced.excerpts import bounded as bounded
+from palaced.excerpts import clip as clip
+from palaced.excerpts import quote as quote
 
 
 class PalaceError(Exception):
@@ -125,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """The palace was embedded with a different model; run `palace reembed`."""
+    """Reserved: a palace of another model (palaces now switch in the background instead)."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -143,6 +143,20 @@ class InvalidPalaceName(RegistryError):
 
     code = 205
     name = "INVALID_PALACE_NAME"
+
+
+class PalaceNotEmpty(PalaceExists):
+    """A restore's target palace already holds memories (restore into a new palace)."""
+
+    code = 206
+    name = "PALACE_NOT_EMPTY"
+
+
+class BackupInvalid(RegistryError):
+    """A backup failed verification: its manifest, a file's checksum, or its database."""
+
+    code = 207
+    name = "BACKUP_INVALID"
 
 
 # 3xx content
@@ -257,6 +271,29 @@ class StorageError(InternalError):
     name = "STORAGE_ERROR"
 
 
+class StorageFull(StorageError):
+    """The palace's storage is full: nothing was written; free some space, then retry."""
+
+    code = 505
+    name = "STORAGE_FULL"
+
+
+class StorageReadOnly(StorageError):
+    """The palace's storage cannot be written (a read-only mount or permissions): nothing
+    was written; make it writable, then retry."""
+
+    code = 506
+    name = "STORAGE_READ_ONLY"
+
+
+class StorageCorrupt(StorageError):
+    """The palace's database is corrupt: restore it from a backup or delete the palace.
+    Writes to it are refused until then; reads are tried."""
+
+    code = 507
+    name = "STORAGE_CORRUPT"
+
+
 class IndexError_(InternalError):
     """The vector index failed."""
 
@@ -273,12 +310,7 @@ class EmbedderUnavailable(InternalError):
 
 
 class UnsafePath(InternalError):
-    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others.
-
-    Raised instead of trusting (or chmod-ing, or writing through) a runtime directory, socket
-    path or lock file another local user could have planted. The message names the path, the
-    problem and what to do.
-    """
+    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others."""
 
     code = 504
     name = "UNSAFE_PATH"
@@ -307,7 +339,6 @@ class OutcomeUnknown(ClientError):
 
     code = 602
     name = "OUTCOME_UNKNOWN"
-    retryable = False
 
 
 class UntrustedDaemon(ClientError):
@@ -325,24 +356,31 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
-def _all_classes() -> list[type[PalaceError]]:
-    out: list[type[PalaceError]] = []
-    stack: list[type[PalaceError]] = [PalaceError]
-    while stack:
-        cls = stack.pop()
-        out.append(cls)
-        stack.extend(cls.__subclasses__())
-    return out
+class DaemonStartFailed(DaemonUnreachable):
+    """The daemon a client started exited before it answered (bad config, unsafe path...);
+    ``details`` carry its exit status and stderr. Fix what the message says, then retry."""
+
+    code = 605
+    name = "DAEMON_START_FAILED"
+    retryable = False
+
+
+class UsageError(ClientError):
+    """The command line is not valid: an unknown option, a missing argument, a bad value."""
+
+    code = 606
+    name = "USAGE_ERROR"
 
 
 def _leaf_by_code() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base)."""
     table: dict[int, type[PalaceError]] = {}
-    # Later (deeper) classes win so a code maps to its most specific class.
-    for cls in _all_classes():
-        if cls.__module__ != __name__:
-            continue
+    stack: list[type[PalaceError]] = [PalaceError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
         existing = table.get(cls.code)
-        if existing is None or issubclass(cls, existing):
+        if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
 

@@ -36,23 +36,18 @@ from palaced.reads import identity_text, read_identity
 from palaced.sections import (
     HITS,
     Sections,
-    concept_item,
     drawer_item,
     essential_section,
-    fact_item,
     identity_section,
+    l2_knowledge,
     pack_sections,
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.concept_links import concepts_for_recall
-from palaced.store.graph_walk import facts_matching
 from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms, mentioned
 from palaced.topics import query_entities, spelled
 
 L1_SIZE = 15
-FACTS_IN_L2 = 5
-CONCEPTS_IN_L2 = 3
 
 
 @dataclass(frozen=True)
@@ -189,11 +184,12 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     is thin).
     Every requested section with content appears, cut to fit when the budget is small.
 
+    Keyword-only (with a ``notice`` saying why) while no model is loaded or the palace is
+    being re-embedded for the loaded one.
+
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         StorageError: SQLite failed.
     """
-    palace.require_compatible()
     caches = _caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
     lexical: list[tuple[int, float]] = []
@@ -239,11 +235,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
-        concepts: list[Item] = []
-        facts: list[Item] = []
-        if 2 in levels:
-            concepts = [concept_item(x) for x in concepts_for_recall(c, req.query, CONCEPTS_IN_L2)]
-            facts = [fact_item(f) for f in facts_matching(c, terms, FACTS_IN_L2)]
+        concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
         identity = read_identity(identity_path) if 0 in levels else None
@@ -360,14 +352,19 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 
 
 def keyword_reason(palace: Palace) -> str:
-    """Why recall runs keyword-only right now (a reembed is due, the model loads...)."""
-    if palace.mismatch:
-        return palace.mismatch
+    """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if palace.mismatch and model.embedder is not None:
+        return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
+                f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
+                "`palace status` shows the progress, `palace reembed --palace "
+                f"{palace.name}` finishes it now")
     if model.state == "loading":
         return "keyword-only: the embedding model is still loading"
     if model.embedder is None:
-        return f"keyword-only: no embedding model ({model.reason})"
+        hint = "" if model.disabled else (
+            "; `palace model fetch` or `palace model import PATH` installs it")
+        return f"keyword-only: no embedding model ({model.reason}){hint}"
     return "keyword-only: vector index not ready"
 
 

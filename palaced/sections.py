@@ -10,9 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import apsw
+
 from palaced.packing import Item, PackResult, Section, pack
 from palaced.palace import Palace, now_ms
 from palaced.relevance import shorten
+from palaced.store.concept_links import concepts_for_recall
+from palaced.store.graph_walk import facts_matching
+from palaced.store.search import fts_terms
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
@@ -76,6 +81,17 @@ def fact_item(f: dict[str, Any]) -> Item:
 
 
 CONCEPT_DEFINITION_CHARS = 600  # an L2 concept shows at most this much of its definition
+FACTS_IN_L2 = 5
+CONCEPTS_IN_L2 = 3
+
+
+def l2_knowledge(conn: apsw.Connection, query: str) -> tuple[list[Item], list[Item]]:
+    """L2's curated knowledge for ``query``: the memoir concepts it names or matches (with
+    their strongest links) and the active facts about entities it names, as items. Runs in
+    recall's read hop."""
+    concepts = [concept_item(c) for c in concepts_for_recall(conn, query, CONCEPTS_IN_L2)]
+    facts = [fact_item(f) for f in facts_matching(conn, fts_terms(query), FACTS_IN_L2)]
+    return concepts, facts
 
 
 def concept_item(c: dict[str, Any]) -> Item:

@@ -1,7 +1,8 @@
 """Op specs: every op's name, arguments (types, bounds, defaults), palace need and retry class.
 
-Leaf module (stdlib + the wire leaves ``args``, ``errors`` and ``vocab``), importable by thin
-clients: this is the one definition of what each op accepts. The daemon validates requests
+Leaf module (stdlib + the wire leaves ``args``, ``errors``, ``vocab``, ``opspec`` (what a spec
+is) and ``memoir_specs`` (the memoir ops)), importable by thin clients: this is the one
+definition of what each op accepts. The daemon validates requests
 with ``args.decode_args`` against :data:`SPECS` before any handler runs (bad input is refused
 with INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
 options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
@@ -30,91 +31,46 @@ op declares its retry class in its spec (``retry`` has no default, so none can b
   (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
   that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
   raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
+
+A reply that does not arrive within the client's deadline is a lost reply the client does not
+resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise ``Timeout``
+(retryable: sending again is correct), ``CONVERGE`` and ``NEVER`` ops ``OutcomeUnknown``.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.errors import MemoirNotFound, MemoryNotFound, PalaceNotFound
+from palaced.errors import MemoryNotFound, PalaceNotFound
+from palaced.export_format import MAX_KEY_CHARS
+from palaced.memoir_specs import MEMOIR_SPECS
+from palaced.opspec import NEVER as NEVER
+from palaced.opspec import SAFE as SAFE
+from palaced.opspec import OpSpec as OpSpec
+from palaced.opspec import Retry as Retry
+from palaced.opspec import RetryRule as RetryRule
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
-    DEFAULT_CONCEPT_CONFIDENCE,
-    DEFAULT_CONSOLIDATION_THRESHOLD,
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
     HEALTH_LIST_LIMIT,
-    MAX_CONCEPT_LABELS,
-    MAX_CONSOLIDATION_THRESHOLD,
-    MAX_DEFINITION_CHARS,
+    MAX_BACKUP_KEEP,
     MAX_DEPTH,
-    MAX_DESCRIPTION_CHARS,
     MAX_FIELD_CHARS,
-    MAX_LABEL_CHARS,
     MAX_LIMIT,
     MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
     MAX_PREDICATE_CHARS,
-    MAX_SOURCES,
+    MAX_QUERY_CHARS,
     MAX_VALUE_CHARS,
     STALE_DAYS,
 )
 
-
-# -- retry classes (see the module docstring) -------------------------------------------------
-class Retry(enum.Enum):
-    """How a client may resend an op whose reply was lost."""
-
-    SAFE = "safe"
-    CONVERGE = "converge"
-    NEVER = "never"
-
-
-DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
-
-    kind: Retry
-    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
-    done_code: int | None = None
-    # ... and the result reported then, from the request's palace and args.
-    done_result: DoneResult | None = None
-    # CONVERGE: args merged into the resent request.
-    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-
-SAFE = RetryRule(Retry.SAFE)
-NEVER = RetryRule(Retry.NEVER)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
-
-    ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
-    op after a lost reply (no default: every op must decide).
-    """
-
-    name: str
-    args: Mapping[str, Arg] = field(default_factory=dict)
-    palace: str = "none"  # "none" | "required"
-    doc: str = ""
-    read_only: bool = False
-    retry: RetryRule = field(kw_only=True)
-
-
 # -- the specs --------------------------------------------------------------------------------
 MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
 MAX_CONSOLIDATE_IDS = 10_000
-MAX_QUERY_CHARS = 10_000
 MAX_BUDGET = 200_000
 MAX_TOP_K = 1_000
 
@@ -125,6 +81,9 @@ _ID = Arg("int", required=True, min=1, max=MAX_ID)
 _NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
 _PREDICATE = Arg("str", required=True, max_len=MAX_PREDICATE_CHARS)
 _THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
+_IMPORTER = Arg("str", required=True, max_len=64)
+_KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
+MAX_EXPORT_PAGE = 10_000
 
 DRAWER_ARGS: dict[str, Arg] = {
     "text": Arg("str", required=True, max_len=NO_LIMIT),
@@ -146,21 +105,11 @@ SOURCE_ARGS: dict[str, Arg] = {
     "source_agent": Arg("str", max_len=MAX_NAME_CHARS),
 }
 
-# Memoirs: every op names its memoir ``memoir`` and the concept it acts on ``name``.
-_MEMOIR = Arg("str", required=True, max_len=MAX_NAME_CHARS)
-_CONCEPT = Arg("str", required=True, max_len=MAX_NAME_CHARS)
-_DEFINITION = Arg("str", required=True, max_len=MAX_DEFINITION_CHARS)
-_LABELS = Arg("strlist", default=[], max_len=MAX_CONCEPT_LABELS,
-              help="namespace:value labels, e.g. domain:auth")
-_SOURCES = Arg("intlist", default=[], max_len=MAX_SOURCES, min=1, max=MAX_ID,
-               help="ids of the drawers it was learnt from")
-_LINK_ARGS: dict[str, Arg] = {"memoir": _MEMOIR, "name": _CONCEPT, "relation": _PREDICATE,
-                              "to": _CONCEPT}
-
 # Each item of memory.remember_many is decoded like memory.remember's arguments.
 REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
 
 _R = "required"
+_O = "optional"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
     OpSpec("daemon.status", read_only=True, retry=SAFE,
@@ -180,7 +129,69 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts, embedder identity, index agreement, rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
-           doc="Re-embed every drawer with the daemon's current model."),
+           doc="Re-embed every drawer with the daemon's current model now and switch the "
+               "palace to it (a background re-embedding does it anyway after a model change)."),
+    # export and import (docs/export-format.md); an import skips records already imported.
+    OpSpec("palace.export", {
+        "cursor": Arg("str", max_len=64, help="where the previous page ended (its `next`)"),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="One page of the palace's export records (header, identity, drawers, entities, "
+            "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
+            "after the end record."),
+    OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
+           palace=_R, retry=SAFE,
+           doc="Restore a batch of export records into an empty palace (or one this export "
+               "was restored into); ids are kept, vectors re-derived in the background."),
+    # the import ledger: what each imported file or conversation filed
+    OpSpec("source.list", {
+        "importer": _IMPORTER,
+        "prefix": Arg("str", default="", max_len=MAX_KEY_CHARS),
+        "after": Arg("str", max_len=MAX_KEY_CHARS),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="The imported sources of an importer whose key starts with `prefix`, by key, "
+            "paginated: key, content hash, drawer count."),
+    OpSpec("source.sync", {
+        "importer": _IMPORTER, "key": _KEY,
+        "hash": Arg("str", required=True, max_len=128),
+        "items": Arg("list", required=True, max_len=NO_LIMIT),
+    }, palace=_R, retry=SAFE,
+        doc="Make a source's drawers `items` (maps with the `remember` arguments) unless its "
+            "recorded `hash` is this one: new ones stored, vanished ones deleted."),
+    OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
+           doc="Forget an imported source: delete the drawers no other source claims."),
+    # the model
+    OpSpec("model.load", retry=SAFE,
+           doc="(Re)load the embedding model from the configured or installed copy, without "
+               "a restart; palaces of another model switch to it in the background."),
+    # maintenance: repairs converge, a resent backup makes one more snapshot, and a resent
+    # restore finds the palace exactly as old as the backup, so it may replace it again.
+    OpSpec("palace.doctor", {
+        "repair": Arg("bool", default=False, help="fix what can be derived again, then check "
+                      "again"),
+        "full": Arg("bool", default=False, help="integrity_check instead of quick_check, and "
+                    "compare every vector index key and every drawer's topics (slower)"),
+    }, palace=_O, retry=SAFE,
+        doc="Check the daemon and each palace (or the one given): permissions, SQLite "
+            "integrity, full-text and vector indexes, embeddings, schema, disk; `repair` "
+            "mends what is derivable."),
+    OpSpec("palace.backup", {
+        "to": Arg("str", max_len=MAX_PATH_CHARS, help="absolute directory to write backups "
+                  "under (default: [backup] dir)"),
+        "keep": Arg("int", min=1, max=MAX_BACKUP_KEEP, help="backups of each palace to keep "
+                    "(default: [backup] keep)"),
+    }, palace=_O, retry=SAFE,
+        doc="Snapshot each palace (or the one given) online into `<to>/<palace>/<time>/` "
+            "with a manifest; keep the newest `keep`."),
+    OpSpec("palace.restore", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the backup directory"),
+        "force": Arg("bool", default=False, help="replace the palace even if it was written "
+                     "after the backup"),
+    }, palace=_O, retry=SAFE,
+        doc="Verify a backup and restore it as the palace given (default: the backed-up "
+            "one); refuses to replace a palace written after the backup unless `force`."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),
@@ -270,61 +281,6 @@ _ALL: tuple[OpSpec, ...] = (
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Full-text search over entity names, definitions and labels."),
-    # memoirs: curated concept graphs
-    OpSpec("memoir.create", {
-        "memoir": _MEMOIR,
-        "description": Arg("str", default="", max_len=MAX_DESCRIPTION_CHARS),
-        "consolidation_threshold": Arg("int", default=DEFAULT_CONSOLIDATION_THRESHOLD, min=1,
-                                       max=MAX_CONSOLIDATION_THRESHOLD),
-        "exist_ok": Arg("bool", default=False),
-    }, palace=_R, retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
-        doc="Create a memoir: a named container of concepts with a description."),
-    OpSpec("memoir.list", palace=_R, read_only=True, retry=SAFE,
-           doc="Every memoir of the palace with its concept and link counts."),
-    OpSpec("memoir.show", {
-        "memoir": _MEMOIR,
-        "limit": Arg("int", default=100, min=1, max=MAX_LIMIT),
-        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="A memoir, its stats (average confidence, top labels) and its concepts by name."),
-    OpSpec("memoir.delete", {"memoir": _MEMOIR}, palace=_R,
-           doc="Delete a memoir with its concepts and links, in one transaction.",
-           retry=RetryRule(Retry.CONVERGE, done_code=MemoirNotFound.code,
-                           done_result=lambda palace, args: {"memoir": args.get("memoir"),
-                                                             "deleted": True})),
-    # An identical re-add returns the concept unchanged, so a resend is safe.
-    OpSpec("memoir.add_concept", {
-        "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
-        "confidence": Arg("float", default=DEFAULT_CONCEPT_CONFIDENCE, min=0.0, max=1.0),
-        "sources": _SOURCES,
-    }, palace=_R, retry=SAFE,
-        doc="Add a concept (unique name per memoir) with a definition, labels and sources."),
-    # A refine that changes nothing is a no-op: the resend of an applied one changes nothing.
-    OpSpec("memoir.refine", {
-        "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
-        "sources": _SOURCES,
-    }, palace=_R, retry=SAFE,
-        doc="Give a concept a new definition and more labels and sources: revision + 1, "
-            "confidence + 0.1 (max 1)."),
-    OpSpec("memoir.search", {
-        "query": Arg("str", max_len=MAX_QUERY_CHARS),
-        "label": Arg("str", max_len=MAX_LABEL_CHARS, help="only concepts with this label"),
-        "memoir": Arg("str", max_len=MAX_NAME_CHARS),
-        "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="Concepts by words (names, definitions, labels) and/or a label, in one memoir or "
-            "all."),
-    OpSpec("memoir.inspect", {
-        "memoir": _MEMOIR, "name": _CONCEPT,
-        "depth": Arg("int", default=1, min=0, max=MAX_DEPTH),
-        "max_nodes": Arg("int", default=100, min=1, max=MAX_LIMIT),
-    }, palace=_R, read_only=True, retry=SAFE,
-        doc="A concept and the concepts within depth links of it, with the links between."),
-    OpSpec("memoir.link", {**_LINK_ARGS, "weight": Arg("float", default=1.0, min=0.0, max=1.0)},
-           palace=_R, retry=SAFE,
-           doc="Link two concepts of a memoir by a typed relation (a duplicate is stored once)."),
-    OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE,
-           doc="Remove a link between two concepts (none there: nothing to do)."),
     # lifecycle
     # Recomputes weights from the clock; a rerun's count is its own.
     OpSpec("memory.decay", palace=_R, retry=SAFE,
@@ -346,7 +302,7 @@ _ALL: tuple[OpSpec, ...] = (
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Per-room stale drawers, duplicate candidates and consolidation hints."),
 )
-SPECS: dict[str, OpSpec] = {spec.name: spec for spec in _ALL}
+SPECS: dict[str, OpSpec] = {spec.name: spec for spec in (*_ALL, *MEMOIR_SPECS)}
 
 
 def retry_rule(op: str) -> RetryRule:

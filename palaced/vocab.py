@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import re
 
+# -- embedding model -------------------------------------------------------------------------
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # fastembed's name; 384 dimensions
+
 # -- importance -------------------------------------------------------------------------------
 IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 DEFAULT_IMPORTANCE = 0.5
@@ -18,6 +21,10 @@ DEFAULT_IMPORTANCE = 0.5
 DEFAULT_PRUNE_THRESHOLD = 0.05  # prune drawers whose decayed weight fell below this
 STALE_DAYS = 30.0  # health: a drawer unused this long is stale
 HEALTH_LIST_LIMIT = 50  # health: at most this many drawers listed per report
+
+# -- backups --------------------------------------------------------------------------------
+MAX_BACKUP_KEEP = 1_000  # backups kept per palace, at most
+MAX_PATH_CHARS = 4_096  # a backup directory's path (PATH_MAX on Linux)
 
 # -- knowledge graph --------------------------------------------------------------------------
 # The typed relations between entities/concepts. All but superseded_by are multi-valued (a
@@ -34,6 +41,7 @@ MAX_VALUE_CHARS = 2_000  # a fact's object or a source url
 MAX_DEPTH = 6  # graph.neighbors depth
 MAX_PATH_DEPTH = 12  # graph.path max_depth
 MAX_LIMIT = 1_000  # rows a graph listing returns
+MAX_QUERY_CHARS = 10_000  # a search query (recall, entity and concept search)
 
 # -- memoirs (curated concept graphs) ----------------------------------------------------------
 # A new concept's confidence, and how much each refinement that changes it adds (capped at 1):

@@ -258,19 +258,19 @@ def test_a_root_listener_is_checked_after_the_hello_on_macos_only(
         monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     """launchd (root) listens on a LaunchAgent's socket: on macOS the client lets the hello
     through and then checks the process that answered; elsewhere root's listener is refused."""
-    from palace_client import connection
+    from palace_client import peer
     from palaced.errors import UntrustedDaemon
 
-    monkeypatch.setattr(connection, "socket_peer_uid", lambda sock: 0)
-    monkeypatch.setattr(connection.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(peer, "socket_peer_uid", lambda sock: 0)
+    monkeypatch.setattr(peer.os, "geteuid", lambda: 1000)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         with pytest.raises(UntrustedDaemon, match="runs as uid 0"):
-            connection.verify_server(s, home / "x.sock")
-        monkeypatch.setattr(connection.sys, "platform", "darwin")
-        assert connection.verify_server(s, home / "x.sock") is True
+            peer.verify_server(s, home / "x.sock")
+        monkeypatch.setattr(peer.sys, "platform", "darwin")
+        assert peer.verify_server(s, home / "x.sock") is True
         # After the hello: the kernel's peer pid must be a process we may signal.
-        monkeypatch.setattr(connection, "_darwin_peer_pid", lambda sock: os.getpid())
-        connection.verify_launchd_daemon(s, home / "x.sock")
-        monkeypatch.setattr(connection, "_darwin_peer_pid", lambda sock: None)
+        monkeypatch.setattr(peer, "_darwin_peer_pid", lambda sock: os.getpid())
+        peer.verify_launchd_daemon(s, home / "x.sock")
+        monkeypatch.setattr(peer, "_darwin_peer_pid", lambda sock: None)
         with pytest.raises(UntrustedDaemon, match="only the hello was sent"):
-            connection.verify_launchd_daemon(s, home / "x.sock")
+            peer.verify_launchd_daemon(s, home / "x.sock")

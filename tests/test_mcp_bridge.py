@@ -210,7 +210,8 @@ def test_other_methods_are_not_found(method: str) -> None:
 
 
 @pytest.mark.parametrize("line", [b"garbage", b"{", b'{"jsonrpc": "2.0", "id": 1,',
-                                  b"\xff\xfe not utf-8", b"[1, 2"])
+                                  b"\xff\xfe not utf-8", b"[1, 2",
+                                  b"[" * 100_000 + b"]" * 100_000])  # RecursionError inside
 def test_garbage_is_a_parse_error(line: bytes) -> None:
     bridge, _ = make_bridge()
     answer = json.loads(bridge.handle_line(line) or b"null")

@@ -181,23 +181,31 @@ CLI_OPS: dict[str, str] = {
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "export": "palace.export",
+    "model load": "model.load",
     "memoir create": "memoir.create", "memoir list": "memoir.list", "memoir show": "memoir.show",
     "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
     "memoir unlink": "memoir.unlink",
 }
+# Commands that run several ops (an import: palace.create, then palace.restore or the
+# source.* ops of the import ledger; model fetch and import install the model's files, then
+# send model.load), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
-               "uninstall"}
+               "uninstall", "import jsonl", "import chatgpt", "import markdown",
+               "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
-# ("all_palaces": `recall --all` sends memory.recall_all instead.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
+# ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
+# writes.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
@@ -277,6 +285,9 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "export": "palace.export", "import_records": "palace.import_records",
+    "sources": "source.list", "sync_source": "source.sync", "drop_source": "source.drop",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
     "memoir_create": "memoir.create", "memoir_list": "memoir.list", "memoir_show": "memoir.show",
     "memoir_delete": "memoir.delete", "memoir_add_concept": "memoir.add_concept",
     "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
@@ -287,12 +298,13 @@ CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
-                                         "drawer_id": "id", "fact_id": "id", "concept": "name"}
+                                         "drawer_id": "id", "fact_id": "id", "digest": "hash",
+                                         "concept": "name"}
 
 
 def test_every_client_method_is_mapped() -> None:
-    mine = [c for c in Client.__mro__ if c.__module__.startswith("palace_client")]
-    public = {n for c in mine for n, v in vars(c).items()
+    # Client's own methods and those of its mixins (palace_client.transfer, palace_client.admin).
+    public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from palaced.errors import UsageError
+
 
 class Scope(StrEnum):
     """Where ``palace init`` registers the bridge."""
@@ -57,7 +59,11 @@ def init_command(
         )
         changes = init_agents(options)
     except ValueError as exc:
-        typer.echo(f"palace init: {exc}", err=True)
+        # As palace_client.cli.common.report words it (not imported: cli imports this).
+        error = UsageError(f"palace init: {exc}", details={"command": "palace init"})
+        if json_output:
+            typer.echo(json.dumps({"ok": False, "error": error.to_wire()}))
+        typer.echo(f"palace: error: {error.message} [{error.name}]", err=True)
         raise typer.Exit(2) from None
     if not dry_run and not uninstall and scope is not Scope.user and any(
             c.action in ("created", "updated") for c in changes):

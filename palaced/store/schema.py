@@ -2,10 +2,14 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``. v3: memoirs, curated concept
-graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and the label
-index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a concept
-cites) and typed ``concept_links``.
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
+(one row per imported file or conversation: its importer, key and content hash) and
+``source_drawers`` (which drawers each source filed), so re-running an import replaces what
+changed and nothing else. v4: ``vectors_next``, the vectors
+of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
+concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
+the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
+concept cites) and typed ``concept_links``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -139,7 +143,40 @@ GRAPH_DDL: list[str] = [
 ]
 
 
-# v3, memoirs. Deleting a memoir cascades to its concepts, and from them to their labels,
+# v3, the import ledger (palace import markdown/chatgpt/...): a drawer may be claimed by several
+# sources (the same section in two files); it is deleted only when no source claims it.
+SOURCES_DDL: list[str] = [
+    """CREATE TABLE sources(
+        id INTEGER PRIMARY KEY,
+        importer TEXT NOT NULL,
+        key TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        imported_ms INTEGER NOT NULL,
+        UNIQUE (importer, key)
+    ) STRICT""",
+    """CREATE TABLE source_drawers(
+        source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (source_id, drawer_id)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX source_drawers_drawer ON source_drawers(drawer_id)",
+]
+
+
+# v4: a model switch builds the new model's vectors here while ``vectors`` keeps serving the
+# old model's; one transaction then replaces them (``store/reembed.py``).
+REEMBED_DDL: list[str] = [
+    """CREATE TABLE vectors_next(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_next_drawer ON vectors_next(drawer_id)",
+]
+
+
+# v5, memoirs. Deleting a memoir cascades to its concepts, and from them to their labels,
 # sources and links, inside the one DELETE statement's transaction. The database itself refuses
 # a self-link (CHECK), a relation outside the nine typed ones (CHECK; the list is this step's
 # own copy of vocab.TYPED_RELATIONS, since a released step never changes) and a link between
@@ -242,7 +279,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(MEMOIR_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
+    _sql_step(MEMOIR_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

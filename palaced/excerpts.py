@@ -1,8 +1,7 @@
-"""Bounded excerpts of input for error texts and details: ``quote``, ``clip``, ``bounded``.
+"""Bounded excerpts of input for error texts: an error never grows with its input.
 
-Leaf module (stdlib only), re-exported by ``palaced.errors``: an error echoes input only as a
-bounded excerpt, so a 2.5 MB bad value never comes back as a 5 MB message (nor makes the reply
-itself too large to send).
+Leaf module (stdlib only), re-exported by ``palaced.errors`` (which messages and details go
+through): ``quote`` a value, ``clip`` a text, ``bounded`` a details map.
 """
 
 from __future__ import annotations
@@ -10,6 +9,8 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
+# Error texts echo input only as bounded excerpts: a 2.5 MB bad value must not come back as a
+# 5 MB message (nor make the reply itself too large to send).
 QUOTE_CHARS = 200
 MAX_MESSAGE_CHARS = 1_000
 MAX_DETAIL_CHARS = QUOTE_CHARS
