@@ -249,8 +249,9 @@ def render_neighbours(result: Mapping[str, Any], palace: str, depth: int,
         if node.get("distance"):
             by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
     edges = list(result.get("edges") or [])
+    found = sum(map(len, by_distance.values()))
     head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace '{palace}': "
-            f"{sum(map(len, by_distance.values()))} entities, {len(edges)} facts")
+            f"{counted(found, 'entity', 'entities')}, {counted(len(edges), 'fact')}")
     if not by_distance:
         return [f"{head}. Nothing is linked to it yet; relate it with kg_assert."]
     lines = [head, *([] if compact else [""])]

@@ -41,12 +41,12 @@ def _memoir_opt(op: str) -> Any:
 
 
 def _labels(op: str) -> Any:
-    return op_option(op, "labels", "--label", "-l",
+    return op_option(op, "labels", "--label", "-l", unset="none",
                      help="Label namespace:value, e.g. domain:auth (repeatable).")
 
 
 def _sources(op: str) -> Any:
-    return op_option(op, "sources", "--source",
+    return op_option(op, "sources", "--source", unset="none",
                      help="Id of a drawer it was learnt from (repeatable).")
 
 
@@ -54,8 +54,9 @@ def _sources(op: str) -> Any:
 def create(
     memoir: str = op_argument("memoir.create", "memoir", metavar="NAME", help="Memoir name."),
     palace: str | None = PalaceOpt,
-    description: str = op_option("memoir.create", "description", "--description", "-d",
-                                 help="What the memoir holds."),
+    description: str | None = op_option("memoir.create", "description", "--description", "-d",
+                                        default=None, unset="none",
+                                        help="What the memoir holds."),
     consolidation_threshold: int = op_option(
         "memoir.create", "consolidation_threshold", "--consolidation-threshold",
         help="Sources after which a concept is flagged for consolidation."),
@@ -161,8 +162,9 @@ def refine(
 
 @app.command("search")
 def search(
-    query: str | None = typer.Argument(None, help="Words to look for in names, definitions "
-                                                  "and labels."),
+    query: str | None = typer.Argument(None, show_default="none: give --label",
+                                       help="Words to look for in names, definitions and "
+                                            "labels."),
     palace: str | None = PalaceOpt,
     label: str | None = op_option("memoir.search", "label", "--label", "-l",
                                   help="Only concepts with this label.", unset="any"),
