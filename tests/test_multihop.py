@@ -44,9 +44,12 @@ def _fill(d: DaemonProc, palace: str, *, bridge: bool) -> None:
         c.remember_many(palace, items)
 
 
+QUESTION = "Which city is Alice's employer based in?"
+
+
 def _found(d: DaemonProc, palace: str) -> list[str]:
     with d.client() as c:
-        out = c.recall_ex(palace, "Which city is Alice's employer based in?", top_k=3)
+        out = c.recall_ex(palace, QUESTION, top_k=3)
     return [str(r["text"]) for r in out["results"]]
 
 
@@ -57,5 +60,10 @@ def test_two_hop_question_finds_the_answer_through_a_shared_name(
     answer = "Zephyrcorp opened its head office in Lisbon."
     _fill(keyword_daemon, "hop", bridge=True)
     assert answer in _found(keyword_daemon, "hop")
+    with keyword_daemon.client() as c:
+        out = c.recall_ex("hop", QUESTION, top_k=3)
+    # Rooms rank by the query alone; a hop's drawer keeps its (absent) keyword score.
+    assert out["rooms"][0]["room"] == "work"
+    assert [r["lexical"] for r in out["results"] if r["text"] == answer] == [None]
     _fill(keyword_daemon, "nohop", bridge=False)
     assert answer not in _found(keyword_daemon, "nohop")
