@@ -171,6 +171,11 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/multihop.py", "HOP_WEIGHT",
+     "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
+     "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
+     ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
+     "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
     ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),

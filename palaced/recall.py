@@ -222,6 +222,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     identity_path = palace.dir / IDENTITY_NAME
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
+    doc_count = caches.doc_count[1] if caches.doc_count else None
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
@@ -231,7 +232,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
             caches.rooms = (counter, rooms)
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
                               filters=req.filters, now_ms=ts, rooms=rooms,
-                              lexical_hits=lexical)
+                              lexical_hits=lexical, n_docs=doc_count)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
