@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, private_env, stop_daemon, wait_ready  # noqa: E402
-from perf import OBJECTS, QUALIFIERS, SUBJECTS, VERBS, pct, synthetic  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, private_env, stop_daemon, wait_ready
+from perf import OBJECTS, QUALIFIERS, SUBJECTS, VERBS, pct, synthetic
 
 PALACES = ("conc-a", "conc-b", "conc-c", "conc-d")
 MIX = (("recall", 0.7), ("remember", 0.2), ("forget", 0.1))
@@ -76,7 +76,7 @@ def _client(idx: int, sock: str, deadline: float, seed: int, out: Any) -> None:
     ops, weights = zip(*MIX, strict=True)
     try:
         c = Client(sock, autostart=False, client_name=f"conc-{idx}")
-    except Exception as exc:  # noqa: BLE001 - any failure is one error
+    except Exception as exc:
         out.put({"idx": idx, "lat": {}, "errors": [f"connect: {exc!r}"]})
         return
     with c:
@@ -98,7 +98,7 @@ def _client(idx: int, sock: str, deadline: float, seed: int, out: Any) -> None:
                     mine[palace].append(c.remember(palace, text, room=f"room-{n % 40}"))
                 else:
                     c.forget(palace, mine[palace].pop(rnd.randrange(len(mine[palace]))))
-            except Exception as exc:  # noqa: BLE001 - any failure is one error
+            except Exception as exc:
                 errors.append(f"{op}: {exc!r}"[:300])
                 continue
             lat[op].append((time.perf_counter() - t) * 1000)
@@ -246,7 +246,8 @@ def print_table(runs: list[dict[str, Any]]) -> None:
         a, b = runs
         ops_a = sum(a[o]["per_s"] for o, _ in MIX)
         ops_b = sum(b[o]["per_s"] for o, _ in MIX)
-        print(f"scaling {a['cpus']} -> {b['cpus']}: recalls/s x{b['recall']['per_s'] / a['recall']['per_s']:.2f}"
+        gain = b["recall"]["per_s"] / a["recall"]["per_s"]
+        print(f"scaling {a['cpus']} -> {b['cpus']}: recalls/s x{gain:.2f}"
               f", all ops/s x{ops_b / max(ops_a, 1e-9):.2f}")
     for r in runs:
         prof = r.get("profile")

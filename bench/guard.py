@@ -1,4 +1,4 @@
-"""Performance regression guard: recall and ingest as ratios to yardsticks measured in the same run.
+"""Regression guard: recall and ingest as ratios to yardsticks measured in the same run.
 
 Absolute milliseconds on a shared two-core machine swing by 2x with the load; a ratio to
 work that does not depend on palace's code, measured right beside it on the same machine,
@@ -8,7 +8,8 @@ palace on the same chunk), recall query by query (the yardsticks on a query, the
 recall of it). On the same texts:
 
 * yardstick ``embed``: the raw embedder (fastembed + onnxruntime, loaded here, in this
-  process, its ONNX session without thread spinning; texts sorted by length, batches of 16) embedding the drawers' texts: texts/s;
+  process, its ONNX session without thread spinning; texts sorted by length, batches of
+  16) embedding the drawers' texts: texts/s;
   and embedding each query alone: ms;
 * yardstick ``fts``: a raw SQLite FTS5 table (apsw, in memory) holding the same texts,
   answering each query's words OR-ed, best 100 by bm25: ms;
@@ -51,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon  # noqa: E402
-from perf import queries, synthetic  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
+from perf import queries, synthetic
 
 BASELINE = Path(__file__).resolve().parent / "guard-baseline.json"
 DEFAULT_TOLERANCE = 0.35

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon  # noqa: E402
-from locomo import DEFAULT_DATA, build_drawers, build_questions  # noqa: E402
-from perf import pct, synthetic  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
+from locomo import DEFAULT_DATA, build_drawers, build_questions
+from perf import pct, synthetic
 
 MEMPALACE_VERSION = "3.11.0"
 RUNNER = Path(__file__).resolve().parent / "_mempalace_runner.py"
@@ -105,7 +105,8 @@ def run_mempalace(py: Path, model: Path, drawers: list[dict[str, str]], qs: list
                    MEMPALACE_PALACE_PATH=str(home / ".mempalace" / "palace"),
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False",
                    PATH=f"{py.parent}:{env.get('PATH', '')}")
-        res = subprocess.run([str(py), str(RUNNER), str(spec), str(home / "out.json")], env=env, cwd=str(home),
+        res = subprocess.run([str(py), str(RUNNER), str(spec), str(home / "out.json")],
+                             env=env, cwd=str(home),
                              capture_output=True, text=True, timeout=3600)
         if res.returncode != 0:
             raise RuntimeError(f"MemPalace runner failed:\n{res.stderr[-3000:]}")
