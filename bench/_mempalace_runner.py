@@ -58,6 +58,8 @@ def main() -> None:
             metadatas=[{"wing": d["wing"], "room": d["room"], "source_file": "bench",
                         "chunk_index": s + i, "added_by": "bench", "ingest_mode": "convos"}
                        for i, d in enumerate(part)])
+        print(f"mempalace: {s + len(part)} drawers in {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr, flush=True)
     ingest_s = time.perf_counter() - t0
     out["ingest_drawers_per_s"] = round(len(drawers) / ingest_s, 1)
     out["count"] = col.count()

@@ -106,10 +106,12 @@ def run_mempalace(py: Path, model: Path, drawers: list[dict[str, str]], qs: list
                    HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False",
                    PATH=f"{py.parent}:{env.get('PATH', '')}")
         res = subprocess.run([str(py), str(RUNNER), str(spec), str(home / "out.json")],
-                             env=env, cwd=str(home),
-                             capture_output=True, text=True, timeout=3600)
+                             env=env, cwd=str(home), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, timeout=3600)
         if res.returncode != 0:
             raise RuntimeError(f"MemPalace runner failed:\n{res.stderr[-3000:]}")
+        progress = [ln for ln in res.stderr.splitlines() if ln.startswith("mempalace: ")]
+        print("\n".join(progress[-3:]))
         out: dict[str, Any] = json.loads((home / "out.json").read_text("utf-8"))
         out["network_downloads"] = "download" in res.stderr.lower()
         return out
@@ -174,6 +176,7 @@ def main() -> None:
     t0 = time.monotonic()
     pal = run_palace(args.model, args.tiktoken, drawers, qs, args.single)
     load_p = round(os.getloadavg()[0], 1)
+    print(f"palace: {pal} (load {load_p})", flush=True)
     mp = run_mempalace(py, args.model, drawers, qs, args.single)
     load_m = round(os.getloadavg()[0], 1)
     rows = [("ingest drawers/s (bulk)", "ingest_drawers_per_s", True),
