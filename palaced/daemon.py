@@ -1,9 +1,10 @@
 """Composition root: config -> services -> registry -> ops context -> scheduler -> server.
 
 The daemon wires those together and runs them in one task group: the socket server, the
-background model loader (``model_loader``), the upkeep scheduler (``scheduler``) and the
-signal watcher. Single instance: a flock on the runtime dir's lock file; the holder owns the
-socket path, so a socket of ours found there is stale and is removed.
+background model loader (``model_loader``), the upkeep scheduler (``scheduler``), the
+background transcript captures (``capture_queue``) and the signal watcher. Single instance:
+a flock on the runtime dir's lock file; the holder owns the socket path, so a socket of ours
+found there is stale and is removed.
 
 Local security: the daemon runs with umask 077 (every file it creates is 0600, every
 directory 0700), refuses a runtime directory, lock file or socket path that another uid owns
@@ -26,9 +27,11 @@ import anyio
 from anyio.abc import TaskStatus
 
 from palaced import __version__
+from palaced.capture_queue import CaptureQueue
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
 from palaced.model_loader import load_model
+from palaced.ops.capture import run_capture
 from palaced.ops.context import OpContext
 from palaced.ops.table import TABLE, dispatch
 from palaced.private import (
@@ -73,6 +76,8 @@ class Daemon:
                              connections=lambda: self.gate.connections)
         self.scheduler = Scheduler(self.registry, self.services.model, limits)
         self.ctx.in_flight.listen(self.scheduler.wake)
+        self.captures = CaptureQueue(partial(run_capture, self.ctx), on_done=self.scheduler.wake)
+        self.ctx.captures = self.captures
         self.handler = ConnectionHandler(
             partial(dispatch, self.ctx),
             TABLE.names,
@@ -157,6 +162,7 @@ class Daemon:
                     tg.start_soon(partial(load_model, self.services.model, self.config.embedder,
                                           self.registry, embedder=self._embedder_override))
                     tg.start_soon(self.scheduler.run)
+                    tg.start_soon(self.captures.run)
                     tg.start_soon(self._signals)
                     tg.start_soon(listener.serve, self.gate)
                     task_status.started(paths.socket)

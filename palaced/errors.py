@@ -252,6 +252,13 @@ class InvalidContent(ContentError):
     name = "INVALID_CONTENT"
 
 
+class SourceUnreadable(ContentError):
+    """A file the daemon was asked to read is missing, not a regular file, or not readable."""
+
+    code = 304
+    name = "SOURCE_UNREADABLE"
+
+
 # 4xx load / time
 class LoadError(PalaceError):
     """The daemon cannot serve the request right now."""

@@ -100,7 +100,7 @@ def _looks_secret(value: str) -> bool:
     v = value.strip("\"'").strip()
     if len(v) < 6 or " " in v or v.lower() in _NOT_SECRET or v.startswith("[REDACTED:"):
         return False
-    if v[0] in "$<{%/~." or v.startswith(("http://", "https://")) and "@" not in v:
+    if v[0] in "$<{%/~." or (v.startswith(("http://", "https://")) and "@" not in v):
         return False  # a reference, a placeholder, a path or a plain URL
     if v.isdigit():
         return len(v) >= 8

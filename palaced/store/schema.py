@@ -2,7 +2,8 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``.
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: ``captures``, how far each
+captured transcript was stored (``store/captures.py``).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -18,6 +19,7 @@ import apsw
 
 from palaced.errors import SchemaTooNew, StorageError
 
+from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
 
 V1: Sequence[str] = (
@@ -144,7 +146,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _sql_step(GRAPH_DDL)]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(CAPTURES_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
