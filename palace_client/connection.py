@@ -143,6 +143,10 @@ class Connection:
         except OSError as exc:
             raise ReplyLost(f"lost the connection to palaced waiting for {op}: {exc}") from exc
 
+    def set_timeout(self, seconds: float | None) -> None:
+        """Bound every later socket wait by ``seconds`` (None: wait as long as it takes)."""
+        self._sock.settimeout(seconds)
+
     def close(self) -> None:
         try:
             self._sock.close()

@@ -32,7 +32,7 @@ import typer
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import daemon, hooks, knowledge, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -65,6 +65,7 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(hooks.app, name="hook")
 
 
 def main() -> None:
