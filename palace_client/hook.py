@@ -57,7 +57,7 @@ def log_line(message: str) -> None:
             os.write(fd, line.encode("utf-8", "replace"))
         finally:
             os.close(fd)
-    except Exception:  # noqa: BLE001 - nowhere left to report to
+    except Exception:  # nowhere left to report to
         pass
 
 
@@ -164,7 +164,7 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 def _defer(palace: str, args: dict[str, Any]) -> None:
     """Start a detached process that starts the daemon if needed and delivers the request."""
     payload = json.dumps({"palace": palace, "args": args})
-    subprocess.Popen(  # noqa: S603 - our own interpreter and module
+    subprocess.Popen(  # our own interpreter and module
         [sys.executable, "-m", "palace_client.hook", "--deliver", payload],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         close_fds=True, start_new_session=True, cwd="/")
@@ -181,7 +181,7 @@ def deliver(payload: str) -> int:
             client.call(OP, request["palace"], request["args"])
     except PalaceError as exc:
         log_line(f"hook capture (deferred): {exc.message} [{exc.name}]")
-    except Exception as exc:  # noqa: BLE001 - a detached process: the log is all there is
+    except Exception as exc:  # a detached process: the log is all there is
         log_line(f"hook capture (deferred): {type(exc).__name__}: {exc}")
     return 0
 
@@ -228,7 +228,7 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         log_line(f"hook capture {event}: {exc.message} [{exc.name}]")
     except HookInputError as exc:
         log_line(f"hook capture {event}: {exc}")
-    except BaseException as exc:  # noqa: BLE001 - a hook must never fail the agent's turn
+    except BaseException as exc:  # a hook must never fail the agent's turn
         log_line(f"hook capture {event}: unexpected {type(exc).__name__}: {exc}")
     return 0
 
