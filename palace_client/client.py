@@ -363,6 +363,13 @@ class Client:
         return self.call("memory.health", palace,
                          self._some(threshold=threshold, stale_days=stale_days, limit=limit))
 
+    # -- capture ----------------------------------------------------------------------------
+    def capture_transcript(self, palace: str, path: str | Path, **args: Any) -> dict[str, Any]:
+        """Capture what is new in a Claude Code transcript (one drawer per exchange): queued,
+        or with ``wait=True`` done and counted; other ``capture.transcript`` arguments by name."""
+        return self.call("capture.transcript", palace,
+                         {**args, "path": os.path.abspath(os.fspath(path))})
+
 
 def _unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
     return OutcomeUnknown(

@@ -15,6 +15,7 @@ code  meaning
 6     already exists
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
+9     imported, but malformed records were skipped (``palace import``)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
@@ -32,7 +33,7 @@ import typer
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 
-from . import daemon, hooks, knowledge, memory, palaces, upkeep
+from . import daemon, hooks, imports, knowledge, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -66,6 +67,7 @@ for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
 app.add_typer(hooks.app, name="hook")
+app.add_typer(imports.app, name="import")
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ EXIT_INVALID = 5
 EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
+EXIT_SKIPPED = 9  # an import finished but skipped malformed records
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()

@@ -1,0 +1,1 @@
+"""Importers: bringing memories recorded elsewhere into a palace (``palace import ...``)."""
