@@ -118,9 +118,13 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
-                           "names the default palace (else the MCP client's first root, else "
-                           "the current directory)."),
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`, `palace hook capture`",
+                           "Project directory whose git root names the default palace (else "
+                           "the MCP client's first root, or the hook input's `cwd`, else the "
+                           "current directory)."),
+    "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
+                          "directory; its `projects/` holds the session transcripts imported "
+                          "by default (default `~/.claude`)."),
     "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
                         "Linux (default `~/.config`)."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),

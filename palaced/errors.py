@@ -375,14 +375,8 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
-def _all_classes() -> list[type[PalaceError]]:
-    out: list[type[PalaceError]] = []
-    stack: list[type[PalaceError]] = [PalaceError]
-    while stack:
-        cls = stack.pop()
-        out.append(cls)
-        stack.extend(cls.__subclasses__())
-    return out
+def _all_classes(root: type[PalaceError] = PalaceError) -> list[type[PalaceError]]:
+    return [root, *(c for sub in root.__subclasses__() for c in _all_classes(sub))]
 
 
 def _leaf_by_code() -> dict[int, type[PalaceError]]:

@@ -32,11 +32,11 @@ DAEMON_DIR = REPO / "palaced"
 
 # What palace_client may import from palaced: the wire leaf modules and the version string.
 CLIENT_ALLOWED = frozenset({"palaced.args", "palaced.errors", "palaced.protocol",
-                            "palaced.paths", "palaced.private", "palaced.specs",
-                            "palaced.vocab"})
+                            "palaced.paths", "palaced.private", "palaced.redact",
+                            "palaced.specs", "palaced.vocab"})
 CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
-LEAF_MODULES = ("args.py", "errors.py", "paths.py", "private.py", "protocol.py", "specs.py",
-                "vocab.py")
+LEAF_MODULES = ("args.py", "errors.py", "paths.py", "private.py", "protocol.py", "redact.py",
+                "specs.py", "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
              "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py")

@@ -148,6 +148,7 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
 }
 CLI_NOT_OPS = {"mcp", "init"}
 # CLI parameters named otherwise than the op argument they carry.
@@ -155,11 +156,14 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
                "fact_id": "id"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
+# ("location": `import claude-code` expands a file or directory into transcript paths.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "location"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
-CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
+CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
+                 ("hook capture", "path"),  # the hook input on stdin
+                 ("import claude-code", "path")}  # each transcript found under PATH
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
 
@@ -234,7 +238,7 @@ CLIENT_OPS: dict[str, str] = {
     "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
-    "health": "memory.health",
+    "health": "memory.health", "capture_transcript": "capture.transcript",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
