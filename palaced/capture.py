@@ -5,8 +5,10 @@ One drawer per exchange (``palaced.exchanges``): the prompt and its answer, as
     User: <prompt>
 
     Assistant: <answer text>
+
     → Edit src/app.py
     → Bash: pytest -q
+
     <more answer text>
 
 with tool calls one line each (repeats folded: ``→ Edit src/app.py (×3)``), secrets

@@ -104,9 +104,10 @@ class TranscriptReader:
     def __init__(self, fh: BinaryIO, offset: int, line: int, scanned: int = 0) -> None:
         self._fh = fh
         self.size = os.fstat(fh.fileno()).st_size
-        if offset > self.size:  # the file was replaced or truncated: read it again
+        # A file shorter than the offset was replaced or truncated: read it again.
+        self.restarted = offset > self.size
+        if self.restarted:
             offset, line, scanned = 0, 0, 0
-        self.restarted = offset == 0 and line == 0
         fh.seek(offset)
         self._pos = offset  # byte offset of the next unread line
         self._line = line
