@@ -13,7 +13,8 @@ the sentences recording a
 * ``preference``: "I prefer / I'd rather / I like", "always / never <verb>", "please always",
   "from now on", "don't ever".
 
-Every pattern is in :data:`RULES`, one place. A marked text gets the tags of its categories
+Every pattern is in :data:`RULES` (and :data:`CASED`, the few that need capitals), one
+place. A marked text gets the tags of its categories
 (filed as closet topics too, so a query naming "decision" finds them) and the importance of
 its strongest category (:data:`IMPORTANCE`); an unmarked one keeps :data:`BASE_IMPORTANCE`,
 below a drawer stored on purpose (medium, 0.5), so raw exchanges do not crowd the L1
@@ -31,64 +32,77 @@ IMPORTANCE: dict[str, float] = {
 }
 MAX_MARKED = 20  # sentences kept per text (they are reported, not stored)
 
-_I = re.IGNORECASE
+# Patterns are matched against the lowercased text (a case-insensitive regex is several times
+# slower), so they are written in lower case; CASED ones need capitals (environment variable
+# names) and see the text as it is.
 _WE = r"\b(?:we|i|the team)(?:'ve|'ll|'re| have| will| are| had)?"
-RULES: dict[str, tuple[re.Pattern[str], ...]] = {
+RULES: dict[str, tuple[str, ...]] = {
     "decision": (
-        re.compile(_WE + r" (?:finally |eventually |now )?(?:decided|chose|chosen|picked|"
-                   r"settled on|agreed|opted|went with|go with|going with|going to use|"
-                   r"switched to|standardi[sz]ed on)\b", _I),
-        re.compile(_WE + r" (?:use|adopt|keep|stick with|drop|replace)\b.{0,80}\b"
-                   r"(?:instead of|rather than|from now on|going forward)\b", _I),
-        re.compile(r"\b(?:let's|let us) (?:go with|use|stick with|keep|switch to|adopt)\b", _I),
-        re.compile(r"\b(?:the |our |final )?decision (?:is|was|:)", _I),
-        re.compile(r"\bwe(?:'ll| will) use\b", _I),
+        _WE + r" (?:finally |eventually |now )?(?:decided|chose|chosen|picked|settled on|"
+        r"agreed|opted|went with|go with|going with|going to use|switched to|"
+        r"standardi[sz]ed on)\b",
+        _WE + r" (?:use|adopt|keep|stick with|drop|replace)\b.{0,80}\b"
+        r"(?:instead of|rather than|from now on|going forward)\b",
+        r"\b(?:let's|let us) (?:go with|use|stick with|keep|switch to|adopt)\b",
+        r"\b(?:the |our |final )?decision (?:is|was|:)",
+        r"\bwe(?:'ll| will) use\b",
     ),
     "fix": (
-        re.compile(r"\bfixed (?:it |this |that )?(?:by|with|in|via)\b", _I),
-        re.compile(r"\bthe (?:bug|issue|problem|error|crash|failure|regression) "
-                   r"(?:was|is|came from|comes from)\b", _I),
-        re.compile(r"\broot[- ]cause", _I),
-        re.compile(r"\bthe (?:real )?fix (?:is|was)\b", _I),
-        re.compile(r"\b(?:caused|triggered) by\b", _I),
-        re.compile(r"\bwork-?around\b", _I),
-        re.compile(r"\bresolved (?:it |this |the \w+ )?(?:by|with)\b", _I),
+        r"\bfixed (?:it |this |that )?(?:by|with|in|via)\b",
+        r"\bthe (?:bug|issue|problem|error|crash|failure|regression) "
+        r"(?:was|is|came from|comes from)\b",
+        r"\broot[- ]cause",
+        r"\bthe (?:real )?fix (?:is|was)\b",
+        r"\b(?:caused|triggered) by\b",
+        r"\bwork-?around\b",
+        r"\bresolved (?:it |this |the \w+ )?(?:by|with)\b",
     ),
     "architecture": (
-        re.compile(r"\barchitecture\b", _I),
-        re.compile(r"\b(?:talks|speaks|connects|writes|sends|publishes) to\b", _I),
-        re.compile(r"\bdepends on\b", _I),
-        re.compile(r"\b(?:is|are) responsible for\b", _I),
-        re.compile(r"\b(?:is|are) (?:built|structured|organi[sz]ed|layered) (?:on|around|as|in)"
-                   r"\b", _I),
-        re.compile(r"\bdata ?flow\b|\bmicroservices?\b|\bevent bus\b|\bmessage queue\b", _I),
-        re.compile(r"\b(?:storage|service|api|domain|presentation|data|persistence) layer\b",
-                   _I),
+        r"\barchitecture\b",
+        r"\b(?:talks|speaks|connects|writes|sends|publishes) to\b",
+        r"\bdepends on\b",
+        r"\b(?:is|are) responsible for\b",
+        r"\b(?:is|are) (?:built|structured|organi[sz]ed|layered) (?:on|around|as|in)\b",
+        r"\bdata ?flow\b|\bmicroservices?\b|\bevent bus\b|\bmessage queue\b",
+        r"\b(?:storage|service|api|domain|presentation|data|persistence) layer\b",
     ),
     "config": (
-        re.compile(r"\bports? :?\d{2,5}\b|\blocalhost:\d{2,5}\b|\b\d{1,3}(?:\.\d{1,3}){3}:\d{2,5}"
-                   r"\b", _I),
-        re.compile(r"\b(?:version|pinned?|upgraded?|downgraded?|requires?|bumped?)\b.{0,40}"
-                   r"\bv?\d+\.\d+(?:\.\d+)?\b", _I),
-        re.compile(r"\b(?i:set|export|configure[ds]?|define[ds]?)\b.{0,40}"
-                   r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b"),
-        re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+=\S"),
-        re.compile(r"\b(?:configured|set|stored|lives|located|defined|kept) (?:in|at|under)\b"
-                   r".{0,60}(?:/[\w.-]+|\.(?:toml|ya?ml|json|ini|env|cfg|conf)\b)", _I),
-        re.compile(r"\b[\w.-]+\.(?:toml|ya?ml|ini|env|cfg|conf)\b.{0,40}\b(?:sets?|holds?|"
-                   r"contains?|configures?)\b", _I),
+        r"\bports? :?\d{2,5}\b|\blocalhost:\d{2,5}\b|\b\d{1,3}(?:\.\d{1,3}){3}:\d{2,5}\b",
+        r"\b(?:version|pinned?|upgraded?|downgraded?|requires?|bumped?)\b.{0,40}"
+        r"\bv?\d+\.\d+(?:\.\d+)?\b",
+        r"\b(?:configured|set|stored|lives|located|defined|kept) (?:in|at|under)\b"
+        r".{0,60}(?:/[\w.-]+|\.(?:toml|ya?ml|json|ini|env|cfg|conf)\b)",
+        r"\b[\w.-]+\.(?:toml|ya?ml|ini|env|cfg|conf)\b.{0,40}\b(?:sets?|holds?|contains?|"
+        r"configures?)\b",
     ),
     "preference": (
-        re.compile(r"\bI(?:'d| would)? (?:really |strongly )?(?:prefer|rather|like to|like "
-                   r"it when|want you to|hate|dislike|don't like)\b", _I),
-        re.compile(r"\b(?:always|never) (?:use|do|run|commit|push|add|write|put|call|ask|"
-                   r"include|format|name|mock|skip|leave)\b", _I),
-        re.compile(r"\bplease (?:always|never|don't|do not|stop)\b", _I),
-        re.compile(r"\bfrom now on\b|\bdon't ever\b|\bmy preference\b|\bprefer(?:red)? style\b",
-                   _I),
+        r"\bi(?:'d| would)? (?:really |strongly )?(?:prefer|rather|like to|like it when|"
+        r"want you to|hate|dislike|don't like)\b",
+        r"\b(?:always|never) (?:use|do|run|commit|push|add|write|put|call|ask|include|"
+        r"format|name|mock|skip|leave)\b",
+        r"\bplease (?:always|never|don't|do not|stop)\b",
+        r"\bfrom now on\b|\bdon't ever\b|\bmy preference\b|\bprefer(?:red)? style\b",
+    ),
+}
+CASED: dict[str, tuple[str, ...]] = {
+    "config": (
+        r"\b(?:[Ss]et|[Ee]xport|[Cc]onfigure[ds]?|[Dd]efine[ds]?)\b.{0,40}"
+        r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b",
+        r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+=\S",
     ),
 }
 
+
+def _joined(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+# One scan of the whole text first (most exchanges mark nothing and cost just that), then one
+# search per category per sentence.
+_BY_TAG = {tag: _joined(patterns) for tag, patterns in RULES.items()}
+_CASED_BY_TAG = {tag: _joined(patterns) for tag, patterns in CASED.items()}
+_ANY = _joined(tuple(p for patterns in RULES.values() for p in patterns))
+_CASED_ANY = _joined(tuple(p for patterns in CASED.values() for p in patterns))
 _CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.S)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -104,7 +118,10 @@ class Extraction:
 
 def sentences(text: str) -> list[str]:
     """The prose sentences of ``text``: code blocks and tool lines (``→ ...``) left out."""
-    prose = _CODE_BLOCK.sub("\n", text)
+    return _sentences(_CODE_BLOCK.sub("\n", text))
+
+
+def _sentences(prose: str) -> list[str]:
     out = []
     for piece in _SENTENCE_END.split(prose):
         s = piece.strip()
@@ -118,11 +135,16 @@ def extract(text: str) -> Extraction:
     or preference (see the module docstring). Pure; never raises."""
     marked: list[tuple[str, str]] = []
     found: dict[str, None] = {}
-    for sentence in sentences(text):
+    prose = _CODE_BLOCK.sub("\n", text)
+    if not _ANY.search(prose.lower()) and not _CASED_ANY.search(prose):
+        return Extraction((), BASE_IMPORTANCE, ())
+    for sentence in _sentences(prose):
         if len(sentence) > 1_000:
             sentence = sentence[:1_000]  # a run-on "sentence" (a pasted log): its head will do
-        for tag, patterns in RULES.items():
-            if any(p.search(sentence) for p in patterns):
+        lower = sentence.lower()
+        for tag, pattern in _BY_TAG.items():
+            cased = _CASED_BY_TAG.get(tag)
+            if pattern.search(lower) or (cased is not None and cased.search(sentence)):
                 found.setdefault(tag)
                 if len(marked) < MAX_MARKED:
                     marked.append((tag, sentence))

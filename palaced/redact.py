@@ -79,6 +79,8 @@ _ASSIGNMENT = re.compile(
     # an unquoted value does not end in sentence punctuation
     r"""(?P<value>"[^"\n]{1,500}"|'[^'\n]{1,500}'"""
     r"""|[^\s,;'"()\[\]{}<>]{0,499}[^\s,;'"()\[\]{}<>.:!?])""")
+# Cheap first look: no assignment can be a secret's without one of these words in the text.
+_SECRET_WORDS = re.compile(r"secret|token|passw|pwd|passphrase|key|credential|auth")
 _CAMEL = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _NOT_SECRET = frozenset({"true", "false", "null", "none", "nil", "yes", "no", "on", "off",
                          "undefined", "required", "optional", "string", "str", "int"})
@@ -142,5 +144,6 @@ def redact(text: str) -> tuple[str, int]:
 
         text = pattern.sub(replace, text)
     counter = [0]
-    text = _ASSIGNMENT.sub(lambda m: _assignment(m, counter), text)
+    if _SECRET_WORDS.search(text.lower()):  # lowercased: a case-blind regex is far slower
+        text = _ASSIGNMENT.sub(lambda m: _assignment(m, counter), text)
     return text, count + counter[0]
