@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -163,6 +162,8 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 
 def _defer(palace: str, args: dict[str, Any]) -> None:
     """Start a detached process that starts the daemon if needed and delivers the request."""
+    import subprocess  # only on this path: it costs the hook a few milliseconds to import
+
     payload = json.dumps({"palace": palace, "args": args})
     subprocess.Popen(  # our own interpreter and module
         [sys.executable, "-m", "palace_client.hook", "--deliver", payload],
