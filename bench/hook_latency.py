@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, private_env  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, private_env
 
-from tests.transcripts import Session, hook_input  # noqa: E402
+from tests.transcripts import Session, hook_input
 
 
 def hook_argv() -> list[str]:
@@ -94,7 +94,7 @@ def main() -> int:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
         shutil.rmtree(down_home, ignore_errors=True)
-    report = {"runs": args.runs, "command": " ".join(hook_argv()[:1] + ["hook", "capture"]),
+    report = {"runs": args.runs, "command": " ".join([*hook_argv()[:1], "hook", "capture"]),
               "daemon_up": summary(up), "daemon_down": summary(down),
               "drawers_captured": drawers, "log_lines_when_down": len(log)}
     print(f"palace hook capture, {args.runs} runs each (budget 200 ms)")
