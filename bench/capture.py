@@ -17,7 +17,7 @@ imported with the claude-code importer (one drawer per exchange: two turns), aga
 questions, scored by ``bench/locomo.py``'s ``evaluate`` (a drawer's rank counts for each of
 its turns).
 
-    python bench/capture.py [--exchanges 10000] [--locomo] [--json out.json]
+    python bench/capture.py [--exchanges 10000] [--locomo [--conversations N]] [--json out.json]
 """
 
 from __future__ import annotations
@@ -153,19 +153,42 @@ def locomo_transcripts(sample: dict[str, Any], root: Path
     return paths, lines
 
 
+def exchange_groups(sample: dict[str, Any]) -> dict[str, list[str]]:
+    """dia_id -> the turns of the exchange the import files it in (a prompt turn and the
+    answer turns up to the next prompt)."""
+    conv = sample["conversation"]
+    groups: dict[str, list[str]] = {}
+    for key in locomo.sessions(conv):
+        group: list[str] = []
+        for turn in conv[key]:
+            if turn["speaker"] == conv.get("speaker_a") or not group:
+                group = []
+            group.append(str(turn["dia_id"]))
+            groups[str(turn["dia_id"])] = group
+    return groups
+
+
+def paired(ranked: list[str], groups: dict[str, list[str]]) -> list[str]:
+    """A per-turn ranking with each turn replaced by its whole exchange (first occurrence)."""
+    return list(dict.fromkeys(t for turn in ranked for t in groups.get(turn, [turn])))
+
+
 def locomo_compare(args: argparse.Namespace) -> dict[str, Any]:
     import os
 
     daemon = PrivateDaemon("pal-caplocomo-", args.model_dir, DEFAULT_TIKTOKEN)
-    samples = json.loads(locomo.DEFAULT_DATA.read_text("utf-8"))
+    samples = json.loads(locomo.DEFAULT_DATA.read_text("utf-8"))[:args.conversations]
     try:
         daemon.start()
         daemon.adopt_env()
         os.environ["PALACE_EMBED_MODEL_PATH"] = str(args.model_dir)
         baseline = locomo.run(locomo.DEFAULT_DATA, top_k=locomo.DEFAULT_TOP_K,
-                              conversations=None, wait_embed_s=600, requested_mode="default")
+                              conversations=args.conversations, wait_embed_s=600,
+                              requested_mode="default")
         questions: list[locomo.Question] = []
         rankings: list[list[str]] = []
+        paired_base: list[list[str]] = []
+        same_rankings: list[list[str]] = []
         ingest_s = 0.0
         drawers = 0
         with daemon.client("bench-capture-locomo") as c:
@@ -177,18 +200,47 @@ def locomo_compare(args: argparse.Namespace) -> dict[str, Any]:
                 ingest_s += time.perf_counter() - started
                 drawers += totals.drawers
                 turns_of: dict[int, list[str]] = {}
-                for d in all_drawers(c, name):
+                same_texts: list[tuple[dict[str, Any], list[str]]] = []
+                for d in all_drawers(c, name)[::-1]:
                     path, _, span = str(d["source"]).rpartition(":")
                     lo, hi = (int(x) for x in span.split("-"))
-                    turns_of[int(d["id"])] = [line_turns[(path, n)] for n in range(lo, hi + 1)
-                                              if (path, n) in line_turns]
+                    turns = [line_turns[(path, n)] for n in range(lo, hi + 1)
+                             if (path, n) in line_turns]
+                    turns_of[int(d["id"])] = turns
+                    room = locomo.session_of(turns[0])
+                    same_texts.append(({"text": d["text"], "wing": "locomo", "room": room,
+                                        "importance": 0.5, "occurred_at": locomo.parse_locomo_date(
+                                            str(sample["conversation"][f"{room}_date_time"]))},
+                                       turns))
+                # The same exchange texts through remember_many, as bench/locomo.py files its
+                # drawers (room session_N, importance 0.5): what the capture path itself costs.
+                same_name = "ex-" + locomo.palace_name(str(sample["sample_id"]))
+                if any(p["name"] == same_name for p in c.list_palaces()):
+                    c.delete_palace(same_name)
+                c.create_palace(same_name)
+                ids = c.remember_many(same_name, [item for item, _ in same_texts])
+                same_turns = {i: turns for i, (_, turns) in zip(ids, same_texts, strict=True)}
+                base_name = locomo.palace_name(str(sample["sample_id"]))
+                base_turns = {int(d["id"]): str(d["source"]).removeprefix("locomo:")
+                              for d in all_drawers(c, base_name)}
+                groups = exchange_groups(sample)
                 for q in locomo.build_questions(sample):
                     res = c.recall_ex(name, q.question, top_k=locomo.DEFAULT_TOP_K)
                     questions.append(q)
                     rankings.append([t for r in res["results"] for t in turns_of[int(r["id"])]])
+                    # The per-turn palace's ranking, each turn widened to its exchange: what
+                    # two-turn drawers cost the turn metric by themselves.
+                    base = c.recall_ex(base_name, q.question, top_k=locomo.DEFAULT_TOP_K)
+                    paired_base.append(paired([base_turns[int(r["id"])]
+                                               for r in base["results"]], groups))
+                    same = c.recall_ex(same_name, q.question, top_k=locomo.DEFAULT_TOP_K)
+                    same_rankings.append([t for r in same["results"]
+                                          for t in same_turns[int(r["id"])]])
     finally:
         daemon.stop()
     captured = locomo.evaluate(questions, rankings)
+    widened = locomo.evaluate(questions, paired_base)
+    same_eval = locomo.evaluate(questions, same_rankings)
     daemon.cleanup(keep=False)
     r5_base = baseline["turn"]["recall@5"]
     r5_cap = captured["turn"]["recall@5"]
@@ -196,7 +248,13 @@ def locomo_compare(args: argparse.Namespace) -> dict[str, Any]:
             "remember_many": {"turn": baseline["turn"], "drawers": baseline["ingest"]["drawers"]},
             "claude_code_import": {"turn": captured["turn"], "drawers": drawers,
                                    "drawers_per_s": round(drawers / ingest_s, 1)},
-            "turn_r5_difference": round(r5_cap - r5_base, 4)}
+            "remember_many_widened_to_exchanges": {"turn": widened["turn"],
+                                                   "drawers": baseline["ingest"]["drawers"]},
+            "remember_many_of_the_exchanges": {"turn": same_eval["turn"], "drawers": drawers},
+            "turn_r5_difference": round(r5_cap - r5_base, 4),
+            "turn_r5_difference_same_drawers": round(r5_cap - same_eval["turn"]["recall@5"], 4),
+            "turn_r5_difference_same_granularity": round(
+                r5_cap - widened["turn"]["recall@5"], 4)}
 
 
 def main() -> int:
@@ -204,17 +262,23 @@ def main() -> int:
     ap.add_argument("--exchanges", type=int, default=10_000)
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--locomo", action="store_true", help="run the LoCoMo comparison instead")
+    ap.add_argument("--conversations", type=int, default=None,
+                    help="LoCoMo: only the first N conversations")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.locomo:
         report = locomo_compare(args)
         print(f"LoCoMo dev, {report['questions']} questions, turn recall@1/5/10")
-        for key in ("remember_many", "claude_code_import"):
+        for key in ("remember_many", "remember_many_widened_to_exchanges",
+                    "remember_many_of_the_exchanges", "claude_code_import"):
             turn = report[key]["turn"]
-            print(f"  {key:20} {turn['recall@1']:.3f} / {turn['recall@5']:.3f} / "
+            print(f"  {key:35} {turn['recall@1']:.3f} / {turn['recall@5']:.3f} / "
                   f"{turn['recall@10']:.3f}   ({report[key]['drawers']} drawers)")
         print(f"  turn R@5 difference (import - remember_many): "
-              f"{report['turn_r5_difference']:+.4f}")
+              f"{report['turn_r5_difference']:+.4f}; at the same granularity (import - "
+              f"widened): {report['turn_r5_difference_same_granularity']:+.4f}; with the same "
+              f"drawers (import - remember_many of the exchanges): "
+              f"{report['turn_r5_difference_same_drawers']:+.4f}")
     else:
         report = import_rate(args)
         raw = report["raw_embedder"]
