@@ -42,9 +42,10 @@ def hook_argv() -> list[str]:
                                                   "hook", "capture"]
 
 
-def time_runs(env: dict[str, str], stdin: str, runs: int) -> list[float]:
+def time_runs(env: dict[str, str], stdin: str, runs: int, argv: list[str] | None = None
+              ) -> list[float]:
     """Wall milliseconds of ``runs`` hook processes; each must exit 0 and print nothing."""
-    argv = hook_argv()
+    argv = argv or hook_argv()
     out = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -84,6 +85,8 @@ def main() -> int:
         env.pop("CLAUDE_PROJECT_DIR", None)
         time_runs(env, hook_input(s), 3)  # warm the page cache
         up = time_runs(env, hook_input(s), args.runs)
+        # The floor: starting the same interpreter (site and all) to do nothing.
+        floor = time_runs(env, "", args.runs, [sys.executable, "-c", "pass"])
         with daemon.client("bench-hook") as c:
             drawers = c.palace_info("bench-app")["drawers"]
         (down_home / "run").write_text("not a directory\n")
@@ -96,9 +99,10 @@ def main() -> int:
         shutil.rmtree(down_home, ignore_errors=True)
     report = {"runs": args.runs, "command": " ".join([*hook_argv()[:1], "hook", "capture"]),
               "daemon_up": summary(up), "daemon_down": summary(down),
+              "python_start": summary(floor),
               "drawers_captured": drawers, "log_lines_when_down": len(log)}
     print(f"palace hook capture, {args.runs} runs each (budget 200 ms)")
-    for case in ("daemon_up", "daemon_down"):
+    for case in ("daemon_up", "daemon_down", "python_start"):
         r = report[case]
         print(f"  {case.replace('_', ' '):12} p50 {r['p50_ms']:6.1f} ms   p95 {r['p95_ms']:6.1f} ms"
               f"   max {r['max_ms']:6.1f} ms")
