@@ -39,7 +39,8 @@ LEAF_MODULES = ("args.py", "errors.py", "paths.py", "private.py", "protocol.py",
                 "specs.py", "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
-             "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py")
+             "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py",
+             "transcript.py", "exchanges.py", "capture.py", "extract.py", "redact.py")
 CLIENT_FORBIDDEN_AT_RUNTIME = ("apsw", "usearch", "fastembed", "numpy", "onnxruntime")
 TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client && mypy "
                 "&& python -m pytest -q")

@@ -58,11 +58,10 @@ def test_hook_queues_a_capture_of_only_what_is_new(shared_daemon: DaemonProc) ->
                "We decided to use RabbitMQ 3.13 for the email queue, on port 5673.")
     s.tool("Bash", {"command": "rabbitmqctl list_queues"}, "RAW-QUEUE-LISTING emails 12")
     s.say("The emails queue holds 12 messages.")
-    done = captures_done(shared_daemon)
     res, _ = run_hook(shared_daemon.env, hook_input(s, "Stop"))
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
-    wait_for(lambda: captures_done(shared_daemon) > done)
-    (first,) = texts(shared_daemon, "shop-api")  # the palace of the hook input's cwd
+    wait_for(lambda: _has_drawers(shared_daemon, "shop-api"))  # the palace of the input's cwd
+    (first,) = texts(shared_daemon, "shop-api")
     assert "RabbitMQ 3.13" in first and "→ Bash: rabbitmqctl list_queues" in first
     assert "RAW-QUEUE-LISTING" not in first
     with shared_daemon.client() as c:
@@ -75,10 +74,9 @@ def test_hook_queues_a_capture_of_only_what_is_new(shared_daemon: DaemonProc) ->
     assert texts(shared_daemon, "shop-api") == [first]
 
     s.exchange("And the password for it?", "It is AMQP_PASSWORD=q9-Zr7-Lk2 in the vault.")
-    done = captures_done(shared_daemon)
     res, _ = run_hook(shared_daemon.env, hook_input(s, "SessionEnd"))
     assert res.returncode == 0
-    wait_for(lambda: captures_done(shared_daemon) > done)
+    wait_for(lambda: len(texts(shared_daemon, "shop-api")) == 2)
     assert texts(shared_daemon, "shop-api") == [
         first, "User: And the password for it?\n\nAssistant: It is "
                "AMQP_PASSWORD=[REDACTED:password] in the vault."]
