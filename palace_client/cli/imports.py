@@ -38,8 +38,9 @@ def claude_code(
     """Import Claude Code session transcripts: one drawer per exchange, one wing per project.
 
     Secrets are redacted and tool output is left out, as the capture hooks do (the same daemon
-    op, so sessions the hooks captured are not stored twice). Resumable and idempotent: a
-    second run stores nothing. Progress on a terminal, then one summary line (or --json).
+    op, so sessions the hooks captured into the palace are not stored twice). Resumable and
+    idempotent: a second run stores nothing. Progress on a terminal, then one summary line
+    (or --json).
     Exits 9 when malformed transcript lines were skipped (everything else was imported), 1
     when a transcript could not be read.
     """

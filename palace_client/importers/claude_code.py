@@ -4,10 +4,10 @@ Finds the transcripts (``<projects>/*/*.jsonl`` under ``$CLAUDE_CONFIG_DIR/proje
 ``~/.claude/projects``; or PATH: one transcript, a project directory, or a projects
 directory) and has the daemon capture each with ``capture.transcript`` and ``wait``: the op
 the hooks use, so the drawers are the same (one per exchange, secrets redacted, tool output
-left out) and a session already captured by the hooks is not stored twice. Each transcript
-is filed under a wing named after its project (the last component of the session's working
-directory, else the project directory's name). Resumable and idempotent: a second run stores
-nothing, an interrupted run goes on where it stopped.
+left out) and a session the hooks already captured into the palace is not stored twice.
+Each transcript is filed under a wing named after its project (the last component of the
+session's working directory, else the project directory's name). Resumable and idempotent:
+a second run stores nothing, an interrupted run goes on where it stopped.
 """
 
 from __future__ import annotations
