@@ -39,6 +39,7 @@ import locomo  # noqa: E402  (bench/ is on sys.path: this script's directory)
 from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, all_drawers  # noqa: E402
 
 from palace_client.importers.claude_code import import_transcripts  # noqa: E402
+from palace_client.importers.runner import Tally  # noqa: E402
 from tests.transcripts import Session  # noqa: E402
 
 PROJECTS = ["shop-api", "billing", "mobile-app", "infra", "search", "auth", "data-pipeline",
@@ -132,7 +133,7 @@ def import_rate(args: argparse.Namespace) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         if res.returncode != 0:
             raise RuntimeError(f"import failed ({res.returncode}): {res.stderr}")
-        report = json.loads(res.stdout)
+        report = json.loads(res.stdout)  # the runner's Tally (docs/importing.md)
         with daemon.client("bench-capture") as c:
             stored = len(all_drawers(c, "bench"))
             again = c.call("capture.transcript", "bench", {
@@ -141,11 +142,11 @@ def import_rate(args: argparse.Namespace) -> dict[str, Any]:
         daemon.stop()
     raw_after = raw_embedder_rate(sample, args.model_dir)
     raw = (raw_before["texts_per_s"] + raw_after["texts_per_s"]) / 2
-    rate = report["drawers"] / seconds
+    rate = report["stored"] / seconds
     daemon.cleanup(keep=False)
-    return {"exchanges": args.exchanges, "files": report["files"],
-            "drawers": report["drawers"], "stored": stored, "redactions": report["redactions"],
-            "tags": report["tags"], "seconds": round(seconds, 1),
+    return {"exchanges": args.exchanges, "files": report["read"],
+            "drawers": report["stored"], "stored": stored, "redactions": report["redacted"],
+            "seconds": round(seconds, 1),
             "drawers_per_s": round(rate, 1),
             "raw_embedder": {"before": raw_before, "after": raw_after,
                              "texts_per_s": round(raw, 1)},
@@ -221,9 +222,10 @@ def locomo_compare(args: argparse.Namespace) -> dict[str, Any]:
                 name = "cc-" + locomo.palace_name(str(sample["sample_id"]))
                 paths, line_turns = locomo_transcripts(sample, daemon.home / "locomo")
                 started = time.perf_counter()
-                totals = import_transcripts(c.call, name, paths)
+                tally = import_transcripts(c.call, name, paths,
+                                           Tally("claude-code", "transcript", "", name, False))
                 ingest_s += time.perf_counter() - started
-                drawers += totals.drawers
+                drawers += tally.stored
                 turns_of: dict[int, list[str]] = {}
                 same_texts: list[tuple[dict[str, Any], list[str]]] = []
                 for d in all_drawers(c, name)[::-1]:
@@ -311,7 +313,7 @@ def main() -> int:
         raw = report["raw_embedder"]
         print(f"claude-code import: {report['drawers']} drawers from {report['files']} "
               f"transcripts in {report['seconds']} s = {report['drawers_per_s']} drawers/s "
-              f"({report['redactions']} secrets redacted; tags {report['tags']})")
+              f"({report['redactions']} secrets redacted)")
         print(f"raw embedder on {raw['before']['texts']} of the same texts: "
               f"{raw['before']['texts_per_s']} texts/s before the import, "
               f"{raw['after']['texts_per_s']} after; the import reaches "

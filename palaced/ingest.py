@@ -91,7 +91,6 @@ async def ingest(palace: Palace | None, job: CaptureJob, limit: int) -> Report:
 
     Raises:
         SourceUnreadable: the transcript is missing, not a regular file or not readable.
-        EmbedderMismatch: the palace needs a reembed.
         StorageError: SQLite failed (the batches committed before it stay committed).
     """
     if palace is None and not job.dry_run:

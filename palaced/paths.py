@@ -21,8 +21,19 @@ from pathlib import Path
 
 APP = "palace"
 SOCKET_NAME = "palaced.sock"
+# The name of the socket a service manager hands over: FileDescriptorName= in palaced.socket,
+# the Sockets key of the LaunchAgent (palaced.activation looks for it).
+ACTIVATION_NAME = "palaced"
 # sun_path is 108 bytes on Linux and 104 on macOS; keep a margin.
 MAX_SOCKET_PATH = 100
+# An installed model (``palace model fetch|import``): <data_dir>/models/<model_dir_name>/, its
+# files plus this record of where they came from, their sha256 and the vectors' dimensions.
+MODEL_RECORD = "palace-model.json"
+
+
+def model_dir_name(model: str) -> str:
+    """The directory an installed copy of ``model`` lives in (``org/name`` -> ``org--name``)."""
+    return model.replace("/", "--")
 
 
 @dataclass(frozen=True)
@@ -43,8 +54,19 @@ class Paths:
         return self.data_dir / "palaces"
 
     @property
+    def models_dir(self) -> Path:
+        """Installed model copies (``palace model fetch|import``)."""
+        return self.data_dir / "models"
+
+    @property
     def log_file(self) -> Path:
         return self.state_dir / "palaced.log"
+
+    @property
+    def stderr_log(self) -> Path:
+        """Where an auto-started daemon's stdout and stderr go: a failure before its log is
+        set up (a bad config file, an unsafe path) is written here, and clients quote it."""
+        return self.state_dir / "palaced-stderr.log"
 
     @property
     def client_log_file(self) -> Path:

@@ -60,6 +60,8 @@ def test_hook_queues_a_capture_of_only_what_is_new(shared_daemon: DaemonProc) ->
     s.say("The emails queue holds 12 messages.")
     res, _ = run_hook(shared_daemon.env, hook_input(s, "Stop"))
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    # Polled while the capture creates the palace (a get racing the create once made the
+    # create's own open fail with PALACE_LOCKED).
     wait_for(lambda: _has_drawers(shared_daemon, "shop-api"))  # the palace of the input's cwd
     (first,) = texts(shared_daemon, "shop-api")
     assert "RabbitMQ 3.13" in first and "→ Bash: rabbitmqctl list_queues" in first
@@ -120,7 +122,7 @@ def test_hook_with_the_daemon_down_exits_fast_and_delivers_later(home: Path) -> 
 def _has_drawers(d: DaemonProc, palace: str) -> bool:
     try:
         return bool(texts(d, palace))
-    except PalaceError:
+    except PalaceError as exc:
         return False
 
 
@@ -168,3 +170,42 @@ def _count(d: DaemonProc, palace: str) -> int:
             return int(c.palace_info(palace)["drawers"])
     except PalaceError:
         return 0
+
+
+def test_import_claude_code_cli_is_idempotent_and_reports_skips(keyword_daemon: DaemonProc
+                                                                ) -> None:
+    """`palace import claude-code DIR`: a projects directory with two projects; the fixture
+    has a malformed line (exit 10, listed); a second run stores nothing; dry runs store
+    nothing and create no palace."""
+    import json
+    import shutil
+
+    d = keyword_daemon
+    root = d.home / "claude" / "projects"
+    shop = root / "-home-me-src-shop-api"
+    shop.mkdir(parents=True)
+    shutil.copy(Path(__file__).parent / "fixtures" / "claude-code-session.jsonl",
+                shop / "3f2a9c1e-7b4d-4e8a-9c2f-1a6b5d4e3c21.jsonl")
+    s = Session(root / "-home-me-src-blog" / "b7e1.jsonl", session_id="b7e1",
+                cwd="/home/me/src/blog")
+    s.exchange("Which static site generator?", "We decided to use Hugo 0.125 for the blog.")
+    dry = d.cli("import", "claude-code", str(root), "--palace", "imported", "--dry-run",
+                "--json")
+    assert dry.returncode == 10, dry.stderr
+    assert json.loads(dry.stdout)["records"] == 3
+    assert "imported" not in d.cli("list").stdout
+    res = d.cli("import", "claude-code", str(root), "--palace", "imported", "--json")
+    assert res.returncode == 10, res.stderr
+    report = json.loads(res.stdout)
+    assert (report["read"], report["records"], report["stored"], report["redacted"]) == (
+        2, 3, 3, 1)
+    assert report["problems"] == [{"file": str(shop / "3f2a9c1e-7b4d-4e8a-9c2f-1a6b5d4e3c21.jsonl"),
+                                   "line": 16, "message": "malformed transcript line: skipped"}]
+    with d.client() as c:
+        wings = {x["wing"] for x in c.drawers("imported")["drawers"]}
+    assert wings == {"shop-api", "blog"}
+    again = d.cli("import", "claude-code", str(root), "--palace", "imported")
+    assert again.returncode == 0, again.stderr  # the skipped line was reported once
+    assert "0 stored" in again.stdout
+    missing = d.cli("import", "claude-code", str(d.home / "nowhere"), "--palace", "imported")
+    assert missing.returncode == 5 and "SOURCE_UNREADABLE" in missing.stderr

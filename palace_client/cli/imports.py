@@ -1,30 +1,17 @@
-"""``palace import claude-code``: bringing memories recorded elsewhere into a palace."""
+"""``palace import claude-code``: Claude Code sessions into a palace (registered in the
+``palace import`` group of ``transfer``)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from palace_client.importers.progress import Progress
-
-from .common import (
-    EXIT_ERROR,
-    EXIT_SKIPPED,
-    JsonOpt,
-    PalaceOpt,
-    client,
-    emit,
-    need_palace,
-    op_option,
-)
-
-app = typer.Typer(help="Import memories recorded elsewhere (Claude Code sessions).",
-                  no_args_is_help=True)
+from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, need_palace, op_option
 
 
-@app.command("claude-code")
 def claude_code(
     location: Annotated[Path | None, typer.Argument(
         metavar="[PATH]", show_default=False,
@@ -37,39 +24,29 @@ def claude_code(
 ) -> None:
     """Import Claude Code session transcripts: one drawer per exchange, one wing per project.
 
-    Secrets are redacted and tool output is left out, as the capture hooks do (the same daemon
-    op, so sessions the hooks captured into the palace are not stored twice). Resumable and
-    idempotent: a second run stores nothing. Progress on a terminal, then one summary line
-    (or --json).
-    Exits 9 when malformed transcript lines were skipped (everything else was imported), 1
-    when a transcript could not be read.
+    The daemon reads the transcripts, as the capture hooks have it do (secrets redacted, tool
+    output left out), so sessions the hooks captured into the palace are not stored twice.
+    Resumable and idempotent: a second run stores nothing. Exits 10 when malformed lines (or
+    unreadable transcripts) were skipped.
     """
     from palace_client.importers.claude_code import (
+        REQUEST_TIMEOUT_MS,
         find_transcripts,
         import_transcripts,
         projects_dir,
     )
+    from palace_client.importers.progress import Progress
+    from palace_client.importers.runner import Tally, report
 
     name = need_palace(palace, as_json)
-    progress = Progress()
+    source = location if location is not None else projects_dir()
     with client(as_json) as c:
-        paths = find_transcripts(location if location is not None else projects_dir())
-        progress.update(f"0/{len(paths)} transcripts", force=True)
-
-        def call(op: str, palace_name: str, args: dict[str, object]) -> dict[str, object]:
-            return c.call(op, palace_name, args, timeout_ms=3_600_000)
-
-        try:
-            totals = import_transcripts(
-                call, name, paths, dry_run=dry_run,
-                progress=lambda t, done: progress.update(
-                    f"{done}/{len(paths)} transcripts, {t.exchanges} exchanges, "
-                    f"{t.skipped} malformed lines skipped", force=done == len(paths)))
-        finally:
-            progress.close()
-    emit(totals.to_json(name, dry_run), as_json,
-         lambda _: typer.echo(totals.summary(name, dry_run)))
-    if totals.failed:
-        raise typer.Exit(EXIT_ERROR)
-    if totals.skipped:
-        raise typer.Exit(EXIT_SKIPPED)
+        paths = find_transcripts(source)
+        tally = Tally("claude-code", "transcript", str(source), name, dry_run)
+        with Progress(not as_json and sys.stderr.isatty(), f"claude-code {source}",
+                      "transcript", len(paths)) as bar:
+            import_transcripts(
+                lambda op, p, args: c.call(op, p, args, timeout_ms=REQUEST_TIMEOUT_MS),
+                name, paths, tally, dry_run=dry_run, progress=bar)
+    report(tally, as_json)
+    raise typer.Exit(EXIT_SKIPPED if tally.skipped else EXIT_OK)

@@ -7,23 +7,27 @@ the hooks use, so the drawers are the same (one per exchange, secrets redacted, 
 left out) and a session the hooks already captured into the palace is not stored twice.
 Each transcript is filed under a wing named after its project (the last component of the
 session's working directory, else the project directory's name). Resumable and idempotent:
-a second run stores nothing, an interrupted run goes on where it stopped.
+a second run stores nothing, an interrupted run goes on where it stopped. Unlike the other
+formats (which parse on this side and feed ``runner.run``), the daemon reads the transcripts,
+so this has its own loop; it counts into the runner's ``Tally`` and reports with the
+runner's ``report``.
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from palaced.errors import PalaceError, SourceUnreadable
 
+from .progress import Progress
+from .runner import Problem, Tally
+
 OP = "capture.transcript"
 REQUEST_TIMEOUT_MS = 3_600_000  # one transcript may be long; the daemon caps it (1 hour)
-LISTED_FILES = 100  # files whose skipped lines the JSON report lists
 
 
 def projects_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -60,80 +64,50 @@ def fallback_wing(path: Path) -> str:
     return name or "sessions"
 
 
-@dataclass
-class Totals:
-    """What an import did, summed over its transcripts."""
+def _tally_one(tally: Tally, path: Path, result: Mapping[str, Any]) -> None:
+    """Count one transcript's ``capture.transcript`` answer into ``tally``.
 
-    files: int = 0
-    exchanges: int = 0
-    drawers: int = 0
-    replaced: int = 0
-    redactions: int = 0
-    skipped: int = 0
-    pending: int = 0
-    tags: Counter[str] = field(default_factory=Counter)
-    skipped_lines: dict[str, list[int]] = field(default_factory=dict)
-    failed: list[dict[str, str]] = field(default_factory=list)
-    wings: Counter[str] = field(default_factory=Counter)
-
-    def add(self, path: Path, result: Mapping[str, Any]) -> None:
-        self.files += 1
-        for key in ("exchanges", "drawers", "replaced", "redactions", "skipped"):
-            setattr(self, key, getattr(self, key) + int(result.get(key) or 0))
-        self.pending += bool(result.get("pending"))
-        self.tags.update(result.get("tags") or {})
-        if result.get("wing") and result.get("exchanges"):
-            self.wings[str(result["wing"])] += int(result["exchanges"])
-        if result.get("skipped") and len(self.skipped_lines) < LISTED_FILES:
-            self.skipped_lines[str(path)] = list(result.get("skipped_lines") or [])
-
-    def to_json(self, palace: str, dry_run: bool) -> dict[str, Any]:
-        return {"palace": palace, "dry_run": dry_run, "files": self.files,
-                "exchanges": self.exchanges, "drawers": self.drawers,
-                "replaced": self.replaced, "redactions": self.redactions,
-                "skipped": self.skipped, "skipped_lines": self.skipped_lines,
-                "pending": self.pending, "tags": dict(self.tags), "wings": dict(self.wings),
-                "failed": self.failed}
-
-    def summary(self, palace: str, dry_run: bool) -> str:
-        verb = "would import" if dry_run else "imported"
-        line = (f"{verb} {self.exchanges} exchange(s) from {self.files} transcript(s) into "
-                f"palace {palace} ({self.drawers} new drawer(s), {self.replaced} replaced, "
-                f"{self.redactions} secret(s) redacted")
-        if self.skipped:
-            line += (f", {self.skipped} malformed line(s) skipped in "
-                     f"{len(self.skipped_lines)} file(s)")
-        if self.failed:
-            line += f", {len(self.failed)} transcript(s) failed"
-        return line + ")"
+    ``records`` counts the exchanges written (new or replacing one stored while still open),
+    ``stored`` the new drawers among them, ``removed`` the open ones replaced; each malformed
+    line is a problem (the answer lists the first 100 line numbers, and counts them all).
+    """
+    tally.read += 1
+    tally.records += int(result.get("exchanges") or 0)
+    tally.stored += int(result.get("drawers") or 0)
+    tally.removed += int(result.get("replaced") or 0)
+    tally.redacted += int(result.get("redactions") or 0)
+    lines = [int(n) for n in result.get("skipped_lines") or []]
+    for line in lines:
+        tally.problem(Problem(str(path), line, "malformed transcript line: skipped"))
+    tally.skipped += max(int(result.get("skipped") or 0) - len(lines), 0)
 
 
 Call = Callable[[str, str, dict[str, Any]], dict[str, Any]]
 
 
-def import_transcripts(call: Call, palace: str, paths: list[Path], *, dry_run: bool = False,
-                       progress: Callable[[Totals, int], None] | None = None) -> Totals:
+def import_transcripts(call: Call, palace: str, paths: list[Path], tally: Tally, *,
+                       dry_run: bool = False, progress: Progress | None = None) -> Tally:
     """Capture every transcript of ``paths`` into ``palace`` through ``call(op, palace,
-    args)``; a transcript that fails (unreadable, say) is listed in ``failed``, the others go
-    on.
+    args)``, counting into ``tally``; a transcript that cannot be read is a problem of its own
+    (``line`` None) and the others go on.
 
     Raises:
         PalaceError: an error that is not about one transcript (the daemon unreachable, the
             palace name invalid...): the import stops there, what it stored stays stored.
     """
-    totals = Totals()
-    for done, path in enumerate(paths):
+    started = time.monotonic()
+    for path in paths:
         args: dict[str, Any] = {"path": str(path), "session_id": path.stem, "wait": True,
                                 "project_wing": True, "wing": fallback_wing(path),
                                 "create": not dry_run, "dry_run": dry_run}
         try:
-            totals.add(path, call(OP, palace, args))
-        except SourceUnreadable as exc:
-            totals.failed.append({"path": str(path), "error": exc.name, "message": exc.message})
+            _tally_one(tally, path, call(OP, palace, args))
         except PalaceError as exc:
-            if exc.code // 100 in (1, 2, 4, 6):
+            if exc.code // 100 in (1, 2, 4, 6) and not isinstance(exc, SourceUnreadable):
                 raise  # about the request, the palace or the daemon: every file would fail
-            totals.failed.append({"path": str(path), "error": exc.name, "message": exc.message})
+            tally.problem(Problem(str(path), None, f"{exc.message} [{exc.name}]"))
         if progress is not None:
-            progress(totals, done + 1)
-    return totals
+            progress.advance(f"{tally.records} exchanges, {tally.stored} stored, "
+                             f"{tally.skipped} skipped")
+    tally.elapsed_s = time.monotonic() - started
+    return tally

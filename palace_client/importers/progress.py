@@ -1,46 +1,53 @@
-"""Progress of a long command on a terminal: one line on stderr, rewritten in place.
-
-Off when stderr is not a terminal (a pipe, a log file, a test), so scripts get only the
-command's one-line summary or ``--json`` document on stdout.
-"""
+"""The progress of an import on a terminal: a bar (when the total is known), the units done,
+their rate and what was stored, on stderr. Off the terminal (and with ``--json``) nothing is
+drawn: the summary line says it all at the end."""
 
 from __future__ import annotations
 
-import sys
-import time
-from typing import TextIO
-
-MIN_INTERVAL_S = 0.1  # at most ten redraws a second
+from types import TracebackType
+from typing import Any
 
 
 class Progress:
-    """``update(text)`` redraws the line (throttled); ``close()`` clears it."""
+    """A rich progress bar when ``enabled``, else nothing; a context manager."""
 
-    def __init__(self, stream: TextIO | None = None, *, enabled: bool | None = None) -> None:
-        self._stream = stream if stream is not None else sys.stderr
-        if enabled is None:
-            try:
-                enabled = self._stream.isatty()
-            except (AttributeError, ValueError):
-                enabled = False
-        self.enabled = enabled
-        self._last = 0.0
-        self._width = 0
-
-    def update(self, text: str, *, force: bool = False) -> None:
-        if not self.enabled:
+    def __init__(self, enabled: bool, description: str, unit: str, total: int | None) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+        if not enabled:
             return
-        now = time.monotonic()
-        if not force and now - self._last < MIN_INTERVAL_S:
-            return
-        self._last = now
-        line = text[:119]
-        self._stream.write("\r" + line.ljust(self._width))
-        self._stream.flush()
-        self._width = len(line)
+        # Imported only when drawn: `palace import --json` and pipes never load it.
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+        from rich.progress import Progress as Bar
 
-    def close(self) -> None:
-        if self.enabled and self._width:
-            self._stream.write("\r" + " " * self._width + "\r")
-            self._stream.flush()
-            self._width = 0
+        self._bar = Bar(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn(f"{unit}s"),
+            TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        short = description if len(description) <= 40 else "…" + description[-39:]
+        self._task = self._bar.add_task(short, total=total, rate="", counts="")
+
+    def __enter__(self) -> Progress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def advance(self, counts: str) -> None:
+        """One more unit done; ``counts`` says what happened so far."""
+        if self._bar is None:
+            return
+        task = self._bar.tasks[0]
+        rate = f"{task.speed:.0f}/s" if task.speed else ""
+        self._bar.update(self._task, advance=1, rate=rate, counts=counts)

@@ -70,7 +70,7 @@ async def run_capture(ctx: OpContext, job: CaptureJob) -> Report:
     if job.dry_run and not ctx.registry.exists(job.palace):
         return await ingest(None, job, limit)
     if job.create:
-        palace = await ctx.registry.create(job.palace, exist_ok=True)
+        palace, _ = await ctx.registry.create(job.palace, exist_ok=True)
     else:
         palace = await ctx.registry.get(job.palace)
     palace.in_flight += 1

@@ -2,8 +2,12 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``. v3: ``captures``, how far each
-captured transcript was stored (``store/captures.py``).
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
+(one row per imported file or conversation: its importer, key and content hash) and
+``source_drawers`` (which drawers each source filed), so re-running an import replaces what
+changed and nothing else. v4: ``vectors_next``, the vectors
+of the model a palace is being re-embedded for (``store/reembed.py``). v5: ``captures``, how
+far each captured transcript was stored (``store/captures.py``).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -138,6 +142,39 @@ GRAPH_DDL: list[str] = [
 ]
 
 
+# v3, the import ledger (palace import markdown/chatgpt/...): a drawer may be claimed by several
+# sources (the same section in two files); it is deleted only when no source claims it.
+SOURCES_DDL: list[str] = [
+    """CREATE TABLE sources(
+        id INTEGER PRIMARY KEY,
+        importer TEXT NOT NULL,
+        key TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        imported_ms INTEGER NOT NULL,
+        UNIQUE (importer, key)
+    ) STRICT""",
+    """CREATE TABLE source_drawers(
+        source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (source_id, drawer_id)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX source_drawers_drawer ON source_drawers(drawer_id)",
+]
+
+
+# v4: a model switch builds the new model's vectors here while ``vectors`` keeps serving the
+# old model's; one transaction then replaces them (``store/reembed.py``).
+REEMBED_DDL: list[str] = [
+    """CREATE TABLE vectors_next(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_next_drawer ON vectors_next(drawer_id)",
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -147,7 +184,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(CAPTURES_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
+    _sql_step(CAPTURES_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
