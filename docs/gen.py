@@ -127,9 +127,13 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                                "(reads, idempotent writes) or `OUTCOME_UNKNOWN` (other writes)."),
     "PALACE_DEBUG": ("`palace` CLI", "When set, an unexpected exception (a bug) shows its "
                      "traceback instead of a one-line `CLIENT_ERROR`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
-                           "names the default palace (else the MCP client's first root, else "
-                           "the current directory)."),
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`, `palace hook capture`",
+                           "Project directory whose git root names the default palace (else "
+                           "the MCP client's first root, or the hook input's `cwd`, else the "
+                           "current directory)."),
+    "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
+                          "directory; its `projects/` holds the session transcripts imported "
+                          "by default (default `~/.claude`)."),
     "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
                         "looked for on Linux, and where the systemd user units are written "
                         "(`systemd/user/`; default `~/.config`). `palace service install` also "

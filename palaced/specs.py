@@ -295,6 +295,24 @@ _ALL: tuple[OpSpec, ...] = (
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER,
         doc="Write a summary drawer and mark its sources consolidated into it."),
+    # capture
+    OpSpec("capture.transcript", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the Claude Code transcript (JSONL) to read"),
+        "session_id": Arg("str", max_len=MAX_FIELD_CHARS,
+                          help="the session's id: keys its capture state (default: the path)"),
+        "wing": Arg("str", default="sessions", max_len=MAX_FIELD_CHARS,
+                    help="wing of the captured exchanges"),
+        "project_wing": Arg("bool", default=False,
+                            help="file under a wing named after the session's project instead"),
+        "create": Arg("bool", default=False, help="create the palace when it does not exist"),
+        "wait": Arg("bool", default=False,
+                    help="capture now and return the counts (default: queue and return)"),
+        "dry_run": Arg("bool", default=False,
+                       help="count what would be captured, store nothing (implies wait)"),
+    }, palace=_R, retry=SAFE,
+        doc="Capture what is new in a Claude Code transcript: one drawer per exchange, secrets "
+            "redacted, tool output left out; queued unless `wait` (then the counts)."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),

@@ -192,6 +192,7 @@ CLI_OPS: dict[str, str] = {
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
     "memoir unlink": "memoir.unlink",
+    "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
@@ -204,12 +205,14 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
                "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
-# writes.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file"}
+# writes; "location": `import claude-code` expands a file or directory into transcripts.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
-CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
+CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
+                 ("hook capture", "path"),  # the hook input on stdin
+                 ("import claude-code", "path")}  # each transcript found under PATH
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
 
@@ -293,6 +296,7 @@ CLIENT_OPS: dict[str, str] = {
     "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
     "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
     "memoir_unlink": "memoir.unlink",
+    "capture_transcript": "capture.transcript",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's

@@ -49,6 +49,8 @@ from . import (
     backups,
     daemon,
     doctor,
+    hooks,
+    imports,
     knowledge,
     memoirs,
     memory,
@@ -95,6 +97,8 @@ app.add_typer(memoirs.app, name="memoir")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
+transfer.imports.command("claude-code")(imports.claude_code)
+app.add_typer(hooks.app, name="hook")
 
 
 def main() -> None:

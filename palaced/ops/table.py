@@ -16,6 +16,7 @@ from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
 from palaced.layout import validate_name
 from palaced.ops import (
+    capture,
     daemon_ops,
     drawers,
     graph,
@@ -112,6 +113,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("source.list", transfer.op_source_list),
     ("source.sync", transfer.op_source_sync),
     ("source.drop", transfer.op_source_drop),
+    ("capture.transcript", capture.op_capture_transcript),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)

@@ -9,7 +9,8 @@ changed and nothing else. v4: ``vectors_next``, the vectors
 of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
 concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
 the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
-concept cites) and typed ``concept_links``.
+concept cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was
+stored (``store/captures.py``).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -25,6 +26,7 @@ import apsw
 
 from palaced.errors import SchemaTooNew, StorageError
 
+from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
 
 V1: Sequence[str] = (
@@ -280,7 +282,7 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
-    _sql_step(MEMOIR_DDL)]
+    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
