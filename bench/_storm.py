@@ -210,8 +210,8 @@ def kill(daemon: PrivateDaemon, rep: Report) -> None:
 
 
 def reembed_phase(daemon: PrivateDaemon, ctl: Client, rep: Report, rnd: random.Random) -> None:
-    """``palace reembed`` killed at a random moment while it runs (its vectors are dropped
-    first, then embedded again: the kill lands once some are missing)."""
+    """``palace reembed`` killed at a random moment while it runs: once its progress shows (the
+    new vectors are built beside the old ones, which keep serving) or vectors are missing."""
     cli = subprocess.Popen([sys.executable, "-m", "palace_client", "reembed", "--palace",
                             PALACE, "--json"], env=daemon.env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -221,10 +221,11 @@ def reembed_phase(daemon: PrivateDaemon, ctl: Client, rep: Report, rnd: random.R
         while cli.poll() is None and time.monotonic() < deadline:
             info = watch.palace_info(PALACE)
             missing = info["drawers"] - info["vectors"]
-            if missing:
+            moving = info.get("reembedding") or {}
+            if missing or moving.get("done", 0) > 0:
                 break
             time.sleep(0.02)
-    time.sleep(rnd.uniform(0.0, 0.3))
+    time.sleep(rnd.uniform(0.0, 0.05))  # a batch of 64 takes longer: the kill lands inside
     done = cli.poll() is not None
     kill(daemon, rep)
     out, err = cli.communicate(timeout=SETTLE_LIMIT_S)

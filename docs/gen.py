@@ -135,9 +135,13 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                                "(reads, idempotent writes) or `OUTCOME_UNKNOWN` (other writes)."),
     "PALACE_DEBUG": ("`palace` CLI", "When set, an unexpected exception (a bug) shows its "
                      "traceback instead of a one-line `CLIENT_ERROR`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
-                           "names the default palace (else the MCP client's first root, else "
-                           "the current directory)."),
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`, `palace hook capture`",
+                           "Project directory whose git root names the default palace (else "
+                           "the MCP client's first root, or the hook input's `cwd`, else the "
+                           "current directory)."),
+    "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
+                          "directory; its `projects/` holds the session transcripts imported "
+                          "by default (default `~/.claude`)."),
     "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
                         "looked for on Linux, and where the systemd user units are written "
                         "(`systemd/user/`; default `~/.config`). `palace service install` also "
@@ -179,6 +183,11 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/multihop.py", "HOP_WEIGHT",
+     "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
+     "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
+     ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
+     "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
     ("palaced/fusion.py", "DEFAULT_ACCESS_WEIGHT",
      "Share of the score range a drawer gains from use (full at 20 recalls). "
      "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .401/.730/.823: 0.05 organic use "

@@ -32,11 +32,12 @@ from .connection import (
     outcome_unknown,
 )
 from .lifecycle import Lifecycle
+from .memoirs import MemoirMethods
 from .payloads import drawer_args
 from .transfer import Transfers
 
 
-class Client(Transfers, Maintenance, Lifecycle):
+class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -49,8 +50,9 @@ class Client(Transfers, Maintenance, Lifecycle):
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
-    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, editing
-    and upkeep (update, decay, prune, consolidate, health) from ``lifecycle.Lifecycle``.
+    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, memoirs from
+    ``memoirs.MemoirMethods``, editing and upkeep (update, decay, prune, consolidate, health)
+    from ``lifecycle.Lifecycle``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,

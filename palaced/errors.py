@@ -195,6 +195,41 @@ class InvalidContent(ContentError):
     name = "INVALID_CONTENT"
 
 
+class MemoirNotFound(ContentError):
+    """No memoir of that name exists in the palace."""
+
+    code = 304
+    name = "MEMOIR_NOT_FOUND"
+
+
+class ConceptNotFound(ContentError):
+    """No concept of that name exists in the memoir."""
+
+    code = 305
+    name = "CONCEPT_NOT_FOUND"
+
+
+class MemoirExists(ContentError):
+    """A memoir of that name already exists in the palace."""
+
+    code = 306
+    name = "MEMOIR_EXISTS"
+
+
+class ConceptExists(ContentError):
+    """The memoir already has a concept of that name with another definition; refine it."""
+
+    code = 307
+    name = "CONCEPT_EXISTS"
+
+
+class SourceUnreadable(ContentError):
+    """A file the daemon was asked to read is missing, not a regular file, or not readable."""
+
+    code = 308
+    name = "SOURCE_UNREADABLE"
+
+
 # 4xx load / time
 class LoadError(PalaceError):
     """The daemon cannot serve the request right now."""

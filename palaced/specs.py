@@ -1,7 +1,8 @@
 """Op specs: every op's name, arguments (types, bounds, defaults), palace need and retry class.
 
-Leaf module (stdlib + the wire leaves ``args``, ``errors`` and ``vocab``), importable by thin
-clients: this is the one definition of what each op accepts. The daemon validates requests
+Leaf module (stdlib + the wire leaves ``args``, ``errors``, ``vocab``, ``opspec`` (what a spec
+is) and ``memoir_specs`` (the memoir ops)), importable by thin clients: this is the one
+definition of what each op accepts. The daemon validates requests
 with ``args.decode_args`` against :data:`SPECS` before any handler runs (bad input is refused
 with INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
 options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
@@ -39,15 +40,17 @@ resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise `
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
 from palaced.errors import MemoryNotFound, PalaceNotFound
 from palaced.export_format import MAX_KEY_CHARS
+from palaced.memoir_specs import MEMOIR_SPECS
+from palaced.opspec import NEVER as NEVER
+from palaced.opspec import SAFE as SAFE
+from palaced.opspec import OpSpec as OpSpec
+from palaced.opspec import Retry as Retry
+from palaced.opspec import RetryRule as RetryRule
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
@@ -61,60 +64,14 @@ from palaced.vocab import (
     MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
     MAX_PREDICATE_CHARS,
+    MAX_QUERY_CHARS,
     MAX_VALUE_CHARS,
     STALE_DAYS,
 )
 
-
-# -- retry classes (see the module docstring) -------------------------------------------------
-class Retry(enum.Enum):
-    """How a client may resend an op whose reply was lost."""
-
-    SAFE = "safe"
-    CONVERGE = "converge"
-    NEVER = "never"
-
-
-DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
-
-    kind: Retry
-    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
-    done_code: int | None = None
-    # ... and the result reported then, from the request's palace and args.
-    done_result: DoneResult | None = None
-    # CONVERGE: args merged into the resent request.
-    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-
-SAFE = RetryRule(Retry.SAFE)
-NEVER = RetryRule(Retry.NEVER)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
-
-    ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
-    op after a lost reply (no default: every op must decide).
-    """
-
-    name: str
-    args: Mapping[str, Arg] = field(default_factory=dict)
-    palace: str = "none"  # "none" | "required" | "optional" (none: every palace)
-    doc: str = ""
-    read_only: bool = False
-    retry: RetryRule = field(kw_only=True)
-
-
 # -- the specs --------------------------------------------------------------------------------
 MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
 MAX_CONSOLIDATE_IDS = 10_000
-MAX_QUERY_CHARS = 10_000
 MAX_BUDGET = 200_000
 MAX_TOP_K = 1_000
 
@@ -352,6 +309,24 @@ _ALL: tuple[OpSpec, ...] = (
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER,
         doc="Write a summary drawer and mark its sources consolidated into it."),
+    # capture
+    OpSpec("capture.transcript", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the Claude Code transcript (JSONL) to read"),
+        "session_id": Arg("str", max_len=MAX_FIELD_CHARS,
+                          help="the session's id: keys its capture state (default: the path)"),
+        "wing": Arg("str", default="sessions", max_len=MAX_FIELD_CHARS,
+                    help="wing of the captured exchanges"),
+        "project_wing": Arg("bool", default=False,
+                            help="file under a wing named after the session's project instead"),
+        "create": Arg("bool", default=False, help="create the palace when it does not exist"),
+        "wait": Arg("bool", default=False,
+                    help="capture now and return the counts (default: queue and return)"),
+        "dry_run": Arg("bool", default=False,
+                       help="count what would be captured, store nothing (implies wait)"),
+    }, palace=_R, retry=SAFE,
+        doc="Capture what is new in a Claude Code transcript: one drawer per exchange, secrets "
+            "redacted, tool output left out; queued unless `wait` (then the counts)."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),
@@ -359,7 +334,7 @@ _ALL: tuple[OpSpec, ...] = (
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Per-room stale drawers, duplicate candidates and consolidation hints."),
 )
-SPECS: dict[str, OpSpec] = {spec.name: spec for spec in _ALL}
+SPECS: dict[str, OpSpec] = {spec.name: spec for spec in (*_ALL, *MEMOIR_SPECS)}
 
 
 def retry_rule(op: str) -> RetryRule:

@@ -12,7 +12,8 @@ it, ``palaced.reembed``) drawers are stored without vectors and embedded later.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -84,8 +85,32 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     }
 
 
-async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool
-                       ) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class TxHooks:
+    """Work that must commit in the same transaction as a batch of drawers.
+
+    ``before(conn)`` runs first and returns the vector ids of drawers it deleted (dropped from
+    the index after the commit); ``after(conn, outcomes)`` runs last, with each item's
+    ``{id, created, ...}``. A capture uses them to replace the drawer of an exchange that
+    grew and to advance its transcript offset together with the drawers it covers.
+    """
+
+    before: Callable[[apsw.Connection], list[int]] | None = None
+    after: Callable[[apsw.Connection, list[dict[str, Any]]], None] | None = None
+
+
+async def remember_captured(palace: Palace, items: Sequence[drawers.NewDrawer],
+                            hooks: TxHooks) -> list[dict[str, Any]]:
+    """Store ``items`` (no near-duplicate merging) and run ``hooks``, all in one transaction.
+
+    Raises:
+        StorageError: SQLite failed (nothing of the batch is stored).
+    """
+    return await _insert_many(palace, items, dedup=False, hooks=hooks)
+
+
+async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool,
+                       hooks: TxHooks | None = None) -> list[dict[str, Any]]:
     emb = palace.vector_embedder()
     hashes = [it.content_hash for it in items]
     known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
@@ -99,7 +124,7 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
     vectors = await _embed(palace, emb, flat) if (emb is not None and flat) else None
     identity = emb.identity if emb is not None else None
     outcomes = await palace.write(
-        lambda: _insert_sync(palace, items, chunk_lists, vectors, identity, dedup))
+        lambda: _insert_sync(palace, items, chunk_lists, vectors, identity, dedup, hooks))
     if emb is None:
         palace.maybe_pending = True
     return outcomes
@@ -107,7 +132,8 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
 
 def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                  chunk_lists: list[list[str]], vectors: np.ndarray | None,
-                 identity: str | None, dedup: bool) -> list[dict[str, Any]]:
+                 identity: str | None, dedup: bool, hooks: TxHooks | None = None
+                 ) -> list[dict[str, Any]]:
     """The write half of remember: runs in a worker thread under ``write_lock``."""
     # The palace may have switched models (palaced.reembed) while we embedded.
     if identity is not None and identity != palace.embedder_identity:
@@ -115,8 +141,11 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
     ts = now_ms()
     outcomes: list[dict[str, Any]] = []
     added: list[tuple[int, list[int], np.ndarray]] = []
+    removed: list[int] = []
 
     def tx(c: apsw.Connection) -> None:
+        if hooks is not None and hooks.before is not None:
+            removed.extend(hooks.before(c))
         offset = 0
         for it, chunks in zip(items, chunk_lists, strict=True):
             vecs = vectors[offset:offset + len(chunks)] if vectors is not None else None
@@ -138,10 +167,14 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 drawers.supersede(c, it.supersedes, did, ts)
             outcomes.append({"id": did, "created": created, "deduplicated": False,
                              "embedded": identity is not None})
+        if hooks is not None and hooks.after is not None:
+            hooks.after(c, outcomes)
 
     palace.store.write(tx)
     if palace.index is not None:
         try:
+            if removed:
+                palace.index.remove(removed)
             for did, vids, vecs in added:
                 palace.index.add(did, vids, vecs)
         except Exception:

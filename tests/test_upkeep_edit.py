@@ -174,7 +174,7 @@ def test_mcp_upkeep_tool(tuned: DaemonProc) -> None:
         for n in (1, 2):
             assert "upkeep" not in b.ok("remember", text=f"Sprint {n} goal met", room="sprints")
         hinted = b.ok("remember", text="Sprint 3 goal met", room="sprints")
-        assert "upkeep action='consolidate' room=\"sprints\"" in hinted
+        assert "upkeep action='consolidate' room=\"sprints\" summary=" in hinted
         did = int(hinted.split("#")[1].split(" ")[0])
         text = b.ok("upkeep", action="update", id=did, text="Sprint 3 goal missed",
                     importance=0.8)
@@ -187,12 +187,15 @@ def test_mcp_upkeep_tool(tuned: DaemonProc) -> None:
         err, text = b.call("upkeep", action="health", id=did)
         assert err and "does not take id" in text
         err, text = b.call("upkeep", action="update", id=did)
-        assert err and "a field to change" in text
+        assert err and "nothing to update" in text
+        err, text = b.call("upkeep", action="consolidate", room="sprints", text="a summary")
+        assert err and "does not take text" in text and "summary" in text
         err, text = b.call("upkeep", action="prune")
         assert err and "INVALID_ARGS" in text
         health = b.ok("upkeep", action="health")
         assert health.startswith(f"Health of palace '{p}'") and "[general/sprints]" in health
-        done = b.ok("upkeep", action="consolidate", room="sprints", text="Sprints 1-3 reviewed")
+        done = b.ok("upkeep", action="consolidate", room="sprints",
+                    summary="Sprints 1-3 reviewed")
         assert "consolidates 3 drawer(s)" in done
         assert "Nothing to tidy" in b.ok("upkeep", action="health")
     finally:

@@ -10,7 +10,7 @@ code  meaning
 1     other error
 2     usage error (bad flags, or a value outside the option's range)
 3     daemon unreachable (not running and could not be started)
-4     not found (palace, drawer, fact)
+4     not found (palace, drawer, fact, memoir, concept)
 5     invalid input (bad arguments, bad palace name, text too large)
 6     already exists
 7     busy / timed out / shutting down (retry)
@@ -21,9 +21,10 @@ code  meaning
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``model`` (``palace model``), ``upkeep``, ``doctor``, ``backups``, ``transfer`` (``palace
-export``, ``palace import``) and ``daemon``; ``common`` holds what they share. ``palace mcp``
-and ``palace init`` come from ``palace_client.mcp.command`` and
+``model`` (``palace model``), ``memoirs`` (``palace memoir``), ``upkeep``, ``doctor``,
+``backups``, ``transfer`` (``palace export``, ``palace import``) and ``daemon``; ``common``
+holds what they share. ``palace mcp`` and ``palace init`` come from
+``palace_client.mcp.command`` and
 ``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
 ``palace_client.service.command``.
 
@@ -44,7 +45,20 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import backups, daemon, doctor, knowledge, memory, model, palaces, transfer, upkeep
+from . import (
+    backups,
+    daemon,
+    doctor,
+    hooks,
+    imports,
+    knowledge,
+    memoirs,
+    memory,
+    model,
+    palaces,
+    transfer,
+    upkeep,
+)
 
 app = typer.Typer(
     add_completion=True,
@@ -79,9 +93,12 @@ for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, b
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
 app.add_typer(model.app, name="model")
+app.add_typer(memoirs.app, name="memoir")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
+transfer.imports.command("claude-code")(imports.claude_code)
+app.add_typer(hooks.app, name="hook")
 
 
 def main() -> None:

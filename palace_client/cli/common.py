@@ -159,9 +159,10 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_UNREACHABLE
     if isinstance(exc, E.UsageError):
         return EXIT_USAGE
-    if isinstance(exc, E.PalaceNotFound | E.MemoryNotFound | E.FactNotFound):
+    if isinstance(exc, E.PalaceNotFound | E.MemoryNotFound | E.FactNotFound
+                  | E.MemoirNotFound | E.ConceptNotFound):
         return EXIT_NOT_FOUND
-    if isinstance(exc, E.PalaceExists):
+    if isinstance(exc, E.PalaceExists | E.MemoirExists | E.ConceptExists):
         return EXIT_EXISTS
     if isinstance(exc, E.EmbedderMismatch):
         return EXIT_MISMATCH

@@ -1,5 +1,4 @@
-"""MCP tool results: the ``CallToolResult`` shape, the wording of errors for an agent, and
-long drawers cut for a listing."""
+"""MCP tool results: the ``CallToolResult`` shape and the wording of errors for an agent."""
 
 from __future__ import annotations
 
@@ -7,7 +6,6 @@ import json
 import re
 from typing import Any
 
-from palace_client.render import excerpt
 from palaced.errors import DaemonUnreachable, InternalError, PalaceError
 
 from .schema import ToolArgumentError
@@ -58,19 +56,3 @@ _ERROR_HINTS = {
     "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query (history=true "
                       "for closed ones).",
 }
-
-
-LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
-
-
-def cut_listed(drawer: dict[str, Any]) -> dict[str, Any]:
-    """``drawer`` with a long text cut to its start and marked as an excerpt (``get`` has all).
-
-    A listing is for finding drawers; a 200k-character text printed whole would fill the
-    agent's context with one memory.
-    """
-    text = str(drawer.get("text", ""))
-    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
-    if start is None:
-        return drawer
-    return {**drawer, "text": start, "excerpt": True, "chars": len(text)}

@@ -97,10 +97,31 @@ def _narrow(schema: dict[str, Any], narrow: Mapping[str, Any], where: str) -> No
         schema[key] = list(value) if key == "enum" else value
 
 
+# Checked by ``check_arguments`` (and the daemon) but left out of ``tools/list``: every token
+# of it is paid in every agent session, and these limits (200-character labels, 10,000-
+# character queries, 64 tags...) are far beyond what a call needs, so they only cost tokens
+# (151 of them over the nine tools, measured with cl100k). So are defaults that say "nothing":
+# false, "" and [] (an absent flag is off, an absent list empty).
+UNPUBLISHED = frozenset({"maxLength", "maxItems"})
+_EMPTY_DEFAULTS: tuple[Any, ...] = (False, "", [])
+
+
+def published(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` (a property's) as ``tools/list`` shows it (see ``UNPUBLISHED``), a copy."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in UNPUBLISHED or (key == "default" and any(
+                value == e and type(value) is type(e) for e in _EMPTY_DEFAULTS)):
+            continue
+        out[key] = published(value) if isinstance(value, Mapping) else json.loads(
+            json.dumps(value))
+    return out
+
+
 @dataclass(frozen=True)
 class Param:
-    """A tool property that is an argument of an op (the tool's, or ``op``): description and
-    narrowing."""
+    """A tool property that is an argument of an op: description, narrowing, and the op
+    (None: the tool's own ``op``)."""
 
     description: str = ""
     kind: str | None = None
@@ -110,8 +131,8 @@ class Param:
 
 def param(description: str = "", *, kind: str | None = None, op: str | None = None,
           **narrow: Any) -> Param:
-    """Declare a tool property as the argument of the same name of the tool's op, or of
-    ``op`` (a tool whose ``action`` picks among ops; see ``op_property``)."""
+    """Declare a tool property as the argument of the same name of ``op`` (default: the
+    tool's op; see ``op_property``)."""
     return Param(description, kind, narrow, op)
 
 
@@ -121,17 +142,21 @@ class ToolSpec:
 
     No ``title``: clients show the name, and the model never sees a title.
 
-    ``params`` are arguments of ``op`` (the daemon op the tool runs; a param may name
-    another op), their schemas derived from its spec; ``extra`` are hand-written properties
-    only the tool knows (how it runs its op: ``recall``'s ``scope``, ``kg_query``'s
-    ``history``, ``upkeep``'s ``action``). Required are the tool op's required arguments
-    among ``params``, then ``extra_required``.
+    ``params`` are arguments of ``op`` (the daemon op the tool runs), their schemas derived
+    from its spec; ``extra`` are hand-written properties only the tool knows (how it runs
+    its op: ``recall``'s ``scope``, ``kg_query``'s ``history``).
+    Required are the op's required arguments among ``params``, then ``extra_required``.
+
+    A tool with ``actions`` runs one of several ops, chosen by its ``action`` property
+    (``memoir``): it has no ``op``, each param names the op it comes from, and only
+    ``extra_required`` is required by the schema (``action_args`` checks each action's own).
     """
 
     name: str
     description: str
     op: str | None = None
     params: Mapping[str, Param] = field(default_factory=dict)
+    actions: Mapping[str, str] = field(default_factory=dict)  # action -> op
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     extra_required: tuple[str, ...] = ()
     read_only: bool = False
@@ -140,33 +165,36 @@ class ToolSpec:
 
     @cached_property
     def properties(self) -> dict[str, dict[str, Any]]:
-        """Every property's JSON Schema, derived ones first.
+        """Every property's JSON Schema: required tool-only ones (``action``) first, then the
+        derived ones, then the other tool-only ones.
 
         Raises:
             KeyError, ValueError: a param that its op does not accept (see ``op_property``).
         """
-        props: dict[str, dict[str, Any]] = {}
+        props: dict[str, dict[str, Any]] = {
+            key: dict(self.extra[key]) for key in self.extra_required if key in self.extra}
         for key, p in self.params.items():
             op = p.op or self.op
             if op is None:
                 raise KeyError(f"tool {self.name}: param {key!r} needs an op")
             props[key] = op_property(op, key, p.description, kind=p.kind, **p.narrow)
-        props.update((key, dict(schema)) for key, schema in self.extra.items())
+        props.update((key, dict(schema)) for key, schema in self.extra.items() if key not in props)
         return props
 
     @cached_property
     def required(self) -> tuple[str, ...]:
         """The properties a call must give."""
         args = SPECS[self.op].args if self.op is not None else {}
-        own = (k for k, p in self.params.items() if p.op is None and args[k].required)
-        return (*own, *self.extra_required)
+        return (*(k for k in self.params if k in args and args[k].required),
+                *self.extra_required)
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        """The tool's JSON Schema: an object of ``properties``, nothing else allowed."""
+        """The tool's JSON Schema as ``tools/list`` publishes it: an object of
+        ``properties``, nothing else allowed, each without its ``UNPUBLISHED`` keywords."""
         schema: dict[str, Any] = {
             "type": "object",
-            "properties": {k: json.loads(json.dumps(v)) for k, v in self.properties.items()},
+            "properties": {k: published(v) for k, v in self.properties.items()},
             "additionalProperties": False,
         }
         if self.required:
@@ -177,11 +205,10 @@ class ToolSpec:
         """The tool as a ``tools/list`` entry.
 
         Only the hints that differ from MCP's defaults are sent (readOnlyHint false,
-        destructiveHint true, idempotentHint false, openWorldHint true; the last three mean
-        something only for a tool that writes), and the schema leaves out what the bridge
-        enforces anyway (``UNPUBLISHED``): every token of ``tools/list`` is paid in every
-        session, no agent writes a 200-character room name, and models call with the
-        properties listed. ``check_arguments`` still enforces all of it.
+        destructiveHint true, idempotentHint false; the last two mean something only for a
+        tool that writes): every token of ``tools/list`` is paid in every session. For the
+        same reason ``openWorldHint: false`` (true of every palace tool: nothing leaves the
+        machine) is left out: it cost 54 tokens over the nine tools and no client acts on it.
         """
         hints: dict[str, bool] = {}
         if self.read_only:
@@ -191,20 +218,8 @@ class ToolSpec:
                 hints["destructiveHint"] = False
             if self.idempotent:
                 hints["idempotentHint"] = True
-        hints["openWorldHint"] = False
         return {"name": self.name, "description": self.description,
-                "inputSchema": published(self.input_schema), "annotations": hints}
-
-
-# Length and count limits and the ban of unknown properties: enforced on every call by
-# check_arguments (then the daemon), not worth their ~180 tokens in every tools/list.
-UNPUBLISHED = frozenset({"maxLength", "maxItems", "additionalProperties"})
-
-
-def published(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """``schema`` without the ``UNPUBLISHED`` keywords, at any depth."""
-    return {k: published(v) if isinstance(v, Mapping) else v
-            for k, v in schema.items() if k not in UNPUBLISHED}
+                "inputSchema": self.input_schema, "annotations": hints}
 
 
 # -- argument sanity ----------------------------------------------------------------------------
@@ -305,3 +320,25 @@ def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
     if missing:
         raise ToolArgumentError(f"missing required argument(s): {', '.join(missing)}")
     return out
+
+
+def action_args(spec: ToolSpec, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The op that ``arguments["action"]`` picks in ``spec.actions``, and the arguments it
+    takes (``action`` removed), checked against that op's spec.
+
+    Raises:
+        ToolArgumentError: an argument the action does not take, or one it needs is missing.
+    """
+    args = dict(arguments)
+    action = str(args.pop("action"))
+    op = spec.actions[action]
+    accepted = SPECS[op].args
+    foreign = [k for k in args if k not in accepted]
+    if foreign:
+        takes = ", ".join(k for k in spec.params if k in accepted) or "nothing else"
+        raise ToolArgumentError(f"action '{action}' does not take {', '.join(foreign)}; "
+                                f"it takes {takes}")
+    missing = [k for k, a in accepted.items() if a.required and k not in args]
+    if missing:
+        raise ToolArgumentError(f"action '{action}' needs {', '.join(missing)}")
+    return op, args

@@ -1,12 +1,12 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
-``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline``, and
-``upkeep``'s ``action`` picks ``memory.update``, ``memory.consolidate`` or ``memory.health``
-(``upkeep_tool``). Results are
-rendered as plain text for an agent (``palace_client.render``); failures become ``isError``
-results the agent can act on (``results``), never protocol errors. The tools' names,
-descriptions and schemas live in ``tools``.
+``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
+``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
+(``memoir_tool``, ``upkeep_tool``).
+Results are rendered as plain text for an agent (``palace_client.render``); failures become
+``isError`` results the agent can act on (``results``), never protocol errors. The tools'
+names, descriptions and schemas live in ``tools``.
 """
 
 from __future__ import annotations
@@ -16,21 +16,24 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palace_client.render import (
+    excerpt,
     format_time,
     nothing_relevant,
     render_fact,
     render_facts,
     render_items,
+    render_neighbours,
     render_sections,
 )
 from palaced.errors import PalaceError, ShuttingDown
 from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
-from . import upkeep_tool
-from .results import cut_listed, render_error, text_result
+from .memoir_tool import run_memoir
+from .results import render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
+from .upkeep_tool import consolidation_hint, run_upkeep
 
 NUDGE_AFTER = 10
 NUDGE_TEXT = (
@@ -78,9 +81,11 @@ class Toolbox:
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
-            "forget": self._forget, "upkeep": self._upkeep, "list_drawers": self._list_drawers,
+            "forget": self._forget, "list_drawers": self._list_drawers,
+            "upkeep": lambda args: run_upkeep(self._op, self.palace, args),
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
-            "kg_invalidate": self._kg_invalidate, "kg_neighbors": self._kg_neighbors,
+            "kg_invalidate": self._kg_invalidate,
+            "memoir": lambda args: run_memoir(self._op, self.palace, args, self.compact),
         }
 
     @property
@@ -164,9 +169,8 @@ class Toolbox:
             payload.setdefault("dedup", False)
         result = self._op("memory.remember", self.palace, payload)
         text = self._remembered(args, result, old)
-        if result.get("consolidate"):
-            text += "\n" + upkeep_tool.consolidation_hint(result["consolidate"])
-        return text
+        hint = result.get("consolidate")
+        return text if not hint else f"{text}\n{consolidation_hint(hint)}"
 
     def _remembered(self, args: dict[str, Any], result: Mapping[str, Any], old: Any) -> str:
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
@@ -278,10 +282,6 @@ class Toolbox:
         self._op("memory.forget", self.palace, args)
         return f"Forgot drawer #{args['id']} in palace '{self.palace}'."
 
-    def _upkeep(self, args: dict[str, Any]) -> str:
-        action, op, op_args = upkeep_tool.request(args)
-        return upkeep_tool.render(action, self._op(op, self.palace, op_args), self.palace)
-
     def _list_drawers(self, args: dict[str, Any]) -> str:
         result = self._op("memory.list", self.palace, args)
         drawers = list(result.get("drawers") or [])
@@ -293,7 +293,7 @@ class Toolbox:
                  f"'{self.palace}', newest first"]
         if not self.compact:
             lines.append("")
-        lines.extend(render_items([cut_listed(d) for d in drawers], self.compact))
+        lines.extend(render_items([_cut(d) for d in drawers], self.compact))
         if result.get("next_offset") is not None:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
@@ -324,7 +324,15 @@ class Toolbox:
         return head + sep + "\n".join(render_facts(facts, self.compact))
 
     def _kg_query(self, args: dict[str, Any]) -> str:
-        if args.pop("history", False):
+        history = args.pop("history", False)
+        if args.get("depth") is not None:
+            if history:
+                raise ToolArgumentError("give either depth or history=true, not both")
+            return self._kg_neighbors({"entity": args.pop("subject"), **args})
+        if args.get("relation") is not None:
+            raise ToolArgumentError("relation filters the walk of depth: give depth too")
+        args.pop("relation", None)
+        if history:
             if args.get("as_of") is not None:
                 raise ToolArgumentError("give either as_of or history=true, not both")
             return self._kg_history(args)
@@ -359,33 +367,25 @@ class Toolbox:
         entity = str(args["entity"])
         if result.get("entity") is None:
             return self._unknown_entity(entity)
-        name = str(result["entity"].get("name") or entity)
-        depth = int(args.get("depth", 1))
-        via = f" via {args['relation']}" if args.get("relation") else ""
-        by_distance: dict[int, list[str]] = {}
-        for node in result.get("nodes") or []:
-            if node.get("distance"):
-                by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
-        edges = list(result.get("edges") or [])
-        head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace "
-                f"'{self.palace}': {sum(map(len, by_distance.values()))} entities, "
-                f"{len(edges)} facts")
-        if not by_distance:
-            return f"{head}. Nothing is linked to it yet; relate it with kg_assert."
-        lines = [head]
-        if not self.compact:
-            lines.append("")
-        for dist in sorted(by_distance):
-            label = f"{dist} hop{'s' if dist > 1 else ''}"
-            names = ", ".join(by_distance[dist])
-            lines.append(f"{label}: {names}" if self.compact else f"- {label}: {names}")
-        lines.append("Facts:" if self.compact else "\nFacts:")
-        lines.extend(render_facts(edges, self.compact))
-        if result.get("truncated"):
-            lines.append("(cut short at the node limit; narrow with relation or a smaller "
-                         "depth)")
-        return "\n".join(lines)
+        return "\n".join(render_neighbours(result, self.palace, int(args.get("depth", 1)),
+                                           args.get("relation"), self.compact))
 
     def _unknown_entity(self, name: str) -> str:
         return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "
                 "(record facts about it with kg_assert).")
+
+
+LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
+
+
+def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
+    """``drawer`` with a long text cut to its start and marked as an excerpt (``get`` has all).
+
+    A listing is for finding drawers; a 200k-character text printed whole would fill the
+    agent's context with one memory.
+    """
+    text = str(drawer.get("text", ""))
+    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
+    if start is None:
+        return drawer
+    return {**drawer, "text": start, "excerpt": True, "chars": len(text)}

@@ -1,61 +1,37 @@
-"""The MCP ``upkeep`` tool: one tool whose ``action`` picks the op, and its results' wording.
+"""The MCP ``upkeep`` tool: one tool whose ``action`` picks the op it runs, and its wording.
 
 ``update`` runs ``memory.update`` (``id`` and the fields to change), ``consolidate`` runs
-``memory.consolidate`` (``room``, optional ``wing``, the summary as ``text``) and ``health``
-runs ``memory.health``. One tool instead of three keeps ``tools/list`` short (every session
-pays for it); the arguments an action does not take are refused, naming the ones it does.
+``memory.consolidate`` (``room``, optional ``wing``, the ``summary``) and ``health`` runs
+``memory.health``. One tool instead of three keeps ``tools/list`` short (every session pays
+for it); ``schema.action_args`` refuses the arguments an action does not take, naming the
+ones it does. The tool's schema is declared in ``tools`` (``UPKEEP_ACTIONS``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from palace_client.render import one_line
 
-from .schema import ToolArgumentError
+from .schema import action_args
+from .tools import TOOLS_BY_NAME
 
-# The arguments of each action (besides ``action``), and which of them it needs.
-TAKES: dict[str, tuple[str, ...]] = {
-    "update": ("id", "text", "importance", "tags", "room", "wing"),
-    "consolidate": ("room", "text", "wing"),
-    "health": (),
-}
-NEEDS: dict[str, tuple[str, ...]] = {"update": ("id",), "consolidate": ("room", "text")}
+OpCall = Callable[[str, "str | None", "Mapping[str, Any] | None"], dict[str, Any]]
 LISTED = 5  # stale drawers and duplicate pairs shown per room
 
 
-def request(args: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
-    """``(action, op, op args)`` of an ``upkeep`` call.
+def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
+    """Run the ``upkeep`` tool's ``action`` on ``palace`` through ``op_call``; its text.
 
     Raises:
-        ToolArgumentError: an argument the action does not take, or one it needs is missing.
+        ToolArgumentError: arguments the action does not take, or required ones missing.
+        PalaceError: what the daemon answers (MEMORY_NOT_FOUND, INVALID_ARGS...).
     """
-    rest = dict(args)
-    action = str(rest.pop("action"))
-    takes = TAKES[action]
-    extra = sorted(k for k in rest if k not in takes)
-    if extra:
-        allowed = ", ".join(takes) or "nothing else"
-        raise ToolArgumentError(f"action '{action}' does not take {', '.join(extra)} "
-                                f"(it takes {allowed})")
-    missing = [k for k in NEEDS.get(action, ()) if k not in rest]
-    if missing:
-        raise ToolArgumentError(f"action '{action}' needs {' and '.join(missing)}")
-    if action == "update":
-        if len(rest) == 1:
-            raise ToolArgumentError("action 'update' needs a field to change: text, "
-                                    "importance, tags, room or wing")
-        return action, "memory.update", rest
-    if action == "consolidate":
-        rest["summary"] = rest.pop("text")
-        return action, "memory.consolidate", rest
-    return action, "memory.health", {}
-
-
-def render(action: str, result: Mapping[str, Any], palace: str) -> str:
-    """The text an agent reads after an ``upkeep`` call."""
+    action = str(arguments["action"])
+    op, args = action_args(TOOLS_BY_NAME["upkeep"], arguments)
+    result = op_call(op, palace, args)
     if action == "update":
         return _updated(result, palace)
     if action == "consolidate":
@@ -82,7 +58,7 @@ def consolidation_hint(hint: Mapping[str, Any]) -> str:
     room = json.dumps(str(hint["room"]), ensure_ascii=False)
     return (f"Room {room} now holds {hint['drawers']} unconsolidated drawers: if they belong "
             f"together, sum them up with upkeep action='consolidate' room={room} "
-            "text='<summary>'.")
+            "summary='<summary>'.")
 
 
 def _health(result: Mapping[str, Any], palace: str) -> str:

@@ -15,7 +15,18 @@ from typing import Any
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
 from palaced.layout import validate_name
-from palaced.ops import daemon_ops, drawers, graph, maintenance, model, palaces, transfer, upkeep
+from palaced.ops import (
+    capture,
+    daemon_ops,
+    drawers,
+    graph,
+    maintenance,
+    memoirs,
+    model,
+    palaces,
+    transfer,
+    upkeep,
+)
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -93,6 +104,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("graph.neighbors", graph.op_graph_neighbors),
     ("graph.path", graph.op_graph_path),
     ("graph.search", graph.op_graph_search),
+    *memoirs.HANDLERS,
     ("memory.decay", upkeep.op_decay),
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
@@ -102,6 +114,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("source.list", transfer.op_source_list),
     ("source.sync", transfer.op_source_sync),
     ("source.drop", transfer.op_source_drop),
+    ("capture.transcript", capture.op_capture_transcript),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)

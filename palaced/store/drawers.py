@@ -20,6 +20,8 @@ from typing import Any
 
 import apsw
 
+from palaced.reldates import resolved_date_words
+
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .meta import bump_vec_epoch
 from .vectors import vector_ids
@@ -134,10 +136,12 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
 def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: int,
                  topics: Iterable[str]) -> None:
     """File a new drawer row in the full-text index (empty context: see ``refresh_around``)
-    and under its closets."""
+    and under its closets. Its date words are the day it happened and the months its text's
+    relative times ("last month") point at."""
+    dates = f"{date_words(occurred_ms)} {resolved_date_words(text, occurred_ms)}".rstrip()
     conn.execute(
         "INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
-        (drawer_id, text, "", date_words(occurred_ms)),
+        (drawer_id, text, "", dates),
     )
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                      [(t, drawer_id) for t in topics])
