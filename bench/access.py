@@ -25,7 +25,8 @@ patterns. Each ranking variant (``RankParams.access_weight``) runs these passes:
 fresh passes) over a grid, with leave-one-conversation-out: for each conversation the alpha
 best on the other four (by turn R@5 + R@10) is scored on it.
 
-    python bench/access.py [--work DIR] [--weights 0,0.05,0.1] [--k 5] [--json out.json]
+    python bench/access.py [--work DIR] [--weights 0,0.05,0.1] [--k 5] [--promote-after N]
+                           [--scenarios fresh,organic,repeat,gold,noise] [--json out.json]
     python bench/access.py --length [--alphas 0,0.25,0.5,0.75,1]
 """
 
@@ -178,6 +179,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-access-"))
     svc = services(work, emb)
     policy = svc.config.upkeep
+    if args.promote_after is not None:
+        policy = replace(policy, promote_after=args.promote_after)
+        svc.config = replace(svc.config, upkeep=policy)
     samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
     convs = await build(work, svc, samples)
     report: dict[str, Any] = {"k": args.k, "policy": policy.__dict__, "runs": {}}
@@ -188,7 +192,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for promote in ((True, False) if args.no_promotion else (True,)):
             svc.config = replace(svc.config, upkeep=replace(
                 policy, promote_after=policy.promote_after if promote else 0))
-            for scenario in ("fresh", "organic", "repeat", "gold", "noise"):
+            for scenario in args.scenarios:
                 if scenario == "fresh" and not promote:
                     continue
                 label = f"w={weight:g} {scenario}" + ("" if promote else " (no promotion)")
@@ -241,6 +245,10 @@ def main() -> int:
                         default=[0.0, 0.05, 0.1])
     parser.add_argument("--k", type=int, default=5, help="recalls per pressed drawer")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--promote-after", type=int, default=None,
+                        help="the [upkeep] promote_after to measure (default: the daemon's)")
+    parser.add_argument("--scenarios", type=lambda s: s.split(","),
+                        default=["fresh", "organic", "repeat", "gold", "noise"])
     parser.add_argument("--no-promotion", action="store_true",
                         help="also run the touched passes without promotion")
     parser.add_argument("--length", action="store_true", help="measure length_alpha instead")
