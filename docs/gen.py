@@ -190,9 +190,9 @@ TUNING: list[tuple[str, str, str]] = [
      "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
     ("palaced/fusion.py", "DEFAULT_ACCESS_WEIGHT",
      "Share of the score range a drawer gains from use (full at 20 recalls). "
-     "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .401/.730/.823: 0.05 organic use "
-     ".401/.730/.822, gold turns used before .425/.744/.831, random turns used "
-     ".408/.728/.819; 0.1 organic .396/.727/.820, gold .441/.751/.838."),
+     "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .415/.728/.826: 0.025 organic use "
+     ".415/.729/.824, every question asked twice .414/.728/.825, gold turns used before "
+     ".421/.734/.827; 0.05 twice .410/.729/.825 (R@1 -.005), gold .428/.739/.831."),
     ("palaced/store/search.py", "SUBSTRING_SCAN",
      "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
      "a miss of both searches 0.07 ms (0.04 without the fallback), a rare substring "

@@ -118,8 +118,9 @@ class Upkeep:
     """
 
     consolidate_hint_at: int = _above(7, 0, strict=False)
-    # LoCoMo dev, every question asked twice (bench/access.py "repeat"), turn R@1/5/10:
-    # never .403/.728/.821, 20 .401/.729/.821, 10 .395/.726/.821 (fresh .401/.730/.823).
+    # LoCoMo dev, every question asked twice (bench/access.py "repeat", the ranking before
+    # the second hop, access boost 0.05), turn R@1/5/10: never .403/.728/.821, 20
+    # .401/.729/.821, 10 .395/.726/.821 (fresh .401/.730/.823).
     promote_after: int = _above(20, 0, strict=False)
     promote_max: float = field(default=0.8, metadata={"bound": 0, "strict": False, "max": 1})
     recall_extends_ttl: bool = True

@@ -31,10 +31,10 @@ DEFAULT_LEXICAL_WEIGHT = 0.5
 DEFAULT_VECTOR_WEIGHT = 0.5
 DEFAULT_IMPORTANCE_WEIGHT = 0.1
 DEFAULT_RECENCY_WEIGHT = 0.05
-# LoCoMo dev through bench/access.py, turn R@1/5/10 (fresh .401/.730/.823): 0.05 organic
-# .401/.730/.822, gold turns used before .425/.744/.831, random turns used .408/.728/.819;
-# 0.1 organic .396/.727/.820, gold .441/.751/.838.
-DEFAULT_ACCESS_WEIGHT = 0.05
+# LoCoMo dev through bench/access.py, turn R@1/5/10 (fresh .415/.728/.826): 0.025 organic
+# .415/.729/.824, every question twice .414/.728/.825, gold turns used before .421/.734/.827;
+# 0.05 twice .410/.729/.825, gold .428/.739/.831 (docs/benchmarks.md, "Use-aware ranking").
+DEFAULT_ACCESS_WEIGHT = 0.025
 # Accesses at which the access boost is full: it grows with log(1 + count) up to here.
 ACCESS_SATURATION = 20
 DEFAULT_HALF_LIFE_DAYS = 30.0

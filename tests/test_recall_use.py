@@ -68,7 +68,7 @@ def test_access_boost_is_bounded() -> None:
     unused = {i: DrawerMeta() for i in meta}
     assert apply_boosts(scores, meta, now_ms=0, access_weight=0.0) == apply_boosts(
         scores, unused, now_ms=0)
-    assert apply_boosts(scores, meta, now_ms=0)[3] == pytest.approx(0.05)  # on by default
+    assert apply_boosts(scores, meta, now_ms=0)[3] == pytest.approx(0.025)  # on by default
 
 
 def test_length_weights_override_the_fusion_weights() -> None:
