@@ -140,15 +140,15 @@ async def run_scenario(work: Path, svc: Services, convs: list[Any], scenario: st
         p = await Palace.open(name, pdir, svc, create=False)
         by_dia = {v: i for i, v in turns.items()}
         try:
-            async def press(ids: list[int]) -> None:
+            async def press(ids: list[int], p: Palace = p) -> None:
                 for _ in range(k):
                     p.note_touched(ids)
                 await p.checkpoint()
 
-            async def gold(q: Question) -> None:
+            async def gold(q: Question, by_dia: dict[str, int] = by_dia) -> None:
                 await press([by_dia[t] for t in q.gold_turns if t in by_dia])
 
-            async def noise(q: Question) -> None:
+            async def noise(q: Question, turns: dict[int, str] = turns) -> None:
                 others = [i for i, t in turns.items() if t not in q.gold_turns]
                 await press(rnd.sample(others, min(len(q.gold_turns), len(others))))
 
