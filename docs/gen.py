@@ -195,9 +195,9 @@ TUNING: list[tuple[str, str, str]] = [
      ".421/.734/.827; 0.05 twice .410/.729/.825 (R@1 -.005), gold .428/.739/.831."),
     ("palaced/store/search.py", "SUBSTRING_SCAN",
      "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
-     "a miss of both searches 0.07 ms (0.04 without the fallback), a rare substring "
-     "0.38 ms, one in most drawers 1.85 ms p50; the trigram index adds 20 % to the "
-     "database."),
+     "a miss of both searches 0.069 ms (0.035 without the fallback), a rare substring "
+     "0.35 ms, one in most drawers 1.53 ms p50 (2.9 ms at 100k); the trigram index adds "
+     "20 % to the database."),
     ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
