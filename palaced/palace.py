@@ -16,11 +16,8 @@ consolidation, health).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -32,28 +29,34 @@ import anyio.to_thread
 import apsw
 
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, PalaceLocked, PalaceNotFound, StorageError
-from palaced.index import VectorIndex, open_index, save_index
+from palaced.errors import EmbedderMismatch
+from palaced.index import VectorIndex
+from palaced.index_file import IndexLoad, open_index, save_index
+from palaced.palace_dir import (
+    DB_NAME,
+    IDENTITY_NAME,
+    IDENTITY_TEMPLATE,
+    INDEX_NAME,
+    has_database,
+    not_found,
+    release_lock,
+    take_lock,
+    undo_create,
+)
 from palaced.services import Services
 from palaced.store import Store
-from palaced.store.db import storage_error, storage_errors
+from palaced.store.db import storage_errors
 from palaced.store.drawers import touch
-from palaced.store.meta import bump_vec_epoch, claim_embedder, meta_get
+from palaced.store.meta import claim_embedder, meta_get
 from palaced.store.vectors import drop_all_vectors
 
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
-DB_NAME = "palace.db"
-INDEX_NAME = "index.usearch"
-IDENTITY_NAME = "identity.txt"
-LOCK_NAME = ".lock"
-IDENTITY_TEMPLATE = """\
-# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
-# Lines starting with # are ignored.
-This palace holds the memories of {name}.
-"""
 COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
+# While writes go on without a pause, the index is still saved this often, so a kill -9
+# replays at most this long of writes; never more than a tenth of the time goes to saving.
+SAVE_INTERVAL_S = 20.0
 
 
 def now_ms() -> int:
@@ -75,6 +78,9 @@ class Palace:
         self.embedder_identity: str | None = None
         self.mismatch: str | None = None
         self.index_stale = False
+        self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        self.last_save = time.monotonic()
+        self.save_seconds = 0.0  # how long the last index save took
         self.write_counter = 0
         self.last_used = time.monotonic()
         self.last_write = 0.0
@@ -111,18 +117,18 @@ class Palace:
                    ) -> Palace:
         # A damaged directory is refused before anything (even the lock file) is created.
         if not has_database(name, directory) and not create:
-            raise _not_found(name)
+            raise not_found(name)
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
-        fd = _take_lock(name, directory)
+        fd = take_lock(name, directory)
         store: Store | None = None
         created = False  # only then is everything in the directory ours to undo
         try:
             # Again under the lock: another process may have created or damaged it meanwhile.
             if not has_database(name, directory):
                 if not create:
-                    raise _not_found(name)
+                    raise not_found(name)
                 created = True
             store = Store(directory / DB_NAME, palace=name)
             identity = directory / IDENTITY_NAME
@@ -139,8 +145,8 @@ class Palace:
             if store is not None:
                 store.close()
             if created:
-                _undo_create(directory)
-            _release_lock(fd)
+                undo_create(directory)
+            release_lock(fd)
             raise
 
     # -- the model -------------------------------------------------------------------------
@@ -162,10 +168,17 @@ class Palace:
         self._load_or_rebuild(embedder.dims)
 
     def _load_or_rebuild(self, dims: int, *, rebuild: bool = False) -> None:
-        index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
-        if rebuilt:
-            log.info("palace %s: rebuilt the vector index (%d vectors)", self.name, len(index))
+        index, load = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
+        if load.how == "rebuilt":
+            log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
+                     len(index), load.seconds, load.reason)
+            self.last_save = time.monotonic()
+        elif load.how == "replayed":
+            log.info("palace %s: loaded the vector index and replayed %d added and %d removed "
+                     "vectors since its save (%.2fs)", self.name, load.replayed, load.removed,
+                     load.seconds)
         self.index = index
+        self.index_load = load
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
@@ -186,7 +199,6 @@ class Palace:
         def tx(c: apsw.Connection) -> None:
             drop_all_vectors(c)
             claim_embedder(c, embedder.identity, embedder.dims)
-            bump_vec_epoch(c)
 
         self.store.write(tx)
         self.embedder_identity = embedder.identity
@@ -210,7 +222,10 @@ class Palace:
     # -- checkpoint and close --------------------------------------------------------------
     def _save_index_sync(self) -> None:
         if self.index is not None:
+            started = time.monotonic()
             save_index(self.index, self.store, self.dir / INDEX_NAME)
+            self.last_save = time.monotonic()
+            self.save_seconds = self.last_save - started
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """Save the index if dirty, rebuild it if stale, flush batched touches."""
@@ -219,17 +234,17 @@ class Palace:
     def _checkpoint_sync(self, force: bool) -> None:
         """Flush touches; compact, rebuild or save the index as needed; fold the WAL.
 
-        ``force`` (at close) also compacts a few tombstones and saves a clean index.
+        ``force`` (at close) saves the index even when nothing changed since it was loaded.
         """
         self.flush_touches_sync()
         index = self.index
         if index is not None:
-            # Compaction rebuilds from SQLite under the write lock (~0.6 s per 1,000 vectors
-            # on 2 cores), so it waits for a few percent of tombstones, or for close. The file
-            # on disk never carries tombstones: while there are some, it is not rewritten.
-            if self.index_stale or self._many_dead(index) or (force and index.dead):
+            # Compaction rebuilds from SQLite under the write lock (~0.5 s per 1,000 vectors
+            # on 2 cores), so it waits for a few percent of tombstones; until then the saved
+            # file carries them, and the open after it counts them again.
+            if self.index_stale or self._many_dead(index):
                 self._load_or_rebuild(index.dims, rebuild=True)
-            elif (index.dirty or force) and not index.dead:
+            elif index.dirty or force:
                 self._save_index_sync()
         self.store.checkpoint()
 
@@ -241,11 +256,18 @@ class Palace:
     def checkpoint_due(self) -> bool:
         """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
         index = self.index
-        if self._pending_touch:
-            return True
-        if index is None or not index.dirty:
-            return False
-        return index.dead == 0 or self._many_dead(index)
+        return bool(self._pending_touch) or (index is not None and index.dirty)
+
+    def save_due_at(self) -> float:
+        """When (monotonic) vectors added under writes that never pause are saved anyway.
+
+        At least ``SAVE_INTERVAL_S`` after the last save, and ten times the last save's
+        duration: saving a large index holds writes up for a while.
+        """
+        index = self.index
+        if index is None or not index.unsaved:
+            return float("inf")
+        return self.last_save + max(SAVE_INTERVAL_S, 10 * self.save_seconds)
 
     async def aclose(self) -> None:
         """Save the index, close connections and release the lock."""
@@ -261,7 +283,7 @@ class Palace:
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
-        _release_lock(self._lock_fd)
+        release_lock(self._lock_fd)
         self.closed = True
 
     # -- the two hops ----------------------------------------------------------------------
@@ -305,96 +327,3 @@ class Palace:
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""
         return self.maybe_pending and self.vector_embedder() is not None
-
-
-def has_database(name: str, directory: Path) -> bool:
-    """Whether ``directory`` holds palace ``name``'s database (False: nothing of a palace).
-
-    Only a non-empty regular ``palace.db`` counts. A directory with nothing in it but the
-    lock file is no palace.
-
-    Raises:
-        StorageError: the directory holds palace files (identity, index, WAL...) but its
-            database is missing, empty or not a regular file: a damaged palace, which must
-            never be mistaken for a new one. Nothing is changed.
-    """
-    db = directory / DB_NAME
-    with storage_errors(db, name):
-        try:
-            st: os.stat_result | None = db.stat()
-        except FileNotFoundError:
-            st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > 0:
-            return True
-        if st is None:
-            try:
-                others = sorted(e for e in os.listdir(directory) if e != LOCK_NAME)
-            except FileNotFoundError:
-                return False
-            if not others:
-                return False
-            problem = f"is missing, yet the directory holds {', '.join(others[:5])}"
-        elif not stat.S_ISREG(st.st_mode):
-            problem = "is not a regular file"
-        else:
-            problem = "is empty (0 bytes)"
-    raise StorageError(
-        f"palace {name!r} is damaged: its database {db} {problem}. Nothing was changed; "
-        f"restore {DB_NAME} from a backup, or delete the palace with `palace delete {name}`",
-        details={"palace": name, "path": str(db), "condition": "damaged"},
-    )
-
-
-def _not_found(name: str) -> PalaceNotFound:
-    return PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}`",
-                          details={"palace": name})
-
-
-def _take_lock(name: str, directory: Path) -> int:
-    """Open and flock the palace's lock file; returns its descriptor.
-
-    Raises:
-        PalaceNotFound: the directory does not exist.
-        PalaceLocked: another process holds the lock.
-        StorageError: the lock file cannot be created or opened (read-only storage...).
-    """
-    path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except FileNotFoundError:
-        raise _not_found(name) from None
-    except OSError as exc:
-        raise storage_error(exc, path, name) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PalaceLocked(
-            f"palace {name!r} is locked by another process", details={"palace": name}
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise storage_error(exc, path, name) from exc
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    # Unlock and close separately: a failed unlock must not leak the descriptor (closing it
-    # releases the flock anyway).
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-# Everything a create may have written into a directory that held nothing but the lock.
-_CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp")
-
-
-def _undo_create(directory: Path) -> None:
-    """Remove what a failed create wrote, so the half-made palace is neither damaged nor
-    mistaken for a real one; the next create starts over."""
-    for fname in _CREATED_FILES:
-        with contextlib.suppress(OSError):
-            (directory / fname).unlink()

@@ -31,7 +31,8 @@ import numpy as np
 from palaced import relevance, search
 from palaced.errors import PalaceError
 from palaced.packing import Section
-from palaced.palace import IDENTITY_NAME, Palace, now_ms
+from palaced.palace import Palace, now_ms
+from palaced.palace_dir import IDENTITY_NAME
 from palaced.reads import identity_text, read_identity
 from palaced.sections import (
     HITS,

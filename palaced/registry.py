@@ -25,7 +25,8 @@ from palaced.errors import (
     clip,
     quote,
 )
-from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
+from palaced.palace import Palace
+from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database
 from palaced.services import Services
 from palaced.store.db import open_connection, storage_errors
 from palaced.store.drawers import counts

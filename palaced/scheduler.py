@@ -3,7 +3,9 @@
 For every open palace it
 
 * checkpoints (flushes recall touches, saves, compacts or rebuilds the vector index, folds the
-  WAL) once ``checkpoint_idle_s`` passed without a write, and at once when the index is stale;
+  WAL) once ``checkpoint_idle_s`` passed without a write, at once when the index is stale,
+  and when vectors added under writes that never pause are due a save anyway
+  (``Palace.save_due_at``: what a kill -9 would have to replay stays bounded);
 * embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
@@ -127,6 +129,7 @@ class Scheduler:
         due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
         if palace.index_stale:
             due.append(now)
+        due.append(palace.save_due_at())
         if palace.checkpoint_due or (self._model.ready and palace.pending_check_due()):
             due.append(idle_at)
         if up.decay_due_ms is None:
@@ -141,7 +144,8 @@ class Scheduler:
         worked = False
         try:
             idle = now - palace.last_write >= self._limits.checkpoint_idle_s
-            if palace.index_stale or (idle and palace.checkpoint_due):
+            if (palace.index_stale or (idle and palace.checkpoint_due)
+                    or palace.save_due_at() <= now):
                 worked = True
                 await palace.checkpoint()
             if idle and self._model.ready and palace.pending_check_due():

@@ -25,7 +25,13 @@ from palaced.errors import EmbedderUnavailable, MemoryNotFound
 from palaced.index import to_blob
 from palaced.palace import Palace, now_ms
 from palaced.store import drawers
-from palaced.store.vectors import awaits_vectors, pending_embeddings, store_vectors, vector_ids
+from palaced.store.vectors import (
+    awaits_vectors,
+    owners_of,
+    pending_embeddings,
+    store_vectors,
+    vector_ids,
+)
 
 log = logging.getLogger("palaced.palace")
 
@@ -139,8 +145,8 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
     palace.store.write(tx)
     if palace.index is not None:
         try:
-            for did, vids, vecs in added:
-                palace.index.add(did, vids, vecs)
+            for _did, vids, vecs in added:
+                palace.index.add(vids, vecs)
         except Exception:
             # Data is committed; the checkpointer rebuilds the cache from SQLite.
             log.exception("palace %s: index add failed; marking stale", palace.name)
@@ -156,7 +162,7 @@ def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
     first that passes ``rules.is_near_duplicate`` wins. Needs the index (worker thread).
     """
     assert palace.index is not None
-    hits = palace.index.search(vec, 10)
+    hits = palace.index.search(vec, 10, lambda keys: owners_of(c, keys))
     candidates = [(i, s) for i, s in hits if s >= rules.DEDUP_THRESHOLD]
     if not candidates:
         return None
@@ -215,8 +221,8 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
             added.append((did, vids, vecs))
 
     palace.store.write(tx)
-    for did, vids, vecs in added:
-        index.add(did, vids, vecs)
+    for _did, vids, vecs in added:
+        index.add(vids, vecs)
 
 
 async def reembed(palace: Palace) -> dict[str, Any]:

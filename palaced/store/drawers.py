@@ -21,7 +21,6 @@ from typing import Any
 import apsw
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .meta import bump_vec_epoch
 from .vectors import vector_ids
 
 DEFAULT_WING = "general"
@@ -160,9 +159,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
         conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into = ?",
                      (drawer_id,))
-        if removed:
-            vids.extend(removed)
-            bump_vec_epoch(conn)
+        vids.extend(removed)
         for nid in neighbours:
             refresh_context(conn, nid)
     return vids if found else None

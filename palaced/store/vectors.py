@@ -1,18 +1,16 @@
 """Synchronous queries over a palace's stored vectors (the truth the vector index caches).
 
 A drawer has one vector per chunk; ``vectors.id`` is the key of the HNSW index and is never
-reused. Every write bumps ``vec_epoch`` in ``meta`` so a saved index file can tell it is
-stale. Every function takes an open ``apsw.Connection``; writers run inside the caller's
-transaction.
+reused, so the highest id a saved index holds tells which vectors came after it
+(``index_file``). Every function takes an open ``apsw.Connection``; writers run inside the
+caller's transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apsw
-
-from .meta import bump_vec_epoch
 
 
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
@@ -31,7 +29,6 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
         for chunk, blob in enumerate(vectors)
     ]
     conn.execute("UPDATE drawers SET embedded = 1 WHERE id = ?", (drawer_id,))
-    bump_vec_epoch(conn)
     return ids
 
 
@@ -65,17 +62,40 @@ def drop_all_vectors(conn: apsw.Connection) -> None:
     conn.execute("UPDATE drawers SET embedded = 0")
 
 
-def vector_owners(conn: apsw.Connection) -> dict[int, int]:
-    """``{vector_id: drawer_id}`` of every stored vector (to check a saved index file)."""
-    return {int(v): int(d) for v, d in conn.execute("SELECT id, drawer_id FROM vectors")}
+def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int]:
+    """``{vector_id: drawer_id}`` of those of ``vector_ids`` that exist (a search's keys)."""
+    if not vector_ids:
+        return {}
+    return {int(v): int(d) for v, d in conn.execute(
+        "SELECT id, drawer_id FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
+        (_json_ids(vector_ids),))}
 
 
-def all_vectors(conn: apsw.Connection) -> list[tuple[int, int, bytes]]:
-    """Every ``(vector_id, drawer_id, blob)`` in id order, for index rebuilds."""
-    return [
-        (int(v), int(d), bytes(b))
-        for v, d, b in conn.execute("SELECT id, drawer_id, vec FROM vectors ORDER BY id")
-    ]
+def vectors_after(conn: apsw.Connection, watermark: int) -> Iterator[tuple[int, bytes]]:
+    """Every ``(vector_id, blob)`` with an id above ``watermark``, in id order (lazily: the
+    caller consumes it inside its read)."""
+    for vid, blob in conn.execute("SELECT id, vec FROM vectors WHERE id > ? ORDER BY id",
+                                  (watermark,)):
+        yield int(vid), bytes(blob)
+
+
+def vector_count(conn: apsw.Connection) -> int:
+    """How many vectors the palace holds."""
+    return int(conn.execute("SELECT count(*) FROM vectors").fetchall()[0][0])
+
+
+def vector_id_sample(conn: apsw.Connection, upto: int, n: int) -> list[int]:
+    """Up to ``n`` existing vector ids in ``1..upto``, spread evenly (index lookups only)."""
+    if upto <= 0 or n <= 0:
+        return []
+    step = max(1, upto // n)
+    found: dict[int, None] = {}
+    for start in range(1, upto + 1, step):
+        rows = conn.execute("SELECT id FROM vectors WHERE id >= ? AND id <= ? ORDER BY id "
+                            "LIMIT 1", (start, upto)).fetchall()
+        if rows:
+            found[int(rows[0][0])] = None
+    return list(found)
 
 
 def drawer_vectors(conn: apsw.Connection, drawer_ids: Sequence[int]) -> list[tuple[int, bytes]]:
