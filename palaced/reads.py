@@ -126,6 +126,8 @@ async def info(palace: Palace) -> dict[str, Any]:
         "index": index_count,
         "consistent": index_count == counts["vectors"] if index_count is not None else None,
         "index_load": palace.index_load.as_dict() if palace.index_load is not None else None,
+        # Vectors a kill -9 now would have to replay at the next open.
+        "index_unsaved": palace.index.unsaved if palace.index is not None else None,
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
         "rooms": rooms,
