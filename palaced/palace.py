@@ -87,6 +87,7 @@ class Palace:
         self.in_flight = 0
         self._pending_touch: set[int] = set()
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
+        self.embed_soon = False  # long texts were left to the background: embed them now
         self.closed = False
 
     # -- lifecycle --------------------------------------------------------------------------

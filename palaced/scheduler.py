@@ -6,7 +6,9 @@ For every open palace it
   WAL) once ``checkpoint_idle_s`` passed without a write, at once when the index is stale,
   and when vectors added under writes that never pause are due a save anyway
   (``Palace.save_due_at``: what a kill -9 would have to replay stays bounded);
-* embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
+* embeds drawers stored without vectors once the model is ready: those of keyword-only
+  periods once idle, long texts a remember left to the background at once; in a task of its
+  own per palace, so the other upkeep goes on meanwhile;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
 * deletes expired drawers every ``EXPIRY_SWEEP_S`` while idle;
@@ -26,6 +28,7 @@ import time
 from dataclasses import dataclass
 
 import anyio
+from anyio.abc import TaskGroup
 
 from palaced import upkeep, writes
 from palaced.config import Limits
@@ -51,6 +54,7 @@ class _Upkeep:
     last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
     failing: str | None = None  # the condition last logged as failing
+    embedding: bool = False  # its background embedding task runs
 
 
 def _condition(exc: Exception) -> str:
@@ -72,6 +76,7 @@ class Scheduler:
         self._limits = limits
         self._palaces: dict[str, _Upkeep] = {}
         self._wake = anyio.Event()
+        self._tasks: TaskGroup | None = None  # where background embedding runs (run())
 
     def wake(self) -> None:
         """Re-examine every open palace now (cheap; safe to call after every request)."""
@@ -80,6 +85,7 @@ class Scheduler:
     async def run(self) -> None:
         """Run until cancelled."""
         async with anyio.create_task_group() as tg:
+            self._tasks = tg
             tg.start_soon(self._wake_when_model_ready)
             while True:
                 # A fresh event before the work: a wake-up during it is not lost.
@@ -130,8 +136,10 @@ class Scheduler:
         if palace.index_stale:
             due.append(now)
         due.append(palace.save_due_at())
-        if palace.checkpoint_due or (self._model.ready and palace.pending_check_due()):
+        if palace.checkpoint_due:
             due.append(idle_at)
+        if self._model.ready and palace.pending_check_due() and not up.embedding:
+            due.append(now if palace.embed_soon else idle_at)
         if up.decay_due_ms is None:
             due.append(idle_at)
         else:
@@ -148,9 +156,15 @@ class Scheduler:
                     or palace.save_due_at() <= now):
                 worked = True
                 await palace.checkpoint()
-            if idle and self._model.ready and palace.pending_check_due():
+            if ((idle or palace.embed_soon) and self._model.ready
+                    and palace.pending_check_due() and not up.embedding):
                 worked = True
-                await writes.embed_pending(palace)
+                up.embedding = True
+                palace.embed_soon = False
+                if self._tasks is None:
+                    await self._embed(name, up)
+                else:
+                    self._tasks.start_soon(self._embed, name, up)
             if idle:
                 await self._decay_if_due(up)
                 if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
@@ -171,6 +185,27 @@ class Scheduler:
             if worked and up.failing is not None:
                 up.failing = None
                 log.info("palace %s: checkpoint works again", name)
+
+    async def _embed(self, name: str, up: _Upkeep) -> None:
+        """Embed the palace's pending drawers (holding it open meanwhile); logs failures."""
+        palace = up.palace
+        palace.in_flight += 1  # not closed for idleness while it works
+        try:
+            count = await writes.embed_pending(palace)
+            if count:
+                log.info("palace %s: embedded %d pending drawer(s)", name, count)
+        except Exception as exc:
+            # Retried RETRY_S later; logged once per condition, like the other upkeep.
+            up.not_before = time.monotonic() + RETRY_S
+            cond = _condition(exc)
+            if up.failing != cond:
+                up.failing = cond
+                log.exception("palace %s: background embedding failed (logged once until it "
+                              "changes or clears)", name)
+        finally:
+            palace.in_flight -= 1
+            up.embedding = False
+            self.wake()
 
     async def _decay_if_due(self, up: _Upkeep) -> None:
         """Decay the palace if it last decayed a DECAY_INTERVAL_MS ago or never.

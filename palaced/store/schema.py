@@ -2,7 +2,9 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``.
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: ``drawers.chunks``, how many
+pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
+from their length where needed).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -144,7 +146,12 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _sql_step(GRAPH_DDL)]
+# v3: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# vectors) is counted without chunking texts again.
+CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
+
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(CHUNKS_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -12,6 +12,10 @@ from collections.abc import Iterator, Sequence
 
 import apsw
 
+# A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
+# text's length (chunks of ~200 wordpieces are ~580 characters of English).
+CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
+
 
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
     """Replace a drawer's vectors (one per chunk); returns the new vector ids.
@@ -28,7 +32,8 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
         )
         for chunk, blob in enumerate(vectors)
     ]
-    conn.execute("UPDATE drawers SET embedded = 1 WHERE id = ?", (drawer_id,))
+    conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
+                 (len(ids), drawer_id))
     return ids
 
 
@@ -46,14 +51,25 @@ def awaits_vectors(conn: apsw.Connection, drawer_id: int) -> bool:
     return bool(rows == [(0,)])
 
 
-def pending_embeddings(conn: apsw.Connection, limit: int) -> list[tuple[int, str]]:
-    """Drawers stored without vectors (e.g. while no model was loaded)."""
-    return [
-        (int(r[0]), str(r[1]))
-        for r in conn.execute(
-            "SELECT id, text FROM drawers WHERE embedded = 0 ORDER BY id LIMIT ?", (limit,)
-        )
-    ]
+def pending_embeddings(conn: apsw.Connection, limit: int, max_chunks: int
+                       ) -> list[tuple[int, str]]:
+    """The oldest drawers stored without vectors (no model loaded then, or a long text left
+    to the background): at most ``limit`` drawers and, past the first, ``max_chunks``
+    chunks in all."""
+    picked: list[int] = []
+    total = 0
+    for did, chunks in conn.execute(
+            f"SELECT id, {CHUNKS_SQL} FROM drawers WHERE embedded = 0 ORDER BY id LIMIT ?",
+            (limit,)):
+        if picked and total + int(chunks or 1) > max_chunks:
+            break
+        picked.append(int(did))
+        total += int(chunks or 1)
+    if not picked:
+        return []
+    return [(int(r[0]), str(r[1])) for r in conn.execute(
+        "SELECT id, text FROM drawers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (_json_ids(picked),))]
 
 
 def drop_all_vectors(conn: apsw.Connection) -> None:
