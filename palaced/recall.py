@@ -247,7 +247,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         rooms=ranking.rooms[: max(req.top_k, 10)],
         hybrid=qvec is not None,
         notice=None if qvec is not None else keyword_reason(palace),
-        sections=pack_sections(palace, parts, req.budget),
+        sections=await pack_sections(palace, parts, req.budget),
         floor=floor,
         nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
         unknown_names=unknown,
@@ -361,4 +361,4 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
              essential_section(unexpired(cached))]
-    return pack_sections(palace, parts, budget)
+    return await pack_sections(palace, parts, budget)
