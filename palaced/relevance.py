@@ -67,13 +67,14 @@ class TextMap:
     __slots__ = ("_at", "_starts", "length", "vocabulary")
 
     def __init__(self, text: str) -> None:
-        at: dict[str, array[int]] = {}
-        for m in _WORD.finditer(text):
-            word = m.group().lower()
-            offsets = at.get(word)
-            if offsets is None:
-                offsets = at[word] = array("i")
-            offsets.append(m.start())
+        lowered = text.lower()
+        at: dict[str, list[int]] = {}
+        if len(lowered) == len(text):  # offsets of the lowered text are the text's
+            for m in _WORD.finditer(lowered):
+                at.setdefault(m.group(), []).append(m.start())
+        else:  # a few characters change length when lowered ("İ"): lower word by word
+            for m in _WORD.finditer(text):
+                at.setdefault(m.group().lower(), []).append(m.start())
         self.length = len(text)
         self._at = at
         self.vocabulary = sorted(at)

