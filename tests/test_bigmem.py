@@ -166,6 +166,8 @@ def test_real_model_big_remember_is_durable_across_kill_9(home: Path) -> None:
             assert c.remember_ex("durable", "Ferries leave at dawn")["embedded"] is True
             assert time.monotonic() - t < 2.0
             assert c.palace_info("durable")["pending_embeddings"] == 1
+        status = d.cli("status", check=True).stdout
+        assert f"1 pending embedding ({res['pending_chunks']} chunks)" in status, status
         d.kill9()
         d.start()
         with d.client() as c:
