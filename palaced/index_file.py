@@ -92,8 +92,7 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
             return index, IndexLoad(how, replayed, removed, time.perf_counter() - started)
         except _Unusable as exc:
             reason = str(exc)
-    index = VectorIndex(dims)
-    store.read(lambda c: index.add_rows(vectors_after(c, 0)))
+    index = store.read(lambda c: build_index(c, dims))
     save_index(index, store, path)
     return index, IndexLoad("rebuilt", seconds=time.perf_counter() - started, reason=reason)
 
@@ -148,20 +147,40 @@ def _replay(c: apsw.Connection, index: VectorIndex, record: dict[str, Any]) -> t
     Raises:
         _Unusable: the file lacks vectors its range should hold.
     """
-    mark = index.watermark
-    sample = vector_id_sample(c, mark, SAMPLE)
+    sample = vector_id_sample(c, index.watermark, SAMPLE)
     if sample and not bool(np.all(index.raw.contains(np.asarray(sample, dtype=np.uint64)))):
         raise _Unusable("the index file lacks vectors of its range")
-    live = vector_count(c)
-    added = index.add_rows(vectors_after(c, mark))
-    dead = index.size - live
-    if dead < 0:
-        raise _Unusable("the index file holds fewer vectors than the database")
-    index.dead = dead
-    removed = max(0, dead - int(record.get("dead", 0)))
+    try:
+        added = catch_up(c, index)
+    except IndexError_ as exc:
+        raise _Unusable(str(exc)) from exc
+    removed = max(0, index.dead - int(record.get("dead", 0)))
     index.unsaved = added
     index.dirty = bool(added or removed)
     return added, removed
+
+
+def build_index(c: apsw.Connection, dims: int) -> VectorIndex:
+    """A new index of every vector in ``c``'s snapshot (long: run it in a read hop)."""
+    index = VectorIndex(dims)
+    index.add_rows(vectors_after(c, 0))
+    return index
+
+
+def catch_up(c: apsw.Connection, index: VectorIndex) -> int:
+    """Add the vectors above the index's watermark and count the keys whose vectors are gone
+    as tombstones (one snapshot); returns how many were added.
+
+    Raises:
+        IndexError_: the index holds fewer keys than SQLite has vectors (it lacks some).
+    """
+    live = vector_count(c)
+    added = index.add_rows(vectors_after(c, index.watermark))
+    dead = index.size - live
+    if dead < 0:
+        raise IndexError_("the index holds fewer vectors than the database")
+    index.dead = dead
+    return added
 
 
 def save_index(index: VectorIndex, store: Store, path: Path) -> None:

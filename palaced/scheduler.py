@@ -2,10 +2,12 @@
 
 For every open palace it
 
-* checkpoints (flushes recall touches, saves, compacts or rebuilds the vector index, folds the
-  WAL) once ``checkpoint_idle_s`` passed without a write, at once when the index is stale,
-  and when vectors added under writes that never pause are due a save anyway
-  (``Palace.save_due_at``: what a kill -9 would have to replay stays bounded);
+* checkpoints (flushes recall touches, saves the vector index, folds the WAL) once
+  ``checkpoint_idle_s`` passed without a write, and when vectors added under writes that
+  never pause are due a save anyway (``Palace.save_due_at``: what a kill -9 would have to
+  replay stays bounded);
+* rebuilds the vector index (``Palace.compact``, in the background: writes go on) once idle
+  when tombstones pile up, at once when it lacks vectors;
 * embeds drawers stored without vectors once the model is ready: those of keyword-only
   periods once idle, long texts a remember left to the background at once; in a task of its
   own per palace, so the other upkeep goes on meanwhile;
@@ -25,7 +27,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 from anyio.abc import TaskGroup
@@ -54,7 +58,7 @@ class _Upkeep:
     last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
     failing: str | None = None  # the condition last logged as failing
-    embedding: bool = False  # its background embedding task runs
+    running: set[str] = field(default_factory=set)  # its long jobs running in the background
 
 
 def _condition(exc: Exception) -> str:
@@ -76,7 +80,7 @@ class Scheduler:
         self._limits = limits
         self._palaces: dict[str, _Upkeep] = {}
         self._wake = anyio.Event()
-        self._tasks: TaskGroup | None = None  # where background embedding runs (run())
+        self._tasks: TaskGroup | None = None  # where long jobs run in the background (run())
 
     def wake(self) -> None:
         """Re-examine every open palace now (cheap; safe to call after every request)."""
@@ -133,12 +137,12 @@ class Scheduler:
         palace = up.palace
         idle_at = palace.last_write + self._limits.checkpoint_idle_s
         due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
-        if palace.index_stale:
-            due.append(now)
+        if palace.compaction_due and "compact" not in up.running:
+            due.append(now if palace.index_stale else idle_at)
         due.append(palace.save_due_at())
         if palace.checkpoint_due:
             due.append(idle_at)
-        if self._model.ready and palace.pending_check_due() and not up.embedding:
+        if self._model.ready and palace.pending_check_due() and "embed" not in up.running:
             due.append(now if palace.embed_soon else idle_at)
         if up.decay_due_ms is None:
             due.append(idle_at)
@@ -152,19 +156,17 @@ class Scheduler:
         worked = False
         try:
             idle = now - palace.last_write >= self._limits.checkpoint_idle_s
-            if (palace.index_stale or (idle and palace.checkpoint_due)
-                    or palace.save_due_at() <= now):
+            if (idle and palace.checkpoint_due) or palace.save_due_at() <= now:
                 worked = True
                 await palace.checkpoint()
-            if ((idle or palace.embed_soon) and self._model.ready
-                    and palace.pending_check_due() and not up.embedding):
+            if (palace.index_stale or idle) and palace.compaction_due:
                 worked = True
-                up.embedding = True
+                await self._start(name, up, "compact", palace.compact)
+            if ((idle or palace.embed_soon) and self._model.ready
+                    and palace.pending_check_due()):
+                worked = True
                 palace.embed_soon = False
-                if self._tasks is None:
-                    await self._embed(name, up)
-                else:
-                    self._tasks.start_soon(self._embed, name, up)
+                await self._start(name, up, "embed", partial(writes.embed_pending, palace))
             if idle:
                 await self._decay_if_due(up)
                 if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
@@ -186,25 +188,35 @@ class Scheduler:
                 up.failing = None
                 log.info("palace %s: checkpoint works again", name)
 
-    async def _embed(self, name: str, up: _Upkeep) -> None:
-        """Embed the palace's pending drawers (holding it open meanwhile); logs failures."""
+    async def _start(self, name: str, up: _Upkeep, job: str,
+                     work: Callable[[], Awaitable[object]]) -> None:
+        """Run a long job (embedding, compaction) in the background, one of a kind per
+        palace at a time, so the scheduler goes on with the other palaces meanwhile."""
+        if job in up.running:
+            return
+        up.running.add(job)
+        if self._tasks is None:  # not inside run(): do it now
+            await self._background(name, up, job, work)
+        else:
+            self._tasks.start_soon(self._background, name, up, job, work)
+
+    async def _background(self, name: str, up: _Upkeep, job: str,
+                          work: Callable[[], Awaitable[object]]) -> None:
         palace = up.palace
         palace.in_flight += 1  # not closed for idleness while it works
         try:
-            count = await writes.embed_pending(palace)
-            if count:
-                log.info("palace %s: embedded %d pending drawer(s)", name, count)
+            await work()
         except Exception as exc:
             # Retried RETRY_S later; logged once per condition, like the other upkeep.
             up.not_before = time.monotonic() + RETRY_S
             cond = _condition(exc)
             if up.failing != cond:
                 up.failing = cond
-                log.exception("palace %s: background embedding failed (logged once until it "
-                              "changes or clears)", name)
+                log.exception("palace %s: background %s failed (logged once until it changes "
+                              "or clears)", name, job)
         finally:
             palace.in_flight -= 1
-            up.embedding = False
+            up.running.discard(job)
             self.wake()
 
     async def _decay_if_due(self, up: _Upkeep) -> None:

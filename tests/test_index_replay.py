@@ -180,3 +180,47 @@ def test_search_widens_past_tombstones() -> None:
     assert len(index) == 50 and index.dead == 150
     hits = index.search(vecs[0], 10, lambda keys: {k: k for k in keys if k in alive})
     assert len(hits) == 10 and all(d in alive for d, _ in hits)
+
+
+async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild reads a snapshot without the write lock; what is written or forgotten
+    meanwhile is caught up under the lock before the new index replaces the old."""
+    import threading
+
+    import anyio
+
+    from palaced import palace as palace_mod
+
+    svc = services(tmp_path, HashEmbedder(32))
+    p = await Palace.open("p", tmp_path / "p", svc)
+    ids = await remember(p, [f"tern colony note {i}" for i in range(20)])
+    for did in ids[:6]:
+        await writes.forget(p, did)
+    monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 5)
+    assert p.compaction_due
+    building, release = threading.Event(), threading.Event()
+    real_build = palace_mod.build_index
+
+    def slow_build(c, dims):  # type: ignore[no-untyped-def]
+        building.set()
+        assert release.wait(10)
+        return real_build(c, dims)
+
+    monkeypatch.setattr(palace_mod, "build_index", slow_build)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(p.compact)
+        await anyio.to_thread.run_sync(building.wait)
+        with anyio.fail_after(5):  # the write lock is free during the build
+            late = await remember(p, ["a late gannet note written during the rebuild"])
+            await writes.forget(p, ids[10])
+        release.set()
+    assert p.index is not None and p.index.dead == 1  # ids[10], forgotten during the build
+    assert p.index_load is not None and p.index_load.how == "rebuilt"
+    info = await reads.info(p)
+    assert info["index"] == info["vectors"] == 14 and info["consistent"] is True
+    res = await recall.recall(p, RecallRequest(query="a late gannet note", top_k=1))
+    assert res.results[0]["id"] == late[0] and res.results[0]["vector"] is not None
+    res = await recall.recall(p, RecallRequest(query="tern colony note 10", top_k=20))
+    assert ids[10] not in [r["id"] for r in res.results]
+    await p.aclose()

@@ -156,8 +156,10 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path,
     assert p.index_load is not None and p.index_load.how == "loaded"
     info = await reads.info(p)
     assert info["consistent"] is True and info["index"] == info["vectors"] == 2
+    assert not p.compaction_due
     monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 1)
-    await p.checkpoint()  # now enough tombstones: rebuilt from SQLite
+    assert p.compaction_due  # now enough tombstones: rebuilt from SQLite
+    await p.compact()
     assert p.index.dead == 0 and len(p.index) == 2 and p.index_load.how == "rebuilt"
     res = await recall.recall(p, RecallRequest(query="note two alpha beta", top_k=1))
     assert res.results[0]["id"] == ids[1]
