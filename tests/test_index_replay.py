@@ -203,6 +203,7 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
     real_build = palace_mod.build_index
 
     def slow_build(c, dims):  # type: ignore[no-untyped-def]
+        c.execute("SELECT count(*) FROM vectors").fetchall()  # the snapshot starts here
         building.set()
         assert release.wait(10)
         return real_build(c, dims)
