@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "bench" / "locomo-dev.json"
 

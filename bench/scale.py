@@ -31,7 +31,8 @@ Then, against a private ``palaced`` with the real model (``--model-dir``):
 
 ``--home DIR`` keeps the scratch ``PALACE_HOME`` and reuses a palace already built there for
 the same ``--drawers`` (building 100k drawers takes a few minutes on 2 cores, 1M about an
-hour); delete its ``index.usearch`` to time the index build again. Every number printed is a median or percentile of this run.
+hour); delete its ``index.usearch`` to time the index build again. Every number printed is a
+median or percentile of this run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import socket
@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, launch, pid_alive, private_env  # noqa: E402
-from perf import pct, zipf_texts, zipf_vocabulary  # noqa: E402
+from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, launch, pid_alive, private_env
+from perf import pct, zipf_texts, zipf_vocabulary
 
 PALACE = "scale"
 DIMS = 384
