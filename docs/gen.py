@@ -13,7 +13,10 @@ What it writes:
   every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
 * ``docs/python-api.md``: the methods of ``palace_client.Client``;
 * ``docs/agents.md``: the MCP tools (``palace_client/mcp/tools.py``);
-* ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``.
+* ``docs/benchmarks.md``: the tuning constants, with their current value and ``file:line``;
+* ``systemd/palaced.socket``, ``systemd/palaced.service``, ``launchd/dev.palace.palaced.plist``
+  (whole files): what ``palace service install`` writes (``palace_client/service/units.py``),
+  with systemd specifiers and placeholders instead of one user's paths.
 
 Inside hand-written files, generated text sits between ``<!-- BEGIN GENERATED: name -->`` and
 ``<!-- END GENERATED: name -->``. Facts the code does not state (what a config key or an
@@ -86,15 +89,6 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "(clients reconnect on their next call).",
 }
 
-# Types of the keys config.load reads itself ([limits] types come from config.Limits).
-CONFIG_TYPES: dict[tuple[str, str], str] = {
-    ("embedder", "model"): "string",
-    ("embedder", "model_path"): "path",
-    ("embedder", "threads"): "integer",
-    ("embedder", "allow_download"): "boolean",
-    ("tokenizer", "bpe_file"): "path",
-}
-
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.
 ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "PALACE_HOME": ("daemon, clients", "Put everything under this directory: palaces in "
@@ -110,23 +104,52 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                            "means keyword-only."),
     "PALACE_EMBED_MODEL_PATH": ("daemon", "Overrides `[embedder] model_path` (empty: no local "
                                 "path)."),
-    "PALACE_TIKTOKEN_FILE": ("daemon", "The `cl100k_base.tiktoken` file, used when the config "
-                             "file sets no `[tokenizer] bpe_file`."),
+    "PALACE_TIKTOKEN_FILE": ("daemon", "Overrides `[tokenizer] bpe_file`: the "
+                             "`cl100k_base.tiktoken` file (empty: none, the chars/4 estimate)."),
     "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
                            "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
                            "`cl100k_base`) after `<state_dir>/tiktoken/`."),
     "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
+    "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
+                               "handshake (default 10); a daemon that accepts and stays silent "
+                               "longer fails the call with `DAEMON_UNREACHABLE`."),
+    "PALACE_REQUEST_TIMEOUT": ("clients", "Seconds a request may run when the command sets "
+                               "none (default: the daemon's `request_timeout_s`); the client "
+                               "waits 10 s more for the answer, then fails with `TIMEOUT` "
+                               "(reads, idempotent writes) or `OUTCOME_UNKNOWN` (other writes)."),
+    "PALACE_DEBUG": ("`palace` CLI", "When set, an unexpected exception (a bug) shows its "
+                     "traceback instead of a one-line `CLIENT_ERROR`."),
     "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
                            "names the default palace (else the MCP client's first root, else "
                            "the current directory)."),
-    "XDG_CONFIG_HOME": ("`palace init`", "Where VS Code's user `mcp.json` is looked for on "
-                        "Linux (default `~/.config`)."),
+    "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
+                        "looked for on Linux, and where the systemd user units are written "
+                        "(`systemd/user/`; default `~/.config`). `palace service install` also "
+                        "copies it, `XDG_DATA_HOME` and `XDG_STATE_HOME` into the service "
+                        "when set, so that the service daemon resolves the same paths."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
-    "HOME": ("`palace init`", "The home whose agent configs the user and local scopes edit."),
-    "PATH": ("`palace init`", "Searched for the agents' commands (`claude`, `code`, `cursor`, "
-             "...), which mark them installed, and for `palace`."),
+    "HOME": ("`palace init`, `palace service`, `palace uninstall`", "The home whose agent "
+             "configs the user and local scopes edit, and where the service files go."),
+    "PATH": ("`palace init`, `palace service`", "Searched for the agents' commands (`claude`, "
+             "`code`, `cursor`, ...), which mark them installed, for `palace`, and for "
+             "`systemctl` / `launchctl`."),
+    "LISTEN_PID": ("daemon", "Socket activation (systemd, `sd_listen_fds(3)`): the pid the "
+                   "passed sockets are meant for; palaced serves them only when it is its own."),
+    "LISTEN_FDS": ("daemon", "Socket activation: how many listening sockets systemd passed from "
+                   "fd 3 on; palaced serves the one named `palaced` (or the only one) instead of "
+                   "binding its socket. Removed from the environment once read."),
+    "LISTEN_FDNAMES": ("daemon", "Socket activation: the passed sockets' names "
+                       "(`FileDescriptorName=`), colon-separated."),
+    "NOTIFY_SOCKET": ("daemon", "systemd's notification socket (`Type=notify`; a path or "
+                      "`@abstract` name): palaced sends `READY=1` once it serves, `STATUS=` "
+                      "lines and `STOPPING=1` at shutdown. Removed from the environment once "
+                      "read."),
+    "WATCHDOG_USEC": ("daemon", "systemd's watchdog deadline (`WatchdogSec=`): palaced sends "
+                      "`WATCHDOG=1` every half of it while its event loop runs."),
+    "WATCHDOG_PID": ("daemon", "The pid `WATCHDOG_USEC` is meant for (ignored when not "
+                     "palaced's)."),
 }
 
 
@@ -278,7 +301,8 @@ def render_cli() -> str:
         f"printed at {HELP_WIDTH} columns. Exit codes and error names: "
         "[protocol.md](protocol.md#exit-codes). Every `palace` command that talks to the daemon "
         "takes `--json` and then prints exactly one JSON document on stdout, also for errors "
-        "(`{\"ok\": false, \"error\": {...}}`).",
+        "(`{\"ok\": false, \"error\": {...}}`), usage errors included (`USAGE_ERROR`, exit "
+        "2). No command prints a traceback.",
         "",
     ]
     bodies: list[str] = []
@@ -376,64 +400,23 @@ def render_ops() -> str:
 
 # -- configuration --------------------------------------------------------------------------
 def _config_keys() -> list[tuple[str, str, str, str]]:
-    """``(section, key, type, default)`` of every key ``palaced.config.load`` reads.
-
-    ``[embedder]`` and ``[tokenizer]`` keys are the ``<section>.get("key", default)`` and
-    ``<section>["key"]`` reads in ``load`` (in source order); ``[limits]`` keys are the fields
-    of ``config.Limits``, which ``load`` fills from that table.
-    """
+    """``(section, key, type, default)`` of every key of ``palaced.config.SCHEMA``."""
     from palaced import config
 
-    src = Path(inspect.getsourcefile(config) or "").read_text("utf-8")
-    load = next(n for n in ast.walk(ast.parse(src))
-                if isinstance(n, ast.FunctionDef) and n.name == "load")
-    section_of: dict[str, str] = {}
-    for node in ast.walk(load):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
-                and isinstance(node.value.func, ast.Name) and node.value.func.id == "_section"
-                and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value.args[1], ast.Constant)):
-            section_of[node.targets[0].id] = str(node.value.args[1].value)
-    reads: list[tuple[int, int, str, str, str]] = []
-    for node in ast.walk(load):
-        var: str | None = None
-        key: object = None
-        default = "unset"
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get" and isinstance(node.func.value, ast.Name)
-                and node.args and isinstance(node.args[0], ast.Constant)):
-            var, key = node.func.value.id, node.args[0].value
-            if len(node.args) > 1:
-                default = _literal(node.args[1], config)
-        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-              and isinstance(node.slice, ast.Constant)):
-            var, key = node.value.id, node.slice.value
-        if var in section_of and isinstance(key, str):
-            reads.append((node.lineno, node.col_offset, section_of[var], key, default))
-    out: dict[tuple[str, str], tuple[str, str, str, str]] = {}
-    for _, _, section, key, default in sorted(reads):
-        if (section, key) not in out or out[(section, key)][3] == "unset":
-            kind = CONFIG_TYPES.get((section, key))
-            if kind is None:
-                raise GenError(f"config key [{section}] {key} has no type: add it to "
-                               "CONFIG_TYPES in docs/gen.py")
-            out[(section, key)] = (section, key, kind, default)
-    rows = list(out.values())
-    defaults = config.Limits()
-    for f in dataclasses.fields(config.Limits):
-        value = getattr(defaults, f.name)
-        kind = "integer" if isinstance(value, int) else "number"
-        rows.append(("limits", f.name, kind, repr(value)))
+    rows = []
+    for section, keys in config.SCHEMA.items():
+        for key, spec in keys.items():
+            kind = spec.kind
+            if spec.bound:
+                kind += f" {'>' if spec.bound['strict'] else '>='} {spec.bound['bound']:g}"
+            if spec.default is None:
+                default = "unset"
+            elif isinstance(spec.default, bool):
+                default = str(spec.default).lower()
+            else:
+                default = json.dumps(spec.default)
+            rows.append((section, key, kind, default))
     return rows
-
-
-def _literal(node: ast.expr, module: Any) -> str:
-    if isinstance(node, ast.Constant):
-        return "true" if node.value is True else "false" if node.value is False else repr(
-            node.value).replace("'", '"')
-    if isinstance(node, ast.Name) and hasattr(module, node.id):
-        return repr(getattr(module, node.id)).replace("'", '"')
-    return ast.unparse(node)
 
 
 def render_config_keys() -> str:
@@ -448,7 +431,7 @@ def render_config_keys() -> str:
     return _table(["section", "key", "type", "default", "meaning"], rows) + "\n"
 
 
-_ENV_GETTERS = {"get", "getenv"}
+_ENV_GETTERS = {"get", "getenv", "pop"}
 
 
 def _env_names() -> dict[str, list[str]]:
@@ -521,7 +504,11 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    for name, member in Client.__dict__.items():
+    # Client's own methods, then those of its mixins (``palace_client.transfer``).
+    members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
+    order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
+    for name in dict.fromkeys(order):
+        member = members[name]
         if name.startswith("_"):
             continue
         if isinstance(member, property):
@@ -591,9 +578,22 @@ SECTIONS: dict[str, dict[str, Callable[[], str]]] = {
 }
 
 
+def render_service_files() -> dict[Path, str]:
+    """The service files in ``systemd/`` and ``launchd/``: what ``palace service install``
+    writes, with specifiers and placeholders instead of one user's paths."""
+    from palace_client.service import units
+
+    return {
+        REPO / "systemd" / units.SOCKET_UNIT: units.render_socket_unit(units.default_spec()),
+        REPO / "systemd" / units.SERVICE_UNIT: units.render_service_unit(units.default_spec()),
+        REPO / "launchd" / f"{units.LAUNCHD_LABEL}.plist":
+            units.render_plist(units.default_launchd_spec()),
+    }
+
+
 def render_all() -> dict[Path, str]:
     """The full new text of every generated file (``{path: text}``); writes nothing."""
-    out = {DOCS / "cli.md": render_cli()}
+    out = {DOCS / "cli.md": render_cli(), **render_service_files()}
     for name, sections in SECTIONS.items():
         path = DOCS / name
         current = path.read_text("utf-8")

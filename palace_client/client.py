@@ -1,12 +1,12 @@
 """``palace_client.Client``: the synchronous Python API over the daemon socket.
 
 Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
-connection (daemon restarted or killed) is reopened once and the request retried when that
-is correct, as each op's spec (``palaced.specs``) says (the reasoning is in that
-module's docstring): a request that was never written whole is always resent; after a lost
-reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
-are resent and an "already done" answer counts as success, and the rest raise
-``OutcomeUnknown`` rather than run twice.
+connection (daemon restarted or killed) is reopened once and the request retried when that is
+correct, as each op's spec (``palaced.specs``, with the reasoning) says: a request that was
+never written whole is always resent; after a lost reply, reads and idempotent writes are
+resent, ``forget``/``palace.create``/``palace.delete`` are resent and an "already done" answer
+counts as success, and the rest raise ``OutcomeUnknown`` rather than run twice. A reply late
+past its deadline is a lost reply that is not resent (``Timeout`` or ``OutcomeUnknown``).
 """
 
 from __future__ import annotations
@@ -16,27 +16,43 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from palaced.errors import DaemonUnreachable, OutcomeUnknown, PalaceError
+from palaced.errors import DaemonUnreachable, PalaceError, Timeout
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
-from .connection import Connection, ReplyLost, RequestNotSent, connect
+from .connection import (
+    CONNECT_TIMEOUT_S,
+    Connection,
+    ReplyLost,
+    ReplyTimeout,
+    RequestNotSent,
+    connect,
+    env_seconds,
+    outcome_unknown,
+)
+from .payloads import drawer_args
+from .transfer import Transfers
 
 
-class Client:
+class Client(Transfers):
     """A connection to the machine's palaced, started on demand.
 
     Args:
         socket_path: talk to this socket instead of the resolved default.
         autostart: start the daemon when it is not running (default True).
         client_name: reported to the daemon in the handshake.
+        connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 10).
+        request_timeout: seconds a request may run when its method sets none
+            (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Export, restore and
+    the import ledger's methods come from ``palace_client.transfer.Transfers``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
-                 client_name: str = "palace-client") -> None:
+                 client_name: str = "palace-client", connect_timeout: float | None = None,
+                 request_timeout: float | None = None) -> None:
         paths = resolve()
         if socket_path is not None:
             sock = Path(socket_path)
@@ -48,12 +64,19 @@ class Client:
         self._autostart = autostart
         self._client_name = client_name
         self._conn: Connection | None = None
+        self.connect_timeout = connect_timeout or env_seconds(
+            "PALACE_CONNECT_TIMEOUT", os.environ.get("PALACE_CONNECT_TIMEOUT"),
+            CONNECT_TIMEOUT_S) or CONNECT_TIMEOUT_S
+        self.request_timeout = request_timeout or env_seconds(
+            "PALACE_REQUEST_TIMEOUT", os.environ.get("PALACE_REQUEST_TIMEOUT"), None)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _connection(self) -> Connection:
         if self._conn is None:
             self._conn = connect(self.paths, autostart=self._autostart,
-                                 client_name=self._client_name, check_store=self._check_store)
+                                 client_name=self._client_name, check_store=self._check_store,
+                                 connect_timeout=self.connect_timeout,
+                                 request_timeout=self.request_timeout)
         return self._conn
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
@@ -61,12 +84,15 @@ class Client:
         """Send one raw request and return its result map.
 
         A broken connection is reopened and the request resent once, per the op's retry rule.
+        The answer is awaited for the op's deadline (``timeout_ms``, else ``request_timeout``,
+        else the daemon's default) plus 10 s; a late one is not resent (twice the wait).
 
         Raises:
             PalaceError: the daemon's typed error.
             DaemonUnreachable: the connection broke and the retry could not get through.
-            OutcomeUnknown: the connection broke after the request was sent, and the op may
-                not be resent (or its resend failed too): it may or may not have been applied.
+            OutcomeUnknown: the connection broke (or the deadline passed) after the request
+                was sent, and the op may not be resent: it may or may not have been applied.
+            Timeout: a read or SAFE write got no answer by its deadline (safe to send again).
         """
         payload = dict(args or {})
         rule = retry_rule(op)
@@ -79,18 +105,25 @@ class Client:
                 conn = self._connection()
             except DaemonUnreachable as exc:
                 if delivered and rule.kind is not Retry.SAFE:
-                    raise _unknown(op, lost) from exc
+                    raise outcome_unknown(op, lost) from exc
                 raise
             try:
                 return conn.call(op, palace, payload, timeout_ms)
             except RequestNotSent as exc:
                 self.close()
                 lost = exc
+            except ReplyTimeout as exc:
+                self.close()  # a late reply would be read as the next request's
+                if rule.kind is Retry.SAFE:
+                    raise Timeout(f"{exc} (the client's deadline); it is safe to send again",
+                                  details={"op": op, "timeout_s": exc.timeout_s,
+                                           "client_deadline": True}) from None
+                raise outcome_unknown(op, exc) from None
             except ReplyLost as exc:
                 self.close()
                 lost = exc
                 if rule.kind is Retry.NEVER or (delivered and rule.kind is not Retry.SAFE):
-                    raise _unknown(op, exc) from exc
+                    raise outcome_unknown(op, exc) from exc
                 delivered = True
             except PalaceError as exc:
                 if delivered and rule.done_code is not None and exc.code == rule.done_code:
@@ -99,7 +132,7 @@ class Client:
                     return {**done, "already_done": True}
                 raise
         if delivered and rule.kind is not Retry.SAFE:
-            raise _unknown(op, lost)
+            raise outcome_unknown(op, lost)
         raise DaemonUnreachable(f"lost the connection to palaced twice: {lost}",
                                 details={"op": op, "socket": str(self.paths.socket)})
 
@@ -155,14 +188,17 @@ class Client:
                     source: str | None = None, occurred_at: str | None = None,
                     **extra: Any) -> dict[str, Any]:
         """Like ``remember`` but returns the full result (``id``, ``created``, ...)."""
-        args = _drawer_args(text=text, wing=wing, room=room, tags=tags, importance=importance,
+        args = drawer_args(text=text, wing=wing, room=room, tags=tags, importance=importance,
                             source=source, occurred_at=occurred_at, **extra)
         return self.call("memory.remember", palace, args)
 
     def remember_many(self, palace: str, items: Sequence[Mapping[str, Any]],
                       **options: Any) -> list[int]:
         """Store many drawers in one batch; returns their ids in input order."""
-        payload = [_drawer_args(**dict(item)) for item in items]
+        # An item without a text goes as is: the daemon refuses it with INVALID_ARGS naming
+        # the item, where the keyword call would raise a bare TypeError.
+        payload = [drawer_args(**dict(item)) if "text" in item else dict(item)
+                   for item in items]
         result = self.call("memory.remember_many", palace, {"items": payload, **options},
                            timeout_ms=600_000)
         return [int(i) for i in result["ids"]]
@@ -362,32 +398,3 @@ class Client:
         """
         return self.call("memory.health", palace,
                          self._some(threshold=threshold, stale_days=stale_days, limit=limit))
-
-
-def _unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
-    return OutcomeUnknown(
-        f"the connection to palaced broke after {op} was sent ({cause}); it may or may not "
-        "have been applied: check the palace before repeating it",
-        details={"op": op})
-
-
-def _drawer_args(*, text: str, wing: str | None = None, room: str | None = None,
-                 tags: Iterable[str] = (), importance: float = 0.5, source: str | None = None,
-                 occurred_at: str | None = None, **extra: Any) -> dict[str, Any]:
-    args: dict[str, Any] = {"text": text, "importance": importance}
-    if wing is not None:
-        args["wing"] = wing
-    if room is not None:
-        args["room"] = room
-    if isinstance(tags, str):
-        args["tags"] = [tags]
-    else:
-        tag_list = list(tags)
-        if tag_list:
-            args["tags"] = tag_list
-    if source is not None:
-        args["source"] = source
-    if occurred_at is not None:
-        args["occurred_at"] = occurred_at
-    args.update(extra)
-    return args

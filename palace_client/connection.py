@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from palace_client.autostart import start_daemon
+from palace_client.peer import verify_launchd_daemon, verify_server
 from palaced import __version__
 from palaced.errors import (
+    ClientError,
     DaemonUnreachable,
     DataDirMismatch,
+    OutcomeUnknown,
     PalaceError,
     UnsupportedProtocol,
-    UntrustedDaemon,
 )
 from palaced.paths import Paths, resolve
-from palaced.private import check_runtime_dir, make_private_dirs
+from palaced.private import check_runtime_dir
 from palaced.protocol import (
     DEFAULT_MAX_FRAME,
     HEADER_SIZE,
@@ -38,16 +39,50 @@ from palaced.protocol import (
     encode_request,
     hello_args,
     parse_header,
-    socket_peer_uid,
 )
 
+# Connect + handshake: a healthy daemon answers the hello in milliseconds, even while it
+# loads its model; one that accepted and stays silent is stuck, and saying so beats waiting.
+# Twice the daemon's own handshake deadline, so a daemon slowed by a loaded machine (the
+# model load holds the GIL in stretches) is not mistaken for a stuck one.
+CONNECT_TIMEOUT_S = 10.0
+# Auto-start: until the spawned daemon listens (it exits at once on a bad config).
 START_TIMEOUT_S = 20.0
+# An op's reply is awaited for the daemon's own deadline of it plus this: when the daemon
+# gives up it answers TIMEOUT, which needs a moment to arrive.
+REPLY_GRACE_S = 10.0
+# The daemon's default request deadline, for a daemon too old to state it in its hello.
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def env_seconds(name: str, raw: str | None, default: float | None) -> float | None:
+    """The positive number of seconds ``raw`` (environment variable ``name``), else
+    ``default`` when it is unset or empty.
+
+    Raises:
+        ClientError: the variable is set but is not a positive number.
+    """
+    raw = (raw or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise ClientError(f"{name} must be a number of seconds > 0, got {raw!r}",
+                          details={"variable": name})
+    return value
+
+
+def _recv_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
     chunks: list[bytes] = []
     remaining = n
     while remaining:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        sock.settimeout(left)
         chunk = sock.recv(min(remaining, 1 << 20))
         if not chunk:
             raise ConnectionError("daemon closed the connection")
@@ -64,82 +99,142 @@ class ReplyLost(ConnectionError):
     """The connection broke after a request was written: it may or may not have run."""
 
 
-class Connection:
-    """One handshaken connection to the daemon. Not thread-safe; one request at a time."""
+class ReplyTimeout(ReplyLost):
+    """No reply came within the client's deadline: the request may or may not have run (or
+    may still be running), and the connection is out of step and must be closed."""
 
-    def __init__(self, sock: socket.socket, client_name: str) -> None:
+    def __init__(self, message: str, timeout_s: float) -> None:
+        super().__init__(message)
+        self.timeout_s = timeout_s
+
+
+class Connection:
+    """One handshaken connection to the daemon. Not thread-safe; one request at a time.
+
+    Every exchange has a deadline: the hello ``hello_timeout`` seconds, an op the daemon's
+    own deadline for it (its ``timeout_ms``, else ``request_timeout``, else the default the
+    daemon stated in its hello) plus REPLY_GRACE_S.
+
+    Raises (constructor):
+        DaemonUnreachable: no hello answer within ``hello_timeout``.
+        UnsupportedProtocol: the daemon speaks another protocol.
+        OSError: the connection broke during the handshake.
+    """
+
+    def __init__(self, sock: socket.socket, client_name: str, *,
+                 hello_timeout: float = CONNECT_TIMEOUT_S,
+                 request_timeout: float | None = None, peer: str = "palaced") -> None:
         self._sock = sock
         self._next_id = 1
         self.max_frame = DEFAULT_MAX_FRAME
-        hello = self._roundtrip(HELLO_OP, None, hello_args(client_name, __version__))
+        self.request_timeout = request_timeout
+        try:
+            self._send_request(HELLO_OP, None, hello_args(client_name, __version__), None,
+                               time.monotonic() + hello_timeout)
+            hello = self._read_response(time.monotonic() + hello_timeout)
+        except TimeoutError:
+            raise DaemonUnreachable(
+                f"{peer} accepted the connection but did not answer the handshake within "
+                f"{hello_timeout:g}s: it is stuck or overloaded (see its log; `palace daemon "
+                "restart` replaces it; PALACE_CONNECT_TIMEOUT waits longer)",
+                details={"timeout_s": hello_timeout}) from None
         if hello.get("protocol") != PROTOCOL_VERSION:
             raise UnsupportedProtocol(f"daemon speaks protocol {hello.get('protocol')}")
         self.server_info: dict[str, Any] = hello
         self.ops: frozenset[str] = frozenset(hello.get("ops", ()))
         self.max_frame = int(hello.get("max_frame", DEFAULT_MAX_FRAME))
+        self._daemon_timeout = float(hello.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
+        self._daemon_max_timeout = float(hello.get("max_request_timeout_s") or float("inf"))
 
     @classmethod
-    def open(cls, path: Path, client_name: str = "palace-client", timeout: float | None = None
+    def open(cls, path: Path, client_name: str = "palace-client",
+             timeout: float = CONNECT_TIMEOUT_S, request_timeout: float | None = None
              ) -> Connection:
-        """Connect to the socket at ``path``, verify who serves it, and handshake.
+        """Connect to the socket at ``path``, verify who serves it, and handshake, all
+        within ``timeout`` seconds.
 
         Raises:
             OSError: nothing is listening there.
             UntrustedDaemon: the server runs as another uid (root included, unless we are
                 root); the connection is closed before a byte is sent.
+            DaemonUnreachable: the connect or the handshake took longer than ``timeout``.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect(str(path))
-            verify_server(sock, path)
-            return cls(sock, client_name)
+            try:
+                sock.connect(str(path))
+            except TimeoutError:
+                raise DaemonUnreachable(
+                    f"palaced at {path} did not accept the connection within {timeout:g}s",
+                    details={"socket": str(path), "timeout_s": timeout}) from None
+            launchd = verify_server(sock, path)
+            conn = cls(sock, client_name, hello_timeout=timeout,
+                       request_timeout=request_timeout, peer=f"palaced at {path}")
+            if launchd:
+                verify_launchd_daemon(sock, path)
+            return conn
         except BaseException:
             sock.close()
             raise
 
-    def _roundtrip(self, op: str, palace: str | None, args: dict[str, Any],
-                   timeout_ms: int | None = None) -> dict[str, Any]:
-        self._send_request(op, palace, args, timeout_ms)
-        return self._read_response()
+    def deadline_s(self, timeout_ms: int | None) -> float:
+        """How long the client waits for the reply to a request sent with ``timeout_ms``."""
+        if timeout_ms is None:
+            return self._daemon_timeout + REPLY_GRACE_S
+        return min(timeout_ms / 1000, self._daemon_max_timeout) + REPLY_GRACE_S
 
     def _send_request(self, op: str, palace: str | None, args: dict[str, Any],
-                      timeout_ms: int | None) -> None:
+                      timeout_ms: int | None, deadline: float) -> None:
         req_id = self._next_id
         self._next_id += 1
-        self._sock.sendall(encode_request(req_id, op, palace, args, timeout_ms, self.max_frame))
+        data = encode_request(req_id, op, palace, args, timeout_ms, self.max_frame)
+        self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        self._sock.sendall(data)
 
-    def _read_response(self) -> dict[str, Any]:
+    def _read_response(self, deadline: float) -> dict[str, Any]:
         """The next response's result.
 
         Raises:
             PalaceError: an error envelope (typed by its code), or a malformed frame.
+            TimeoutError: no whole response by ``deadline``.
             OSError: the connection broke.
         """
-        length = parse_header(_recv_exactly(self._sock, HEADER_SIZE), max(self.max_frame, 1 << 20)
-                              * 4)
-        return decode_response(_recv_exactly(self._sock, length))
+        header = _recv_exactly(self._sock, HEADER_SIZE, deadline)
+        length = parse_header(header, max(self.max_frame, 1 << 20) * 4)
+        return decode_response(_recv_exactly(self._sock, length, deadline))
 
     def call(self, op: str, palace: str | None = None, args: dict[str, Any] | None = None,
              timeout_ms: int | None = None) -> dict[str, Any]:
-        """Send one request and return its result map.
+        """Send one request and return its result map, within its deadline (``deadline_s``).
+
+        Without ``timeout_ms``, the connection's ``request_timeout`` (if set) is sent as the
+        request's ``timeout_ms``, so that daemon and client give up together.
 
         Raises:
             PalaceError: the daemon answered with an error envelope (typed by code), or the
                 request cannot be framed (FrameTooLarge).
-            RequestNotSent: the connection broke before the whole request was written; the
-                daemon cannot have applied it.
+            RequestNotSent: the connection broke (or stalled) before the whole request was
+                written; the daemon cannot have applied it.
+            ReplyTimeout: no reply within the deadline; the request may or may not have run.
             ReplyLost: the connection broke after the request was written; the daemon may
                 or may not have applied it.
         """
+        if timeout_ms is None and self.request_timeout is not None:
+            timeout_ms = max(int(self.request_timeout * 1000), 1)
+        wait_s = self.deadline_s(timeout_ms)
+        deadline = time.monotonic() + wait_s
         try:
-            self._send_request(op, palace, args or {}, timeout_ms)
+            self._send_request(op, palace, args or {}, timeout_ms, deadline)
         except OSError as exc:
             # sendall raising means some bytes never left: the daemon never read a whole
             # frame, so it cannot have run the request.
             raise RequestNotSent(f"could not send {op} to palaced: {exc}") from exc
         try:
-            return self._read_response()
+            return self._read_response(deadline)
+        except TimeoutError:
+            raise ReplyTimeout(f"palaced did not answer {op} within {wait_s:g}s", wait_s
+                               ) from None
         except OSError as exc:
             raise ReplyLost(f"lost the connection to palaced waiting for {op}: {exc}") from exc
 
@@ -148,85 +243,6 @@ class Connection:
             self._sock.close()
         except OSError:
             pass
-
-
-def verify_server(sock: socket.socket, path: Path) -> None:
-    """Refuse a daemon that does not run as our uid, before anything is sent to it.
-
-    The server's uid comes from the kernel (the peer credentials of the connected socket);
-    where the platform offers none, the owner of the socket file stands in, which is weaker
-    but still stops a socket planted by another user.
-
-    Raises:
-        UntrustedDaemon: the server's uid is not ours.
-    """
-    me = os.geteuid()
-    uid = socket_peer_uid(sock)
-    if uid is None:
-        uid = os.stat(path).st_uid
-    if uid != me:
-        raise UntrustedDaemon(
-            f"refusing the palaced at {path}: it runs as uid {uid}, not as you (uid {me}); "
-            "another local user may have planted it, and nothing was sent to it. Have "
-            f"{path.parent} removed, or set PALACE_SOCKET to a path in a private directory "
-            "you own",
-            details={"socket": str(path), "server_uid": uid, "uid": me},
-        )
-
-
-# Runs in a throwaway interpreter (-S: stdlib only, fast): starts the daemon in a new session
-# and exits at once, so the daemon is orphaned and reparented to init. Were it our own child,
-# it would linger as our zombie after it exits, for as long as this client process lives.
-_LAUNCHER = (
-    "import subprocess, sys\n"
-    "subprocess.Popen(sys.argv[1:], start_new_session=True, close_fds=True)\n"
-)
-_LAUNCH_TIMEOUT_S = 10.0
-
-
-def spawn_daemon(paths: Paths) -> None:
-    """Start palaced fully detached from this process; the daemon's lock arbitrates races.
-
-    The daemon is started through a launcher that exits at once (reaped here), so it is not
-    a child of this process. Its stdout/stderr are appended to the daemon log, so a crash
-    before logging is set up still leaves a trace where the startup error points.
-
-    Raises:
-        DaemonUnreachable: the launcher could not be run or failed.
-    """
-    make_private_dirs(paths.state_dir)
-    env = dict(os.environ)
-    # The daemon runs from "/": make path settings absolute so it finds what we meant.
-    for key in ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
-                "PALACE_TIKTOKEN_FILE"):
-        if env.get(key):
-            env[key] = os.path.abspath(os.path.expanduser(env[key]))
-    daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
-    log: IO[bytes] | int
-    try:
-        # 0600 like everything of the daemon's (it would tighten a 0644 log and say so);
-        # no symlink is followed. Closed below, once the launcher is done.
-        fd = os.open(paths.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW,
-                     0o600)
-        log = os.fdopen(fd, "ab")
-    except OSError:
-        log = subprocess.DEVNULL  # start it anyway; only its early stderr is lost
-    try:
-        launcher = subprocess.run(
-            [sys.executable, "-S", "-c", _LAUNCHER, *daemon_cmd],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, close_fds=True,
-            env=env, cwd="/", timeout=_LAUNCH_TIMEOUT_S, check=False,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise DaemonUnreachable(f"cannot start palaced: {exc}",
-                                details={"log": str(paths.log_file)}) from None
-    finally:
-        if not isinstance(log, int):
-            log.close()
-    if launcher.returncode != 0:
-        raise DaemonUnreachable(
-            f"cannot start palaced: its launcher exited with {launcher.returncode}; see the "
-            f"log at {paths.log_file}", details={"log": str(paths.log_file)})
 
 
 def same_store(conn: Connection, paths: Paths) -> Connection:
@@ -252,26 +268,40 @@ def same_store(conn: Connection, paths: Paths) -> Connection:
     )
 
 
+# What connecting to a socket nobody serves (any more) raises.
+_ABSENT = (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError)
+
+
 def connect(paths: Paths | None = None, *, autostart: bool = True,
-            client_name: str = "palace-client",
-            start_timeout: float = START_TIMEOUT_S, check_store: bool = False) -> Connection:
+            client_name: str = "palace-client", start_timeout: float = START_TIMEOUT_S,
+            check_store: bool = False, connect_timeout: float = CONNECT_TIMEOUT_S,
+            request_timeout: float | None = None) -> Connection:
     """Connect to the daemon, starting it first if it is not running.
 
     With ``check_store`` (the socket was not chosen explicitly), the daemon must serve the
-    data directory ``paths`` names (see :func:`same_store`).
+    data directory ``paths`` names (see :func:`same_store`). ``connect_timeout`` bounds the
+    connect and handshake, ``start_timeout`` an auto-start, ``request_timeout`` (None: the
+    daemon's default) every request of the connection (see ``Connection``).
 
     Raises:
-        DaemonUnreachable: it is not running and could not be started in time.
+        DaemonStartFailed: the daemon it started exited before answering (its exit status
+            and the end of its stderr are in the message), typically within a second.
+        DaemonUnreachable: it is not running and could not be started in time, or it does
+            not answer the handshake within ``connect_timeout``.
         UntrustedDaemon: the socket is served by a process of another uid.
         UnsafePath: it is not running and its runtime directory is a symlink or another
             uid's (the daemon would refuse it; we say why at once rather than time out).
         DataDirMismatch: with ``check_store``, the daemon serves another data directory.
     """
     paths = paths or resolve()
-    try:
-        conn = Connection.open(paths.socket, client_name)
+
+    def attempt() -> Connection:
+        conn = Connection.open(paths.socket, client_name, connect_timeout, request_timeout)
         return same_store(conn, paths) if check_store else conn
-    except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
+
+    try:
+        return attempt()
+    except _ABSENT:
         if not autostart:
             raise DaemonUnreachable(
                 f"palaced is not running (socket {paths.socket}); start it with "
@@ -283,22 +313,32 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     except OSError as exc:
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
     check_runtime_dir(paths.runtime_dir)
-    spawn_daemon(paths)
     deadline = time.monotonic() + start_timeout
+    # Raises at once if the daemon exits non-zero; "exited 0" means another daemon won the
+    # lock (it may still be starting), "starting" that ours did not listen in time.
+    start_daemon(paths, start_timeout)
     delay = 0.01
     last: Exception | None = None
-    while time.monotonic() < deadline:
+    while True:
         try:
-            conn = Connection.open(paths.socket, client_name)
-        except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError,
-                BrokenPipeError) as exc:
+            return attempt()
+        except _ABSENT as exc:
             last = exc
-        else:
-            return same_store(conn, paths) if check_store else conn
+        if time.monotonic() >= deadline:
+            break
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
     raise DaemonUnreachable(
-        f"started palaced but it did not answer on {paths.socket} within {start_timeout:.0f}s "
-        f"({last}); see the log at {paths.log_file}",
-        details={"socket": str(paths.socket), "log": str(paths.log_file)},
+        f"started palaced but it did not answer on {paths.socket} within "
+        f"{start_timeout:g}s ({last}); see {paths.log_file} and {paths.stderr_log}",
+        details={"socket": str(paths.socket), "log": str(paths.log_file),
+                 "stderr_log": str(paths.stderr_log)},
     )
+
+
+def outcome_unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
+    """The error of a request that was sent and whose answer never came."""
+    return OutcomeUnknown(
+        f"the connection to palaced broke after {op} was sent ({cause}); it may or may not "
+        "have been applied: check the palace before repeating it",
+        details={"op": op})

@@ -29,6 +29,8 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -39,43 +41,80 @@ from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.toml_lines import key_lines, line_of
+
+
+def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
+    """A Limits field whose value must be ``> bound`` (``>= bound`` unless ``strict``)."""
+    return field(default=default, metadata={"bound": bound, "strict": strict})
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Sizes and times the daemon enforces.
+    """Sizes and times the daemon enforces; each field's bound is in its metadata.
 
     Raises:
-        ValueError: a connection limit or timeout is out of range (``load`` reports it as
-            InvalidArgs naming the file).
+        ValueError: a value is out of its bound (``load`` reports it with the file's line).
     """
 
-    max_frame: int = DEFAULT_MAX_FRAME
-    max_text_chars: int = 200_000
-    max_batch: int = 10_000
-    request_timeout_s: float = 120.0
-    max_request_timeout_s: float = 3600.0
-    idle_close_s: float = 600.0
-    checkpoint_idle_s: float = 5.0
-    max_connections: int = 256
+    max_frame: int = _above(DEFAULT_MAX_FRAME, 4096, strict=False)
+    max_text_chars: int = _above(200_000, 0)
+    max_batch: int = _above(10_000, 0)
+    request_timeout_s: float = _above(120.0, 0)
+    max_request_timeout_s: float = _above(3600.0, 0)
+    idle_close_s: float = _above(600.0, 0)
+    checkpoint_idle_s: float = _above(5.0, 0)
+    max_connections: int = _above(256, 0)
     # Connections accepted past max_connections that may only run the control ops (status,
     # stop): the owner always gets through, however many clients are stuck.
-    reserve_connections: int = 8
+    reserve_connections: int = _above(8, 0, strict=False)
     # A silent or half-sent peer must not hold a slot: see palaced.server.
-    handshake_timeout_s: float = 5.0
-    frame_timeout_s: float = 10.0
+    handshake_timeout_s: float = _above(5.0, 0)
+    frame_timeout_s: float = _above(10.0, 0)
     # An MCP bridge may hold its connection open for hours; closing it when idle costs the
     # client one reconnect on its next call.
-    connection_idle_s: float = 300.0
+    connection_idle_s: float = _above(300.0, 0)
 
     def __post_init__(self) -> None:
-        positive = ("max_connections", "handshake_timeout_s", "frame_timeout_s",
-                    "connection_idle_s")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if self.reserve_connections < 0:
-            raise ValueError(f"reserve_connections must be >= 0, got {self.reserve_connections}")
+        for f in fields(self):
+            problem = out_of_bound(getattr(self, f.name), f.metadata)
+            if problem:
+                raise ValueError(f"{f.name} {problem}")
+
+
+def out_of_bound(value: Any, bound: Any) -> str:
+    """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}``), or ""."""
+    if "bound" not in bound:
+        return ""
+    low, strict = bound["bound"], bound["strict"]
+    ok = value > low if strict else value >= low
+    if ok and not (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"must be {'>' if strict else '>='} {low:g}, got {value!r}"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the config file: its type (``string``, ``path``, ``integer``, ``number``,
+    ``boolean``), its default (None: unset) and, for numbers, its bound."""
+
+    kind: str
+    default: Any = None
+    bound: dict[str, Any] = field(default_factory=dict)
+
+
+# Every key the file may hold, by section: the one list the check and docs/gen.py read.
+SCHEMA: dict[str, dict[str, Key]] = {
+    "embedder": {
+        "model": Key("string", DEFAULT_MODEL),
+        "model_path": Key("path"),
+        "threads": Key("integer", bound={"bound": 0, "strict": False}),
+        "allow_download": Key("boolean", True),
+    },
+    "tokenizer": {"bpe_file": Key("path")},
+    "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
+                           f.default, dict(f.metadata)) for f in fields(Limits)},
+}
 
 
 @dataclass(frozen=True)
@@ -88,68 +127,146 @@ class DaemonConfig:
     tokenizer_file: Path | None = None
 
 
-def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
-    value = data.get(name, {})
-    if not isinstance(value, dict):
-        raise InvalidArgs(f"config section [{name}] must be a table")
-    return value
+_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "string": ("a string", (str,)),
+    "path": ("a string (a path)", (str,)),
+    "integer": ("an integer", (int,)),
+    "number": ("a number", (int, float)),
+    "boolean": ("true or false", (bool,)),
+}
 
 
-def _limits(lim: dict[str, Any], source: Path) -> Limits:
-    """Limits from the file's [limits] table: known keys, each coerced to its default's type.
+def _what(value: Any) -> str:
+    """How a TOML value's type reads in a message: ``the string 'two'``."""
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    names = {int: "the integer", float: "the number", str: "the string"}
+    for kind, name in names.items():
+        if type(value) is kind:
+            return f"{name} {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__}"
+
+
+def _closest(name: str, known: list[str], shown: str = "{!r}") -> str:
+    """`` (did you mean 'model'?)`` for a misspelt ``name``, or ""."""
+    match = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f" (did you mean {shown.format(match[0])}?)" if match else ""
+
+
+def check(data: dict[str, Any], text: str, source: Path) -> None:
+    """Check a parsed config file against SCHEMA; every problem is reported at once.
 
     Raises:
-        InvalidArgs: an unknown key, or a value of the wrong type or out of range.
+        InvalidArgs: unknown sections or keys (with the closest known name), values of the
+            wrong type or out of bounds; one ``file:line: problem`` line each, and
+            ``details["problems"]`` with the lines and keys.
     """
-    defaults = Limits()
-    known = {f.name for f in fields(Limits)}
-    values: dict[str, Any] = {}
-    for key, value in lim.items():
-        if key not in known:
-            raise InvalidArgs(f"bad [limits] in {source}: unknown key {key!r}")
-        try:
-            values[key] = type(getattr(defaults, key))(value)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgs(f"bad [limits] in {source}: {key}: {exc}") from exc
+    lines = key_lines(text)
+    problems: list[dict[str, Any]] = []
+
+    def problem(path: tuple[str, ...], message: str) -> None:
+        problems.append({"line": line_of(lines, *path), "key": ".".join(path),
+                         "message": message})
+
+    owners = {key: section for section, keys in SCHEMA.items() for key in keys}
+    for section, table in data.items():
+        if section not in SCHEMA:
+            known = ", ".join(f"[{s}]" for s in SCHEMA)
+            if isinstance(table, dict):
+                problem((section,), f"unknown section [{section}]"
+                        f"{_closest(section, list(SCHEMA), '[{}]')}; the sections are {known}")
+            elif section in owners:
+                problem((section,), f"{section!r} belongs in the [{owners[section]}] section")
+            else:
+                problem((section,), f"unknown key {section!r} outside any section; the "
+                        f"sections are {known}")
+            continue
+        if not isinstance(table, dict):
+            problem((section,), f"[{section}] must be a table, got {_what(table)}")
+            continue
+        for key, value in table.items():
+            spec = SCHEMA[section].get(key)
+            if spec is None:
+                elsewhere = owners.get(key)
+                hint = (f" ({key!r} belongs in [{elsewhere}])" if elsewhere
+                        else _closest(key, list(SCHEMA[section])))
+                problem((section, key), f"unknown key {key!r} in [{section}]{hint}")
+                continue
+            label, types = _KINDS[spec.kind]
+            if isinstance(value, bool) is not (spec.kind == "boolean") or not isinstance(
+                    value, types):
+                problem((section, key), f"[{section}] {key} must be {label}, got {_what(value)}")
+                continue
+            wrong = out_of_bound(value, spec.bound)
+            if wrong:
+                problem((section, key), f"[{section}] {key} {wrong}")
+    if problems:
+        text_lines = [f"{source}:{p['line']}: {p['message']}" if p["line"] else
+                      f"{source}: {p['message']}" for p in problems]
+        raise InvalidArgs("bad config file " + "\n".join(text_lines) if len(text_lines) == 1
+                          else f"bad config file {source}:\n" + "\n".join(text_lines),
+                          details={"file": str(source), "problems": problems})
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """The checked contents of the config file at ``path``; {} when there is none.
+
+    Raises:
+        InvalidArgs: it cannot be read, is not valid TOML (the message has the line), or does
+            not pass ``check``.
+    """
+    if not path.is_file():
+        return {}
     try:
-        return Limits(**values)
-    except ValueError as exc:
-        raise InvalidArgs(f"bad [limits] in {source}: {exc}") from exc
+        text = path.read_text("utf-8")
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise InvalidArgs(f"cannot read config {path}: {exc}",
+                          details={"file": str(path)}) from exc
+    check(data, text, path)
+    return data
+
+
+def _limits(table: dict[str, Any]) -> Limits:
+    """Limits from a checked ``[limits]`` table (numbers as floats, like the defaults)."""
+    values: dict[str, Any] = {
+        k: float(v) if SCHEMA["limits"][k].kind == "number" else v for k, v in table.items()}
+    return Limits(**values)
 
 
 def load(paths: Paths | None = None) -> DaemonConfig:
-    """Resolve paths, read the TOML file if present, apply environment overrides.
+    """Resolve paths, read and check the TOML file if present, apply environment overrides.
+
+    Precedence: defaults < file < environment (``PALACE_EMBED_MODEL``,
+    ``PALACE_EMBED_MODEL_PATH``, ``PALACE_TIKTOKEN_FILE``).
 
     Raises:
-        InvalidArgs: the config file is not valid TOML or has wrong types.
+        InvalidArgs: the config file is unreadable, not valid TOML, or has unknown keys or
+            wrong values (see ``check``).
     """
     paths = paths or resolve()
-    data: dict[str, Any] = {}
-    if paths.config_file.is_file():
-        try:
-            data = tomllib.loads(paths.config_file.read_text("utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise InvalidArgs(f"cannot read config {paths.config_file}: {exc}") from exc
-    emb = _section(data, "embedder")
-    model = str(emb.get("model", DEFAULT_MODEL))
+    data = read_file(paths.config_file)
+    emb, tok = data.get("embedder", {}), data.get("tokenizer", {})
+    model = emb.get("model", DEFAULT_MODEL)
     disabled = model.strip().lower() in {"none", "off", ""}
-    model_path = Path(str(emb["model_path"])).expanduser() if emb.get("model_path") else None
-    threads = emb.get("threads")
-    settings = EmbedderSettings(
+    model_path = Path(emb["model_path"]).expanduser() if emb.get("model_path") else None
+    settings = settings_from_env(EmbedderSettings(
         model_name=DEFAULT_MODEL if disabled else model,
         model_path=model_path,
         cache_dir=paths.state_dir / "models",
-        threads=int(threads) if threads else None,
-        allow_download=bool(emb.get("allow_download", True)),
+        threads=emb.get("threads") or None,
+        allow_download=emb.get("allow_download", True),
         disabled=disabled,
-    )
-    settings = settings_from_env(settings)
-    limits = _limits(_section(data, "limits"), paths.config_file)
-    tok = _section(data, "tokenizer")
-    tok_file = tok.get("bpe_file") or os.environ.get("PALACE_TIKTOKEN_FILE")
+    ))
+    env_tok = os.environ.get("PALACE_TIKTOKEN_FILE")
+    tok_file = env_tok if env_tok is not None else tok.get("bpe_file")
     return DaemonConfig(
         paths=paths,
         embedder=settings,
-        limits=limits,
-        tokenizer_file=Path(str(tok_file)).expanduser() if tok_file else None,
+        limits=_limits(data.get("limits", {})),
+        tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
     )

@@ -1,92 +1,21 @@
 """The one exception tree of palace, with stable numeric codes.
 
-Leaf module (stdlib only): the client imports it to rebuild typed errors from error
-envelopes (``protocol.decode_error``). Codes are grouped by hundreds and are part of the wire
-contract; never renumber.
+Leaf module (stdlib and the leaf ``excerpts``): the client imports it to rebuild typed
+errors from error envelopes (``protocol.decode_error``). Codes are grouped by hundreds and
+are part of the wire contract; never renumber.
 """
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any, ClassVar
 
-# Error texts echo input only as bounded excerpts: a 2.5 MB bad value must not come back as a
-# 5 MB message (nor make the reply itself too large to send).
-QUOTE_CHARS = 200
-MAX_MESSAGE_CHARS = 1_000
-MAX_DETAIL_CHARS = QUOTE_CHARS
-MAX_DETAIL_ITEMS = 100
-_MAX_DETAIL_DEPTH = 4
-
-_repr = reprlib.Repr()
-_repr.maxstring = QUOTE_CHARS
-_repr.maxother = QUOTE_CHARS
-_repr.maxlong = 60
-_repr.maxlevel = 3
-
-
-def quote(value: object, limit: int = QUOTE_CHARS) -> str:
-    """A repr-like excerpt of ``value`` of at most ``limit`` characters, for error texts.
-
-    Short values come back as ``repr(value)``. A longer string or bytes value becomes the repr
-    of its head, an ellipsis and its length, e.g. ``'xxxx…' (2500000 chars)``; any other value
-    a bounded repr (huge numbers and containers are abbreviated). Never raises.
-    """
-    limit = max(limit, 24)
-    if isinstance(value, str | bytes):
-        if len(value) <= limit:
-            text = repr(value)
-            if len(text) <= limit:
-                return text
-        unit = "chars" if isinstance(value, str) else "bytes"
-        suffix = f"… ({len(value)} {unit})"
-        room = limit - len(suffix)
-        keep = room - 3  # the quotes (and the b of bytes)
-        head = repr(value[:keep])
-        while len(head) > room and keep > 0:
-            # Escapes (NUL, line separators...) make a repr longer than its text: cut in proportion.
-            keep = min(keep - 1, keep * (room - 3) // len(head))
-            head = repr(value[:keep])
-        return head + suffix
-    if isinstance(value, int) and value.bit_length() > 256:
-        return f"<int of {value.bit_length()} bits>"
-    try:
-        text = _repr.repr(value)
-    except Exception:  # a hostile __repr__
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in an ellipsis and the full length."""
-    if len(text) <= limit:
-        return text
-    suffix = f"… ({len(text)} chars)"
-    return text[: max(limit - len(suffix), 0)] + suffix
-
-
-def bounded(value: Any, depth: int = 0) -> Any:
-    """A copy of a details value with every string, bytes, list and map cut to a small size.
-
-    Strings keep at most MAX_DETAIL_CHARS characters, containers MAX_DETAIL_ITEMS items;
-    numbers, booleans and None pass through; anything else (or anything nested too deeply)
-    becomes its ``quote``.
-    """
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str):
-        return clip(value, MAX_DETAIL_CHARS)
-    if depth < _MAX_DETAIL_DEPTH:
-        if isinstance(value, list | tuple):
-            out = [bounded(v, depth + 1) for v in value[:MAX_DETAIL_ITEMS]]
-            if len(value) > MAX_DETAIL_ITEMS:
-                out.append(f"… ({len(value)} items)")
-            return out
-        if isinstance(value, dict):
-            items = list(value.items())[:MAX_DETAIL_ITEMS]
-            return {(clip(k, MAX_DETAIL_CHARS) if isinstance(k, str) else quote(k)):
-                    bounded(v, depth + 1) for k, v in items}
-    return quote(value, MAX_DETAIL_CHARS)
+# Error texts echo input only as bounded excerpts (re-exported: callers quote from here).
+from palaced.excerpts import MAX_DETAIL_CHARS as MAX_DETAIL_CHARS
+from palaced.excerpts import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from palaced.excerpts import QUOTE_CHARS as QUOTE_CHARS
+from palaced.excerpts import bounded as bounded
+from palaced.excerpts import clip as clip
+from palaced.excerpts import quote as quote
 
 
 class PalaceError(Exception):
@@ -216,6 +145,13 @@ class InvalidPalaceName(RegistryError):
     name = "INVALID_PALACE_NAME"
 
 
+class PalaceNotEmpty(PalaceExists):
+    """A restore's target palace already holds memories (restore into a new palace)."""
+
+    code = 206
+    name = "PALACE_NOT_EMPTY"
+
+
 # 3xx content
 class ContentError(PalaceError):
     """A problem with a memory or fact."""
@@ -300,6 +236,29 @@ class StorageError(InternalError):
     name = "STORAGE_ERROR"
 
 
+class StorageFull(StorageError):
+    """The palace's storage is full: nothing was written; free some space, then retry."""
+
+    code = 505
+    name = "STORAGE_FULL"
+
+
+class StorageReadOnly(StorageError):
+    """The palace's storage cannot be written (a read-only mount or permissions): nothing
+    was written; make it writable, then retry."""
+
+    code = 506
+    name = "STORAGE_READ_ONLY"
+
+
+class StorageCorrupt(StorageError):
+    """The palace's database is corrupt: restore it from a backup or delete the palace.
+    Writes to it are refused until then; reads are tried."""
+
+    code = 507
+    name = "STORAGE_CORRUPT"
+
+
 class IndexError_(InternalError):
     """The vector index failed."""
 
@@ -368,24 +327,31 @@ class DataDirMismatch(ClientError):
     name = "DATA_DIR_MISMATCH"
 
 
-def _all_classes() -> list[type[PalaceError]]:
-    out: list[type[PalaceError]] = []
-    stack: list[type[PalaceError]] = [PalaceError]
-    while stack:
-        cls = stack.pop()
-        out.append(cls)
-        stack.extend(cls.__subclasses__())
-    return out
+class DaemonStartFailed(DaemonUnreachable):
+    """The daemon a client started exited before it answered (bad config, unsafe path...);
+    ``details`` carry its exit status and stderr. Fix what the message says, then retry."""
+
+    code = 605
+    name = "DAEMON_START_FAILED"
+    retryable = False
+
+
+class UsageError(ClientError):
+    """The command line is not valid: an unknown option, a missing argument, a bad value."""
+
+    code = 606
+    name = "USAGE_ERROR"
 
 
 def _leaf_by_code() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base)."""
     table: dict[int, type[PalaceError]] = {}
-    # Later (deeper) classes win so a code maps to its most specific class.
-    for cls in _all_classes():
-        if cls.__module__ != __name__:
-            continue
+    stack: list[type[PalaceError]] = [PalaceError]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
         existing = table.get(cls.code)
-        if existing is None or issubclass(cls, existing):
+        if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import mmap
 import os
 import time
@@ -35,11 +36,14 @@ import apsw
 import numpy as np
 from usearch.index import Index
 
-from palaced.errors import IndexError_
+from palaced.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
 from palaced.index import VectorIndex, new_usearch
 from palaced.store import Store
+from palaced.store.db import is_read_only, storage_error
 from palaced.store.meta import meta_delete, meta_get, meta_set
 from palaced.store.vectors import vector_count, vector_id_sample, vectors_after
+
+log = logging.getLogger("palaced.index")
 
 SAVES_KEY = "index_saves"
 LEGACY_KEYS = ("index_digest", "index_saved_epoch", "vec_epoch")
@@ -73,10 +77,12 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
                ) -> tuple[VectorIndex, IndexLoad]:
     """Load the saved index and replay the changes since its save, or rebuild from SQLite.
 
-    A rebuilt index is saved at once; a replayed one is left ``dirty`` for the next save.
+    A rebuilt index is saved at once; a replayed one is left ``dirty`` for the next save. A
+    rebuilt index that cannot be saved because the storage is full or read-only is returned
+    all the same (still dirty, so a later checkpoint saves it).
 
     Raises:
-        IndexError_: the rebuild or its save failed.
+        IndexError_: the rebuild or its save failed otherwise.
         StorageError: SQLite failed.
     """
     started = time.perf_counter()
@@ -93,7 +99,12 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
         except _Unusable as exc:
             reason = str(exc)
     index = store.read(lambda c: build_index(c, dims))
-    save_index(index, store, path)
+    try:
+        save_index(index, store, path)
+    except (StorageFull, StorageReadOnly) as exc:
+        # The file is only a cache: serve from memory (the index stays dirty, so the
+        # checkpointer saves it once there is room) rather than refuse every read.
+        log.warning("%s; serving the rebuilt vector index from memory", exc.message)
     return index, IndexLoad("rebuilt", seconds=time.perf_counter() - started, reason=reason)
 
 
@@ -190,9 +201,12 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
     written; searches go on meanwhile (both only read the graph).
 
     Raises:
-        IndexError_: the save failed (the previous file and its record stay in place).
+        StorageFull, StorageReadOnly: the storage has no room for it, or is read-only.
+        IndexError_: the save failed otherwise (the previous file and its record stay in
+            place either way).
     """
     tmp = path.with_name(path.name + ".tmp")
+    need = int(index.raw.serialized_length)
     try:
         index.raw.save(str(tmp))
         with open(tmp, "rb") as f:
@@ -217,8 +231,35 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
     except Exception as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise IndexError_(f"index save failed ({path}): {exc}") from exc
+        raise _save_error(exc, path, need) from exc
     index.mark_saved()
+
+
+def _save_error(exc: Exception, path: Path, need: int) -> PalaceError:
+    """What a failed save means. usearch reports a failed write without its errno ("Failed to
+    serialize into stream"), so a full or read-only filesystem is recognised from the
+    filesystem itself: a client can act on STORAGE_FULL, not on an opaque INDEX_ERROR."""
+    if isinstance(exc, PalaceError):
+        return exc
+    if isinstance(exc, OSError):
+        err = storage_error(exc, path)
+        if isinstance(err, StorageFull | StorageReadOnly):
+            return err
+    try:
+        st = os.statvfs(path.parent)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < need:
+        return StorageFull(f"storage is full ({path}): the vector index needs {need} bytes, "
+                           f"{free} are free; free some space, then retry",
+                           details={"condition": "full", "path": str(path), "need": need,
+                                    "free": free})
+    if is_read_only(path):
+        return StorageReadOnly(f"storage is read-only ({path}): the vector index cannot be "
+                               "saved; make it writable, then retry",
+                               details={"condition": "read_only", "path": str(path)})
+    return IndexError_(f"index save failed ({path}): {exc}", details={"path": str(path)})
 
 
 def _fsync_dir(directory: Path) -> None:

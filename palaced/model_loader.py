@@ -1,13 +1,18 @@
 """Loading the embedding model in the background while the daemon already serves.
 
 Until it is ready the daemon answers in keyword-only mode; ``ModelState`` says where it is.
+A configured local model directory that is missing (an unmounted disk, a model being copied
+over) is looked for again every ``MODEL_RETRY_S``, so the model is loaded once it is back,
+without a restart.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
+import anyio
 import anyio.to_thread
 
 from palaced.embedder import Embedder, EmbedderSettings, FastEmbedder
@@ -17,14 +22,43 @@ from palaced.services import ModelState
 
 log = logging.getLogger("palaced")
 
+MODEL_RETRY_S = 2.0  # a glob of the model directory per period while it is missing
+
+
+def _model_files(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """Name, size and mtime of the ONNX files in ``path`` (empty when there are none)."""
+    try:
+        found = [(f.name, f.stat()) for f in path.glob("*.onnx")]
+    except OSError:
+        return ()
+    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in found))
+
 
 async def load_model(model: ModelState, settings: EmbedderSettings, registry: Registry, *,
                      embedder: Embedder | None = None) -> None:
     """Load the model (or take ``embedder``), attach it to the open palaces, then mark it ready.
 
-    A model that cannot load leaves the daemon keyword-only, with the reason in ``model``;
-    never raises.
+    A model that cannot load leaves the daemon keyword-only, with the reason in ``model``.
+    With a configured model directory, its ONNX files are checked every ``MODEL_RETRY_S``
+    and the load is retried once they appear or change (a directory that vanished, or a model
+    still being copied); this runs until the model loads (cancel it to stop). Never raises.
     """
+    path = settings.model_path
+    while True:
+        seen = _model_files(path) if path is not None else ()
+        if await _load_once(model, settings, registry, embedder):
+            return
+        if embedder is not None or settings.disabled or path is None:
+            return  # nothing on disk to wait for
+        # A file system has no event to wait on: poll it (a few stats per period).
+        while not (now := _model_files(path)) or now == seen:  # noqa: ASYNC110
+            await anyio.sleep(MODEL_RETRY_S)
+        log.info("embedding model files changed in %s; loading again", path)
+
+
+async def _load_once(model: ModelState, settings: EmbedderSettings, registry: Registry,
+                     embedder: Embedder | None) -> bool:
+    """One attempt of ``load_model``; True when the model is ready."""
     started = time.monotonic()
     try:
         if embedder is None:
@@ -34,12 +68,12 @@ async def load_model(model: ModelState, settings: EmbedderSettings, registry: Re
         model.state = "unavailable"
         model.reason = exc.message
         log.warning("embedding model unavailable, keyword-only mode: %s", exc.message)
-        return
+        return False
     except Exception as exc:
         model.state = "unavailable"
         model.reason = f"{type(exc).__name__}: {exc}"
         log.exception("embedding model failed to load; keyword-only mode")
-        return
+        return False
     # Palaces opened from now on attach themselves; attach the ones already open before
     # announcing "ready", so a client that waits for ready sees consistent indexes.
     model.embedder = embedder
@@ -54,3 +88,4 @@ async def load_model(model: ModelState, settings: EmbedderSettings, registry: Re
     model.load_seconds = time.monotonic() - started
     model.ready_event.set()
     log.info("embedding model ready: %s (%.2fs)", embedder.identity, model.load_seconds)
+    return True

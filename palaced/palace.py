@@ -29,14 +29,15 @@ import anyio.to_thread
 import apsw
 
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch
+from palaced.errors import EmbedderMismatch, StorageCorrupt
 from palaced.index import VectorIndex
 from palaced.index_file import IndexLoad, build_index, catch_up, open_index, save_index
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
-    IDENTITY_TEMPLATE,
     INDEX_NAME,
+    LOCK_NAME,
+    db_identity,
     has_database,
     not_found,
     release_lock,
@@ -53,6 +54,13 @@ from palaced.store.vectors import drop_all_vectors
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
+__all__ = ["DB_NAME", "IDENTITY_NAME", "INDEX_NAME", "LOCK_NAME", "Palace", "has_database",
+           "now_ms"]
+IDENTITY_TEMPLATE = """\
+# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
+# Lines starting with # are ignored.
+This palace holds the memories of {name}.
+"""
 COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
 # While writes go on without a pause, the index is still saved this often, so a kill -9
 # replays at most this long of writes; never more than a tenth of the time goes to saving.
@@ -89,6 +97,10 @@ class Palace:
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self.embed_soon = False  # long texts were left to the background: embed them now
         self.closed = False
+        self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
+        # Set once SQLite reports the database corrupt: writes are refused from then on, so
+        # nothing acknowledged is piled onto a damaged file; reads are still tried.
+        self.corrupt: StorageCorrupt | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -137,6 +149,8 @@ class Palace:
                 if not os.path.lexists(identity):
                     identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
             palace = cls(name, directory, store, fd, services)
+            with storage_errors(directory, name):
+                palace.db_id = db_identity(directory)
             palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
             if services.model.embedder is not None:
                 with storage_errors(directory, name):
@@ -320,10 +334,35 @@ class Palace:
         release_lock(self._lock_fd)
         self.closed = True
 
+    def vanished(self) -> bool:
+        """Whether the palace's database is no longer the file this handle opened (its
+        directory was deleted, moved or replaced under the daemon). Cheap: one stat; a stat
+        that fails for another reason (permissions, I/O) is no evidence: False."""
+        if self.closed:
+            return False
+        try:
+            return db_identity(self.dir) != self.db_id
+        except OSError:
+            return False
+
+    def discard_sync(self) -> None:
+        """Close a vanished palace without touching what is now at its path: no checkpoint,
+        no index save, and SQLite must not delete the WAL by name (it may be another palace's
+        now). Worker thread, under ``write_lock``."""
+        if self.closed:
+            return
+        self.store.abandon()
+        release_lock(self._lock_fd)
+        self.closed = True
+
     # -- the two hops ----------------------------------------------------------------------
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(conn)`` in a worker thread on one reader snapshot; raises what it raises."""
-        return await anyio.to_thread.run_sync(self.store.read, fn)
+        try:
+            return await anyio.to_thread.run_sync(self.store.read, fn)
+        except StorageCorrupt as exc:
+            self.corrupt = exc
+            raise
 
     async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
         """Run ``fn`` in a worker thread under ``write_lock``, shielded from cancellation.
@@ -332,10 +371,23 @@ class Palace:
         the same hop. With ``wrote`` (the default) ``write_counter`` is bumped afterwards, so
         caches stamped with it are invalidated; a dry run passes False. Raises what ``fn``
         raises (the counter is then not bumped).
+
+        Raises:
+            StorageCorrupt: the database was found corrupt and ``wrote`` (upkeep, which passes
+                False, still runs: closing must work).
         """
+        if wrote and self.corrupt is not None:
+            raise StorageCorrupt(
+                f"palace {self.name!r}'s database {self.dir / DB_NAME} is corrupt; writes are "
+                "refused until it is restored from a backup or the palace is deleted",
+                details=self.corrupt.details)
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(fn)
+                try:
+                    result = await anyio.to_thread.run_sync(fn)
+                except StorageCorrupt as exc:
+                    self.corrupt = exc
+                    raise
         if wrote:
             self.write_counter += 1
             self.last_write = time.monotonic()
@@ -356,7 +408,11 @@ class Palace:
             return
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
-        self.store.write(lambda c: touch(c, ids, ts))
+        try:
+            self.store.write(lambda c: touch(c, ids, ts))
+        except BaseException:
+            self._pending_touch |= ids  # a full disk must not lose them: the next run retries
+            raise
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""

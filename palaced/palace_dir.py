@@ -1,7 +1,7 @@
-"""A palace directory's files: their names, whether a database is there, the palace lock,
-and undoing a create that failed half-way.
+"""The files of one palace directory: whether it holds a database, its lock, undoing a
+failed create, and noticing that the directory was deleted or replaced under an open palace.
 
-Synchronous; ``Palace`` (``palace.py``) and the registry call it from worker threads.
+Synchronous helpers for ``palaced.palace`` (worker threads) and ``palaced.registry``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,24 @@ DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
 IDENTITY_NAME = "identity.txt"
 LOCK_NAME = ".lock"
-IDENTITY_TEMPLATE = """\
-# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
-# Lines starting with # are ignored.
-This palace holds the memories of {name}.
-"""
+
+
+def db_identity(directory: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the palace's database file, None when it is not there.
+
+    An open palace compares it with the one it opened: a palace directory deleted (or its
+    database replaced) under the daemon must not go on taking writes into a file that no path
+    reaches any more, where every acknowledged write would be lost.
+
+    Raises:
+        OSError: the file could not be looked at for another reason (permissions, I/O): that
+            says nothing about whether it is still the same file.
+    """
+    try:
+        st = os.stat(directory / DB_NAME)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_dev, st.st_ino
 
 
 def has_database(name: str, directory: Path) -> bool:

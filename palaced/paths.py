@@ -21,6 +21,9 @@ from pathlib import Path
 
 APP = "palace"
 SOCKET_NAME = "palaced.sock"
+# The name of the socket a service manager hands over: FileDescriptorName= in palaced.socket,
+# the Sockets key of the LaunchAgent (palaced.activation looks for it).
+ACTIVATION_NAME = "palaced"
 # sun_path is 108 bytes on Linux and 104 on macOS; keep a margin.
 MAX_SOCKET_PATH = 100
 
@@ -45,6 +48,12 @@ class Paths:
     @property
     def log_file(self) -> Path:
         return self.state_dir / "palaced.log"
+
+    @property
+    def stderr_log(self) -> Path:
+        """Where an auto-started daemon's stdout and stderr go: a failure before its log is
+        set up (a bad config file, an unsafe path) is written here, and clients quote it."""
+        return self.state_dir / "palaced-stderr.log"
 
     @property
     def lock_file(self) -> Path:

@@ -27,6 +27,7 @@ from palaced.errors import (
     ContentError,
     FrameTooLarge,
     InternalError,
+    InvalidArgs,
     LoadError,
     PalaceError,
     ProtocolError,
@@ -155,11 +156,21 @@ def encode_request(req_id: int, op: str, palace: str | None = None,
 
     Raises:
         FrameTooLarge: the encoded request exceeds ``max_frame``.
+        InvalidArgs: an argument cannot be encoded: a text holding lone surrogates (the
+            undecodable bytes of a command-line argument or file name), or a value msgpack
+            has no type for (a set, an object).
     """
     env: dict[str, Any] = {"id": req_id, "op": op, "palace": palace, "args": args or {}}
     if timeout_ms is not None:
         env["timeout_ms"] = timeout_ms
-    return frame(env, max_frame)
+    try:
+        return frame(env, max_frame)
+    except UnicodeEncodeError as exc:
+        raise InvalidArgs(f"{op}: a text is not valid Unicode ({exc.reason}: undecodable "
+                          "bytes in an argument?)", details={"op": op}) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidArgs(f"{op}: an argument cannot be sent: {exc}",
+                          details={"op": op}) from None
 
 
 def decode_request(body: bytes) -> Request:

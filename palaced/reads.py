@@ -41,8 +41,9 @@ def _report(path: Path, problem: str | None) -> None:
         log.warning("%s: %s", path, problem)
 
 
-def read_identity(path: Path) -> str:
-    """L0: the identity file's text without ``#`` comment lines ("" when there is none).
+def read_identity(path: Path, *, keep_comments: bool = False) -> str:
+    """L0: the identity file's text without ``#`` comment lines ("" when there is none);
+    with ``keep_comments``, the whole text as the file holds it (for an export).
 
     The file is user-edited, so nothing in it may break a recall: only a regular file is read
     (a FIFO or device would block the worker thread forever; a symlink is not followed), at
@@ -78,6 +79,8 @@ def read_identity(path: Path) -> str:
     _report(path, f"is larger than {IDENTITY_MAX_BYTES} bytes; L0 is cut there" if cut
             else None)
     text = bytes(raw[:IDENTITY_MAX_BYTES]).decode("utf-8", errors="replace")
+    if keep_comments:
+        return text
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     out = "\n".join(lines).strip()
     if cut:
@@ -119,6 +122,12 @@ async def info(palace: Palace) -> dict[str, Any]:
     counts = await palace.read(drawers.counts)
     rooms = await palace.read(drawers.rooms)
     index_count = len(palace.index) if palace.index is not None else None
+    if index_count is not None and index_count != counts["vectors"]:
+        # A write between its commit and its index update looks like disagreement: count
+        # again behind the write lock, where no write is half done.
+        async with palace.write_lock:
+            counts = await palace.read(drawers.counts)
+            index_count = len(palace.index) if palace.index is not None else None
     return {
         "name": palace.name,
         "path": str(palace.dir),

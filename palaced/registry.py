@@ -6,6 +6,7 @@ catalogue file could drift from what is on disk, and the directory cannot.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import shutil
@@ -68,6 +69,8 @@ class Registry:
         self._open: dict[str, Palace] = {}
         self._opening: dict[str, anyio.Lock] = {}
         self._admin = anyio.Lock()
+        # Handles whose directory was deleted or replaced under them, closed once idle.
+        self._vanished: list[Palace] = []
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -104,6 +107,28 @@ class Registry:
     def open_palaces(self) -> dict[str, Palace]:
         return dict(self._open)
 
+    def _live(self, name: str) -> tuple[Palace | None, bool]:
+        """``(the open palace or None, whether it was just set aside as vanished)``."""
+        palace = self._open.get(name)
+        if palace is None or not palace.vanished():
+            return palace, False
+        del self._open[name]
+        self._vanished.append(palace)
+        log.warning("palace %s: its database %s was deleted or replaced while open; the "
+                    "handle is closed without writing to it", name, palace.dir / DB_NAME)
+        return None, True
+
+    async def evict_vanished(self) -> None:
+        """Set aside open palaces whose directory was deleted or replaced under the daemon,
+        and close those no request uses any more (the scheduler calls this on every run)."""
+        for name in list(self._open):
+            self._live(name)
+        for palace in list(self._vanished):
+            if palace.in_flight == 0:
+                self._vanished.remove(palace)
+                with anyio.CancelScope(shield=True):
+                    await palace.write(palace.discard_sync, wrote=False)
+
     async def get(self, name: str) -> Palace:
         """Return the open palace, opening it on first use.
 
@@ -115,18 +140,21 @@ class Registry:
             palace), SchemaTooNew, IndexError_.
         """
         validate_name(name)
-        palace = self._open.get(name)
+        palace, gone = self._live(name)
         if palace is not None:
             palace.last_used = time.monotonic()
             return palace
+        await self.evict_vanished()
         lock = self._opening.setdefault(name, anyio.Lock())
         async with lock:
-            palace = self._open.get(name)
+            palace, gone_now = self._live(name)
             if palace is None:
                 if not self.exists(name):
+                    why = " (its directory was deleted while it was open)" if (
+                        gone or gone_now) else ""
                     raise PalaceNotFound(
-                        f"no palace named {name!r}; create it with `palace create {name}`",
-                        details={"palace": name},
+                        f"no palace named {name!r}{why}; create it with "
+                        f"`palace create {name}`", details={"palace": name},
                     )
                 palace = await Palace.open(name, self.path_of(name), self.services,
                                            create=False)
@@ -161,7 +189,7 @@ class Registry:
         Raises:
             PalaceNotFound, StorageError (also: a damaged palace).
         """
-        open_ = self._open.get(validate_name(name))
+        open_, _ = self._live(validate_name(name))
         if open_ is not None:
             info = await reads.info(open_)
             info["open"] = True
@@ -186,8 +214,12 @@ class Registry:
 
         return await anyio.to_thread.run_sync(read)
 
-    async def create(self, name: str, *, exist_ok: bool = False) -> Palace:
+    async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
         """Create a palace directory and open it: the only way a new palace comes to be.
+
+        Returns the open palace and whether this call created it. Of concurrent creates of
+        one name, exactly one says it created it: the existence check and the create are
+        made under one lock, so no other create can slip between them.
 
         Raises:
             PalaceExists: it exists and ``exist_ok`` is false.
@@ -196,6 +228,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a handle whose directory was deleted must not be reused
             damage = self.damage(name)
             if damage is not None:
                 raise damage
@@ -203,24 +236,33 @@ class Registry:
                 if not exist_ok:
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
-                return await self.get(name)
+                return await self.get(name), False
             with storage_errors(self.root):
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
             async with lock:
-                await self._build(name)
+                created = await self._build(name)
+            if not created:
+                # Another process on this data directory renamed its palace in first.
+                if not exist_ok:
+                    raise PalaceExists(f"palace {name!r} already exists",
+                                       details={"palace": name})
+                return await self.get(name), False
+            async with lock:
                 palace = await Palace.open(name, self.path_of(name), self.services,
                                            create=False)
                 await self._register(palace)
             log.info("created palace %s", name)
-            return palace
+            return palace, True
 
-    async def _build(self, name: str) -> None:
+    async def _build(self, name: str) -> bool:
         """Make a complete palace directory for ``name`` and move it into place in one rename.
 
         A kill -9 in the middle of a create must not leave a half-made palace under the
         palace's name (it would read as damaged, and block every later create): the palace is
-        built and closed under a staging name that ``names()`` ignores, then renamed.
+        built and closed under a staging name that ``names()`` ignores, then renamed. The
+        rename is also what decides, atomically, who created it: it fails on a directory that
+        is no longer empty. Returns False when a palace got there first.
 
         Raises:
             StorageError: the storage failed; nothing is left under the palace's name.
@@ -231,15 +273,21 @@ class Registry:
             made = await Palace.open(name, staging, self.services, create=True)
             await made.aclose()
 
-            def move() -> None:
+            def move() -> bool:
                 # A directory holding only a lock file (or nothing) is no palace: replace it.
                 if path.is_dir() and not path.is_symlink() and {
                         p.name for p in path.iterdir()} <= {LOCK_NAME}:
                     shutil.rmtree(path)
-                staging.rename(path)
+                try:
+                    staging.rename(path)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and has_database(name, path):
+                        return False
+                    raise
+                return True
 
             with storage_errors(path, name):
-                await anyio.to_thread.run_sync(move)
+                return await anyio.to_thread.run_sync(move)
         finally:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
@@ -270,6 +318,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a vanished handle is discarded, never checkpointed into the path
             if not self.exists(name):
                 raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
             lock = self._opening.setdefault(name, anyio.Lock())
@@ -300,6 +349,11 @@ class Registry:
     async def aclose(self) -> None:
         """Close every palace (saves dirty indexes)."""
         with anyio.CancelScope(shield=True):
+            for name in list(self._open):
+                self._live(name)
+            for palace in self._vanished:
+                await palace.write(palace.discard_sync, wrote=False)
+            self._vanished.clear()
             for name, palace in list(self._open.items()):
                 try:
                     await palace.aclose()

@@ -284,6 +284,9 @@ class ConnectionHandler:
                        "data_dir": self._data_dir},
             "ops": [HELLO_OP, *self._op_names()],
             "max_frame": self._max_frame,
+            # So that clients wait for a reply as long as the daemon may work on it.
+            "request_timeout_s": self._timeout,
+            "max_request_timeout_s": self._max_timeout,
         }
 
     async def _call(self, req: Request) -> dict[str, Any]:

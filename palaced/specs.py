@@ -30,6 +30,10 @@ op declares its retry class in its spec (``retry`` has no default, so none can b
   (``memory.prune`` would prune nothing, ``memory.consolidate`` would find nothing left) or
   that must not reach a successor daemon (``daemon.stop``). After a lost reply the client
   raises ``OutcomeUnknown`` instead of guessing. Ops missing from the table count as NEVER.
+
+A reply that does not arrive within the client's deadline is a lost reply the client does not
+resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise ``Timeout``
+(retryable: sending again is correct), ``CONVERGE`` and ``NEVER`` ops ``OutcomeUnknown``.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
 from palaced.errors import MemoryNotFound, PalaceNotFound
+from palaced.export_format import MAX_KEY_CHARS
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
@@ -117,6 +122,9 @@ _ID = Arg("int", required=True, min=1, max=MAX_ID)
 _NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
 _PREDICATE = Arg("str", required=True, max_len=MAX_PREDICATE_CHARS)
 _THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
+_IMPORTER = Arg("str", required=True, max_len=64)
+_KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
+MAX_EXPORT_PAGE = 10_000
 
 DRAWER_ARGS: dict[str, Arg] = {
     "text": Arg("str", required=True, max_len=NO_LIMIT),
@@ -162,6 +170,36 @@ _ALL: tuple[OpSpec, ...] = (
            doc="Counts, embedder identity, index agreement, rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
            doc="Re-embed every drawer with the daemon's current model."),
+    # export and restore (docs/export-format.md); a restore skips records already restored.
+    OpSpec("palace.export", {
+        "cursor": Arg("str", max_len=64, help="where the previous page ended (its `next`)"),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="One page of the palace's export records (header, identity, drawers, entities, "
+            "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
+            "after the end record."),
+    OpSpec("palace.restore", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
+           palace=_R, retry=SAFE,
+           doc="Restore a batch of export records into an empty palace (or one this export "
+               "was restored into); ids are kept, vectors re-derived in the background."),
+    # the import ledger: what each imported file or conversation filed
+    OpSpec("source.list", {
+        "importer": _IMPORTER,
+        "prefix": Arg("str", default="", max_len=MAX_KEY_CHARS),
+        "after": Arg("str", max_len=MAX_KEY_CHARS),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="The imported sources of an importer whose key starts with `prefix`, by key, "
+            "paginated: key, content hash, drawer count."),
+    OpSpec("source.sync", {
+        "importer": _IMPORTER, "key": _KEY,
+        "hash": Arg("str", required=True, max_len=128),
+        "items": Arg("list", required=True, max_len=NO_LIMIT),
+    }, palace=_R, retry=SAFE,
+        doc="Make a source's drawers `items` (maps with the `remember` arguments) unless its "
+            "recorded `hash` is this one: new ones stored, vanished ones deleted."),
+    OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
+           doc="Forget an imported source: delete the drawers no other source claims."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),

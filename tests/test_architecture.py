@@ -31,12 +31,12 @@ CLIENT_DIR = REPO / "palace_client"
 DAEMON_DIR = REPO / "palaced"
 
 # What palace_client may import from palaced: the wire leaf modules and the version string.
-CLIENT_ALLOWED = frozenset({"palaced.args", "palaced.errors", "palaced.protocol",
-                            "palaced.paths", "palaced.private", "palaced.specs",
-                            "palaced.vocab"})
+CLIENT_ALLOWED = frozenset({"palaced.args", "palaced.errors", "palaced.export_format",
+                            "palaced.protocol", "palaced.paths", "palaced.private",
+                            "palaced.specs", "palaced.vocab"})
 CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
-LEAF_MODULES = ("args.py", "errors.py", "paths.py", "private.py", "protocol.py", "specs.py",
-                "vocab.py")
+LEAF_MODULES = ("args.py", "errors.py", "excerpts.py", "export_format.py", "paths.py",
+                "private.py", "protocol.py", "specs.py", "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
              "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py")
@@ -351,14 +351,28 @@ def test_ci_script_is_executable_bash() -> None:
 
 
 # -- service files ------------------------------------------------------------------------------
-def test_systemd_unit() -> None:
+def _unit(name: str) -> configparser.ConfigParser:
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
-    unit.read_string((REPO / "systemd" / "palaced.service").read_text("utf-8"))
+    unit.read_string((REPO / "systemd" / name).read_text("utf-8"))
+    return unit
+
+
+def test_systemd_units() -> None:
+    socket_unit = _unit("palaced.socket")
+    assert socket_unit["Socket"]["ListenStream"] == "%t/palace/palaced.sock"
+    assert socket_unit["Socket"]["FileDescriptorName"] == "palaced"
+    assert socket_unit["Socket"]["SocketMode"] == "0600"
+    assert socket_unit["Install"]["WantedBy"] == "sockets.target"
+    unit = _unit("palaced.service")
     service = unit["Service"]
-    assert service["Type"] == "simple"
+    assert service["Type"] == "notify"
     assert service["ExecStart"] == "%h/.local/bin/palaced run"
     assert service["Restart"] == "on-failure"
+    assert service["ProtectSystem"] == "strict" and service["NoNewPrivileges"] == "yes"
+    assert "%t/palace" in service["ReadWritePaths"].split()
+    assert set(service["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
+    assert unit["Unit"]["Requires"] == "palaced.socket"
     assert unit["Install"]["WantedBy"] == "default.target"
 
 
@@ -368,5 +382,7 @@ def test_launchd_agent() -> None:
     assert agent["Label"] == "dev.palace.palaced"
     assert Path(agent["ProgramArguments"][0]).name == "palaced"
     assert agent["ProgramArguments"][1:] == ["run"]
-    assert agent["KeepAlive"] and agent["RunAtLoad"] is True
+    assert agent["Sockets"]["palaced"]["SockPathName"].endswith("/palaced.sock")
+    assert agent["Sockets"]["palaced"]["SockPathMode"] == 0o600
+    assert agent["KeepAlive"] == {"SuccessfulExit": False} and agent["RunAtLoad"] is True
     assert agent["StandardOutPath"] and agent["StandardErrorPath"]

@@ -167,5 +167,6 @@ def test_connection_limits_are_checked_and_shown(home: Path) -> None:
                 "reserve_connections = -2", "frame_timeout_s = \"soon\""):
         (home / "config.toml").write_text(f"[limits]\n{bad}\n")
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
-        assert r.returncode == 2 and "bad [limits]" in r.stderr, (bad, r.stderr)
+        assert r.returncode == 2 and "config.toml:2: [limits]" in r.stderr, (bad, r.stderr)
+        assert "Traceback" not in r.stderr
         assert bad.split()[0] in r.stderr

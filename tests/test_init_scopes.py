@@ -187,6 +187,9 @@ def test_init_command_json_and_exit_codes(world: World) -> None:
     entry = json.loads((project / ".cursor" / "mcp.json").read_text())["mcpServers"]["palace"]
     assert entry == {"command": "palace", "args": ["mcp", "--palace", "pinned"]}
     assert invoke(["init", "--agent", "nope"]).exit_code == 2
+    refused = invoke(["init", "--agent", "nope", "--json"])
+    assert refused.exit_code == 2
+    assert json.loads(refused.stdout)["error"]["name"] == "USAGE_ERROR"
     empty = world.root / "empty"
     empty.mkdir()
     nothing = invoke(["init", "--project-dir", str(empty)])

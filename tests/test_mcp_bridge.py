@@ -78,6 +78,15 @@ class FakeClient:
         if op == "palace.create":
             self.palaces.setdefault(str(palace), {})
             return {"name": palace}
+        if op == "memory.recall_all":
+            unknown = set(args) - (self.RECALL_ARGS - {"budget", "levels", "deep"})
+            if unknown:
+                raise InvalidArgs(f"unknown argument(s): {sorted(unknown)}")
+            merged = [{**hit, "palace": name} for name in self.palaces
+                      for hit in self.call("memory.recall", name, args)["results"]]
+            merged.sort(key=lambda hit: -float(hit["score"]))
+            return {"results": merged[: args.get("top_k", 10)], "palaces": list(self.palaces),
+                    "skipped": [], "mode": "hybrid", "nothing_relevant": not merged}
         drawers = self.palaces.get(str(palace))
         if drawers is None:
             raise PalaceNotFound(f"no palace {palace!r}")
@@ -201,7 +210,8 @@ def test_other_methods_are_not_found(method: str) -> None:
 
 
 @pytest.mark.parametrize("line", [b"garbage", b"{", b'{"jsonrpc": "2.0", "id": 1,',
-                                  b"\xff\xfe not utf-8", b"[1, 2"])
+                                  b"\xff\xfe not utf-8", b"[1, 2",
+                                  b"[" * 100_000 + b"]" * 100_000])  # RecursionError inside
 def test_garbage_is_a_parse_error(line: bytes) -> None:
     bridge, _ = make_bridge()
     answer = json.loads(bridge.handle_line(line) or b"null")
@@ -446,14 +456,15 @@ def test_recall_all_merges_palaces_by_score() -> None:
     fake.palaces["b"][1] = {"id": 1, "text": "red apple pie", "room": "food"}
     fake.palaces["b"][2] = {"id": 2, "text": "green pie", "room": "food"}
     text = text_of(call_tool(bridge, "recall", {"query": "red apple pie", "top_k": 2,
-                                                "scope": "all"}))
+                                                "scope": "all", "budget": 300, "deep": True}))
     assert "across 2 palace(s); this project's is 'proj'" in text
     hits = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(hits) == 2
     assert hits[0].startswith("- #1 [b:food] score 1.000")
     assert hits[1].startswith("- #1 [a:fruit]")
     assert ("palace.create", "proj", {"exist_ok": True}) not in fake.calls
-    assert all("scope" not in args for _, _, args in fake.calls)
+    # One daemon op ranks every palace on one scale; palace-only arguments are dropped.
+    assert fake.calls[0] == ("memory.recall_all", None, {"query": "red apple pie", "top_k": 2})
 
 
 def test_wake_up_forget_list() -> None:

@@ -148,14 +148,19 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "export": "palace.export",
 }
-CLI_NOT_OPS = {"mcp", "init"}
+# Commands that run several ops (an import: palace.create, then palace.restore or the
+# source.* ops of the import ledger), or none.
+CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
+               "uninstall", "import jsonl", "import chatgpt", "import markdown"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
-# ("all_palaces": `recall --all` sends memory.recall_all instead.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
+# ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
+# writes.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
 # Op arguments the CLI takes from elsewhere than a parameter.
@@ -235,16 +240,19 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "export": "palace.export", "restore": "palace.restore", "sources": "source.list",
+    "sync_source": "source.sync", "drop_source": "source.drop",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
-                                         "drawer_id": "id", "fact_id": "id"}
+                                         "drawer_id": "id", "fact_id": "id", "digest": "hash"}
 
 
 def test_every_client_method_is_mapped() -> None:
-    public = {n for n, v in vars(Client).items()
+    # Client's own methods and those of its mixins (palace_client.transfer).
+    public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 

@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from palaced.errors import UsageError
+
 
 class Scope(StrEnum):
     """Where ``palace init`` registers the bridge."""
@@ -57,8 +59,15 @@ def init_command(
         )
         changes = init_agents(options)
     except ValueError as exc:
-        typer.echo(f"palace init: {exc}", err=True)
+        # As palace_client.cli.common.report words it (not imported: cli imports this).
+        error = UsageError(f"palace init: {exc}", details={"command": "palace init"})
+        if json_output:
+            typer.echo(json.dumps({"ok": False, "error": error.to_wire()}))
+        typer.echo(f"palace: error: {error.message} [{error.name}]", err=True)
         raise typer.Exit(2) from None
+    if not dry_run and not uninstall and scope is not Scope.user and any(
+            c.action in ("created", "updated") for c in changes):
+        _record(options.project_dir)
     if json_output:
         typer.echo(json.dumps([c.to_json() for c in changes], indent=2))
     else:
@@ -66,3 +75,17 @@ def init_command(
     if not changes or any(c.action == "error" for c in changes) or all(
             c.action == "skipped" for c in changes):
         raise typer.Exit(1)
+
+
+def _record(project_dir: Path) -> None:
+    """Note the project in the record ``palace uninstall`` undoes; a failure only warns."""
+    from palace_client.slug import find_project_root
+    from palaced.paths import resolve
+
+    from .record import record_project
+
+    try:
+        record_project(resolve().state_dir, find_project_root(project_dir) or project_dir)
+    except OSError as exc:
+        typer.echo(f"palace init: could not record the project for `palace uninstall`: {exc}",
+                   err=True)

@@ -15,24 +15,34 @@ code  meaning
 6     already exists
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
+9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
+10    an import finished but skipped malformed records (listed on stderr, or in ``--json``)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``.
+``upkeep``, ``transfer`` (``palace export``, ``palace import``) and ``daemon``; ``common``
+holds what they share. ``palace mcp`` and ``palace init`` come from
+``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service`` and
+``palace uninstall`` from ``palace_client.service.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
+
+Every failure, usage errors included, prints ``palace: error: MESSAGE [NAME]`` on stderr and,
+with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 """
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
 from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
+from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import daemon, knowledge, memory, palaces, transfer, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -62,14 +72,20 @@ agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
-for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
+for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(service_app, name="service")
+app.command("uninstall")(uninstall_command)
+app.add_typer(transfer.imports, name="import")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="palace")
+    """Console-script entry point: runs the command, reports any failure (see
+    ``failures``) and exits with its code."""
+    from .failures import run
+
+    sys.exit(run(app, "palace"))
 
 
 __all__ = ["app", "main"]

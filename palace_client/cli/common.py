@@ -38,6 +38,8 @@ EXIT_INVALID = 5
 EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
+EXIT_NO_SERVICE_MANAGER = 9
+EXIT_SKIPPED = 10
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
@@ -154,6 +156,8 @@ def exit_code_for(exc: E.PalaceError) -> int:
     """Map a PalaceError to the CLI's exit code."""
     if isinstance(exc, E.DaemonUnreachable):
         return EXIT_UNREACHABLE
+    if isinstance(exc, E.UsageError):
+        return EXIT_USAGE
     if isinstance(exc, E.PalaceNotFound | E.MemoryNotFound | E.FactNotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, E.PalaceExists):
@@ -181,14 +185,12 @@ def echo_lines(lines: Iterable[str]) -> None:
         typer.echo(line)
 
 
-def fail(exc: E.PalaceError, as_json: bool) -> NoReturn:
-    """Report ``exc`` (on stderr, and as a JSON document with ``--json``) and exit.
+def report(exc: E.PalaceError, as_json: bool) -> int:
+    """Print ``exc``: ``palace: error: MESSAGE [NAME]`` on stderr and, with ``as_json``, the
+    error document on stdout. Returns the exit code.
 
     An error about an argument of the request (``details["arg"]``) names the running
     command's flag for it; the JSON document keeps ``details.arg`` and adds ``details.flag``.
-
-    Raises:
-        typer.Exit: always, with the error's exit code.
     """
     message = exc.message
     wire = exc.to_wire()
@@ -202,7 +204,16 @@ def fail(exc: E.PalaceError, as_json: bool) -> NoReturn:
     if as_json:
         sys.stdout.write(json.dumps({"ok": False, "error": wire}, default=str) + "\n")
     typer.echo(f"palace: error: {message} [{exc.name}]", err=True)
-    raise typer.Exit(exit_code_for(exc))
+    return exit_code_for(exc)
+
+
+def fail(exc: E.PalaceError, as_json: bool) -> NoReturn:
+    """Report ``exc`` (see ``report``) and end the command with its exit code.
+
+    Raises:
+        typer.Exit: always, with the error's exit code.
+    """
+    raise typer.Exit(report(exc, as_json))
 
 
 @contextmanager

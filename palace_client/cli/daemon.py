@@ -87,7 +87,7 @@ def daemon_start(as_json: bool = JsonOpt) -> None:
 @daemon_app.command("stop")
 def daemon_stop(as_json: bool = JsonOpt) -> None:
     """Stop palaced gracefully (saves indexes, closes databases)."""
-    pid = _stop(as_json)
+    pid = stop_daemon(as_json)
     if pid is None:
         emit({"running": False, "stopped": False}, as_json,
              lambda r: typer.echo("palaced is not running"))
@@ -103,7 +103,7 @@ def daemon_restart(as_json: bool = JsonOpt) -> None:
     The new daemon reads the configuration again; its model may still be loading when this
     returns (recall is keyword-only until it is ready: see `palace daemon status`).
     """
-    old = _stop(as_json)
+    old = stop_daemon(as_json)
     with client(as_json) as c:
         s = c.status()
     res = {"running": True, "restarted": old is not None, "old_pid": old, "pid": s["pid"],
@@ -166,7 +166,7 @@ def format_uptime(seconds: float) -> str:
     return f"{s}s"
 
 
-def _stop(as_json: bool) -> int | None:
+def stop_daemon(as_json: bool) -> int | None:
     """Stop the running daemon and wait until it has exited; its pid, or ``None`` when no
     daemon was running. Never starts one.
 

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import typer
@@ -27,6 +25,7 @@ from .common import (
     op_argument,
     op_option,
 )
+from .jsonl import parse_jsonl, read_stdin
 
 app = typer.Typer()
 
@@ -69,7 +68,10 @@ def remember(
     """
     name = need_palace(palace, as_json)
     if text == "-":
-        text = sys.stdin.read()
+        try:
+            text = read_stdin()
+        except E.InvalidArgs as exc:
+            fail(exc, as_json)
     imp: Any = importance
     try:
         imp = float(importance)
@@ -106,23 +108,29 @@ def remember_many(palace: str | None = PalaceOpt,
                                           help="Merge near-duplicates (off: imports keep "
                                                "every line)."),
                   as_json: bool = JsonOpt) -> None:
-    """Bulk-store drawers from JSONL on stdin (one object per line: text, wing, room, ...)."""
+    """Bulk-store drawers from JSONL on stdin (one object per line: text, wing, room, ...).
+
+    Every line is checked before anything is stored; a bad one fails the command with its
+    line number.
+    """
     name = need_palace(palace, as_json)
-    items: list[dict[str, Any]] = []
-    for lineno, line in enumerate(sys.stdin, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            fail(E.InvalidArgs(f"line {lineno}: not JSON: {exc}"), as_json)
-        if not isinstance(obj, dict):
-            fail(E.InvalidArgs(f"line {lineno}: expected a JSON object"), as_json)
-        items.append(obj)
+    try:
+        items, lines = parse_jsonl(read_stdin())
+    except E.InvalidArgs as exc:
+        fail(exc, as_json)
     ids: list[int] = []
     with client(as_json) as c:
         for start in range(0, len(items), BATCH):
-            ids.extend(c.remember_many(name, items[start:start + BATCH], dedup=dedup))
+            try:
+                ids.extend(c.remember_many(name, items[start:start + BATCH], dedup=dedup))
+            except E.PalaceError as exc:
+                index = exc.details.get("index")
+                if isinstance(index, int) and 0 <= start + index < len(lines):
+                    # The daemon numbers the items of its batch; the user knows lines.
+                    line = lines[start + index]
+                    exc.message = f"line {line}: " + exc.message.removeprefix(f"item {index}: ")
+                    exc.details["line"] = line
+                raise
     emit({"ids": ids, "count": len(ids)}, as_json,
          lambda r: typer.echo(f"stored {counted(r['count'], 'drawer')}"))
 

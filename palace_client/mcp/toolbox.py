@@ -1,10 +1,10 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
-Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` fans out over
-every palace, ``kg_query`` with ``history=true`` runs ``graph.timeline``. Results are rendered
-as plain text for an agent (``palace_client.render``); failures become ``isError`` results the
-agent can act on (``results``), never protocol errors. The tools' names, descriptions and
-schemas live in ``tools``.
+Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
+``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline``. Results are
+rendered as plain text for an agent (``palace_client.render``); failures become ``isError``
+results the agent can act on (``results``), never protocol errors. The tools' names,
+descriptions and schemas live in ``tools``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from palace_client.render import (
     render_sections,
 )
 from palaced.errors import PalaceError, ShuttingDown
+from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
 from .results import render_error, text_result
@@ -225,32 +226,31 @@ class Toolbox:
         return head + sep + "\n".join(body).rstrip()
 
     def _recall_all(self, args: dict[str, Any]) -> str:
-        """``recall`` over every palace, merged by score (each drawer labelled with its palace)."""
-        client = self._daemon()
-        top_k = int(args.get("top_k", 10))
-        merged: list[dict[str, Any]] = []
-        skipped: list[str] = []
-        palaces = [str(p["name"]) for p in client.list_palaces()]
-        for name in palaces:
-            try:
-                result = client.call("memory.recall", name, args)
-            except PalaceError as exc:
-                if exc.name == "INVALID_ARGS":
-                    raise  # the same arguments fail in every palace: say so once
-                skipped.append(f"{name} ({exc.name}: {exc.message})")
-                continue
-            merged.extend({**item, "palace": name} for item in result.get("results") or [])
-        merged.sort(key=lambda item: float(item.get("score") or 0.0), reverse=True)
-        merged = merged[:top_k]
+        """``recall`` over every palace in one ``memory.recall_all`` op (one relevance scale).
+
+        The tool's palace-only arguments (budget, levels, deep) do not apply across palaces and
+        are dropped rather than refused, so one schema serves both scopes.
+        """
+        accepted = SPECS["memory.recall_all"].args
+        result = self._daemon().call(
+            "memory.recall_all", None, {k: v for k, v in args.items() if k in accepted})
+        merged = list(result.get("results") or [])
+        searched = list(result.get("palaces") or [])
         head = (f"Recall {json.dumps(args['query'], ensure_ascii=False)} across "
-                f"{len(palaces)} palace(s); this project's is '{self.palace}'")
+                f"{len(searched)} palace(s); this project's is '{self.palace}'")
+        if result.get("mode"):
+            head += f" (mode {result['mode']})"
         lines = [head]
-        if merged:
+        if merged and not result.get("nothing_relevant"):
             if not self.compact:
                 lines.append("")
             lines.extend(render_items(merged, self.compact, show_palace=True))
+        elif merged:
+            lines.append(f"nothing relevant in any palace for: {args['query']}")
         else:
             lines.append("No drawers matched in any palace.")
+        skipped = [f"{s['palace']} ({s['error']}: {s['message']})"
+                   for s in result.get("skipped") or []]
         if skipped:
             lines.append("Skipped: " + "; ".join(skipped))
         return "\n".join(lines)

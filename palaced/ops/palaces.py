@@ -22,10 +22,9 @@ async def op_palace_list(ctx: OpContext, palace: str | None, args: dict[str, Any
 async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    existed = ctx.registry.exists(name)
-    p = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
+    p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
     info = await reads.info(p)
-    info["created"] = not existed
+    info["created"] = created
     return info
 
 

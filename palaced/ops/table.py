@@ -14,7 +14,7 @@ from typing import Any
 
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, upkeep
+from palaced.ops import daemon_ops, drawers, graph, palaces, transfer, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -91,6 +91,11 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
     ("memory.health", upkeep.op_health),
+    ("palace.export", transfer.op_export),
+    ("palace.restore", transfer.op_restore),
+    ("source.list", transfer.op_source_list),
+    ("source.sync", transfer.op_source_sync),
+    ("source.drop", transfer.op_source_drop),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)

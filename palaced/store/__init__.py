@@ -9,6 +9,8 @@ exactly one thread hop per unit of work.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import queue
 import threading
 from collections.abc import Callable
@@ -79,6 +81,21 @@ class Store:
         """Fold the WAL back into the database file (at idle and at close)."""
         with storage_errors(self.path, self.palace):
             self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+
+    def abandon(self) -> None:
+        """Close without deleting the WAL and shared-memory files by name.
+
+        For a database whose directory was deleted or replaced under us: SQLite's last close
+        checkpoints and unlinks ``palace.db-wal`` *by path*, which may now be another
+        palace's. Persistent-WAL mode keeps it from unlinking anything.
+        """
+        keep = ctypes.c_int(1)
+        with self._pool_lock:
+            conns = [*self._readers, self._writer]
+        for conn in conns:
+            with contextlib.suppress(apsw.Error):
+                conn.file_control("main", apsw.SQLITE_FCNTL_PERSIST_WAL, ctypes.addressof(keep))
+        self.close()
 
     def close(self) -> None:
         with self._pool_lock:

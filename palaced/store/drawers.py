@@ -126,19 +126,32 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
             ),
         ).fetchall()[0][0]
     )
+    index_drawer(conn, drawer_id, new.text, occurred, new.topics)
+    refresh_around(conn, [drawer_id])
+    return drawer_id, True
+
+
+def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: int,
+                 topics: Iterable[str]) -> None:
+    """File a new drawer row in the full-text index (empty context: see ``refresh_around``)
+    and under its closets."""
     conn.execute(
         "INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
-        (drawer_id, new.text, "", date_words(occurred)),
+        (drawer_id, text, "", date_words(occurred_ms)),
     )
-    affected = {drawer_id, *room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)}
-    for did in affected:
+    conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
+                     [(t, drawer_id) for t in topics])
+
+
+def refresh_around(conn: apsw.Connection, ids: Iterable[int]) -> None:
+    """Recompute the FTS context of new drawers ``ids`` and of their room neighbours, once
+    each (a batch of drawers in one room shares most neighbours)."""
+    affected: set[int] = set()
+    for drawer_id in ids:
+        affected.add(drawer_id)
+        affected.update(room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS))
+    for did in sorted(affected):
         refresh_context(conn, did)
-    if new.topics:
-        conn.executemany(
-            "INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
-            [(t, drawer_id) for t in new.topics],
-        )
-    return drawer_id, True
 
 
 def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | None:

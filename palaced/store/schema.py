@@ -2,9 +2,11 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``. v3: ``drawers.chunks``, how many
-pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
-from their length where needed).
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
+(one row per imported file or conversation: its importer, key and content hash) and
+``source_drawers`` (which drawers each source filed), so re-running an import replaces what
+changed and nothing else. v4: ``drawers.chunks``, how many pieces (vectors) a drawer's text is
+embedded as (NULL for drawers stored before: estimated from their length where needed).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -138,6 +140,26 @@ GRAPH_DDL: list[str] = [
 ]
 
 
+# v3, the import ledger (palace import markdown/chatgpt/...): a drawer may be claimed by several
+# sources (the same section in two files); it is deleted only when no source claims it.
+SOURCES_DDL: list[str] = [
+    """CREATE TABLE sources(
+        id INTEGER PRIMARY KEY,
+        importer TEXT NOT NULL,
+        key TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        imported_ms INTEGER NOT NULL,
+        UNIQUE (importer, key)
+    ) STRICT""",
+    """CREATE TABLE source_drawers(
+        source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (source_id, drawer_id)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX source_drawers_drawer ON source_drawers(drawer_id)",
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -146,12 +168,12 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-# v3: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# v4: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
 # vectors) is counted without chunking texts again.
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(CHUNKS_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(CHUNKS_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

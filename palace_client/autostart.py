@@ -1,0 +1,162 @@
+"""Starting palaced on demand, and saying at once why it did not start.
+
+The daemon is started through a small launcher (a throwaway ``python -S``, stdlib only) that
+starts it in a new session and waits, on a pipe whose write end only the daemon holds, until
+the daemon either says it is listening (``palaced run --ready-fd``) or exits. A daemon that
+exits early (a bad config file, an unsafe path) closes the pipe at once, so the launcher
+reports its exit status within milliseconds, and the client quotes the end of its stderr
+instead of polling a socket that will never appear.
+
+The launcher exits as soon as it knows: the daemon is then orphaned and reparented to init.
+Were it the client's own child, it would linger as the client's zombie after it exits, for as
+long as the client process lives.
+
+The daemon's stdout and stderr go to ``Paths.stderr_log`` (0600, in the state directory),
+which survives the launcher, so whatever it prints before its log is set up stays readable.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from palaced.errors import DaemonStartFailed, DaemonUnreachable
+from palaced.paths import Paths
+from palaced.private import make_private_dirs
+
+# argv: wait_s, then the daemon's command line (``--ready-fd N`` is appended). Prints one line:
+# "ready", "exited CODE" or "starting" (still starting when wait_s ran out).
+_LAUNCHER = """\
+import os, select, subprocess, sys
+wait_s = float(sys.argv[1])
+r, w = os.pipe()
+daemon = subprocess.Popen([*sys.argv[2:], "--ready-fd", str(w)], start_new_session=True,
+                          close_fds=True, pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=2)
+os.close(w)
+readable = select.select([r], [], [], wait_s)[0]
+if not readable:
+    print("starting")
+elif os.read(r, 16):
+    print("ready")
+else:
+    try:
+        print("exited", daemon.wait(5))
+    except subprocess.TimeoutExpired:
+        print("starting")
+"""
+# Beyond this the stderr log is emptied before the next start (it only grows by start-up
+# failures and crashes, but a crash loop must not fill the disk).
+STDERR_LOG_MAX = 1 << 20
+TAIL_LINES = 20
+TAIL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Started:
+    """What the launcher saw: ``ready`` (listening), ``exited`` (with ``code``; 0 means
+    another daemon already owns the socket) or ``starting`` (neither within the wait)."""
+
+    state: str
+    code: int | None = None
+
+
+def _open_stderr_log(path: Path) -> tuple[int | None, int]:
+    """The stderr log opened for appending (0600, no symlink followed) and its size, or
+    ``(None, 0)`` when it cannot be opened (the daemon is started anyway)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None, 0
+    size = os.fstat(fd).st_size
+    if size > STDERR_LOG_MAX:
+        os.ftruncate(fd, 0)
+        size = 0
+    return fd, size
+
+
+def stderr_tail(path: Path, offset: int) -> str:
+    """The last lines written to ``path`` after ``offset`` (at most TAIL_LINES lines and
+    TAIL_BYTES bytes); "" when there are none or the file cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        start = offset if offset <= size else 0
+        start = max(start, size - TAIL_BYTES)
+        os.lseek(fd, start, os.SEEK_SET)
+        data = os.read(fd, TAIL_BYTES)
+    finally:
+        os.close(fd)
+    lines = [ln.rstrip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def describe_status(code: int) -> str:
+    """``"status 2"``, or ``"signal SIGSEGV"`` for a negative (signal) return code."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
+
+
+def daemon_env() -> dict[str, str]:
+    """The client's environment with its path settings made absolute (the daemon runs
+    from ``/``)."""
+    env = dict(os.environ)
+    for key in ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
+                "PALACE_TIKTOKEN_FILE"):
+        if env.get(key):
+            env[key] = os.path.abspath(os.path.expanduser(env[key]))
+    return env
+
+
+def start_daemon(paths: Paths, wait_s: float) -> Started:
+    """Start palaced detached and wait up to ``wait_s`` until it listens or exits.
+
+    Raises:
+        DaemonStartFailed: it exited with a non-zero status before listening; the message
+            has the status and the end of its stderr, ``details`` the log's path.
+        DaemonUnreachable: the launcher could not be run.
+    """
+    make_private_dirs(paths.state_dir)
+    log = paths.stderr_log
+    fd, offset = _open_stderr_log(log)
+    daemon_cmd = [sys.executable, "-m", "palaced", "run", "--quiet"]
+    try:
+        launcher = subprocess.run(
+            [sys.executable, "-S", "-c", _LAUNCHER, f"{wait_s:.3f}", *daemon_cmd],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=fd if fd is not None else subprocess.DEVNULL, close_fds=True,
+            env=daemon_env(), cwd="/", timeout=wait_s + 10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise DaemonUnreachable(f"cannot start palaced: {exc}",
+                                details={"stderr_log": str(log)}) from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    words = launcher.stdout.decode("ascii", "replace").split()
+    if launcher.returncode != 0 or not words:
+        raise DaemonUnreachable(
+            f"cannot start palaced: its launcher failed ({describe_status(launcher.returncode)})"
+            f"; see {log}", details={"stderr_log": str(log)})
+    if words[0] != "exited":
+        return Started(words[0])
+    code = int(words[1])
+    if code == 0:
+        return Started("exited", 0)
+    tail = stderr_tail(log, offset) if fd is not None else ""
+    said = f":\n{tail}" if tail else " without a word on stderr"
+    raise DaemonStartFailed(
+        f"palaced exited with {describe_status(code)} before it answered{said}\n"
+        f"(its stderr is kept in {log}; `palaced check-config` checks the config file)",
+        details={"status": code, "stderr_log": str(log), "stderr_tail": tail,
+                 "socket": str(paths.socket)})
