@@ -285,7 +285,9 @@ def main() -> None:
         d.kill9()
         restart = d.start()
         with d.client() as c:
-            res, ms = timed(lambda c=c: c.recall_ex(PALACE, "written before the crash"))
+            # A long deadline: before replay, this first request waited for a full rebuild.
+            res, ms = timed(lambda c=c: c.call("memory.recall", PALACE, {
+                "query": "written before the crash"}, timeout_ms=3_600_000))
             info = c.palace_info(PALACE)
         out["after_kill9"] = {"restart": restart, "first_recall_ms": round(ms, 1),
                               "mode": res["mode"], "index_load": info.get("index_load"),

@@ -31,7 +31,7 @@ import apsw
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderMismatch, StorageCorrupt
 from palaced.index import VectorIndex
-from palaced.index_file import IndexLoad, build_index, catch_up, open_index, save_index
+from palaced.index_file import IndexLoad, open_index, save_index
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
@@ -235,7 +235,7 @@ class Palace:
                                                            "stored": self.embedder_identity})
 
     # -- checkpoint and close --------------------------------------------------------------
-    def _save_index_sync(self) -> None:
+    def save_index_sync(self) -> None:
         if self.index is not None:
             started = time.monotonic()
             save_index(self.index, self.store, self.dir / INDEX_NAME)
@@ -258,43 +258,16 @@ class Palace:
             if self.index_stale and force:
                 self._load_or_rebuild(index.dims, rebuild=True)
             elif not self.index_stale and (index.dirty or force):
-                self._save_index_sync()
+                self.save_index_sync()
         self.store.checkpoint()
 
     @property
     def compaction_due(self) -> bool:
-        """Whether the index needs rebuilding: it lacks vectors (``index_stale``), or a
-        twentieth of it (at least ``COMPACT_MIN_DEAD``) is tombstones."""
+        """Whether the index needs rebuilding (``compaction.compact``): it lacks vectors
+        (``index_stale``), or a twentieth of it (at least ``COMPACT_MIN_DEAD``) is
+        tombstones."""
         index = self.index
         return index is not None and (self.index_stale or self._many_dead(index))
-
-    async def compact(self) -> None:
-        """Rebuild the vector index from SQLite without holding writes up for the build.
-
-        The build (~0.5 s per 1,000 vectors on 2 cores) runs on a read snapshot while
-        writes go on; then, under the write lock, the vectors written meanwhile are added
-        (``catch_up``: ids above the snapshot's), the new index replaces the old and is
-        saved. Raises what SQLite or usearch raise (the old index stays in use).
-        """
-        old = self.index
-        if old is None or self.closed:
-            return
-        started = time.monotonic()
-        fresh = await self.read(lambda c: build_index(c, old.dims))
-        await self.write(partial(self._swap_sync, old, fresh, started), wrote=False)
-
-    def _swap_sync(self, old: VectorIndex, fresh: VectorIndex, started: float) -> None:
-        if self.closed or self.index is not old:  # closed or re-embedded meanwhile
-            return
-        added = self.store.read(lambda c: catch_up(c, fresh))
-        reason = "it lacked vectors" if self.index_stale else f"{old.dead} tombstones"
-        self.index = fresh
-        self.index_stale = False
-        self._save_index_sync()
-        self.index_load = IndexLoad("rebuilt", replayed=added,
-                                    seconds=time.monotonic() - started, reason=reason)
-        log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
-                 len(fresh), self.index_load.seconds, reason)
 
     @staticmethod
     def _many_dead(index: VectorIndex) -> bool:

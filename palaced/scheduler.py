@@ -6,7 +6,7 @@ For every open palace it
   ``checkpoint_idle_s`` passed without a write, and when vectors added under writes that
   never pause are due a save anyway (``Palace.save_due_at``: what a kill -9 would have to
   replay stays bounded);
-* rebuilds the vector index (``Palace.compact``, in the background: writes go on) once idle
+* rebuilds the vector index (``compaction.compact``, in the background: writes go on) once idle
   when tombstones pile up, at once when it lacks vectors;
 * embeds drawers stored without vectors once the model is ready: those of keyword-only
   periods once idle, long texts a remember left to the background at once; in a task of its
@@ -35,7 +35,7 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
-from palaced import upkeep, writes
+from palaced import compaction, upkeep, writes
 from palaced.config import Limits
 from palaced.errors import PalaceError
 from palaced.palace import Palace
@@ -165,7 +165,7 @@ class Scheduler:
                 await palace.checkpoint()
             if (palace.index_stale or idle) and palace.compaction_due:
                 worked = True
-                await self._start(name, up, "compact", palace.compact)
+                await self._start(name, up, "compact", partial(compaction.compact, palace))
             if ((idle or palace.embed_soon) and self._model.ready
                     and palace.pending_check_due()):
                 worked = True

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palaced import reads, recall, writes
+from palaced import compaction, reads, recall, writes
 from palaced.embedder import HashEmbedder
 from palaced.index import VectorIndex
 from palaced.index_file import SAVES_KEY, open_index
@@ -200,7 +200,7 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
     monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 5)
     assert p.compaction_due
     building, release = threading.Event(), threading.Event()
-    real_build = palace_mod.build_index
+    real_build = compaction.build_index
 
     def slow_build(c, dims):  # type: ignore[no-untyped-def]
         c.execute("SELECT count(*) FROM vectors").fetchall()  # the snapshot starts here
@@ -208,9 +208,9 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
         assert release.wait(10)
         return real_build(c, dims)
 
-    monkeypatch.setattr(palace_mod, "build_index", slow_build)
+    monkeypatch.setattr(compaction, "build_index", slow_build)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(p.compact)
+        tg.start_soon(compaction.compact, p)
         await anyio.to_thread.run_sync(building.wait)
         with anyio.fail_after(5):  # the write lock is free during the build
             late = await remember(p, ["a late gannet note written during the rebuild"])

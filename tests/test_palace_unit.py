@@ -8,8 +8,8 @@ from pathlib import Path
 import apsw
 import pytest
 
+from palaced import compaction, reads, recall, writes
 from palaced import config as config_mod
-from palaced import reads, recall, writes
 from palaced.embedder import HashEmbedder
 from palaced.errors import EmbedderMismatch, SchemaTooNew, StorageError
 from palaced.palace import Palace
@@ -159,7 +159,7 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path,
     assert not p.compaction_due
     monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 1)
     assert p.compaction_due  # now enough tombstones: rebuilt from SQLite
-    await p.compact()
+    await compaction.compact(p)
     assert p.index.dead == 0 and len(p.index) == 2 and p.index_load.how == "rebuilt"
     res = await recall.recall(p, RecallRequest(query="note two alpha beta", top_k=1))
     assert res.results[0]["id"] == ids[1]
