@@ -194,8 +194,24 @@ TUNING: list[tuple[str, str, str]] = [
      "truncates beyond). The estimate is within a few percent on chat text (median "
      "real/estimate 0.95) and under-counts code by ~15 % at p95."),
     ("palaced/palace.py", "COMPACT_MIN_DEAD",
-     "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
-     "~0.6 s per 1,000 vectors on 2 cores."),
+     "Tombstones before an idle-time index compaction (and a twentieth of the index); a "
+     "compaction rebuilds from a read snapshot at ~0.5 s per 1,000 vectors on 2 cores while "
+     "writes go on, then catches up under the write lock."),
+    ("palaced/palace.py", "SAVE_INTERVAL_S",
+     "Under writes that never pause, the vector index is still saved this often (and never "
+     "more than a tenth of the time): a kill -9 replays at most this long of writes. "
+     "PLACEHOLDER-SAVE"),
+    ("palaced/index.py", "INDEX_DTYPE",
+     "Half-precision vectors in the HNSW index (SQLite keeps float32). PLACEHOLDER-F16"),
+    ("palaced/writes.py", "INLINE_MAX_CHUNKS",
+     "Longer texts are embedded in the background after the remember returns. PLACEHOLDER-INLINE"),
+    ("palaced/store/search.py", "COMMON_SHARE",
+     "With `SPLIT_MIN_POSTINGS` and `RECENT_DRAWERS`: the two-part keyword search of large "
+     "palaces. PLACEHOLDER-SPLIT"),
+    ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
+    ("palaced/store/search.py", "RECENT_DRAWERS", "See `COMMON_SHARE`."),
+    ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
+     "Word maps of long drawers kept per open palace. PLACEHOLDER-MAPS"),
     ("palaced/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/fusion.py", "normalize",

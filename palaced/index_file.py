@@ -167,7 +167,8 @@ def _replay(c: apsw.Connection, index: VectorIndex, record: dict[str, Any]) -> t
         raise _Unusable(str(exc)) from exc
     removed = max(0, index.dead - int(record.get("dead", 0)))
     index.unsaved = added
-    index.dirty = bool(added or removed)
+    # A file saved before watermarks is saved again soon, with its record.
+    index.dirty = bool(added or removed or record.get("legacy"))
     return added, removed
 
 

@@ -164,6 +164,9 @@ async def test_an_index_saved_before_watermarks_is_replayed_not_rebuilt(
     p = await Palace.open("p", pdir, svc)
     res = await recall.recall(p, RecallRequest(query="legacy note 9 about swifts", top_k=1))
     assert res.results[0]["id"] == ids[9]
+    await p.aclose()  # saved again, with a record: the next open needs no digest
+    p = await Palace.open("p", pdir, svc)
+    assert p.index_load is not None and p.index_load.how == "loaded"
     await p.aclose()
 
 
