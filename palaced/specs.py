@@ -167,7 +167,9 @@ _ALL: tuple[OpSpec, ...] = (
            retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
                            done_result=lambda palace, args: {"deleted": palace})),
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
-           doc="Counts, embedder identity, index agreement, rooms, identity text."),
+           doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
+               "vectors), embedder identity, index agreement and how it was loaded "
+               "(`index_load`, `index_unsaved`), rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
            doc="Re-embed every drawer with the daemon's current model."),
     # export and restore (docs/export-format.md); a restore skips records already restored.
@@ -202,7 +204,9 @@ _ALL: tuple[OpSpec, ...] = (
            doc="Forget an imported source: delete the drawers no other source claims."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
-           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),
+           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh). "
+           "A long text answers once committed, with the `pending_chunks` left to embed in the "
+           "background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
            retry=SAFE,
