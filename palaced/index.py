@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from usearch.index import Index
 
 from palaced.errors import IndexError_
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 DTYPE = np.float32
 INDEX_DTYPE = "f16"
@@ -42,6 +45,9 @@ def from_blob(blob: bytes) -> np.ndarray:
 
 def new_usearch(dims: int, dtype: str = INDEX_DTYPE) -> Index:
     """An empty usearch index with palace's graph parameters."""
+    # Imported on first use (~40 ms): the daemon answers its first request without it.
+    from usearch.index import Index
+
     return Index(ndim=dims, metric="cos", dtype=dtype, connectivity=16, expansion_add=128,
                  expansion_search=64)
 

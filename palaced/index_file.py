@@ -34,7 +34,6 @@ from typing import Any
 
 import apsw
 import numpy as np
-from usearch.index import Index
 
 from palaced.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
 from palaced.index import VectorIndex, new_usearch
@@ -131,6 +130,8 @@ def _load_file(path: Path, dims: int, saves: list[dict[str, Any]], legacy: str |
                     raise _Unusable("the index file matches no save of this palace")
                 if record.get("embedder") != embedder or record.get("dims") != dims:
                     raise _Unusable("the index file was made for another model")
+                from usearch.index import Index  # on first use, like index.new_usearch
+
                 with memoryview(data) as view:
                     meta = Index.metadata(view)
                     if not meta or meta["dimensions"] != dims:
