@@ -89,6 +89,13 @@ def test_common_terms_are_scored_only_beside_selective_ones(tmp_path: Path,
     texts = st.read(lambda c: {d: t for d, t in c.execute("SELECT id, text FROM drawers")})
     assert all(not ({"quokka", "narwhal"} & set(texts[d].split())) for d in missed
                if full[d] > fast[-1][1])
+    # With a filter (the search joins the drawers) the parts agree with the filtered query.
+    room = m.Filters(room="r3")
+    fast = st.read(lambda c: search.fts_search(c, query, room, 20, 10**13, stats, n))
+    full_room = st.read(lambda c: search._bm25(c, search.fts_match(search.fts_terms(query)),
+                                               room, 20, 10**13))
+    assert fast and [i for i, _ in fast[:5]] == [i for i, _ in full_room[:5]]
+    assert all(i % 7 == 4 for i, _ in fast)  # drawer i + 1 was filed in room r{i % 7}
     # Common terms alone: the newest RECENT_DRAWERS drawers are ranked.
     only_common = st.read(lambda c: search.fts_search(c, "harbour ferry", m.Filters(), 50,
                                                       10**13, stats, n))
