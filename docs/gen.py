@@ -85,6 +85,11 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "slower peer gets `TIMEOUT` and is closed.",
     ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
+    ("backup", "dir"): "Where `palace backup` writes when no `--to` is given, as "
+        "`<dir>/<palace>/<UTC time>/`; an absolute path (`~` is expanded). Unset: "
+        "`<data_dir>/backups`.",
+    ("backup", "keep"): "Backups of each palace `palace backup` keeps (1-1000) when no `--keep` "
+        "is given; older ones are deleted after each backup.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
 }
@@ -109,7 +114,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
                            "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
                            "`cl100k_base`) after `<state_dir>/tiktoken/`."),
-    "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
+    "HF_ENDPOINT": ("daemon, `palace model fetch`", "Model hub (a mirror) probed before a "
+                    "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
@@ -212,6 +218,12 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/store/search.py", "RECENT_DRAWERS", "See `COMMON_SHARE`."),
     ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
      "Word maps of long drawers kept per open palace. PLACEHOLDER-MAPS"),
+    ("palaced/reembed.py", "BACKGROUND_SHARE",
+     "Share of the time the background re-embedding after a model change embeds. "
+     "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "
+     "another palace without pause: share 1.0 re-embeds 42 drawers/s, recall p50 20.0 ms "
+     "(4.9 after the pass), remember p50 62 ms (11); share 0.5 20 drawers/s, recall p50 7.9 ms "
+     "(5.2), remember p50 28 ms (14). Alone, share 0.5 re-embeds 31 drawers/s there."),
     ("palaced/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/fusion.py", "normalize",
@@ -410,7 +422,8 @@ def render_ops() -> str:
         if not about:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
-        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
+        need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
+        rows.append([f"`{name}`", need, about, args])
     return _table(["op", "palace", "what it does", "args"], rows) + "\n"
 
 

@@ -20,6 +20,7 @@ from palaced.errors import DaemonUnreachable, PalaceError, Timeout
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
+from .admin import Maintenance
 from .connection import (
     CONNECT_TIMEOUT_S,
     Connection,
@@ -34,7 +35,7 @@ from .payloads import drawer_args
 from .transfer import Transfers
 
 
-class Client(Transfers):
+class Client(Transfers, Maintenance):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -46,8 +47,8 @@ class Client(Transfers):
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Export, restore and
-    the import ledger's methods come from ``palace_client.transfer.Transfers``.
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
+    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
@@ -168,10 +169,6 @@ class Client(Transfers):
     def palace_info(self, name: str) -> dict[str, Any]:
         """Counts, embedder identity and index state of one palace."""
         return self.call("palace.info", name)
-
-    def reembed(self, name: str) -> dict[str, Any]:
-        """Re-embed every drawer with the daemon's current model."""
-        return self.call("palace.reembed", name, timeout_ms=3_600_000)
 
     # -- drawers ----------------------------------------------------------------------------
     def remember(self, palace: str, text: str, *, wing: str | None = None,

@@ -30,13 +30,13 @@ class Transfers:
             if cursor is None:
                 return
 
-    def restore(self, palace: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def import_records(self, palace: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Restore a batch of export records (the first batch starts with the header):
         ``{"stored", "unchanged", "rejected", "dropped_links", "resumed", "finished"}``.
 
         Raises ``PalaceNotEmpty`` when the palace holds other memories.
         """
-        return self.call("palace.restore", palace, {"records": list(records)},
+        return self.call("palace.import_records", palace, {"records": list(records)},
                          timeout_ms=BULK_TIMEOUT_MS)
 
     def sources(self, palace: str, importer: str, *, prefix: str = "",

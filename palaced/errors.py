@@ -125,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """The palace was embedded with a different model; run `palace reembed`."""
+    """Reserved: a palace of another model (palaces now switch in the background instead)."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -150,6 +150,13 @@ class PalaceNotEmpty(PalaceExists):
 
     code = 206
     name = "PALACE_NOT_EMPTY"
+
+
+class BackupInvalid(RegistryError):
+    """A backup failed verification: its manifest, a file's checksum, or its database."""
+
+    code = 207
+    name = "BACKUP_INVALID"
 
 
 # 3xx content
@@ -275,12 +282,7 @@ class EmbedderUnavailable(InternalError):
 
 
 class UnsafePath(InternalError):
-    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others.
-
-    Raised instead of trusting (or chmod-ing, or writing through) a runtime directory, socket
-    path or lock file another local user could have planted. The message names the path, the
-    problem and what to do.
-    """
+    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others."""
 
     code = 504
     name = "UNSAFE_PATH"
@@ -309,7 +311,6 @@ class OutcomeUnknown(ClientError):
 
     code = 602
     name = "OUTCOME_UNKNOWN"
-    retryable = False
 
 
 class UntrustedDaemon(ClientError):

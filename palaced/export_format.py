@@ -1,7 +1,7 @@
 """The export format of a palace: its name, version, and the fields of every record kind.
 
 Leaf module (stdlib + the wire leaf ``args``), importable by thin clients: the one definition
-of what an export line holds. ``palace.export`` writes these records, ``palace.restore``
+of what an export line holds. ``palace.export`` writes these records, ``palace.import_records``
 decodes each record it receives against :data:`RECORDS` with ``args.decode_args`` (so a
 malformed record is refused with INVALID_ARGS naming the field), and ``palace import jsonl``
 checks every line against the same specs before sending it, so a dry run catches what the

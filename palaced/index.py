@@ -141,6 +141,13 @@ class VectorIndex:
                 self.dead += gone
                 self.dirty = True
 
+    def holds(self, vector_ids: Sequence[int]) -> bool:
+        """Whether every one of ``vector_ids`` is in the graph (``palace doctor``)."""
+        if not len(vector_ids):
+            return True
+        with self._lock:
+            return bool(np.all(self._index.contains(np.asarray(vector_ids, dtype=np.uint64))))
+
     def search(self, query: np.ndarray, k: int, owners: Owners) -> list[tuple[int, float]]:
         """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first.
 

@@ -264,6 +264,53 @@ def _save_error(exc: Exception, path: Path, need: int) -> PalaceError:
     return IndexError_(f"index save failed ({path}): {exc}", details={"path": str(path)})
 
 
+def file_entries(path: Path) -> int | None:
+    """How many keys (tombstones included) the index file at ``path`` holds, read from its
+    header; None when it is missing or unreadable. Never raises."""
+    from usearch.index import Index  # on first use, like index.new_usearch
+
+    try:
+        meta = Index.metadata(str(path))
+        return None if meta is None else int(meta["count_present"])
+    except Exception:  # a missing, truncated or foreign file: the caller reports it
+        return None
+
+
+def file_state(path: Path, saves: list[dict[str, Any]], vectors: int, top: int,
+               keys: list[int] | None = None) -> str:
+    """What the next open makes of the saved index file of a palace whose database holds
+    ``vectors`` vectors, the highest id ``top``: ``missing``; ``stale`` (no save of this
+    palace matches it: rebuilt); ``behind`` (a save matches, vectors were written or deleted
+    since: replayed); ``current``. With ``keys`` (every vector id), a matching file must
+    also hold each of those up to its watermark (memory-mapped, not loaded), else it is
+    ``stale``. Never raises: unreadable is ``stale``.
+    """
+    from usearch.index import Index  # on first use, like index.new_usearch
+
+    if not os.path.lexists(path):
+        return "missing"
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                crc = zlib.crc32(data)
+        record = next((r for r in saves if r.get("crc") == crc and r.get("bytes") == size),
+                      None)
+        if record is None:
+            return "stale"
+        mark = int(record["watermark"])
+        if keys is not None:
+            held = [k for k in keys if k <= mark]
+            view = Index.restore(str(path), view=True)
+            if view is None or (held and not bool(np.all(
+                    view.contains(np.asarray(held, dtype=np.uint64))))):
+                return "stale"
+        live = int(record["keys"]) - int(record.get("dead", 0))
+        return "current" if top <= mark and live == vectors else "behind"
+    except Exception:  # unreadable or refused by usearch: rebuilt at the next open
+        return "stale"
+
+
 def _fsync_dir(directory: Path) -> None:
     # The rename is durable only once the directory entry is.
     fd = os.open(directory, os.O_RDONLY)

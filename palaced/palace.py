@@ -3,7 +3,8 @@
 Owns the palace's Store (SQLite), VectorIndex (usearch cache), identity file and lock, and the
 state the daemon's upkeep reads (``checkpoint_due``, ``index_stale``, ``last_write``...). It
 does four things: its lifetime (``open``, ``aclose``), binding the embedding model
-(``attach``, the one place the index is loaded, rebuilt or dropped for a model), one read hop
+(``attach``, the one place the index is loaded, rebuilt or dropped for a model; a palace whose
+vectors are another model's is switched over by ``reembed``), one read hop
 (``read``: a worker-thread call on a reader snapshot) and one write hop (``write``: a
 worker-thread call under ``write_lock``, shielded so a disconnecting client never leaves a
 half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
@@ -29,7 +30,10 @@ import anyio.to_thread
 import apsw
 
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, StorageCorrupt
+from palaced.errors import (
+    StorageCorrupt,
+    StorageError,
+)
 from palaced.index import VectorIndex
 from palaced.index_file import IndexLoad, open_index, save_index
 from palaced.palace_dir import (
@@ -46,10 +50,10 @@ from palaced.palace_dir import (
 )
 from palaced.services import Services
 from palaced.store import Store
+from palaced.store import reembed as next_vectors
 from palaced.store.db import storage_errors
 from palaced.store.drawers import touch
 from palaced.store.meta import claim_embedder, meta_get
-from palaced.store.vectors import drop_all_vectors
 
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
@@ -83,8 +87,8 @@ class Palace:
         self._lock_fd = lock_fd
         self.write_lock = anyio.Lock()
         self.index: VectorIndex | None = None
-        self.embedder_identity: str | None = None
-        self.mismatch: str | None = None
+        self.embedder_identity: str | None = None  # the model of the live vectors
+        self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
         self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
         self.last_save = time.monotonic()
@@ -166,23 +170,33 @@ class Palace:
 
     # -- the model -------------------------------------------------------------------------
     def _attach_sync(self, embedder: Embedder) -> None:
-        """Bind the palace to the loaded model: check identity, load or rebuild the index."""
-        stored = self.store.read(lambda c: meta_get(c, "embedder"))
+        """Bind the palace to the loaded model: load or rebuild the index of its vectors, or,
+        when they are another model's, drop the index (``palaced.reembed`` switches it)."""
+        stored, target = self.store.read(
+            lambda c: (meta_get(c, "embedder"), next_vectors.next_model(c)))
         if stored is None:
             self.store.write(lambda c: claim_embedder(c, embedder.identity, embedder.dims))
             stored = embedder.identity
         self.embedder_identity = stored
         if stored != embedder.identity:
-            self.mismatch = (
-                f"palace {self.name!r} was embedded with {stored}, but the daemon runs "
-                f"{embedder.identity}; run `palace reembed --palace {self.name}` to switch"
-            )
+            # Keyword-only until palaced.reembed has built this model's vectors; the old
+            # model's stay untouched (and valid for it) until then.
             self.index = None
             return
-        self.mismatch = None
-        self._load_or_rebuild(embedder.dims)
+        if target is not None and target != stored:
+            # A switch toward a model the daemon no longer runs: its vectors would only age.
+            try:
+                self.store.write(next_vectors.abandon)
+            except StorageError as exc:  # read-only storage: harmless leftovers
+                log.warning("palace %s: cannot drop an abandoned re-embedding: %s",
+                            self.name, exc.message)
+        if self.index is None or self.index.dims != embedder.dims:
+            self.load_index_sync(embedder.dims)
 
-    def _load_or_rebuild(self, dims: int, *, rebuild: bool = False) -> None:
+    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
+        """Load the saved index of the live vectors and replay what changed since its save,
+        or rebuild it (worker thread, under ``write_lock``). Raises IndexError_ or
+        StorageError."""
         index, load = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
         if load.how == "rebuilt":
             log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
@@ -197,42 +211,28 @@ class Palace:
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
-        """Called when the model becomes ready after the palace was opened (idempotent)."""
-        await self.write(partial(self._attach_unless_bound_sync, embedder), wrote=False)
+        """Bind to ``embedder``, the model loaded now (idempotent; after a model change too)."""
+        await self.write(partial(self._attach_unless_closed_sync, embedder), wrote=False)
 
-    def _attach_unless_bound_sync(self, embedder: Embedder) -> None:
-        if self.index is not None or self.mismatch is not None or self.closed:
-            return
-        self._attach_sync(embedder)
-
-    def switch_model_sync(self, embedder: Embedder) -> None:
-        """Drop every vector and bind the palace to ``embedder`` with an empty index.
-
-        The first half of a reembed (``writes.reembed`` then embeds every drawer again); runs
-        in a worker thread under ``write_lock``.
-        """
-        def tx(c: apsw.Connection) -> None:
-            drop_all_vectors(c)
-            claim_embedder(c, embedder.identity, embedder.dims)
-
-        self.store.write(tx)
-        self.embedder_identity = embedder.identity
-        self.mismatch = None
-        self.index = VectorIndex(embedder.dims)
-        self.index.dirty = True
+    def _attach_unless_closed_sync(self, embedder: Embedder) -> None:
+        if not self.closed:
+            self._attach_sync(embedder)
 
     def vector_embedder(self) -> Embedder | None:
         """The embedder to use for this palace now, or None in keyword-only mode."""
         emb = self.services.model.embedder
-        if emb is None or self.index is None or self.mismatch is not None:
+        if emb is None or self.index is None or emb.identity != self.embedder_identity:
             return None
         return emb
 
-    def require_compatible(self) -> None:
-        """Raises EmbedderMismatch when the palace needs a reembed before use."""
-        if self.mismatch is not None:
-            raise EmbedderMismatch(self.mismatch, details={"palace": self.name,
-                                                           "stored": self.embedder_identity})
+    @property
+    def mismatch(self) -> str | None:
+        """Why the vectors cannot serve the loaded model (they are another model's), or None."""
+        emb = self.services.model.embedder
+        if emb is None or self.embedder_identity in (None, emb.identity):
+            return None
+        return (f"palace {self.name!r} holds vectors of {self.embedder_identity}; it is being "
+                f"re-embedded for {emb.identity} in the background")
 
     # -- checkpoint and close --------------------------------------------------------------
     def save_index_sync(self) -> None:
@@ -256,7 +256,7 @@ class Palace:
         index = self.index
         if index is not None:
             if self.index_stale and force:
-                self._load_or_rebuild(index.dims, rebuild=True)
+                self.load_index_sync(index.dims, rebuild=True)
             elif not self.index_stale and (index.dirty or force):
                 self.save_index_sync()
         self.store.checkpoint()
@@ -382,7 +382,7 @@ class Palace:
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
         try:
-            self.store.write(lambda c: touch(c, ids, ts))
+            self.store.write(lambda c: touch(c, ids, ts), stamp=False)
         except BaseException:
             self._pending_touch |= ids  # a full disk must not lose them: the next run retries
             raise

@@ -21,6 +21,7 @@ from palaced.errors import MemoryNotFound
 from palaced.palace import Palace, now_ms
 from palaced.palace_dir import IDENTITY_NAME
 from palaced.store import drawers
+from palaced.store import reembed as next_vectors
 
 log = logging.getLogger("palaced.reads")
 
@@ -117,10 +118,25 @@ async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, off
             "next_offset": nxt if nxt < total else None}
 
 
+def reembedding(stored: str | None, moving: tuple[str | None, int, int], current: str | None
+                ) -> dict[str, Any] | None:
+    """A palace's re-embedding for another model, ``{"model", "done", "total", "paused"}``
+    (drawers), from its recorded model, ``store.reembed.progress`` and the daemon's model;
+    None if none runs or is due. ``paused``: its model is not the one loaded now."""
+    target, done, total = moving
+    if current is not None and stored not in (None, current) and target != current:
+        return {"model": current, "done": 0, "total": total, "paused": False}  # not started
+    if target is None:
+        return None
+    return {"model": target, "done": done, "total": total, "paused": target != current}
+
+
 async def info(palace: Palace) -> dict[str, Any]:
-    """Counts, embedder identity and index agreement."""
+    """Counts, embedder identity, index agreement and any re-embedding's progress."""
     counts = await palace.read(drawers.counts)
     rooms = await palace.read(drawers.rooms)
+    moving = await palace.read(next_vectors.progress)
+    current = palace.services.model.embedder
     index_count = len(palace.index) if palace.index is not None else None
     if index_count is not None and index_count != counts["vectors"]:
         # A write between its commit and its index update looks like disagreement: count
@@ -139,6 +155,8 @@ async def info(palace: Palace) -> dict[str, Any]:
         "index_unsaved": palace.index.unsaved if palace.index is not None else None,
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
+        "reembedding": reembedding(palace.embedder_identity, moving,
+                                   current.identity if current else None),
         "rooms": rooms,
         "identity": await identity_text(palace),
     }

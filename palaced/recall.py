@@ -156,11 +156,12 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     matching facts), L3 the ranking beyond the hits (with ``deep``, else when L2 is thin).
     Every requested section with content appears, cut to fit when the budget is small.
 
+    Keyword-only (with a ``notice`` saying why) while no model is loaded or the palace is
+    being re-embedded for the loaded one.
+
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         StorageError: SQLite failed.
     """
-    palace.require_compatible()
     caches = caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
     lexical: list[tuple[int, float]] = []
@@ -326,14 +327,19 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 
 
 def keyword_reason(palace: Palace) -> str:
-    """Why recall runs keyword-only right now (a reembed is due, the model loads...)."""
-    if palace.mismatch:
-        return palace.mismatch
+    """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if palace.mismatch and model.embedder is not None:
+        return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
+                f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
+                "`palace status` shows the progress, `palace reembed --palace "
+                f"{palace.name}` finishes it now")
     if model.state == "loading":
         return "keyword-only: the embedding model is still loading"
     if model.embedder is None:
-        return f"keyword-only: no embedding model ({model.reason})"
+        hint = "" if model.disabled else (
+            "; `palace model fetch` or `palace model import PATH` installs it")
+        return f"keyword-only: no embedding model ({model.reason}){hint}"
     return "keyword-only: vector index not ready"
 
 

@@ -55,10 +55,8 @@ async def sync(palace: Palace, importer: str, key: str, digest: str,
     ``{changed, stored, unchanged, removed, ids}``.
 
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         MemoryNotFound: an item supersedes no drawer.
     """
-    palace.require_compatible()
     same = await unchanged(palace, importer, key, digest)
     if same is not None:
         return same

@@ -52,10 +52,12 @@ from palaced.vocab import (
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
     HEALTH_LIST_LIMIT,
+    MAX_BACKUP_KEEP,
     MAX_DEPTH,
     MAX_FIELD_CHARS,
     MAX_LIMIT,
     MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
     MAX_PREDICATE_CHARS,
     MAX_VALUE_CHARS,
@@ -102,7 +104,7 @@ class OpSpec:
 
     name: str
     args: Mapping[str, Arg] = field(default_factory=dict)
-    palace: str = "none"  # "none" | "required"
+    palace: str = "none"  # "none" | "required" | "optional" (none: every palace)
     doc: str = ""
     read_only: bool = False
     retry: RetryRule = field(kw_only=True)
@@ -150,6 +152,7 @@ SOURCE_ARGS: dict[str, Arg] = {
 REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
 
 _R = "required"
+_O = "optional"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
     OpSpec("daemon.status", read_only=True, retry=SAFE,
@@ -171,8 +174,9 @@ _ALL: tuple[OpSpec, ...] = (
                "vectors), embedder identity, index agreement and how it was loaded "
                "(`index_load`, `index_unsaved`), rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
-           doc="Re-embed every drawer with the daemon's current model."),
-    # export and restore (docs/export-format.md); a restore skips records already restored.
+           doc="Re-embed every drawer with the daemon's current model now and switch the "
+               "palace to it (a background re-embedding does it anyway after a model change)."),
+    # export and import (docs/export-format.md); an import skips records already imported.
     OpSpec("palace.export", {
         "cursor": Arg("str", max_len=64, help="where the previous page ended (its `next`)"),
         "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
@@ -180,7 +184,7 @@ _ALL: tuple[OpSpec, ...] = (
         doc="One page of the palace's export records (header, identity, drawers, entities, "
             "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
             "after the end record."),
-    OpSpec("palace.restore", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
+    OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
            palace=_R, retry=SAFE,
            doc="Restore a batch of export records into an empty palace (or one this export "
                "was restored into); ids are kept, vectors re-derived in the background."),
@@ -202,6 +206,37 @@ _ALL: tuple[OpSpec, ...] = (
             "recorded `hash` is this one: new ones stored, vanished ones deleted."),
     OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
            doc="Forget an imported source: delete the drawers no other source claims."),
+    # the model
+    OpSpec("model.load", retry=SAFE,
+           doc="(Re)load the embedding model from the configured or installed copy, without "
+               "a restart; palaces of another model switch to it in the background."),
+    # maintenance: repairs converge, a resent backup makes one more snapshot, and a resent
+    # restore finds the palace exactly as old as the backup, so it may replace it again.
+    OpSpec("palace.doctor", {
+        "repair": Arg("bool", default=False, help="fix what can be derived again, then check "
+                      "again"),
+        "full": Arg("bool", default=False, help="integrity_check instead of quick_check, and "
+                    "compare every vector index key and every drawer's topics (slower)"),
+    }, palace=_O, retry=SAFE,
+        doc="Check the daemon and each palace (or the one given): permissions, SQLite "
+            "integrity, full-text and vector indexes, embeddings, schema, disk; `repair` "
+            "mends what is derivable."),
+    OpSpec("palace.backup", {
+        "to": Arg("str", max_len=MAX_PATH_CHARS, help="absolute directory to write backups "
+                  "under (default: [backup] dir)"),
+        "keep": Arg("int", min=1, max=MAX_BACKUP_KEEP, help="backups of each palace to keep "
+                    "(default: [backup] keep)"),
+    }, palace=_O, retry=SAFE,
+        doc="Snapshot each palace (or the one given) online into `<to>/<palace>/<time>/` "
+            "with a manifest; keep the newest `keep`."),
+    OpSpec("palace.restore", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the backup directory"),
+        "force": Arg("bool", default=False, help="replace the palace even if it was written "
+                     "after the backup"),
+    }, palace=_O, retry=SAFE,
+        doc="Verify a backup and restore it as the palace given (default: the backed-up "
+            "one); refuses to replace a palace written after the backup unless `force`."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh). "

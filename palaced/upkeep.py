@@ -121,7 +121,8 @@ async def decay(palace: Palace, *, now_ms: int | None = None,
             meta_set(c, "decay_ms", str(ts))
             return {"drawers": len(rows), "updated": updated, "decay_ms": ts}
 
-        return palace.store.write(tx)
+        # Weights follow from the clock: a decay since a backup does not make it older.
+        return palace.store.write(tx, stamp=False)
 
     return await palace.write(run)
 
@@ -232,7 +233,6 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         MemoryNotFound: an explicit id names no drawer.
         InvalidArgs: no sources, or the sources span several wings and no wing was given.
         InvalidContent: the summary is word for word one of its sources.
-        EmbedderMismatch: the palace needs a reembed first.
     """
     wanted = list(dict.fromkeys(int(i) for i in ids)) if ids else None
     ts = clock_ms()

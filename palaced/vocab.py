@@ -8,6 +8,9 @@ them from here instead of keeping its own copy.
 
 from __future__ import annotations
 
+# -- embedding model -------------------------------------------------------------------------
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # fastembed's name; 384 dimensions
+
 # -- importance -------------------------------------------------------------------------------
 IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 DEFAULT_IMPORTANCE = 0.5
@@ -16,6 +19,10 @@ DEFAULT_IMPORTANCE = 0.5
 DEFAULT_PRUNE_THRESHOLD = 0.05  # prune drawers whose decayed weight fell below this
 STALE_DAYS = 30.0  # health: a drawer unused this long is stale
 HEALTH_LIST_LIMIT = 50  # health: at most this many drawers listed per report
+
+# -- backups --------------------------------------------------------------------------------
+MAX_BACKUP_KEEP = 1_000  # backups kept per palace, at most
+MAX_PATH_CHARS = 4_096  # a backup directory's path (PATH_MAX on Linux)
 
 # -- knowledge graph --------------------------------------------------------------------------
 # The typed relations between entities/concepts. All but superseded_by are multi-valued (a

@@ -1,14 +1,17 @@
-"""Writes of drawers to an open palace: remember, forget, embedding and reembedding.
+"""Writes of drawers to an open palace: remember, forget and embedding what waits for it.
 
 Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
 before the write lock is taken, through the daemon's embedding lanes; the write itself is one
 ``Palace.write`` hop: drawers, their full-text rows, closets and vectors commit in one
 transaction, then the in-memory vector index is updated in the same hop. ``remember`` may
 refresh a near-duplicate instead of storing a new drawer (``rules.is_near_duplicate``).
+Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
+it, ``palaced.reembed``) drawers are stored without vectors and embedded later.
 
-A text of more than ``INLINE_MAX_CHUNKS`` chunks is not embedded inline: it is committed
-without vectors, the remember returns, and the scheduler embeds it in the background at once
-(``embed_pending``); until its vectors land, recall finds it by its words alone.
+A text of more than ``INLINE_MAX_CHUNKS`` chunks is not embedded inline either: it is
+committed without vectors, the remember returns, and the scheduler embeds it in the
+background at once (``embed_pending``); until its vectors land, recall finds it by its words
+alone.
 """
 
 from __future__ import annotations
@@ -69,10 +72,8 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
     embedded in the background is never merged (it has no vector yet to compare).
 
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         MemoryNotFound: ``new.supersedes`` names no drawer.
     """
-    palace.require_compatible()
     outcome = (await _insert_many(palace, [new], dedup=dedup))[0]
     return outcome
 
@@ -82,10 +83,8 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     """Store many drawers, one transaction per batch of 256; ids in input order.
 
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         MemoryNotFound: an item supersedes no drawer.
     """
-    palace.require_compatible()
     outcomes: list[dict[str, Any]] = []
     step = REMEMBER_BATCH
     for start in range(0, len(items), step):
@@ -126,7 +125,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                  chunk_lists: list[list[str]], inline: list[bool], vectors: np.ndarray | None,
                  identity: str | None, dedup: bool) -> list[dict[str, Any]]:
     """The write half of remember: runs in a worker thread under ``write_lock``."""
-    # The model may have been swapped by a reembed while we embedded.
+    # The palace may have switched models (palaced.reembed) while we embedded.
     if identity is not None and identity != palace.embedder_identity:
         raise EmbedderUnavailable("embedder changed during the write; retry")
     ts = now_ms()
@@ -247,22 +246,6 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
     palace.store.write(tx)
     for _did, vids, vecs in added:
         index.add(vids, vecs)
-
-
-async def reembed(palace: Palace) -> dict[str, Any]:
-    """Drop every vector and embed all drawers with the daemon's current model.
-
-    Raises:
-        EmbedderUnavailable: no model is loaded.
-    """
-    emb = palace.services.model.embedder
-    if emb is None:
-        raise EmbedderUnavailable(
-            f"cannot reembed: no model loaded ({palace.services.model.reason})")
-    await palace.write(partial(palace.switch_model_sync, emb))
-    count = await embed_pending(palace)
-    await palace.checkpoint()
-    return {"palace": palace.name, "embedder": emb.identity, "reembedded": count}
 
 
 # -- forget -----------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The import ledger ops (source.sync/list/drop) and palace.restore's refusals, on the daemon
+"""The import ledger ops (source.sync/list/drop) and palace.import_records's refusals, on the daemon
 core in-process (hashing embedder): op behaviour without a real model."""
 
 from __future__ import annotations
@@ -56,20 +56,20 @@ def test_restore_refuses_what_is_no_restore(inproc: InProcDaemon) -> None:
     with inproc.client() as c:
         c.create_palace("target")
         with pytest.raises(InvalidContent, match="starts with the export's header"):
-            c.restore("target", [drawer])
+            c.import_records("target", [drawer])
         with pytest.raises(InvalidContent, match="newer"):
-            c.restore("target", [{**header, "version": VERSION + 1}, drawer])
+            c.import_records("target", [{**header, "version": VERSION + 1}, drawer])
         with pytest.raises(InvalidContent, match="not a palace export"):
-            c.restore("target", [{**header, "format": "other"}, drawer])
+            c.import_records("target", [{**header, "format": "other"}, drawer])
         assert c.palace_info("target")["drawers"] == 0
         bad = {**drawer, "id": 2, "text": "u", "superseded_by": 2}
-        res = c.restore("target", [header, drawer, bad, {"record": "nope"}])
+        res = c.import_records("target", [header, drawer, bad, {"record": "nope"}])
         assert res["stored"] == 1 and [r["index"] for r in res["rejected"]] == [2, 3]
         c.create_palace("full")
         c.remember("full", "already here")
         with pytest.raises(PalaceNotEmpty):
-            c.restore("full", [header, drawer])
+            c.import_records("full", [header, drawer])
         # A drawer whose id is taken by another text is refused, the rest goes on.
         clash = {**drawer, "text": "another text"}
-        res = c.restore("target", [header, clash])
+        res = c.import_records("target", [header, clash])
         assert res["resumed"] is True and res["rejected"][0]["name"] == "INVALID_CONTENT"

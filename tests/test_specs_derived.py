@@ -145,15 +145,19 @@ CLI_OPS: dict[str, str] = {
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
     "export": "palace.export",
+    "model load": "model.load",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
-# source.* ops of the import ledger), or none.
+# source.* ops of the import ledger; model fetch and import install the model's files, then
+# send model.load), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
-               "uninstall", "import jsonl", "import chatgpt", "import markdown"}
+               "uninstall", "import jsonl", "import chatgpt", "import markdown",
+               "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id"}
@@ -240,8 +244,9 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
-    "export": "palace.export", "restore": "palace.restore", "sources": "source.list",
-    "sync_source": "source.sync", "drop_source": "source.drop",
+    "export": "palace.export", "import_records": "palace.import_records",
+    "sources": "source.list", "sync_source": "source.sync", "drop_source": "source.drop",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
@@ -251,7 +256,7 @@ CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "o
 
 
 def test_every_client_method_is_mapped() -> None:
-    # Client's own methods and those of its mixins (palace_client.transfer).
+    # Client's own methods and those of its mixins (palace_client.transfer, palace_client.admin).
     public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING

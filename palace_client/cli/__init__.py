@@ -17,13 +17,15 @@ code  meaning
 8     embedder mismatch (run ``palace reembed``)
 9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
 10    an import finished but skipped malformed records (listed on stderr, or in ``--json``)
+11    ``palace doctor``: a check failed (after ``--repair``: one it could not fix)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep``, ``transfer`` (``palace export``, ``palace import``) and ``daemon``; ``common``
-holds what they share. ``palace mcp`` and ``palace init`` come from
-``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service`` and
-``palace uninstall`` from ``palace_client.service.command``.
+``model`` (``palace model``), ``upkeep``, ``doctor``, ``backups``, ``transfer`` (``palace
+export``, ``palace import``) and ``daemon``; ``common`` holds what they share. ``palace mcp``
+and ``palace init`` come from ``palace_client.mcp.command`` and
+``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
+``palace_client.service.command``.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -42,7 +44,7 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, knowledge, memory, palaces, transfer, upkeep
+from . import backups, daemon, doctor, knowledge, memory, model, palaces, transfer, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -72,9 +74,11 @@ agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
-for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, transfer.app, agents):
+for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
+                  transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(model.app, name="model")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")

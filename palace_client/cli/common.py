@@ -40,6 +40,7 @@ EXIT_RETRY = 7
 EXIT_MISMATCH = 8
 EXIT_NO_SERVICE_MANAGER = 9
 EXIT_SKIPPED = 10
+EXIT_UNHEALTHY = 11
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
@@ -166,7 +167,8 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_MISMATCH
     if isinstance(exc, E.LoadError):
         return EXIT_RETRY
-    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName):
+    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName
+                  | E.BackupInvalid):
         return EXIT_INVALID
     return EXIT_ERROR
 

@@ -4,7 +4,7 @@
 hash is the recorded one without sending it, sends the others (``source.sync``: new drawers
 stored, vanished ones deleted) and, for importers that own a whole tree (markdown), drops the
 sources that were not seen again. ``RestoreSink`` sends export records in bounded batches
-(``palace.restore``) and maps the records the daemon refused back to their lines.
+(``palace.import_records``) and maps the records the daemon refused back to their lines.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .runner import Problem, Tally, Unit
 if TYPE_CHECKING:
     from palace_client.client import Client
 
-RESTORE_BATCH = 500  # records per palace.restore request ...
+RESTORE_BATCH = 500  # records per palace.import_records request ...
 REQUEST_SHARE = 4  # ... and at most 1/4 of the daemon's max_frame of text in one request
 
 
@@ -73,7 +73,7 @@ class LedgerSink:
 
 
 class RestoreSink:
-    """Export records into ``palace.restore`` batches (the header opens the first one)."""
+    """Export records into ``palace.import_records`` batches (the header opens the first one)."""
 
     def __init__(self, client: Client, palace: str) -> None:
         self._client, self._palace = client, palace
@@ -97,7 +97,7 @@ class RestoreSink:
         if not self._batch:
             return
         batch, self._batch, self._bytes = self._batch, [], 0
-        res = self._client.restore(self._palace, [record for _, record in batch])
+        res = self._client.import_records(self._palace, [record for _, record in batch])
         tally.stored += int(res["stored"])
         tally.unchanged += int(res["unchanged"])
         for refused in res["rejected"]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from palaced.args import MAX_TIME_CHARS, decode_args
 from palaced.errors import InvalidArgs, InvalidContent, PalaceError, TextTooLarge, quote
-from palaced.registry import validate_name
+from palaced.layout import validate_name
 from palaced.rules import parse_importance
 from palaced.specs import MAX_TTL_S, REMEMBER_MANY_ITEM
 from palaced.store import drawers as m

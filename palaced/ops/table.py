@@ -14,7 +14,8 @@ from typing import Any
 
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, transfer, upkeep
+from palaced.layout import validate_name
+from palaced.ops import daemon_ops, drawers, graph, maintenance, model, palaces, transfer, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -71,6 +72,10 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.delete", palaces.op_palace_delete),
     ("palace.info", palaces.op_palace_info),
     ("palace.reembed", palaces.op_reembed),
+    ("model.load", model.op_model_load),
+    ("palace.doctor", maintenance.op_doctor),
+    ("palace.backup", maintenance.op_backup),
+    ("palace.restore", maintenance.op_restore),
     ("memory.remember", drawers.op_remember),
     ("memory.remember_many", drawers.op_remember_many),
     ("memory.recall", drawers.op_recall),
@@ -92,7 +97,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.consolidate", upkeep.op_consolidate),
     ("memory.health", upkeep.op_health),
     ("palace.export", transfer.op_export),
-    ("palace.restore", transfer.op_restore),
+    ("palace.import_records", transfer.op_import_records),
     ("source.list", transfer.op_source_list),
     ("source.sync", transfer.op_source_sync),
     ("source.drop", transfer.op_source_drop),
@@ -115,6 +120,8 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     args = decode_args(op.spec, raw_args)
     if op.spec.palace == "required":
         palace = need_palace(palace)
+    elif op.spec.palace == "optional" and palace is not None:
+        palace = validate_name(palace)
     ctx.in_flight.enter()
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:

@@ -1,4 +1,4 @@
-"""Handlers of export, restore and the import ledger: palace.export, palace.restore,
+"""Handlers of export, restore and the import ledger: palace.export, palace.import_records,
 source.list, source.sync, source.drop."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def prepare(index: int, raw: Any, max_text_chars: int) -> transfer.Prepared:
     return transfer.Prepared(index, kind, rec)
 
 
-async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
+async def op_import_records(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
     """Restore a batch; records refused by their checks are listed in ``rejected`` (with
     their ``index`` in the batch) and the others restored. A bad header refuses the batch.

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -20,6 +21,7 @@ from typing import TypeVar
 import apsw
 
 from .db import open_connection, storage_error, storage_errors
+from .meta import stamp_write
 from .schema import migrate
 
 T = TypeVar("T")
@@ -52,11 +54,19 @@ class Store:
         self._pool_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_READERS)
 
-    def write(self, fn: Callable[[apsw.Connection], T]) -> T:
-        """Run ``fn`` inside one write transaction; rolled back if it raises."""
+    def write(self, fn: Callable[[apsw.Connection], T], *, stamp: bool = True) -> T:
+        """Run ``fn`` inside one write transaction; rolled back if it raises.
+
+        With ``stamp`` (content writes) the transaction also records the time in meta
+        ``last_write_ms``; upkeep that changes no content (touches, the index record, decay)
+        passes False, so that restoring a backup taken since is not refused as older.
+        """
         try:
             with self._writer:
-                return fn(self._writer)
+                result = fn(self._writer)
+                if stamp:
+                    stamp_write(self._writer, int(time.time() * 1000))
+                return result
         except apsw.Error as exc:
             raise storage_error(exc, self.path, self.palace) from exc
 

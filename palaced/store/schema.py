@@ -5,8 +5,10 @@ v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`
 ``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
 (one row per imported file or conversation: its importer, key and content hash) and
 ``source_drawers`` (which drawers each source filed), so re-running an import replaces what
-changed and nothing else. v4: ``drawers.chunks``, how many pieces (vectors) a drawer's text is
-embedded as (NULL for drawers stored before: estimated from their length where needed).
+changed and nothing else. v4: ``vectors_next``, the vectors of the model a palace is being
+re-embedded for (``store/reembed.py``). v5: ``drawers.chunks``, how many pieces (vectors) a
+drawer's text is embedded as (NULL for drawers stored before: estimated from their length
+where needed).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -160,6 +162,19 @@ SOURCES_DDL: list[str] = [
 ]
 
 
+# v4: a model switch builds the new model's vectors here while ``vectors`` keeps serving the
+# old model's; one transaction then replaces them (``store/reembed.py``).
+REEMBED_DDL: list[str] = [
+    """CREATE TABLE vectors_next(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_next_drawer ON vectors_next(drawer_id)",
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -168,12 +183,13 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-# v4: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# v5: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
 # vectors) is counted without chunking texts again.
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(CHUNKS_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
+    _sql_step(CHUNKS_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -72,12 +72,6 @@ def pending_embeddings(conn: apsw.Connection, limit: int, max_chunks: int
         (_json_ids(picked),))]
 
 
-def drop_all_vectors(conn: apsw.Connection) -> None:
-    """Delete every vector and mark every drawer as waiting for one (a reembed)."""
-    conn.execute("DELETE FROM vectors")
-    conn.execute("UPDATE drawers SET embedded = 0")
-
-
 def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int]:
     """``{vector_id: drawer_id}`` of those of ``vector_ids`` that exist (a search's keys)."""
     if not vector_ids:
