@@ -227,7 +227,7 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
             for key in LEGACY_KEYS:
                 meta_delete(c, key)
 
-        store.write(remember)
+        store.write(remember, stamp=False)  # a cache, not content: no backup is outdated
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except Exception as exc:
