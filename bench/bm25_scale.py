@@ -1,6 +1,6 @@
 """Keyword search at scale: the exact BM25 query against the daemon's two-part search
-(``palaced.store.search.fts_search``: common terms scored only beside selective ones, common-
-only queries over the newest drawers), in-process on a palace database, no daemon.
+(``palaced.store.search.fts_search``: common terms scored only beside selective ones, the
+rarest leading a query of common terms alone), in-process on a palace database, no daemon.
 
 Two checks, each printing one line per search:
 

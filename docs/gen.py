@@ -215,7 +215,6 @@ TUNING: list[tuple[str, str, str]] = [
      "With `SPLIT_MIN_POSTINGS` and `RECENT_DRAWERS`: the two-part keyword search of large "
      "palaces. PLACEHOLDER-SPLIT"),
     ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
-    ("palaced/store/search.py", "RECENT_DRAWERS", "See `COMMON_SHARE`."),
     ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
      "Word maps of long drawers kept per open palace. PLACEHOLDER-MAPS"),
     ("palaced/reembed.py", "BACKGROUND_SHARE",

@@ -46,14 +46,13 @@ def test_common_terms_are_scored_only_beside_selective_ones(tmp_path: Path,
                                                             monkeypatch: object) -> None:
     """Long posting lists of common terms are not scored whole: the selective terms, then
     (selective) AND (common), give the drawers they return exactly the full query's BM25;
-    a query of common terms alone ranks the newest drawers only."""
+    in a query of common terms alone the rarest plays the selective part."""
     import random
 
     import pytest
 
     mp = pytest.MonkeyPatch()
     mp.setattr(search, "SPLIT_MIN_POSTINGS", 100)
-    mp.setattr(search, "RECENT_DRAWERS", 500)
     rnd = random.Random(3)
     st = Store(tmp_path / "p.db")
     n = 2_400
@@ -96,9 +95,13 @@ def test_common_terms_are_scored_only_beside_selective_ones(tmp_path: Path,
                                                room, 20, 10**13))
     assert fast and [i for i, _ in fast[:5]] == [i for i, _ in full_room[:5]]
     assert all(i % 7 == 4 for i, _ in fast)  # drawer i + 1 was filed in room r{i % 7}
-    # Common terms alone: the newest RECENT_DRAWERS drawers are ranked.
-    only_common = st.read(lambda c: search.fts_search(c, "harbour ferry", m.Filters(), 50,
-                                                      10**13, stats, n))
-    assert only_common and min(i for i, _ in only_common) > n - 500
+    # Common terms alone: the rarest leads, the scores are still the whole query's.
+    both = "harbour ferry"
+    st.read(lambda c: stats.informative(c, search.fts_terms(both), n))
+    only_common = st.read(lambda c: search.fts_search(c, both, m.Filters(), 50, 10**13,
+                                                      stats, n))
+    full = dict(exact(both, 10_000))
+    assert [i for i, _ in only_common[:10]] == [i for i, _ in exact(both, 10)]
+    assert all(score == pytest.approx(full[did]) for did, score in only_common)
     mp.undo()
     st.close()
