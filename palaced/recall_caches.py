@@ -18,9 +18,9 @@ from palaced import relevance
 from palaced.palace import Palace
 from palaced.store.search import TermStats
 
-# Word maps of long drawers kept per open palace, in characters of text mapped: a recall
-# that shows a 150k-character drawer scans it once (~10 ms), not every time (measured in
-# bench/bigmem.py).
+# Word maps of long drawers kept per open palace, in characters of text mapped (a map takes
+# ~1.4 MB per 150k characters, so ~37 MB at most): a recall that shows a 150k-character
+# drawer scans it once (30-85 ms), not every time (bench/bigmem.py).
 TEXT_MAPS_CHARS = 4_000_000
 
 
