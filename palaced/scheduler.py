@@ -141,8 +141,11 @@ class Scheduler:
         palace = up.palace
         idle_at = palace.last_write + self._limits.checkpoint_idle_s
         due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
-        if palace.compaction_due and "compact" not in up.running:
-            due.append(now if palace.index_stale else idle_at)
+        if "compact" not in up.running:
+            if palace.index_stale:
+                due.append(now)
+            elif palace.compaction_due:
+                due.append(idle_at)
         due.append(palace.save_due_at())
         if palace.checkpoint_due:
             due.append(idle_at)
@@ -160,7 +163,8 @@ class Scheduler:
         worked = False
         try:
             idle = now - palace.last_write >= self._limits.checkpoint_idle_s
-            if (idle and palace.checkpoint_due) or palace.save_due_at() <= now:
+            stale = palace.index_stale and "compact" not in up.running
+            if stale or (idle and palace.checkpoint_due) or palace.save_due_at() <= now:
                 worked = True
                 await palace.checkpoint()
             if (palace.index_stale or idle) and palace.compaction_due:
