@@ -210,8 +210,8 @@ def kill(daemon: PrivateDaemon, rep: Report) -> None:
 
 
 def reembed_phase(daemon: PrivateDaemon, ctl: Client, rep: Report, rnd: random.Random) -> None:
-    """``palace reembed`` killed at a random moment while it runs (its vectors are dropped
-    first, then embedded again: the kill lands once some are missing)."""
+    """``palace reembed`` killed at a random moment while it runs (the new vectors are built
+    beside the old ones: the kill lands once some are)."""
     cli = subprocess.Popen([sys.executable, "-m", "palace_client", "reembed", "--palace",
                             PALACE, "--json"], env=daemon.env, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
@@ -221,7 +221,8 @@ def reembed_phase(daemon: PrivateDaemon, ctl: Client, rep: Report, rnd: random.R
         while cli.poll() is None and time.monotonic() < deadline:
             info = watch.palace_info(PALACE)
             missing = info["drawers"] - info["vectors"]
-            if missing:
+            # The new vectors are built beside the old (palaced.reembed): kill once some are.
+            if missing or (info.get("reembedding") or {}).get("done"):
                 break
             time.sleep(0.02)
     time.sleep(rnd.uniform(0.0, 0.3))
