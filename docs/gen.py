@@ -75,7 +75,9 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("limits", "idle_close_s"): "A palace unused this long is closed (index saved, files "
         "released) and reopened on the next request.",
     ("limits", "checkpoint_idle_s"): "Seconds without a write before a palace's background "
-        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep.",
+        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep. "
+        "(Long texts a remember left to the background are embedded at once, and under writes "
+        "that never pause the index is still saved every 20 s.)",
     ("limits", "max_connections"): "Open client connections at most; past them (and the "
         "reserve) a connection gets `BUSY` and is closed.",
     ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
