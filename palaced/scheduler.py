@@ -174,7 +174,8 @@ class Scheduler:
                     and palace.pending_check_due()):
                 worked = True
                 palace.embed_soon = False
-                await self._start(name, up, "embed", partial(writes.embed_pending, palace))
+                await self._start(name, up, "embed",
+                                  partial(writes.embed_pending, palace, background=True))
             if idle:
                 await self._decay_if_due(up)
                 if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:

@@ -56,9 +56,11 @@ def chunk_text(text: str) -> list[str]:
     return split(text) or [text]
 
 
-async def _embed(palace: Palace, emb: Embedder, texts: list[str]) -> np.ndarray:
-    """Passage vectors, embedded slice by slice (the caller's deadline applies between)."""
-    return await palace.services.embeds.passages(emb, texts)
+async def _embed(palace: Palace, emb: Embedder, texts: list[str], *,
+                 background: bool = False) -> np.ndarray:
+    """Passage vectors, embedded slice by slice (the caller's deadline applies between;
+    ``background`` slices let interactive ones go first)."""
+    return await palace.services.embeds.passages(emb, texts, background=background)
 
 
 # -- remember ---------------------------------------------------------------------------------
@@ -197,9 +199,12 @@ def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
 
 
 # -- embedding --------------------------------------------------------------------------------
-async def embed_pending(palace: Palace) -> int:
+async def embed_pending(palace: Palace, *, background: bool = False) -> int:
     """Embed drawers stored without vectors (a keyword-only period, or long texts left to
-    the background), oldest first, ``EMBED_CHUNKS`` chunks per write; returns how many."""
+    the background), oldest first, ``EMBED_CHUNKS`` chunks per write; returns how many.
+
+    ``background`` (the scheduler) lets every remember's embedding go before its slices.
+    """
     total = 0
     while True:
         emb = palace.vector_embedder()
@@ -210,7 +215,8 @@ async def embed_pending(palace: Palace) -> int:
             palace.maybe_pending = False
             return total
         per_drawer = await anyio.to_thread.run_sync(_chunk_all, [text for _, text in batch])
-        vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks])
+        vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks],
+                               background=background)
         await palace.write(partial(_store_pending_sync, palace, batch, per_drawer, vectors,
                                    emb.identity))
         total += len(batch)
