@@ -87,10 +87,15 @@ def remember(
                             source=source, occurred_at=when, **extra)
     out = {"id": res["id"], "created": res["created"],
            "deduplicated": bool(res.get("deduplicated"))}
+    if res.get("pending_chunks"):
+        out["pending_chunks"] = res["pending_chunks"]
 
     def human(r: dict[str, Any]) -> None:
         if r["deduplicated"]:
             typer.echo(f"refreshed near-duplicate drawer {r['id']} (not stored twice)")
+        elif r.get("pending_chunks"):
+            typer.echo(f"stored drawer {r['id']} ({counted(r['pending_chunks'], 'chunk')} "
+                       "being embedded in the background; found by its words until then)")
         else:
             typer.echo(f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}")
 

@@ -10,7 +10,9 @@ of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoi
 concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
 the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
 concept cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was
-stored (``store/captures.py``).
+stored (``store/captures.py``). v7: ``drawers.chunks``, how many
+pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
+from their length where needed).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -280,9 +282,13 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
+# v5: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# vectors) is counted without chunking texts again.
+CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
-    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL)]
+    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
