@@ -75,7 +75,9 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("limits", "idle_close_s"): "A palace unused this long is closed (index saved, files "
         "released) and reopened on the next request.",
     ("limits", "checkpoint_idle_s"): "Seconds without a write before a palace's background "
-        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep.",
+        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep. "
+        "(Long texts a remember left to the background are embedded at once, and under writes "
+        "that never pause the index is still saved every 20 s.)",
     ("limits", "max_connections"): "Open client connections at most; past them (and the "
         "reserve) a connection gets `BUSY` and is closed.",
     ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
@@ -227,8 +229,35 @@ TUNING: list[tuple[str, str, str]] = [
      "truncates beyond). The estimate is within a few percent on chat text (median "
      "real/estimate 0.95) and under-counts code by ~15 % at p95."),
     ("palaced/palace.py", "COMPACT_MIN_DEAD",
-     "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
-     "~0.6 s per 1,000 vectors on 2 cores."),
+     "Tombstones before an idle-time index compaction (and a twentieth of the index); a "
+     "compaction rebuilds from a read snapshot at ~0.5 s per 1,000 vectors on 2 cores while "
+     "writes go on, then catches up under the write lock."),
+    ("palaced/palace.py", "SAVE_INTERVAL_S",
+     "Under writes that never pause, the vector index is still saved this often (and never "
+     "more than a tenth of the time): a kill -9 replays at most this long of writes. "
+     "`bench/scale.py --drawers 50000`: 500 remembers in 23 s, then kill -9: 58 vectors "
+     "replayed (a save fell inside them), first recall 0.41 s; before: full rebuild, 132 s."),
+    ("palaced/index.py", "INDEX_DTYPE",
+     "Half-precision vectors in the HNSW index (SQLite keeps float32). 100k vectors, 2 cores: "
+     "file 92 MB instead of 169 MB, load 73 ms instead of 114, add 2,150/s instead of 1,400/s "
+     "(random unit vectors); LoCoMo dev R@1/5/10 unchanged (.401/.730/.823)."),
+    ("palaced/writes.py", "INLINE_MAX_CHUNKS",
+     "Longer texts (~9,000 characters) are embedded in the background after the remember "
+     "returns: 16 windows are ~0.5 s of model time on 2 quiet cores (~30/s). "
+     "`bench/bigmem.py`: 200,000 characters answer in 0.59 s instead of 38 s (vectors in "
+     "after 20 s), 1,000-5,000 as before (inline)."),
+    ("palaced/store/search.py", "COMMON_SHARE",
+     "With `SPLIT_MIN_POSTINGS`: the two-part keyword search of large palaces. "
+     "`bench/bm25_scale.py`, 100k Zipfian drawers, 120 queries: p50 40 -> 14 ms, p95 98 -> "
+     "41 ms, exact top-10 kept 100 %, top-100 98 %; LoCoMo dev turns among 100k drawers: BM25 "
+     "R@1/5/10 .364/.660/.757 either way. Forced on LoCoMo's own ~600-drawer palaces (not "
+     "done: the split needs 10,000 common postings) it would cost R@1 .401 -> .385."),
+    ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
+    ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
+     "Word maps of long drawers kept per open palace: 1.4 MB per 150,000 characters, so "
+     "~37 MB at most. "
+     "`bench/bigmem.py`: with one 150,000-character drawer, deep recall 25 ms instead of "
+     "423 ms (16 ms without the drawer); a 150k map takes 30-85 ms to build, once."),
     ("palaced/reembed.py", "BACKGROUND_SHARE",
      "Share of the time the background re-embedding after a model change embeds. "
      "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "

@@ -32,6 +32,12 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def pending_chunks(info: dict[str, Any]) -> str:
+    """`` (N chunks)`` after a palace's pending embeddings when some are waiting, else ""."""
+    chunks = info.get("pending_chunks") or 0
+    return f" ({counted(chunks, 'chunk')})" if info.get("pending_embeddings") and chunks else ""
+
+
 def excerpt(text: str, limit: int, max_lines: int) -> str | None:
     """The start of ``text``, at most ``limit`` characters and ``max_lines`` lines, cut at a
     word where one is near; ``None`` when ``text`` is short enough to show whole."""

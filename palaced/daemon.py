@@ -88,8 +88,10 @@ class Daemon:
         self.notifier = notifier or Notifier.from_environ()
         self._on_ready = on_ready
         limits = config.limits
-        tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
-        self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
+        self.services = Services(config=config, model=ModelState(),
+                                 tokenizer=Tokenizer.fallback("loading"))
+        self.services.load_tokenizer(partial(Tokenizer.load, config.tokenizer_file,
+                                             config.paths.state_dir / "tiktoken"))
         self.registry = Registry(config.paths.palaces_dir, self.services)
         self._stop = anyio.Event()
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,

@@ -4,7 +4,8 @@ The drawer keeps its id; the version it replaces is kept in ``drawer_history``
 (``reads.get`` with ``history`` returns it). A new text is embedded before the write lock is
 taken, like ``remember``; the new vectors replace the old ones in the database and the index
 in the same write hop as the edit, so recall never sees the new text with the old vectors.
-Without a model (or while the palace is re-embedded for another one) the drawer waits for the
+A text of more than ``writes.INLINE_MAX_CHUNKS`` chunks is embedded in the background, and
+without a model (or while the palace is re-embedded for another one) the drawer waits for the
 background embedding like one stored keyword-only.
 Corrections that should keep both drawers visible as separate memories still use
 ``remember --supersedes``; see docs/concepts.md.
@@ -27,7 +28,7 @@ from palaced.store.drawers import get_drawer
 from palaced.store.edits import Edit, edit_drawer, history_counts
 from palaced.store.vectors import store_vectors
 from palaced.topics import extract_topics
-from palaced.writes import chunk_text
+from palaced.writes import INLINE_MAX_CHUNKS, chunk_text
 
 log = logging.getLogger("palaced.palace")
 
@@ -53,9 +54,11 @@ async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
         emb = palace.vector_embedder()
         # Topics and chunks of a 200k-character text take ~0.2 s: not on the event loop.
         topics, chunks = await anyio.to_thread.run_sync(
-            lambda: (tuple(extract_topics(text)), chunk_text(text) if emb else []))
-        edit = Edit(text, edit.wing, edit.room, edit.tags, edit.importance, topics)
-        if emb is not None:
+            lambda: (tuple(extract_topics(text)), chunk_text(text)))
+        edit = Edit(text, edit.wing, edit.room, edit.tags, edit.importance, topics,
+                    len(chunks))
+        # A long text is embedded in the background, like a long remember (writes).
+        if emb is not None and len(chunks) <= INLINE_MAX_CHUNKS:
             vectors = await palace.services.embeds.passages(emb, chunks)
     weight = None
     ts = now_ms()
@@ -83,13 +86,14 @@ async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
             try:
                 index.remove(dropped)
                 if added and vectors is not None:
-                    index.add(drawer_id, added, vectors)
+                    index.add(added, vectors)
             except Exception:
                 # The database is the truth; the checkpointer rebuilds the index from it.
                 log.exception("palace %s: index update failed; marking stale", palace.name)
                 palace.index_stale = True
         if "text" in changed and not added:
-            palace.maybe_pending = True  # embedded in the background once a model is there
+            palace.maybe_pending = True  # embedded in the background (now, with a model)
+            palace.embed_soon = palace.embed_soon or emb is not None
         return {"id": drawer_id, "changed": changed, "version": version,
                 "embedded": bool(added) or ("text" not in changed and current["embedded"])}
 

@@ -18,7 +18,8 @@ import anyio.to_thread
 import apsw
 
 from palaced.errors import MemoryNotFound
-from palaced.palace import IDENTITY_NAME, Palace, now_ms
+from palaced.palace import Palace, now_ms
+from palaced.palace_dir import IDENTITY_NAME
 from palaced.store import drawers, edits
 from palaced.store import reembed as next_vectors
 
@@ -156,6 +157,9 @@ async def info(palace: Palace) -> dict[str, Any]:
         **counts,
         "index": index_count,
         "consistent": index_count == counts["vectors"] if index_count is not None else None,
+        "index_load": palace.index_load.as_dict() if palace.index_load is not None else None,
+        # Vectors a kill -9 now would have to replay at the next open.
+        "index_unsaved": palace.index.unsaved if palace.index is not None else None,
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
         "reembedding": reembedding(palace.embedder_identity, moving,

@@ -34,6 +34,7 @@ from palaced.index import VectorIndex, brute_force
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
+from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
@@ -92,12 +93,15 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     matching drawers' vectors (small sets) so a narrow filter never loses its best hits to
     the global top-k; very large filtered sets fall back to an over-fetching index search.
     """
+    def owners(keys: Sequence[int]) -> dict[int, int]:
+        return owners_of(c, keys)
+
     if not filters.narrows:
         # Inactive drawers among these are dropped by rank()'s metadata query.
-        return index.search(qvec, k)
+        return index.search(qvec, k, owners)
     if sql.matching_vector_count(c, filters, now_ms) <= BRUTE_FORCE_MAX:
         return brute_force(qvec, sql.matching_vectors(c, filters, now_ms), index.dims, k)
-    hits = index.search(qvec, k * 20)
+    hits = index.search(qvec, k * 20, owners)
     ok = sql.matching_ids(c, [i for i, _ in hits], filters, now_ms)
     return [(i, s) for i, s in hits if i in ok][:k]
 

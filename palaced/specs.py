@@ -128,7 +128,9 @@ _ALL: tuple[OpSpec, ...] = (
            retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
                            done_result=lambda palace, args: {"deleted": palace})),
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
-           doc="Counts, embedder identity, index agreement, rooms, identity text."),
+           doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
+               "vectors), embedder identity, index agreement and how it was loaded "
+               "(`index_load`, `index_unsaved`), rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE,
            doc="Re-embed every drawer with the daemon's current model now and switch the "
                "palace to it (a background re-embedding does it anyway after a model change)."),
@@ -195,7 +197,9 @@ _ALL: tuple[OpSpec, ...] = (
             "one); refuses to replace a palace written after the backup unless `force`."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
-           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh)."),
+           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh). "
+           "A long text answers once committed, with the `pending_chunks` left to embed in the "
+           "background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
            retry=SAFE,

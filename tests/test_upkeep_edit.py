@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -108,6 +109,22 @@ def test_update_in_place_reembeds_and_keeps_history(tuned: DaemonProc) -> None:
     assert tuned.cli("update", "999999", "--text", "x", "-p", p).returncode == 4
     r = tuned.cli("update", str(b), "-p", p, "--json")
     assert r.returncode == 5 and json.loads(r.stdout)["error"]["name"] == "INVALID_ARGS"
+
+
+def test_update_to_a_long_text_is_embedded_in_the_background(tuned: DaemonProc) -> None:
+    p = _palace(tuned, "long")
+    long_text = " ".join(f"Runbook step {n}: check the pump {n} pressure gauge and log it."
+                         for n in range(400))  # ~25k characters: beyond the inline chunks
+    with tuned.client() as c:
+        a = c.remember(p, OLD)
+        res = c.update(p, a, text=long_text)
+        assert res["changed"] == ["text"] and res["embedded"] is False
+        assert [r["id"] for r in c.recall(p, "pump pressure gauge")][:1] == [a]
+        deadline = time.monotonic() + 60
+        while not c.get(p, a)["embedded"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        info = c.palace_info(p)
+        assert c.get(p, a)["embedded"] and info["consistent"] and info["vectors"] > 16
 
 
 def test_update_without_a_model_is_found_by_keywords(keyword_daemon: DaemonProc) -> None:

@@ -87,6 +87,8 @@ def remember(
                             source=source, occurred_at=when, **extra)
     out = {"id": res["id"], "created": res["created"],
            "deduplicated": bool(res.get("deduplicated"))}
+    if res.get("pending_chunks"):
+        out["pending_chunks"] = res["pending_chunks"]
 
     if res.get("consolidate"):
         out["consolidate"] = res["consolidate"]
@@ -94,6 +96,9 @@ def remember(
     def human(r: dict[str, Any]) -> None:
         if r["deduplicated"]:
             typer.echo(f"refreshed near-duplicate drawer {r['id']} (not stored twice)")
+        elif r.get("pending_chunks"):
+            typer.echo(f"stored drawer {r['id']} ({counted(r['pending_chunks'], 'chunk')} "
+                       "being embedded in the background; found by its words until then)")
         else:
             typer.echo(f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}")
         if r.get("consolidate"):

@@ -185,6 +185,9 @@ class Toolbox:
                     f"#{did}, call it with supersedes={did}.")
         elif result.get("created", True):
             text = f"Stored drawer #{did}{place} in palace '{self.palace}'."
+            if result.get("pending_chunks"):
+                text += (f" Its {result['pending_chunks']} chunks are being embedded in the "
+                         "background; until then recall finds it by its words.")
             if old is not None:
                 return (f"{text} It supersedes drawer #{old}, which is kept as history and no "
                         "longer recalled.")

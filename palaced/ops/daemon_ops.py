@@ -22,7 +22,7 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
             palaces.append(info)
         except Exception as exc:  # one broken palace must not hide the others
             palaces.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
-    tok = ctx.services.tokenizer
+    tok = await ctx.services.ready_tokenizer()
     return {
         "version": __version__,
         "pid": os.getpid(),

@@ -8,7 +8,9 @@ What is wrong is returned as data: the caller judges it (``palaced.checks``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import apsw
 
@@ -121,23 +123,26 @@ def entities_fts_problems(conn: apsw.Connection) -> list[str]:
 
 @dataclass(frozen=True)
 class IndexRecord:
-    """What the database says about its saved vector index file."""
+    """What the database says about its saved vector index files and its vectors."""
 
-    vec_epoch: str
-    saved_epoch: str
-    digest: str | None
+    saves: list[dict[str, Any]]  # the last saves (``index_file``): crc, bytes, watermark...
     embedder: str | None
     dims: int | None
+    top_vector: int  # the highest vector id
 
 
 def index_record(conn: apsw.Connection) -> IndexRecord:
-    """The vector epoch, the epoch and digest of the saved index file, and the embedder."""
+    """The records of the saved index files, the embedder and the highest vector id."""
     dims = meta_get(conn, "dims")
-    return IndexRecord(vec_epoch=meta_get(conn, "vec_epoch") or "0",
-                       saved_epoch=meta_get(conn, "index_saved_epoch") or "0",
-                       digest=meta_get(conn, "index_digest"),
+    try:
+        saves = json.loads(meta_get(conn, "index_saves") or "[]")
+    except ValueError:
+        saves = []
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM vectors").fetchall()[0][0]
+    return IndexRecord(saves=saves if isinstance(saves, list) else [],
                        embedder=meta_get(conn, "embedder"),
-                       dims=int(dims) if dims and dims.isdigit() else None)
+                       dims=int(dims) if dims and dims.isdigit() else None,
+                       top_vector=int(top))
 
 
 def vector_key_summary(conn: apsw.Connection) -> tuple[int, int, int]:

@@ -23,8 +23,7 @@ import apsw
 from palaced.reldates import resolved_date_words
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .meta import bump_vec_epoch
-from .vectors import vector_ids
+from .vectors import CHUNKS_SQL, vector_ids
 
 DEFAULT_WING = "general"
 DEFAULT_ROOM = "general"
@@ -94,11 +93,13 @@ def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
-def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[int, bool]:
+def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
+                  chunks: int | None = None) -> tuple[int, bool]:
     """Insert a drawer with its FTS row and closets; idempotent by content hash.
 
-    Returns ``(id, created)``; ``created`` is False when the same content already existed
-    (its ``updated_ms`` is refreshed).
+    ``chunks`` is how many pieces its text is embedded as, when known. Returns
+    ``(id, created)``; ``created`` is False when the same content already existed (its
+    ``updated_ms`` is refreshed).
     """
     digest = new.content_hash
     existing = find_by_hash(conn, digest)
@@ -109,8 +110,8 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
     drawer_id = int(
         conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
-            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (
                 new.text,
                 new.wing,
@@ -125,6 +126,7 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int) -> tuple[i
                 new.expires_ms,
                 new.ttl_ms,
                 new.kind,
+                chunks,
             ),
         ).fetchall()[0][0]
     )
@@ -179,9 +181,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
         conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into = ?",
                      (drawer_id,))
-        if removed:
-            vids.extend(removed)
-            bump_vec_epoch(conn)
+        vids.extend(removed)
         for nid in neighbours:
             refresh_context(conn, nid)
     return vids if found else None
@@ -336,12 +336,14 @@ def essential(conn: apsw.Connection, limit: int, now_ms: int) -> list[dict[str, 
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:
-    """Drawer, vector and pending-embedding counts."""
+    """Drawer and vector counts, and the drawers and chunks awaiting vectors."""
     row = conn.execute(
         "SELECT (SELECT count(*) FROM drawers), (SELECT count(*) FROM vectors), "
-        "(SELECT count(*) FROM drawers WHERE embedded = 0)"
+        "(SELECT count(*) FROM drawers WHERE embedded = 0), "
+        f"(SELECT coalesce(sum({CHUNKS_SQL}), 0) FROM drawers WHERE embedded = 0)"
     ).fetchall()[0]
-    return {"drawers": int(row[0]), "vectors": int(row[1]), "pending_embeddings": int(row[2])}
+    return {"drawers": int(row[0]), "vectors": int(row[1]), "pending_embeddings": int(row[2]),
+            "pending_chunks": int(row[3])}
 
 
 def rooms(conn: apsw.Connection) -> list[dict[str, Any]]:

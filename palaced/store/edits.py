@@ -22,7 +22,6 @@ from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, refresh_context, room_neighbours
 from .drawers import content_hash, find_by_hash, get_drawer, refresh_around
-from .meta import bump_vec_epoch
 from .vectors import vector_ids
 
 
@@ -36,6 +35,7 @@ class Edit:
     tags: tuple[str, ...] | None = None
     importance: float | None = None
     topics: tuple[str, ...] = ()  # the closets of a new text
+    chunks: int | None = None  # how many pieces a new text is embedded as
 
     def applied(self, old: dict[str, Any]) -> dict[str, Any]:
         """``old``'s editable fields with this edit applied."""
@@ -86,9 +86,10 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
     conn.execute(
         "UPDATE drawers SET text = ?, wing = ?, room = ?, tags = ?, importance = ?, "
         "weight = coalesce(?, weight), content_hash = ?, updated_ms = ?, "
-        "embedded = CASE WHEN ? THEN 0 ELSE embedded END WHERE id = ?",
+        "embedded = CASE WHEN ? THEN 0 ELSE embedded END, "
+        "chunks = CASE WHEN ? THEN ? ELSE chunks END WHERE id = ?",
         (new["text"], new["wing"], new["room"], json.dumps(new["tags"]), new["importance"],
-         weight, digest, now_ms, text_changed, drawer_id))
+         weight, digest, now_ms, text_changed, text_changed, edit.chunks, drawer_id))
     dropped: list[int] = []
     if text_changed:
         conn.execute("UPDATE drawers_fts SET text = ? WHERE rowid = ?", (new["text"], drawer_id))
@@ -99,9 +100,7 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
         # too: the re-embedding embeds the drawer again (store/reembed.py).
         conn.execute("DELETE FROM vectors_next WHERE drawer_id = ?", (drawer_id,))
         dropped = vector_ids(conn, drawer_id)
-        if dropped:
-            conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
-            bump_vec_epoch(conn)
+        conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
     if moves:
         for nid in before:
             refresh_context(conn, nid)

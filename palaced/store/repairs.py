@@ -15,7 +15,6 @@ import apsw
 
 from .checks import DERIVED_SQL
 from .context import date_words, refresh_context
-from .meta import bump_vec_epoch
 
 
 def _ids(conn: apsw.Connection, name: str) -> list[int]:
@@ -56,8 +55,6 @@ def drop_orphan_vectors(conn: apsw.Connection) -> list[int]:
     ids = _ids(conn, "orphan_vectors")
     for vid in ids:
         conn.execute("DELETE FROM vectors WHERE id = ?", (vid,))
-    if ids:
-        bump_vec_epoch(conn)
     return ids
 
 

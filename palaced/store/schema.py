@@ -10,7 +10,9 @@ of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoi
 concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
 the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
 concept cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was
-stored (``store/captures.py``). v7: editing and upkeep:
+stored (``store/captures.py``). v7: ``drawers.chunks``, how many
+pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
+from their length where needed). v8: editing and upkeep:
 ``drawer_history`` (the earlier versions of a drawer edited in place by ``memory.update``),
 ``drawers_trigram`` (a trigram full-text index over the drawers' text, kept by triggers, for
 substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
@@ -276,7 +278,7 @@ MEMOIR_DDL: Sequence[str] = (
 )
 
 
-# v7, editing and upkeep. The trigram index reads its text from ``drawers`` (external
+# v8, editing and upkeep. The trigram index reads its text from ``drawers`` (external
 # content: the text is not stored twice) and triggers keep it current on every path that
 # inserts, edits or deletes a drawer (remember, update, restore, forget, prune, sweep).
 UPKEEP_DDL: list[str] = [
@@ -327,9 +329,14 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
+# v5: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# vectors) is counted without chunking texts again.
+CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
-    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(UPKEEP_DDL)]
+    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
+    _sql_step(UPKEEP_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
