@@ -40,6 +40,7 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 import math
 import os
 import tomllib
@@ -144,6 +145,17 @@ class Key:
 
 DEFAULT_BACKUP_KEEP = 7
 
+
+@dataclass(frozen=True)
+class TeamSettings:
+    """How the daemon talks to the PostgreSQL servers of team palaces: every statement's
+    timeout and how long a connection may take (``[team]``), and the named connections of
+    ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
+
+    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
+    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
+    stores: dict[str, str] = field(default_factory=dict)
+
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -159,7 +171,13 @@ SCHEMA: dict[str, dict[str, Key]] = {
                            f.default, dict(f.metadata)) for f in fields(Limits)},
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
+    "team": {f.name: Key("number", f.default, dict(f.metadata))
+             for f in fields(TeamSettings) if f.name != "stores"},
 }
+# ``[stores.NAME]`` tables: a named PostgreSQL connection each, holding only ``url`` (a libpq
+# URL without a password). Checked by ``check`` apart from SCHEMA (their names are the user's).
+STORES_SECTION = "stores"
+STORE_KEYS: dict[str, Key] = {"url": Key("string")}
 
 
 @dataclass(frozen=True)
@@ -181,6 +199,7 @@ class DaemonConfig:
     tokenizer_file: Path | None = None
     upkeep: Upkeep = field(default_factory=Upkeep)
     backup: BackupSettings = field(default_factory=BackupSettings)
+    team: TeamSettings = field(default_factory=TeamSettings)
 
     @property
     def backup_dir(self) -> Path:
@@ -235,6 +254,9 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
 
     owners = {key: section for section, keys in SCHEMA.items() for key in keys}
     for section, table in data.items():
+        if section == STORES_SECTION and isinstance(table, dict):
+            _check_stores(table, problem)
+            continue
         if section not in SCHEMA:
             known = ", ".join(f"[{s}]" for s in SCHEMA)
             if isinstance(table, dict):
@@ -271,6 +293,25 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
         raise InvalidArgs("bad config file " + "\n".join(text_lines) if len(text_lines) == 1
                           else f"bad config file {source}:\n" + "\n".join(text_lines),
                           details={"file": str(source), "problems": problems})
+
+
+def _check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None]
+                  ) -> None:
+    """Check ``[stores.NAME]`` tables: each a table with a string ``url`` and nothing else."""
+    for name, store in table.items():
+        if not isinstance(store, dict):
+            problem((STORES_SECTION, name), f"[stores.{name}] must be a table with a url, got "
+                    f"{_what(store)}")
+            continue
+        for key, value in store.items():
+            if key not in STORE_KEYS:
+                problem((STORES_SECTION, name, key),
+                        f"unknown key {key!r} in [stores.{name}] (the key is 'url')")
+            elif not isinstance(value, str):
+                problem((STORES_SECTION, name, key),
+                        f"[stores.{name}] url must be a string, got {_what(value)}")
+        if "url" not in store:
+            problem((STORES_SECTION, name), f"[stores.{name}] has no url")
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -340,6 +381,9 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
         upkeep=_upkeep(data.get("upkeep", {})),
         backup=_backup(data.get("backup", {}), paths.config_file),
+        team=TeamSettings(**{k: float(v) for k, v in data.get("team", {}).items()},
+                          stores={name: str(t["url"]) for name, t in
+                                  data.get(STORES_SECTION, {}).items()}),
     )
 
 

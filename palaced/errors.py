@@ -125,7 +125,8 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """Reserved: a palace of another model (palaces now switch in the background instead)."""
+    """A team palace's vectors are another model's than the daemon's: writes are refused
+    (recall runs keyword-only). Local palaces switch in the background instead."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -157,6 +158,14 @@ class BackupInvalid(RegistryError):
 
     code = 207
     name = "BACKUP_INVALID"
+
+
+class TeamUnsupported(RegistryError):
+    """The op works on palace files and makes no sense on a team palace (PostgreSQL):
+    backups, restores and repairs are PostgreSQL's own tools there (pg_dump...)."""
+
+    code = 208
+    name = "TEAM_UNSUPPORTED"
 
 
 # 3xx content
@@ -260,6 +269,15 @@ class ShuttingDown(LoadError):
 
     code = 402
     name = "SHUTTING_DOWN"
+    retryable = True
+
+
+class StoreUnavailable(LoadError):
+    """A team palace's PostgreSQL server cannot be reached, refused the connection, or a
+    statement ran past its timeout; retry (the daemon reconnects by itself)."""
+
+    code = 403
+    name = "STORE_UNAVAILABLE"
     retryable = True
 
 

@@ -374,6 +374,11 @@ class Palace:
         """``write`` of one transaction: ``fn(conn)`` on the writer connection."""
         return await self.write(partial(self.store.write, fn))
 
+    async def refresh(self) -> None:
+        """Catch up with writes made elsewhere before a cached value is used: nothing to do
+        for a local palace, whose writes all pass through ``write`` (``team.TeamPalace``
+        reads the database's change counter)."""
+
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:
         """Count recalled ids; flushed to SQLite by the checkpointer, off the hot path."""

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import peek, reads
+from palaced import peek, reads, team
 from palaced.errors import (
     PalaceExists,
     PalaceNotFound,
@@ -35,7 +35,7 @@ from palaced.layout import (
     validate_name,
 )
 from palaced.palace import Palace
-from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database
+from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database, is_team
 from palaced.services import Services
 from palaced.store.db import storage_errors
 from palaced.store.reembed import next_model
@@ -139,8 +139,12 @@ class Registry:
                         f"no palace named {name!r}{why}; create it with "
                         f"`palace create {name}`", details={"palace": name},
                     )
-                palace = await Palace.open(name, self.path_of(name), self.services,
-                                           create=False)
+                if self.is_team(name):
+                    palace, _ = await team.TeamPalace.open_team(name, self.path_of(name),
+                                                        self.services)
+                else:
+                    palace = await Palace.open(name, self.path_of(name), self.services,
+                                               create=False)
                 await self._register(palace)
                 log.info("opened palace %s", name)
             palace.last_used = time.monotonic()
@@ -166,6 +170,10 @@ class Registry:
             await palace.attach(embedder)
         if palace.mismatch is not None:
             self.services.model.notify()
+
+    def is_team(self, name: str) -> bool:
+        """Whether palace ``name`` is a team palace (its directory holds ``store.toml``)."""
+        return is_team(self.path_of(name))
 
     async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
         """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not
@@ -196,9 +204,48 @@ class Registry:
         damage = self.damage(name)
         if damage is not None:
             raise damage
+        if self.is_team(name):  # no file to peek into: ask its server
+            info = await reads.info(await self.get(name))
+            info["open"] = True
+            return info
         current = self.services.model.embedder
         return await anyio.to_thread.run_sync(
             peek.closed_info, self.path_of(name), name, current.identity if current else None)
+
+    async def create_team(self, name: str, store: str, *, exist_ok: bool = False
+                          ) -> tuple[Palace, bool]:
+        """Create team palace ``name`` in PostgreSQL ``store`` (a URL or a ``[stores]``
+        name), or attach to it when its schema is already there (made by another daemon):
+        ``created`` is False then. The local directory gets ``store.toml``.
+
+        Raises:
+            PalaceExists: a palace of that name is already here (a local one, or a team
+                palace and not ``exist_ok``). InvalidArgs: a bad store.
+            StoreUnavailable: the server is unreachable; StorageError, SchemaTooNew.
+        """
+        validate_name(name)
+        async with self._admin:
+            self._live(name)
+            if self.exists(name):
+                if not exist_ok or not self.is_team(name):
+                    kind = "team" if self.is_team(name) else "local"
+                    raise PalaceExists(f"palace {name!r} already exists here (a {kind} "
+                                       "palace)", details={"palace": name})
+                return await self.get(name), False
+            path = self.path_of(name)
+            with storage_errors(path, name):
+                path.mkdir(parents=True, exist_ok=True)
+            async with self._opening.setdefault(name, anyio.Lock()):
+                try:
+                    palace, created = await team.TeamPalace.open_team(
+                        name, path, self.services, create=True, store=store)
+                except BaseException:
+                    if not is_team(path):  # nothing of a palace was made here: leave no trace
+                        await anyio.to_thread.run_sync(shutil.rmtree, path, True)
+                    raise
+                await self._register(palace)
+            log.info("%s team palace %s", "created" if created else "attached", name)
+            return palace, created
 
     async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
         """Create a palace directory and open it: the only way a new palace comes to be.
@@ -337,14 +384,19 @@ class Registry:
         """
         return sweep_leftovers(self.root)
 
-    async def delete(self, name: str) -> None:
-        """Close and remove a palace directory.
+    async def delete(self, name: str, *, purge: bool = False) -> bool:
+        """Close and remove a palace directory. For a team palace that detaches this daemon
+        (the data stays in PostgreSQL for the others), unless ``purge``: then its schema is
+        dropped first. Returns whether a schema was dropped.
 
         Raises:
             PalaceNotFound: no such palace.
+            InvalidArgs: ``purge`` of a local palace (deleting it removes everything anyway).
+            StoreUnavailable: ``purge`` while the server is unreachable (nothing changed).
             StorageError: the directory cannot be removed (read-only storage...).
         """
         validate_name(name)
+        dropped = False
         async with self._admin:
             self._live(name)  # a vanished handle is discarded, never checkpointed into the path
             if not self.exists(name):
@@ -355,12 +407,16 @@ class Registry:
                 if palace is not None:
                     await palace.aclose()
                 path = self.path_of(name)
+                if purge:
+                    dropped = await anyio.to_thread.run_sync(
+                        team.purge_sync, name, path, self.services.config.team)
                 # Rename first so a crash mid-delete never leaves a half palace visible.
                 trash = path.with_name(f"{TRASH_PREFIX}{name}-{time.time_ns()}")
                 with storage_errors(path, name):
                     await anyio.to_thread.run_sync(path.rename, trash)
                 await anyio.to_thread.run_sync(shutil.rmtree, trash, True)
-            log.info("deleted palace %s", name)
+            log.info("deleted palace %s%s", name, " (its schema dropped)" if dropped else "")
+        return dropped
 
     async def close_idle(self, idle_s: float) -> None:
         """Close palaces nobody used for ``idle_s`` seconds."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import reads, reembed
+from palaced import reads, reembed, team
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -22,7 +22,11 @@ async def op_palace_list(ctx: OpContext, palace: str | None, args: dict[str, Any
 async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
+    if args.get("store"):
+        p, created = await ctx.registry.create_team(name, str(args["store"]),
+                                                    exist_ok=bool(args["exist_ok"]))
+    else:
+        p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
     info = await reads.info(p)
     info["created"] = created
     return info
@@ -31,8 +35,8 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    await ctx.registry.delete(name)
-    return {"deleted": name}
+    dropped = await ctx.registry.delete(name, purge=bool(args.get("purge")))
+    return {"deleted": name, **({"purged": True} if dropped else {})}
 
 
 async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -50,6 +54,8 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             message says why).
     """
     p = await ctx.registry.get(need_palace(palace))
+    team.unsupported(p, "reembed", "configure the palace's model on this daemon instead "
+                     "(a team palace keeps the model it was created with)")
     model = ctx.services.model
     if model.embedder is None:
         # A reembed resent right after a daemon restart lands while the model loads.

@@ -32,6 +32,7 @@ from .entities import (
     get_entity,
 )
 from .facts import _ACTIVE, _FACT_SELECT, _VALID_AT, _fact_dict, normalize_predicate
+from .dialect import is_pg
 from .search import STOPWORDS, fts_match, fts_terms
 
 # Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
@@ -57,13 +58,23 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
     if match is None:
         return []
     key = _squash(query).casefold()
-    rows = _query(
-        conn,
-        f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
-        "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
-        "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
-        (match, key, limit),
-    )
+    if is_pg(conn):
+        # The same words as prefixes in tsquery syntax; ts_rank with the same column weights
+        # (name 10, definition 1, labels 3) stands for bm25, negated to FTS5's lower-is-better.
+        rows = _query(
+            conn,
+            f"SELECT {_ENTITY_COLS}, -ts_rank(ARRAY[0, 0.3, 0.1, 1.0]::float4[], e.tsv, q) "
+            "AS rank FROM entities e, CAST(:q AS tsquery) q WHERE e.tsv @@ q "
+            "ORDER BY e.name_key = :key DESC, rank, e.id LIMIT :limit",
+            {"q": _prefix_tsquery(fts_terms(query)), "key": key, "limit": limit})
+    else:
+        rows = _query(
+            conn,
+            f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
+            "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
+            "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
+            (match, key, limit),
+        )
     out = []
     for row in rows:
         entity = _entity_dict(row)
@@ -71,6 +82,17 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
         entity["score"] = -float(row[7])
         out.append(entity)
     return out
+
+
+def _words_tsquery(words: Sequence[str], weight: str = "", *, prefix: bool = False) -> str:
+    """A tsquery (``simple`` words, as the entities' ``tsv``) ORing ``words``, quoted."""
+    tag = ":" + ("*" if prefix else "") + weight if prefix or weight else ""
+    return " | ".join("'" + w.lower().replace("\\", "\\\\").replace("'", "''") + "'" + tag
+                      for w in words)
+
+
+def _prefix_tsquery(terms: Sequence[str]) -> str:
+    return _words_tsquery(terms, prefix=True)
 
 
 # -- traversal ------------------------------------------------------------------------------
@@ -240,17 +262,28 @@ def facts_matching(
     if match is None:
         return []
     named: list[int] = []
-    for eid, name in _query(
+    found = _query(conn, "SELECT id, name FROM entities WHERE tsv @@ CAST(? AS tsquery) "
+                   "ORDER BY id LIMIT ?", (_words_tsquery(sorted(words), "A"), MAX_LIMIT)
+                   ) if is_pg(conn) else _query(
         conn,
         "SELECT rowid, name FROM entities_fts WHERE entities_fts MATCH ? ORDER BY rank LIMIT ?",
         ("name : (" + match + ")", MAX_LIMIT),
-    ):
+    )
+    for eid, name in found:
         tokens = set(_name_tokens(name))
         needed = (tokens - STOPWORDS) or tokens
         if needed and needed <= words:
             named.append(int(eid))
     if not named:
         return []
+    if is_pg(conn):
+        rows = _query(
+            conn,
+            _FACT_SELECT + f"WHERE {_ACTIVE} AND (f.subject_id = ANY(:ids) OR "
+            "f.object_id = ANY(:ids)) ORDER BY (f.subject_id = ANY(:ids))::int + "
+            "coalesce((f.object_id = ANY(:ids))::int, 0) DESC, f.confidence DESC, "
+            "f.valid_from_ms DESC, f.id DESC LIMIT :limit", {"ids": named, "limit": limit})
+        return [_fact_dict(r) for r in rows]
     rows = _query(
         conn,
         "WITH named(id) AS (SELECT value FROM json_each(:ids)) "

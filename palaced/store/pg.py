@@ -1,0 +1,258 @@
+"""PgStore: the PostgreSQL side of a team palace, with the ``write(fn)``/``read(fn)`` contract
+of ``Store``.
+
+Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it has apsw's
+``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
+spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``, two-argument
+``max``/``min`` and ``json_each``. The few facts only one engine can express branch on
+``store.dialect.is_pg`` (full-text and vector search, race-safe inserts).
+
+One schema per palace holds its tables (``store.pg_schema``); connections come from a
+``psycopg_pool.ConnectionPool`` whose connections have the palace schema on their
+``search_path`` and a ``statement_timeout``. A connection that cannot be had within the connect
+timeout, a statement past its timeout, a server that went away or a transaction that lost a
+deadlock is a ``StoreUnavailable`` (retryable) naming the server, never a hang; the pool
+checks each connection as it hands it out, so it reconnects by itself once the server is back.
+
+Credentials never reach palace's files or messages: URLs with a password are refused
+(``check_url``) and errors show host, port and database only (``where``).
+
+psycopg is imported here only: this module is imported when a team palace is opened, so a
+daemon without one never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg.errors
+from psycopg import conninfo as pg_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from palaced.config import TeamSettings
+from palaced.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
+
+from . import Store
+
+T = TypeVar("T")
+
+POOL_MAX = 8
+# HNSW candidates per vector search: recall asks for its pool (100) of drawers, and a long
+# drawer has several chunks among them.
+HNSW_EF_SEARCH = 400
+
+
+# -- URLs -----------------------------------------------------------------------------------
+def check_url(url: str) -> dict[str, str]:
+    """The parsed libpq parameters of ``url``, refused when it holds a password.
+
+    Raises:
+        InvalidArgs: not a libpq URL or key/value string, or it carries a password (palace
+            never stores one: use PGPASSWORD, ~/.pgpass or a pg_service.conf service).
+    """
+    try:
+        params = pg_conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise InvalidArgs(f"not a PostgreSQL connection URL: {exc}",
+                          details={"store": "(unparsable)"}) from exc
+    if params.get("password"):
+        raise InvalidArgs(
+            "the store URL holds a password, which palace never stores: remove it and give "
+            "it through PGPASSWORD, ~/.pgpass or a pg_service.conf service instead",
+            details={"store": where(params)})
+    return {k: str(v) for k, v in params.items() if v is not None}
+
+
+def where(params: dict[str, Any]) -> str:
+    """``host:port/dbname`` (or ``service=name``) of a connection: what messages and logs show
+    of it (never a user or password)."""
+    if params.get("service") and not params.get("dbname"):
+        return f"service={params['service']}"
+    host = str(params.get("host") or "localhost")
+    port = str(params.get("port") or "5432")
+    db = str(params.get("dbname") or "")
+    return f"{host}:{port}/{db}"
+
+
+# -- SQL translation ------------------------------------------------------------------------
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|\?|%")
+_PAIR = r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)"
+_MAX2 = re.compile(r"\bmax" + _PAIR, re.IGNORECASE)
+_MIN2 = re.compile(r"\bmin" + _PAIR, re.IGNORECASE)
+_JSON_IDS = re.compile(r"SELECT value FROM json_each\(([^()]*)\)")
+_JSON_EACH = re.compile(r"json_each\(([^()]*)\)")
+_OR_IGNORE = re.compile(r"INSERT OR IGNORE INTO", re.IGNORECASE)
+_RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """SQLite statement text -> PostgreSQL statement text (see the module docstring)."""
+    out = _MAX2.sub(r"GREATEST(\1, \2)", sql)
+    out = _MIN2.sub(r"LEAST(\1, \2)", out)
+    out = _JSON_IDS.sub(
+        r"SELECT value::bigint FROM jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    out = _JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    if _OR_IGNORE.search(out):
+        out = _OR_IGNORE.sub("INSERT INTO", out)
+        m = _RETURNING.search(out)
+        out = (out[:m.start()] + " ON CONFLICT DO NOTHING" + out[m.start():] if m
+               else out + " ON CONFLICT DO NOTHING")
+
+    def sub(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s[0] in "'\"" or s == "::":
+            return s
+        if s == "?":
+            return "%s"
+        if s == "%":
+            return "%%"
+        return f"%({m.group(1)})s"
+
+    return _TOKEN.sub(sub, out)
+
+
+class PgConn:
+    """A psycopg connection inside one transaction, with the part of apsw's interface the
+    store functions use."""
+
+    dialect = "pg"
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+                ) -> psycopg.Cursor[Any]:
+        if isinstance(params, dict):
+            return self.raw.execute(translate(sql), params)  # type: ignore[arg-type]
+        return self.raw.execute(translate(sql), tuple(params) if params is not None else None)  # type: ignore[arg-type]
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = [tuple(r) for r in rows]
+        if rows:
+            with self.raw.cursor() as cur:
+                cur.executemany(translate(sql), rows)  # type: ignore[arg-type]
+
+
+# -- errors ---------------------------------------------------------------------------------
+def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceError:
+    """The typed error of a psycopg failure on ``server`` (``where``) for ``palace``."""
+    owner = f"palace {palace!r}'s PostgreSQL server" if palace else "PostgreSQL server"
+    details: dict[str, Any] = {"server": server, "cause": type(exc).__name__}
+    if palace:
+        details["palace"] = palace
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        details["condition"] = "timeout"
+        return StoreUnavailable(f"{owner} {server} did not answer within the statement "
+                                "timeout; retry", details=details)
+    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        details["condition"] = "conflict"
+        return StoreUnavailable(f"{owner} {server}: a concurrent write conflicted; retry",
+                                details=details)
+    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
+        details["condition"] = "unreachable"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreUnavailable(f"{owner} {server} is unreachable ({first}); retry once it "
+                                "is back (the daemon reconnects by itself)", details=details)
+    details["condition"] = "postgres"
+    return StorageError(f"{owner} {server} failed: {type(exc).__name__}: {exc}",
+                        details=details)
+
+
+# -- the store ------------------------------------------------------------------------------
+class PgStore(Store):
+    """The connection pool of one team palace (schema ``schema`` of the database at ``url``).
+
+    Same contract as ``Store``: ``write(fn)`` runs ``fn(conn)`` in one transaction (READ
+    COMMITTED: remember's races are settled by unique indexes), ``read(fn)`` in one read-only
+    REPEATABLE READ transaction (a consistent snapshot). ``changes`` is the palace's change
+    counter as last seen (see ``write``), which caches of every daemon key on.
+    """
+
+    def __init__(self, url: str, schema: str, *, palace: str | None = None,
+                 settings: TeamSettings = TeamSettings(), create: bool = False) -> None:
+        """Connect and migrate (creating the schema with ``create``).
+
+        Raises:
+            InvalidArgs: a URL with a password. StoreUnavailable: the server cannot be
+                reached. PalaceNotFound: no such schema and not ``create``. SchemaTooNew,
+                StorageError: see ``pg_schema.migrate``.
+        """
+        from .pg_schema import migrate  # noqa: PLC0415 - a cycle: pg_schema uses PgConn
+
+        params = check_url(url)
+        self.path = None  # type: ignore[assignment]  # no file: see ``server``
+        self.palace = palace
+        self.schema = schema
+        self.server = where(params)
+        self.changes = 0
+        self._changes_lock = threading.Lock()
+        timeout_ms = int(settings.statement_timeout_s * 1000)
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{schema}",
+            timeout=settings.connect_timeout_s, check=ConnectionPool.check_connection,
+            reconnect_timeout=0,
+            kwargs={"autocommit": True, "application_name": "palaced",
+                    "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999)),
+                    "options": f"-c search_path={schema},public "
+                               f"-c statement_timeout={timeout_ms} "
+                               f"-c hnsw.ef_search={HNSW_EF_SEARCH}"})
+        try:
+            self._pool.open(wait=True, timeout=settings.connect_timeout_s)
+            with self._pool.connection() as conn:
+                self.created = migrate(conn, schema, palace=palace, create=create) == 0
+        except PalaceError:
+            self._pool.close()
+            raise
+        except (psycopg.Error, PoolTimeout) as exc:
+            self._pool.close()
+            raise store_error(exc, self.server, palace) from exc
+
+    def _note(self, value: int) -> None:
+        with self._changes_lock:
+            self.changes = max(self.changes, value)
+
+    def write(self, fn: Callable[[Any], T], *, stamp: bool = True) -> T:
+        """Run ``fn`` in one write transaction (rolled back if it raises), then bump the
+        palace's change counter: after the commit, so a daemon that sees the new counter
+        also sees the data (``read``). ``stamp`` is accepted for ``Store``'s sake: the
+        last-write time serves backup restores, which team palaces leave to PostgreSQL."""
+        try:
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    result = fn(PgConn(conn))
+                row = conn.execute("SELECT nextval('changes')").fetchone()
+            if row is not None:
+                self._note(int(row[0]))
+            return result
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise store_error(exc, self.server, self.palace) from exc
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn`` in one read-only snapshot; notes the change counter at its start."""
+        try:
+            with self._pool.connection() as conn:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                                       "FROM changes").fetchone()
+                    if row is not None:
+                        self._note(int(row[0]))
+                    return fn(PgConn(conn))
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise store_error(exc, self.server, self.palace) from exc
+
+    def checkpoint(self) -> None:
+        """Nothing to fold: PostgreSQL checkpoints itself."""
+
+    def abandon(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.close(timeout=1.0)
+
