@@ -74,6 +74,10 @@ def restore_hint(root: Path, name: str) -> str | None:
     return f"palace restore {found[0]} --palace {name} --force" if found else None
 
 
+TEAM_BACKUP_HINT = ("back it up with PostgreSQL's tools (pg_dump --schema=palace_<name>, or "
+                    "the server's own backups), or export it with `palace export`")
+
+
 def resolve_root(config: DaemonConfig, to: str | None) -> Path:
     """The backup root to write to, created (0700) when missing.
 
@@ -174,6 +178,7 @@ async def backup(registry: Registry, config: DaemonConfig, name: str, *,
     validate_name(name)
     if not registry.exists(name):
         raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+    registry.refuse_team(name, "palace backup", TEAM_BACKUP_HINT)
     damage = registry.damage(name)
     if damage is not None:
         raise damage

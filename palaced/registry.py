@@ -24,6 +24,7 @@ from palaced.errors import (
     PalaceExists,
     PalaceNotFound,
     StorageError,
+    TeamUnsupported,
 )
 from palaced.layout import (
     NAME_RE,
@@ -174,6 +175,13 @@ class Registry:
     def is_team(self, name: str) -> bool:
         """Whether palace ``name`` is a team palace (its directory holds ``store.toml``)."""
         return is_team(self.path_of(name))
+
+    def refuse_team(self, name: str, what: str, instead: str) -> None:
+        """Raise TeamUnsupported when ``name`` is a team palace (``what`` works on files)."""
+        if self.exists(name) and self.is_team(name):
+            raise TeamUnsupported(
+                f"{what} works on a local palace's files; {name!r} is a team palace, which "
+                f"lives in PostgreSQL: {instead}", details={"palace": name, "op": what})
 
     async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
         """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not

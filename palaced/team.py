@@ -276,7 +276,15 @@ def strip_comments(text: str) -> str:
 
 
 def set_identity(c: Any, text: str) -> None:
+    """Replace a team palace's identity text (in a write transaction)."""
     meta_set(c, IDENTITY_KEY, text)
+
+
+def sync_ids(c: Any) -> None:
+    """Move a team palace's id sequences past ids an import inserted explicitly."""
+    from palaced.store.pg_schema import sync_ids as sync  # noqa: PLC0415
+
+    sync(c)
 
 
 def purge_sync(name: str, directory: Path, settings: TeamSettings) -> bool:

@@ -37,6 +37,7 @@ def _readable(path: Path) -> None:
 async def op_capture_transcript(ctx: OpContext, palace: str | None, args: dict[str, Any]
                                 ) -> dict[str, Any]:
     name = need_palace(palace)
+    ctx.registry.refuse_team(name, "capture", "capture transcripts into a local palace")
     path = _check_path(args["path"])
     session_id = check_label(args["session_id"], "session_id")
     job = CaptureJob(

@@ -15,7 +15,10 @@ from palaced.palace import Palace
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:
-    return await ctx.registry.get(need_palace(palace))
+    name = need_palace(palace)
+    ctx.registry.refuse_team(name, "memoirs", "keep curated knowledge in a local palace, or "
+                             "use the knowledge graph (graph.*), which team palaces share")
+    return await ctx.registry.get(name)
 
 
 async def op_memoir_create(ctx: OpContext, palace: str | None, args: dict[str, Any]

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+import apsw
 import psycopg
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
@@ -125,18 +126,36 @@ class PgConn:
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.raw = conn
+        self._savepoints: list[Any] = []
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
                 ) -> psycopg.Cursor[Any]:
-        if isinstance(params, dict):
-            return self.raw.execute(translate(sql), params)  # type: ignore[arg-type]
-        return self.raw.execute(translate(sql), tuple(params) if params is not None else None)  # type: ignore[arg-type]
+        """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
+        the exception the store functions' callers already handle (a refused record)."""
+        args = params if isinstance(params, dict) or params is None else tuple(params)
+        try:
+            return self.raw.execute(translate(sql), args)  # type: ignore[arg-type]
+        except psycopg.IntegrityError as exc:
+            raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = [tuple(r) for r in rows]
-        if rows:
-            with self.raw.cursor() as cur:
-                cur.executemany(translate(sql), rows)  # type: ignore[arg-type]
+        batch = [tuple(r) for r in rows]
+        if batch:
+            try:
+                with self.raw.cursor() as cur:
+                    cur.executemany(translate(sql), batch)  # type: ignore[arg-type]
+            except psycopg.IntegrityError as exc:
+                raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
+
+    # ``with conn:`` is a savepoint, as on apsw.
+    def __enter__(self) -> PgConn:
+        tx = self.raw.transaction()
+        tx.__enter__()
+        self._savepoints.append(tx)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._savepoints.pop().__exit__(*exc)
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -232,6 +251,10 @@ class PgStore(Store):
             return result
         except (psycopg.Error, PoolTimeout) as exc:
             raise store_error(exc, self.server, self.palace) from exc
+        except apsw.ConstraintError as exc:
+            raise StorageError(f"palace {self.palace!r}'s PostgreSQL server {self.server} "
+                               f"refused a write: {exc}", details={
+                                   "condition": "constraint", "server": self.server}) from exc
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` in one read-only snapshot; notes the change counter at its start."""
