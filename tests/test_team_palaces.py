@@ -236,3 +236,66 @@ def test_a_daemon_with_another_model_refuses_to_write(
     finally:
         other.stop()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_statement_past_its_timeout_is_store_unavailable(
+        pg: PgServer, machines: tuple[DaemonProc, DaemonProc]) -> None:
+    """A palace table locked by someone else: requests end at the statement timeout with the
+    typed retryable error instead of waiting for the lock, and work once it is released."""
+    a, _ = machines
+    url = pg.create_database()
+    attach(a, "locked", url)
+    with a.client() as c:
+        kept = c.remember("locked", "The on-call handbook lives in the wiki")
+    import psycopg
+
+    with psycopg.connect(url) as blocker:
+        schema = blocker.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE '%locked%'").fetchone()
+        assert schema is not None
+        blocker.execute(f'LOCK TABLE "{schema[0]}".drawers IN ACCESS EXCLUSIVE MODE')
+        with a.client() as c:
+            t0 = time.monotonic()
+            with pytest.raises(PalaceError) as err:
+                c.recall("locked", "where is the on-call handbook?")
+            took = time.monotonic() - t0
+        assert error_name(err.value) == "STORE_UNAVAILABLE" and err.value.retryable, err.value
+        assert took < 30
+        blocker.rollback()
+    with a.client() as c:
+        assert [r["id"] for r in c.recall("locked", "where is the on-call handbook?")][:1] \
+            == [kept]
+
+
+def test_a_daemon_started_while_the_server_is_down(
+        pg: PgServer, machines: tuple[DaemonProc, DaemonProc]) -> None:
+    """B restarts during an outage: it starts, serves its local palaces, answers the team
+    palace with STORE_UNAVAILABLE, and attaches it by itself once the server is back."""
+    a, b = machines
+    _team(pg, machines, "coldstart")
+    with a.client() as c:
+        kept = c.remember("coldstart", "Deploys are frozen during the last week of December")
+    b.stop()
+    with pg.down():
+        t0 = time.monotonic()
+        b.start()
+        assert time.monotonic() - t0 < 30
+        with b.client() as c:
+            c.create_palace("coldstart-local", exist_ok=True)
+            c.remember("coldstart-local", "local palaces do not care")
+            with pytest.raises(PalaceError) as err:
+                c.recall("coldstart", "when are deploys frozen?")
+            assert error_name(err.value) == "STORE_UNAVAILABLE", err.value
+            names = [p["name"] for p in c.list_palaces()]
+            assert "coldstart" in names  # still known while unreachable
+    deadline = time.monotonic() + 30
+    with b.client() as c:
+        while True:
+            try:
+                found = c.recall("coldstart", "when are deploys frozen?")
+                break
+            except PalaceError as exc:
+                assert error_name(exc) == "STORE_UNAVAILABLE", exc
+                assert time.monotonic() < deadline, "B never reattached the team palace"
+                time.sleep(0.2)
+        assert [r["id"] for r in found][:1] == [kept]
