@@ -4,7 +4,7 @@ of ``Store``.
 Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it has apsw's
 ``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
 spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``, two-argument
-``max``/``min`` and ``json_each``. The few facts only one engine can express branch on
+``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value. The few facts only one engine can express branch on
 ``store.dialect.is_pg`` (full-text and vector search, race-safe inserts).
 
 One schema per palace holds its tables (``store.pg_schema``); connections come from a
@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import apsw
@@ -89,6 +89,9 @@ _JSON_IDS = re.compile(r"SELECT value FROM json_each\(([^()]*)\)")
 _JSON_EACH = re.compile(r"json_each\(([^()]*)\)")
 _OR_IGNORE = re.compile(r"INSERT OR IGNORE INTO", re.IGNORECASE)
 _RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
+# SQLite's null-safe comparison with a value: ``x IS ?``, ``x IS NOT :v``.
+_IS_NOT_VALUE = re.compile(r"\bIS\s+NOT\s+(?=\?|:\w|\()")
+_IS_VALUE = re.compile(r"\bIS\s+(?=\?|:\w|\()")
 
 
 @functools.lru_cache(maxsize=2048)
@@ -98,6 +101,8 @@ def translate(sql: str) -> str:
     out = _MIN2.sub(r"LEAST(\1, \2)", out)
     out = _JSON_IDS.sub(
         r"SELECT value::bigint FROM jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    out = _IS_NOT_VALUE.sub("IS DISTINCT FROM ", out)
+    out = _IS_VALUE.sub("IS NOT DISTINCT FROM ", out)
     out = _JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
     if _OR_IGNORE.search(out):
         out = _OR_IGNORE.sub("INSERT INTO", out)
@@ -118,6 +123,22 @@ def translate(sql: str) -> str:
     return _TOKEN.sub(sub, out)
 
 
+class _NoRows:
+    """The result of a statement that returns no rows: empty, as apsw's cursor is."""
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def fetchone(self) -> None:
+        return None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+_NO_ROWS = _NoRows()
+
+
 class PgConn:
     """A psycopg connection inside one transaction, with the part of apsw's interface the
     store functions use."""
@@ -129,14 +150,15 @@ class PgConn:
         self._savepoints: list[Any] = []
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
-                ) -> psycopg.Cursor[Any]:
+                ) -> psycopg.Cursor[Any] | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
         args = params if isinstance(params, dict) or params is None else tuple(params)
         try:
-            return self.raw.execute(translate(sql), args)  # type: ignore[arg-type]
+            cur = self.raw.execute(translate(sql), args)  # type: ignore[arg-type]
         except psycopg.IntegrityError as exc:
             raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
+        return cur if cur.description is not None else _NO_ROWS
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(r) for r in rows]
