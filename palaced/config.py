@@ -40,10 +40,10 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 import math
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any

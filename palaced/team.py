@@ -65,7 +65,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url  # noqa: PLC0415 - psycopg only for team palaces
+    from palaced.store.pg import check_url
 
     if is_url(store):
         url = store
@@ -115,8 +115,8 @@ def unsupported(palace: Palace, what: str, instead: str) -> None:
     if isinstance(palace, TeamPalace):
         raise TeamUnsupported(
             f"{what} works on a local palace's files; team palace {palace.name!r} lives in "
-            f"PostgreSQL ({palace.store.server}): {instead}",
-            details={"palace": palace.name, "server": palace.store.server})
+            f"PostgreSQL ({palace.pg.server}): {instead}",
+            details={"palace": palace.name, "server": palace.pg.server})
 
 
 class TeamPalace(Palace):
@@ -129,7 +129,7 @@ class TeamPalace(Palace):
         self.pg = store  # the PgStore, typed as what it is
 
     # The change counter of the palace in the database, as last seen by this daemon.
-    @property  # type: ignore[override]
+    @property
     def write_counter(self) -> int:
         return int(getattr(getattr(self, "pg", None), "changes", 0))
 
@@ -154,8 +154,8 @@ class TeamPalace(Palace):
     @classmethod
     def _open_team_sync(cls, name: str, directory: Path, services: Services, create: bool,
                         store: str | None) -> tuple[TeamPalace, bool]:
-        from palaced.store.pg import PgStore  # noqa: PLC0415 - psycopg only for team palaces
-        from palaced.store.pg_schema import schema_name  # noqa: PLC0415
+        from palaced.store.pg import PgStore
+        from palaced.store.pg_schema import schema_name
 
         settings = services.config.team
         if store is not None:
@@ -194,7 +194,7 @@ class TeamPalace(Palace):
     # -- the model -------------------------------------------------------------------------
     def _attach_sync(self, embedder: Embedder) -> None:
         """Record the model in the palace if none is; serve vectors only when it is ours."""
-        from palaced.store.pg_schema import claim_dims  # noqa: PLC0415
+        from palaced.store.pg_schema import claim_dims
 
         stored = self.pg.read(lambda c: meta_get(c, "embedder"))
         if stored is None:
@@ -282,7 +282,7 @@ def set_identity(c: Any, text: str) -> None:
 
 def sync_ids(c: Any) -> None:
     """Move a team palace's id sequences past ids an import inserted explicitly."""
-    from palaced.store.pg_schema import sync_ids as sync  # noqa: PLC0415
+    from palaced.store.pg_schema import sync_ids as sync
 
     sync(c)
 
@@ -294,10 +294,10 @@ def purge_sync(name: str, directory: Path, settings: TeamSettings) -> bool:
     Raises:
         InvalidArgs: ``name`` is a local palace. StoreUnavailable: the server is unreachable.
     """
-    import psycopg  # noqa: PLC0415
+    import psycopg
 
-    from palaced.store.pg import check_url, store_error, where  # noqa: PLC0415
-    from palaced.store.pg_schema import drop  # noqa: PLC0415
+    from palaced.store.pg import check_url, store_error, where
+    from palaced.store.pg_schema import drop
 
     if not is_team(directory):
         raise InvalidArgs(f"palace {name!r} is a local palace: --purge is for team palaces "

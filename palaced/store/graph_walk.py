@@ -22,6 +22,7 @@ from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
+from .dialect import is_pg
 from .entities import (
     _ENTITY_COLS,
     _check_limit,
@@ -32,7 +33,6 @@ from .entities import (
     get_entity,
 )
 from .facts import _ACTIVE, _FACT_SELECT, _VALID_AT, _fact_dict, normalize_predicate
-from .dialect import is_pg
 from .search import STOPWORDS, fts_match, fts_terms
 
 # Bounds the work of one traversal on a dense graph; path() reports "no path" past it.

@@ -3,9 +3,10 @@ of ``Store``.
 
 Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it has apsw's
 ``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
-spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``, two-argument
-``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value. The few facts only one engine can express branch on
-``store.dialect.is_pg`` (full-text and vector search, race-safe inserts).
+spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``,
+two-argument ``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value.
+The few facts only one engine can express branch on ``store.dialect.is_pg`` (full-text and
+vector search, race-safe inserts).
 
 One schema per palace holds its tables (``store.pg_schema``); connections come from a
 ``psycopg_pool.ConnectionPool`` whose connections have the palace schema on their
@@ -155,7 +156,7 @@ class PgConn:
         the exception the store functions' callers already handle (a refused record)."""
         args = params if isinstance(params, dict) or params is None else tuple(params)
         try:
-            cur = self.raw.execute(translate(sql), args)  # type: ignore[arg-type]
+            cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:
             raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
         return cur if cur.description is not None else _NO_ROWS
@@ -165,7 +166,7 @@ class PgConn:
         if batch:
             try:
                 with self.raw.cursor() as cur:
-                    cur.executemany(translate(sql), batch)  # type: ignore[arg-type]
+                    cur.executemany(translate(sql), batch)
             except psycopg.IntegrityError as exc:
                 raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
 
@@ -177,7 +178,7 @@ class PgConn:
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
-        return self._savepoints.pop().__exit__(*exc)
+        return bool(self._savepoints.pop().__exit__(*exc))
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -216,7 +217,7 @@ class PgStore(Store):
     """
 
     def __init__(self, url: str, schema: str, *, palace: str | None = None,
-                 settings: TeamSettings = TeamSettings(), create: bool = False) -> None:
+                 settings: TeamSettings | None = None, create: bool = False) -> None:
         """Connect and migrate (creating the schema with ``create``).
 
         Raises:
@@ -224,8 +225,9 @@ class PgStore(Store):
                 reached. PalaceNotFound: no such schema and not ``create``. SchemaTooNew,
                 StorageError: see ``pg_schema.migrate``.
         """
-        from .pg_schema import migrate  # noqa: PLC0415 - a cycle: pg_schema uses PgConn
+        from .pg_schema import migrate
 
+        settings = settings or TeamSettings()
         params = check_url(url)
         self.path = None  # type: ignore[assignment]  # no file: see ``server``
         self.palace = palace

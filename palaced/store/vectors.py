@@ -27,7 +27,7 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
     """
     conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
     if is_pg(conn):  # the same vector as pgvector's, for its HNSW index
-        from .pg_search import vector_literal  # noqa: PLC0415 - pg_search imports drawers
+        from .pg_search import vector_literal
 
         ids = [int(conn.execute(
             "INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
