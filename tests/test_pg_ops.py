@@ -106,7 +106,7 @@ def test_a_named_store_of_the_config(pg_url: str) -> None:
         with d.client() as c:
             info = c.create_palace("shared", store="teamdb")
             assert info["created"] is True
-            with pytest.raises(E.InvalidArgs, match="no store named 'nodb'.*teamdb"):
+            with pytest.raises(E.InvalidArgs, match=r"no store named 'nodb'.*teamdb"):
                 c.create_palace("other", store="nodb")
         text = (home / "palaces" / "shared" / "store.toml").read_text()
         assert 'store = "teamdb"' in text and pg_url not in text
@@ -228,7 +228,7 @@ def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
         claim_dims(pgc, 8)
         ids = []
         for i, room in enumerate(["a", "a", "b"]):
-            did, created = drawers.insert_drawer(pgc, NewDrawer(text=f"drawer {i}", room=room),
+            did, _ = drawers.insert_drawer(pgc, NewDrawer(text=f"drawer {i}", room=room),
                                                  1)
             store_vectors(pgc, did, [_unit(i).tobytes()])
             ids.append(did)
