@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .dialect import vector_literal as vector_literal  # re-exported: callers use it here
 from .drawers import Filters
 
 K1, B = 1.2, 0.75
@@ -138,8 +139,3 @@ def vector_search(conn: Any, query: bytes | str, dims: int, filters: Filters | N
         if float(sim) > best.get(int(did), -2.0):
             best[int(did)] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
-
-
-def vector_literal(values: Sequence[float] | Any) -> str:
-    """pgvector's text form of a vector."""
-    return "[" + ",".join(f"{float(v):.8g}" for v in values) + "]"
