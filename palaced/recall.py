@@ -339,6 +339,8 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 def keyword_reason(palace: Palace) -> str:
     """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if isinstance(palace, TeamPalace) and palace.mismatch:  # shared: never re-embedded here
+        return f"keyword-only: {palace.mismatch}"
     if palace.mismatch and model.embedder is not None:
         return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
                 f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "

@@ -146,9 +146,14 @@ class PgConn:
 
     dialect = "pg"
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], cache: dict[str, Any] | None = None,
+                 changes: int | None = None) -> None:
         self.raw = conn
         self._savepoints: list[Any] = []
+        # The store's cache of derived values (``pg_search``'s BM25 statistics) and the
+        # palace's change counter at the start of this read (None: unknown).
+        self.cache: dict[str, Any] = {} if cache is None else cache
+        self.changes = changes
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
                 ) -> psycopg.Cursor[Any] | _NoRows:
@@ -235,6 +240,7 @@ class PgStore(Store):
         self.server = where(params)
         self.changes = 0
         self._changes_lock = threading.Lock()
+        self._cache: dict[str, Any] = {}  # see PgConn.cache
         timeout_ms = int(settings.statement_timeout_s * 1000)
         self._pool = ConnectionPool(
             url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{schema}",
@@ -288,9 +294,9 @@ class PgStore(Store):
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
                                        "FROM changes").fetchone()
-                    if row is not None:
-                        self._note(int(row[0]))
-                    return fn(PgConn(conn))
+                    seen = int(row[0]) if row is not None else 0
+                    self._note(seen)
+                    return fn(PgConn(conn, self._cache, seen))
         except (psycopg.Error, PoolTimeout) as exc:
             raise store_error(exc, self.server, self.palace) from exc
 

@@ -100,6 +100,38 @@ V1: Sequence[str] = (
             || setweight(to_tsvector('palace', context), 'B')
             || setweight(to_tsvector('palace', dates), 'C'))) STORED""",
     "CREATE INDEX drawers_fts_tsv ON drawers_fts USING gin(tsv)",
+    # The inverted index BM25 reads (pg_search.bm25): per word and drawer, its occurrences
+    # in each column and the row's token count, kept by a trigger on every path that writes
+    # drawers_fts (insert, context refresh, edit, delete). Scoring then costs the query
+    # words' postings, as FTS5's does, not a scan of every matching row's tsvector.
+    """CREATE TABLE fts_postings(
+        lexeme TEXT NOT NULL,
+        rowid BIGINT NOT NULL,
+        a SMALLINT NOT NULL,
+        b SMALLINT NOT NULL,
+        c SMALLINT NOT NULL,
+        ntok INTEGER NOT NULL,
+        PRIMARY KEY (lexeme, rowid)
+    )""",
+    "CREATE INDEX fts_postings_row ON fts_postings(rowid)",
+    """CREATE FUNCTION drawers_fts_postings() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP <> 'INSERT' THEN
+            DELETE FROM fts_postings WHERE rowid = OLD.rowid;
+        END IF;
+        IF TG_OP <> 'DELETE' THEN
+            INSERT INTO fts_postings(lexeme, rowid, a, b, c, ntok)
+            SELECT u.lexeme, NEW.rowid,
+                   (SELECT count(*) FROM unnest(u.weights) w WHERE w = 'A'),
+                   (SELECT count(*) FROM unnest(u.weights) w WHERE w = 'B'),
+                   (SELECT count(*) FROM unnest(u.weights) w WHERE w IN ('C', 'D')),
+                   NEW.ntok
+            FROM unnest(NEW.tsv) u;
+        END IF;
+        RETURN NULL;
+    END $$""",
+    """CREATE TRIGGER drawers_fts_postings AFTER INSERT OR DELETE OR UPDATE ON drawers_fts
+        FOR EACH ROW EXECUTE FUNCTION drawers_fts_postings()""",
     """CREATE TABLE vectors(
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         drawer_id BIGINT NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,

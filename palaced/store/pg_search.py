@@ -4,7 +4,8 @@
 (``dialect.is_pg``), so recall's ranking (``palaced.search``, ``palaced.fusion``) is fed the
 same kind of candidate list on both backends. The score is FTS5's ``bm25()`` with the same
 column weights (``search.BM25_WEIGHTS``: text, neighbour context, date words), k1 = 1.2,
-b = 0.75, over ``drawers_fts.tsv`` (weights A, B, C) and its token count ``ntok``:
+b = 0.75, over ``fts_postings`` (the words of ``drawers_fts.tsv`` per drawer, with their
+counts in each column and the row's token count ``ntok``, kept by a trigger):
 
     score = sum over query terms t of
             idf(t) * f(t) * (k1 + 1) / (f(t) + k1 * (1 - b + b * D / avgdl))
@@ -19,6 +20,8 @@ Synchronous; every function takes a ``PgConn`` inside a read or write transactio
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,9 +31,27 @@ from .drawers import Filters
 K1, B = 1.2, 0.75
 
 
-def _weights(w: Sequence[float]) -> str:
-    return (f"CASE x WHEN 'A' THEN {float(w[0])} WHEN 'B' THEN {float(w[1])} "
-            f"ELSE {float(w[2])} END")
+# BM25's collection statistics (N, average length, document frequencies) are cached per
+# store and reused while the palace's change counter stays within STATS_SLACK of them (they
+# only weigh terms: a few percent of drift does not reorder a ranking), at most STATS_TTL_S.
+STATS_SLACK = 0.02
+STATS_TTL_S = 30.0
+
+
+def _stats(conn: Any) -> dict[str, Any]:
+    """``{"n", "avgdl", "df": {lexeme: df}}`` of this snapshot, from the store's cache when
+    still close enough (see STATS_SLACK)."""
+    cache: dict[str, Any] = getattr(conn, "cache", {})
+    changes, now = getattr(conn, "changes", None), time.monotonic()
+    got = cache.get("bm25")
+    if (got is None or changes is None or now - got["at"] > STATS_TTL_S
+            or abs(changes - got["changes"]) > STATS_SLACK * max(got["n"], 50)):
+        n, total = conn.execute("SELECT count(*), coalesce(sum(ntok), 0) FROM drawers_fts"
+                                ).fetchall()[0]
+        got = {"n": float(n), "avgdl": float(total) / float(n) if n else 1.0, "df": {},
+               "changes": changes, "at": now}
+        cache["bm25"] = got
+    return got
 
 
 def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: int,
@@ -39,33 +60,33 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     ``(drawer_id, score)`` best first, score higher = better."""
     if not terms:
         return []
+    lexes = [str(r[0]) for r in conn.execute(
+        "SELECT DISTINCT u.lexeme FROM unnest(CAST(? AS text[])) t, "
+        "unnest(to_tsvector('palace', t)) u", (list(terms),))]
+    if not lexes:
+        return []
+    stats = _stats(conn)
+    df: dict[str, float] = stats["df"]
+    for lex in lexes:
+        if lex not in df:
+            df[lex] = float(conn.execute("SELECT count(*) FROM fts_postings WHERE lexeme = ?",
+                                         (lex,)).fetchall()[0][0])
+    n = stats["n"]
+    idfs = [max(math.log((n - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexes]
     where, params = filters.sql(now_ms)
-    params.update({"terms": list(terms), "limit": limit})
-    sql = f"""
-        WITH q AS (
-            SELECT DISTINCT u.lexeme AS lex
-            FROM unnest(CAST(:terms AS text[])) t, unnest(to_tsvector('palace', t)) u
-        ), stats AS (
-            SELECT count(*)::float8 AS n, coalesce(avg(ntok), 1)::float8 AS avgdl
-            FROM drawers_fts
-        ), idf AS (
-            SELECT q.lex, GREATEST(ln((s.n - df.n + 0.5) / (df.n + 0.5)), 1e-6) AS idf
-            FROM q CROSS JOIN stats s, LATERAL (
-                SELECT count(*)::float8 AS n FROM drawers_fts f
-                WHERE f.tsv @@ CAST(quote_literal(q.lex) AS tsquery)) df
-        ), hits AS (
-            SELECT f.rowid, f.ntok, f.tsv FROM drawers_fts f JOIN drawers d ON d.id = f.rowid
-            WHERE f.tsv @@ (SELECT CAST(string_agg(quote_literal(lex), ' | ') AS tsquery)
-                            FROM q)
-              AND {where}
-        )
-        SELECT h.rowid, sum(i.idf * (x.tf * {K1 + 1}) /
-                            (x.tf + {K1} * ({1 - B} + {B} * h.ntok / s.avgdl))) AS score
-        FROM hits h CROSS JOIN stats s, LATERAL (
-            SELECT u.lexeme, (SELECT sum({_weights(weights)}) FROM unnest(u.weights) x) AS tf
-            FROM unnest(h.tsv) u) x
-        JOIN idf i ON i.lex = x.lexeme
-        GROUP BY h.rowid ORDER BY score DESC, h.rowid LIMIT :limit"""
+    w = [float(x) for x in weights]
+    tf = f"(p.a * {w[0]} + p.b * {w[1]} + p.c * {w[2]})"
+    params.update({"lexes": lexes, "idfs": idfs, "limit": limit, "inner": 2 * limit,
+                   "avgdl": stats["avgdl"]})
+    scored = (f"SELECT p.rowid, sum(i.idf * {tf} * {K1 + 1} / "
+              f"({tf} + {K1} * ({1 - B} + {B} * p.ntok / :avgdl))) AS score "
+              "FROM unnest(CAST(:lexes AS text[]), CAST(:idfs AS float8[])) AS i(lex, idf) "
+              "JOIN fts_postings p ON p.lexeme = i.lex GROUP BY p.rowid")
+    # As on SQLite: unfiltered, rank the postings alone, then drop the few superseded or
+    # expired drawers from an over-fetched top; filtered, join every scored drawer.
+    inner = "" if filters.narrows else " ORDER BY score DESC, rowid LIMIT :inner"
+    sql = (f"SELECT s.rowid, s.score FROM ({scored}{inner}) s JOIN drawers d ON d.id = s.rowid "
+           f"WHERE {where} ORDER BY s.score DESC, s.rowid LIMIT :limit")
     return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]
 
 
