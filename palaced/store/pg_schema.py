@@ -111,7 +111,7 @@ V1: Sequence[str] = (
         b SMALLINT NOT NULL,
         c SMALLINT NOT NULL,
         ntok INTEGER NOT NULL,
-        PRIMARY KEY (lexeme, rowid)
+        PRIMARY KEY (lexeme, rowid) INCLUDE (a, b, c, ntok)
     )""",
     "CREATE INDEX fts_postings_row ON fts_postings(rowid)",
     """CREATE FUNCTION drawers_fts_postings() RETURNS trigger LANGUAGE plpgsql AS $$
