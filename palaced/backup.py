@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import __version__
+from palaced import __version__, team
 from palaced.config import DaemonConfig
 from palaced.errors import InvalidArgs, PalaceNotFound, StorageError, UnsafePath
 from palaced.layout import sync_dir, validate_name
@@ -178,7 +178,7 @@ async def backup(registry: Registry, config: DaemonConfig, name: str, *,
     validate_name(name)
     if not registry.exists(name):
         raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
-    registry.refuse_team(name, "palace backup", TEAM_BACKUP_HINT)
+    team.refuse(registry, name, "palace backup", TEAM_BACKUP_HINT)
     damage = registry.damage(name)
     if damage is not None:
         raise damage

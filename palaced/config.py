@@ -40,10 +40,10 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 import math
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -174,10 +174,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "team": {f.name: Key("number", f.default, dict(f.metadata))
              for f in fields(TeamSettings) if f.name != "stores"},
 }
-# ``[stores.NAME]`` tables: a named PostgreSQL connection each, holding only ``url`` (a libpq
-# URL without a password). Checked by ``check`` apart from SCHEMA (their names are the user's).
+# ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
+# checked apart from SCHEMA (their names are the user's).
 STORES_SECTION = "stores"
-STORE_KEYS: dict[str, Key] = {"url": Key("string")}
 
 
 @dataclass(frozen=True)
@@ -297,21 +296,17 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
 
 def _check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None]
                   ) -> None:
-    """Check ``[stores.NAME]`` tables: each a table with a string ``url`` and nothing else."""
+    """Check ``[stores.NAME]`` tables: each holds a string ``url`` and nothing else."""
     for name, store in table.items():
-        if not isinstance(store, dict):
-            problem((STORES_SECTION, name), f"[stores.{name}] must be a table with a url, got "
-                    f"{_what(store)}")
-            continue
-        for key, value in store.items():
-            if key not in STORE_KEYS:
-                problem((STORES_SECTION, name, key),
-                        f"unknown key {key!r} in [stores.{name}] (the key is 'url')")
+        where = (STORES_SECTION, name)
+        if not isinstance(store, dict) or "url" not in store:
+            problem(where, f"[stores.{name}] has no url")
+        for key, value in (store if isinstance(store, dict) else {}).items():
+            if key != "url":
+                problem((*where, key), f"unknown key {key!r} in [stores.{name}] (only url)")
             elif not isinstance(value, str):
-                problem((STORES_SECTION, name, key),
-                        f"[stores.{name}] url must be a string, got {_what(value)}")
-        if "url" not in store:
-            problem((STORES_SECTION, name), f"[stores.{name}] has no url")
+                problem((*where, key), f"[stores.{name}] url must be a string, got "
+                        f"{_what(value)}")
 
 
 def read_file(path: Path) -> dict[str, Any]:

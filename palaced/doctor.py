@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import __version__
+from palaced import __version__, team
 from palaced.backup import restore_hint
 from palaced.checks import (
     FAIL,
@@ -73,7 +73,7 @@ async def doctor(registry: Registry, config: DaemonConfig, services: Services,
     if name is not None and not registry.exists(validate_name(name)):
         raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
     if name is not None:
-        registry.refuse_team(name, "palace doctor", "its server checks itself (PostgreSQL's "
+        team.refuse(registry, name, "palace doctor", "its server checks itself (PostgreSQL's "
                              "amcheck, pg_dump); `palace info` shows its counts")
     # Team palaces have no files to check: their server does that.
     names = [name] if name is not None else [n for n in registry.names()

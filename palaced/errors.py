@@ -125,8 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """A team palace's vectors are another model's than the daemon's: writes are refused
-    (recall runs keyword-only). Local palaces switch in the background instead."""
+    """A team palace holds another model's vectors: writes refused, recall keyword-only."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -161,8 +160,7 @@ class BackupInvalid(RegistryError):
 
 
 class TeamUnsupported(RegistryError):
-    """The op works on palace files and makes no sense on a team palace (PostgreSQL):
-    backups, restores and repairs are PostgreSQL's own tools there (pg_dump...)."""
+    """An op on a local palace's files asked of a team palace (PostgreSQL's tools do it)."""
 
     code = 208
     name = "TEAM_UNSUPPORTED"
@@ -273,12 +271,10 @@ class ShuttingDown(LoadError):
 
 
 class StoreUnavailable(LoadError):
-    """A team palace's PostgreSQL server cannot be reached, refused the connection, or a
-    statement ran past its timeout; retry (the daemon reconnects by itself)."""
+    """A team palace's PostgreSQL server is unreachable or too slow; retry (it reconnects)."""
 
     code = 403
     name = "STORE_UNAVAILABLE"
-    retryable = True
 
 
 # 5xx internal

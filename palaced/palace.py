@@ -375,9 +375,7 @@ class Palace:
         return await self.write(partial(self.store.write, fn))
 
     async def refresh(self) -> None:
-        """Catch up with writes made elsewhere before a cached value is used: nothing to do
-        for a local palace, whose writes all pass through ``write`` (``team.TeamPalace``
-        reads the database's change counter)."""
+        """Catch up with writes made elsewhere (``team.TeamPalace``): none for a local one."""
 
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:

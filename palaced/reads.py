@@ -140,7 +140,7 @@ def reembedding(stored: str | None, moving: tuple[str | None, int, int], current
 
 async def info(palace: Palace) -> dict[str, Any]:
     """Counts, embedder identity, index agreement and any re-embedding's progress."""
-    from palaced.team import TeamPalace  # noqa: PLC0415 - team imports palace
+    from palaced.team import TeamPalace
 
     team = isinstance(palace, TeamPalace)
     counts = await palace.read(drawers.counts)
@@ -177,7 +177,7 @@ async def info(palace: Palace) -> dict[str, Any]:
 
 async def identity_text(palace: Palace) -> str:
     """L0: identity.txt without comment lines (a team palace's is in its database)."""
-    from palaced.team import TeamPalace  # noqa: PLC0415 - team imports palace
+    from palaced.team import TeamPalace
 
     if isinstance(palace, TeamPalace):
         return await palace.identity()

@@ -24,7 +24,6 @@ from palaced.errors import (
     PalaceExists,
     PalaceNotFound,
     StorageError,
-    TeamUnsupported,
 )
 from palaced.layout import (
     NAME_RE,
@@ -140,12 +139,7 @@ class Registry:
                         f"no palace named {name!r}{why}; create it with "
                         f"`palace create {name}`", details={"palace": name},
                     )
-                if self.is_team(name):
-                    palace, _ = await team.TeamPalace.open_team(name, self.path_of(name),
-                                                        self.services)
-                else:
-                    palace = await Palace.open(name, self.path_of(name), self.services,
-                                               create=False)
+                palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
             palace.last_used = time.monotonic()
@@ -172,16 +166,8 @@ class Registry:
         if palace.mismatch is not None:
             self.services.model.notify()
 
-    def is_team(self, name: str) -> bool:
-        """Whether palace ``name`` is a team palace (its directory holds ``store.toml``)."""
+    def is_team(self, name: str) -> bool:  # a team palace's directory holds store.toml
         return is_team(self.path_of(name))
-
-    def refuse_team(self, name: str, what: str, instead: str) -> None:
-        """Raise TeamUnsupported when ``name`` is a team palace (``what`` works on files)."""
-        if self.exists(name) and self.is_team(name):
-            raise TeamUnsupported(
-                f"{what} works on a local palace's files; {name!r} is a team palace, which "
-                f"lives in PostgreSQL: {instead}", details={"palace": name, "op": what})
 
     async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
         """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not
@@ -203,6 +189,8 @@ class Registry:
             PalaceNotFound, StorageError (also: a damaged palace).
         """
         open_, _ = self._live(validate_name(name))
+        if open_ is None and self.exists(name) and self.is_team(name):
+            open_ = await self.get(name)  # no file to peek into: ask its server
         if open_ is not None:
             info = await reads.info(open_)
             info["open"] = True
@@ -212,50 +200,12 @@ class Registry:
         damage = self.damage(name)
         if damage is not None:
             raise damage
-        if self.is_team(name):  # no file to peek into: ask its server
-            info = await reads.info(await self.get(name))
-            info["open"] = True
-            return info
         current = self.services.model.embedder
         return await anyio.to_thread.run_sync(
             peek.closed_info, self.path_of(name), name, current.identity if current else None)
 
-    async def create_team(self, name: str, store: str, *, exist_ok: bool = False
-                          ) -> tuple[Palace, bool]:
-        """Create team palace ``name`` in PostgreSQL ``store`` (a URL or a ``[stores]``
-        name), or attach to it when its schema is already there (made by another daemon):
-        ``created`` is False then. The local directory gets ``store.toml``.
-
-        Raises:
-            PalaceExists: a palace of that name is already here (a local one, or a team
-                palace and not ``exist_ok``). InvalidArgs: a bad store.
-            StoreUnavailable: the server is unreachable; StorageError, SchemaTooNew.
-        """
-        validate_name(name)
-        async with self._admin:
-            self._live(name)
-            if self.exists(name):
-                if not exist_ok or not self.is_team(name):
-                    kind = "team" if self.is_team(name) else "local"
-                    raise PalaceExists(f"palace {name!r} already exists here (a {kind} "
-                                       "palace)", details={"palace": name})
-                return await self.get(name), False
-            path = self.path_of(name)
-            with storage_errors(path, name):
-                path.mkdir(parents=True, exist_ok=True)
-            async with self._opening.setdefault(name, anyio.Lock()):
-                try:
-                    palace, created = await team.TeamPalace.open_team(
-                        name, path, self.services, create=True, store=store)
-                except BaseException:
-                    if not is_team(path):  # nothing of a palace was made here: leave no trace
-                        await anyio.to_thread.run_sync(shutil.rmtree, path, True)
-                    raise
-                await self._register(palace)
-            log.info("%s team palace %s", "created" if created else "attached", name)
-            return palace, created
-
-    async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
+    async def create(self, name: str, *, exist_ok: bool = False, store: str | None = None
+                     ) -> tuple[Palace, bool]:  # store: a team palace (``team.open_new``)
         """Create a palace directory and open it: the only way a new palace comes to be.
 
         Returns the open palace and whether this call created it. Of concurrent creates of
@@ -274,10 +224,15 @@ class Registry:
             if damage is not None:
                 raise damage
             if self.exists(name):
-                if not exist_ok:
+                if not exist_ok or (store is not None and not self.is_team(name)):
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
                 return await self.get(name), False
+            if store is not None:
+                async with self._opening.setdefault(name, anyio.Lock()):
+                    p, new = await team.open_new(name, self.path_of(name), self.services, store)
+                    await self._register(p)
+                return p, new
             with storage_errors(self.root):
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
@@ -392,19 +347,14 @@ class Registry:
         """
         return sweep_leftovers(self.root)
 
-    async def delete(self, name: str, *, purge: bool = False) -> bool:
-        """Close and remove a palace directory. For a team palace that detaches this daemon
-        (the data stays in PostgreSQL for the others), unless ``purge``: then its schema is
-        dropped first. Returns whether a schema was dropped.
+    async def delete(self, name: str) -> None:
+        """Close and remove a palace directory (a team palace's: detaches it, its data stays).
 
         Raises:
             PalaceNotFound: no such palace.
-            InvalidArgs: ``purge`` of a local palace (deleting it removes everything anyway).
-            StoreUnavailable: ``purge`` while the server is unreachable (nothing changed).
             StorageError: the directory cannot be removed (read-only storage...).
         """
         validate_name(name)
-        dropped = False
         async with self._admin:
             self._live(name)  # a vanished handle is discarded, never checkpointed into the path
             if not self.exists(name):
@@ -415,16 +365,12 @@ class Registry:
                 if palace is not None:
                     await palace.aclose()
                 path = self.path_of(name)
-                if purge:
-                    dropped = await anyio.to_thread.run_sync(
-                        team.purge_sync, name, path, self.services.config.team)
                 # Rename first so a crash mid-delete never leaves a half palace visible.
                 trash = path.with_name(f"{TRASH_PREFIX}{name}-{time.time_ns()}")
                 with storage_errors(path, name):
                     await anyio.to_thread.run_sync(path.rename, trash)
                 await anyio.to_thread.run_sync(shutil.rmtree, trash, True)
-            log.info("deleted palace %s%s", name, " (its schema dropped)" if dropped else "")
-        return dropped
+            log.info("deleted palace %s", name)
 
     async def close_idle(self, idle_s: float) -> None:
         """Close palaces nobody used for ``idle_s`` seconds."""

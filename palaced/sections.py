@@ -12,11 +12,11 @@ from typing import Any
 
 import apsw
 
-from palaced.store.dialect import is_pg
 from palaced.packing import Item, PackResult, Section, pack
 from palaced.palace import Palace, now_ms
 from palaced.relevance import shorten
 from palaced.store.concept_links import concepts_for_recall
+from palaced.store.dialect import is_pg
 from palaced.store.graph_walk import facts_matching
 from palaced.store.search import fts_terms
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tomllib
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +41,7 @@ from palaced.palace import IDENTITY_TEMPLATE, Palace
 from palaced.palace_dir import STORE_NAME, is_team, release_lock, take_lock
 from palaced.services import Services
 from palaced.store.db import storage_errors
-from palaced.store.meta import claim_embedder, meta_get, meta_set
+from palaced.store.meta import claim_embedder, meta_get, meta_init, meta_set
 
 log = logging.getLogger("palaced.team")
 T = TypeVar("T")
@@ -65,7 +66,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url  # noqa: PLC0415 - psycopg only for team palaces
+    from palaced.store.pg import check_url
 
     if is_url(store):
         url = store
@@ -110,13 +111,43 @@ def write_ref(directory: Path, name: str, ref: TeamRef) -> None:
         os.replace(tmp, path)
 
 
-def unsupported(palace: Palace, what: str, instead: str) -> None:
-    """Raise TeamUnsupported when ``palace`` is a team palace (``what`` is a file op)."""
-    if isinstance(palace, TeamPalace):
-        raise TeamUnsupported(
-            f"{what} works on a local palace's files; team palace {palace.name!r} lives in "
-            f"PostgreSQL ({palace.store.server}): {instead}",
-            details={"palace": palace.name, "server": palace.store.server})
+def unsupported(name: str, what: str, instead: str) -> TeamUnsupported:
+    """The error of ``what`` (an op on a local palace's files) asked of team palace ``name``."""
+    return TeamUnsupported(f"{what} works on a local palace's files; {name!r} is a team "
+                           f"palace, which lives in PostgreSQL: {instead}",
+                           details={"palace": name, "op": what})
+
+
+async def open_existing(name: str, directory: Path, services: Services) -> Palace:
+    """Open the palace in ``directory``: a team palace when it holds ``store.toml``."""
+    if is_team(directory):
+        return (await TeamPalace.open_team(name, directory, services))[0]
+    return await Palace.open(name, directory, services, create=False)
+
+
+def refuse(registry: Any, name: str, what: str, instead: str) -> None:
+    """Raise TeamUnsupported when ``name`` of ``registry`` is a team palace (``what`` is an
+    op on a local palace's files; ``instead`` says what to do)."""
+    if registry.exists(name) and registry.is_team(name):
+        raise unsupported(name, what, instead)
+
+
+async def open_new(name: str, directory: Path, services: Services, store: str
+                   ) -> tuple[TeamPalace, bool]:
+    """Create team palace ``name`` in ``store`` (a URL or a ``[stores]`` name) with its local
+    ``directory``, or attach to its schema made by another daemon: ``(palace, created)``.
+    Nothing is left in ``directory`` when it fails.
+
+    Raises:
+        InvalidArgs: a bad store. StoreUnavailable: the server is unreachable.
+        StorageError, SchemaTooNew.
+    """
+    try:
+        return await TeamPalace.open_team(name, directory, services, create=True, store=store)
+    except BaseException:
+        if not is_team(directory):  # nothing of a palace was made: leave no trace
+            await anyio.to_thread.run_sync(shutil.rmtree, directory, True)
+        raise
 
 
 class TeamPalace(Palace):
@@ -129,7 +160,7 @@ class TeamPalace(Palace):
         self.pg = store  # the PgStore, typed as what it is
 
     # The change counter of the palace in the database, as last seen by this daemon.
-    @property  # type: ignore[override]
+    @property
     def write_counter(self) -> int:
         return int(getattr(getattr(self, "pg", None), "changes", 0))
 
@@ -154,8 +185,8 @@ class TeamPalace(Palace):
     @classmethod
     def _open_team_sync(cls, name: str, directory: Path, services: Services, create: bool,
                         store: str | None) -> tuple[TeamPalace, bool]:
-        from palaced.store.pg import PgStore  # noqa: PLC0415 - psycopg only for team palaces
-        from palaced.store.pg_schema import schema_name  # noqa: PLC0415
+        from palaced.store.pg import PgStore
+        from palaced.store.pg_schema import schema_name
 
         settings = services.config.team
         if store is not None:
@@ -164,19 +195,19 @@ class TeamPalace(Palace):
         else:
             ref = read_ref(directory, name)
             url = resolve(ref.store, settings)
-        fd = take_lock(name, directory) if directory.is_dir() else None
+        if store is not None:
+            with storage_errors(directory, name):
+                directory.mkdir(parents=True, exist_ok=True)
+        fd = take_lock(name, directory)
         pg: PgStore | None = None
         try:
             pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create)
             created = pg.created
             if created:
-                pg.write(lambda c: c.execute(
-                    "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING",
-                    (IDENTITY_KEY, IDENTITY_TEMPLATE.format(name=name))))
+                pg.write(lambda c: meta_init(c, IDENTITY_KEY,
+                                             IDENTITY_TEMPLATE.format(name=name)))
             if store is not None:
                 write_ref(directory, name, ref)
-            if fd is None:
-                fd = take_lock(name, directory)
             palace = cls(name, directory, pg, fd, services, ref)
             palace.embedder_identity = pg.read(lambda c: meta_get(c, "embedder"))
             if services.model.embedder is not None:
@@ -187,14 +218,13 @@ class TeamPalace(Palace):
         except BaseException:
             if pg is not None:
                 pg.close()
-            if fd is not None:
-                release_lock(fd)
+            release_lock(fd)
             raise
 
     # -- the model -------------------------------------------------------------------------
     def _attach_sync(self, embedder: Embedder) -> None:
         """Record the model in the palace if none is; serve vectors only when it is ours."""
-        from palaced.store.pg_schema import claim_dims  # noqa: PLC0415
+        from palaced.store.pg_schema import claim_dims
 
         stored = self.pg.read(lambda c: meta_get(c, "embedder"))
         if stored is None:
@@ -282,7 +312,7 @@ def set_identity(c: Any, text: str) -> None:
 
 def sync_ids(c: Any) -> None:
     """Move a team palace's id sequences past ids an import inserted explicitly."""
-    from palaced.store.pg_schema import sync_ids as sync  # noqa: PLC0415
+    from palaced.store.pg_schema import sync_ids as sync
 
     sync(c)
 
@@ -294,10 +324,10 @@ def purge_sync(name: str, directory: Path, settings: TeamSettings) -> bool:
     Raises:
         InvalidArgs: ``name`` is a local palace. StoreUnavailable: the server is unreachable.
     """
-    import psycopg  # noqa: PLC0415
+    import psycopg
 
-    from palaced.store.pg import check_url, store_error, where  # noqa: PLC0415
-    from palaced.store.pg_schema import drop  # noqa: PLC0415
+    from palaced.store.pg import check_url, store_error, where
+    from palaced.store.pg_schema import drop
 
     if not is_team(directory):
         raise InvalidArgs(f"palace {name!r} is a local palace: --purge is for team palaces "

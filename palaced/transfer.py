@@ -28,11 +28,11 @@ from palaced.palace import IDENTITY_NAME, Palace, now_ms
 from palaced.reads import read_identity
 from palaced.store import transfer as sql
 from palaced.store.db import storage_errors
-from palaced.store.drawers import refresh_around
 from palaced.store.dialect import is_pg
+from palaced.store.drawers import refresh_around
 from palaced.store.meta import meta_get, meta_set
-from palaced.team import TeamPalace, identity_in, set_identity, sync_ids
 from palaced.store.schema import SCHEMA_VERSION
+from palaced.team import TeamPalace, identity_in, set_identity, sync_ids
 
 RESTORED_FROM = "restored_from"  # meta key: which export this palace was restored from
 DECAY_KEY = "decay_ms"  # meta key: when the palace last decayed (``upkeep.decay``)

@@ -233,3 +233,13 @@ def pg_private() -> Iterator[PgServer]:
     """A PostgreSQL server of the test's own, for stopping, restarting and killing it."""
     with PgServer() as server:
         yield server
+
+
+@pytest.fixture(params=["local", "team"])
+def store(request: pytest.FixtureRequest) -> str | None:
+    """The ``store`` argument of ``palace.create`` for an op-level test run on both backends:
+    None (a local SQLite palace), then the URL of a fresh PostgreSQL database (a team
+    palace, issue 15)."""
+    if request.param == "local":
+        return None
+    return str(request.getfixturevalue("pg_url"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import backup, doctor, restore
+from palaced import backup, doctor, restore, team
 from palaced.errors import PalaceError
 from palaced.ops.context import OpContext
 
@@ -48,7 +48,7 @@ async def op_backup(ctx: OpContext, palace: str | None, args: dict[str, Any]
 async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
     if palace is not None:
-        ctx.registry.refuse_team(palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
+        team.refuse(ctx.registry, palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
             "back it up", "restore it").replace("export it with `palace export`",
                                                 "import an export with `palace import`"))
     return await restore.restore(ctx.registry, str(args["path"]), palace,

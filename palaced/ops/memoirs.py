@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import memoirs
+from palaced import memoirs, team
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, need_palace
 from palaced.palace import Palace
@@ -16,7 +16,7 @@ from palaced.palace import Palace
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:
     name = need_palace(palace)
-    ctx.registry.refuse_team(name, "memoirs", "keep curated knowledge in a local palace, or "
+    team.refuse(ctx.registry, name, "memoirs", "keep curated knowledge in a local palace, or "
                              "use the knowledge graph (graph.*), which team palaces share")
     return await ctx.registry.get(name)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio.to_thread
+
 from palaced import reads, reembed, team
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
@@ -22,11 +24,8 @@ async def op_palace_list(ctx: OpContext, palace: str | None, args: dict[str, Any
 async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    if args.get("store"):
-        p, created = await ctx.registry.create_team(name, str(args["store"]),
-                                                    exist_ok=bool(args["exist_ok"]))
-    else:
-        p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
+    p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]),
+                                           store=args.get("store") or None)
     info = await reads.info(p)
     info["created"] = created
     return info
@@ -35,7 +34,11 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    dropped = await ctx.registry.delete(name, purge=bool(args.get("purge")))
+    dropped = False
+    if args.get("purge") and ctx.registry.exists(name):  # the schema first: if that fails,
+        dropped = await anyio.to_thread.run_sync(  # the palace stays attached as it was
+            team.purge_sync, name, ctx.registry.path_of(name), ctx.services.config.team)
+    await ctx.registry.delete(name)
     return {"deleted": name, **({"purged": True} if dropped else {})}
 
 
@@ -54,8 +57,8 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             message says why).
     """
     p = await ctx.registry.get(need_palace(palace))
-    team.unsupported(p, "reembed", "configure the palace's model on this daemon instead "
-                     "(a team palace keeps the model it was created with)")
+    team.refuse(ctx.registry, p.name, "reembed", "configure the palace's model on this "
+                             "daemon instead (a team palace keeps the model it was made with)")
     model = ctx.services.model
     if model.embedder is None:
         # A reembed resent right after a daemon restart lands while the model loads.

@@ -15,6 +15,11 @@ def is_pg(conn: Any) -> bool:
     return getattr(conn, "dialect", "sqlite") == "pg"
 
 
+def vector_literal(values: Any) -> str:
+    """pgvector's text form of a vector (a sequence or an array of floats)."""
+    return "[" + ",".join(f"{float(v):.8g}" for v in values) + "]"
+
+
 def lock_room(conn: Any, wing: str, room: str) -> None:
     """On PostgreSQL, serialise the writers of one room until the end of the transaction.
 

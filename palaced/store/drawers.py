@@ -22,8 +22,8 @@ import apsw
 
 from palaced.reldates import resolved_date_words
 
-from .dialect import is_pg, lock_room
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
+from .dialect import is_pg, lock_room
 from .vectors import CHUNKS_SQL, vector_ids
 
 DEFAULT_WING = "general"

@@ -22,6 +22,7 @@ from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
+from .dialect import is_pg
 from .entities import (
     _ENTITY_COLS,
     _check_limit,
@@ -32,7 +33,6 @@ from .entities import (
     get_entity,
 )
 from .facts import _ACTIVE, _FACT_SELECT, _VALID_AT, _fact_dict, normalize_predicate
-from .dialect import is_pg
 from .search import STOPWORDS, fts_match, fts_terms
 
 # Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
@@ -87,6 +87,8 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
 def _words_tsquery(words: Sequence[str], weight: str = "", *, prefix: bool = False) -> str:
     """A tsquery (``simple`` words, as the entities' ``tsv``) ORing ``words``, quoted."""
     tag = ":" + ("*" if prefix else "") + weight if prefix or weight else ""
+    # Longer words cannot be in a tsvector (PostgreSQL drops them): they match nothing.
+    words = [w for w in words if len(w.encode()) < 2000] or ["\x1f"]
     return " | ".join("'" + w.lower().replace("\\", "\\\\").replace("'", "''") + "'" + tag
                       for w in words)
 
@@ -110,7 +112,7 @@ def _edges_of(
         _FACT_SELECT + "WHERE f.object_id IS NOT NULL AND "
         "(f.subject_id IN (SELECT value FROM json_each(:ids)) "
         " OR f.object_id IN (SELECT value FROM json_each(:ids))) "
-        f"AND {validity} AND (:p IS NULL OR f.predicate = :p) ORDER BY f.id",
+        f"AND {validity} AND (CAST(:p AS TEXT) IS NULL OR f.predicate = :p) ORDER BY f.id",
         {"ids": json.dumps(list(node_ids)), "p": relation, "t": as_of_ms},
     )
 

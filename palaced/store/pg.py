@@ -3,9 +3,10 @@ of ``Store``.
 
 Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it has apsw's
 ``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
-spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``, two-argument
-``max``/``min`` and ``json_each``. The few facts only one engine can express branch on
-``store.dialect.is_pg`` (full-text and vector search, race-safe inserts).
+spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``,
+two-argument ``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value.
+The few facts only one engine can express branch on ``store.dialect.is_pg`` (full-text and
+vector search, race-safe inserts).
 
 One schema per palace holds its tables (``store.pg_schema``); connections come from a
 ``psycopg_pool.ConnectionPool`` whose connections have the palace schema on their
@@ -26,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import apsw
@@ -89,6 +90,9 @@ _JSON_IDS = re.compile(r"SELECT value FROM json_each\(([^()]*)\)")
 _JSON_EACH = re.compile(r"json_each\(([^()]*)\)")
 _OR_IGNORE = re.compile(r"INSERT OR IGNORE INTO", re.IGNORECASE)
 _RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
+# SQLite's null-safe comparison with a value: ``x IS ?``, ``x IS NOT :v``.
+_IS_NOT_VALUE = re.compile(r"\bIS\s+NOT\s+(?=\?|:\w|\()")
+_IS_VALUE = re.compile(r"\bIS\s+(?=\?|:\w|\()")
 
 
 @functools.lru_cache(maxsize=2048)
@@ -98,6 +102,8 @@ def translate(sql: str) -> str:
     out = _MIN2.sub(r"LEAST(\1, \2)", out)
     out = _JSON_IDS.sub(
         r"SELECT value::bigint FROM jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    out = _IS_NOT_VALUE.sub("IS DISTINCT FROM ", out)
+    out = _IS_VALUE.sub("IS NOT DISTINCT FROM ", out)
     out = _JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
     if _OR_IGNORE.search(out):
         out = _OR_IGNORE.sub("INSERT INTO", out)
@@ -118,6 +124,22 @@ def translate(sql: str) -> str:
     return _TOKEN.sub(sub, out)
 
 
+class _NoRows:
+    """The result of a statement that returns no rows: empty, as apsw's cursor is."""
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def fetchone(self) -> None:
+        return None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+_NO_ROWS = _NoRows()
+
+
 class PgConn:
     """A psycopg connection inside one transaction, with the part of apsw's interface the
     store functions use."""
@@ -129,21 +151,22 @@ class PgConn:
         self._savepoints: list[Any] = []
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
-                ) -> psycopg.Cursor[Any]:
+                ) -> psycopg.Cursor[Any] | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
         args = params if isinstance(params, dict) or params is None else tuple(params)
         try:
-            return self.raw.execute(translate(sql), args)  # type: ignore[arg-type]
+            cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:
             raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
+        return cur if cur.description is not None else _NO_ROWS
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(r) for r in rows]
         if batch:
             try:
                 with self.raw.cursor() as cur:
-                    cur.executemany(translate(sql), batch)  # type: ignore[arg-type]
+                    cur.executemany(translate(sql), batch)
             except psycopg.IntegrityError as exc:
                 raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
 
@@ -155,7 +178,7 @@ class PgConn:
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
-        return self._savepoints.pop().__exit__(*exc)
+        return bool(self._savepoints.pop().__exit__(*exc))
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -194,7 +217,7 @@ class PgStore(Store):
     """
 
     def __init__(self, url: str, schema: str, *, palace: str | None = None,
-                 settings: TeamSettings = TeamSettings(), create: bool = False) -> None:
+                 settings: TeamSettings | None = None, create: bool = False) -> None:
         """Connect and migrate (creating the schema with ``create``).
 
         Raises:
@@ -202,8 +225,9 @@ class PgStore(Store):
                 reached. PalaceNotFound: no such schema and not ``create``. SchemaTooNew,
                 StorageError: see ``pg_schema.migrate``.
         """
-        from .pg_schema import migrate  # noqa: PLC0415 - a cycle: pg_schema uses PgConn
+        from .pg_schema import migrate
 
+        settings = settings or TeamSettings()
         params = check_url(url)
         self.path = None  # type: ignore[assignment]  # no file: see ``server``
         self.palace = palace

@@ -255,7 +255,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str, *, palace: str | None,
         conn.execute(f'SET LOCAL search_path = "{schema}", public')
         for target in range(version + 1, SCHEMA_VERSION + 1):
             for stmt in MIGRATIONS[target - 1]:
-                conn.execute(stmt)  # type: ignore[arg-type]  # our own constant DDL
+                conn.execute(stmt)
             conn.execute("INSERT INTO meta(key, value) VALUES('schema', %s) "
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(target),))
     return version

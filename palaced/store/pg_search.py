@@ -6,7 +6,8 @@ same kind of candidate list on both backends. The score is FTS5's ``bm25()`` wit
 column weights (``search.BM25_WEIGHTS``: text, neighbour context, date words), k1 = 1.2,
 b = 0.75, over ``drawers_fts.tsv`` (weights A, B, C) and its token count ``ntok``:
 
-    score = sum over query terms t of idf(t) * f(t) * (k1 + 1) / (f(t) + k1 * (1 - b + b * D / avgdl))
+    score = sum over query terms t of
+            idf(t) * f(t) * (k1 + 1) / (f(t) + k1 * (1 - b + b * D / avgdl))
 
 with f(t) the column-weighted count of t in the row, D its token count, idf(t) =
 ln((N - n(t) + 0.5) / (n(t) + 0.5)) clamped to 1e-6 like FTS5. Words are stemmed by the
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .dialect import vector_literal as vector_literal  # re-exported: callers use it here
 from .drawers import Filters
 
 K1, B = 1.2, 0.75
@@ -137,8 +139,3 @@ def vector_search(conn: Any, query: bytes | str, dims: int, filters: Filters | N
         if float(sim) > best.get(int(did), -2.0):
             best[int(did)] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
-
-
-def vector_literal(values: Sequence[float]) -> str:
-    """pgvector's text form of a vector."""
-    return "[" + ",".join(f"{float(v):.8g}" for v in values) + "]"

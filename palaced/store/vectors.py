@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import apsw
 import numpy as np
 
-from .dialect import is_pg
+from .dialect import is_pg, vector_literal
 
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
@@ -27,8 +27,6 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
     """
     conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
     if is_pg(conn):  # the same vector as pgvector's, for its HNSW index
-        from .pg_search import vector_literal  # noqa: PLC0415 - pg_search imports drawers
-
         ids = [int(conn.execute(
             "INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
             "VALUES(?,?,?,CAST(? AS vector)) RETURNING id",
