@@ -63,10 +63,7 @@ ROOMS = 200
 
 def create(client: Any, name: str, kind: str, url: str) -> None:
     """A local palace, or a team palace in the database at ``url``."""
-    if kind == "team":
-        client.call("palace.create", name, {"store": url})
-    else:
-        client.create_palace(name)
+    client.create_palace(name, store=url if kind == "team" else None)
 
 
 def stats(lat: list[float]) -> dict[str, float]:

@@ -60,7 +60,7 @@ def machines() -> Iterator[tuple[DaemonProc, DaemonProc]]:
 def attach(d: DaemonProc, name: str, url: str) -> dict[str, Any]:
     """Create (first machine) or attach to (the others) team palace ``name`` at ``url``."""
     with d.client() as c:
-        return c.call("palace.create", name, {"store": url, "exist_ok": True})
+        return c.create_palace(name, store=url, exist_ok=True)
 
 
 class BothDaemons:
