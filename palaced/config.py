@@ -23,6 +23,13 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
     connection_idle_s = 300        # no request for this long: the connection is closed
 
+    [trash]
+    keep_days = 30                 # forgotten drawers stay restorable this long (0: not at all)
+
+    [audit]
+    keep_days = 365                # audit entries older than this are dropped
+    max_entries = 100000           # and beyond this many per palace, the oldest
+
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
 """
@@ -82,6 +89,34 @@ class Limits:
                 raise ValueError(f"{f.name} {problem}")
 
 
+@dataclass(frozen=True)
+class Retention:
+    """How long a palace keeps forgotten drawers (its trash) and its audit log.
+
+    Raises:
+        ValueError: a value is out of its bound (``load`` reports it with the file's line).
+    """
+
+    # 0: a forgotten drawer is gone at once (never listed, never restorable).
+    trash_keep_days: float = _above(30.0, 0, strict=False)
+    audit_keep_days: float = _above(365.0, 0)
+    audit_max_entries: int = _above(100_000, 0)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            problem = out_of_bound(getattr(self, f.name), f.metadata)
+            if problem:
+                raise ValueError(f"{f.name} {problem}")
+
+    @property
+    def trash_keep_ms(self) -> int:
+        return int(self.trash_keep_days * 86_400_000)
+
+    @property
+    def audit_keep_ms(self) -> int:
+        return int(self.audit_keep_days * 86_400_000)
+
+
 def out_of_bound(value: Any, bound: Any) -> str:
     """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}``), or ""."""
     if "bound" not in bound:
@@ -114,6 +149,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "tokenizer": {"bpe_file": Key("path")},
     "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
                            f.default, dict(f.metadata)) for f in fields(Limits)},
+    # Retention fields are "<section>_<key>": trash_keep_days is [trash] keep_days.
+    **{section: {f.name.removeprefix(f"{section}_"): Key(
+        "integer" if f.type in ("int", int) else "number", f.default, dict(f.metadata))
+        for f in fields(Retention) if f.name.startswith(f"{section}_")}
+       for section in ("trash", "audit")},
 }
 
 
@@ -125,6 +165,7 @@ class DaemonConfig:
     embedder: EmbedderSettings
     limits: Limits = field(default_factory=Limits)
     tokenizer_file: Path | None = None
+    retention: Retention = field(default_factory=Retention)
 
 
 _KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -238,6 +279,16 @@ def _limits(table: dict[str, Any]) -> Limits:
     return Limits(**values)
 
 
+def _retention(data: dict[str, Any]) -> Retention:
+    """Retention from the checked ``[trash]`` and ``[audit]`` tables."""
+    values: dict[str, Any] = {}
+    for section in ("trash", "audit"):
+        for key, value in data.get(section, {}).items():
+            spec = SCHEMA[section][key]
+            values[f"{section}_{key}"] = float(value) if spec.kind == "number" else value
+    return Retention(**values)
+
+
 def load(paths: Paths | None = None) -> DaemonConfig:
     """Resolve paths, read and check the TOML file if present, apply environment overrides.
 
@@ -269,4 +320,5 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         embedder=settings,
         limits=_limits(data.get("limits", {})),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
+        retention=_retention(data),
     )

@@ -89,7 +89,7 @@ class Daemon:
         self._stop = anyio.Event()
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,
                              connections=lambda: self.gate.connections)
-        self.scheduler = Scheduler(self.registry, self.services.model, limits)
+        self.scheduler = Scheduler(self.registry, self.services.model, limits, config.retention)
         self.ctx.in_flight.listen(self.scheduler.wake)
         self.handler = ConnectionHandler(
             partial(dispatch, self.ctx),

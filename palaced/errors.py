@@ -210,6 +210,13 @@ class InvalidPalaceName(RegistryError):
     name = "INVALID_PALACE_NAME"
 
 
+class Forbidden(RegistryError):
+    """The palace's policy does not let this agent do that (see `palace policy show`)."""
+
+    code = 208
+    name = "FORBIDDEN"
+
+
 # 3xx content
 class ContentError(PalaceError):
     """A problem with a memory or fact."""
@@ -260,7 +267,6 @@ class Busy(LoadError):
 
     code = 400
     name = "BUSY"
-    retryable = True
 
 
 class Timeout(LoadError):
@@ -268,7 +274,6 @@ class Timeout(LoadError):
 
     code = 401
     name = "TIMEOUT"
-    retryable = True
 
 
 class ShuttingDown(LoadError):
@@ -276,7 +281,6 @@ class ShuttingDown(LoadError):
 
     code = 402
     name = "SHUTTING_DOWN"
-    retryable = True
 
 
 # 5xx internal
@@ -310,12 +314,7 @@ class EmbedderUnavailable(InternalError):
 
 
 class UnsafePath(InternalError):
-    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others.
-
-    Raised instead of trusting (or chmod-ing, or writing through) a runtime directory, socket
-    path or lock file another local user could have planted. The message names the path, the
-    problem and what to do.
-    """
+    """A path palace must own is unsafe: a symlink, owned by another uid, or open to others."""
 
     code = 504
     name = "UNSAFE_PATH"
@@ -344,7 +343,6 @@ class OutcomeUnknown(ClientError):
 
     code = 602
     name = "OUTCOME_UNKNOWN"
-    retryable = False
 
 
 class UntrustedDaemon(ClientError):

@@ -7,7 +7,10 @@ For every open palace it
 * embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
-* deletes expired drawers every ``EXPIRY_SWEEP_S`` while idle;
+* moves expired drawers to the trash every ``EXPIRY_SWEEP_S`` while idle;
+* keeps the trash and the audit log within ``config.Retention`` (``audit.retention``): once
+  idle after writes, and at the moment the oldest trash or audit entry outlives its keep
+  period, so a forgotten drawer is purged on time;
 * closes it once nobody used it for ``idle_close_s``.
 
 Between runs the scheduler sleeps until the earliest of those deadlines, or until woken:
@@ -25,8 +28,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from palaced import upkeep, writes
-from palaced.config import Limits
+from palaced import audit, upkeep, writes
+from palaced.config import Limits, Retention
 from palaced.errors import PalaceError
 from palaced.palace import Palace
 from palaced.registry import Registry
@@ -48,6 +51,10 @@ class _Upkeep:
     not_before: float = 0.0  # monotonic: no run before this (RETRY_S after one that failed)
     last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
+    # Retention: the palace's write_counter when it last ran (another value: run once idle),
+    # and the epoch ms at which it is next due regardless (None: only a write makes it due).
+    retention_counter: int = -1
+    retention_due_ms: int | None = None
     failing: str | None = None  # the condition last logged as failing
 
 
@@ -64,10 +71,12 @@ def _wall_ms() -> int:
 class Scheduler:
     """Runs the upkeep of every open palace of ``registry`` (see the module docstring)."""
 
-    def __init__(self, registry: Registry, model: ModelState, limits: Limits) -> None:
+    def __init__(self, registry: Registry, model: ModelState, limits: Limits,
+                 retention: Retention | None = None) -> None:
         self._registry = registry
         self._model = model
         self._limits = limits
+        self._retention = retention or Retention()
         self._palaces: dict[str, _Upkeep] = {}
         self._wake = anyio.Event()
 
@@ -133,6 +142,10 @@ class Scheduler:
             due.append(idle_at)
         else:
             due.append(max(idle_at, now + (up.decay_due_ms - _wall_ms()) / 1000))
+        if up.retention_counter != palace.write_counter:
+            due.append(idle_at)
+        elif up.retention_due_ms is not None:
+            due.append(max(idle_at, now + (up.retention_due_ms - _wall_ms()) / 1000))
         return max(min(due), up.not_before)
 
     async def _work(self, name: str, up: _Upkeep, now: float) -> None:
@@ -152,7 +165,13 @@ class Scheduler:
                 if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
                     up.last_sweep = now
                     worked = True
-                    await upkeep.sweep_expired(palace)
+                    await upkeep.sweep_expired(palace,
+                                               keep_ms=self._retention.trash_keep_ms)
+                if self._retention_due(up):
+                    worked = True
+                    counter = palace.write_counter
+                    up.retention_due_ms = await audit.retention(palace, self._retention)
+                    up.retention_counter = counter
         except Exception as exc:
             # A persistent failure (read-only mount, full disk) repeats on every run: log it
             # once per condition, again when the condition changes, and say when it clears.
@@ -167,6 +186,12 @@ class Scheduler:
             if worked and up.failing is not None:
                 up.failing = None
                 log.info("palace %s: checkpoint works again", name)
+
+    @staticmethod
+    def _retention_due(up: _Upkeep) -> bool:
+        """Whether the palace was written since retention last ran, or its deadline passed."""
+        return (up.retention_counter != up.palace.write_counter
+                or (up.retention_due_ms is not None and _wall_ms() >= up.retention_due_ms))
 
     async def _decay_if_due(self, up: _Upkeep) -> None:
         """Decay the palace if it last decayed a DECAY_INTERVAL_MS ago or never.

@@ -1,10 +1,15 @@
-"""Writes of drawers to an open palace: remember, forget, embedding and reembedding.
+"""Writes of drawers to an open palace: remember, embedding and reembedding.
 
 Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
 before the write lock is taken, through the daemon's embedding lanes; the write itself is one
-``Palace.write`` hop: drawers, their full-text rows, closets and vectors commit in one
-transaction, then the in-memory vector index is updated in the same hop. ``remember`` may
-refresh a near-duplicate instead of storing a new drawer (``rules.is_near_duplicate``).
+``Palace.write`` hop: drawers, their full-text rows, closets, vectors and the audit entry
+commit in one transaction, then the in-memory vector index is updated in the same hop.
+``remember`` may refresh a near-duplicate instead of storing a new drawer
+(``rules.is_near_duplicate``); forgetting is the trash's (``palaced.trash``).
+
+Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
+outside the index), so remembering the same text again stores a new drawer with a new id,
+and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ import numpy as np
 from palaced import rules
 from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderUnavailable, MemoryNotFound
+from palaced.errors import EmbedderUnavailable
 from palaced.index import to_blob
 from palaced.palace import Palace, now_ms
-from palaced.store import drawers
+from palaced.store import audit, drawers
 from palaced.store.vectors import awaits_vectors, pending_embeddings, store_vectors, vector_ids
 
 log = logging.getLogger("palaced.palace")
@@ -44,9 +49,9 @@ async def _embed(palace: Palace, emb: Embedder, texts: list[str]) -> np.ndarray:
 
 
 # -- remember ---------------------------------------------------------------------------------
-async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
-                   ) -> dict[str, Any]:
-    """Store one drawer; returns ``{id, created, embedded, deduplicated}``.
+async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True,
+                   actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
+    """Store one drawer for ``actor``; returns ``{id, created, embedded, deduplicated}``.
 
     Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
     the same wing/room refreshes that drawer instead (``deduplicated: true``).
@@ -56,12 +61,13 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
         MemoryNotFound: ``new.supersedes`` names no drawer.
     """
     palace.require_compatible()
-    outcome = (await _insert_many(palace, [new], dedup=dedup))[0]
+    outcome = (await _insert_many(palace, [new], dedup=dedup, actor=actor))[0]
     return outcome
 
 
 async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
-                        dedup: bool = False) -> dict[str, Any]:
+                        dedup: bool = False, actor: audit.Actor = audit.SYSTEM
+                        ) -> dict[str, Any]:
     """Store many drawers, one transaction per batch of 256; ids in input order.
 
     Raises:
@@ -72,7 +78,8 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     outcomes: list[dict[str, Any]] = []
     step = REMEMBER_BATCH
     for start in range(0, len(items), step):
-        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup))
+        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup,
+                                           actor=actor))
     return {
         "ids": [o["id"] for o in outcomes],
         "created": [o["created"] for o in outcomes],
@@ -81,8 +88,8 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     }
 
 
-async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool
-                       ) -> list[dict[str, Any]]:
+async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool,
+                       actor: audit.Actor) -> list[dict[str, Any]]:
     emb = palace.vector_embedder()
     hashes = [it.content_hash for it in items]
     known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
@@ -96,7 +103,7 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
     vectors = await _embed(palace, emb, flat) if (emb is not None and flat) else None
     identity = emb.identity if emb is not None else None
     outcomes = await palace.write(
-        lambda: _insert_sync(palace, items, chunk_lists, vectors, identity, dedup))
+        lambda: _insert_sync(palace, items, chunk_lists, vectors, identity, dedup, actor))
     if emb is None:
         palace.maybe_pending = True
     return outcomes
@@ -104,7 +111,8 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
 
 def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                  chunk_lists: list[list[str]], vectors: np.ndarray | None,
-                 identity: str | None, dedup: bool) -> list[dict[str, Any]]:
+                 identity: str | None, dedup: bool, actor: audit.Actor
+                 ) -> list[dict[str, Any]]:
     """The write half of remember: runs in a worker thread under ``write_lock``."""
     # The model may have been swapped by a reembed while we embedded.
     if identity is not None and identity != palace.embedder_identity:
@@ -115,6 +123,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
 
     def tx(c: apsw.Connection) -> None:
         offset = 0
+        superseded: list[int] = []
         for it, chunks in zip(items, chunk_lists, strict=True):
             vecs = vectors[offset:offset + len(chunks)] if vectors is not None else None
             offset += len(chunks)
@@ -123,18 +132,20 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 dup = near_duplicate(palace, c, it, vecs[0], ts)
             if dup is not None:
                 did, sim = dup
-                drawers.refresh_duplicate(c, did, it.importance, ts)
+                drawers.refresh_duplicate(c, did, it.importance, ts, actor.agent)
                 outcomes.append({"id": did, "created": False, "deduplicated": True,
                                  "similarity": round(sim, 4), "embedded": True})
                 continue
-            did, created = drawers.insert_drawer(c, it, ts)
+            did, created = drawers.insert_drawer(c, it, ts, actor.agent)
             if created and vecs is not None and len(vecs):
                 vids = store_vectors(c, did, [to_blob(v) for v in vecs])
                 added.append((did, vids, vecs))
             if created and it.supersedes is not None:
-                drawers.supersede(c, it.supersedes, did, ts)
+                drawers.supersede(c, it.supersedes, did, ts, actor.agent)
+                superseded.append(it.supersedes)
             outcomes.append({"id": did, "created": created, "deduplicated": False,
                              "embedded": identity is not None})
+        _audit(c, actor, outcomes, superseded, ts)
 
     palace.store.write(tx)
     if palace.index is not None:
@@ -146,6 +157,23 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
             log.exception("palace %s: index add failed; marking stale", palace.name)
             palace.index_stale = True
     return outcomes
+
+
+def _audit(c: apsw.Connection, actor: audit.Actor, outcomes: Sequence[dict[str, Any]],
+           superseded: Sequence[int], ts: int) -> None:
+    """One audit entry for a remember transaction: the ids (those stored, then those they
+    superseded), and what became of them."""
+    created = sum(1 for o in outcomes if o["created"])
+    merged = sum(1 for o in outcomes if o["deduplicated"])
+    if len(outcomes) == 1:
+        outcome = "created" if created else "deduplicated" if merged else "exists"
+    else:
+        outcome = "stored"
+    audit.append(c, actor, outcome, ts,
+                 drawer_ids=[int(o["id"]) for o in outcomes] + list(superseded),
+                 detail={"created": created, "deduplicated": merged,
+                         "existing": len(outcomes) - created - merged,
+                         "superseded": len(superseded)})
 
 
 def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
@@ -233,21 +261,3 @@ async def reembed(palace: Palace) -> dict[str, Any]:
     count = await embed_pending(palace)
     await palace.checkpoint()
     return {"palace": palace.name, "embedder": emb.identity, "reembedded": count}
-
-
-# -- forget -----------------------------------------------------------------------------------
-async def forget(palace: Palace, drawer_id: int) -> None:
-    """Delete a drawer everywhere.
-
-    Raises:
-        MemoryNotFound: no such drawer.
-    """
-    def write() -> None:
-        removed = palace.store.write(lambda c: drawers.delete_drawers(c, [drawer_id]))
-        if removed is None:
-            raise MemoryNotFound(f"no drawer {drawer_id} in palace {palace.name!r}",
-                                 details={"id": drawer_id, "palace": palace.name})
-        if palace.index is not None and removed:
-            palace.index.remove(removed)
-
-    await palace.write(write)

@@ -16,6 +16,7 @@ import anyio
 from palaced.config import DaemonConfig
 from palaced.registry import Registry
 from palaced.services import Services
+from palaced.store.audit import UNKNOWN_AGENT, Actor
 
 
 class InFlight:
@@ -52,7 +53,8 @@ class InFlight:
 
 @dataclass
 class OpContext:
-    """The daemon as op handlers see it."""
+    """The daemon as op handlers see it, and who is asking: ``dispatch`` hands each request a
+    copy carrying its ``agent`` and ``op`` (the rest is shared)."""
 
     config: DaemonConfig
     services: Services
@@ -64,3 +66,10 @@ class OpContext:
     # for the whole run (a status consumed by a script must not hide it from a human).
     tightened: list[str] = field(default_factory=list)
     in_flight: InFlight = field(default_factory=InFlight)
+    agent: str = UNKNOWN_AGENT  # the request's agent (protocol envelope), else UNKNOWN_AGENT
+    op: str = ""
+
+    @property
+    def actor(self) -> Actor:
+        """Who is changing a palace, as the audit log records it."""
+        return Actor(self.agent, self.op)

@@ -9,14 +9,15 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import reads, recall, writes
+from palaced import reads, recall, trash, writes
 from palaced.args import decode_args
-from palaced.errors import InvalidArgs, PalaceError
+from palaced.errors import InvalidArgs, MemoryNotFound, PalaceError
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, drawer_from_args, filters_from_args, need_palace
 from palaced.recall import RecallRequest
 from palaced.specs import REMEMBER_MANY_ITEM
 from palaced.store import drawers as m
+from palaced.timeparse import iso
 
 
 async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -29,7 +30,7 @@ async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
     # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
     # into the old drawer would lose it, so dedup defaults off then.
     dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
-    return await writes.remember(p, new, dedup=bool(dedup))
+    return await writes.remember(p, new, dedup=bool(dedup), actor=ctx.actor)
 
 
 async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -58,7 +59,7 @@ async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, A
     # Topic extraction of thousands of items would stall the event loop: do it in a thread.
     drawers = await anyio.to_thread.run_sync(validate)
     p = await ctx.registry.get(name)
-    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]))
+    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]), actor=ctx.actor)
 
 
 async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -118,13 +119,29 @@ async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
 
 async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return {"drawer": await reads.get(p, int(args["id"]))}
+    did = int(args["id"])
+    try:
+        return {"drawer": await reads.get(p, did)}
+    except MemoryNotFound as exc:
+        keep = ctx.config.retention.trash_keep_ms
+        entry = await trash.in_trash(p, did, keep_ms=keep)
+        if entry is None:
+            raise
+        until = entry["trashed_ms"] + keep
+        raise MemoryNotFound(
+            f"drawer {did} is in the trash of palace {p.name!r} (forgotten by "
+            f"{entry['trashed_by']} at {iso(entry['trashed_ms'])}, {entry['reason']}); "
+            f"`palace restore-drawer {did} --palace {p.name}` brings it back until "
+            f"{iso(until)}", details={**exc.details, "in_trash": True, "reason":
+                                      entry["reason"], "trashed_ms": entry["trashed_ms"],
+                                      "trashed_by": entry["trashed_by"],
+                                      "restorable_until_ms": until}) from None
 
 
 async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    await writes.forget(p, int(args["id"]))
-    return {"id": args["id"], "forgotten": True}
+    return await trash.forget(p, int(args["id"]), ctx.actor, purge=bool(args["purge"]),
+                              keep_ms=ctx.config.retention.trash_keep_ms)
 
 
 async def op_list(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -1,23 +1,27 @@
 """The op table (each op's spec in ``palaced.specs`` bound to its handler) and dispatch.
 
 ``dispatch`` is the one way into a handler: it decodes the arguments against the op's spec
-(bad input is refused with INVALID_ARGS before anything runs), checks the palace name, and
-counts the request in flight, daemon-wide (shutdown waits for it) and on its open palace (the
-registry does not close a palace in use).
+(bad input is refused with INVALID_ARGS before anything runs), checks the palace name, hands
+the handler a context naming the caller (agent) and op, checks the palace's policy for the
+op's permission (FORBIDDEN before anything runs), and counts the request in flight,
+daemon-wide (shutdown waits for it) and on its open palace (the registry does not close a
+palace in use).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from palaced import policy
 from palaced.args import decode_args
 from palaced.errors import UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, graph, palaces, upkeep
+from palaced.ops import daemon_ops, drawers, governance, graph, palaces, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
+from palaced.store.audit import UNKNOWN_AGENT
 
 Handler = Callable[[OpContext, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -91,30 +95,42 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
     ("memory.health", upkeep.op_health),
+    ("memory.restore", governance.op_restore),
+    ("memory.trash", governance.op_trash),
+    ("memory.empty_trash", governance.op_empty_trash),
+    ("palace.audit", governance.op_audit),
+    ("palace.policy", governance.op_policy),
+    ("palace.policy_set", governance.op_policy_set),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)
 
 
 async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: Any,
-                   table: OpTable = TABLE) -> dict[str, Any]:
-    """Run op ``op_name`` on ``palace`` with the raw request arguments; its result map.
+                   agent: str | None = None, table: OpTable = TABLE) -> dict[str, Any]:
+    """Run op ``op_name`` on ``palace`` for ``agent`` (already checked by the protocol; None:
+    ``UNKNOWN_AGENT``) with the raw request arguments; its result map.
 
     Raises:
         UnknownOp: no such op.
         InvalidArgs: the arguments do not match the op's spec, or it needs a palace and got
             none; InvalidPalaceName: a bad palace name.
+        Forbidden: the palace's policy does not grant the op's permission to ``agent``.
         PalaceError: whatever the handler raises.
     """
     op = table.get(op_name)
     args = decode_args(op.spec, raw_args)
     if op.spec.palace == "required":
         palace = need_palace(palace)
+    ctx = replace(ctx, agent=agent or UNKNOWN_AGENT, op=op.name)
     ctx.in_flight.enter()
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
         opened.in_flight += 1
     try:
+        if op.spec.permission and palace is not None:
+            await policy.require(await ctx.registry.get(palace), ctx.actor,
+                                 op.spec.permission)
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:

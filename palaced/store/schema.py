@@ -2,7 +2,9 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``.
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: who did what: the agents that
+wrote drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and
+the palace's ``policy``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -136,6 +138,54 @@ GRAPH_DDL: list[str] = [
 ]
 
 
+# v3, agents, trash, audit and policy.
+GOVERNANCE_DDL: list[str] = [
+    # The agent (protocol envelope) that stored the drawer, and the last one that changed it.
+    "ALTER TABLE drawers ADD COLUMN created_by TEXT",
+    "ALTER TABLE drawers ADD COLUMN updated_by TEXT",
+    "ALTER TABLE facts ADD COLUMN created_by TEXT",
+    "ALTER TABLE facts ADD COLUMN invalidated_by TEXT",
+    # A forgotten drawer, whole, until restored or purged: its row (JSON of DRAWER_COLUMNS),
+    # closets, vectors (chunk vectors end to end, of the embedder named), the facts citing it
+    # and the drawers consolidated into it (both links SQLite cut when the row went).
+    """CREATE TABLE trash(
+        id INTEGER PRIMARY KEY,
+        drawer TEXT NOT NULL,
+        topics TEXT NOT NULL DEFAULT '[]',
+        vectors BLOB,
+        vector_count INTEGER NOT NULL DEFAULT 0,
+        embedder TEXT,
+        facts TEXT NOT NULL DEFAULT '[]',
+        sources TEXT NOT NULL DEFAULT '[]',
+        reason TEXT NOT NULL,
+        trashed_ms INTEGER NOT NULL,
+        trashed_by TEXT
+    ) STRICT""",
+    "CREATE INDEX trash_time ON trash(trashed_ms)",
+    # Who changed what, never the memory text itself; rows are only ever appended, and
+    # dropped oldest first by the retention upkeep.
+    """CREATE TABLE audit(
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        agent TEXT NOT NULL,
+        op TEXT NOT NULL,
+        drawer_ids TEXT NOT NULL DEFAULT '[]',
+        fact_ids TEXT NOT NULL DEFAULT '[]',
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    ) STRICT""",
+    "CREATE INDEX audit_time ON audit(at_ms)",
+    """CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit BEGIN
+        SELECT RAISE(ABORT, 'the audit log is append-only');
+    END""",
+    # permission (write, delete, admin) -> JSON list of agent globs; no row: everyone.
+    """CREATE TABLE policy(
+        permission TEXT PRIMARY KEY,
+        agents TEXT NOT NULL
+    ) STRICT""",
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -144,7 +194,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
-MIGRATIONS: list[Callable[[apsw.Connection], None]] = [_sql_step(V1), _sql_step(GRAPH_DDL)]
+MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(GOVERNANCE_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
