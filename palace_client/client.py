@@ -31,10 +31,12 @@ from .connection import (
     env_seconds,
     outcome_unknown,
 )
+from .governance import GovernanceMethods
+from .identity import resolve as resolve_agent
 from .payloads import drawer_args
 
 
-class Client:
+class Client(GovernanceMethods):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -44,6 +46,7 @@ class Client:
         connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 10).
         request_timeout: seconds a request may run when its method sets none
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
+        agent: who the requests come from (else ``PALACE_AGENT``, else ``user:<login>``).
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
@@ -51,7 +54,8 @@ class Client:
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
                  client_name: str = "palace-client", connect_timeout: float | None = None,
-                 request_timeout: float | None = None) -> None:
+                 request_timeout: float | None = None, agent: str | None = None) -> None:
+        self._agent = resolve_agent(agent)
         paths = resolve()
         if socket_path is not None:
             sock = Path(socket_path)
@@ -107,7 +111,7 @@ class Client:
                     raise outcome_unknown(op, lost) from exc
                 raise
             try:
-                return conn.call(op, palace, payload, timeout_ms)
+                return conn.call(op, palace, payload, timeout_ms, self._agent)
             except RequestNotSent as exc:
                 self.close()
                 lost = exc
@@ -253,10 +257,6 @@ class Client:
     def get(self, palace: str, drawer_id: int) -> dict[str, Any]:
         """Return one drawer."""
         return dict(self.call("memory.get", palace, {"id": drawer_id})["drawer"])
-
-    def forget(self, palace: str, drawer_id: int) -> None:
-        """Delete one drawer (text, keyword index and vectors)."""
-        self.call("memory.forget", palace, {"id": drawer_id})
 
     def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
                 limit: int = 50, offset: int = 0) -> dict[str, Any]:

@@ -263,11 +263,14 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
 
 
 def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
-    """The metadata line under ``palace get``: importance, tags, times, recall count."""
+    """The metadata lines under ``palace get``: importance, tags, times, recall count; who
+    stored the drawer and who changed it last."""
+    by, changed = drawer.get("created_by") or "-", drawer.get("updated_by") or "-"
     return (f"    importance {drawer['importance']}  tags {', '.join(drawer['tags']) or '-'}  "
             f"happened {format_time(drawer['occurred_ms'], missing='-')}  "
             f"stored {format_time(drawer['created_ms'], missing='-')}  "
-            f"recalled {drawer['access_count']}x")
+            f"recalled {drawer['access_count']}x\n    stored by {by}"
+            + (f"  last changed by {changed}" if changed != by else ""))
 
 
 def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -347,3 +350,29 @@ def cli_fact(fact: Mapping[str, Any]) -> str:
     notes = "".join(f"  {note}" for note in fact_notes(fact))
     return (f"#{fact['id']} {fact['subject']} --{fact['predicate']}--> {fact_object(fact)}  "
             f"{fact_interval(fact)}{notes}")
+
+
+def forgotten(result: Mapping[str, Any], palace: str) -> str:
+    """What ``memory.forget`` did, and how to undo it while one can."""
+    did = result["id"]
+    if not result.get("trashed"):
+        return f"deleted drawer {did} for good"
+    until = format_time(result.get("restorable_until_ms"), missing="?")
+    verb = "drawer {} is in the trash already" if result.get("already") else \
+        "moved drawer {} to the trash"
+    return (f"{verb.format(did)} (restorable until {until}: "
+            f"`palace restore-drawer {did} --palace {palace}`)")
+
+
+def audit_line(entry: Mapping[str, Any]) -> str:
+    """One audit entry: ``time  agent  op  outcome  drawers 1,2  facts 3  key=value``."""
+    parts = [format_time(entry.get("at_ms")), str(entry.get("agent")), str(entry.get("op")),
+             str(entry.get("outcome"))]
+    for label, key in (("drawers", "drawer_ids"), ("facts", "fact_ids")):
+        ids = list(entry.get(key) or [])
+        if ids:
+            shown = ",".join(map(str, ids[:20])) + (f",… ({len(ids)})" if len(ids) > 20 else "")
+            parts.append(f"{label} {shown}")
+    parts += [f"{k}={v}" for k, v in sorted((entry.get("detail") or {}).items())]
+    return "  ".join(parts)
+

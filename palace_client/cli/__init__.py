@@ -16,12 +16,15 @@ code  meaning
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
 9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
+10    forbidden by the palace's policy (``palace policy show``)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep`` and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace service``
-and ``palace uninstall`` from ``palace_client.service.command``.
+``upkeep``, ``governance`` (trash, audit, policy) and ``daemon``; ``common`` holds what they
+share. ``palace mcp`` and ``palace init`` come from ``palace_client.mcp.command`` and
+``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
+``palace_client.service.command``. ``palace --agent NAME`` (or ``PALACE_AGENT``) names who the
+requests come from.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -32,6 +35,7 @@ with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -40,7 +44,7 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, knowledge, memory, palaces, upkeep
+from . import daemon, governance, knowledge, memory, palaces, upkeep
 
 app = typer.Typer(
     add_completion=True,
@@ -64,14 +68,24 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_print_version,
                                        is_eager=True,
-                                       help="Print the client's version and exit.")) -> None:
+                                       help="Print the client's version and exit."),
+          agent: str | None = typer.Option(
+              None, "--agent", envvar="PALACE_AGENT", show_default="user:<login>",
+              help="Who the requests come from (recorded on writes and in the audit log, "
+                   "checked against the palace's policy).")) -> None:
     """palace: local, private memory for AI agents (client of the palaced daemon)."""
+    if agent is not None:
+        # Every client of this command (``palace mcp``'s too) resolves its agent from there.
+        os.environ["PALACE_AGENT"] = agent
 agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
+app.add_typer(governance.app)
+app.add_typer(governance.trash_app, name="trash")
+app.add_typer(governance.policy_app, name="policy")
 app.add_typer(knowledge.app, name="kg")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)

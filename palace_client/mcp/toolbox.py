@@ -26,7 +26,7 @@ from palaced.errors import PalaceError, ShuttingDown
 from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
-from .results import render_error, text_result
+from .results import forgotten_text, render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
 
@@ -39,6 +39,8 @@ NUDGE_TEXT = (
 
 class DaemonClient(Protocol):
     """What the tools need from ``palace_client.Client`` (tests inject a fake)."""
+
+    agent: str
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
              *, timeout_ms: int | None = None) -> dict[str, Any]: ...
@@ -69,6 +71,7 @@ class Toolbox:
         self._palace = palace
         self.compact = compact
         self.source = "mcp"
+        self.agent: str | None = None  # who the requests come from (the bridge sets it)
         self._factory = client_factory
         self._client: DaemonClient | None = None
         self._palace_ready = False
@@ -137,6 +140,8 @@ class Toolbox:
     def _daemon(self) -> DaemonClient:
         if self._client is None:
             self._client = self._factory()
+        if self.agent is not None:
+            self._client.agent = self.agent
         return self._client
 
     def _op(self, op: str, palace: str | None, args: Mapping[str, Any] | None = None
@@ -265,8 +270,9 @@ class Toolbox:
         return head + sep + "\n".join(render_sections(sections, self.compact)).rstrip()
 
     def _forget(self, args: dict[str, Any]) -> str:
-        self._op("memory.forget", self.palace, args)
-        return f"Forgot drawer #{args['id']} in palace '{self.palace}'."
+        result = self._op("memory.forget", self.palace, args)
+        until = format_time(result.get("restorable_until_ms"))
+        return forgotten_text(result, int(args["id"]), self.palace, until)
 
     def _list_drawers(self, args: dict[str, Any]) -> str:
         result = self._op("memory.list", self.palace, args)

@@ -98,8 +98,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="forget",
         op="memory.forget",
         description=(
-            "Delete a wrong or accidental drawer for good; to update a memory, remember it "
-            "with supersedes instead."
+            "Move a wrong or accidental drawer to the trash (a human can restore it); to "
+            "update a memory, remember it with supersedes instead."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,
