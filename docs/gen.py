@@ -87,6 +87,13 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
+    ("trash", "keep_days"): "Days a forgotten, pruned or expired drawer stays in its palace's "
+        "trash, restorable with `palace restore-drawer`; then the daemon deletes it for good "
+        "(on time while the palace is open, else when it is next opened). `0`: nothing is "
+        "kept, forgetting deletes at once. Fractions are allowed.",
+    ("audit", "keep_days"): "Days an audit log entry is kept; older ones are dropped.",
+    ("audit", "max_entries"): "Most audit log entries kept per palace; the oldest beyond are "
+        "dropped.",
 }
 
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.
@@ -112,6 +119,10 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
+    "PALACE_AGENT": ("clients", "Who the requests come from (as `palace --agent`): recorded "
+                     "on every write and in the audit log, checked against the palace's "
+                     "policy. Default: the MCP client's `name/version` for `palace mcp`, "
+                     "else `user:<login>`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
                                "handshake (default 10); a daemon that accepts and stays silent "
                                "longer fails the call with `DAEMON_UNREACHABLE`."),
@@ -394,8 +405,9 @@ def render_ops() -> str:
         if not about:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
-        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no", about, args])
-    return _table(["op", "palace", "what it does", "args"], rows) + "\n"
+        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no",
+                     op.permission or "-", about, args])
+    return _table(["op", "palace", "permission", "what it does", "args"], rows) + "\n"
 
 
 # -- configuration --------------------------------------------------------------------------

@@ -65,18 +65,23 @@ async def current(palace: Palace) -> Policy:
     return cached
 
 
-async def require(palace: Palace, actor: audit_sql.Actor, permission: str) -> None:
+async def require(palace: Palace, actor: audit_sql.Actor, permission: str,
+                  target: object = None) -> None:
     """Pass when the palace's policy grants ``permission`` to ``actor.agent``.
 
     Raises:
         Forbidden: it does not; the refusal is recorded in the audit log (outcome
-            ``denied``), and nothing else changes.
+            ``denied``, with the request's ``target`` id if it is one), and nothing else
+            changes.
     """
     policy = await current(palace)
     if policy.allows(actor.agent, permission):
         return
     globs = list(policy.globs(permission))
-    await audit.record(palace, actor, "denied", detail={"permission": permission})
+    detail: dict[str, Any] = {"permission": permission}
+    if isinstance(target, int) and not isinstance(target, bool):
+        detail["id"] = target
+    await audit.record(palace, actor, "denied", detail=detail)
     raise Forbidden(
         f"agent {actor.agent!r} may not {permission} in palace {palace.name!r} ({actor.op}); "
         f"its policy grants {permission} to {', '.join(map(repr, globs)) or 'nobody'} "

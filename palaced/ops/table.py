@@ -130,7 +130,7 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     try:
         if op.spec.permission and palace is not None:
             await policy.require(await ctx.registry.get(palace), ctx.actor,
-                                 op.spec.permission)
+                                 op.spec.permission, args.get("id"))
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:
