@@ -357,11 +357,14 @@ def forgotten(result: Mapping[str, Any], palace: str) -> str:
     did = result["id"]
     if not result.get("trashed"):
         return f"deleted drawer {did} for good"
-    until = format_time(result.get("restorable_until_ms"), missing="?")
-    verb = "drawer {} is in the trash already" if result.get("already") else \
-        "moved drawer {} to the trash"
-    return (f"{verb.format(did)} (restorable until {until}: "
-            f"`palace restore-drawer {did} --palace {palace}`)")
+    if result.get("already"):
+        until = format_time(result.get("restorable_until_ms"), missing="?")
+        return (f"drawer {did} is in the trash already (restorable until {until}: "
+                f"`palace restore-drawer {did} --palace {palace}`)")
+    days = result.get("keep_days")
+    keep = f"{days:g} days" if isinstance(days, int | float) else "a while"
+    return (f"moved drawer {did} to the trash (`palace restore-drawer {did} --palace "
+            f"{palace}` brings it back for {keep})")
 
 
 def audit_line(entry: Mapping[str, Any]) -> str:

@@ -57,8 +57,9 @@ async def forget(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms:
                  purge: bool = False) -> dict[str, Any]:
     """Move a drawer to the trash; with ``purge`` delete it (or its trash entry) for good.
 
-    Returns ``{"id", "forgotten", "trashed", "purged", "restorable_until_ms"}``. Forgetting a
-    drawer that is in the trash already changes nothing and says so (``already: true``).
+    Returns ``{"id", "forgotten", "trashed", "purged", "restorable_until_ms", "keep_days"}``.
+    Forgetting a drawer that is in the trash already changes nothing and says so
+    (``already: true``).
 
     Raises:
         MemoryNotFound: no such drawer (nor, with ``purge``, trash entry).
@@ -68,7 +69,7 @@ async def forget(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms:
         done, vids = discard_sync(c, [drawer_id], reason="forget", actor=actor, now=ts,
                                   keep_ms=keep_ms, purge=purge)
         result = {"id": drawer_id, "forgotten": True, "trashed": False, "purged": False,
-                  "restorable_until_ms": None}
+                  "restorable_until_ms": None, "keep_days": keep_ms / 86_400_000}
         if done:
             trashed = not purge and keep_ms > 0
             return {**result, "trashed": trashed, "purged": not trashed,

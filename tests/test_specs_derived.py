@@ -148,6 +148,9 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "restore-drawer": "memory.restore", "trash list": "memory.trash",
+    "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
+    "policy set": "palace.policy_set",
 }
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall"}
@@ -156,13 +159,16 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
                "fact_id": "id"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces"}
+# ("nobody": `policy set --nobody` sends an empty agents list.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "nobody"}
 # Defaults the CLI chooses on purpose.
-CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
+CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
+                                            ("trash list", "limit"): 20}
 # Op arguments the CLI takes from elsewhere than a parameter.
 CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
 # Parameters parsed by the CLI before sending (the daemon checks their values).
-CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high"}
+CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
+              ("policy set", "agents"): "GLOB... or --nobody (an empty list)"}
 
 
 
@@ -236,8 +242,11 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "restore_drawer": "memory.restore", "trash": "memory.trash",
+    "empty_trash": "memory.empty_trash", "audit": "palace.audit", "policy": "palace.policy",
+    "set_policy": "palace.policy_set",
 }
-CLIENT_PLUMBING = {"call", "close", "server_info"}
+CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
@@ -245,7 +254,8 @@ CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "o
 
 
 def test_every_client_method_is_mapped() -> None:
-    public = {n for n, v in vars(Client).items()
+    mine = [c for c in Client.__mro__ if c.__module__.startswith("palace_client")]
+    public = {n for c in mine for n, v in vars(c).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 
