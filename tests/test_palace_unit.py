@@ -9,7 +9,7 @@ import apsw
 import pytest
 
 from palaced import config as config_mod
-from palaced import reads, recall, writes
+from palaced import reads, recall, trash, writes
 from palaced.embedder import HashEmbedder
 from palaced.errors import EmbedderMismatch, SchemaTooNew, StorageError
 from palaced.palace import Palace
@@ -18,6 +18,7 @@ from palaced.recall import RecallRequest
 from palaced.services import ModelState, Services
 from palaced.store import Store
 from palaced.store import drawers as m
+from palaced.store.audit import SYSTEM
 from palaced.store.schema import SCHEMA_VERSION
 from palaced.tokens import Tokenizer
 
@@ -140,7 +141,7 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None
     p = await Palace.open("p", tmp_path / "p", svc)
     ids = [(await writes.remember(p, m.NewDrawer(text=f"note {w} alpha beta")))["id"]
            for w in ("one", "two", "three")]
-    await writes.forget(p, ids[0])
+    await trash.forget(p, ids[0], SYSTEM, keep_ms=86_400_000)  # into the trash
     assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
     res = await recall.recall(p, RecallRequest(query="note one alpha beta", top_k=3))
     assert ids[0] not in [r["id"] for r in res.results]
