@@ -357,10 +357,6 @@ def forgotten(result: Mapping[str, Any], palace: str) -> str:
     did = result["id"]
     if not result.get("trashed"):
         return f"deleted drawer {did} for good"
-    if result.get("already"):
-        until = format_time(result.get("restorable_until_ms"), missing="?")
-        return (f"drawer {did} is in the trash already (restorable until {until}: "
-                f"`palace restore-drawer {did} --palace {palace}`)")
     days = result.get("keep_days")
     keep = f"{days:g} days" if isinstance(days, int | float) else "a while"
     return (f"moved drawer {did} to the trash (`palace restore-drawer {did} --palace "

@@ -58,11 +58,10 @@ async def forget(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms:
     """Move a drawer to the trash; with ``purge`` delete it (or its trash entry) for good.
 
     Returns ``{"id", "forgotten", "trashed", "purged", "restorable_until_ms", "keep_days"}``.
-    Forgetting a drawer that is in the trash already changes nothing and says so
-    (``already: true``).
 
     Raises:
-        MemoryNotFound: no such drawer (nor, with ``purge``, trash entry).
+        MemoryNotFound: no such drawer (nor, with ``purge``, trash entry); a drawer in the
+            trash already says so (``details["in_trash"]``) and stays there.
     """
     def tx(c: apsw.Connection) -> tuple[dict[str, Any], list[int]]:
         ts = now_ms()
@@ -79,9 +78,11 @@ async def forget(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms:
             audit.append(c, actor, "purged", ts, drawer_ids=[drawer_id],
                          detail={"reason": "trash"})
             return {**result, "purged": True}, []
-        if kept is not None and not purge:
-            return {**result, "trashed": True, "already": True,
-                    "restorable_until_ms": kept["trashed_ms"] + keep_ms}, []
+        if kept is not None:
+            raise MemoryNotFound(
+                f"drawer {drawer_id} is in the trash of palace {palace.name!r} already; "
+                f"`palace forget {drawer_id} --purge` deletes it for good",
+                details={"id": drawer_id, "palace": palace.name, "in_trash": True})
         raise _not_found(palace, drawer_id)
 
     def write() -> dict[str, Any]:

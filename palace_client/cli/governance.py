@@ -144,7 +144,7 @@ def policy_set(
     permission: str = op_argument("palace.policy_set", "permission",
                                   help=f"One of {', '.join(PERMISSIONS)}."),
     agents: list[str] | None = op_argument(  # noqa: B008
-        "palace.policy_set", "agents", default=None, show_default=False,
+        "palace.policy_set", "agents", default=None, show_default="none: give --nobody",
         help="Agent globs granted it, e.g. 'user:*' 'mcp:claude-code*' ('*': everyone)."),
     nobody: bool = typer.Option(False, "--nobody", help="Grant it to no agent at all."),
     palace: str | None = PalaceOpt,

@@ -16,7 +16,7 @@ from typing import Any
 
 from palaced import policy
 from palaced.args import decode_args
-from palaced.errors import UnknownOp, quote
+from palaced.errors import PalaceError, UnknownOp, quote
 from palaced.ops import daemon_ops, drawers, governance, graph, palaces, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -129,8 +129,14 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         opened.in_flight += 1
     try:
         if op.spec.permission and palace is not None:
-            await policy.require(await ctx.registry.get(palace), ctx.actor,
-                                 op.spec.permission, args.get("id"))
+            try:
+                target = await ctx.registry.get(palace)
+            except PalaceError:
+                # Nothing to check: the palace cannot be opened, so it has no readable policy.
+                # The handler reports why (and a damaged palace can still be deleted).
+                target = None
+            if target is not None:
+                await policy.require(target, ctx.actor, op.spec.permission, args.get("id"))
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:
