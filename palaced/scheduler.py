@@ -7,10 +7,10 @@ For every open palace it
 * embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
-* moves expired drawers to the trash every ``EXPIRY_SWEEP_S`` while idle;
-* keeps the trash and the audit log within ``config.Retention`` (``audit.retention``): once
-  idle after writes, and at the moment the oldest trash or audit entry outlives its keep
-  period, so a forgotten drawer is purged on time;
+* ages what has a lifetime (``_age``): moves expired drawers to the trash, and keeps the trash
+  and the audit log within ``config.Retention`` (``audit.retention``); once idle after writes,
+  and then at the next deadline the palace holds (the next drawer to expire, the oldest trash
+  or audit entry outliving its keep period), so each happens on time;
 * closes it once nobody used it for ``idle_close_s``.
 
 Between runs the scheduler sleeps until the earliest of those deadlines, or until woken:
@@ -40,7 +40,6 @@ log = logging.getLogger("palaced")
 # Upkeep still due right after it ran (it failed, or its cause did not clear: a stale index
 # while no model is loaded, a read-only disk) is retried this much later, never spun on.
 RETRY_S = 1.0
-EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
 
 
 @dataclass
@@ -49,12 +48,11 @@ class _Upkeep:
 
     palace: Palace
     not_before: float = 0.0  # monotonic: no run before this (RETRY_S after one that failed)
-    last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
-    # Retention: the palace's write_counter when it last ran (another value: run once idle),
-    # and the epoch ms at which it is next due regardless (None: only a write makes it due).
-    retention_counter: int = -1
-    retention_due_ms: int | None = None
+    # Ageing: the palace's write_counter when it last ran (another value: run once idle), and
+    # the epoch ms at which it is next due regardless (None: only a write makes it due).
+    aged_counter: int = -1
+    age_due_ms: int | None = None
     failing: str | None = None  # the condition last logged as failing
 
 
@@ -133,7 +131,7 @@ class Scheduler:
         """The monotonic time at which the palace next has upkeep due."""
         palace = up.palace
         idle_at = palace.last_write + self._limits.checkpoint_idle_s
-        due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
+        due = [math.inf]
         if palace.index_stale:
             due.append(now)
         if palace.checkpoint_due or (self._model.ready and palace.pending_check_due()):
@@ -142,10 +140,10 @@ class Scheduler:
             due.append(idle_at)
         else:
             due.append(max(idle_at, now + (up.decay_due_ms - _wall_ms()) / 1000))
-        if up.retention_counter != palace.write_counter:
+        if up.aged_counter != palace.write_counter:
             due.append(idle_at)
-        elif up.retention_due_ms is not None:
-            due.append(max(idle_at, now + (up.retention_due_ms - _wall_ms()) / 1000))
+        elif up.age_due_ms is not None:
+            due.append(max(idle_at, now + (up.age_due_ms - _wall_ms()) / 1000))
         return max(min(due), up.not_before)
 
     async def _work(self, name: str, up: _Upkeep, now: float) -> None:
@@ -162,16 +160,9 @@ class Scheduler:
                 await writes.embed_pending(palace)
             if idle:
                 await self._decay_if_due(up)
-                if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
-                    up.last_sweep = now
+                if self._age_due(up):
                     worked = True
-                    await upkeep.sweep_expired(palace,
-                                               keep_ms=self._retention.trash_keep_ms)
-                if self._retention_due(up):
-                    worked = True
-                    counter = palace.write_counter
-                    up.retention_due_ms = await audit.retention(palace, self._retention)
-                    up.retention_counter = counter
+                    await self._age(up)
         except Exception as exc:
             # A persistent failure (read-only mount, full disk) repeats on every run: log it
             # once per condition, again when the condition changes, and say when it clears.
@@ -188,10 +179,25 @@ class Scheduler:
                 log.info("palace %s: checkpoint works again", name)
 
     @staticmethod
-    def _retention_due(up: _Upkeep) -> bool:
-        """Whether the palace was written since retention last ran, or its deadline passed."""
-        return (up.retention_counter != up.palace.write_counter
-                or (up.retention_due_ms is not None and _wall_ms() >= up.retention_due_ms))
+    def _age_due(up: _Upkeep) -> bool:
+        """Whether the palace was written since it last aged, or its next deadline passed."""
+        return (up.aged_counter != up.palace.write_counter
+                or (up.age_due_ms is not None and _wall_ms() >= up.age_due_ms))
+
+    async def _age(self, up: _Upkeep) -> None:
+        """Move expired drawers to the trash, bound the trash and the audit log, and note
+        when this is next due.
+
+        Raises:
+            StorageError: SQLite failed (it is retried RETRY_S later).
+        """
+        palace = up.palace
+        await upkeep.sweep_expired(palace, keep_ms=self._retention.trash_keep_ms)
+        counter = palace.write_counter  # the sweep's own writes need no second run
+        deadlines = [await audit.retention(palace, self._retention),
+                     await upkeep.next_expiry_ms(palace)]
+        up.age_due_ms = min((d for d in deadlines if d is not None), default=None)
+        up.aged_counter = counter
 
     async def _decay_if_due(self, up: _Upkeep) -> None:
         """Decay the palace if it last decayed a DECAY_INTERVAL_MS ago or never.

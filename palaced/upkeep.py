@@ -211,6 +211,15 @@ async def sweep_expired(palace: Palace, *, now_ms: int | None = None,
             return {"deleted": deleted}
 
 
+async def next_expiry_ms(palace: Palace) -> int | None:
+    """When the next drawer expires (epoch ms; None: none has an expiry).
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    return await palace.read(sql.next_expiry)
+
+
 # -- consolidation ----------------------------------------------------------------------------
 async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | None = None,
                       ids: Sequence[int] | None = None,
