@@ -516,7 +516,13 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    for name, member in Client.__dict__.items():
+    # Client's own methods, then those of its mixins (palace_client.governance...).
+    members: dict[str, Any] = {}
+    for cls in Client.__mro__:
+        if cls.__module__.startswith("palace_client"):
+            for name, member in cls.__dict__.items():
+                members.setdefault(name, member)
+    for name, member in members.items():
         if name.startswith("_"):
             continue
         if isinstance(member, property):

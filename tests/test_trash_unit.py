@@ -1,0 +1,210 @@
+"""The trash, the audit log, the policy and the v3 migration in-process (hashing embedder):
+what a restore relinks, restores after a model switch, a keep period of 0, the bounds of the
+log, glob matching, and a v2 palace opening under v3."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from palaced import audit, graph, policy, reads, trash, upkeep, writes
+from palaced.config import Retention, load
+from palaced.embedder import HashEmbedder
+from palaced.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.ops.governance import since_ms
+from palaced.palace import Palace
+from palaced.paths import Paths
+from palaced.services import ModelState, Services
+from palaced.store import Store
+from palaced.store import audit as audit_sql
+from palaced.store import drawers as m
+from palaced.store.db import open_connection
+from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION
+from palaced.tokens import Tokenizer
+
+pytestmark = pytest.mark.anyio
+DAY = 86_400_000
+ME = audit_sql.Actor("tester", "test")
+
+
+def _services(tmp_path: Path, dims: int = 64) -> Services:
+    paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
+                  tmp_path / "run" / "s.sock")
+    return Services(config=load(paths), model=ModelState(state="ready",
+                                                         embedder=HashEmbedder(dims)),
+                    tokenizer=Tokenizer.fallback("test"))
+
+
+@pytest.fixture
+async def palace(tmp_path: Path) -> AsyncIterator[Palace]:
+    p = await Palace.open("unit", tmp_path / "palaces" / "unit", _services(tmp_path))
+    yield p
+    await p.aclose()
+
+
+async def _put(p: Palace, text: str, **kw: Any) -> int:
+    return int((await writes.remember(p, m.NewDrawer(text=text, **kw), dedup=False,
+                                      actor=ME))["id"])
+
+
+async def test_restoring_a_summary_relinks_its_sources_and_facts(palace: Palace) -> None:
+    a = await _put(palace, "the cat naps on the red sofa", room="home")
+    b = await _put(palace, "the dog sleeps by the door", room="home")
+    made = await upkeep.consolidate(palace, "home", "pets rest around the house", actor=ME)
+    summary = made["summary_id"]
+    fact = await graph.kg_assert(palace, "Cat", "naps_on", "Sofa", source_drawer=summary,
+                                 actor=ME)
+    await trash.forget(palace, summary, ME, keep_ms=DAY)
+    # The summary is gone: its sources are free again, the fact cites nothing.
+    assert (await reads.get(palace, a))["consolidated_into"] is None
+    facts = (await graph.kg_query(palace, "Cat"))["facts"]
+    assert facts[0]["source"]["drawer"] is None
+    assert (await trash.restore(palace, summary, ME, keep_ms=DAY))["restored"] is True
+    assert [(await reads.get(palace, i))["consolidated_into"] for i in (a, b)] == [summary] * 2
+    facts = (await graph.kg_query(palace, "Cat"))["facts"]
+    assert [f["source"]["drawer"] for f in facts] == [summary] and facts[0]["id"] == fact["id"]
+    back = await reads.get(palace, summary)
+    assert back["kind"] == "summary" and back["embedded"] is True
+    assert palace.index is not None and len(palace.index) == 3
+
+
+async def test_a_restore_after_a_model_switch_reembeds_in_the_background(
+        tmp_path: Path) -> None:
+    pdir = tmp_path / "palaces" / "switch"
+    p = await Palace.open("switch", pdir, _services(tmp_path, 64))
+    did = await _put(p, "otters hold hands while they sleep")
+    await trash.forget(p, did, ME, keep_ms=DAY)
+    await p.aclose()
+    other = _services(tmp_path, 32)  # another model: the palace needs a reembed
+    p = await Palace.open("switch", pdir, other)
+    try:
+        await writes.reembed(p)
+        done = await trash.restore(p, did, ME, keep_ms=DAY)
+        assert done == {"id": did, "restored": True, "embedded": False}
+        assert (await reads.get(p, did))["embedded"] is False and p.maybe_pending
+        assert await writes.embed_pending(p) == 1
+        assert (await reads.get(p, did))["embedded"] is True
+        info = await reads.info(p)
+        assert info["consistent"] is True and info["vectors"] == 1
+    finally:
+        await p.aclose()
+
+
+async def test_a_keep_period_of_zero_keeps_nothing(palace: Palace) -> None:
+    did = await _put(palace, "a note nobody may bring back")
+    done = await trash.forget(palace, did, ME, keep_ms=0)
+    assert (done["trashed"], done["purged"]) == (False, True)
+    assert (await trash.list_trash(palace, keep_ms=0, limit=10, offset=0))["total"] == 0
+    with pytest.raises(MemoryNotFound):
+        await trash.restore(palace, did, ME, keep_ms=0)
+    # An entry past its keep period is neither listed nor restorable, even before the purge.
+    other = await _put(palace, "a note kept one day")
+    await trash.forget(palace, other, ME, keep_ms=DAY)
+    assert await trash.in_trash(palace, other, keep_ms=1) is None
+    with pytest.raises(MemoryNotFound):
+        await trash.restore(palace, other, ME, keep_ms=1)
+    assert await trash.in_trash(palace, other, keep_ms=DAY) is not None
+
+
+async def test_prune_trashes_and_restore_refuses_a_clash(palace: Palace) -> None:
+    low = await _put(palace, "a faint memory", importance=0.2)
+    pruned = await upkeep.prune(palace, threshold=1.0, actor=ME, keep_ms=DAY)
+    assert low in pruned["ids"]
+    entry = await trash.in_trash(palace, low, keep_ms=DAY)
+    assert entry is not None and entry["reason"] == "prune" and entry["trashed_by"] == "tester"
+    again = await _put(palace, "a faint memory", importance=0.2)
+    assert again != low
+    with pytest.raises(InvalidContent) as clash:
+        await trash.restore(palace, low, ME, keep_ms=DAY)
+    assert clash.value.details == {"id": low, "conflict": again}
+    assert await trash.in_trash(palace, low, keep_ms=DAY) is not None  # nothing changed
+
+
+async def test_the_log_is_bounded_by_age_and_count(palace: Palace) -> None:
+    for i in range(12):
+        await _put(palace, f"note number {i}")
+    now = int((await audit.entries(palace, limit=1))["entries"][0]["at_ms"])
+    keep = Retention(audit_max_entries=5)
+    assert await audit.retention(palace, keep) is not None
+    left = await audit.entries(palace, limit=100)
+    assert left["total"] == 5 and left["entries"][-1]["drawer_ids"] == [8]
+    # A year and a day later, everything is past its keep period (and the trash too).
+    await trash.forget(palace, 12, ME, keep_ms=DAY)
+    due = await audit.retention(palace, Retention(), now=now + 366 * DAY)
+    assert due is not None  # the purge of the trash is itself an entry, kept a year
+    left = (await audit.entries(palace, limit=100))["entries"]
+    assert [(e["agent"], e["op"], e["outcome"]) for e in left] == [
+        ("palaced", "upkeep.empty_trash", "purged")]
+    assert (await trash.list_trash(palace, keep_ms=DAY, limit=5, offset=0))["total"] == 0
+
+
+def test_audit_details_never_take_text() -> None:
+    conn = apsw.Connection(":memory:")
+    for step in MIGRATIONS:
+        step(conn)
+    audit_sql.append(conn, ME, "ok", 1, detail={"count": 3, "reason": "forget", "flag": True})
+    with pytest.raises(ValueError, match="short word"):
+        audit_sql.append(conn, ME, "ok", 2, detail={"text": "x" * 65})
+    with pytest.raises(ValueError):
+        audit_sql.append(conn, ME, "ok", 3, detail={"items": ["a"]})
+    rows, total = audit_sql.entries(conn)
+    assert total == 1 and rows[0]["detail"] == {"count": 3, "flag": True, "reason": "forget"}
+
+
+async def test_policy_globs_and_refusals(palace: Palace) -> None:
+    assert policy.Policy().allows("anyone", "delete")
+    rules = policy.Policy({"delete": ("user:*", "mcp:claude-code/*"), "write": ()})
+    assert rules.allows("user:alice", "delete") and rules.allows("mcp:claude-code/2", "delete")
+    assert not rules.allows("mcp:cursor/1", "delete") and not rules.allows("User:x", "delete")
+    assert not rules.allows("user:alice", "write") and rules.allows("x", "admin")
+    with pytest.raises(InvalidArgs, match="unknown permission"):
+        await policy.set_policy(palace, ME, {"read": ["*"]})
+    with pytest.raises(InvalidArgs):
+        await policy.set_policy(palace, ME, {"write": ["ok", "bad\tglob"]})
+    await policy.set_policy(palace, ME, {"write": ["test*", "test*"]})
+    assert (await policy.current(palace)).globs("write") == ("test*",)
+    bot = audit_sql.Actor("bot", "memory.remember")
+    with pytest.raises(Forbidden) as refused:
+        await policy.require(palace, bot, "write", target=7)
+    assert refused.value.details["allowed"] == ["test*"]
+    last = (await audit.entries(palace, limit=1))["entries"][0]
+    assert (last["agent"], last["outcome"], last["detail"]) == (
+        "bot", "denied", {"id": 7, "permission": "write"})
+    await policy.require(palace, ME, "write")  # passes
+
+
+def test_since_takes_times_and_durations() -> None:
+    now = 10 * DAY
+    assert since_ms(None, now) is None
+    assert since_ms("2h", now) == now - 7_200_000 and since_ms("7d", now) == 3 * DAY
+    assert since_ms("1970-01-02", now) == DAY and since_ms(DAY, now) == DAY
+    with pytest.raises(InvalidArgs):
+        since_ms("soon-ish", now)
+
+
+def test_a_v2_palace_migrates_and_keeps_its_drawers(tmp_path: Path) -> None:
+    path = tmp_path / "palace.db"
+    conn = open_connection(path)
+    for version, step in enumerate(MIGRATIONS[:2], start=1):
+        with conn:
+            step(conn)
+            conn.execute("PRAGMA application_id=1346456643")
+            conn.execute(f"PRAGMA user_version={version}")
+    with conn:
+        conn.execute("INSERT INTO drawers(text, wing, room, created_ms, updated_ms, "
+                     "occurred_ms, content_hash) VALUES('old memory', 'w', 'r', 1, 1, 1, 'h')")
+    conn.close()
+    store = Store(path)
+    try:
+        drawer = store.read(lambda c: m.get_drawer(c, 1))
+        assert drawer is not None and drawer["text"] == "old memory"
+        assert (drawer["created_by"], drawer["updated_by"]) == (None, None)
+        version = store.read(lambda c: c.execute("PRAGMA user_version").fetchall()[0][0])
+        assert version == SCHEMA_VERSION == 3
+        assert store.read(audit_sql.entries) == ([], 0)
+    finally:
+        store.close()
