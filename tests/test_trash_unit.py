@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import apsw
 import pytest
 
@@ -104,6 +105,7 @@ async def test_a_keep_period_of_zero_keeps_nothing(palace: Palace) -> None:
     # An entry past its keep period is neither listed nor restorable, even before the purge.
     other = await _put(palace, "a note kept one day")
     await trash.forget(palace, other, ME, keep_ms=DAY)
+    await anyio.sleep(0.01)  # past a keep period of 1 ms
     assert await trash.in_trash(palace, other, keep_ms=1) is None
     with pytest.raises(MemoryNotFound):
         await trash.restore(palace, other, ME, keep_ms=1)
@@ -208,3 +210,15 @@ def test_a_v2_palace_migrates_and_keeps_its_drawers(tmp_path: Path) -> None:
         assert store.read(audit_sql.entries) == ([], 0)
     finally:
         store.close()
+
+
+def test_every_change_of_a_palace_needs_a_permission() -> None:
+    """A new op that changes a palace must say what the policy guards it with."""
+    from palaced.specs import SPECS
+    from palaced.vocab import PERMISSIONS
+
+    for spec in SPECS.values():
+        if spec.read_only:
+            assert not spec.permission, spec.name
+        elif spec.palace == "required" and spec.name != "palace.create":
+            assert spec.permission in PERMISSIONS, spec.name
