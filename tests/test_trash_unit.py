@@ -222,3 +222,42 @@ def test_every_change_of_a_palace_needs_a_permission() -> None:
             assert not spec.permission, spec.name
         elif spec.palace == "required" and spec.name != "palace.create":
             assert spec.permission in PERMISSIONS, spec.name
+
+
+@pytest.mark.parametrize("keys", [None, ["agent"]], ids=["old daemon", "new daemon"])
+def test_the_agent_goes_only_to_a_daemon_that_takes_it(keys: list[str] | None) -> None:
+    """A daemon that predates ``agent`` refuses envelopes carrying it: its hello lists no
+    ``request_keys``, and the client then leaves the agent out."""
+    import contextlib
+    import shutil
+    import socket
+    import threading
+    import time
+
+    from palace_client.connection import Connection
+    from tests.conftest import short_home
+    from tests.test_client_deadlines import HELLO, FakeDaemon
+
+    home = short_home()
+    hello = HELLO if keys is None else {**HELLO, "request_keys": keys}
+    fake = FakeDaemon(home / "d.sock", hello=hello)
+    try:
+        conn = Connection.open(home / "d.sock", "t", timeout=10)
+
+        def call() -> None:
+            with contextlib.suppress(Exception):  # the fake never answers: closed below
+                conn.call("palace.list", agent="bot")
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        deadline = time.monotonic() + 10
+        while len(fake.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        conn._sock.shutdown(socket.SHUT_RDWR)  # the fake never answers: end the call now
+        caller.join(10)
+        conn.close()
+        assert fake.requests[1]["op"] == "palace.list"
+        assert fake.requests[1].get("agent") == (None if keys is None else "bot")
+    finally:
+        fake.close()
+        shutil.rmtree(home, ignore_errors=True)
