@@ -199,7 +199,12 @@ class PrivateDaemon:
         return pid
 
     def stop(self) -> dict[str, Any]:
-        """SIGTERM the running daemon, SIGKILL after SHUTDOWN_LIMIT_S."""
+        """SIGTERM the running daemon, SIGKILL after SHUTDOWN_LIMIT_S; then any straggler."""
+        out = self._stop_running()
+        self.stop_stragglers()
+        return out
+
+    def _stop_running(self) -> dict[str, Any]:
         if self.proc is not None and self.proc.poll() is None:
             out = stop_daemon(self.proc, self.sock)
             self.proc = None
@@ -217,6 +222,35 @@ class PrivateDaemon:
             self._reap(pid, 10.0)
         return {"exit_code": None, "seconds": round(time.monotonic() - t0, 2),
                 "socket_removed": not self.sock.exists(), "killed": killed}
+
+    def stragglers(self) -> list[int]:
+        """Pids of ``palaced`` processes of this scratch home still alive (Linux /proc).
+
+        A client that auto-started a daemon just before the stop leaves one that takes the
+        lock only after the stopped daemon released it; it would serve a deleted home forever.
+        """
+        mine = f"PALACE_HOME={self.home}".encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if b"palaced" in (proc / "cmdline").read_bytes() and mine in (
+                        proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+        return found
+
+    def stop_stragglers(self) -> None:
+        """SIGTERM (then SIGKILL) every straggler of this home."""
+        for pid in self.stragglers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            if not self._reap(pid, SHUTDOWN_LIMIT_S):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._reap(pid, 10.0)
 
     def log_errors(self) -> list[str]:
         return scan_log(self.log_file)

@@ -38,6 +38,15 @@ The scratch home is deleted on PASS and kept (path printed) on FAIL.
     python bench/crash.py                          # 10 rounds, 3 workers, keyword-only
     python bench/crash.py --rounds 2 --seed 3
     python bench/crash.py --rounds 30 --model ../shared/models/all-MiniLM-L6-v2-onnx-int8
+
+``--procs N`` runs the multi-process storm of ``_storm.py`` instead: N client processes
+writing, kill -9 at random moments over ``--rounds`` rounds, then during a ``palace reembed``
+(with a model; ``--no-reembed`` skips it) and during a ``remember_many`` of ``--bulk``
+drawers (0 skips it), with keyword and vector recall checks and, at the end,
+``integrity_check`` and the index file compared with the database:
+
+    python bench/crash.py --procs 32 --rounds 10 --bulk 5000 \
+        --model ../shared/models/all-MiniLM-L6-v2-onnx-int8
 """
 
 from __future__ import annotations
@@ -452,8 +461,18 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1, help="seed of kill times and texts")
     ap.add_argument("--strict-retries", action="store_true",
                     help="also fail on contradictory answers of retried ops")
+    ap.add_argument("--procs", type=int, default=0,
+                    help="run the multi-process storm (_storm.py) with this many writers")
+    ap.add_argument("--bulk", type=int, default=5000,
+                    help="storm: drawers of the remember_many killed mid-way (0: skip)")
+    ap.add_argument("--no-reembed", dest="reembed", action="store_false",
+                    help="storm: skip the kill during palace reembed")
     add_daemon_args(ap)
     args = ap.parse_args()
+    if args.procs:
+        import _storm
+
+        return _storm.run(args)
 
     daemon = PrivateDaemon("palcrash-", args.model, args.tiktoken)
     daemon.adopt_env()  # clients that auto-start a daemon start it under the scratch home

@@ -21,12 +21,25 @@ structured requests (one persistent connection)
     ``/abs``, ``a/b``, ``CON``, 65 characters and empty, unknown keys and non-map args.
     Destructive ops never name ``fuzz-keep``; read-only ops do.
 
+MCP bridge lines (``--mcp-lines``, ``_mcp_fuzz.py``)
+    a real ``palace mcp --palace fuzz-play`` against the same daemon gets invalid JSON and
+    UTF-8, NUL bytes, wrong ``jsonrpc`` versions, non-objects, unknown methods, bad ids and
+    params, unknown tools, tool arguments of wrong types, NaN and huge numbers, deep nesting,
+    lines past its 16 MiB limit, batches, notifications, duplicate ids and FTS5 queries:
+    each must get the JSON-RPC answers its case calls for, never an internal error.
+connection siege (``--siege``, ``_siege.py``)
+    senders that stall mid-frame or never say hello are cut off with TIMEOUT; every
+    connection slot and the reserve are filled, and the next connections told BUSY; the
+    owner's status stays fast throughout.
+
 Every reply must be one well-formed envelope (``id`` echoed, ``ok``, a result map or an
 error map with an int code in 100-599, name, message, retryable and details). Checked at the
 end: the daemon (same pid) still answers ``daemon.status`` and holds no leftover connection;
 every ``fuzz-keep`` drawer is unchanged (text, wing, room, tags), no drawer was added or
-removed there, keyword search still finds a sample of them; every palace reports a
-consistent index; the daemon log has no ERROR line.
+removed there, keyword search still finds a sample of them, and the SHA-256 of its
+canonical dump (drawers without their access counters, knowledge-graph timelines, identity)
+is the one taken before; every palace reports a consistent index; the daemon log has no
+ERROR line; the daemon's RSS grew by at most ``--rss-growth`` MB.
 
 Output: a table of frames sent, cases by kind, replies by code (``OK`` or ``105
 INVALID_ARGS``...), connections the daemon closed, the largest reply, the longest error
@@ -41,14 +54,16 @@ error message longer than 1,000 characters, a frame-level case answered with the
 restarted, changed data, or ERROR lines in the daemon log. The scratch home is deleted on
 PASS and kept (path printed) on FAIL.
 
-    python bench/fuzz.py                       # 20,000 frames or 45 s, seed 1
+    python bench/fuzz.py                       # 20,000 frames or 45 s + 3,000 MCP lines
     python bench/fuzz.py --frames 300 --seed 7
+    python bench/fuzz.py --frames 20000 --mcp-lines 5000 --siege   # the soak: > 25,000 cases
     python bench/fuzz.py --duration 600 --frames 1000000 --seed 42 --json /tmp/fuzz.json
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import random
@@ -65,6 +80,8 @@ from typing import Any
 
 import msgpack
 from _daemon import PrivateDaemon, add_daemon_args, all_drawers
+from _mcp_fuzz import McpFuzzer, McpTally
+from _siege import SIEGE_LIMITS, run_siege
 
 from palace_client import Client
 from palaced.args import Arg
@@ -831,11 +848,41 @@ def seed_keep(ctl: Client, n: int) -> dict[int, dict[str, Any]]:
         text = f"keepzq{i} known drawer {extras[i % len(extras)]} end{i}"
         ctl.remember(KEEP, text, wing=f"w{i % 3}", room=f"r{i % 4}", tags=[f"t{i % 5}"],
                      dedup=False)
+    for subject, predicate, obj in KEEP_FACTS:
+        ctl.kg_assert(KEEP, subject, predicate, obj)
     return snapshot(ctl, KEEP)
 
 
 def snapshot(ctl: Client, palace: str) -> dict[int, dict[str, Any]]:
     return {int(d["id"]): {k: d.get(k) for k in SNAP_KEYS} for d in all_drawers(ctl, palace)}
+
+
+# A drawer's fields that no request may change in fuzz-keep (recalls do move its access
+# counters and weight: those are left out).
+DUMP_KEYS = ("id", "text", "wing", "room", "tags", "importance", "source", "occurred_ms",
+             "expires_ms", "superseded_by", "consolidated_into", "kind", "content_hash",
+             "created_ms", "updated_ms")
+KEEP_FACTS = (("keepzq-otter", "eats", "urchins"), ("keepzq-otter", "lives_in", "kelp forest"),
+              ("keepzq-heron", "related_to", "keepzq-otter"))
+
+
+def canonical_dump(ctl: Client, palace: str) -> str:
+    """SHA-256 of a palace's canonical dump: drawers, the facts of the seeded entities and
+    the identity text."""
+    drawers = sorted(({k: d.get(k) for k in DUMP_KEYS} for d in all_drawers(ctl, palace)),
+                     key=lambda d: d["id"])
+    facts = {e: ctl.call("graph.timeline", palace, {"subject": e})
+             for e in sorted({f[0] for f in KEEP_FACTS})}
+    identity = ctl.palace_info(palace)["identity"]
+    blob = json.dumps([drawers, facts, identity], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def end_checks(fz: Fuzzer, keep: dict[int, dict[str, Any]], pid: int) -> dict[str, Any]:
@@ -916,7 +963,8 @@ def internal_causes(internals: list[Internal], log_file: Path) -> None:
                 break
 
 
-def print_report(r: dict[str, Any], t: Tally, internals: list[Internal]) -> None:
+def print_report(r: dict[str, Any], t: Tally, internals: list[Internal], mcp: McpTally
+                 ) -> None:
     print(f"palace fuzz: seed {r['seed']}, {r['elapsed_s']} s, mode {r['mode']}, "
           f"max_frame {r['max_frame']}")
     print(f"{'frames sent':<34}{t.frames:>10,}")
@@ -957,8 +1005,34 @@ def print_report(r: dict[str, Any], t: Tally, internals: list[Internal]) -> None
     if len(seen) or internals:
         print(f"  INTERNAL by cause: {dict(seen)}" if len(seen) < 12 else
               f"  {len(seen)} distinct INTERNAL causes")
+    print_mcp_report(r, mcp)
     print(f"RESULT: {r['result']}" + ("" if not r["reasons"] else
                                       "  -- " + "; ".join(r["reasons"])))
+
+
+def print_mcp_report(r: dict[str, Any], t: McpTally) -> None:
+    """The MCP part, the dump and the RSS (after ``print_report``'s lines)."""
+    print(f"{'MCP lines sent':<34}{sum(t.cases.values()):>10,}  ({r.get('mcp_s', 0)} s, "
+          f"bridge exit {r.get('mcp_exit')})")
+    for name, n in sorted(t.cases.items(), key=lambda kv: -kv[1]):
+        print(f"  mcp case {name:<25}{n:>10,}")
+    for key, n in sorted(t.answers.items()):
+        print(f"  mcp answer {key:<23}{n:>10,}")
+    for kind, n in sorted(t.failures.items()):
+        print(f"FAIL MCP {kind}: {n}")
+    for ex in t.examples:
+        print(f"    {ex}")
+    dump = r.get("dump", {})
+    same = dump.get("before") is not None and dump.get("before") == dump.get("after")
+    print(f"{'fuzz-keep canonical dump':<34}{'unchanged' if same else 'CHANGED':>10}  "
+          f"sha256 {str(dump.get('after'))[:16]}")
+    rss = r.get("rss_mb", {})
+    print(f"{'daemon RSS before/after (MB)':<34}{rss.get('before')!s:>10} / {rss.get('after')}")
+    siege = r.get("siege")
+    if siege:
+        print(f"{'siege (stalled, flood)':<34}{sum(siege.values()):>10,}  {siege}")
+    total = r.get("frames", 0) + sum(t.cases.values()) + sum((siege or {}).values())
+    print(f"{'hostile cases in all':<34}{total:>10,}")
 
 
 def main() -> int:
@@ -970,14 +1044,25 @@ def main() -> int:
     ap.add_argument("--keep", type=int, default=40, help="known drawers checked at the end")
     ap.add_argument("--reply-timeout", type=float, default=30.0,
                     help="seconds a reply may take before the case counts as hung")
+    ap.add_argument("--mcp-lines", type=int, default=3000,
+                    help="hostile JSON-RPC lines for a real palace mcp bridge (0: none)")
+    ap.add_argument("--siege", action="store_true",
+                    help="also stall senders and flood the connection slots (_siege.py; the "
+                         "daemon then runs with short deadlines and 48+4 slots)")
+    ap.add_argument("--rss-growth", type=float, default=150.0,
+                    help="MB the daemon's RSS may grow over the run")
     add_daemon_args(ap)
     args = ap.parse_args()
 
     daemon = PrivateDaemon("palfuzz-", args.model, args.tiktoken)
+    if args.siege:
+        (daemon.home / "config.toml").write_text(
+            "[limits]\n" + "".join(f"{k} = {v}\n" for k, v in SIEGE_LIMITS.items()))
     report: dict[str, Any] = {"seed": args.seed, "home": str(daemon.home), "checks": {},
                               "log_errors": [], "elapsed_s": 0.0, "mode": "?", "max_frame": 0}
     reasons: list[str] = []
     fz: Fuzzer | None = None
+    mcp_tally = McpTally()
     try:
         status = daemon.start()
         pid = int(status["pid"])
@@ -985,9 +1070,34 @@ def main() -> int:
         fz = Fuzzer(daemon, args.seed, args.reply_timeout)
         report["max_frame"] = fz.max_frame
         keep = seed_keep(fz.ctl, args.keep)
+        dump_before = canonical_dump(fz.ctl, KEEP)
+        rss_before = rss_mb(pid)
         fz.ctl.close()
         report["elapsed_s"] = round(fz.run(args.frames, args.duration), 1)
+        if args.siege and fz.alive():
+            with daemon.client("fuzz-owner") as owner:
+                siege_cases, siege_fails = run_siege(daemon.sock, owner)
+            report["siege"] = dict(siege_cases)
+            reasons.extend(f"siege: {f}" for f in siege_fails[:10])
+        if args.mcp_lines and fz.alive():
+            t_mcp = time.monotonic()
+            mcp = McpFuzzer(daemon.env, PLAY, args.seed)
+            mcp.run(args.mcp_lines)
+            report["mcp_exit"] = mcp.close()
+            mcp_tally = mcp.t
+            report["mcp_s"] = round(time.monotonic() - t_mcp, 1)
         report["checks"] = end_checks(fz, keep, pid)
+        if report["checks"].get("alive"):
+            with daemon.client("fuzz-dump") as c:
+                dump_after = canonical_dump(c, KEEP)
+            rss_after = rss_mb(pid)
+            report["dump"] = {"before": dump_before, "after": dump_after}
+            report["rss_mb"] = {"before": round(rss_before, 1), "after": round(rss_after, 1)}
+            if dump_after != dump_before:
+                reasons.append("fuzz-keep's canonical dump changed")
+            if rss_after - rss_before > args.rss_growth:
+                reasons.append(f"daemon RSS grew {rss_after - rss_before:.0f} MB "
+                               f"(> {args.rss_growth:.0f})")
         fz.ctl.close()
     except Exception as exc:
         reasons.append(f"fuzz aborted: {exc!r}")
@@ -999,12 +1109,16 @@ def main() -> int:
     if tally.internals:
         reasons.append(f"{len(tally.internals)} INTERNAL (500-502) replies")
     reasons.extend(f"{n} {kind}" for kind, n in sorted(tally.failures.items()))
+    reasons.extend(f"{n} MCP {kind}" for kind, n in sorted(mcp_tally.failures.items()))
     if report["log_errors"]:
         reasons.append(f"{len(report['log_errors'])} ERROR lines in the daemon log")
     report["result"] = "FAIL" if reasons else "PASS"
     report["reasons"] = reasons
-    print_report(report, tally, tally.internals)
+    report["frames"] = tally.frames
+    print_report(report, tally, tally.internals, mcp_tally)
     if args.json:
+        report.update(mcp_cases=dict(mcp_tally.cases), mcp_answers=dict(mcp_tally.answers),
+                      mcp_failures=dict(mcp_tally.failures))
         report.update(frames=tally.frames, cases=dict(tally.cases),
                       replies=dict(tally.replies),
                       replies_by_op={k: dict(v) for k, v in tally.by_op.items()},

@@ -85,6 +85,11 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "slower peer gets `TIMEOUT` and is closed.",
     ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "
         "MiB); a stalled sender gets `TIMEOUT` and is closed.",
+    ("backup", "dir"): "Where `palace backup` writes when no `--to` is given, as "
+        "`<dir>/<palace>/<UTC time>/`; an absolute path (`~` is expanded). Unset: "
+        "`<data_dir>/backups`.",
+    ("backup", "keep"): "Backups of each palace `palace backup` keeps (1-1000) when no `--keep` "
+        "is given; older ones are deleted after each backup.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
     ("trash", "keep_days"): "Days a forgotten, pruned or expired drawer stays in its palace's "
@@ -116,7 +121,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "TIKTOKEN_CACHE_DIR": ("daemon", "tiktoken's cache directory, searched for "
                            "`9b5ad71b2ce5302211f9c61530b329a4922fc6a4` (tiktoken's cache name of "
                            "`cl100k_base`) after `<state_dir>/tiktoken/`."),
-    "HF_ENDPOINT": ("daemon", "Model hub (a mirror) probed before a download; default "
+    "HF_ENDPOINT": ("daemon, `palace model fetch`", "Model hub (a mirror) probed before a "
+                    "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "PALACE_AGENT": ("clients", "Who the requests come from (as `palace --agent`): recorded "
@@ -176,6 +182,11 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/multihop.py", "HOP_WEIGHT",
+     "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
+     "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
+     ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
+     "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
     ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
@@ -207,6 +218,12 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/palace.py", "COMPACT_MIN_DEAD",
      "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
      "~0.6 s per 1,000 vectors on 2 cores."),
+    ("palaced/reembed.py", "BACKGROUND_SHARE",
+     "Share of the time the background re-embedding after a model change embeds. "
+     "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "
+     "another palace without pause: share 1.0 re-embeds 42 drawers/s, recall p50 20.0 ms "
+     "(4.9 after the pass), remember p50 62 ms (11); share 0.5 20 drawers/s, recall p50 7.9 ms "
+     "(5.2), remember p50 28 ms (14). Alone, share 0.5 re-embeds 31 drawers/s there."),
     ("palaced/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
     ("palaced/fusion.py", "normalize",
@@ -405,8 +422,8 @@ def render_ops() -> str:
         if not about:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
-        rows.append([f"`{name}`", "yes" if op.palace == "required" else "no",
-                     op.permission or "-", about, args])
+        need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
+        rows.append([f"`{name}`", need, op.permission or "-", about, args])
     return _table(["op", "palace", "permission", "what it does", "args"], rows) + "\n"
 
 
@@ -516,13 +533,11 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    # Client's own methods, then those of its mixins (palace_client.governance...).
-    members: dict[str, Any] = {}
-    for cls in Client.__mro__:
-        if cls.__module__.startswith("palace_client"):
-            for name, member in cls.__dict__.items():
-                members.setdefault(name, member)
-    for name, member in members.items():
+    # Client's own methods, then those of its mixins (``palace_client.transfer``, ...).
+    members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
+    order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
+    for name in dict.fromkeys(order):
+        member = members[name]
         if name.startswith("_"):
             continue
         if isinstance(member, property):

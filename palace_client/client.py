@@ -1,13 +1,12 @@
 """``palace_client.Client``: the synchronous Python API over the daemon socket.
 
 Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
-connection (daemon restarted or killed) is reopened once and the request retried when that
-is correct, as each op's spec (``palaced.specs``) says (the reasoning is in that
-module's docstring): a request that was never written whole is always resent; after a lost
-reply, reads and idempotent writes are resent, ``forget``/``palace.create``/``palace.delete``
-are resent and an "already done" answer counts as success, and the rest raise
-``OutcomeUnknown`` rather than run twice. A reply late past its deadline is a lost reply
-that is not resent (``Timeout`` or ``OutcomeUnknown``, see ``Client.call``).
+connection (daemon restarted or killed) is reopened once and the request retried when that is
+correct, as each op's spec (``palaced.specs``, with the reasoning) says: a request that was
+never written whole is always resent; after a lost reply, reads and idempotent writes are
+resent, ``forget``/``palace.create``/``palace.delete`` are resent and an "already done" answer
+counts as success, and the rest raise ``OutcomeUnknown`` rather than run twice. A reply late
+past its deadline is a lost reply that is not resent (``Timeout`` or ``OutcomeUnknown``).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from palaced.errors import DaemonUnreachable, PalaceError, Timeout
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
+from .admin import Maintenance
 from .connection import (
     CONNECT_TIMEOUT_S,
     Connection,
@@ -33,10 +33,12 @@ from .connection import (
 )
 from .governance import GovernanceMethods
 from .identity import resolve as resolve_agent
+from .memoirs import MemoirMethods
 from .payloads import drawer_args
+from .transfer import Transfers
 
 
-class Client(GovernanceMethods):
+class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -49,7 +51,8 @@ class Client(GovernanceMethods):
         agent: who the requests come from (else ``PALACE_AGENT``, else ``user:<login>``).
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``).
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
+    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
@@ -171,10 +174,6 @@ class Client(GovernanceMethods):
     def palace_info(self, name: str) -> dict[str, Any]:
         """Counts, embedder identity and index state of one palace."""
         return self.call("palace.info", name)
-
-    def reembed(self, name: str) -> dict[str, Any]:
-        """Re-embed every drawer with the daemon's current model."""
-        return self.call("palace.reembed", name, timeout_ms=3_600_000)
 
     # -- drawers ----------------------------------------------------------------------------
     def remember(self, palace: str, text: str, *, wing: str | None = None,

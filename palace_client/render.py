@@ -134,6 +134,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append(f"#{item['id']}")
     elif item.get("kind") == "fact" and isinstance(item.get("fact_id"), int):
         head.append(f"fact #{item['fact_id']}")
+    elif item.get("kind") == "concept":
+        head.append(f"concept r{item.get('revision')}")
     if place:
         head.append(f"[{place}]")
     if item.get("score") is not None:
@@ -234,6 +236,34 @@ def render_fact(fact: Mapping[str, Any], *, compact: bool = False) -> str:
 def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]:
     """Render facts with ``render_fact``, one string per fact."""
     return [render_fact(f, compact=compact) for f in facts]
+
+
+def render_neighbours(result: Mapping[str, Any], palace: str, depth: int,
+                      relation: str | None, compact: bool) -> list[str]:
+    """A ``graph.neighbors`` answer for an agent: a head line with the counts, the entities
+    by distance, then the facts between them."""
+    name = str(result["entity"].get("name"))
+    via = f" via {relation}" if relation else ""
+    by_distance: dict[int, list[str]] = {}
+    for node in result.get("nodes") or []:
+        if node.get("distance"):
+            by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
+    edges = list(result.get("edges") or [])
+    found = sum(map(len, by_distance.values()))
+    head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace '{palace}': "
+            f"{counted(found, 'entity', 'entities')}, {counted(len(edges), 'fact')}")
+    if not by_distance:
+        return [f"{head}. Nothing is linked to it yet; relate it with kg_assert."]
+    lines = [head, *([] if compact else [""])]
+    for dist in sorted(by_distance):
+        label = f"{dist} hop{'s' if dist > 1 else ''}"
+        names = ", ".join(by_distance[dist])
+        lines.append(f"{label}: {names}" if compact else f"- {label}: {names}")
+    lines.append("Facts:" if compact else "\nFacts:")
+    lines.extend(render_facts(edges, compact))
+    if result.get("truncated"):
+        lines.append("(cut short at the node limit; narrow with relation or a smaller depth)")
+    return lines
 
 
 # -- terminal layout (palace CLI) ---------------------------------------------------------------

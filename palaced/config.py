@@ -11,6 +11,10 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     [tokenizer]
     bpe_file = "/opt/tiktoken/cl100k_base.tiktoken"
 
+    [backup]
+    dir = "/mnt/backup/palace"     # where `palace backup` writes (default <data_dir>/backups)
+    keep = 7                       # backups kept per palace
+
     [limits]
     max_frame = 8388608
     max_text_chars = 200000
@@ -44,11 +48,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from palaced.embedder import DEFAULT_MODEL, EmbedderSettings, settings_from_env
+from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
 from palaced.toml_lines import key_lines, line_of
+from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
 
 def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
@@ -138,6 +143,8 @@ class Key:
     bound: dict[str, Any] = field(default_factory=dict)
 
 
+DEFAULT_BACKUP_KEEP = 7
+
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -147,6 +154,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "allow_download": Key("boolean", True),
     },
     "tokenizer": {"bpe_file": Key("path")},
+    "backup": {"dir": Key("path"),
+               "keep": Key("integer", DEFAULT_BACKUP_KEEP, {"bound": 0, "strict": True})},
     "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
                            f.default, dict(f.metadata)) for f in fields(Limits)},
     # Retention fields are "<section>_<key>": trash_keep_days is [trash] keep_days.
@@ -158,6 +167,15 @@ SCHEMA: dict[str, dict[str, Key]] = {
 
 
 @dataclass(frozen=True)
+class BackupSettings:
+    """Where ``palace backup`` writes by default (None: ``<data_dir>/backups``) and how many
+    backups of each palace it keeps."""
+
+    dir: Path | None = None
+    keep: int = DEFAULT_BACKUP_KEEP
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     """Everything the daemon needs, resolved once at start."""
 
@@ -166,6 +184,12 @@ class DaemonConfig:
     limits: Limits = field(default_factory=Limits)
     tokenizer_file: Path | None = None
     retention: Retention = field(default_factory=Retention)
+    backup: BackupSettings = field(default_factory=BackupSettings)
+
+    @property
+    def backup_dir(self) -> Path:
+        """The default root of backups: ``[backup] dir``, else ``<data_dir>/backups``."""
+        return self.backup.dir or self.paths.data_dir / "backups"
 
 
 _KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
@@ -312,6 +336,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         threads=emb.get("threads") or None,
         allow_download=emb.get("allow_download", True),
         disabled=disabled,
+        install_dir=paths.models_dir,
     ))
     env_tok = os.environ.get("PALACE_TIKTOKEN_FILE")
     tok_file = env_tok if env_tok is not None else tok.get("bpe_file")
@@ -321,4 +346,22 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         limits=_limits(data.get("limits", {})),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
         retention=_retention(data),
+        backup=_backup(data.get("backup", {}), paths.config_file),
     )
+
+
+def _backup(table: dict[str, Any], source: Path) -> BackupSettings:
+    """The settings of a checked [backup] table.
+
+    Raises:
+        InvalidArgs: ``dir`` is not an absolute path (``~`` allowed) or ``keep`` is above
+            MAX_BACKUP_KEEP.
+    """
+    directory, keep = table.get("dir"), table.get("keep", DEFAULT_BACKUP_KEEP)
+    path = Path(str(directory)).expanduser() if directory else None
+    if path is not None and not path.is_absolute():
+        raise InvalidArgs(f"bad config file {source}: [backup] dir must be an absolute path")
+    if keep > MAX_BACKUP_KEEP:
+        raise InvalidArgs(f"bad config file {source}: [backup] keep must be at most "
+                          f"{MAX_BACKUP_KEEP}")
+    return BackupSettings(dir=path, keep=int(keep))

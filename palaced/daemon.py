@@ -1,9 +1,10 @@
 """Composition root: config -> services -> registry -> ops context -> scheduler -> server.
 
 The daemon wires those together and runs them in one task group: the socket server, the
-background model loader (``model_loader``), the upkeep scheduler (``scheduler``) and the
-signal watcher. Single instance: a flock on the runtime dir's lock file; the holder owns the
-socket path, so a socket of ours found there is stale and is removed.
+background model loader (``model_loader``), the upkeep scheduler (``scheduler``), the
+background re-embedding after a model change (``reembed``) and the signal watcher. Single
+instance: a flock on the runtime dir's lock file; the holder owns the socket path, so a socket
+of ours found there is stale and is removed.
 
 Local security: the daemon runs with umask 077 (every file it creates is 0600, every
 directory 0700), refuses a runtime directory, lock file or socket path that another uid owns
@@ -48,6 +49,7 @@ from palaced.private import (
     stale_socket,
     tighten_install,
 )
+from palaced.reembed import Reembedder
 from palaced.registry import Registry
 from palaced.scheduler import Scheduler
 from palaced.server import ConnectionHandler, Gate
@@ -90,6 +92,7 @@ class Daemon:
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,
                              connections=lambda: self.gate.connections)
         self.scheduler = Scheduler(self.registry, self.services.model, limits, config.retention)
+        self.reembedder = Reembedder(self.registry, self.services)
         self.ctx.in_flight.listen(self.scheduler.wake)
         self.handler = ConnectionHandler(
             partial(dispatch, self.ctx),
@@ -211,6 +214,7 @@ class Daemon:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._load_model)
                     tg.start_soon(self.scheduler.run)
+                    tg.start_soon(self.reembedder.run)
                     tg.start_soon(self._signals)
                     tg.start_soon(listener.serve, self.gate)
                     tg.start_soon(self._watchdog)

@@ -7,6 +7,7 @@ Vectors are float32, L2-normalised, so cosine similarity is a dot product.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from palaced.errors import EmbedderUnavailable
+from palaced.paths import MODEL_RECORD, model_dir_name
+from palaced.vocab import DEFAULT_MODEL
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # Texts are sorted by length and embedded 16 at a time: less padding per batch. LoCoMo turns
 # (~150 chars), 2 cores: batch 16 -> 138/s, 64 -> 131/s, 256 -> 53/s, unsorted 64 -> 25/s.
 BATCH_SIZE = 16
@@ -47,7 +49,11 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class EmbedderSettings:
-    """How to find the model: a name, and optionally a local directory holding it."""
+    """How to find the model: a name, and optionally a local directory holding it.
+
+    Looked for in order: ``model_path``, the copy ``palace model fetch|import`` installed in
+    ``install_dir`` (``<data_dir>/models``), fastembed's cache in ``cache_dir``, a download.
+    """
 
     model_name: str = DEFAULT_MODEL
     model_path: Path | None = None
@@ -55,15 +61,34 @@ class EmbedderSettings:
     threads: int | None = None
     allow_download: bool = True
     disabled: bool = False
+    install_dir: Path | None = None
+
+
+def installed_copy(settings: EmbedderSettings) -> Path | None:
+    """The installed copy of the configured model (``palace model``), if there is one."""
+    if settings.install_dir is None:
+        return None
+    path = settings.install_dir / model_dir_name(settings.model_name)
+    return path if (path / "model.onnx").is_file() else None
+
+
+def _recorded_dims(path: Path) -> int | None:
+    """The vector size an installed copy's record promises (None: unknown)."""
+    try:
+        dims = json.loads((path / MODEL_RECORD).read_text("utf-8")).get("dims")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return dims if isinstance(dims, int) else None
 
 
 class FastEmbedder:
-    """fastembed ONNX model; load with ``FastEmbedder.load``."""
+    """fastembed ONNX model; load with ``FastEmbedder.load``. ``source`` says from where."""
 
-    def __init__(self, model: Any, name: str, dims: int) -> None:
+    def __init__(self, model: Any, name: str, dims: int, source: str = "") -> None:
         self._model = model
         self._name = name
         self._dims = dims
+        self.source = source
 
     @property
     def identity(self) -> str:
@@ -92,37 +117,44 @@ class FastEmbedder:
         if settings.cache_dir is not None:
             kwargs["cache_dir"] = str(settings.cache_dir)
         errors: list[str] = []
-        attempts: list[dict[str, Any]] = []
-        if settings.model_path is not None:
-            if not (settings.model_path / "model.onnx").is_file() and not any(
-                settings.model_path.glob("*.onnx")
-            ):
-                raise EmbedderUnavailable(
-                    f"no ONNX model in {settings.model_path} (PALACE_EMBED_MODEL_PATH)"
-                )
-            attempts.append({"specific_model_path": str(settings.model_path),
-                             "local_files_only": True})
+        attempts: list[tuple[str, dict[str, Any]]] = []
+        path, expect = settings.model_path, None
+        if path is None and (installed := installed_copy(settings)) is not None:
+            path, expect = installed, _recorded_dims(installed)
+        if path is not None:
+            if not (path / "model.onnx").is_file() and not any(path.glob("*.onnx")):
+                raise EmbedderUnavailable(f"no ONNX model in {path} (PALACE_EMBED_MODEL_PATH)")
+            attempts.append((str(path), {"specific_model_path": str(path),
+                                         "local_files_only": True}))
         else:
-            attempts.append({"local_files_only": True})
+            cache = f"the fastembed cache {settings.cache_dir or ''}".rstrip()
+            attempts.append((cache, {"local_files_only": True}))
             if settings.allow_download:
                 reachable, why = hub_reachable()
                 if reachable:
-                    attempts.append({})
+                    attempts.append((f"a download into {cache}", {}))
                 else:
                     errors.append(why)
-        for extra in attempts:
+        for source, extra in attempts:
             try:
                 model = TextEmbedding(**kwargs, **extra)
                 _stop_spinning(model, settings.threads)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
-                return cls(model, settings.model_name, int(probe.shape[0]))
             except Exception as exc:
                 errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        where = settings.model_path or settings.cache_dir or "the fastembed cache"
+                continue
+            dims = int(probe.shape[0])
+            if expect is not None and dims != expect:
+                raise EmbedderUnavailable(
+                    f"the model installed in {path} makes {dims}-dimensional vectors, not the "
+                    f"{expect} its record promises; install another copy with `palace model "
+                    "import PATH`", details={"path": str(path), "dims": dims})
+            return cls(model, settings.model_name, dims, source)
+        where = path or settings.cache_dir or "the fastembed cache"
         raise EmbedderUnavailable(
-            f"model {settings.model_name} not available from {where} "
-            f"(offline? set PALACE_EMBED_MODEL_PATH): {'; '.join(dict.fromkeys(errors))}"
-        )
+            f"model {settings.model_name} not available from {where} (offline? `palace model "
+            "fetch` or `palace model import PATH` installs it): "
+            f"{'; '.join(dict.fromkeys(errors))}")
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         """Embed texts in batches of similar length (less padding), in input order."""
@@ -249,4 +281,5 @@ def settings_from_env(base: EmbedderSettings) -> EmbedderSettings:
         model_path = Path(path).expanduser() if path else None
     return EmbedderSettings(model_name=model_name, model_path=model_path,
                             cache_dir=base.cache_dir, threads=base.threads,
-                            allow_download=base.allow_download, disabled=disabled)
+                            allow_download=base.allow_download, disabled=disabled,
+                            install_dir=base.install_dir)

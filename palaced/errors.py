@@ -1,86 +1,21 @@
 """The one exception tree of palace, with stable numeric codes.
 
-Leaf module (stdlib only): the client imports it to rebuild typed errors from error
-envelopes (``protocol.decode_error``). Codes are grouped by hundreds and are part of the wire
-contract; never renumber.
+Leaf module (stdlib and the leaf ``excerpts``): the client imports it to rebuild typed
+errors from error envelopes (``protocol.decode_error``). Codes are grouped by hundreds and
+are part of the wire contract; never renumber.
 """
 
 from __future__ import annotations
 
-import reprlib
 from typing import Any, ClassVar
 
-# Error texts echo input only as bounded excerpts: a 2.5 MB bad value must not come back as a
-# 5 MB message (nor make the reply itself too large to send).
-QUOTE_CHARS = 200
-MAX_MESSAGE_CHARS = 1_000
-MAX_DETAIL_CHARS = QUOTE_CHARS
-MAX_DETAIL_ITEMS = 100
-_MAX_DETAIL_DEPTH = 4
-
-_repr = reprlib.Repr()
-_repr.maxstring = QUOTE_CHARS
-_repr.maxother = QUOTE_CHARS
-_repr.maxlong = 60
-_repr.maxlevel = 3
-
-
-def quote(value: object, limit: int = QUOTE_CHARS) -> str:
-    """A repr-like excerpt of ``value`` of at most ``limit`` characters, for error texts:
-    ``repr(value)`` when short; else its head, an ellipsis and its length, e.g. ``'xxxx…'
-    (2500000 chars)``, or a bounded repr of huge numbers and containers. Never raises."""
-    limit = max(limit, 24)
-    if isinstance(value, str | bytes):
-        if len(value) <= limit:
-            text = repr(value)
-            if len(text) <= limit:
-                return text
-        unit = "chars" if isinstance(value, str) else "bytes"
-        suffix = f"… ({len(value)} {unit})"
-        room = limit - len(suffix)
-        keep = room - 3  # the quotes (and the b of bytes)
-        head = repr(value[:keep])
-        while len(head) > room and keep > 0:
-            # Escapes (NUL, line separators...) make a repr longer than its text: cut in proportion.
-            keep = min(keep - 1, keep * (room - 3) // len(head))
-            head = repr(value[:keep])
-        return head + suffix
-    if isinstance(value, int) and value.bit_length() > 256:
-        return f"<int of {value.bit_length()} bits>"
-    try:
-        text = _repr.repr(value)
-    except Exception:  # a hostile __repr__
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in an ellipsis and the full length."""
-    if len(text) <= limit:
-        return text
-    suffix = f"… ({len(text)} chars)"
-    return text[: max(limit - len(suffix), 0)] + suffix
-
-
-def bounded(value: Any, depth: int = 0) -> Any:
-    """A copy of a details value cut to a small size: strings to MAX_DETAIL_CHARS characters,
-    containers to MAX_DETAIL_ITEMS items; numbers, booleans and None pass through; anything
-    else (or nested too deeply) becomes its ``quote``."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str):
-        return clip(value, MAX_DETAIL_CHARS)
-    if depth < _MAX_DETAIL_DEPTH:
-        if isinstance(value, list | tuple):
-            out = [bounded(v, depth + 1) for v in value[:MAX_DETAIL_ITEMS]]
-            if len(value) > MAX_DETAIL_ITEMS:
-                out.append(f"… ({len(value)} items)")
-            return out
-        if isinstance(value, dict):
-            items = list(value.items())[:MAX_DETAIL_ITEMS]
-            return {(clip(k, MAX_DETAIL_CHARS) if isinstance(k, str) else quote(k)):
-                    bounded(v, depth + 1) for k, v in items}
-    return quote(value, MAX_DETAIL_CHARS)
+# Error texts echo input only as bounded excerpts (re-exported: callers quote from here).
+from palaced.excerpts import MAX_DETAIL_CHARS as MAX_DETAIL_CHARS
+from palaced.excerpts import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from palaced.excerpts import QUOTE_CHARS as QUOTE_CHARS
+from palaced.excerpts import bounded as bounded
+from palaced.excerpts import clip as clip
+from palaced.excerpts import quote as quote
 
 
 class PalaceError(Exception):
@@ -190,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """The palace was embedded with a different model; run `palace reembed`."""
+    """Reserved: a palace of another model (palaces now switch in the background instead)."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -215,6 +150,18 @@ class Forbidden(RegistryError):
 
     code = 208
     name = "FORBIDDEN"
+class PalaceNotEmpty(PalaceExists):
+    """A restore's target palace already holds memories (restore into a new palace)."""
+
+    code = 206
+    name = "PALACE_NOT_EMPTY"
+
+
+class BackupInvalid(RegistryError):
+    """A backup failed verification: its manifest, a file's checksum, or its database."""
+
+    code = 207
+    name = "BACKUP_INVALID"
 
 
 # 3xx content
@@ -251,6 +198,34 @@ class InvalidContent(ContentError):
 
     code = 303
     name = "INVALID_CONTENT"
+
+
+class MemoirNotFound(ContentError):
+    """No memoir of that name exists in the palace."""
+
+    code = 304
+    name = "MEMOIR_NOT_FOUND"
+
+
+class ConceptNotFound(ContentError):
+    """No concept of that name exists in the memoir."""
+
+    code = 305
+    name = "CONCEPT_NOT_FOUND"
+
+
+class MemoirExists(ContentError):
+    """A memoir of that name already exists in the palace."""
+
+    code = 306
+    name = "MEMOIR_EXISTS"
+
+
+class ConceptExists(ContentError):
+    """The memoir already has a concept of that name with another definition; refine it."""
+
+    code = 307
+    name = "CONCEPT_EXISTS"
 
 
 # 4xx load / time
@@ -296,6 +271,29 @@ class StorageError(InternalError):
 
     code = 501
     name = "STORAGE_ERROR"
+
+
+class StorageFull(StorageError):
+    """The palace's storage is full: nothing was written; free some space, then retry."""
+
+    code = 505
+    name = "STORAGE_FULL"
+
+
+class StorageReadOnly(StorageError):
+    """The palace's storage cannot be written (a read-only mount or permissions): nothing
+    was written; make it writable, then retry."""
+
+    code = 506
+    name = "STORAGE_READ_ONLY"
+
+
+class StorageCorrupt(StorageError):
+    """The palace's database is corrupt: restore it from a backup or delete the palace.
+    Writes to it are refused until then; reads are tried."""
+
+    code = 507
+    name = "STORAGE_CORRUPT"
 
 
 class IndexError_(InternalError):

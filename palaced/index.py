@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Iterable, Sequence
@@ -21,10 +22,13 @@ from typing import Any
 import numpy as np
 from usearch.index import Index
 
-from palaced.errors import IndexError_
+from palaced.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
 from palaced.store import Store
+from palaced.store.db import is_read_only, storage_error
 from palaced.store.meta import meta_get, meta_set
 from palaced.store.vectors import all_vectors, vector_owners
+
+log = logging.getLogger("palaced.index")
 
 DTYPE = np.float32
 
@@ -135,6 +139,11 @@ class VectorIndex:
                     self.dead += 1
                     self.dirty = True
 
+    def owners(self) -> dict[int, int]:
+        """A copy of the live ``{vector id: drawer id}`` map (tombstones excluded)."""
+        with self._lock:
+            return dict(self._owner)
+
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first."""
         with self._lock:
@@ -159,10 +168,12 @@ class VectorIndex:
         """Write the index atomically (temp file + fsync + rename); returns the file digest.
 
         Raises:
-            IndexError_: the write failed (the old file stays in place).
+            StorageFull, StorageReadOnly: the storage has no room for it, or is read-only.
+            IndexError_: the write failed otherwise (the old file stays in place either way).
         """
         tmp = path.with_name(path.name + ".tmp")
         with self._lock:
+            need = int(self._index.serialized_length)
             try:
                 self._index.save(str(tmp))
                 fd = os.open(tmp, os.O_RDONLY)
@@ -175,9 +186,34 @@ class VectorIndex:
             except Exception as exc:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
-                raise IndexError_(f"index save failed: {exc}") from exc
+                raise _save_error(exc, path, need) from exc
             self.dirty = False
         return digest
+
+
+def _save_error(exc: Exception, path: Path, need: int) -> PalaceError:
+    """What a failed save means. usearch reports a failed write without its errno ("Failed to
+    serialize into stream"), so a full or read-only filesystem is recognised from the
+    filesystem itself: a client can act on STORAGE_FULL, not on an opaque INDEX_ERROR."""
+    if isinstance(exc, OSError):
+        err = storage_error(exc, path)
+        if isinstance(err, StorageFull | StorageReadOnly):
+            return err
+    try:
+        st = os.statvfs(path.parent)
+        free = st.f_bavail * st.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < need:
+        return StorageFull(f"storage is full ({path}): the vector index needs {need} bytes, "
+                           f"{free} are free; free some space, then retry",
+                           details={"condition": "full", "path": str(path), "need": need,
+                                    "free": free})
+    if is_read_only(path):
+        return StorageReadOnly(f"storage is read-only ({path}): the vector index cannot be "
+                               "saved; make it writable, then retry",
+                               details={"condition": "read_only", "path": str(path)})
+    return IndexError_(f"index save failed ({path}): {exc}", details={"path": str(path)})
 
 
 def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int, k: int
@@ -202,6 +238,9 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
     ``index_saved_epoch`` recorded after the last save and the file's digest matches. A
     rebuilt index is saved at once. Returns ``(index, rebuilt)``.
 
+    A rebuilt index that cannot be saved because the storage is full or read-only is
+    returned all the same (still dirty, so a later checkpoint saves it).
+
     Raises:
         IndexError_: the rebuild or the save failed.
         StorageError: SQLite failed.
@@ -219,7 +258,12 @@ def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
         except OSError:
             pass
     index.rebuild(store.read(all_vectors))
-    save_index(index, store, path)
+    try:
+        save_index(index, store, path)
+    except (StorageFull, StorageReadOnly) as exc:
+        # The file is only a cache: serve from memory (the index stays dirty, so the
+        # checkpointer saves it once there is room) rather than refuse every read.
+        log.warning("%s; serving the rebuilt vector index from memory", exc.message)
     return index, True
 
 
@@ -230,7 +274,8 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
     epoch and recording it.
 
     Raises:
-        IndexError_: the save failed (the previous file stays in place).
+        StorageFull, StorageReadOnly, IndexError_: the save failed (the previous file stays
+            in place); StorageError: recording it in SQLite failed.
     """
     epoch = store.read(lambda c: meta_get(c, "vec_epoch")) or "0"
     digest = index.save(path)
@@ -239,4 +284,28 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
         meta_set(c, "index_saved_epoch", epoch)
         meta_set(c, "index_digest", digest)
 
-    store.write(record)
+    store.write(record, stamp=False)
+
+
+def file_entries(path: Path) -> int | None:
+    """How many vectors the index file at ``path`` holds, read from its header; None when it
+    is missing or unreadable. Never raises."""
+    try:
+        meta = Index.metadata(str(path))
+        return None if meta is None else int(meta["count_present"])
+    except Exception:  # a missing, truncated or foreign file: the caller reports it
+        return None
+
+
+def file_holds(path: Path, keys: Sequence[int]) -> bool:
+    """Whether the index file at ``path`` holds exactly the vector ids ``keys``.
+
+    The file is memory-mapped (a view), not loaded. Never raises: unreadable is False.
+    """
+    try:
+        view = Index.restore(str(path), view=True)
+        if view is None or len(view) != len(keys):
+            return False
+        return not keys or bool(np.all(view.contains(np.asarray(keys, dtype=np.uint64))))
+    except Exception:  # a missing, truncated or foreign file: the caller reports it
+        return False

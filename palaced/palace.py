@@ -3,7 +3,8 @@
 Owns the palace's Store (SQLite), VectorIndex (usearch cache), identity file and lock, and the
 state the daemon's upkeep reads (``checkpoint_due``, ``index_stale``, ``last_write``...). It
 does four things: its lifetime (``open``, ``aclose``), binding the embedding model
-(``attach``, the one place the index is loaded, rebuilt or dropped for a model), one read hop
+(``attach``, the one place the index is loaded, rebuilt or dropped for a model; a palace whose
+vectors are another model's is switched over by ``reembed``), one read hop
 (``read``: a worker-thread call on a reader snapshot) and one write hop (``write``: a
 worker-thread call under ``write_lock``, shielded so a disconnecting client never leaves a
 half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
@@ -16,11 +17,8 @@ consolidation, health).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import logging
 import os
-import stat
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -32,22 +30,35 @@ import anyio.to_thread
 import apsw
 
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderMismatch, PalaceLocked, PalaceNotFound, StorageError
+from palaced.errors import (
+    StorageCorrupt,
+    StorageError,
+)
 from palaced.index import VectorIndex, open_index, save_index
+from palaced.palace_dir import (
+    DB_NAME,
+    IDENTITY_NAME,
+    INDEX_NAME,
+    LOCK_NAME,
+    db_identity,
+    has_database,
+    not_found,
+    release_lock,
+    take_lock,
+    undo_create,
+)
 from palaced.services import Services
 from palaced.store import Store
-from palaced.store.db import storage_error, storage_errors
+from palaced.store import reembed as next_vectors
+from palaced.store.db import storage_errors
 from palaced.store.drawers import touch
-from palaced.store.meta import bump_vec_epoch, claim_embedder, meta_get
-from palaced.store.vectors import drop_all_vectors
+from palaced.store.meta import claim_embedder, meta_get
 
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
-DB_NAME = "palace.db"
-INDEX_NAME = "index.usearch"
-IDENTITY_NAME = "identity.txt"
-LOCK_NAME = ".lock"
+__all__ = ["DB_NAME", "IDENTITY_NAME", "INDEX_NAME", "LOCK_NAME", "Palace", "has_database",
+           "now_ms"]
 IDENTITY_TEMPLATE = """\
 # Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
 # Lines starting with # are ignored.
@@ -72,8 +83,8 @@ class Palace:
         self._lock_fd = lock_fd
         self.write_lock = anyio.Lock()
         self.index: VectorIndex | None = None
-        self.embedder_identity: str | None = None
-        self.mismatch: str | None = None
+        self.embedder_identity: str | None = None  # the model of the live vectors
+        self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
         self.write_counter = 0
         self.last_used = time.monotonic()
@@ -82,6 +93,10 @@ class Palace:
         self._pending_touch: set[int] = set()
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
         self.closed = False
+        self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
+        # Set once SQLite reports the database corrupt: writes are refused from then on, so
+        # nothing acknowledged is piled onto a damaged file; reads are still tried.
+        self.corrupt: StorageCorrupt | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -111,18 +126,18 @@ class Palace:
                    ) -> Palace:
         # A damaged directory is refused before anything (even the lock file) is created.
         if not has_database(name, directory) and not create:
-            raise _not_found(name)
+            raise not_found(name)
         if create:
             with storage_errors(directory, name):
                 directory.mkdir(parents=True, exist_ok=True)
-        fd = _take_lock(name, directory)
+        fd = take_lock(name, directory)
         store: Store | None = None
         created = False  # only then is everything in the directory ours to undo
         try:
             # Again under the lock: another process may have created or damaged it meanwhile.
             if not has_database(name, directory):
                 if not create:
-                    raise _not_found(name)
+                    raise not_found(name)
                 created = True
             store = Store(directory / DB_NAME, palace=name)
             identity = directory / IDENTITY_NAME
@@ -130,6 +145,8 @@ class Palace:
                 if not os.path.lexists(identity):
                     identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
             palace = cls(name, directory, store, fd, services)
+            with storage_errors(directory, name):
+                palace.db_id = db_identity(directory)
             palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
             if services.model.embedder is not None:
                 with storage_errors(directory, name):
@@ -139,29 +156,38 @@ class Palace:
             if store is not None:
                 store.close()
             if created:
-                _undo_create(directory)
-            _release_lock(fd)
+                undo_create(directory)
+            release_lock(fd)
             raise
 
     # -- the model -------------------------------------------------------------------------
     def _attach_sync(self, embedder: Embedder) -> None:
-        """Bind the palace to the loaded model: check identity, load or rebuild the index."""
-        stored = self.store.read(lambda c: meta_get(c, "embedder"))
+        """Bind the palace to the loaded model: load or rebuild the index of its vectors, or,
+        when they are another model's, drop the index (``palaced.reembed`` switches it)."""
+        stored, target = self.store.read(
+            lambda c: (meta_get(c, "embedder"), next_vectors.next_model(c)))
         if stored is None:
             self.store.write(lambda c: claim_embedder(c, embedder.identity, embedder.dims))
             stored = embedder.identity
         self.embedder_identity = stored
         if stored != embedder.identity:
-            self.mismatch = (
-                f"palace {self.name!r} was embedded with {stored}, but the daemon runs "
-                f"{embedder.identity}; run `palace reembed --palace {self.name}` to switch"
-            )
+            # Keyword-only until palaced.reembed has built this model's vectors; the old
+            # model's stay untouched (and valid for it) until then.
             self.index = None
             return
-        self.mismatch = None
-        self._load_or_rebuild(embedder.dims)
+        if target is not None and target != stored:
+            # A switch toward a model the daemon no longer runs: its vectors would only age.
+            try:
+                self.store.write(next_vectors.abandon)
+            except StorageError as exc:  # read-only storage: harmless leftovers
+                log.warning("palace %s: cannot drop an abandoned re-embedding: %s",
+                            self.name, exc.message)
+        if self.index is None or self.index.dims != embedder.dims:
+            self.load_index_sync(embedder.dims)
 
-    def _load_or_rebuild(self, dims: int, *, rebuild: bool = False) -> None:
+    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
+        """Load the saved index of the live vectors, or rebuild it (worker thread, under
+        ``write_lock``). Raises IndexError_ or StorageError."""
         index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
         if rebuilt:
             log.info("palace %s: rebuilt the vector index (%d vectors)", self.name, len(index))
@@ -169,43 +195,28 @@ class Palace:
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
-        """Called when the model becomes ready after the palace was opened (idempotent)."""
-        await self.write(partial(self._attach_unless_bound_sync, embedder), wrote=False)
+        """Bind to ``embedder``, the model loaded now (idempotent; after a model change too)."""
+        await self.write(partial(self._attach_unless_closed_sync, embedder), wrote=False)
 
-    def _attach_unless_bound_sync(self, embedder: Embedder) -> None:
-        if self.index is not None or self.mismatch is not None or self.closed:
-            return
-        self._attach_sync(embedder)
-
-    def switch_model_sync(self, embedder: Embedder) -> None:
-        """Drop every vector and bind the palace to ``embedder`` with an empty index.
-
-        The first half of a reembed (``writes.reembed`` then embeds every drawer again); runs
-        in a worker thread under ``write_lock``.
-        """
-        def tx(c: apsw.Connection) -> None:
-            drop_all_vectors(c)
-            claim_embedder(c, embedder.identity, embedder.dims)
-            bump_vec_epoch(c)
-
-        self.store.write(tx)
-        self.embedder_identity = embedder.identity
-        self.mismatch = None
-        self.index = VectorIndex(embedder.dims)
-        self.index.dirty = True
+    def _attach_unless_closed_sync(self, embedder: Embedder) -> None:
+        if not self.closed:
+            self._attach_sync(embedder)
 
     def vector_embedder(self) -> Embedder | None:
         """The embedder to use for this palace now, or None in keyword-only mode."""
         emb = self.services.model.embedder
-        if emb is None or self.index is None or self.mismatch is not None:
+        if emb is None or self.index is None or emb.identity != self.embedder_identity:
             return None
         return emb
 
-    def require_compatible(self) -> None:
-        """Raises EmbedderMismatch when the palace needs a reembed before use."""
-        if self.mismatch is not None:
-            raise EmbedderMismatch(self.mismatch, details={"palace": self.name,
-                                                           "stored": self.embedder_identity})
+    @property
+    def mismatch(self) -> str | None:
+        """Why the vectors cannot serve the loaded model (they are another model's), or None."""
+        emb = self.services.model.embedder
+        if emb is None or self.embedder_identity in (None, emb.identity):
+            return None
+        return (f"palace {self.name!r} holds vectors of {self.embedder_identity}; it is being "
+                f"re-embedded for {emb.identity} in the background")
 
     # -- checkpoint and close --------------------------------------------------------------
     def _save_index_sync(self) -> None:
@@ -228,7 +239,7 @@ class Palace:
             # on 2 cores), so it waits for a few percent of tombstones, or for close. The file
             # on disk never carries tombstones: while there are some, it is not rewritten.
             if self.index_stale or self._many_dead(index) or (force and index.dead):
-                self._load_or_rebuild(index.dims, rebuild=True)
+                self.load_index_sync(index.dims, rebuild=True)
             elif (index.dirty or force) and not index.dead:
                 self._save_index_sync()
         self.store.checkpoint()
@@ -261,13 +272,38 @@ class Palace:
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
-        _release_lock(self._lock_fd)
+        release_lock(self._lock_fd)
+        self.closed = True
+
+    def vanished(self) -> bool:
+        """Whether the palace's database is no longer the file this handle opened (its
+        directory was deleted, moved or replaced under the daemon). Cheap: one stat; a stat
+        that fails for another reason (permissions, I/O) is no evidence: False."""
+        if self.closed:
+            return False
+        try:
+            return db_identity(self.dir) != self.db_id
+        except OSError:
+            return False
+
+    def discard_sync(self) -> None:
+        """Close a vanished palace without touching what is now at its path: no checkpoint,
+        no index save, and SQLite must not delete the WAL by name (it may be another palace's
+        now). Worker thread, under ``write_lock``."""
+        if self.closed:
+            return
+        self.store.abandon()
+        release_lock(self._lock_fd)
         self.closed = True
 
     # -- the two hops ----------------------------------------------------------------------
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
         """Run ``fn(conn)`` in a worker thread on one reader snapshot; raises what it raises."""
-        return await anyio.to_thread.run_sync(self.store.read, fn)
+        try:
+            return await anyio.to_thread.run_sync(self.store.read, fn)
+        except StorageCorrupt as exc:
+            self.corrupt = exc
+            raise
 
     async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
         """Run ``fn`` in a worker thread under ``write_lock``, shielded from cancellation.
@@ -276,10 +312,23 @@ class Palace:
         the same hop. With ``wrote`` (the default) ``write_counter`` is bumped afterwards, so
         caches stamped with it are invalidated; a dry run passes False. Raises what ``fn``
         raises (the counter is then not bumped).
+
+        Raises:
+            StorageCorrupt: the database was found corrupt and ``wrote`` (upkeep, which passes
+                False, still runs: closing must work).
         """
+        if wrote and self.corrupt is not None:
+            raise StorageCorrupt(
+                f"palace {self.name!r}'s database {self.dir / DB_NAME} is corrupt; writes are "
+                "refused until it is restored from a backup or the palace is deleted",
+                details=self.corrupt.details)
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(fn)
+                try:
+                    result = await anyio.to_thread.run_sync(fn)
+                except StorageCorrupt as exc:
+                    self.corrupt = exc
+                    raise
         if wrote:
             self.write_counter += 1
             self.last_write = time.monotonic()
@@ -300,101 +349,12 @@ class Palace:
             return
         ids, self._pending_touch = self._pending_touch, set()
         ts = now_ms()
-        self.store.write(lambda c: touch(c, ids, ts))
+        try:
+            self.store.write(lambda c: touch(c, ids, ts), stamp=False)
+        except BaseException:
+            self._pending_touch |= ids  # a full disk must not lose them: the next run retries
+            raise
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""
         return self.maybe_pending and self.vector_embedder() is not None
-
-
-def has_database(name: str, directory: Path) -> bool:
-    """Whether ``directory`` holds palace ``name``'s database (False: nothing of a palace).
-
-    Only a non-empty regular ``palace.db`` counts. A directory with nothing in it but the
-    lock file is no palace.
-
-    Raises:
-        StorageError: the directory holds palace files (identity, index, WAL...) but its
-            database is missing, empty or not a regular file: a damaged palace, which must
-            never be mistaken for a new one. Nothing is changed.
-    """
-    db = directory / DB_NAME
-    with storage_errors(db, name):
-        try:
-            st: os.stat_result | None = db.stat()
-        except FileNotFoundError:
-            st = None
-        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size > 0:
-            return True
-        if st is None:
-            try:
-                others = sorted(e for e in os.listdir(directory) if e != LOCK_NAME)
-            except FileNotFoundError:
-                return False
-            if not others:
-                return False
-            problem = f"is missing, yet the directory holds {', '.join(others[:5])}"
-        elif not stat.S_ISREG(st.st_mode):
-            problem = "is not a regular file"
-        else:
-            problem = "is empty (0 bytes)"
-    raise StorageError(
-        f"palace {name!r} is damaged: its database {db} {problem}. Nothing was changed; "
-        f"restore {DB_NAME} from a backup, or delete the palace with `palace delete {name}`",
-        details={"palace": name, "path": str(db), "condition": "damaged"},
-    )
-
-
-def _not_found(name: str) -> PalaceNotFound:
-    return PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}`",
-                          details={"palace": name})
-
-
-def _take_lock(name: str, directory: Path) -> int:
-    """Open and flock the palace's lock file; returns its descriptor.
-
-    Raises:
-        PalaceNotFound: the directory does not exist.
-        PalaceLocked: another process holds the lock.
-        StorageError: the lock file cannot be created or opened (read-only storage...).
-    """
-    path = directory / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except FileNotFoundError:
-        raise _not_found(name) from None
-    except OSError as exc:
-        raise storage_error(exc, path, name) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise PalaceLocked(
-            f"palace {name!r} is locked by another process", details={"palace": name}
-        ) from None
-    except OSError as exc:
-        os.close(fd)
-        raise storage_error(exc, path, name) from exc
-    return fd
-
-
-def _release_lock(fd: int) -> None:
-    # Unlock and close separately: a failed unlock must not leak the descriptor (closing it
-    # releases the flock anyway).
-    with contextlib.suppress(OSError):
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-# Everything a create may have written into a directory that held nothing but the lock.
-_CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp")
-
-
-def _undo_create(directory: Path) -> None:
-    """Remove what a failed create wrote, so the half-made palace is neither damaged nor
-    mistaken for a real one; the next create starts over."""
-    for fname in _CREATED_FILES:
-        with contextlib.suppress(OSError):
-            (directory / fname).unlink()

@@ -26,6 +26,14 @@ SOCKET_NAME = "palaced.sock"
 ACTIVATION_NAME = "palaced"
 # sun_path is 108 bytes on Linux and 104 on macOS; keep a margin.
 MAX_SOCKET_PATH = 100
+# An installed model (``palace model fetch|import``): <data_dir>/models/<model_dir_name>/, its
+# files plus this record of where they came from, their sha256 and the vectors' dimensions.
+MODEL_RECORD = "palace-model.json"
+
+
+def model_dir_name(model: str) -> str:
+    """The directory an installed copy of ``model`` lives in (``org/name`` -> ``org--name``)."""
+    return model.replace("/", "--")
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,11 @@ class Paths:
     @property
     def palaces_dir(self) -> Path:
         return self.data_dir / "palaces"
+
+    @property
+    def models_dir(self) -> Path:
+        """Installed model copies (``palace model fetch|import``)."""
+        return self.data_dir / "models"
 
     @property
     def log_file(self) -> Path:

@@ -20,6 +20,7 @@ import apsw
 from palaced.errors import MemoryNotFound
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
 from palaced.store import drawers
+from palaced.store import reembed as next_vectors
 
 log = logging.getLogger("palaced.reads")
 
@@ -40,8 +41,9 @@ def _report(path: Path, problem: str | None) -> None:
         log.warning("%s: %s", path, problem)
 
 
-def read_identity(path: Path) -> str:
-    """L0: the identity file's text without ``#`` comment lines ("" when there is none).
+def read_identity(path: Path, *, keep_comments: bool = False) -> str:
+    """L0: the identity file's text without ``#`` comment lines ("" when there is none);
+    with ``keep_comments``, the whole text as the file holds it (for an export).
 
     The file is user-edited, so nothing in it may break a recall: only a regular file is read
     (a FIFO or device would block the worker thread forever; a symlink is not followed), at
@@ -77,6 +79,8 @@ def read_identity(path: Path) -> str:
     _report(path, f"is larger than {IDENTITY_MAX_BYTES} bytes; L0 is cut there" if cut
             else None)
     text = bytes(raw[:IDENTITY_MAX_BYTES]).decode("utf-8", errors="replace")
+    if keep_comments:
+        return text
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     out = "\n".join(lines).strip()
     if cut:
@@ -113,11 +117,32 @@ async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, off
             "next_offset": nxt if nxt < total else None}
 
 
+def reembedding(stored: str | None, moving: tuple[str | None, int, int], current: str | None
+                ) -> dict[str, Any] | None:
+    """A palace's re-embedding for another model, ``{"model", "done", "total", "paused"}``
+    (drawers), from its recorded model, ``store.reembed.progress`` and the daemon's model;
+    None if none runs or is due. ``paused``: its model is not the one loaded now."""
+    target, done, total = moving
+    if current is not None and stored not in (None, current) and target != current:
+        return {"model": current, "done": 0, "total": total, "paused": False}  # not started
+    if target is None:
+        return None
+    return {"model": target, "done": done, "total": total, "paused": target != current}
+
+
 async def info(palace: Palace) -> dict[str, Any]:
-    """Counts, embedder identity and index agreement."""
+    """Counts, embedder identity, index agreement and any re-embedding's progress."""
     counts = await palace.read(drawers.counts)
     rooms = await palace.read(drawers.rooms)
+    moving = await palace.read(next_vectors.progress)
+    current = palace.services.model.embedder
     index_count = len(palace.index) if palace.index is not None else None
+    if index_count is not None and index_count != counts["vectors"]:
+        # A write between its commit and its index update looks like disagreement: count
+        # again behind the write lock, where no write is half done.
+        async with palace.write_lock:
+            counts = await palace.read(drawers.counts)
+            index_count = len(palace.index) if palace.index is not None else None
     return {
         "name": palace.name,
         "path": str(palace.dir),
@@ -126,6 +151,8 @@ async def info(palace: Palace) -> dict[str, Any]:
         "consistent": index_count == counts["vectors"] if index_count is not None else None,
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
+        "reembedding": reembedding(palace.embedder_identity, moving,
+                                   current.identity if current else None),
         "rooms": rooms,
         "identity": await identity_text(palace),
     }

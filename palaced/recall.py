@@ -9,8 +9,8 @@ response carries, packed to a token budget (``packing.pack``) in this order:
 * L0, the palace's identity text (``reads.read_identity``);
 * L1, the essential drawers (importance, then recency), cached until the next write; only
   when asked for (``wake_up`` is where they belong);
-* L2, where the query points: the drawers inside the rooms/closets it names, plus facts
-  about entities it names;
+* L2, where the query points: the memoir concepts it names or matches (with their strongest
+  links), the drawers inside the rooms/closets it names, and facts about entities it names;
 * L3, deep search: the ranking beyond the hits, always with ``deep``, else when L2 is thin.
 
 ``choose_levels`` owns which ranked drawers go to L2 and L3. ``wake_up`` is L0 and L1 alone
@@ -30,7 +30,7 @@ import numpy as np
 
 from palaced import relevance, search
 from palaced.errors import PalaceError
-from palaced.packing import Section
+from palaced.packing import Item, Section
 from palaced.palace import IDENTITY_NAME, Palace, now_ms
 from palaced.reads import identity_text, read_identity
 from palaced.sections import (
@@ -38,18 +38,16 @@ from palaced.sections import (
     Sections,
     drawer_item,
     essential_section,
-    fact_item,
     identity_section,
+    l2_knowledge,
     pack_sections,
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.graph_walk import facts_matching
 from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms, mentioned
 from palaced.topics import query_entities, spelled
 
 L1_SIZE = 15
-FACTS_IN_L2 = 5
 
 
 @dataclass(frozen=True)
@@ -141,7 +139,8 @@ class _Gathered:
     top: list[int]
     l2: list[int]
     l3: list[int]
-    facts: list[dict[str, Any]]
+    concepts: list[Item]  # L2: memoir concepts (before its drawers) ...
+    facts: list[Item]  # ... and knowledge-graph facts (after them)
     l1: list[dict[str, Any]] | None
     identity: str | None
     unknown_names: tuple[str, ...]
@@ -181,14 +180,16 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     ``nothing_relevant`` says no drawer reached the floor. The
     sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
     (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
-    matching facts), L3 the ranking beyond the hits (with ``deep``, else when L2 is thin).
+    matching concepts and facts), L3 the ranking beyond the hits (with ``deep``, else when L2
+    is thin).
     Every requested section with content appears, cut to fit when the budget is small.
 
+    Keyword-only (with a ``notice`` saying why) while no model is loaded or the palace is
+    being re-embedded for the loaded one.
+
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         StorageError: SQLite failed.
     """
-    palace.require_compatible()
     caches = _caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
     lexical: list[tuple[int, float]] = []
@@ -221,6 +222,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     identity_path = palace.dir / IDENTITY_NAME
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
+    doc_count = caches.doc_count[1] if caches.doc_count else None
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
@@ -230,13 +232,11 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
             caches.rooms = (counter, rooms)
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
                               filters=req.filters, now_ms=ts, rooms=rooms,
-                              lexical_hits=lexical)
+                              lexical_hits=lexical, n_docs=doc_count)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
-        facts: list[dict[str, Any]] = []
-        if 2 in levels:
-            facts = facts_matching(c, fts_terms(req.query), FACTS_IN_L2)
+        concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
         identity = read_identity(identity_path) if 0 in levels else None
@@ -245,7 +245,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         # in the worker thread, so the event loop only ever handles the short excerpts.
         shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None)
                  for did, d in rows.items()}
-        return _Gathered(ranking, shown, top, l2_ids, l3_ids, facts, l1, identity, unknown)
+        return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
+                         unknown)
 
     got = await palace.read(run)
     ranking = got.ranking
@@ -263,8 +264,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     if 1 in levels:
         parts.append(essential_section(unexpired(l1_cached or [])))
     if 2 in levels:
-        items = [drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2) if d]
-        items += [fact_item(f) for f in got.facts]
+        items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
+                                  if d), *got.facts]
         parts.append(Section(2, "Where the query points", items))
     if 3 in levels:
         items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
@@ -352,14 +353,19 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 
 
 def keyword_reason(palace: Palace) -> str:
-    """Why recall runs keyword-only right now (a reembed is due, the model loads...)."""
-    if palace.mismatch:
-        return palace.mismatch
+    """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if palace.mismatch and model.embedder is not None:
+        return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
+                f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
+                "`palace status` shows the progress, `palace reembed --palace "
+                f"{palace.name}` finishes it now")
     if model.state == "loading":
         return "keyword-only: the embedding model is still loading"
     if model.embedder is None:
-        return f"keyword-only: no embedding model ({model.reason})"
+        hint = "" if model.disabled else (
+            "; `palace model fetch` or `palace model import PATH` installs it")
+        return f"keyword-only: no embedding model ({model.reason}){hint}"
     return "keyword-only: vector index not ready"
 
 

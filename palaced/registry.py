@@ -8,56 +8,39 @@ from __future__ import annotations
 
 import errno
 import logging
-import re
+import os
 import shutil
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from palaced import reads
+from palaced import peek, reads
 from palaced.errors import (
-    InvalidPalaceName,
     PalaceExists,
     PalaceNotFound,
     StorageError,
-    clip,
-    quote,
 )
-from palaced.palace import DB_NAME, LOCK_NAME, Palace, has_database
+from palaced.layout import (
+    NAME_RE,
+    REPLACED_PREFIX,
+    STAGING_PREFIX,
+    TRASH_PREFIX,
+    sweep_leftovers,
+    sync_dir,
+    validate_name,
+)
+from palaced.palace import Palace
+from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database
 from palaced.services import Services
-from palaced.store.db import open_connection, storage_errors
-from palaced.store.drawers import counts
-from palaced.store.meta import meta_get
+from palaced.store.db import storage_errors
+from palaced.store.reembed import next_model
 
 log = logging.getLogger("palaced.registry")
-
-# Directories of creates and deletes in progress (names() never lists them: not kebab-case).
-STAGING_PREFIX = ".creating-"
-TRASH_PREFIX = ".deleting-"
-NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-MAX_NAME = 64
-
-
-def validate_name(name: object) -> str:
-    """Return ``name`` if it is lowercase kebab-case of 1-64 characters.
-
-    Raises:
-        InvalidPalaceName: anything else (``../x``, ``/abs``, empty, NUL, upper case...).
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidPalaceName("palace name must be a non-empty string",
-                                details={"name": quote(name, 80)})
-    if len(name) > MAX_NAME or NAME_RE.fullmatch(name) is None:
-        raise InvalidPalaceName(
-            f"invalid palace name {quote(name, 80)}: use lowercase letters, digits and single "
-            f"hyphens (kebab-case), 1-{MAX_NAME} characters",
-            details={"name": clip(name, 80)},
-        )
-    return name
-
 
 class Registry:
     """Owns every open Palace of the daemon."""
@@ -67,7 +50,10 @@ class Registry:
         self.services = services
         self._open: dict[str, Palace] = {}
         self._opening: dict[str, anyio.Lock] = {}
+        self._guards: dict[str, anyio.Lock] = {}
         self._admin = anyio.Lock()
+        # Handles whose directory was deleted or replaced under them, closed once idle.
+        self._vanished: list[Palace] = []
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -104,6 +90,28 @@ class Registry:
     def open_palaces(self) -> dict[str, Palace]:
         return dict(self._open)
 
+    def _live(self, name: str) -> tuple[Palace | None, bool]:
+        """``(the open palace or None, whether it was just set aside as vanished)``."""
+        palace = self._open.get(name)
+        if palace is None or not palace.vanished():
+            return palace, False
+        del self._open[name]
+        self._vanished.append(palace)
+        log.warning("palace %s: its database %s was deleted or replaced while open; the "
+                    "handle is closed without writing to it", name, palace.dir / DB_NAME)
+        return None, True
+
+    async def evict_vanished(self) -> None:
+        """Set aside open palaces whose directory was deleted or replaced under the daemon,
+        and close those no request uses any more (the scheduler calls this on every run)."""
+        for name in list(self._open):
+            self._live(name)
+        for palace in list(self._vanished):
+            if palace.in_flight == 0:
+                self._vanished.remove(palace)
+                with anyio.CancelScope(shield=True):
+                    await palace.write(palace.discard_sync, wrote=False)
+
     async def get(self, name: str) -> Palace:
         """Return the open palace, opening it on first use.
 
@@ -115,18 +123,21 @@ class Registry:
             palace), SchemaTooNew, IndexError_.
         """
         validate_name(name)
-        palace = self._open.get(name)
+        palace, gone = self._live(name)
         if palace is not None:
             palace.last_used = time.monotonic()
             return palace
+        await self.evict_vanished()
         lock = self._opening.setdefault(name, anyio.Lock())
         async with lock:
-            palace = self._open.get(name)
+            palace, gone_now = self._live(name)
             if palace is None:
                 if not self.exists(name):
+                    why = " (its directory was deleted while it was open)" if (
+                        gone or gone_now) else ""
                     raise PalaceNotFound(
-                        f"no palace named {name!r}; create it with `palace create {name}`",
-                        details={"palace": name},
+                        f"no palace named {name!r}{why}; create it with "
+                        f"`palace create {name}`", details={"palace": name},
                     )
                 palace = await Palace.open(name, self.path_of(name), self.services,
                                            create=False)
@@ -147,10 +158,24 @@ class Registry:
             raise
 
     async def _attach_if_ready(self, palace: Palace) -> None:
-        """Attach the model if it became ready while the palace was being opened."""
+        """Attach the model if it became ready (or changed) while the palace was being opened;
+        a palace whose vectors are another model's wakes the background re-embedding."""
         embedder = self.services.model.embedder
-        if embedder is not None and palace.index is None and palace.mismatch is None:
+        if embedder is not None and (palace.index is None
+                                     or palace.embedder_identity != embedder.identity):
             await palace.attach(embedder)
+        if palace.mismatch is not None:
+            self.services.model.notify()
+
+    async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
+        """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not
+        (never opens it). Raises PalaceNotFound, StorageError."""
+        open_ = self._open.get(validate_name(name))
+        if open_ is not None:
+            return open_.embedder_identity, await open_.read(next_model)
+        if not self.exists(name):
+            raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+        return await anyio.to_thread.run_sync(peek.recorded_models, self.path_of(name), name)
 
     async def peek(self, name: str) -> dict[str, Any]:
         """Counts of a palace without opening it (no index load, no lock, no caches).
@@ -161,7 +186,7 @@ class Registry:
         Raises:
             PalaceNotFound, StorageError (also: a damaged palace).
         """
-        open_ = self._open.get(validate_name(name))
+        open_, _ = self._live(validate_name(name))
         if open_ is not None:
             info = await reads.info(open_)
             info["open"] = True
@@ -171,20 +196,9 @@ class Registry:
         damage = self.damage(name)
         if damage is not None:
             raise damage
-        path = self.path_of(name)
-
-        def read() -> dict[str, Any]:
-            conn = open_connection(path / DB_NAME, readonly=True, palace=name)
-            try:
-                with conn:
-                    found = counts(conn)
-                    embedder = meta_get(conn, "embedder")
-            finally:
-                conn.close()
-            return {"name": name, "path": str(path), **found, "index": None,
-                    "consistent": None, "embedder": embedder, "mismatch": None, "open": False}
-
-        return await anyio.to_thread.run_sync(read)
+        current = self.services.model.embedder
+        return await anyio.to_thread.run_sync(
+            peek.closed_info, self.path_of(name), name, current.identity if current else None)
 
     async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
         """Create a palace directory and open it: the only way a new palace comes to be.
@@ -200,6 +214,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a handle whose directory was deleted must not be reused
             damage = self.damage(name)
             if damage is not None:
                 raise damage
@@ -263,22 +278,61 @@ class Registry:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
 
+    def guard(self, name: str) -> anyio.Lock:
+        """The lock that serialises backups and restores of palace ``name``."""
+        return self._guards.setdefault(validate_name(name), anyio.Lock())
+
+    @asynccontextmanager
+    async def held(self, name: str) -> AsyncIterator[Palace | None]:
+        """Keep palace ``name`` as it is: yields its open handle, or None while it stays
+        closed (requests that would open it wait until the block ends)."""
+        async with self._opening.setdefault(validate_name(name), anyio.Lock()):
+            yield self._open.get(name)
+
+    async def replace(self, name: str, staging: Path,
+                      check: Callable[[Path], None] | None = None) -> bool:
+        """Put the palace directory ``staging`` in place of palace ``name``; True when a
+        palace was replaced. The open palace is closed first, then ``check(path)`` runs (in
+        a worker thread, nothing can write to the palace any more) and may refuse by raising.
+
+        The old directory is renamed aside before the new one is renamed in: a crash between
+        the two leaves it under REPLACED_PREFIX, and ``sweep_leftovers`` puts it back.
+
+        Raises:
+            What ``check`` raises (nothing is changed); StorageError: a rename failed.
+        """
+        validate_name(name)
+        async with self._admin:
+            async with self._opening.setdefault(name, anyio.Lock()):
+                palace = self._open.pop(name, None)
+                if palace is not None:
+                    await palace.aclose()
+                path = self.path_of(name)
+                if check is not None:
+                    await anyio.to_thread.run_sync(check, path)
+
+                def swap() -> bool:
+                    aside = path.with_name(f"{REPLACED_PREFIX}{name}-{time.time_ns()}")
+                    replaced = os.path.lexists(path)
+                    if replaced:
+                        path.rename(aside)
+                    staging.rename(path)
+                    sync_dir(self.root)
+                    if replaced:
+                        shutil.rmtree(aside, ignore_errors=True)
+                    return replaced
+
+                with storage_errors(path, name):
+                    replaced = await anyio.to_thread.run_sync(swap)
+        log.info("%s palace %s from %s", "replaced" if replaced else "restored", name, staging)
+        return replaced
+
     def sweep_leftovers(self) -> list[str]:
-        """Remove staging and trash directories a killed daemon left behind; returns them.
+        """Remove what a killed daemon left behind (see ``layout.sweep_leftovers``).
 
         Call only while holding the daemon lock: these names belong to no open palace then.
         """
-        if not self.root.is_dir():
-            return []
-        gone = []
-        for p in self.root.iterdir():
-            if p.name.startswith((STAGING_PREFIX, TRASH_PREFIX)) and p.is_dir() and (
-                    not p.is_symlink()):
-                shutil.rmtree(p, ignore_errors=True)
-                gone.append(p.name)
-        if gone:
-            log.info("removed %d leftover(s) of interrupted creates/deletes", len(gone))
-        return gone
+        return sweep_leftovers(self.root)
 
     async def delete(self, name: str) -> None:
         """Close and remove a palace directory.
@@ -289,6 +343,7 @@ class Registry:
         """
         validate_name(name)
         async with self._admin:
+            self._live(name)  # a vanished handle is discarded, never checkpointed into the path
             if not self.exists(name):
                 raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
             lock = self._opening.setdefault(name, anyio.Lock())
@@ -319,6 +374,11 @@ class Registry:
     async def aclose(self) -> None:
         """Close every palace (saves dirty indexes)."""
         with anyio.CancelScope(shield=True):
+            for name in list(self._open):
+                self._live(name)
+            for palace in self._vanished:
+                await palace.write(palace.discard_sync, wrote=False)
+            self._vanished.clear()
             for name, palace in list(self._open.items()):
                 try:
                     await palace.aclose()

@@ -11,7 +11,8 @@ For every open palace it
   and the audit log within ``config.Retention`` (``audit.retention``); once idle after writes,
   and then at the next deadline the palace holds (the next drawer to expire, the oldest trash
   or audit entry outliving its keep period), so each happens on time;
-* closes it once nobody used it for ``idle_close_s``.
+* closes it once nobody used it for ``idle_close_s``;
+* sets aside (and closes, without writing) a palace whose directory was deleted under it.
 
 Between runs the scheduler sleeps until the earliest of those deadlines, or until woken:
 after every request (a write may have made work due, a recall queues touches, a use moves the
@@ -99,6 +100,9 @@ class Scheduler:
 
     async def run_due(self) -> float:
         """Run whatever upkeep is due now; seconds until the next deadline (inf if none)."""
+        # A palace whose directory was deleted under the daemon must get no more upkeep: a
+        # checkpoint would write its index into whatever now sits at that path.
+        await self._registry.evict_vanished()
         now = time.monotonic()
         open_ = self._registry.open_palaces
         for gone in [n for n, up in self._palaces.items() if open_.get(n) is not up.palace]:
@@ -211,5 +215,7 @@ class Scheduler:
         # Asked of the palace, not remembered here only: memory.decay may have run meanwhile.
         last = await upkeep.last_decay_ms(up.palace)
         if now_ms - last >= upkeep.DECAY_INTERVAL_MS:
-            last = int((await upkeep.decay(up.palace))["decay_ms"])
+            # Looked at again under the write lock: a restore may have set it meanwhile.
+            last = int((await upkeep.decay(
+                up.palace, unless_since_ms=now_ms - upkeep.DECAY_INTERVAL_MS + 1))["decay_ms"])
         up.decay_due_ms = last + upkeep.DECAY_INTERVAL_MS

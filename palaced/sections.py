@@ -1,4 +1,5 @@
-"""The sections of a recall or wake-up: items made from drawers and facts, and their packing.
+"""The sections of a recall or wake-up: items made from drawers, facts and concepts, and their
+packing.
 
 ``Sections`` is what ``packing.pack`` made of them, with its wire form. The hits section has
 level ``HITS`` (-1), shown as no level on the wire.
@@ -9,9 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import apsw
+
 from palaced.packing import Item, PackResult, Section, pack
 from palaced.palace import Palace, now_ms
 from palaced.relevance import shorten
+from palaced.store.concept_links import concepts_for_recall
+from palaced.store.graph_walk import facts_matching
+from palaced.store.search import fts_terms
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
@@ -72,6 +78,35 @@ def fact_item(f: dict[str, Any]) -> Item:
     return Item(id=f"fact:{f['id']}", text=text, score=float(f.get("confidence") or 1),
                 level=2, meta={"kind": "fact", "fact_id": f["id"],
                                "valid_from_ms": f.get("valid_from_ms")})
+
+
+CONCEPT_DEFINITION_CHARS = 600  # an L2 concept shows at most this much of its definition
+FACTS_IN_L2 = 5
+CONCEPTS_IN_L2 = 3
+
+
+def l2_knowledge(conn: apsw.Connection, query: str) -> tuple[list[Item], list[Item]]:
+    """L2's curated knowledge for ``query``: the memoir concepts it names or matches (with
+    their strongest links) and the active facts about entities it names, as items. Runs in
+    recall's read hop."""
+    concepts = [concept_item(c) for c in concepts_for_recall(conn, query, CONCEPTS_IN_L2)]
+    facts = [fact_item(f) for f in facts_matching(conn, fts_terms(query), FACTS_IN_L2)]
+    return concepts, facts
+
+
+def concept_item(c: dict[str, Any]) -> Item:
+    """A memoir concept as an L2 item (id ``concept:N``): its name, memoir and definition,
+    then its strongest links."""
+    definition = str(c["definition"])
+    if len(definition) > CONCEPT_DEFINITION_CHARS:
+        definition = definition[: CONCEPT_DEFINITION_CHARS - 1].rstrip() + "…"
+    text = f"{c['name']} ({c['memoir']}): {definition}"
+    if c.get("links"):
+        text += "\nlinks: " + "; ".join(f"{ln['from']} {ln['relation']} {ln['to']}"
+                                       for ln in c["links"])
+    return Item(id=f"concept:{c['id']}", text=text, score=float(c["confidence"]), level=2,
+                meta={"kind": "concept", "concept_id": c["id"], "memoir": c["memoir"],
+                      "revision": c["revision"], "labels": list(c["labels"])})
 
 
 def identity_section(palace: str, text: str) -> Section:

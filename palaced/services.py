@@ -7,6 +7,7 @@ used right now. All of it is owned by the daemon's composition root and passed e
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,23 +24,43 @@ from palaced.tokens import Tokenizer
 
 @dataclass
 class ModelState:
-    """Where the embedding model is: loading, ready or unavailable (with the reason)."""
+    """Where the embedding model is: loading, ready or unavailable (with the reason).
+
+    ``source`` says where the loaded model's files came from; ``disabled`` that the
+    configuration turned embedding off (so there is nothing to install). Watchers are told
+    whenever a model is loaded, at start or by ``model.load``.
+    """
 
     state: str = "loading"
     reason: str | None = None
     embedder: Embedder | None = None
     load_seconds: float | None = None
+    source: str | None = None
+    disabled: bool = False
     ready_event: anyio.Event = field(default_factory=anyio.Event)
+    load_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one load at a time
+    _watchers: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def ready(self) -> bool:
         return self.embedder is not None
 
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (synchronously: it must not block) on every ``notify``."""
+        self._watchers.append(callback)
+
+    def notify(self) -> None:
+        """Tell the watchers that a model was loaded or a palace needs re-embedding."""
+        for callback in self._watchers:
+            callback()
+
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "reason": self.reason}
+        out: dict[str, Any] = {"state": self.state, "reason": self.reason,
+                               "disabled": self.disabled}
         if self.embedder is not None:
             out["identity"] = self.embedder.identity
             out["dims"] = self.embedder.dims
+            out["source"] = self.source
         if self.load_seconds is not None:
             out["load_seconds"] = round(self.load_seconds, 3)
         return out
@@ -70,20 +91,42 @@ class EmbedLanes:
 
     Query embeddings (one short text, a few ms) have their own lane and run beside a passage
     slice instead of behind it: onnxruntime sessions accept concurrent runs.
+
+    Background work (a palace re-embedded for a new model) asks for ``background``: before
+    each of its slices it waits until no interactive passage call (remember) is running, so it
+    delays one at most by the slice already under way.
     """
 
     def __init__(self) -> None:
         self.passage_lane = anyio.CapacityLimiter(1)
         self.query_lane = anyio.CapacityLimiter(1)
         self._rate = INITIAL_RATE
+        self._interactive = 0
+        self._no_interactive = anyio.Event()
+        self._no_interactive.set()
 
-    async def passages(self, emb: Embedder, texts: list[str]) -> np.ndarray:
+    async def passages(self, emb: Embedder, texts: list[str], *, background: bool = False
+                       ) -> np.ndarray:
         """Vectors of ``texts`` in input order (shape ``(len(texts), emb.dims)``).
 
         Raises:
             anyio.get_cancelled_exc_class(): the caller's deadline passed (checked between
                 slices and once more after the last one, so callers never write late).
         """
+        if background:
+            return await self._passages(emb, texts, background=True)
+        self._interactive += 1
+        if self._interactive == 1:
+            self._no_interactive = anyio.Event()
+        try:
+            return await self._passages(emb, texts, background=False)
+        finally:
+            self._interactive -= 1
+            if self._interactive == 0:
+                self._no_interactive.set()
+
+    async def _passages(self, emb: Embedder, texts: list[str], *, background: bool
+                        ) -> np.ndarray:
         out = np.zeros((len(texts), emb.dims), dtype=np.float32)
         # Slices of similar lengths pad less; the embedder sorts inside a slice as well.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -97,6 +140,8 @@ class EmbedLanes:
                 end += 1
             idx = order[pos:end]
             batch = [texts[i] for i in idx]
+            while background and self._interactive:
+                await self._no_interactive.wait()
             vecs, seconds = await anyio.to_thread.run_sync(
                 _timed, emb, batch, limiter=self.passage_lane)
             out[idx] = vecs

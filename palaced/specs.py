@@ -1,7 +1,8 @@
 """Op specs: every op's name, arguments (types, bounds, defaults), palace need and retry class.
 
-Leaf module (stdlib + the wire leaves ``args``, ``errors`` and ``vocab``), importable by thin
-clients: this is the one definition of what each op accepts. The daemon validates requests
+Leaf module (stdlib + the wire leaves ``args``, ``errors``, ``vocab``, ``opspec`` (what a spec
+is) and ``memoir_specs`` (the memoir ops)), importable by thin clients: this is the one
+definition of what each op accepts. The daemon validates requests
 with ``args.decode_args`` against :data:`SPECS` before any handler runs (bad input is refused
 with INVALID_ARGS and changes nothing); the CLI, the Python client and the MCP bridge derive their
 options, keywords and JSON Schemas from the same specs, so they cannot drift from the daemon.
@@ -38,83 +39,40 @@ resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise `
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from palaced.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
 from palaced.errors import MemoryNotFound, PalaceNotFound
+from palaced.export_format import MAX_KEY_CHARS
+from palaced.memoir_specs import MEMOIR_SPECS
+from palaced.opspec import NEVER as NEVER
+from palaced.opspec import SAFE as SAFE
+from palaced.opspec import OpSpec as OpSpec
+from palaced.opspec import Retry as Retry
+from palaced.opspec import RetryRule as RetryRule
 from palaced.protocol import HELLO_OP
 from palaced.vocab import (
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
     HEALTH_LIST_LIMIT,
+    MAX_BACKUP_KEEP,
     MAX_DEPTH,
     MAX_FIELD_CHARS,
     MAX_LIMIT,
     MAX_NAME_CHARS,
+    MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
     MAX_POLICY_GLOBS,
     MAX_PREDICATE_CHARS,
+    MAX_QUERY_CHARS,
     MAX_VALUE_CHARS,
     PERMISSIONS,
     STALE_DAYS,
 )
 
-
-# -- retry classes (see the module docstring) -------------------------------------------------
-class Retry(enum.Enum):
-    """How a client may resend an op whose reply was lost."""
-
-    SAFE = "safe"
-    CONVERGE = "converge"
-    NEVER = "never"
-
-
-DoneResult = Callable[["str | None", Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """The retry class of one op and, for CONVERGE, how to resend and read the answer."""
-
-    kind: Retry
-    # CONVERGE: the error code that, on a retry, means the lost attempt already did it ...
-    done_code: int | None = None
-    # ... and the result reported then, from the request's palace and args.
-    done_result: DoneResult | None = None
-    # CONVERGE: args merged into the resent request.
-    retry_args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-
-
-SAFE = RetryRule(Retry.SAFE)
-NEVER = RetryRule(Retry.NEVER)
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
-
-    ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
-    op after a lost reply (no default: every op must decide). ``permission`` is what the
-    palace's policy must grant the caller (``vocab.PERMISSIONS``; "" for none).
-    """
-
-    name: str
-    args: Mapping[str, Arg] = field(default_factory=dict)
-    palace: str = "none"  # "none" | "required"
-    doc: str = ""
-    read_only: bool = False
-    retry: RetryRule = field(kw_only=True)
-    permission: str = field(default="", kw_only=True)
-
-
 # -- the specs --------------------------------------------------------------------------------
 MAX_TTL_S = 3_155_760_000  # 100 years of 365.25 days: "forever" is no ttl, not a huge one
 MAX_CONSOLIDATE_IDS = 10_000
-MAX_QUERY_CHARS = 10_000
 MAX_BUDGET = 200_000
 MAX_TOP_K = 1_000
 
@@ -125,6 +83,9 @@ _ID = Arg("int", required=True, min=1, max=MAX_ID)
 _NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
 _PREDICATE = Arg("str", required=True, max_len=MAX_PREDICATE_CHARS)
 _THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
+_IMPORTER = Arg("str", required=True, max_len=64)
+_KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
+MAX_EXPORT_PAGE = 10_000
 
 DRAWER_ARGS: dict[str, Arg] = {
     "text": Arg("str", required=True, max_len=NO_LIMIT),
@@ -150,6 +111,7 @@ SOURCE_ARGS: dict[str, Arg] = {
 REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
 
 _R = "required"
+_O = "optional"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
     OpSpec("daemon.status", read_only=True, retry=SAFE,
@@ -170,7 +132,70 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts, embedder identity, index agreement, rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE, permission="write",
-           doc="Re-embed every drawer with the daemon's current model."),
+           doc="Re-embed every drawer with the daemon's current model now and switch the "
+               "palace to it (a background re-embedding does it anyway after a model change)."),
+    # export and import (docs/export-format.md); an import skips records already imported.
+    OpSpec("palace.export", {
+        "cursor": Arg("str", max_len=64, help="where the previous page ended (its `next`)"),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="One page of the palace's export records (header, identity, drawers, entities, "
+            "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
+            "after the end record."),
+    OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
+           palace=_R, retry=SAFE, permission="write",
+           doc="Restore a batch of export records into an empty palace (or one this export "
+               "was restored into); ids are kept, vectors re-derived in the background."),
+    # the import ledger: what each imported file or conversation filed
+    OpSpec("source.list", {
+        "importer": _IMPORTER,
+        "prefix": Arg("str", default="", max_len=MAX_KEY_CHARS),
+        "after": Arg("str", max_len=MAX_KEY_CHARS),
+        "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="The imported sources of an importer whose key starts with `prefix`, by key, "
+            "paginated: key, content hash, drawer count."),
+    OpSpec("source.sync", {
+        "importer": _IMPORTER, "key": _KEY,
+        "hash": Arg("str", required=True, max_len=128),
+        "items": Arg("list", required=True, max_len=NO_LIMIT),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Make a source's drawers `items` (maps with the `remember` arguments) unless its "
+            "recorded `hash` is this one: new ones stored, vanished ones deleted."),
+    OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
+           permission="delete",
+           doc="Forget an imported source: delete the drawers no other source claims."),
+    # the model
+    OpSpec("model.load", retry=SAFE,
+           doc="(Re)load the embedding model from the configured or installed copy, without "
+               "a restart; palaces of another model switch to it in the background."),
+    # maintenance: repairs converge, a resent backup makes one more snapshot, and a resent
+    # restore finds the palace exactly as old as the backup, so it may replace it again.
+    OpSpec("palace.doctor", {
+        "repair": Arg("bool", default=False, help="fix what can be derived again, then check "
+                      "again"),
+        "full": Arg("bool", default=False, help="integrity_check instead of quick_check, and "
+                    "compare every vector index key and every drawer's topics (slower)"),
+    }, palace=_O, retry=SAFE,
+        doc="Check the daemon and each palace (or the one given): permissions, SQLite "
+            "integrity, full-text and vector indexes, embeddings, schema, disk; `repair` "
+            "mends what is derivable."),
+    OpSpec("palace.backup", {
+        "to": Arg("str", max_len=MAX_PATH_CHARS, help="absolute directory to write backups "
+                  "under (default: [backup] dir)"),
+        "keep": Arg("int", min=1, max=MAX_BACKUP_KEEP, help="backups of each palace to keep "
+                    "(default: [backup] keep)"),
+    }, palace=_O, retry=SAFE,
+        doc="Snapshot each palace (or the one given) online into `<to>/<palace>/<time>/` "
+            "with a manifest; keep the newest `keep`."),
+    OpSpec("palace.restore", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the backup directory"),
+        "force": Arg("bool", default=False, help="replace the palace even if it was written "
+                     "after the backup"),
+    }, palace=_O, retry=SAFE, permission="admin",
+        doc="Verify a backup and restore it as the palace given (default: the backed-up "
+            "one); refuses to replace a palace written after the backup unless `force`."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, permission="write",
@@ -315,7 +340,7 @@ _ALL: tuple[OpSpec, ...] = (
     }, palace=_R, retry=SAFE, permission="admin",
         doc="Set which agents (globs) hold a permission of the palace's policy."),
 )
-SPECS: dict[str, OpSpec] = {spec.name: spec for spec in _ALL}
+SPECS: dict[str, OpSpec] = {spec.name: spec for spec in (*_ALL, *MEMOIR_SPECS)}
 
 
 def retry_rule(op: str) -> RetryRule:

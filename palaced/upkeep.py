@@ -91,11 +91,15 @@ def _prune_pick(rows: Sequence[_Weighed], threshold: float) -> list[_Weighed]:
     return [by_id[int(c["id"])] for c in chosen]
 
 
-async def decay(palace: Palace, *, now_ms: int | None = None) -> dict[str, Any]:
+async def decay(palace: Palace, *, now_ms: int | None = None,
+                unless_since_ms: int | None = None) -> dict[str, Any]:
     """Recompute and store the decayed ``weight`` of every drawer; record meta ``decay_ms``.
 
     Accesses recorded by recent recalls are flushed first so they count. ``now_ms`` fixes
-    the clock (tests, replays). Returns ``{"drawers", "updated", "decay_ms"}``.
+    the clock (tests, replays). With ``unless_since_ms``, nothing is done when the palace
+    decayed at or after that time (checked under the write lock: a restore or another decay
+    may have recorded one since the caller looked). Returns ``{"drawers", "updated",
+    "decay_ms"}`` (``decay_ms``: the last decay, this one or the one that made it skip).
 
     Raises:
         StorageError: SQLite failed (nothing is changed).
@@ -106,12 +110,16 @@ async def decay(palace: Palace, *, now_ms: int | None = None) -> dict[str, Any]:
         _flush_touches(palace)
 
         def tx(c: apsw.Connection) -> dict[str, Any]:
+            last = _stored_decay_ms(c)
+            if unless_since_ms is not None and last >= unless_since_ms:
+                return {"drawers": 0, "updated": 0, "decay_ms": last}
             rows = _weigh(c, ts)
             updated = _store_weights(c, rows)
             meta_set(c, "decay_ms", str(ts))
             return {"drawers": len(rows), "updated": updated, "decay_ms": ts}
 
-        return palace.store.write(tx)
+        # Weights follow from the clock: a decay since a backup does not make it older.
+        return palace.store.write(tx, stamp=False)
 
     return await palace.write(run)
 
@@ -122,11 +130,12 @@ async def last_decay_ms(palace: Palace) -> int:
     Raises:
         StorageError: SQLite failed.
     """
-    def read(c: apsw.Connection) -> int:
-        stored = meta_get(c, "decay_ms")
-        return int(stored) if stored is not None and stored.strip().isdigit() else 0
+    return await palace.read(_stored_decay_ms)
 
-    return await palace.read(read)
+
+def _stored_decay_ms(c: apsw.Connection) -> int:
+    stored = meta_get(c, "decay_ms")
+    return int(stored) if stored is not None and stored.strip().isdigit() else 0
 
 
 async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
@@ -238,7 +247,6 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         MemoryNotFound: an explicit id names no drawer.
         InvalidArgs: no sources, or the sources span several wings and no wing was given.
         InvalidContent: the summary is word for word one of its sources.
-        EmbedderMismatch: the palace needs a reembed first.
     """
     wanted = list(dict.fromkeys(int(i) for i in ids)) if ids else None
     ts = clock_ms()

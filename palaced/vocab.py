@@ -8,6 +8,11 @@ them from here instead of keeping its own copy.
 
 from __future__ import annotations
 
+import re
+
+# -- embedding model -------------------------------------------------------------------------
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # fastembed's name; 384 dimensions
+
 # -- importance -------------------------------------------------------------------------------
 IMPORTANCE_PRESETS: dict[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.2}
 DEFAULT_IMPORTANCE = 0.5
@@ -16,6 +21,10 @@ DEFAULT_IMPORTANCE = 0.5
 DEFAULT_PRUNE_THRESHOLD = 0.05  # prune drawers whose decayed weight fell below this
 STALE_DAYS = 30.0  # health: a drawer unused this long is stale
 HEALTH_LIST_LIMIT = 50  # health: at most this many drawers listed per report
+
+# -- backups --------------------------------------------------------------------------------
+MAX_BACKUP_KEEP = 1_000  # backups kept per palace, at most
+MAX_PATH_CHARS = 4_096  # a backup directory's path (PATH_MAX on Linux)
 
 # -- knowledge graph --------------------------------------------------------------------------
 # The typed relations between entities/concepts. All but superseded_by are multi-valued (a
@@ -32,6 +41,49 @@ MAX_VALUE_CHARS = 2_000  # a fact's object or a source url
 MAX_DEPTH = 6  # graph.neighbors depth
 MAX_PATH_DEPTH = 12  # graph.path max_depth
 MAX_LIMIT = 1_000  # rows a graph listing returns
+MAX_QUERY_CHARS = 10_000  # a search query (recall, entity and concept search)
+
+# -- memoirs (curated concept graphs) ----------------------------------------------------------
+# A new concept's confidence, and how much each refinement that changes it adds (capped at 1):
+# ICM's rule, so that a concept refined 5 times from the default is fully trusted.
+DEFAULT_CONCEPT_CONFIDENCE = 0.5
+REFINE_CONFIDENCE_STEP = 0.1
+# A concept citing at least this many source drawers is flagged ``consolidate`` (its sources
+# are worth folding into one summary drawer); each memoir sets its own.
+DEFAULT_CONSOLIDATION_THRESHOLD = 50
+MAX_CONSOLIDATION_THRESHOLD = 1_000_000
+MAX_DEFINITION_CHARS = 10_000  # a concept's definition
+MAX_DESCRIPTION_CHARS = 4_000  # a memoir's description
+MAX_CONCEPT_LABELS = 32  # labels of one concept
+MAX_LABEL_CHARS = 128  # one ``namespace:value`` label
+MAX_SOURCES = 1_000  # source drawers one request may cite
+LABEL_NAMESPACE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}")  # the part before the colon
+DEFAULT_LABEL_NAMESPACE = "tag"  # a label given without a namespace (``urgent`` -> ``tag:urgent``)
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[\s\-]+")
+
+
+def snake_case(text: str) -> str:
+    """``text`` in snake_case: ``dependsOn``, ``depends-on``, ``Depends On`` -> ``depends_on``.
+
+    Never raises; the result may be empty or hold other characters than word characters.
+    """
+    out = _SEPARATORS.sub("_", _CAMEL.sub("_", text.strip())).lower()
+    return re.sub(r"_+", "_", out).strip("_")
+
+
+_RELATIONS_SQUASHED = {r.replace("_", ""): r for r in TYPED_RELATIONS}
+
+
+def typed_relation(text: str) -> str | None:
+    """The typed relation ``text`` names (snake_case, camelCase, hyphens, spaces, or the words
+    run together as ``dependson``), or None when it names none of TYPED_RELATIONS."""
+    name = snake_case(text)
+    if name in TYPED_RELATIONS:
+        return name
+    return _RELATIONS_SQUASHED.get(name.replace("_", ""))
+
 
 # -- labels -----------------------------------------------------------------------------------
 MAX_FIELD_CHARS = 200  # wing, room, tag and source labels

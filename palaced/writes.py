@@ -1,4 +1,4 @@
-"""Writes of drawers to an open palace: remember, embedding and reembedding.
+"""Writes of drawers to an open palace: remember and embedding what waits for it.
 
 Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
 before the write lock is taken, through the daemon's embedding lanes; the write itself is one
@@ -10,6 +10,8 @@ commit in one transaction, then the in-memory vector index is updated in the sam
 Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
 outside the index), so remembering the same text again stores a new drawer with a new id,
 and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
+Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
+it, ``palaced.reembed``) drawers are stored without vectors and embedded later.
 """
 
 from __future__ import annotations
@@ -57,10 +59,8 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
     the same wing/room refreshes that drawer instead (``deduplicated: true``).
 
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         MemoryNotFound: ``new.supersedes`` names no drawer.
     """
-    palace.require_compatible()
     outcome = (await _insert_many(palace, [new], dedup=dedup, actor=actor))[0]
     return outcome
 
@@ -71,10 +71,8 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     """Store many drawers, one transaction per batch of 256; ids in input order.
 
     Raises:
-        EmbedderMismatch: the palace needs a reembed.
         MemoryNotFound: an item supersedes no drawer.
     """
-    palace.require_compatible()
     outcomes: list[dict[str, Any]] = []
     step = REMEMBER_BATCH
     for start in range(0, len(items), step):
@@ -114,7 +112,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                  identity: str | None, dedup: bool, actor: audit.Actor
                  ) -> list[dict[str, Any]]:
     """The write half of remember: runs in a worker thread under ``write_lock``."""
-    # The model may have been swapped by a reembed while we embedded.
+    # The palace may have switched models (palaced.reembed) while we embedded.
     if identity is not None and identity != palace.embedder_identity:
         raise EmbedderUnavailable("embedder changed during the write; retry")
     ts = now_ms()
@@ -247,17 +245,3 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
         index.add(did, vids, vecs)
 
 
-async def reembed(palace: Palace) -> dict[str, Any]:
-    """Drop every vector and embed all drawers with the daemon's current model.
-
-    Raises:
-        EmbedderUnavailable: no model is loaded.
-    """
-    emb = palace.services.model.embedder
-    if emb is None:
-        raise EmbedderUnavailable(
-            f"cannot reembed: no model loaded ({palace.services.model.reason})")
-    await palace.write(partial(palace.switch_model_sync, emb))
-    count = await embed_pending(palace)
-    await palace.checkpoint()
-    return {"palace": palace.name, "embedder": emb.identity, "reembedded": count}

@@ -68,6 +68,7 @@ class InProcDaemon:
             anyio.from_thread.start_blocking_portal(backend="asyncio"))
         self.daemon = self._portal.call(self._build)
         self._tasks.append(self._portal.start_task_soon(self.daemon.scheduler.run))
+        self._tasks.append(self._portal.start_task_soon(self.daemon.reembedder.run))
 
     async def _build(self) -> Daemon:
         home = self.home

@@ -1,4 +1,4 @@
-"""The adversarial bench checks, tiny bounds: the protocol fuzzer and the kill -9 check pass.
+"""The adversarial bench checks, tiny bounds: the protocol fuzzer and the kill -9 checks pass.
 
 ``bench/fuzz.py`` and ``bench/crash.py`` each start their own private daemon under a scratch
 home; here they run as the CLI would run them, and must exit 0 and print their summaries.
@@ -11,23 +11,32 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from .conftest import MODEL_DIR
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(script: str, *args: str, timeout: float = 100) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALACE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     return subprocess.run([sys.executable, str(REPO / "bench" / script), *args], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=100)
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_fuzz_bounded_run_finds_nothing() -> None:
-    res = _run("fuzz.py", "--frames", "300", "--seed", "1")
+    res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--siege", "--seed", "1")
     out = res.stdout
     assert res.returncode == 0, out + res.stderr
     assert "frames sent" in out
     assert "INTERNAL replies (500-502)" in out
     assert "daemon alive at end" in out
+    assert "MCP lines sent                           300" in out
+    assert "mcp case deep_nesting" in out and "mcp answer error -32700" in out
+    assert "fuzz-keep canonical dump           unchanged" in out
+    assert "daemon RSS before/after (MB)" in out
+    assert "'stalled_frame': 10, 'no_hello': 10" in out and "'flood_refused': 10" in out
     assert "RESULT: PASS" in out
 
 
@@ -39,4 +48,23 @@ def test_crash_bounded_run_loses_nothing() -> None:
     assert "lost acknowledged writes              0" in out
     assert "phantom drawers                       0" in out
     assert "retried ops whose answer contradicted the final state:" in out
+    assert "RESULT: PASS" in out
+
+
+@pytest.mark.timeout(300)
+def test_crash_storm_of_processes_loses_nothing() -> None:
+    """kill -9 under 16 writer processes (2 rounds), during palace reembed and during a
+    remember_many of 300 (2 transactions), with the real model: nothing acknowledged is
+    lost or doubled, keyword and vector recall find what was written, and the files check."""
+    res = _run("crash.py", "--procs", "16", "--rounds", "2", "--round-s", "1.2", "--bulk",
+               "300", "--search-sample", "4", "--seed", "2", "--model", str(MODEL_DIR),
+               timeout=280)
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    assert "rounds (kill -9 + restart + check)    2" in out
+    assert "lost acknowledged writes              0" in out
+    assert "vector recall checks / misses" in out and "/ 0\n" in out
+    assert "reembed: killed while it ran" in out
+    assert "bulk resent in full: 300 distinct ids for 300 items" in out
+    assert "integrity_check: ok" in out
     assert "RESULT: PASS" in out

@@ -71,6 +71,10 @@ HOSTILE: list[tuple[str, dict[str, Any]]] = [
                     "source_drawer": U64}),
     ("graph.invalidate", {"id": I63}),
     ("graph.invalidate", {"id": U64}),
+    ("memoir.add_concept", {"memoir": "m", "name": "n", "definition": "d", "sources": [U64]}),
+    ("memoir.refine", {"memoir": "m", "name": "n", "definition": "d", "sources": [0]}),
+    ("memoir.show", {"memoir": "m", "offset": I63}),
+    ("memoir.inspect", {"memoir": "m", "name": "n", "depth": U64}),
     # list offsets >= 2^63.
     ("memory.list", {"offset": I63}),
     ("memory.list", {"offset": U64}),

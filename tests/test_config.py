@@ -104,7 +104,7 @@ def test_offline_without_model_path_is_keyword_only_at_once(home: Path) -> None:
         st = json.loads(d.cli("status", "--json", check=True).stdout)
         assert st["model"]["state"] == "unavailable" and st["mode"] == "keyword-only"
         assert "unreachable" in st["model"]["reason"]
-        assert "PALACE_EMBED_MODEL_PATH" in st["model"]["reason"]
+        assert "`palace model import PATH`" in st["model"]["reason"]
         d.cli("create", "off", check=True)
         d.cli("remember", "offline notes still work", "--palace", "off", check=True)
         r = d.cli("recall", "offline notes", "--palace", "off", "--json", check=True)

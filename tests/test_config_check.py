@@ -42,7 +42,7 @@ def _problems(tmp_path: Path, text: str) -> list[str]:
      ["4: unknown key 'modle' in [embedder] (did you mean 'model'?)"]),
     ("[limts]\nmax_frame = 9000\n",
      ["1: unknown section [limts] (did you mean [limits]?); the sections are [embedder], "
-      "[tokenizer], [limits], [trash], [audit]"]),
+      "[tokenizer], [backup], [limits], [trash], [audit]"]),
     ("[limits]\nbpe_file = 'x'\n",
      ["2: unknown key 'bpe_file' in [limits] ('bpe_file' belongs in [tokenizer])"]),
     ("threads = 2\n", ["1: 'threads' belongs in the [embedder] section"]),

@@ -178,6 +178,16 @@ def test_sigterm_saves_index_and_second_daemon_refuses(home: Path) -> None:
     second = subprocess.run([sys.executable, "-m", "palaced", "run", "--quiet"],
                             env=d.env, capture_output=True, text=True, timeout=60)
     assert second.returncode == 0 and "already running" in second.stderr
+    # ... before importing the heavy libraries: after a crash every client starts a daemon,
+    # and the losers of that race must cost next to nothing.
+    probe = ("import runpy, sys\nsys.argv = ['palaced', 'run', '--quiet']\n"
+             "try:\n    runpy.run_module('palaced', run_name='__main__')\n"
+             "except SystemExit as e:\n    code = e.code\n"
+             "print(code, sorted(m for m in ('anyio', 'apsw', 'numpy', 'usearch') "
+             "if m in sys.modules))")
+    third = subprocess.run([sys.executable, "-c", probe], env=d.env, capture_output=True,
+                           text=True, timeout=60)
+    assert third.stdout.split("\n")[0] == "0 []", third.stdout + third.stderr
     with d.client() as c:
         assert c.status()["pid"] == d.pid()
     assert d.proc is not None

@@ -19,7 +19,7 @@ from palace_client.mcp.tools import TOOLS
 from tests.conftest import DaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
-KG_TOOLS = ["kg_assert", "kg_query", "kg_invalidate", "kg_neighbors"]
+KG_TOOLS = ["kg_assert", "kg_query", "kg_invalidate"]
 
 
 class Bridge:
@@ -89,7 +89,7 @@ def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -
     tools = bridge.request("tools/list")["tools"]
     names = [t["name"] for t in tools]
     assert names[:5] == ["remember", "recall", "wake_up", "forget", "list_drawers"]
-    assert names[5:] == KG_TOOLS
+    assert names[5:8] == KG_TOOLS
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]
@@ -97,18 +97,15 @@ def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -
         assert schema["type"] == "object" and schema["additionalProperties"] is False
         assert set(schema.get("required", [])) <= set(schema["properties"])
     required = {"kg_assert": ["subject", "predicate", "object"], "kg_query": ["subject"],
-                "kg_invalidate": ["id"], "kg_neighbors": ["entity"]}
+                "kg_invalidate": ["id"]}
     for name, keys in required.items():
         assert by_name[name]["inputSchema"]["required"] == keys
     assert set(by_name["kg_assert"]["inputSchema"]["properties"]) == {
         "subject", "predicate", "object", "valid_from", "literal", "multi", "source_url"}
     assert set(by_name["kg_query"]["inputSchema"]["properties"]) == {
-        "subject", "as_of", "history"}
+        "subject", "as_of", "history", "depth", "relation"}
     assert set(by_name["kg_invalidate"]["inputSchema"]["properties"]) == {"id", "at"}
-    assert set(by_name["kg_neighbors"]["inputSchema"]["properties"]) == {
-        "entity", "depth", "relation"}
-    for name in ("kg_query", "kg_neighbors"):
-        assert by_name[name]["annotations"]["readOnlyHint"] is True
+    assert by_name["kg_query"]["annotations"]["readOnlyHint"] is True
     for name in ("kg_assert", "kg_invalidate"):
         hints = by_name[name]["annotations"]
         assert "readOnlyHint" not in hints and hints["destructiveHint"] is False
@@ -185,10 +182,10 @@ def test_links_neighbors_and_self_link(bridge: Bridge, shared_daemon: DaemonProc
     bridge.ok("kg_assert", subject="checkout", predicate="depends_on", object="cart")
     bridge.ok("kg_assert", subject="checkout", predicate="part_of", object="storefront")
 
-    one = bridge.ok("kg_neighbors", entity="Checkout")
+    one = bridge.ok("kg_query", subject="Checkout", depth=1)
     assert "- 1 hop: cart, payments-api, storefront" in one
     assert "Postgres" not in one
-    two = bridge.ok("kg_neighbors", entity="checkout", depth=2, relation="depends_on")
+    two = bridge.ok("kg_query", subject="checkout", depth=2, relation="depends_on")
     assert "- 1 hop: cart, payments-api" in two and "- 2 hops: Postgres" in two
     assert "storefront" not in two
     assert len(fact_lines(two)) == 3
@@ -200,12 +197,17 @@ def test_links_neighbors_and_self_link(bridge: Bridge, shared_daemon: DaemonProc
     assert "INVALID_CONTENT" in text and "itself" in text
     is_error, text = bridge.call("kg_link", a="checkout", relation="uses", b="stripe")
     assert is_error and "retired" in text and "kg_assert" in text
+    is_error, text = bridge.call("kg_neighbors", entity="checkout")
+    assert is_error and "retired" in text and "kg_query with subject=entity and depth" in text
+    for wrong in ({"history": True, "depth": 1}, {"relation": "depends_on"}):
+        is_error, text = bridge.call("kg_query", subject="checkout", **wrong)
+        assert is_error and ("depth" in text), text
 
     # --compact: one line per fact, no list markers.
     palace = bridge.p.args[bridge.p.args.index("--palace") + 1]
     compact = Bridge(shared_daemon.env, palace, "--compact")
     try:
-        text = compact.ok("kg_neighbors", entity="checkout", depth=2)
+        text = compact.ok("kg_query", subject="checkout", depth=2)
         lines = text.splitlines()
         assert not any(ln.startswith("- ") or ln == "" for ln in lines)
         assert "2 hops: Postgres" in lines

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 import apsw
 import pytest
 
 from palaced import config as config_mod
-from palaced import reads, recall, trash, writes
+from palaced import reads, recall, reembed, trash, writes
 from palaced.embedder import HashEmbedder
-from palaced.errors import EmbedderMismatch, SchemaTooNew, StorageError
+from palaced.errors import SchemaTooNew, StorageError
 from palaced.palace import Palace
 from palaced.paths import resolve
 from palaced.recall import RecallRequest
@@ -38,28 +39,76 @@ def services(tmp_path: Path, embedder: HashEmbedder | None) -> Services:
     return Services(config=cfg, model=model, tokenizer=Tokenizer.fallback("unit test"))
 
 
-async def test_embedder_mismatch_then_reembed(tmp_path: Path) -> None:
+async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_path: Path
+                                                                         ) -> None:
+    """A palace of another model answers keyword-only and stores writes (no EMBEDDER_MISMATCH)
+    while its drawers are re-embedded pass by pass; the old vectors stay whole (switching back
+    needs no work) until one transaction switches it."""
     pdir = tmp_path / "p"
-    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
+    old = services(tmp_path, HashEmbedder(64))
+    p = await Palace.open("p", pdir, old)
     a = (await writes.remember(p, m.NewDrawer(text="alpha beta gamma")))["id"]
-    await writes.remember(p, m.NewDrawer(text="delta epsilon"))
+    for i in range(3 * reembed.BATCH):
+        await writes.remember(p, m.NewDrawer(text=f"filler drawer number {i}"))
+    await p.aclose()
+    total = 3 * reembed.BATCH + 1
+
+    new = services(tmp_path, HashEmbedder(32))
+    p = await Palace.open("p", pdir, new)
+    assert p.mismatch is not None and p.vector_embedder() is None
+    res = await recall.recall(p, RecallRequest(query="alpha beta gamma", top_k=1))
+    assert not res.hybrid and res.results[0]["id"] == a
+    assert res.notice is not None and "re-embedded" in res.notice and "hash:32" in res.notice
+    z = await writes.remember(p, m.NewDrawer(text="zeta eta theta"))
+    assert z["created"] and not z["embedded"]
+    info = await reads.info(p)
+    assert info["reembedding"] == {"model": "hash:32", "done": 0, "total": total + 1,
+                                   "paused": False}
+    assert info["embedder"] == "hash:64" and info["vectors"] == total
+
+    emb = new.model.embedder
+    assert emb is not None
+    await reembed.begin(p, emb, fresh=False)
+    last, stored, _ = await reembed.step(p, emb, 0, background=True)
+    assert stored == reembed.BATCH and last > 0
+    await writes.forget(p, a)  # forgetting mid-pass drops its new vectors too (cascade)
+    assert (await reads.info(p))["reembedding"]["done"] == reembed.BATCH - 1
     await p.aclose()
 
-    other = services(tmp_path, HashEmbedder(32))
-    p = await Palace.open("p", pdir, other)
-    assert p.mismatch is not None and "reembed" in p.mismatch
-    with pytest.raises(EmbedderMismatch):
-        await writes.remember(p, m.NewDrawer(text="zeta"))
-    with pytest.raises(EmbedderMismatch):
-        await recall.recall(p, RecallRequest(query="alpha"))
-    assert (await reads.get(p, a))["text"] == "alpha beta gamma"  # reads still work
-    out = await writes.reembed(p)
-    assert out["reembedded"] == 2 and out["embedder"] == "hash:32"
+    # Back to the old model before the switch: its vectors serve at once, the pass is dropped.
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
     info = await reads.info(p)
-    assert info["vectors"] == info["index"] == 2 and info["consistent"] is True
-    res = await recall.recall(p, RecallRequest(query="alpha beta gamma", top_k=1))
-    assert res.results[0]["id"] == a and res.hybrid and res.notice is None
-    assert res.to_wire()["mode"] == "hybrid"
+    assert info["reembedding"] is None and p.mismatch is None and info["consistent"] is True
+    res = await recall.recall(p, RecallRequest(query="filler drawer number 7", top_k=1))
+    assert res.hybrid
+    await p.aclose()
+
+    p = await Palace.open("p", pdir, new)  # and forward again: `palace reembed` does it now
+    out = await reembed.reembed_now(p, emb)
+    assert out == {"palace": "p", "embedder": "hash:32", "reembedded": total}
+    info = await reads.info(p)
+    assert info["embedder"] == "hash:32" and info["reembedding"] is None
+    assert info["vectors"] == info["index"] == total and info["consistent"] is True
+    assert info["pending_embeddings"] == 0
+    res = await recall.recall(p, RecallRequest(query="zeta eta theta", top_k=1))
+    assert res.hybrid and res.notice is None and res.results[0]["id"] == z["id"]
+    await p.aclose()
+
+
+async def test_reembed_of_a_current_palace_recomputes_while_recall_stays_hybrid(
+        tmp_path: Path) -> None:
+    p = await Palace.open("p", tmp_path / "p", services(tmp_path, HashEmbedder(64)))
+    ids = [(await writes.remember(p, m.NewDrawer(text=f"note {i} on kafka")))["id"]
+           for i in range(5)]
+    emb = p.services.model.embedder
+    assert emb is not None
+    await reembed.begin(p, emb, fresh=True)
+    await reembed.step(p, emb, 0, background=False)  # a recompute half done ...
+    res = await recall.recall(p, RecallRequest(query="note 3 on kafka", top_k=1))
+    assert res.hybrid and res.results[0]["id"] == ids[3]  # ... the live vectors still serve
+    out = await reembed.reembed_now(p, emb)
+    assert out["reembedded"] == 5  # a recompute starts from scratch
+    assert (await reads.info(p))["consistent"] is True
     await p.aclose()
 
 
@@ -152,4 +201,54 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None
     assert p.index is not None and p.index.dead == 0 and len(p.index) == 2
     info = await reads.info(p)
     assert info["consistent"] is True and info["index"] == info["vectors"] == 2
+    await p.aclose()
+
+
+async def test_background_embedding_waits_for_interactive_work() -> None:
+    """A background pass's slices wait while a remember embeds: without the priority the two
+    would take turns slice by slice (FIFO)."""
+    import time
+
+    import anyio
+    import numpy as np
+
+    from palaced.services import EmbedLanes
+
+    order: list[str] = []
+
+    class Slow(HashEmbedder):
+        def embed_passages(self, texts: list[str]) -> np.ndarray:
+            order.append(texts[0][0])
+            time.sleep(0.02)
+            return super().embed_passages(texts)
+
+    lanes, emb = EmbedLanes(), Slow(8)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(lanes.passages, emb, ["b"] * 200, background=True))
+        await anyio.sleep(0.005)  # the first background slice is under way
+        await lanes.passages(emb, ["i"] * 100)
+        assert "i" in order and set(order[order.index("i"):]) == {"i"}
+    assert order[0] == "b" and order.count("b") > 2 and order.count("i") > 2
+
+
+async def test_reembed_now_takes_over_from_the_background_pass(tmp_path: Path) -> None:
+    import anyio
+
+    pdir = tmp_path / "p"
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(64)))
+    await writes.remember_many(p, [m.NewDrawer(text=f"drawer {i} of many") for i in range(300)])
+    await p.aclose()
+    p = await Palace.open("p", pdir, services(tmp_path, HashEmbedder(32)))
+    emb = p.services.model.embedder
+    assert emb is not None
+    await reembed.begin(p, emb, fresh=False)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(reembed.run_pass, p, emb, background=True))
+        await anyio.sleep(0.01)  # the background pass is under way
+        out = await reembed.reembed_now(p, emb)
+    assert out["embedder"] == "hash:32" and 0 < out["reembedded"] < 300
+    info = await reads.info(p)
+    assert info["embedder"] == "hash:32" and info["reembedding"] is None
+    assert info["vectors"] == info["index"] == 300 and info["consistent"] is True
+    assert not await reembed.due(p, emb)
     await p.aclose()

@@ -193,7 +193,7 @@ def test_identity_fifo_is_ignored_instead_of_hanging(shared_keyword: DaemonProc)
         assert c.recall("fifo", "otters")[0]["text"] == "otters sleep holding hands"
 
 
-# -- item 9: recall reports storage errors as STORAGE_ERROR --------------------------------------
+# -- item 9: recall reports a corrupt database as STORAGE_CORRUPT (a StorageError) --------
 def test_recall_on_a_corrupt_database_is_storage_error_like_other_ops(home: Path) -> None:
     d = DaemonProc(home, base_env(home, model=False))
     d.start(wait_model=False)
@@ -217,7 +217,7 @@ def test_recall_on_a_corrupt_database_is_storage_error_like_other_ops(home: Path
         with d.client() as c:
             assert c.palace_info("rot")["drawers"] == 200  # the palace opens
             err = palace_error(lambda: c.recall("rot", "otter river"))
-            assert err.name == "STORAGE_ERROR", err.message
+            assert err.name == "STORAGE_CORRUPT" and isinstance(err, StorageError), err.message
             assert "is corrupt" in err.message and str(db) in err.message
             assert err.details["condition"] == "corrupt"
     finally:
@@ -246,6 +246,7 @@ def test_read_only_palace_storage_is_a_clear_storage_error_and_recovers(home: Pa
     d.start(wait_model=False)
     with d.client() as c:
         c.create_palace("ro")
+        c.create_palace("rw")
         did = c.remember("ro", "otters float on their backs")
     d.stop()
     pdir = home / "palaces" / "ro"
@@ -273,11 +274,14 @@ def test_read_only_palace_storage_is_a_clear_storage_error_and_recovers(home: Pa
                        lambda: c.remember("ro", "a new memory"), lambda: c.wake_up("ro"),
                        lambda: c.get("ro", did)):
                 err = palace_error(op)
-                assert err.name == "STORAGE_ERROR", (err.name, err.message)
+                assert err.name == "STORAGE_READ_ONLY", (err.name, err.message)
+                assert err.code == 506 and isinstance(err, StorageError)
                 assert "palace 'ro''s storage is read-only" in err.message
                 assert str(pdir) in err.message and err.details["condition"] == "read_only"
-            (status,) = c.status()["palaces"]
-            assert "read-only" in status["error"]
+            status = {p["name"]: p for p in c.status()["palaces"]}
+            assert "read-only" in status["ro"]["error"] and not status["rw"].get("error")
+            # The other palace, on writable storage, does not notice.
+            assert c.remember("rw", "the writable palace still takes writes") == 1
             subprocess.run(make_writable, check=True)
             # Writable again: the very next request opens the palace, no restart needed.
             assert c.get("ro", did)["text"] == "otters float on their backs"

@@ -24,7 +24,7 @@ from palace_client.mcp.schema import ToolSpec, op_property
 from palace_client.mcp.tools import TOOLS
 from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
 from palaced.specs import MAX_BUDGET, MAX_TOP_K, SPECS
-from palaced.vocab import MAX_DEPTH
+from palaced.vocab import MAX_DEPTH, TYPED_RELATIONS
 from tests.cli_commands import COMMANDS as CLI_COMMANDS
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them
@@ -45,72 +45,108 @@ MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
                  ("kg_assert", "predicate"), ("kg_assert", "object"), ("kg_query", "subject"),
-                 ("kg_neighbors", "entity")}
+                 ("memoir", "name"), ("memoir", "definition")}
+# Properties an enum narrows to the only values the daemon accepts, and why.
+MCP_ENUMS = {("memoir", "relation"): list(TYPED_RELATIONS)}  # the nine typed relations
 # Properties only the tool knows (no op argument), and why.
 MCP_TOOL_ONLY = {
     ("recall", "scope"): "'all' runs memory.recall in every palace and merges the results",
     ("kg_query", "history"): "true runs graph.timeline instead of graph.query",
+    ("kg_query", "depth"): "given, runs graph.neighbors (its bounds, from 1) instead",
+    ("memoir", "action"): "picks the memoir op the tool runs (tools.MEMOIR_ACTIONS)",
 }
+# Tool-only properties without a default: absent means "not that way" (plain query), or the
+# property is required.
+MCP_NO_DEFAULT = {("kg_query", "depth"), ("memoir", "action")}
 # Properties whose name says it all: no description, so tools/list stays short.
 MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
-                   "tags", "limit", "offset", "budget", "depth"}
+                   "tags", "limit", "offset", "budget", "depth", "memoir", "definition",
+                   "relation", "action", "description"}
 
 
 def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:
-    """What a property for ``arg`` must say, from the spec alone (plus the listed narrowings)."""
+    """What a property for ``arg`` must say, from the spec alone (plus the listed narrowings).
+
+    Published: no length limits (checked by the bridge and the daemon, not advertised) and
+    no defaults that say "nothing" (false, "", []).
+    """
     want: dict[str, Any] = {"type": json_type}
     lo, hi = _expected_bounds(arg)
     bounds = {k: v for k, v in (("minimum", lo), ("maximum", hi)) if v is not None}
     if json_type in ("integer", "number"):
         want.update(bounds)
-    if json_type == "string" and arg.max_len != NO_LIMIT:
-        want["maxLength"] = arg.max_len or DEFAULT_MAX_STR
     if json_type == "array":
         if arg.kind == "strlist":
-            want["items"] = {"type": "string", "maxLength": DEFAULT_MAX_STR}
+            want["items"] = {"type": "string"}
         elif arg.kind == "intlist":
             want["items"] = {"type": "integer", **bounds}
-        if arg.max_len != NO_LIMIT:
-            want["maxItems"] = arg.max_len or DEFAULT_MAX_ITEMS
-    if arg.default is not None:
+    if not any(arg.default == e and type(arg.default) is type(e) for e in (None, False, "", [])):
         want["default"] = arg.default
     if (tool, name) in MCP_NON_EMPTY:
         want["minLength"] = 1
+    if (tool, name) in MCP_ENUMS:
+        want["enum"] = MCP_ENUMS[tool, name]
     want.update(MCP_NARROWED.get((tool, name), {}))
     return want
 
 
+def _op_of(tool: ToolSpec, name: str) -> str:
+    op = tool.params[name].op or tool.op
+    assert op in SPECS, f"{tool.name}.{name} names no op"
+    return op
+
+
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
 def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
-    assert tool.op in SPECS, f"{tool.name} names no op"
-    op = SPECS[tool.op]
+    # The ops the tool runs: its actions', or its own and those its params come from.
+    ops = set(tool.actions.values()) if tool.actions else {
+        tool.op, *(p.op for p in tool.params.values() if p.op)}
+    assert ops <= set(SPECS), f"{tool.name} names no op"
     assert {(tool.name, k) for k in tool.extra} <= set(MCP_TOOL_ONLY), (
         "tool-only properties: list them here with their reason")
-    assert set(tool.params) <= set(op.args)
     schema = tool.input_schema
     for name, prop in schema["properties"].items():
         if name in tool.extra:
-            assert prop.get("description") and "default" in prop, name
+            assert prop.get("description") or "enum" in prop, name
+            assert ("default" in tool.properties[name]) != ((tool.name, name) in MCP_NO_DEFAULT)
             continue
-        arg = op.args[name]
+        op = _op_of(tool, name)
+        assert op in ops, f"{tool.name}.{name} comes from {op}, which the tool never runs"
+        arg = SPECS[op].args[name]
         # A union kind ("str|int") is offered as one of its members.
         assert prop["type"] in {JSON_TYPE[k] for k in arg.kind.split("|")}, name
         got = {k: v for k, v in prop.items() if k != "description"}
         assert got == _expected_schema(tool.name, name, arg, prop["type"]), name
         assert prop.get("description") or name in MCP_UNDESCRIBED, (
             f"{tool.name}.{name} has no description")
-    assert schema.get("required", []) == [k for k in tool.params if op.args[k].required]
-    missing = {k for k, a in op.args.items() if a.required} - set(tool.params)
-    assert not missing, f"{tool.name} cannot send the required {missing}"
-    assert tool.read_only == op.read_only, "a tool is read-only exactly when its op is"
+        # The bridge still checks the limits it does not publish.
+        full = tool.properties[name]
+        if json_type_limit := {"string": "maxLength", "array": "maxItems"}.get(prop["type"]):
+            limit = arg.max_len or (DEFAULT_MAX_STR if prop["type"] == "string"
+                                    else DEFAULT_MAX_ITEMS)
+            assert full.get(json_type_limit) == (None if limit == NO_LIMIT else limit), name
+    if tool.actions:
+        assert schema["required"] == list(tool.extra_required) == ["action"]
+        for op in ops:
+            missing = {k for k, a in SPECS[op].args.items() if a.required} - set(tool.params)
+            assert not missing, f"{tool.name} cannot send the required {missing} of {op}"
+    else:
+        op_spec = SPECS[str(tool.op)]
+        assert schema.get("required", []) == [
+            k for k in tool.params if _op_of(tool, k) == tool.op and op_spec.args[k].required]
+        missing = {k for k, a in op_spec.args.items() if a.required} - set(tool.params)
+        assert not missing, f"{tool.name} cannot send the required {missing}"
+    assert tool.read_only == all(SPECS[op].read_only for op in ops), (
+        "a tool is read-only exactly when its ops are")
 
 
 def test_mcp_bounds_are_the_daemons() -> None:
     """The bounds that once disagreed with the daemon (issue 9)."""
     props = {t.name: t.input_schema["properties"] for t in TOOLS}
     assert props["recall"]["top_k"]["maximum"] == MAX_TOP_K
-    assert props["kg_neighbors"]["depth"]["minimum"] == 0
-    assert props["kg_neighbors"]["depth"]["maximum"] == MAX_DEPTH
+    assert props["kg_query"]["depth"]["minimum"] == 1
+    assert props["kg_query"]["depth"]["maximum"] == MAX_DEPTH
+    assert props["memoir"]["depth"]["maximum"] == MAX_DEPTH
     assert props["wake_up"]["budget"]["minimum"] == 0
     assert props["wake_up"]["budget"]["maximum"] == MAX_BUDGET
     assert props["wake_up"]["budget"]["default"] == SPECS["memory.wake_up"].args["budget"].default
@@ -145,22 +181,34 @@ CLI_OPS: dict[str, str] = {
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
     "restore-drawer": "memory.restore", "trash list": "memory.trash",
     "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
     "policy set": "palace.policy_set",
+    "export": "palace.export",
+    "model load": "model.load",
+    "memoir create": "memoir.create", "memoir list": "memoir.list", "memoir show": "memoir.show",
+    "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
+    "memoir refine": "memoir.refine", "memoir search": "memoir.search",
+    "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
+    "memoir unlink": "memoir.unlink",
 }
+# Commands that run several ops (an import: palace.create, then palace.restore or the
+# source.* ops of the import ledger; model fetch and import install the model's files, then
+# send model.load), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
-               "uninstall"}
+               "uninstall", "import jsonl", "import chatgpt", "import markdown",
+               "model fetch", "model import"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
-               "fact_id": "id"}
+               "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
-# ("all_palaces": `recall --all` sends memory.recall_all instead.)
-# ("nobody": `policy set --nobody` sends an empty agents list.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "nobody"}
+# ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
+# writes; "nobody": `policy set --nobody` sends an empty agents list.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "nobody"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
                                             ("trash list", "limit"): 20}
@@ -245,17 +293,26 @@ CLIENT_OPS: dict[str, str] = {
     "restore_drawer": "memory.restore", "trash": "memory.trash",
     "empty_trash": "memory.empty_trash", "audit": "palace.audit", "policy": "palace.policy",
     "set_policy": "palace.policy_set",
+    "export": "palace.export", "import_records": "palace.import_records",
+    "sources": "source.list", "sync_source": "source.sync", "drop_source": "source.drop",
+    "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
+    "memoir_create": "memoir.create", "memoir_list": "memoir.list", "memoir_show": "memoir.show",
+    "memoir_delete": "memoir.delete", "memoir_add_concept": "memoir.add_concept",
+    "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
+    "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
+    "memoir_unlink": "memoir.unlink",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
-                                         "drawer_id": "id", "fact_id": "id"}
+                                         "drawer_id": "id", "fact_id": "id", "digest": "hash",
+                                         "concept": "name"}
 
 
 def test_every_client_method_is_mapped() -> None:
-    mine = [c for c in Client.__mro__ if c.__module__.startswith("palace_client")]
-    public = {n for c in mine for n, v in vars(c).items()
+    # Client's own methods and those of its mixins (transfer, admin, memoirs, governance).
+    public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING
 

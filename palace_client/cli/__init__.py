@@ -10,21 +10,24 @@ code  meaning
 1     other error
 2     usage error (bad flags, or a value outside the option's range)
 3     daemon unreachable (not running and could not be started)
-4     not found (palace, drawer, fact)
+4     not found (palace, drawer, fact, memoir, concept)
 5     invalid input (bad arguments, bad palace name, text too large)
 6     already exists
 7     busy / timed out / shutting down (retry)
 8     embedder mismatch (run ``palace reembed``)
 9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
-10    forbidden by the palace's policy (``palace policy show``)
+10    an import finished but skipped malformed records (listed on stderr, or in ``--json``)
+11    ``palace doctor``: a check failed (after ``--repair``: one it could not fix)
+12    forbidden by the palace's policy (``palace policy show``)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
-``upkeep``, ``governance`` (trash, audit, policy) and ``daemon``; ``common`` holds what they
-share. ``palace mcp`` and ``palace init`` come from ``palace_client.mcp.command`` and
-``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
-``palace_client.service.command``. ``palace --agent NAME`` (or ``PALACE_AGENT``) names who the
-requests come from.
+``model`` (``palace model``), ``memoirs`` (``palace memoir``), ``upkeep``, ``doctor``,
+``backups``, ``transfer`` (``palace export``, ``palace import``), ``governance`` (trash, audit,
+policy) and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
+come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace
+service`` and ``palace uninstall`` from ``palace_client.service.command``. ``palace --agent
+NAME`` (or ``PALACE_AGENT``) names who the requests come from.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -44,7 +47,19 @@ from palace_client.agents.command import init_command
 from palace_client.mcp.command import mcp_command
 from palace_client.service.command import service_app, uninstall_command
 
-from . import daemon, governance, knowledge, memory, palaces, upkeep
+from . import (
+    backups,
+    daemon,
+    doctor,
+    governance,
+    knowledge,
+    memoirs,
+    memory,
+    model,
+    palaces,
+    transfer,
+    upkeep,
+)
 
 app = typer.Typer(
     add_completion=True,
@@ -81,14 +96,18 @@ agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
-for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, agents):
+for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
+                  transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
 app.add_typer(governance.app)
 app.add_typer(governance.trash_app, name="trash")
 app.add_typer(governance.policy_app, name="policy")
 app.add_typer(knowledge.app, name="kg")
+app.add_typer(model.app, name="model")
+app.add_typer(memoirs.app, name="memoir")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
+app.add_typer(transfer.imports, name="import")
 
 
 def main() -> None:

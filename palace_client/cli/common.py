@@ -39,7 +39,9 @@ EXIT_EXISTS = 6
 EXIT_RETRY = 7
 EXIT_MISMATCH = 8
 EXIT_NO_SERVICE_MANAGER = 9
-EXIT_FORBIDDEN = 10
+EXIT_SKIPPED = 10
+EXIT_UNHEALTHY = 11
+EXIT_FORBIDDEN = 12
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
@@ -160,9 +162,10 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_UNREACHABLE
     if isinstance(exc, E.UsageError):
         return EXIT_USAGE
-    if isinstance(exc, E.PalaceNotFound | E.MemoryNotFound | E.FactNotFound):
+    if isinstance(exc, E.PalaceNotFound | E.MemoryNotFound | E.FactNotFound
+                  | E.MemoirNotFound | E.ConceptNotFound):
         return EXIT_NOT_FOUND
-    if isinstance(exc, E.PalaceExists):
+    if isinstance(exc, E.PalaceExists | E.MemoirExists | E.ConceptExists):
         return EXIT_EXISTS
     if isinstance(exc, E.Forbidden):
         return EXIT_FORBIDDEN
@@ -170,7 +173,8 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_MISMATCH
     if isinstance(exc, E.LoadError):
         return EXIT_RETRY
-    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName):
+    if isinstance(exc, E.ProtocolError | E.ContentError | E.InvalidPalaceName
+                  | E.BackupInvalid):
         return EXIT_INVALID
     return EXIT_ERROR
 

@@ -25,6 +25,9 @@ daemon_app = typer.Typer(no_args_is_help=True,
 app.add_typer(daemon_app, name="daemon")
 
 STOP_TIMEOUT_S = 30.0
+# What `palace status` says whenever recall is keyword-only for want of a model.
+GET_MODEL = ("get the model: `palace model fetch` (from the model hub) or `palace model import "
+             "PATH` (a copy), see docs/operations.md#models")
 
 
 @app.command()
@@ -44,6 +47,8 @@ def status(as_json: bool = JsonOpt) -> None:
             typer.echo("  model    loading... (keyword-only recall until it is ready)")
         else:
             typer.echo(f"  model    UNAVAILABLE - keyword-only recall: {model['reason']}")
+            if not model.get("disabled"):
+                typer.echo(f"           {GET_MODEL}")
         tok = s["tokenizer"]
         typer.echo(f"  tokens   {tok['name']}" + ("" if tok["exact"] else f" ({tok['reason']})"))
         tightened = s.get("tightened") or {}
@@ -69,9 +74,15 @@ def _palace_line(p: dict[str, Any]) -> str:
     else:
         agree = "agrees" if p["consistent"] else "DISAGREES"
         index = f"index {p['index']} ({agree})"
-    return (f"{p['name']}: {counted(p['drawers'], 'drawer')}, "
+    line = (f"{p['name']}: {counted(p['drawers'], 'drawer')}, "
             f"{counted(p['vectors'], 'vector')}, {index}, "
             f"{counted(p['pending_embeddings'], 'pending embedding')}")
+    moving = p.get("reembedding")
+    if moving:
+        line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "
+                 + ("(paused until that model is loaded)" if moving.get("paused") else
+                    "(keyword-only recall until done)"))
+    return line
 
 
 @daemon_app.command("start")

@@ -53,8 +53,10 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
                    f"index {i['index'] if i['index'] is not None else '-'}, "
                    f"{counted(i['pending_embeddings'], 'pending embedding')}")
         typer.echo(f"  embedder {i.get('embedder') or '-'}")
-        if i.get("mismatch"):
-            typer.echo(f"  ! {i['mismatch']}")
+        moving = i.get("reembedding")
+        if moving:
+            typer.echo(f"  re-embedding for {moving['model']}: {moving['done']} of "
+                       f"{counted(moving['total'], 'drawer')} done")
         for r in i.get("rooms", []):
             typer.echo(f"  {r['wing']}/{r['room']}: {counted(r['drawers'], 'drawer')}")
 
@@ -75,7 +77,11 @@ def delete(name: str = typer.Argument(..., help="Palace to delete."),
 
 @app.command()
 def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
-    """Re-embed every drawer of a palace with the daemon's current model."""
+    """Re-embed every drawer of a palace with the daemon's current model now.
+
+    After a model change palaces are re-embedded in the background anyway (recall is
+    keyword-only meanwhile); this finishes it in the foreground.
+    """
     name = need_palace(palace, as_json)
     with client(as_json) as c:
         data = c.reembed(name)

@@ -132,7 +132,7 @@ class Bridge:
             return None
         try:
             message = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # too deep: parse error
             return encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
         return self.answer(message)
 

@@ -97,18 +97,43 @@ def _narrow(schema: dict[str, Any], narrow: Mapping[str, Any], where: str) -> No
         schema[key] = list(value) if key == "enum" else value
 
 
+# Checked by ``check_arguments`` (and the daemon) but left out of ``tools/list``: every token
+# of it is paid in every agent session, and these limits (200-character labels, 10,000-
+# character queries, 64 tags...) are far beyond what a call needs, so they only cost tokens
+# (151 of them over the nine tools, measured with cl100k). So are defaults that say "nothing":
+# false, "" and [] (an absent flag is off, an absent list empty).
+UNPUBLISHED = frozenset({"maxLength", "maxItems"})
+_EMPTY_DEFAULTS: tuple[Any, ...] = (False, "", [])
+
+
+def published(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` (a property's) as ``tools/list`` shows it (see ``UNPUBLISHED``), a copy."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in UNPUBLISHED or (key == "default" and any(
+                value == e and type(value) is type(e) for e in _EMPTY_DEFAULTS)):
+            continue
+        out[key] = published(value) if isinstance(value, Mapping) else json.loads(
+            json.dumps(value))
+    return out
+
+
 @dataclass(frozen=True)
 class Param:
-    """A tool property that is an argument of the tool's op: description and narrowing."""
+    """A tool property that is an argument of an op: description, narrowing, and the op
+    (None: the tool's own ``op``)."""
 
     description: str = ""
     kind: str | None = None
     narrow: Mapping[str, Any] = field(default_factory=dict)
+    op: str | None = None
 
 
-def param(description: str = "", *, kind: str | None = None, **narrow: Any) -> Param:
-    """Declare a tool property as its op's argument of the same name (see ``op_property``)."""
-    return Param(description, kind, narrow)
+def param(description: str = "", *, kind: str | None = None, op: str | None = None,
+          **narrow: Any) -> Param:
+    """Declare a tool property as the argument of the same name of ``op`` (default: the
+    tool's op; see ``op_property``)."""
+    return Param(description, kind, narrow, op)
 
 
 @dataclass(frozen=True)
@@ -121,12 +146,17 @@ class ToolSpec:
     from its spec; ``extra`` are hand-written properties only the tool knows (how it runs
     its op: ``recall``'s ``scope``, ``kg_query``'s ``history``).
     Required are the op's required arguments among ``params``, then ``extra_required``.
+
+    A tool with ``actions`` runs one of several ops, chosen by its ``action`` property
+    (``memoir``): it has no ``op``, each param names the op it comes from, and only
+    ``extra_required`` is required by the schema (``action_args`` checks each action's own).
     """
 
     name: str
     description: str
     op: str | None = None
     params: Mapping[str, Param] = field(default_factory=dict)
+    actions: Mapping[str, str] = field(default_factory=dict)  # action -> op
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     extra_required: tuple[str, ...] = ()
     read_only: bool = False
@@ -135,31 +165,36 @@ class ToolSpec:
 
     @cached_property
     def properties(self) -> dict[str, dict[str, Any]]:
-        """Every property's JSON Schema, derived ones first.
+        """Every property's JSON Schema: required tool-only ones (``action``) first, then the
+        derived ones, then the other tool-only ones.
 
         Raises:
             KeyError, ValueError: a param that its op does not accept (see ``op_property``).
         """
-        props: dict[str, dict[str, Any]] = {}
+        props: dict[str, dict[str, Any]] = {
+            key: dict(self.extra[key]) for key in self.extra_required if key in self.extra}
         for key, p in self.params.items():
-            if self.op is None:
+            op = p.op or self.op
+            if op is None:
                 raise KeyError(f"tool {self.name}: param {key!r} needs an op")
-            props[key] = op_property(self.op, key, p.description, kind=p.kind, **p.narrow)
-        props.update((key, dict(schema)) for key, schema in self.extra.items())
+            props[key] = op_property(op, key, p.description, kind=p.kind, **p.narrow)
+        props.update((key, dict(schema)) for key, schema in self.extra.items() if key not in props)
         return props
 
     @cached_property
     def required(self) -> tuple[str, ...]:
         """The properties a call must give."""
         args = SPECS[self.op].args if self.op is not None else {}
-        return (*(k for k in self.params if args[k].required), *self.extra_required)
+        return (*(k for k in self.params if k in args and args[k].required),
+                *self.extra_required)
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        """The tool's JSON Schema: an object of ``properties``, nothing else allowed."""
+        """The tool's JSON Schema as ``tools/list`` publishes it: an object of
+        ``properties``, nothing else allowed, each without its ``UNPUBLISHED`` keywords."""
         schema: dict[str, Any] = {
             "type": "object",
-            "properties": {k: json.loads(json.dumps(v)) for k, v in self.properties.items()},
+            "properties": {k: published(v) for k, v in self.properties.items()},
             "additionalProperties": False,
         }
         if self.required:
@@ -170,9 +205,10 @@ class ToolSpec:
         """The tool as a ``tools/list`` entry.
 
         Only the hints that differ from MCP's defaults are sent (readOnlyHint false,
-        destructiveHint true, idempotentHint false, openWorldHint true; the last three mean
-        something only for a tool that writes): every token of ``tools/list`` is paid in
-        every session.
+        destructiveHint true, idempotentHint false; the last two mean something only for a
+        tool that writes): every token of ``tools/list`` is paid in every session. For the
+        same reason ``openWorldHint: false`` (true of every palace tool: nothing leaves the
+        machine) is left out: it cost 54 tokens over the nine tools and no client acts on it.
         """
         hints: dict[str, bool] = {}
         if self.read_only:
@@ -182,7 +218,6 @@ class ToolSpec:
                 hints["destructiveHint"] = False
             if self.idempotent:
                 hints["idempotentHint"] = True
-        hints["openWorldHint"] = False
         return {"name": self.name, "description": self.description,
                 "inputSchema": self.input_schema, "annotations": hints}
 
@@ -285,3 +320,25 @@ def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
     if missing:
         raise ToolArgumentError(f"missing required argument(s): {', '.join(missing)}")
     return out
+
+
+def action_args(spec: ToolSpec, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The op that ``arguments["action"]`` picks in ``spec.actions``, and the arguments it
+    takes (``action`` removed), checked against that op's spec.
+
+    Raises:
+        ToolArgumentError: an argument the action does not take, or one it needs is missing.
+    """
+    args = dict(arguments)
+    action = str(args.pop("action"))
+    op = spec.actions[action]
+    accepted = SPECS[op].args
+    foreign = [k for k in args if k not in accepted]
+    if foreign:
+        takes = ", ".join(k for k in spec.params if k in accepted) or "nothing else"
+        raise ToolArgumentError(f"action '{action}' does not take {', '.join(foreign)}; "
+                                f"it takes {takes}")
+    missing = [k for k, a in accepted.items() if a.required and k not in args]
+    if missing:
+        raise ToolArgumentError(f"action '{action}' needs {', '.join(missing)}")
+    return op, args

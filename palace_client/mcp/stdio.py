@@ -107,7 +107,9 @@ def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
                 continue
             try:
                 message = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError) as exc:
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                # RecursionError: nesting deeper than the decoder's stack, e.g. 100,000 "[";
+                # a parse error like any other, never the end of the session.
                 inbox.put(("answer", encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))))
                 continue
             if not bridge.accept_response(message):

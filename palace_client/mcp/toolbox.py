@@ -1,10 +1,11 @@
 """The MCP tools of the palace bridge: running them against the daemon and wording the results.
 
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
-``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline``. Results are
-rendered as plain text for an agent (``palace_client.render``); failures become ``isError``
-results the agent can act on (``results``), never protocol errors. The tools' names,
-descriptions and schemas live in ``tools``.
+``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
+``depth`` ``graph.neighbors``, ``memoir`` runs the op its ``action`` names (``memoir_tool``).
+Results are rendered as plain text for an agent (``palace_client.render``); failures become
+``isError`` results the agent can act on (``results``), never protocol errors. The tools'
+names, descriptions and schemas live in ``tools``.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from palace_client.render import (
     render_fact,
     render_facts,
     render_items,
+    render_neighbours,
     render_sections,
 )
 from palaced.errors import PalaceError, ShuttingDown
 from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
+from .memoir_tool import run_memoir
 from .results import forgotten_text, render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
@@ -81,7 +84,8 @@ class Toolbox:
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
             "forget": self._forget, "list_drawers": self._list_drawers,
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
-            "kg_invalidate": self._kg_invalidate, "kg_neighbors": self._kg_neighbors,
+            "kg_invalidate": self._kg_invalidate,
+            "memoir": lambda args: run_memoir(self._op, self.palace, args, self.compact),
         }
 
     @property
@@ -316,7 +320,15 @@ class Toolbox:
         return head + sep + "\n".join(render_facts(facts, self.compact))
 
     def _kg_query(self, args: dict[str, Any]) -> str:
-        if args.pop("history", False):
+        history = args.pop("history", False)
+        if args.get("depth") is not None:
+            if history:
+                raise ToolArgumentError("give either depth or history=true, not both")
+            return self._kg_neighbors({"entity": args.pop("subject"), **args})
+        if args.get("relation") is not None:
+            raise ToolArgumentError("relation filters the walk of depth: give depth too")
+        args.pop("relation", None)
+        if history:
             if args.get("as_of") is not None:
                 raise ToolArgumentError("give either as_of or history=true, not both")
             return self._kg_history(args)
@@ -351,32 +363,8 @@ class Toolbox:
         entity = str(args["entity"])
         if result.get("entity") is None:
             return self._unknown_entity(entity)
-        name = str(result["entity"].get("name") or entity)
-        depth = int(args.get("depth", 1))
-        via = f" via {args['relation']}" if args.get("relation") else ""
-        by_distance: dict[int, list[str]] = {}
-        for node in result.get("nodes") or []:
-            if node.get("distance"):
-                by_distance.setdefault(int(node["distance"]), []).append(str(node.get("name")))
-        edges = list(result.get("edges") or [])
-        head = (f"Neighbours of '{name}' within {depth} hop(s){via} in palace "
-                f"'{self.palace}': {sum(map(len, by_distance.values()))} entities, "
-                f"{len(edges)} facts")
-        if not by_distance:
-            return f"{head}. Nothing is linked to it yet; relate it with kg_assert."
-        lines = [head]
-        if not self.compact:
-            lines.append("")
-        for dist in sorted(by_distance):
-            label = f"{dist} hop{'s' if dist > 1 else ''}"
-            names = ", ".join(by_distance[dist])
-            lines.append(f"{label}: {names}" if self.compact else f"- {label}: {names}")
-        lines.append("Facts:" if self.compact else "\nFacts:")
-        lines.extend(render_facts(edges, self.compact))
-        if result.get("truncated"):
-            lines.append("(cut short at the node limit; narrow with relation or a smaller "
-                         "depth)")
-        return "\n".join(lines)
+        return "\n".join(render_neighbours(result, self.palace, int(args.get("depth", 1)),
+                                           args.get("relation"), self.compact))
 
     def _unknown_entity(self, name: str) -> str:
         return (f"'{name}' is not in the knowledge graph of palace '{self.palace}' yet "

@@ -3,12 +3,14 @@
 ``tools/list`` is answered from ``TOOLS``; ``toolbox.Toolbox`` runs them. Each tool names the
 daemon op it runs, and its properties are that op's arguments (``param``): their JSON Schemas
 (types, bounds, defaults) are generated from ``palaced.specs`` by ``schema.op_property``, so
-only the wording lives here. The two tool-only properties (``recall``'s ``scope`` and
-``kg_query``'s ``history``) choose how the tool runs its op and are written out in ``extra``.
+only the wording lives here. The tool-only properties (``recall``'s ``scope``,
+``kg_query``'s ``history`` and ``depth``, ``memoir``'s ``action``) choose which op the tool
+runs and are written out in ``extra``.
 
 Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: nine
-tools, one-line descriptions that say when to call each, short property texts
-(``tests/test_mcp_bridge.py`` prints the cl100k count and holds it to 1,500 tokens).
+tools, one-line descriptions that say when to call each, short property texts, no length
+limits or empty defaults in the published schemas (``schema.published``) and no
+``openWorldHint`` (``tests/test_mcp_bridge.py`` prints the cl100k count and bounds it).
 Tools that were folded into others are listed in ``RETIRED`` with what to call instead.
 """
 
@@ -16,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .schema import Param, ToolSpec, param
+from palaced.vocab import TYPED_RELATIONS
+
+from .schema import Param, ToolSpec, op_property, param
 
 _WING = param("Area, e.g. 'backend'.")
 _ROOM = param("Topic, e.g. 'auth'.")
@@ -37,6 +41,21 @@ SCOPE: dict[str, Any] = {"type": "string", "enum": list(SCOPES), "default": "pal
                          "description": "'all': every project's palace."}
 HISTORY: dict[str, Any] = {"type": "boolean", "default": False,
                            "description": "All facts ever, closed ones too, oldest first."}
+# kg_query with depth runs graph.neighbors: its bounds, from 1 (0 would be the entity alone),
+# and no default (without depth kg_query looks up facts).
+DEPTH: dict[str, Any] = {
+    k: v for k, v in op_property("graph.neighbors", "depth", "Linked entities within n hops.",
+                                 minimum=1).items() if k != "default"}
+
+# The memoir tool's actions and the ops they run (no delete or unlink: an agent curates,
+# a person prunes with `palace memoir delete`).
+MEMOIR_ACTIONS: dict[str, str] = {
+    "create": "memoir.create", "list": "memoir.list", "show": "memoir.show",
+    "add_concept": "memoir.add_concept", "refine": "memoir.refine", "link": "memoir.link",
+    "search": "memoir.search", "inspect": "memoir.inspect",
+}
+ACTION: dict[str, Any] = {"type": "string", "enum": list(MEMOIR_ACTIONS)}
+_ADD, _LINK = "memoir.add_concept", "memoir.link"
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -55,7 +74,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             # (palaced.vocab.IMPORTANCE_PRESETS), which are points on it.
             "importance": param("1 = critical.",
                                 kind="float", minimum=0.0, maximum=1.0),
-            "occurred_at": _when("When it happened (ISO 8601); default now."),
+            "occurred_at": _when("ISO 8601; default now."),
             "supersedes": param("Id of the drawer it corrects."),
             "ttl": param("Lifetime if short-lived, e.g. '12h', '7d'.", kind="str"),
             "dedup": param("false: keep even a near-duplicate."),
@@ -118,19 +137,18 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="kg_assert",
         op="graph.assert",
         description=(
-            "Record a changing fact or a relation ('Alice works_at Acme', 'web depends_on "
-            "api'); a new value replaces the old one, except for relations (depends_on, "
-            "part_of, related_to...)."
+            "Record a fact ('Alice works_at Acme') or a relation ('web depends_on api'); a "
+            "new value replaces the old one, except for relations."
         ),
         params={
             "subject": _name(),
             "predicate": param("snake_case, e.g. works_at, version, depends_on.",
                                minLength=1),
             "object": param("An entity, or a value with literal=true.", minLength=1),
-            "literal": param("object is a value (version, URL...), not an entity."),
+            "literal": param("object is a value, not an entity."),
             "multi": param("true: keep the old values too (e.g. uses)."),
-            "valid_from": _when("When it became true (ISO 8601); default now."),
-                        "source_url": param(),
+            "valid_from": _when("ISO 8601; default now."),
+            "source_url": param(),
         },
         idempotent=True,
     ),
@@ -138,14 +156,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="kg_query",
         op="graph.query",
         description=(
-            "Look up an entity's facts before answering who/what/where questions: true now, "
-            "at as_of, or its whole history."
+            "Look up an entity before answering who/what/where questions: its facts now, at "
+            "as_of, its history, or (depth) what is linked to it."
         ),
         params={
             "subject": _name(),
             "as_of": _when("Facts valid at this time (ISO 8601)."),
+            "relation": param("With depth: only this predicate.", op="graph.neighbors"),
         },
-        extra={"history": HISTORY},
+        extra={"history": HISTORY, "depth": DEPTH},
         read_only=True,
         idempotent=True,
     ),
@@ -158,23 +177,34 @@ TOOLS: tuple[ToolSpec, ...] = (
         ),
         params={
             "id": param("Fact id, e.g. 12 for '#12'."),
-            "at": _when("When it ended (ISO 8601); default now."),
+            "at": _when("ISO 8601; default now."),
         },
         idempotent=True,
     ),
+    # -- memoirs: curated concepts ----------------------------------------------------------
     ToolSpec(
-        name="kg_neighbors",
-        op="graph.neighbors",
+        name="memoir",
         description=(
-            "Explore what is linked to an entity within depth hops, e.g. what depends on a "
-            "service."
+            "Curated knowledge: concepts (definition, labels) in named memoirs, linked by "
+            "typed relations; refine them as you learn. search spans all memoirs unless "
+            "given one."
         ),
         params={
-            "entity": _name(),
-            "depth": param(),
-            "relation": param("Follow only this predicate, e.g. depends_on."),
+            "memoir": param(op=_ADD),
+            "name": param("Concept name.", op=_ADD, minLength=1),
+            "definition": param(op=_ADD, minLength=1),
+            "labels": param("e.g. domain:auth", op=_ADD),
+            "sources": param("Drawer ids it is from.", op=_ADD),
+            "relation": param(op=_LINK, enum=TYPED_RELATIONS),
+            "to": param("Linked concept.", op=_LINK),
+            "query": param(op="memoir.search"),
+            "label": param(op="memoir.search"),
+            "depth": param(op="memoir.inspect"),
+            "description": param(op="memoir.create"),
         },
-        read_only=True,
+        actions=MEMOIR_ACTIONS,
+        extra={"action": ACTION},
+        extra_required=("action",),
         idempotent=True,
     ),
 )
@@ -185,6 +215,8 @@ TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
 RETIRED: dict[str, str] = {
     "recall_all": "call recall with scope='all'",
     "kg_timeline": "call kg_query with history=true",
+    "kg_neighbors": "call kg_query with subject=entity and depth (and relation to follow one "
+                    "predicate)",
     "kg_link": "call kg_assert with subject=a, predicate=relation, object=b",
     "status": "the daemon's status is `palace status` in a shell; tool errors say what to do",
     "palace_info": "every result names its palace; `palace info` in a shell shows the counts",

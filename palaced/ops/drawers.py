@@ -10,13 +10,16 @@ from typing import Any
 import anyio.to_thread
 
 from palaced import reads, recall, trash, writes
-from palaced.args import decode_args
 from palaced.errors import InvalidArgs, MemoryNotFound, PalaceError
 from palaced.ops.context import OpContext
-from palaced.ops.fields import check_query, drawer_from_args, filters_from_args, need_palace
+from palaced.ops.fields import (
+    check_query,
+    drawer_from_args,
+    drawers_from_items,
+    filters_from_args,
+    need_palace,
+)
 from palaced.recall import RecallRequest
-from palaced.specs import REMEMBER_MANY_ITEM
-from palaced.store import drawers as m
 from palaced.timeparse import iso
 
 
@@ -36,28 +39,11 @@ async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
 async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    items = args["items"]
     limits = ctx.config.limits
-    if len(items) > limits.max_batch:
-        raise InvalidArgs(f"at most {limits.max_batch} items per batch",
-                          details={"items": len(items)})
     now = int(time.time() * 1000)
-
-    def validate() -> list[m.NewDrawer]:
-        drawers = []
-        for i, raw in enumerate(items):
-            try:
-                drawers.append(drawer_from_args(limits.max_text_chars,
-                                                decode_args(REMEMBER_MANY_ITEM, raw), now))
-            except PalaceError as exc:
-                exc.details["index"] = i
-                exc.message = f"item {i}: {exc.message}"
-                exc.args = (exc.message,)
-                raise
-        return drawers
-
     # Topic extraction of thousands of items would stall the event loop: do it in a thread.
-    drawers = await anyio.to_thread.run_sync(validate)
+    drawers = await anyio.to_thread.run_sync(lambda: drawers_from_items(
+        limits.max_text_chars, limits.max_batch, args["items"], now))
     p = await ctx.registry.get(name)
     return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]), actor=ctx.actor)
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from palaced.args import MAX_TIME_CHARS
-from palaced.errors import InvalidArgs, InvalidContent, TextTooLarge, quote
-from palaced.registry import validate_name
+from palaced.args import MAX_TIME_CHARS, decode_args
+from palaced.errors import InvalidArgs, InvalidContent, PalaceError, TextTooLarge, quote
+from palaced.layout import validate_name
 from palaced.rules import parse_importance
-from palaced.specs import MAX_TTL_S
+from palaced.specs import MAX_TTL_S, REMEMBER_MANY_ITEM
 from palaced.store import drawers as m
 from palaced.timeparse import parse_when
 from palaced.topics import extract_topics
@@ -96,6 +96,30 @@ def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.N
         topics=tuple(extract_topics(text)),
         supersedes=args.get("supersedes"),
     )
+
+
+def drawers_from_items(max_text_chars: int, max_batch: int, items: list[Any], now: int
+                       ) -> list[m.NewDrawer]:
+    """Validate a batch of drawers (maps with the ``remember`` arguments); slow for big
+    batches (topic extraction): call it in a worker thread.
+
+    Raises:
+        InvalidArgs: more than ``max_batch`` items; or, like InvalidContent and TextTooLarge,
+            an item is invalid (``details["index"]`` and the message name it).
+    """
+    if len(items) > max_batch:
+        raise InvalidArgs(f"at most {max_batch} items per batch", details={"items": len(items)})
+    out = []
+    for i, raw in enumerate(items):
+        try:
+            out.append(drawer_from_args(max_text_chars, decode_args(REMEMBER_MANY_ITEM, raw),
+                                        now))
+        except PalaceError as exc:
+            exc.details["index"] = i
+            exc.message = f"item {i}: {exc.message}"
+            exc.args = (exc.message,)
+            raise
+    return out
 
 
 def filters_from_args(args: dict[str, Any]) -> m.Filters:

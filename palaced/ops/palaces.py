@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import audit, reads, writes
+from palaced import audit, reads, reembed
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -45,7 +45,7 @@ async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any
 
 async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
-    """Re-embed a palace with the loaded model.
+    """Re-embed a palace with the loaded model now (see ``palaced.reembed.reembed_now``).
 
     Raises:
         EmbedderUnavailable: the model is still loading (retry shortly) or unavailable (the
@@ -63,6 +63,6 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             "cannot reembed: the embedding model is unavailable: "
             f"{model.reason or 'no model is configured'}",
             details={"model": model.state, "reason": model.reason})
-    done = await writes.reembed(p)
+    done = await reembed.reembed_now(p, model.embedder)
     await audit.record(p, ctx.actor, "reembedded", detail={"drawers": done["reembedded"]})
     return done

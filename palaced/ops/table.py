@@ -17,7 +17,19 @@ from typing import Any
 from palaced import policy
 from palaced.args import decode_args
 from palaced.errors import PalaceError, UnknownOp, quote
-from palaced.ops import daemon_ops, drawers, governance, graph, palaces, upkeep
+from palaced.layout import validate_name
+from palaced.ops import (
+    daemon_ops,
+    drawers,
+    governance,
+    graph,
+    maintenance,
+    memoirs,
+    model,
+    palaces,
+    transfer,
+    upkeep,
+)
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
@@ -75,6 +87,10 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.delete", palaces.op_palace_delete),
     ("palace.info", palaces.op_palace_info),
     ("palace.reembed", palaces.op_reembed),
+    ("model.load", model.op_model_load),
+    ("palace.doctor", maintenance.op_doctor),
+    ("palace.backup", maintenance.op_backup),
+    ("palace.restore", maintenance.op_restore),
     ("memory.remember", drawers.op_remember),
     ("memory.remember_many", drawers.op_remember_many),
     ("memory.recall", drawers.op_recall),
@@ -91,6 +107,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("graph.neighbors", graph.op_graph_neighbors),
     ("graph.path", graph.op_graph_path),
     ("graph.search", graph.op_graph_search),
+    *memoirs.HANDLERS,
     ("memory.decay", upkeep.op_decay),
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
@@ -101,6 +118,11 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.audit", governance.op_audit),
     ("palace.policy", governance.op_policy),
     ("palace.policy_set", governance.op_policy_set),
+    ("palace.export", transfer.op_export),
+    ("palace.import_records", transfer.op_import_records),
+    ("source.list", transfer.op_source_list),
+    ("source.sync", transfer.op_source_sync),
+    ("source.drop", transfer.op_source_drop),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)
@@ -122,6 +144,8 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     args = decode_args(op.spec, raw_args)
     if op.spec.palace == "required":
         palace = need_palace(palace)
+    elif op.spec.palace == "optional" and palace is not None:
+        palace = validate_name(palace)
     ctx = replace(ctx, agent=agent or UNKNOWN_AGENT, op=op.name)
     ctx.in_flight.enter()
     opened = ctx.registry.open_palaces.get(palace) if palace else None

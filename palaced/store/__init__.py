@@ -9,8 +9,11 @@ exactly one thread hop per unit of work.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import queue
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -18,6 +21,7 @@ from typing import TypeVar
 import apsw
 
 from .db import open_connection, storage_error, storage_errors
+from .meta import stamp_write
 from .schema import migrate
 
 T = TypeVar("T")
@@ -50,11 +54,19 @@ class Store:
         self._pool_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_READERS)
 
-    def write(self, fn: Callable[[apsw.Connection], T]) -> T:
-        """Run ``fn`` inside one write transaction; rolled back if it raises."""
+    def write(self, fn: Callable[[apsw.Connection], T], *, stamp: bool = True) -> T:
+        """Run ``fn`` inside one write transaction; rolled back if it raises.
+
+        With ``stamp`` (content writes) the transaction also records the time in meta
+        ``last_write_ms``; upkeep that changes no content (touches, the index record, decay)
+        passes False, so that restoring a backup taken since is not refused as older.
+        """
         try:
             with self._writer:
-                return fn(self._writer)
+                result = fn(self._writer)
+                if stamp:
+                    stamp_write(self._writer, int(time.time() * 1000))
+                return result
         except apsw.Error as exc:
             raise storage_error(exc, self.path, self.palace) from exc
 
@@ -79,6 +91,21 @@ class Store:
         """Fold the WAL back into the database file (at idle and at close)."""
         with storage_errors(self.path, self.palace):
             self._writer.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+
+    def abandon(self) -> None:
+        """Close without deleting the WAL and shared-memory files by name.
+
+        For a database whose directory was deleted or replaced under us: SQLite's last close
+        checkpoints and unlinks ``palace.db-wal`` *by path*, which may now be another
+        palace's. Persistent-WAL mode keeps it from unlinking anything.
+        """
+        keep = ctypes.c_int(1)
+        with self._pool_lock:
+            conns = [*self._readers, self._writer]
+        for conn in conns:
+            with contextlib.suppress(apsw.Error):
+                conn.file_control("main", apsw.SQLITE_FCNTL_PERSIST_WAL, ctypes.addressof(keep))
+        self.close()
 
     def close(self) -> None:
         with self._pool_lock:

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import apsw
 
-from palaced.errors import PalaceError, StorageError
+from palaced.errors import (
+    PalaceError,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+)
 
 # "PALC" — marks a SQLite file as a palace database.
 APPLICATION_ID = 0x50414C43
@@ -97,12 +103,19 @@ def _describe(exc: apsw.Error | OSError, path: Path | None) -> tuple[str, str]:
     return "sqlite", "failed"
 
 
+# The typed errors of the conditions a client can act on; the others are plain StorageError.
+_CLASSES: dict[str, type[StorageError]] = {
+    "read_only": StorageReadOnly, "full": StorageFull, "corrupt": StorageCorrupt}
+
+
 def storage_error(exc: apsw.Error | OSError, path: Path | None = None,
                   palace: str | None = None) -> StorageError:
     """The StorageError that reports an apsw or OS error met on ``path`` of ``palace``.
 
     Read-only storage reads "palace 'x''s storage is read-only (<path>): <cause>; ..." so the
     user knows what to fix; once it is writable again the next request opens the palace.
+    Full, read-only and corrupt storage are StorageFull, StorageReadOnly and StorageCorrupt
+    (subclasses of StorageError with their own codes).
     """
     condition, what = _describe(exc, path)
     owner = f"palace {palace!r}'s storage" if palace else "storage"
@@ -120,7 +133,8 @@ def storage_error(exc: apsw.Error | OSError, path: Path | None = None,
         details["path"] = str(path)
     if palace:
         details["palace"] = palace
-    return StorageError(f"{owner} {what}{where}: {cause}{hint}", details=details)
+    cls = _CLASSES.get(condition, StorageError)
+    return cls(f"{owner} {what}{where}: {cause}{hint}", details=details)
 
 
 @contextmanager

@@ -20,6 +20,8 @@ from typing import Any
 
 import apsw
 
+from palaced.reldates import resolved_date_words
+
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .meta import bump_vec_epoch
 from .vectors import vector_ids
@@ -128,19 +130,34 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
             ),
         ).fetchall()[0][0]
     )
+    index_drawer(conn, drawer_id, new.text, occurred, new.topics)
+    refresh_around(conn, [drawer_id])
+    return drawer_id, True
+
+
+def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: int,
+                 topics: Iterable[str]) -> None:
+    """File a new drawer row in the full-text index (empty context: see ``refresh_around``)
+    and under its closets. Its date words are the day it happened and the months its text's
+    relative times ("last month") point at."""
+    dates = f"{date_words(occurred_ms)} {resolved_date_words(text, occurred_ms)}".rstrip()
     conn.execute(
         "INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
-        (drawer_id, new.text, "", date_words(occurred)),
+        (drawer_id, text, "", dates),
     )
-    affected = {drawer_id, *room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)}
-    for did in affected:
+    conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
+                     [(t, drawer_id) for t in topics])
+
+
+def refresh_around(conn: apsw.Connection, ids: Iterable[int]) -> None:
+    """Recompute the FTS context of new drawers ``ids`` and of their room neighbours, once
+    each (a batch of drawers in one room shares most neighbours)."""
+    affected: set[int] = set()
+    for drawer_id in ids:
+        affected.add(drawer_id)
+        affected.update(room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS))
+    for did in sorted(affected):
         refresh_context(conn, did)
-    if new.topics:
-        conn.executemany(
-            "INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
-            [(t, drawer_id) for t in new.topics],
-        )
-    return drawer_id, True
 
 
 def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | None:

@@ -24,12 +24,16 @@ import apsw
 
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.timeparse import parse_when
-from palaced.vocab import MAX_NAME_CHARS, MAX_PREDICATE_CHARS, MAX_VALUE_CHARS, MULTI_VALUED
+from palaced.vocab import (
+    MAX_NAME_CHARS,
+    MAX_PREDICATE_CHARS,
+    MAX_VALUE_CHARS,
+    MULTI_VALUED,
+    snake_case,
+)
 
 from .entities import _clean_text, _ensure_entity, _entity_id, _query, entity_key
 
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SEPARATORS = re.compile(r"[\s\-]+")
 _PREDICATE = re.compile(r"\w+")
 
 # Fact columns; the subject/object ids trail for traversal code.
@@ -58,9 +62,7 @@ def normalize_predicate(predicate: str) -> str:
     """
     if not isinstance(predicate, str):
         raise InvalidContent(f"a predicate must be a string, not {type(predicate).__name__}")
-    text = unicodedata.normalize("NFKC", predicate).strip()
-    text = _SEPARATORS.sub("_", _CAMEL.sub("_", text)).lower()
-    text = re.sub(r"_+", "_", text).strip("_")
+    text = snake_case(unicodedata.normalize("NFKC", predicate))
     if not text or len(text) > MAX_PREDICATE_CHARS or not _PREDICATE.fullmatch(text):
         raise InvalidContent(
             f"invalid predicate {quote(predicate, 80)}: use 1-{MAX_PREDICATE_CHARS} letters, "

@@ -2,9 +2,10 @@
 
 What lives there: ``schema`` (the migrated version), ``embedder`` and ``dims`` (the model the
 vectors come from), ``vec_epoch`` (bumped with every vector write), ``index_saved_epoch`` and
-``index_digest`` (which epoch the saved vector index file holds) and ``decay_ms`` (the last
-decay). Every function takes an open ``apsw.Connection``; writers run inside the caller's
-transaction.
+``index_digest`` (which epoch the saved vector index file holds), ``decay_ms`` (the last
+decay) and ``last_write_ms`` (when content last changed: ``Store.write`` stamps it, and
+``palace restore`` compares it with a backup's time). Every function takes an open
+``apsw.Connection``; writers run inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -38,3 +39,17 @@ def claim_embedder(conn: apsw.Connection, identity: str, dims: int) -> None:
     """Record the model whose vectors this palace holds from now on."""
     meta_set(conn, "embedder", identity)
     meta_set(conn, "dims", str(dims))
+
+
+LAST_WRITE = "last_write_ms"
+
+
+def stamp_write(conn: apsw.Connection, ms: int) -> None:
+    """Record that the palace's content changed at ``ms`` (epoch milliseconds)."""
+    meta_set(conn, LAST_WRITE, str(ms))
+
+
+def last_write_ms(conn: apsw.Connection) -> int | None:
+    """When content last changed (``stamp_write``), or None when never recorded."""
+    value = meta_get(conn, LAST_WRITE)
+    return int(value) if value is not None and value.strip().isdigit() else None

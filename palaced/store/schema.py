@@ -2,9 +2,16 @@
 
 v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
 ``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``. v3: who did what: the agents that
-wrote drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and
-the palace's ``policy``.
+``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
+(one row per imported file or conversation: its importer, key and content hash) and
+``source_drawers`` (which drawers each source filed), so re-running an import replaces what
+changed and nothing else. v4: ``vectors_next``, the vectors
+of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
+concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
+the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
+concept cites) and typed ``concept_links``. v6: who did what: the agents that wrote drawers and
+facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the palace's
+``policy``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -138,7 +145,134 @@ GRAPH_DDL: list[str] = [
 ]
 
 
-# v3, agents, trash, audit and policy.
+# v3, the import ledger (palace import markdown/chatgpt/...): a drawer may be claimed by several
+# sources (the same section in two files); it is deleted only when no source claims it.
+SOURCES_DDL: list[str] = [
+    """CREATE TABLE sources(
+        id INTEGER PRIMARY KEY,
+        importer TEXT NOT NULL,
+        key TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        imported_ms INTEGER NOT NULL,
+        UNIQUE (importer, key)
+    ) STRICT""",
+    """CREATE TABLE source_drawers(
+        source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (source_id, drawer_id)
+    ) STRICT, WITHOUT ROWID""",
+    "CREATE INDEX source_drawers_drawer ON source_drawers(drawer_id)",
+]
+
+
+# v4: a model switch builds the new model's vectors here while ``vectors`` keeps serving the
+# old model's; one transaction then replaces them (``store/reembed.py``).
+REEMBED_DDL: list[str] = [
+    """CREATE TABLE vectors_next(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        chunk INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    )""",
+    "CREATE INDEX vectors_next_drawer ON vectors_next(drawer_id)",
+]
+
+
+# v5, memoirs. Deleting a memoir cascades to its concepts, and from them to their labels,
+# sources and links, inside the one DELETE statement's transaction. The database itself refuses
+# a self-link (CHECK), a relation outside the nine typed ones (CHECK; the list is this step's
+# own copy of vocab.TYPED_RELATIONS, since a released step never changes) and a link between
+# two memoirs (trigger); duplicate links are impossible (UNIQUE).
+MEMOIR_DDL: Sequence[str] = (
+    """CREATE TABLE memoirs(
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL UNIQUE,
+        description TEXT NOT NULL DEFAULT '',
+        consolidation_threshold INTEGER NOT NULL DEFAULT 50 CHECK (consolidation_threshold >= 1),
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL
+    ) STRICT""",
+    """CREATE TABLE concepts(
+        id INTEGER PRIMARY KEY,
+        memoir_id INTEGER NOT NULL REFERENCES memoirs(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        name_key TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        labels TEXT NOT NULL DEFAULT '[]',
+        confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+        revision INTEGER NOT NULL DEFAULT 1 CHECK (revision >= 1),
+        created_ms INTEGER NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        UNIQUE (memoir_id, name_key)
+    ) STRICT""",
+    # Labels are ``namespace:value`` strings; this index of ``concepts.labels`` (a JSON list)
+    # serves exact label search in one memoir or across all of them.
+    """CREATE TABLE concept_labels(
+        label TEXT NOT NULL COLLATE NOCASE,
+        concept_id INTEGER NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+        PRIMARY KEY (label, concept_id)
+    ) WITHOUT ROWID, STRICT""",
+    "CREATE INDEX concept_labels_concept ON concept_labels(concept_id)",
+    """CREATE TRIGGER concept_labels_insert AFTER INSERT ON concepts BEGIN
+        INSERT OR IGNORE INTO concept_labels(label, concept_id)
+        SELECT value, new.id FROM json_each(new.labels);
+    END""",
+    """CREATE TRIGGER concept_labels_update AFTER UPDATE OF labels ON concepts BEGIN
+        DELETE FROM concept_labels WHERE concept_id = new.id;
+        INSERT OR IGNORE INTO concept_labels(label, concept_id)
+        SELECT value, new.id FROM json_each(new.labels);
+    END""",
+    # A forgotten drawer leaves the concepts that cited it (ON DELETE CASCADE).
+    """CREATE TABLE concept_sources(
+        concept_id INTEGER NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        PRIMARY KEY (concept_id, drawer_id)
+    ) WITHOUT ROWID, STRICT""",
+    "CREATE INDEX concept_sources_drawer ON concept_sources(drawer_id)",
+    """CREATE TABLE concept_links(
+        id INTEGER PRIMARY KEY,
+        source_id INTEGER NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+        target_id INTEGER NOT NULL REFERENCES concepts(id) ON DELETE CASCADE,
+        relation TEXT NOT NULL CHECK (relation IN ('part_of', 'depends_on', 'related_to',
+            'contradicts', 'refines', 'alternative_to', 'caused_by', 'instance_of',
+            'superseded_by')),
+        weight REAL NOT NULL DEFAULT 1.0 CHECK (weight >= 0 AND weight <= 1),
+        created_ms INTEGER NOT NULL,
+        UNIQUE (source_id, target_id, relation),
+        CHECK (source_id != target_id)
+    ) STRICT""",
+    "CREATE INDEX concept_links_target ON concept_links(target_id)",
+    """CREATE TRIGGER concept_links_one_memoir BEFORE INSERT ON concept_links
+    WHEN (SELECT memoir_id FROM concepts WHERE id = new.source_id)
+         IS NOT (SELECT memoir_id FROM concepts WHERE id = new.target_id)
+    BEGIN
+        SELECT RAISE(ABORT, 'concept links stay inside one memoir');
+    END""",
+    """CREATE VIRTUAL TABLE concepts_fts USING fts5(
+        name, definition, labels,
+        content = 'concepts', content_rowid = 'id',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER concepts_fts_insert AFTER INSERT ON concepts BEGIN
+        INSERT INTO concepts_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+    """CREATE TRIGGER concepts_fts_delete AFTER DELETE ON concepts BEGIN
+        INSERT INTO concepts_fts(concepts_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+    END""",
+    """CREATE TRIGGER concepts_fts_update AFTER UPDATE OF name, definition, labels ON concepts
+    BEGIN
+        INSERT INTO concepts_fts(concepts_fts, rowid, name, definition, labels)
+        VALUES ('delete', old.id, old.name, old.definition, old.labels);
+        INSERT INTO concepts_fts(rowid, name, definition, labels)
+        VALUES (new.id, new.name, new.definition, new.labels);
+    END""",
+)
+
+
+# v6, agents, trash, audit and policy.
 GOVERNANCE_DDL: list[str] = [
     # The agent (protocol envelope) that stored the drawer, and the last one that changed it.
     "ALTER TABLE drawers ADD COLUMN created_by TEXT",
@@ -195,7 +329,8 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
-    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(GOVERNANCE_DDL)]
+    _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
+    _sql_step(MEMOIR_DDL), _sql_step(GOVERNANCE_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -216,3 +216,22 @@ def closet_hits(conn: apsw.Connection, topics: Sequence[str], ids: Sequence[int]
 def all_rooms(conn: apsw.Connection) -> list[tuple[str, str]]:
     """Every (wing, room) of the palace (callers cache it per write)."""
     return [(str(w), str(r)) for w, r in conn.execute("SELECT DISTINCT wing, room FROM drawers")]
+
+
+def text_doc_freq(conn: apsw.Connection, word: str) -> int:
+    """How many drawers' own text (not their neighbour context) holds ``word``."""
+    phrase = fts_match([word])
+    if phrase is None:
+        return 0
+    return int(conn.execute("SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?",
+                            ("{text} : " + phrase,)).fetchall()[0][0])
+
+
+def drawer_texts(conn: apsw.Connection, ids: Sequence[int]) -> list[str]:
+    """The texts of the drawers ``ids``, in that order (missing ones left out)."""
+    if not ids:
+        return []
+    marks = ",".join(str(int(i)) for i in ids)
+    text = {int(i): str(t) for i, t in conn.execute(
+        f"SELECT id, text FROM drawers WHERE id IN ({marks})")}
+    return [text[i] for i in ids if i in text]

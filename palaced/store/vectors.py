@@ -59,12 +59,6 @@ def pending_embeddings(conn: apsw.Connection, limit: int) -> list[tuple[int, str
     ]
 
 
-def drop_all_vectors(conn: apsw.Connection) -> None:
-    """Delete every vector and mark every drawer as waiting for one (a reembed)."""
-    conn.execute("DELETE FROM vectors")
-    conn.execute("UPDATE drawers SET embedded = 0")
-
-
 def vector_owners(conn: apsw.Connection) -> dict[int, int]:
     """``{vector_id: drawer_id}`` of every stored vector (to check a saved index file)."""
     return {int(v): int(d) for v, d in conn.execute("SELECT id, drawer_id FROM vectors")}

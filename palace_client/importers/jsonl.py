@@ -1,0 +1,109 @@
+"""``palace import jsonl``: restore a palace export (``docs/export-format.md``).
+
+Every line is checked here against the record specs (``palaced.export_format``) before it is
+sent, so a dry run finds what the daemon would refuse; a malformed line is skipped and
+reported with its line number. The header must open the file: without it nothing can be
+restored.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from palaced import errors as E
+from palaced.args import decode_args
+from palaced.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kind
+
+from .runner import Problem, Unit
+
+
+class JsonlImport:
+    """The records of one export file (or stdin, ``-``), header first."""
+
+    name = "jsonl"
+    unit = "record"
+
+    def __init__(self, path: str) -> None:
+        """Open the export and read its header.
+
+        Raises:
+            InvalidContent: the file does not start with the header of a palace export this
+                client reads.
+            ClientError: the file cannot be read.
+        """
+        self.source = "stdin" if path == "-" else path
+        self._file = "stdin" if path == "-" else Path(path).name
+        try:
+            self._stream: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")
+        except OSError as exc:
+            raise E.ClientError(f"cannot read {path}: {exc.strerror or exc}",
+                                details={"path": path}) from exc
+        self._line = 0
+        self.header = self._read_header()
+        palace = self.header.get("palace")
+        self.palace = palace if isinstance(palace, str) else None  # the exported palace
+
+    def _read_header(self) -> dict[str, Any]:
+        for raw in self._stream:
+            self._line += 1
+            if raw.strip():
+                self._first = raw
+                break
+        else:
+            raise E.InvalidContent(f"{self.source} is empty: not a palace export")
+        try:
+            header = json.loads(raw)
+        except ValueError:
+            header = None
+        if record_kind(header) != "header" or header.get("format") != FORMAT:
+            raise E.InvalidContent(f"{self.source}:{self._line}: not a palace export (its first "
+                                   f"record must be a {FORMAT!r} header)")
+        if not isinstance(header.get("version"), int) or header["version"] > VERSION:
+            raise E.InvalidContent(f"{self.source}: export format version "
+                                   f"{header.get('version')!r} is not one this palace reads "
+                                   f"(1..{VERSION}); upgrade palace")
+        return dict(header)
+
+    def total(self) -> int | None:
+        counts = self.header.get("counts")
+        if isinstance(counts, dict) and all(isinstance(n, int) for n in counts.values()):
+            return sum(counts.values()) + 3  # header, identity, end
+        return None
+
+    def _unit(self, raw: bytes, line: int) -> Unit | Problem:
+        try:
+            record = json.loads(raw)
+        except ValueError as exc:
+            return Problem(self._file, line, f"not JSON: {exc}")
+        kind = record_kind(record)
+        if kind is None:
+            return Problem(self._file, line, f"not an export record: a JSON object whose "
+                           f"{KIND_KEY!r} is one of {', '.join(RECORDS)}")
+        try:
+            decode_args(RECORDS[kind], record)
+        except E.InvalidArgs as exc:
+            return Problem(self._file, line, exc.message)
+        return Unit(self._file, line, [record], size=len(raw), redact=False)
+
+    def parse(self) -> Iterator[Unit | Problem]:
+        ended = False
+        try:
+            yield self._unit(self._first, self._line)
+            for raw in self._stream:
+                self._line += 1
+                if not raw.strip():
+                    continue
+                got = self._unit(raw, self._line)
+                ended = ended or (isinstance(got, Unit) and record_kind(got.items[0]) == "end")
+                yield got
+        finally:
+            if self._stream is not sys.stdin.buffer:
+                self._stream.close()
+        if not ended:
+            yield Problem(self._file, None, "no end record: the export is cut short (the "
+                          "records before the cut were restored; run the import again with "
+                          "the whole file to finish)")

@@ -1,0 +1,248 @@
+"""``palace doctor``: check the daemon and every palace, and with ``repair`` mend what is
+derivable, then check again.
+
+Daemon checks: the data, palaces and runtime directories and the socket are ours and private,
+the model and tokenizer are loaded, the data directory's disk has room. Palace checks
+(``palaced.checks`` gathers, ``palaced.verdicts`` judges): SQLite's quick_check (or
+integrity_check with ``full``), the full-text indexes, drawers against their vectors and the
+vector index, embedding coverage, closets, the schema and the embedder. The database is
+always checked on a connection of its own (see ``checks.read_database`` for why). A palace
+that is not open is checked while nobody may open it (``Registry.held``): so a missing or
+stale index file is seen before opening would silently rebuild it. An open palace's index is
+compared with the database under its write lock. Repairs run on the palace handle
+(``palaced.repair``). One palace failing to be checked never hides the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from palaced import __version__
+from palaced.backup import restore_hint
+from palaced.checks import (
+    FAIL,
+    OK,
+    WARN,
+    Check,
+    PalaceFacts,
+    closet_mismatches,
+    gather_closed,
+    inspect_files,
+    read_database,
+)
+from palaced.config import DaemonConfig
+from palaced.errors import PalaceError, PalaceNotFound
+from palaced.layout import validate_name
+from palaced.palace import Palace
+from palaced.private import tighten_install
+from palaced.registry import Registry
+from palaced.repair import repair_palace
+from palaced.services import Services
+from palaced.store.checks import (
+    closet_rows,
+    entities_fts_problems,
+    vector_key_summary,
+    vector_keys,
+)
+from palaced.verdicts import Context, judge
+
+log = logging.getLogger("palaced.doctor")
+
+DISK_FAIL_BYTES = 100 << 20  # below this a write may fail at any moment
+DISK_WARN_BYTES = 1 << 30
+REPAIR_ROUNDS = 2  # a migrated palace is checked in full, and mended, only after it opened
+
+
+async def doctor(registry: Registry, config: DaemonConfig, services: Services,
+                 name: str | None = None, *, repair: bool = False, full: bool = False
+                 ) -> dict[str, Any]:
+    """Check the daemon and palace ``name`` (every palace when None); the report.
+
+    Raises:
+        InvalidPalaceName, PalaceNotFound: a bad or unknown ``name``.
+    """
+    if name is not None and not registry.exists(validate_name(name)):
+        raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+    names = [name] if name is not None else registry.names()
+    checks, facts = await _check_all(registry, config, services, names, full)
+    first = {(c.palace, c.name): c for c in checks}
+    repairs: list[str] = []
+    for _ in range(REPAIR_ROUNDS if repair else 0):
+        todo = [c for c in checks if c.fixable and c.status != OK]
+        if not todo:
+            break
+        repairs += await _repair(registry, config, services, todo, facts, full)
+        checks, facts = await _check_all(registry, config, services, names, full)
+    for c in checks:
+        before = first.get((c.palace, c.name))
+        c.repaired = bool(repair and before is not None and before.status != OK
+                          and c.status == OK)
+    counts = {s: sum(1 for c in checks if c.status == s) for s in (OK, WARN, FAIL)}
+    return {"healthy": counts[FAIL] == 0, "summary": counts, "palaces": names,
+            "repair": repair, "full": full, "repairs": repairs,
+            "checks": [c.wire() for c in checks]}
+
+
+async def _check_all(registry: Registry, config: DaemonConfig, services: Services,
+                     names: list[str], full: bool
+                     ) -> tuple[list[Check], dict[str, PalaceFacts]]:
+    checks = await anyio.to_thread.run_sync(daemon_checks, config, services)
+    model = services.model.embedder
+    facts: dict[str, PalaceFacts] = {}
+    for name in names:
+        try:
+            found = await _gather(registry, name, full)
+            ctx = Context(model=model.identity if model is not None else None,
+                          keyword_only_by_choice=config.embedder.disabled, full=full,
+                          restore_hint=restore_hint(config.backup_dir, name))
+            facts[name] = found
+            checks += judge(found, ctx)
+        except Exception as exc:  # one palace must not hide the others
+            log.exception("doctor: checking palace %s failed", name)
+            checks.append(Check("palace", FAIL, f"could not be checked: {exc}", palace=name))
+    return checks, facts
+
+
+async def _gather(registry: Registry, name: str, full: bool) -> PalaceFacts:
+    async with registry.held(name) as palace:
+        if palace is None:
+            return await anyio.to_thread.run_sync(
+                partial(gather_closed, name, registry.path_of(name), full=full))
+        palace.in_flight += 1  # not closed as idle while it is checked
+    try:
+        return await _gather_open(palace, full)
+    finally:
+        palace.in_flight -= 1
+
+
+async def _gather_open(palace: Palace, full: bool) -> PalaceFacts:
+    facts = PalaceFacts(palace.name, palace.dir, open=True, mismatch=palace.mismatch)
+    await anyio.to_thread.run_sync(partial(read_database, facts, full=full, closed=False))
+    if facts.error is not None:
+        return facts
+    try:
+        if facts.sound:
+            await palace.write(partial(_compare_locked, palace, facts, full), wrote=False)
+            if full:
+                rows = await palace.read(closet_rows)
+                facts.closet_mismatch = await anyio.to_thread.run_sync(closet_mismatches, rows)
+    except PalaceError as exc:
+        facts.error = exc.message
+        return facts
+    await anyio.to_thread.run_sync(partial(inspect_files, facts, full=full))
+    return facts
+
+
+def _compare_locked(palace: Palace, facts: PalaceFacts, full: bool) -> None:
+    """Under the write lock: the entity index check, and the in-memory vector index against
+    the database's vectors (no write can fall between the two reads).
+
+    Writes wait meanwhile, so the keys are compared by count, sum and maximum (one
+    aggregate query, ~10 ms for 50,000 vectors); ``full`` compares every key.
+    """
+    facts.entities_fts = palace.store.write(entities_fts_problems, stamp=False)
+    if palace.index is not None:
+        owners = palace.index.owners()
+        facts.live_index = len(owners)
+        if full:
+            facts.live_index_agrees = sorted(owners) == palace.store.read(vector_keys)
+        else:
+            summary = (len(owners), sum(owners), max(owners, default=0))
+            facts.live_index_agrees = summary == palace.store.read(vector_key_summary)
+
+
+def _mode_check(name: str, path: Path, *, private: bool = True) -> Check:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return Check(name, WARN, f"{path} does not exist yet (made when first needed)")
+    except OSError as exc:
+        return Check(name, FAIL, f"{path} cannot be examined: {exc.strerror}")
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
+        return Check(name, FAIL, f"{path} belongs to uid {st.st_uid}, not to you",
+                     advice="palace refuses paths of other users; fix the owner")
+    if stat.S_ISLNK(st.st_mode):
+        return Check(name, OK if name == "data_dir" else WARN, f"{path} is a symlink")
+    if private and mode & 0o077:
+        return Check(name, WARN, f"{path} is mode {mode:04o}: other users may read it",
+                     fixable=True)
+    return Check(name, OK, f"{path} ({mode:04o})")
+
+
+def daemon_checks(config: DaemonConfig, services: Services) -> list[Check]:
+    """The checks of the daemon itself (worker thread)."""
+    paths = config.paths
+    out = [Check("daemon", OK, f"palaced {__version__}, pid {os.getpid()}, serving "
+                 f"{paths.data_dir}")]
+    out.append(_mode_check("data_dir", paths.data_dir))
+    out.append(_mode_check("palaces_dir", paths.palaces_dir))
+    out.append(_mode_check("runtime_dir", paths.runtime_dir, private=paths.private_runtime))
+    out.append(_mode_check("socket", paths.socket))
+    model = services.model
+    if model.embedder is not None:
+        out.append(Check("model", OK, f"{model.embedder.identity} (hybrid recall)"))
+    elif model.state == "loading":
+        out.append(Check("model", WARN, "loading: recall is keyword-only until it is ready"))
+    elif config.embedder.disabled:
+        out.append(Check("model", OK, "embedding off by configuration: keyword-only recall"))
+    else:
+        out.append(Check("model", WARN, f"unavailable: {model.reason}: keyword-only recall",
+                         advice="see docs/configuration.md#offline-operation"))
+    tok = services.tokenizer
+    out.append(Check("tokenizer", OK, tok.name) if tok.exact else Check(
+        "tokenizer", WARN, f"{tok.name}: {tok.reason}",
+        advice="set [tokenizer] bpe_file (or PALACE_TIKTOKEN_FILE) to cl100k_base.tiktoken"))
+    out.append(_disk_check(paths.data_dir))
+    return out
+
+
+def _disk_check(path: Path) -> Check:
+    probe = path if path.exists() else path.parent
+    try:
+        usage = shutil.disk_usage(probe)
+    except OSError as exc:
+        return Check("disk", FAIL, f"free space of {probe} unknown: {exc.strerror}")
+    free = f"{usage.free / (1 << 30):.1f} GiB free of {usage.total / (1 << 30):.1f} GiB"
+    if usage.free < DISK_FAIL_BYTES:
+        return Check("disk", FAIL, f"{free} at {probe}: writes may fail",
+                     advice="free some space (old backups, other files)")
+    if usage.free < DISK_WARN_BYTES:
+        return Check("disk", WARN, f"{free} at {probe}", advice="free some space soon")
+    return Check("disk", OK, f"{free} at {probe}")
+
+
+async def _repair(registry: Registry, config: DaemonConfig, services: Services,
+                  todo: list[Check], facts: dict[str, PalaceFacts], full: bool) -> list[str]:
+    done: list[str] = []
+    if any(c.palace is None for c in todo):
+        done += await anyio.to_thread.run_sync(_repair_paths, config, todo)
+    for name in sorted({c.palace for c in todo if c.palace is not None}):
+        mine = [c for c in todo if c.palace == name]
+        try:
+            done += [f"{name}: {d}" for d in await repair_palace(
+                registry, services, facts[name], mine, full=full)]
+        except Exception as exc:  # reported; the checks that follow show what remains
+            log.exception("doctor: repairing palace %s failed", name)
+            done.append(f"{name}: repair failed: {exc}")
+    return done
+
+
+def _repair_paths(config: DaemonConfig, todo: list[Check]) -> list[str]:
+    done = [f"made {note} private" for note in tighten_install(config.paths)]
+    if any(c.name == "socket" for c in todo):
+        os.chmod(config.paths.socket, 0o600)
+        done.append(f"made {config.paths.socket} 0600")
+    if any(c.name == "runtime_dir" for c in todo) and config.paths.private_runtime:
+        os.chmod(config.paths.runtime_dir, 0o700)
+        done.append(f"made {config.paths.runtime_dir} 0700")
+    return done

@@ -1,0 +1,108 @@
+"""Handlers of the memoir ops (``memoir.*``): curated concept graphs.
+
+The generic decoder has checked types and bounds against ``palaced.specs``; names, labels,
+relations and sources are checked by ``palaced.store`` (typed errors, nothing changed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from palaced import memoirs
+from palaced.ops.context import OpContext
+from palaced.ops.fields import check_query, need_palace
+from palaced.palace import Palace
+
+
+async def _palace(ctx: OpContext, palace: str | None) -> Palace:
+    return await ctx.registry.get(need_palace(palace))
+
+
+async def op_memoir_create(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    found = await memoirs.create(p, args["memoir"], description=args["description"],
+                                 consolidation_threshold=int(args["consolidation_threshold"]),
+                                 exist_ok=bool(args["exist_ok"]))
+    return {"memoir": found, "created": found.pop("created")}
+
+
+async def op_memoir_list(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                         ) -> dict[str, Any]:
+    return {"memoirs": await memoirs.list_all(await _palace(ctx, palace))}
+
+
+async def op_memoir_show(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                         ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await memoirs.show(p, args["memoir"], limit=int(args["limit"]),
+                              offset=int(args["offset"]))
+
+
+async def op_memoir_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return {**await memoirs.delete(p, args["memoir"]), "deleted": True}
+
+
+async def op_memoir_add_concept(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                                ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    concept = await memoirs.add_concept(p, args["memoir"], args["name"], args["definition"],
+                                        labels=args["labels"],
+                                        confidence=float(args["confidence"]),
+                                        sources=args["sources"])
+    return {"concept": concept, "created": concept.pop("created")}
+
+
+async def op_memoir_refine(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    concept = await memoirs.refine(p, args["memoir"], args["name"], args["definition"],
+                                   labels=args["labels"], sources=args["sources"])
+    return {"concept": concept, "changed": concept.pop("changed")}
+
+
+async def op_memoir_search(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    text = args["query"]
+    found = await memoirs.search(p, text=None if text is None else check_query(text),
+                                 label=args["label"], memoir=args["memoir"],
+                                 limit=int(args["limit"]))
+    return {"concepts": found}
+
+
+async def op_memoir_inspect(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                            ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await memoirs.inspect(p, args["memoir"], args["name"], depth=int(args["depth"]),
+                                 max_nodes=int(args["max_nodes"]))
+
+
+async def op_memoir_link(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                         ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    found = await memoirs.link(p, args["memoir"], args["name"], args["relation"], args["to"],
+                               weight=float(args["weight"]))
+    return {"link": found, "created": found.pop("created")}
+
+
+async def op_memoir_unlink(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await memoirs.unlink(p, args["memoir"], args["name"], args["relation"], args["to"])
+
+
+HANDLERS = (
+    ("memoir.create", op_memoir_create),
+    ("memoir.list", op_memoir_list),
+    ("memoir.show", op_memoir_show),
+    ("memoir.delete", op_memoir_delete),
+    ("memoir.add_concept", op_memoir_add_concept),
+    ("memoir.refine", op_memoir_refine),
+    ("memoir.search", op_memoir_search),
+    ("memoir.inspect", op_memoir_inspect),
+    ("memoir.link", op_memoir_link),
+    ("memoir.unlink", op_memoir_unlink),
+)

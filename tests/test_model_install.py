@@ -1,0 +1,251 @@
+"""``palace model fetch|import|load`` against a real daemon that starts without a model.
+
+The daemon runs without ``PALACE_EMBED_MODEL_PATH`` and with ``HF_ENDPOINT`` on a closed local
+port, so it starts keyword-only at once (as on a machine that cannot reach the model hub).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import io
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from palace_client import model_archive, model_fetch, model_files
+from palaced.errors import InvalidContent
+from palaced.paths import MODEL_RECORD
+
+from .conftest import MODEL_DIR, DaemonProc, base_env
+
+DEAD_HUB = "http://127.0.0.1:9"  # the discard port: nothing listens there
+INSTALLED = "models/sentence-transformers--all-MiniLM-L6-v2"
+
+
+@pytest.fixture
+def bare_daemon(home: Path) -> Iterator[DaemonProc]:
+    env = base_env(home)
+    del env["PALACE_EMBED_MODEL_PATH"]
+    env["HF_ENDPOINT"] = DEAD_HUB
+    d = DaemonProc(home, env)
+    d.start()
+    yield d
+    d.stop()
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "palace_client", *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _record(home: Path) -> dict[str, object]:
+    return dict(json.loads((home / INSTALLED / MODEL_RECORD).read_text()))
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_without_a_model_status_names_the_commands_and_fetch_fails_fast(
+        bare_daemon: DaemonProc) -> None:
+    d = bare_daemon
+    status = d.cli("status", check=True).stdout
+    assert "UNAVAILABLE - keyword-only" in status
+    assert "`palace model fetch`" in status and "`palace model import PATH`" in status
+    d.cli("create", "p", check=True)
+    d.cli("remember", "Deploys happen on Tuesdays", "--palace", "p", check=True)
+    rec = d.cli("recall", "when are deploys?", "--palace", "p", check=True)
+    assert "(keyword-only: no embedding model" in rec.stderr and "palace model fetch" in rec.stderr
+
+    for endpoint, host in ((DEAD_HUB, "127.0.0.1:9"), ("", "huggingface.co:443")):
+        env = dict(d.env, HF_ENDPOINT=endpoint)
+        started = time.monotonic()
+        res = _cli(env, "model", "fetch", "--timeout", "2")
+        assert time.monotonic() - started < 15
+        assert res.returncode == 1, res.stderr
+        assert f"the model hub {host} is unreachable" in res.stderr
+        assert "palace model import PATH" in res.stderr and "[EMBEDDER_UNAVAILABLE]" in res.stderr
+    assert not (d.home / INSTALLED).exists()
+    assert not list((d.home / "models").glob(".staging-*"))
+
+
+def _tar(path: Path, top: str = "all-MiniLM-L6-v2", extra: dict[str, bytes] | None = None,
+         replace: dict[str, bytes] | None = None) -> Path:
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for f in sorted(MODEL_DIR.iterdir()):
+            data = (replace or {}).get(f.name, f.read_bytes())
+            info = tarfile.TarInfo(f"{top}/{f.name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, data in (extra or {}).items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_import_directory_and_archives_verify_and_load(bare_daemon: DaemonProc,
+                                                       tmp_path: Path) -> None:
+    d = bare_daemon
+    res = d.cli("model", "import", str(MODEL_DIR))
+    assert res.returncode == 0, res.stderr
+    assert f"verified: {model_files.INT8}" in res.stdout
+    assert _sha(MODEL_DIR / "model.onnx") in res.stdout and "warning" not in res.stderr
+    record = _record(d.home)
+    assert record["verified"] == model_files.INT8 and record["dims"] == 384
+    assert record["files"] == {f.name: _sha(f) for f in MODEL_DIR.iterdir()}
+    with d.client() as c:
+        model = c.status()["model"]
+        assert model["state"] == "ready" and model["source"] == str(d.home / INSTALLED)
+        c.create_palace("p")
+        c.remember("p", "Alice owns the payment gateway integration")
+        r = c.recall_ex("p", "who is responsible for billing?")
+        assert r["mode"] == "hybrid" and r["results"][0]["vector"] > 0.2
+
+    # A different but complete export (here: a reformatted tokenizer_config.json) is
+    # installed with a warning and its hashes recorded; the archive's top folder is skipped.
+    config = (MODEL_DIR / "tokenizer_config.json").read_bytes() + b"\n"
+    res = d.cli("model", "import", str(_tar(tmp_path / "other.tar.gz",
+                                              replace={"tokenizer_config.json": config})),
+                "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["verified"] is None and "tokenizer_config.json" in out["warnings"][0]
+    assert "palace: warning: these files differ" in res.stderr
+    assert _record(d.home)["files"]["tokenizer_config.json"] == hashlib.sha256(config).hexdigest()
+    assert out["daemon"]["state"] == "ready"
+
+    zipped = tmp_path / "model.zip"
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_STORED) as zf:
+        for f in MODEL_DIR.iterdir():
+            zf.write(f, f.name)
+    res = d.cli("model", "import", str(zipped))
+    assert res.returncode == 0 and f"verified: {model_files.INT8}" in res.stdout, res.stderr
+
+
+def test_import_refuses_unsafe_incomplete_and_unloadable_copies(bare_daemon: DaemonProc,
+                                                                tmp_path: Path) -> None:
+    d = bare_daemon
+    d.cli("model", "import", str(MODEL_DIR), check=True)
+    good = _record(d.home)
+
+    escape = tmp_path / "deep" / "er"
+    escape.mkdir(parents=True)
+    evil = _tar(escape / "evil.tar.gz", extra={"../../escaped.json": b"{}"})
+    res = d.cli("model", "import", str(evil))
+    assert res.returncode == 5 and "refusing archive" in res.stderr, res.stderr
+    assert "'../../escaped.json'" in res.stderr and "[INVALID_CONTENT]" in res.stderr
+    assert not list(tmp_path.rglob("escaped.json")) and not list(d.home.rglob("escaped.json"))
+
+    linked = tmp_path / "linked.tar.gz"
+    with tarfile.open(linked, "w:gz") as tar:
+        info = tarfile.TarInfo("tokenizer.json")
+        info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(info)
+    res = d.cli("model", "import", str(linked))
+    assert res.returncode == 5 and "is a link, not a regular file" in res.stderr
+
+    partial = tmp_path / "partial"
+    shutil.copytree(MODEL_DIR, partial)
+    (partial / "tokenizer.json").unlink()
+    res = d.cli("model", "import", str(partial))
+    assert res.returncode == 5 and "missing tokenizer.json" in res.stderr
+
+    broken = tmp_path / "broken"
+    shutil.copytree(MODEL_DIR, broken)
+    (broken / "model.onnx").write_bytes(b"not an onnx model")
+    res = d.cli("model", "import", str(broken))
+    assert res.returncode == 1 and "[EMBEDDER_UNAVAILABLE]" in res.stderr, res.stderr
+    assert _record(d.home) == good  # rolled back to the copy that loads
+    assert not list((d.home / "models").glob(".previous-*"))
+
+    # A copy whose vectors do not have the size its record promises is not loaded; the model
+    # in use stays.
+    record_file = d.home / INSTALLED / MODEL_RECORD
+    record_file.write_text(json.dumps({**good, "dims": 512}))
+    res = d.cli("model", "load")
+    assert res.returncode == 1 and "makes 384-dimensional vectors, not the 512" in res.stderr
+    with d.client() as c:
+        assert c.status()["model"]["state"] == "ready"
+    record_file.write_text(json.dumps(good))
+    res = d.cli("model", "load", check=True)
+    assert "model ready: fastembed:sentence-transformers/all-MiniLM-L6-v2:384" in res.stdout
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[str]:
+    """A local stand-in for the model hub serving the shared (int8) files."""
+    root = tmp_path / "hub"
+    base = root / model_fetch.REPO / "resolve" / model_fetch.REVISION
+    for name, remote in model_fetch.FILES.items():
+        (base / remote).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(MODEL_DIR / name, base / remote)
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_fetch_refuses_files_that_are_not_the_manifests(bare_daemon: DaemonProc, hub: str
+                                                        ) -> None:
+    d = bare_daemon
+    res = _cli(dict(d.env, HF_ENDPOINT=hub), "model", "fetch", "--timeout", "5")
+    assert res.returncode == 5 and "refusing the download" in res.stderr, res.stderr
+    assert _sha(MODEL_DIR / "model.onnx") in res.stderr  # the int8 file, not the fp32 one
+    assert "  tokenizer.json  0.5/0.5 MB" in res.stderr  # progress, a line per file
+    assert not (d.home / INSTALLED).exists()
+    assert not list((d.home / "models").glob(".staging-*"))
+
+
+def test_fetch_downloads_verifies_installs_and_loads(bare_daemon: DaemonProc, hub: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole fetch, in-process, with the manifest of the files the local hub serves."""
+    from typer.testing import CliRunner
+
+    from palace_client.cli import app
+
+    monkeypatch.setattr(model_fetch, "EXPECTED", model_files.KNOWN_EXPORTS[model_files.INT8])
+    for key in ("PALACE_HOME", "HF_ENDPOINT", "PALACE_TIKTOKEN_FILE", "PALACE_EMBED_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("PALACE_HOME", str(bare_daemon.home))
+    monkeypatch.setenv("HF_ENDPOINT", hub)
+    res = CliRunner().invoke(app, ["model", "fetch", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["verified"] == model_files.INT8 and out["daemon"]["state"] == "ready"
+    assert _record(bare_daemon.home)["source"] == f"{hub}/{model_fetch.REPO}@main"
+    with bare_daemon.client() as c:
+        assert c.status()["model"]["source"] == str(bare_daemon.home / INSTALLED)
+
+
+@pytest.mark.parametrize("name", ["/etc/x.json", "a/../../x.json", "..", "C:/x.json",
+                                  "..\\x.json"])
+def test_unpack_refuses_names_escaping_the_directory(tmp_path: Path, name: str) -> None:
+    archive = tmp_path / "a.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("model.onnx", b"x")
+        zf.writestr(name, b"{}")
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(InvalidContent, match="outside the directory"):
+        model_archive.unpack(archive, dest)
+    assert list(dest.iterdir()) == []  # nothing written, not even the safe member
