@@ -343,18 +343,18 @@ def test_a_refused_request_is_typed_and_changes_nothing(shared_daemon: DaemonPro
         assert c.policy(palace)["policy"]["admin"] == ["user:owner"]
     before = cli_json(d, "info", "--palace", palace)
     refused = cli_json(d, "--agent", "mcp:rogue/1", "forget", str(kept), "--palace", palace,
-                       code=10)["error"]
+                       code=12)["error"]
     assert (refused["name"], refused["code"]) == ("FORBIDDEN", 208)
     assert refused["details"]["permission"] == "delete"
     assert refused["details"]["allowed"] == ["user:*"]
     assert cli_json(d, "--agent", "mcp:rogue/1", "policy", "set", "delete", "*",
-                    "--palace", palace, code=10)["error"]["name"] == "FORBIDDEN"
+                    "--palace", palace, code=12)["error"]["name"] == "FORBIDDEN"
     # Writes stay open to everyone; --nobody closes them.
     cli_json(d, "--agent", "mcp:rogue/1", "remember", "writes are open", "--palace", palace)
     cli_json(d, "--agent", "user:owner", "policy", "set", "write", "--nobody", "--palace",
              palace)
     err = cli_json(d, "--agent", "user:owner", "remember", "no more writes", "--palace", palace,
-                   code=10)["error"]
+                   code=12)["error"]
     assert err["details"]["permission"] == "write" and err["details"]["allowed"] == []
     with d.client() as c:
         assert c.get(palace, kept)["text"] == "Only the owner may delete this"

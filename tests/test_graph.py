@@ -38,7 +38,7 @@ def _open(target: str) -> apsw.Connection:
     with conn:
         for stmt in GRAPH_DDL:
             conn.execute(stmt)
-        # The agent columns the v3 migration adds to facts.
+        # The agent columns the governance migration adds to facts.
         for stmt in GOVERNANCE_DDL:
             if stmt.startswith("ALTER TABLE facts"):
                 conn.execute(stmt)

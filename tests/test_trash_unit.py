@@ -1,6 +1,6 @@
-"""The trash, the audit log, the policy and the v3 migration in-process (hashing embedder):
+"""The trash, the audit log, the policy and their migration in-process (hashing embedder):
 what a restore relinks, restores after a model switch, a keep period of 0, the bounds of the
-log, glob matching, and a v2 palace opening under v3."""
+log, glob matching, and a palace of the previous schema version opening under this one."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import anyio
 import apsw
 import pytest
 
-from palaced import audit, graph, policy, reads, trash, upkeep, writes
+from palaced import audit, graph, policy, reads, reembed, trash, upkeep, writes
 from palaced.config import Retention, load
 from palaced.embedder import HashEmbedder
 from palaced.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
@@ -83,7 +83,8 @@ async def test_a_restore_after_a_model_switch_reembeds_in_the_background(
     other = _services(tmp_path, 32)  # another model: the palace needs a reembed
     p = await Palace.open("switch", pdir, other)
     try:
-        await writes.reembed(p)
+        assert other.model.embedder is not None
+        await reembed.reembed_now(p, other.model.embedder)
         done = await trash.restore(p, did, ME, keep_ms=DAY)
         assert done == {"id": did, "restored": True, "embedded": False}
         assert (await reads.get(p, did))["embedded"] is False and p.maybe_pending
@@ -188,10 +189,11 @@ def test_since_takes_times_and_durations() -> None:
         since_ms("soon-ish", now)
 
 
-def test_a_v2_palace_migrates_and_keeps_its_drawers(tmp_path: Path) -> None:
+def test_a_palace_of_the_previous_version_migrates_and_keeps_its_drawers(
+        tmp_path: Path) -> None:
     path = tmp_path / "palace.db"
     conn = open_connection(path)
-    for version, step in enumerate(MIGRATIONS[:2], start=1):
+    for version, step in enumerate(MIGRATIONS[:-1], start=1):
         with conn:
             step(conn)
             conn.execute("PRAGMA application_id=1346456643")
@@ -206,22 +208,29 @@ def test_a_v2_palace_migrates_and_keeps_its_drawers(tmp_path: Path) -> None:
         assert drawer is not None and drawer["text"] == "old memory"
         assert (drawer["created_by"], drawer["updated_by"]) == (None, None)
         version = store.read(lambda c: c.execute("PRAGMA user_version").fetchall()[0][0])
-        assert version == SCHEMA_VERSION == 3
+        assert version == SCHEMA_VERSION == len(MIGRATIONS)
         assert store.read(audit_sql.entries) == ([], 0)
     finally:
         store.close()
 
 
 def test_every_change_of_a_palace_needs_a_permission() -> None:
-    """A new op that changes a palace must say what the policy guards it with."""
+    """A new op that changes a palace must say what the policy guards it with.
+
+    Exempt (docs/concepts.md): creating a palace (no policy yet), and doctor and backup,
+    which change no memory and run on every palace at once.
+    """
     from palaced.specs import SPECS
     from palaced.vocab import PERMISSIONS
 
+    exempt = {"palace.create", "palace.doctor", "palace.backup"}
     for spec in SPECS.values():
         if spec.read_only:
             assert not spec.permission, spec.name
-        elif spec.palace == "required" and spec.name != "palace.create":
+        elif spec.palace in ("required", "optional") and spec.name not in exempt:
             assert spec.permission in PERMISSIONS, spec.name
+    assert SPECS["palace.restore"].permission == "admin"
+    assert SPECS["palace.export"].read_only and not SPECS["model.load"].permission
 
 
 @pytest.mark.parametrize("keys", [None, ["agent"]], ids=["old daemon", "new daemon"])

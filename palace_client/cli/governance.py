@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from palace_client import render
+from palace_client import governance_render, render
 from palace_client.render import counted, format_time
 from palaced import errors as E
 from palaced.vocab import PERMISSIONS
@@ -113,7 +113,7 @@ def audit(
 
     def human(r: dict[str, Any]) -> None:
         for e in r["entries"]:
-            typer.echo(render.audit_line(e))
+            typer.echo(governance_render.audit_line(e))
         if not r["total"]:
             typer.echo("(no audit entries match)")
         elif r.get("next_offset") is not None:

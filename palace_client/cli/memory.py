@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from palace_client import render
+from palace_client import governance_render, render
 from palace_client.render import counted
 from palace_client.slug import default_palace
 from palaced import errors as E
@@ -289,7 +289,7 @@ def forget(drawer_id: int = op_argument("memory.forget", "id", help="Drawer id."
     name = need_palace(palace, as_json)
     with client(as_json) as c:
         res = c.forget(name, drawer_id, purge=purge)
-    emit(res, as_json, lambda r: typer.echo(render.forgotten(r, name)))
+    emit(res, as_json, lambda r: typer.echo(governance_render.forgotten(r, name)))
 
 
 @app.command()
