@@ -71,7 +71,8 @@ async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_pat
     await reembed.begin(p, emb, fresh=False)
     last, stored, _ = await reembed.step(p, emb, 0, background=True)
     assert stored == reembed.BATCH and last > 0
-    await writes.forget(p, a)  # forgetting mid-pass drops its new vectors too (cascade)
+    # Forgetting (into the trash) mid-pass drops its new vectors too (cascade).
+    await trash.forget(p, a, SYSTEM, keep_ms=86_400_000)
     assert (await reads.info(p))["reembedding"]["done"] == reembed.BATCH - 1
     await p.aclose()
 

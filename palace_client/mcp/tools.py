@@ -117,8 +117,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="forget",
         op="memory.forget",
         description=(
-            "Move a wrong or accidental drawer to the trash (a human can restore it); to "
-            "update a memory, remember it with supersedes instead."
+            "Move a wrong drawer to the trash (a human can restore it); to correct a "
+            "memory, remember it with supersedes."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,
