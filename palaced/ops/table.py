@@ -16,7 +16,7 @@ from typing import Any
 
 from palaced import policy
 from palaced.args import decode_args
-from palaced.errors import PalaceError, UnknownOp, quote
+from palaced.errors import PalaceError, PalaceNotFound, UnknownOp, quote
 from palaced.layout import validate_name
 from palaced.ops import (
     daemon_ops,
@@ -155,6 +155,13 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         if op.spec.permission and palace is not None:
             try:
                 target = await ctx.registry.get(palace)
+            except PalaceNotFound:
+                # No such palace: the request fails the same way either way (its first
+                # report says why, e.g. deleted under the daemon), except a restore, which
+                # may make a new palace (and needs no permission then).
+                if op.name != "palace.restore":
+                    raise
+                target = None
             except PalaceError:
                 # Nothing to check: the palace cannot be opened, so it has no readable policy.
                 # The handler reports why (and a damaged palace can still be deleted).
