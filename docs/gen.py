@@ -75,7 +75,9 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("limits", "idle_close_s"): "A palace unused this long is closed (index saved, files "
         "released) and reopened on the next request.",
     ("limits", "checkpoint_idle_s"): "Seconds without a write before a palace's background "
-        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep.",
+        "work runs: index save, WAL checkpoint, pending embeddings, daily decay, expiry sweep. "
+        "(Long texts a remember left to the background are embedded at once, and under writes "
+        "that never pause the index is still saved every 20 s.)",
     ("limits", "max_connections"): "Open client connections at most; past them (and the "
         "reserve) a connection gets `BUSY` and is closed.",
     ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
@@ -99,6 +101,14 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("audit", "keep_days"): "Days an audit log entry is kept; older ones are dropped.",
     ("audit", "max_entries"): "Most audit log entries kept per palace; the oldest beyond are "
         "dropped.",
+    ("upkeep", "consolidate_hint_at"): "A room holding this many active, unconsolidated "
+        "drawers makes `remember` (CLI, MCP) and `health` suggest consolidating it; 0 never.",
+    ("upkeep", "promote_after"): "Every this many recalls that return a drawer raise its "
+        "importance one preset step (low -> medium -> high); 0 never.",
+    ("upkeep", "promote_max"): "The importance a promotion never goes past (0.8 = high: a "
+        "promoted drawer still decays, slowly).",
+    ("upkeep", "recall_extends_ttl"): "A recall that returns a drawer with a `ttl` (or "
+        "`expires_at`) pushes its expiry to the recall's time plus that lifetime.",
 }
 
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.
@@ -138,9 +148,13 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                                "(reads, idempotent writes) or `OUTCOME_UNKNOWN` (other writes)."),
     "PALACE_DEBUG": ("`palace` CLI", "When set, an unexpected exception (a bug) shows its "
                      "traceback instead of a one-line `CLIENT_ERROR`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`", "Project directory whose git root "
-                           "names the default palace (else the MCP client's first root, else "
-                           "the current directory)."),
+    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`, `palace hook capture`",
+                           "Project directory whose git root names the default palace (else "
+                           "the MCP client's first root, or the hook input's `cwd`, else the "
+                           "current directory)."),
+    "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
+                          "directory; its `projects/` holds the session transcripts imported "
+                          "by default (default `~/.claude`)."),
     "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
                         "looked for on Linux, and where the systemd user units are written "
                         "(`systemd/user/`; default `~/.config`). `palace service install` also "
@@ -187,6 +201,16 @@ TUNING: list[tuple[str, str, str]] = [
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
      ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
      "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
+    ("palaced/fusion.py", "DEFAULT_ACCESS_WEIGHT",
+     "Share of the score range a drawer gains from use (full at 20 recalls). "
+     "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .415/.728/.826: 0.025 organic use "
+     ".415/.729/.824, every question asked twice .414/.728/.825, gold turns used before "
+     ".421/.734/.827; 0.05 twice .410/.729/.825 (R@1 -.005), gold .428/.739/.831."),
+    ("palaced/store/search.py", "SUBSTRING_SCAN",
+     "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
+     "a miss of both searches 0.069 ms (0.035 without the fallback), a rare substring "
+     "0.35 ms, one in most drawers 1.53 ms p50 (2.9 ms at 100k); the trigram index adds "
+     "20 % to the database."),
     ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
@@ -216,8 +240,35 @@ TUNING: list[tuple[str, str, str]] = [
      "truncates beyond). The estimate is within a few percent on chat text (median "
      "real/estimate 0.95) and under-counts code by ~15 % at p95."),
     ("palaced/palace.py", "COMPACT_MIN_DEAD",
-     "Tombstones before an idle-time index compaction; a compaction rebuilds from SQLite at "
-     "~0.6 s per 1,000 vectors on 2 cores."),
+     "Tombstones before an idle-time index compaction (and a twentieth of the index); a "
+     "compaction rebuilds from a read snapshot at ~0.5 s per 1,000 vectors on 2 cores while "
+     "writes go on, then catches up under the write lock."),
+    ("palaced/palace.py", "SAVE_INTERVAL_S",
+     "Under writes that never pause, the vector index is still saved this often (and never "
+     "more than a tenth of the time): a kill -9 replays at most this long of writes. "
+     "`bench/scale.py --drawers 50000`: 500 remembers in 23 s, then kill -9: 58 vectors "
+     "replayed (a save fell inside them), first recall 0.41 s; before: full rebuild, 132 s."),
+    ("palaced/index.py", "INDEX_DTYPE",
+     "Half-precision vectors in the HNSW index (SQLite keeps float32). 100k vectors, 2 cores: "
+     "file 92 MB instead of 169 MB, load 73 ms instead of 114, add 2,150/s instead of 1,400/s "
+     "(random unit vectors); LoCoMo dev R@1/5/10 unchanged (.401/.730/.823)."),
+    ("palaced/writes.py", "INLINE_MAX_CHUNKS",
+     "Longer texts (~9,000 characters) are embedded in the background after the remember "
+     "returns: 16 windows are ~0.5 s of model time on 2 quiet cores (~30/s). "
+     "`bench/bigmem.py`: 200,000 characters answer in 0.59 s instead of 38 s (vectors in "
+     "after 20 s), 1,000-5,000 as before (inline)."),
+    ("palaced/store/search.py", "COMMON_SHARE",
+     "With `SPLIT_MIN_POSTINGS`: the two-part keyword search of large palaces. "
+     "`bench/bm25_scale.py`, 100k Zipfian drawers, 120 queries: p50 40 -> 14 ms, p95 98 -> "
+     "41 ms, exact top-10 kept 100 %, top-100 98 %; LoCoMo dev turns among 100k drawers: BM25 "
+     "R@1/5/10 .364/.660/.757 either way. Forced on LoCoMo's own ~600-drawer palaces (not "
+     "done: the split needs 10,000 common postings) it would cost R@1 .401 -> .385."),
+    ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
+    ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
+     "Word maps of long drawers kept per open palace: 1.4 MB per 150,000 characters, so "
+     "~37 MB at most. "
+     "`bench/bigmem.py`: with one 150,000-character drawer, deep recall 25 ms instead of "
+     "423 ms (16 ms without the drawer); a 150k map takes 30-85 ms to build, once."),
     ("palaced/reembed.py", "BACKGROUND_SHARE",
      "Share of the time the background re-embedding after a model change embeds. "
      "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "
@@ -438,6 +489,8 @@ def _config_keys() -> list[tuple[str, str, str, str]]:
             kind = spec.kind
             if spec.bound:
                 kind += f" {'>' if spec.bound['strict'] else '>='} {spec.bound['bound']:g}"
+                if spec.bound.get("max") is not None:
+                    kind += f", <= {spec.bound['max']:g}"
             if spec.default is None:
                 default = "unset"
             elif isinstance(spec.default, bool):

@@ -33,12 +33,13 @@ from .connection import (
 )
 from .governance import GovernanceMethods
 from .identity import resolve as resolve_agent
+from .lifecycle import Lifecycle
 from .memoirs import MemoirMethods
 from .payloads import drawer_args
 from .transfer import Transfers
 
 
-class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
+class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -52,7 +53,9 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
-    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``.
+    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, memoirs from
+    ``memoirs.MemoirMethods``, editing and upkeep (update, decay, prune, consolidate, health)
+    from ``lifecycle.Lifecycle``.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
@@ -253,9 +256,11 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
         """
         return self.call("memory.wake_up", palace, {"budget": budget})
 
-    def get(self, palace: str, drawer_id: int) -> dict[str, Any]:
-        """Return one drawer."""
-        return dict(self.call("memory.get", palace, {"id": drawer_id})["drawer"])
+    def get(self, palace: str, drawer_id: int, *, history: bool = False) -> dict[str, Any]:
+        """Return one drawer (``versions``: 1 + its edits); with ``history`` also its earlier
+        versions as ``history``, newest first (see ``update``)."""
+        args: dict[str, Any] = {"id": drawer_id, **({"history": True} if history else {})}
+        return dict(self.call("memory.get", palace, args)["drawer"])
 
     def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
                 limit: int = 50, offset: int = 0) -> dict[str, Any]:
@@ -286,11 +291,6 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
             self.close()
 
     # -- knowledge (issue 5) --
-    @staticmethod
-    def _some(**values: Any) -> dict[str, Any]:
-        """The arguments that were given (None means "use the daemon's default")."""
-        return {k: v for k, v in values.items() if v is not None}
-
     def kg_assert(self, palace: str, subject: str, predicate: str, obj: str, *,
                   valid_from: str | int | None = None, confidence: float | None = None,
                   source_drawer: int | None = None, source_url: str | None = None,
@@ -366,33 +366,3 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods):
         """Entities matching ``query`` by name, definition or labels, best first."""
         res = self.call("graph.search", palace, {"query": query, "limit": limit})
         return list(res["entities"])
-
-    def decay(self, palace: str) -> dict[str, Any]:
-        """Recompute every drawer's decayed weight: ``{"drawers", "updated", "decay_ms"}``."""
-        return self.call("memory.decay", palace)
-
-    def prune(self, palace: str, *, threshold: float | None = None, dry_run: bool = False
-              ) -> dict[str, Any]:
-        """Delete (or with ``dry_run`` only list) low/medium drawers whose weight is below
-        ``threshold``: ``{"threshold", "dry_run", "ids", "candidates", "pruned"}``.
-        """
-        return self.call("memory.prune", palace, self._some(threshold=threshold, dry_run=dry_run))
-
-    def consolidate(self, palace: str, room: str, summary: str, *, wing: str | None = None,
-                    ids: Iterable[int] | None = None) -> dict[str, Any]:
-        """Store ``summary`` as a summary drawer in ``room`` and mark the sources (``ids``,
-        or the room's active drawers) consolidated into it; sources stay retrievable.
-
-        Returns ``{"summary_id", "created", "wing", "room", "source_ids", "missing"}``.
-        """
-        id_list = None if ids is None else [int(i) for i in ids]
-        return self.call("memory.consolidate", palace,
-                         self._some(room=room, summary=summary, wing=wing, ids=id_list))
-
-    def health(self, palace: str, *, threshold: float | None = None,
-               stale_days: float | None = None, limit: int | None = None) -> dict[str, Any]:
-        """Per-room drawer counts, stale drawers, duplicate candidates and consolidation
-        hints: ``{"rooms": [...], "totals": {...}, ...}``.
-        """
-        return self.call("memory.health", palace,
-                         self._some(threshold=threshold, stale_days=stale_days, limit=limit))

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from palace_client.autostart import start_daemon
 from palace_client.peer import verify_launchd_daemon, verify_server
 from palaced import __version__
 from palaced.errors import (
@@ -244,6 +243,10 @@ class Connection:
         except OSError as exc:
             raise ReplyLost(f"lost the connection to palaced waiting for {op}: {exc}") from exc
 
+    def set_timeout(self, seconds: float | None) -> None:
+        """Bound every later socket wait by ``seconds`` (None: wait as long as it takes)."""
+        self._sock.settimeout(seconds)
+
     def close(self) -> None:
         try:
             self._sock.close()
@@ -322,6 +325,10 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     deadline = time.monotonic() + start_timeout
     # Raises at once if the daemon exits non-zero; "exited 0" means another daemon won the
     # lock (it may still be starting), "starting" that ours did not listen in time.
+    # Imported here: starting a daemon needs subprocess and more, which a connection to a
+    # running daemon (the capture hook's, with its 200 ms budget) does not.
+    from palace_client.autostart import start_daemon
+
     start_daemon(paths, start_timeout)
     delay = 0.01
     last: Exception | None = None

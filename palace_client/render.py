@@ -32,6 +32,12 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def pending_chunks(info: dict[str, Any]) -> str:
+    """`` (N chunks)`` after a palace's pending embeddings when some are waiting, else ""."""
+    chunks = info.get("pending_chunks") or 0
+    return f" ({counted(chunks, 'chunk')})" if info.get("pending_embeddings") and chunks else ""
+
+
 def excerpt(text: str, limit: int, max_lines: int) -> str | None:
     """The start of ``text``, at most ``limit`` characters and ``max_lines`` lines, cut at a
     word where one is near; ``None`` when ``text`` is short enough to show whole."""
@@ -299,8 +305,20 @@ def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
     return (f"    importance {drawer['importance']}  tags {', '.join(drawer['tags']) or '-'}  "
             f"happened {format_time(drawer['occurred_ms'], missing='-')}  "
             f"stored {format_time(drawer['created_ms'], missing='-')}  "
-            f"recalled {drawer['access_count']}x\n    stored by {by}"
-            + (f"  last changed by {changed}" if changed != by else ""))
+            f"recalled {drawer['access_count']}x"
+            + (f"  version {drawer['versions']}" if drawer.get("versions", 1) > 1 else "")
+            + f"\n    stored by {by}" + (f"  last changed by {changed}" if changed != by else ""))
+
+
+def cli_history(versions: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The earlier versions of a drawer (``palace get --history``), newest first."""
+    lines: list[str] = []
+    for v in versions:
+        lines.append(f"  version {v['version']} (replaced {format_time(v['replaced_ms'])}) "
+                     f"{drawer_place(v)}  importance {v['importance']}  "
+                     f"tags {', '.join(v['tags']) or '-'}")
+        lines.extend(indented(str(v["text"]), "    "))
+    return lines or ["  (never edited)"]
 
 
 def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The ``Client`` methods that move memories in bulk: export, restore and the import ledger.
+"""The ``Client`` methods that move memories in bulk: export, restore, the import ledger and
+captures of Claude Code transcripts.
 
 A mixin of ``palace_client.Client`` (kept apart so that the client module stays small); each
 method is one request, or a loop of page requests that holds one page at a time.
@@ -6,6 +7,7 @@ method is one request, or a loop of page requests that holds one page at a time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -13,7 +15,7 @@ BULK_TIMEOUT_MS = 600_000  # a batch may embed thousands of texts
 
 
 class Transfers:
-    """Export, restore and import-ledger methods (see ``palace_client.Client``)."""
+    """Export, restore, import-ledger and capture methods (see ``palace_client.Client``)."""
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
              *, timeout_ms: int | None = None) -> dict[str, Any]:
@@ -67,3 +69,12 @@ class Transfers:
         """Forget source ``key``: delete the drawers no other source claims
         (``{"found", "removed"}``)."""
         return self.call("source.drop", palace, {"importer": importer, "key": key})
+
+    def capture_transcript(self, palace: str, path: str | os.PathLike[str], **args: Any
+                           ) -> dict[str, Any]:
+        """Capture what is new in a Claude Code transcript (one drawer per exchange): queued,
+        or with ``wait=True`` done and counted; other ``capture.transcript`` arguments by name
+        (``session_id``, ``wing``, ``project_wing``, ``create``, ``dry_run``)."""
+        return self.call("capture.transcript", palace,
+                         {**args, "path": os.path.abspath(os.fspath(path))},
+                         timeout_ms=BULK_TIMEOUT_MS if args.get("wait") else None)

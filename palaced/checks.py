@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 
 from palaced.errors import PalaceError, StorageError
-from palaced.index import file_digest, file_entries, file_holds
+from palaced.index_file import file_entries, file_state
 from palaced.palace import DB_NAME, IDENTITY_NAME, INDEX_NAME, has_database
 from palaced.store import checks as sql
 from palaced.store.db import open_connection, storage_error
@@ -65,7 +65,7 @@ class PalaceFacts:
     agreement: sql.Agreement | None = None  # None: not read (the database is unsound)
     record: sql.IndexRecord | None = None
     last_write_ms: int | None = None
-    index_file: str = "missing"  # missing | current | stale
+    index_file: str = "missing"  # missing | current | behind (replayed at open) | stale
     index_file_entries: int | None = None
     live_index: int | None = None  # vectors in an open palace's index (None: none loaded)
     live_index_agrees: bool | None = None
@@ -133,15 +133,8 @@ def inspect_files(facts: PalaceFacts, *, full: bool, keys: list[int] | None = No
     if facts.index_file_entries is None:
         facts.index_file = "missing" if not os.path.lexists(path) else "stale"
         return
-    try:
-        digest_ok = record.digest is not None and file_digest(path) == record.digest
-    except OSError:
-        digest_ok = False
-    current = (digest_ok and record.vec_epoch == record.saved_epoch
-               and facts.index_file_entries == found.vectors)
-    if current and full and keys is not None:
-        current = file_holds(path, keys)
-    facts.index_file = "current" if current else "stale"
+    facts.index_file = file_state(path, record.saves, found.vectors, record.top_vector,
+                                  keys if full else None)
 
 
 def read_database(facts: PalaceFacts, *, full: bool, closed: bool) -> None:

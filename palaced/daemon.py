@@ -2,9 +2,10 @@
 
 The daemon wires those together and runs them in one task group: the socket server, the
 background model loader (``model_loader``), the upkeep scheduler (``scheduler``), the
-background re-embedding after a model change (``reembed``) and the signal watcher. Single
-instance: a flock on the runtime dir's lock file; the holder owns the socket path, so a socket
-of ours found there is stale and is removed.
+background re-embedding after a model change (``reembed``), the background transcript
+captures (``capture_queue``) and the signal watcher. Single instance: a flock on the runtime
+dir's lock file; the holder owns the socket path, so a socket of ours found there is stale and
+is removed.
 
 Local security: the daemon runs with umask 077 (every file it creates is 0600, every
 directory 0700), refuses a runtime directory, lock file or socket path that another uid owns
@@ -35,10 +36,12 @@ from anyio.abc import SocketListener, TaskStatus
 
 from palaced import __version__
 from palaced.activation import inherited_listener, socket_in_use
+from palaced.capture_queue import CaptureQueue
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
 from palaced.model_loader import load_model
 from palaced.notify import Notifier
+from palaced.ops.capture import run_capture
 from palaced.ops.context import OpContext
 from palaced.ops.table import TABLE, dispatch
 from palaced.private import (
@@ -85,8 +88,10 @@ class Daemon:
         self.notifier = notifier or Notifier.from_environ()
         self._on_ready = on_ready
         limits = config.limits
-        tokenizer = Tokenizer.load(config.tokenizer_file, config.paths.state_dir / "tiktoken")
-        self.services = Services(config=config, model=ModelState(), tokenizer=tokenizer)
+        self.services = Services(config=config, model=ModelState(),
+                                 tokenizer=Tokenizer.fallback("loading"))
+        self.services.load_tokenizer(partial(Tokenizer.load, config.tokenizer_file,
+                                             config.paths.state_dir / "tiktoken"))
         self.registry = Registry(config.paths.palaces_dir, self.services)
         self._stop = anyio.Event()
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,
@@ -94,6 +99,8 @@ class Daemon:
         self.scheduler = Scheduler(self.registry, self.services.model, limits, config.retention)
         self.reembedder = Reembedder(self.registry, self.services)
         self.ctx.in_flight.listen(self.scheduler.wake)
+        self.captures = CaptureQueue(partial(run_capture, self.ctx), on_done=self.scheduler.wake)
+        self.ctx.captures = self.captures
         self.handler = ConnectionHandler(
             partial(dispatch, self.ctx),
             TABLE.names,
@@ -215,6 +222,7 @@ class Daemon:
                     tg.start_soon(self._load_model)
                     tg.start_soon(self.scheduler.run)
                     tg.start_soon(self.reembedder.run)
+                    tg.start_soon(self.captures.run)
                     tg.start_soon(self._signals)
                     tg.start_soon(listener.serve, self.gate)
                     tg.start_soon(self._watchdog)

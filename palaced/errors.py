@@ -228,6 +228,13 @@ class ConceptExists(ContentError):
     name = "CONCEPT_EXISTS"
 
 
+class SourceUnreadable(ContentError):
+    """A file the daemon was asked to read is missing, not a regular file, or not readable."""
+
+    code = 308
+    name = "SOURCE_UNREADABLE"
+
+
 # 4xx load / time
 class LoadError(PalaceError):
     """The daemon cannot serve the request right now."""

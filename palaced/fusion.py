@@ -31,6 +31,12 @@ DEFAULT_LEXICAL_WEIGHT = 0.5
 DEFAULT_VECTOR_WEIGHT = 0.5
 DEFAULT_IMPORTANCE_WEIGHT = 0.1
 DEFAULT_RECENCY_WEIGHT = 0.05
+# LoCoMo dev through bench/access.py, turn R@1/5/10 (fresh .415/.728/.826): 0.025 organic
+# .415/.729/.824, every question twice .414/.728/.825, gold turns used before .421/.734/.827;
+# 0.05 twice .410/.729/.825, gold .428/.739/.831 (docs/benchmarks.md, "Use-aware ranking").
+DEFAULT_ACCESS_WEIGHT = 0.025
+# Accesses at which the access boost is full: it grows with log(1 + count) up to here.
+ACCESS_SATURATION = 20
 DEFAULT_HALF_LIFE_DAYS = 30.0
 DEFAULT_ROOM_SUPPORT_SHARE = 0.2
 DEFAULT_ROOM_TOP_N = 3
@@ -88,22 +94,28 @@ def normalize(scores: Mapping[int, float],
 
 def standardized_fusion(score_lists: Sequence[Mapping[int, float]], *,
                         weights: Sequence[float] | None = None,
-                        normalization: Normalization = "zscore") -> dict[int, float]:
+                        normalization: Normalization = "zscore",
+                        weights_of: Mapping[int, Sequence[float]] | None = None
+                        ) -> dict[int, float]:
     """Fuse hit lists by a weighted sum of per-list standardised scores.
 
     Each list is normalised with :func:`normalize`; a drawer missing from a non-empty list
     gets that list's floor. Empty lists are ignored (they say nothing about anyone).
+    ``weights_of`` gives some drawers their own weights (one per list) instead of ``weights``.
 
     Raises:
         ValueError: ``weights`` has a different length than ``score_lists`` or a negative
             weight, or ``normalization`` is unknown.
     """
     weights = _check_weights(score_lists, weights)
-    prepared = [(normalize(scores, normalization), w)
-                for scores, w in zip(score_lists, weights, strict=True) if scores]
+    prepared = [(normalize(scores, normalization), w, k)
+                for k, (scores, w) in enumerate(zip(score_lists, weights, strict=True))
+                if scores]
     ids = _union(scores for scores in score_lists)
+    own = weights_of or {}
     return {
-        drawer_id: sum(w * normed.get(drawer_id, floor) for (normed, floor), w in prepared)
+        drawer_id: sum((own[drawer_id][k] if drawer_id in own else w)
+                       * normed.get(drawer_id, floor) for (normed, floor), w, k in prepared)
         for drawer_id in ids
     }
 
@@ -132,7 +144,8 @@ def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
          lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
          vector_weight: float = DEFAULT_VECTOR_WEIGHT,
          normalization: Normalization = "zscore",
-         rrf_k: int = DEFAULT_RRF_K) -> dict[int, float]:
+         rrf_k: int = DEFAULT_RRF_K,
+         weights_of: Mapping[int, Sequence[float]] | None = None) -> dict[int, float]:
     """Fuse lexical and vector hits into one higher-is-better score per drawer.
 
     Args:
@@ -143,6 +156,8 @@ def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
         lexical_weight, vector_weight: the weight of each list.
         normalization: per-list normalisation for "standardized".
         rrf_k: the RRF constant for "rrf".
+        weights_of: ``{drawer_id: (lexical, vector)}`` weights overriding the two above for
+            those drawers ("standardized" only).
 
     Raises:
         ValueError: unknown ``method`` or ``normalization``, negative weight, or ``rrf_k < 0``.
@@ -150,10 +165,22 @@ def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
     lists = (lexical, vector)
     weights = (lexical_weight, vector_weight)
     if method == "standardized":
-        return standardized_fusion(lists, weights=weights, normalization=normalization)
+        return standardized_fusion(lists, weights=weights, normalization=normalization,
+                                   weights_of=weights_of)
     if method == "rrf":
         return rrf_fusion(lists, k=rrf_k, weights=weights)
     raise ValueError(f"unknown fusion method {method!r}")
+
+
+def length_weights(chars: int, vector_weight: float, *, ref_chars: float, alpha: float
+                   ) -> tuple[float, float]:
+    """``(lexical, vector)`` weights of a drawer of ``chars`` characters that sum to 1: the
+    vector weight is ``vector_weight * (ref_chars / chars) ** alpha``, kept in 0.05..0.95, so
+    short drawers lean on meaning and long ones on their words (alpha 0: ``vector_weight``).
+    """
+    share = vector_weight * (ref_chars / max(chars, 1)) ** alpha
+    share = min(0.95, max(0.05, share))
+    return 1.0 - share, share
 
 
 def _check_weights(score_lists: Sequence[Mapping[int, float]],
@@ -189,28 +216,39 @@ class DrawerMeta:
 
     importance: 0..1, 0.5 is neutral (values outside are clamped).
     ts_ms: when the memory happened (``occurred_at``, else creation), epoch milliseconds.
+    accesses: how many recalls returned it (``access_count``).
     """
 
     importance: float = 0.5
     ts_ms: int | None = None
+    accesses: int = 0
+
+
+def access_share(accesses: int) -> float:
+    """0..1: ``log(1 + accesses) / log(1 + ACCESS_SATURATION)``, capped at 1."""
+    if accesses <= 0:
+        return 0.0
+    return min(1.0, math.log1p(accesses) / math.log1p(ACCESS_SATURATION))
 
 
 def apply_boosts(scores: Mapping[int, float], meta: Mapping[int, DrawerMeta], *, now_ms: int,
                  importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT,
                  recency_weight: float = DEFAULT_RECENCY_WEIGHT,
-                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS) -> dict[int, float]:
-    """Return ``scores`` nudged by importance and recency, in units of the score range R.
+                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+                 access_weight: float = DEFAULT_ACCESS_WEIGHT) -> dict[int, float]:
+    """Return ``scores`` nudged by importance, recency and use, in units of the score range R.
 
-    ``boost = R * (importance_weight * 2 * (importance - 0.5) + recency_weight * recency)``
-    where ``recency = 0.5 ** (age_days / half_life_days)`` (1 for now or the future, 0 without
-    a timestamp). With the defaults, importance moves a drawer by at most ±10 % of R and a
-    brand-new one gains 5 % of R, so boosts reorder near-ties but never overturn a clear win.
-    Drawers absent from ``meta`` are unchanged.
+    ``boost = R * (importance_weight * 2 * (importance - 0.5) + recency_weight * recency
+    + access_weight * access_share(accesses))`` where ``recency = 0.5 ** (age_days /
+    half_life_days)`` (1 for now or the future, 0 without a timestamp). With the defaults,
+    importance moves a drawer by at most ±10 % of R and a brand-new one gains 5 % of R, so
+    boosts reorder near-ties but never overturn a clear win. Drawers absent from ``meta`` are
+    unchanged.
 
     Raises:
         ValueError: a weight is negative or ``half_life_days <= 0``.
     """
-    if importance_weight < 0 or recency_weight < 0:
+    if importance_weight < 0 or recency_weight < 0 or access_weight < 0:
         raise ValueError("boost weights must be >= 0")
     if not half_life_days > 0:
         raise ValueError(f"half_life_days must be > 0, got {half_life_days}")
@@ -226,7 +264,8 @@ def apply_boosts(scores: Mapping[int, float], meta: Mapping[int, DrawerMeta], *,
         if info.ts_ms is not None:
             age_days = max(0.0, (now_ms - info.ts_ms) / _DAY_MS)
             recency = 0.5 ** (age_days / half_life_days)
-        bonus = importance_weight * 2.0 * (importance - 0.5) + recency_weight * recency
+        bonus = (importance_weight * 2.0 * (importance - 0.5) + recency_weight * recency
+                 + access_weight * access_share(info.accesses))
         boosted[drawer_id] = score + spread * bonus
     return boosted
 

@@ -28,7 +28,6 @@ from palaced.store.meta import meta_get
 from palaced.store.vectors import drawer_vectors
 from palaced.vocab import DEFAULT_PRUNE_THRESHOLD, HEALTH_LIST_LIMIT, STALE_DAYS
 
-CONSOLIDATE_OVER = 50  # a room with more unconsolidated active drawers gets a hint
 # Near-duplicate detection compares every pair of a room's vectors: quadratic, so bounded.
 NEAR_DUP_MAX_ROOM = 2_000
 
@@ -66,6 +65,30 @@ def _near_pairs(conn: apsw.Connection, rows: Sequence[dict[str, Any]],
     return out
 
 
+def hint_text(wing: str, room: str, count: int) -> str:
+    """The consolidation hint of a room holding ``count`` unconsolidated drawers."""
+    return (f"{wing}/{room} holds {count} unconsolidated drawers: consider consolidating "
+            f"them (palace consolidate --room {shlex.quote(room)} --wing {shlex.quote(wing)} "
+            "--summary TEXT)")
+
+
+async def consolidation_hint(palace: Palace, wing: str, room: str) -> dict[str, Any] | None:
+    """``{wing, room, drawers, hint}`` when ``wing``/``room`` holds ``[upkeep]
+    consolidate_hint_at`` or more active, unconsolidated drawers (``remember`` adds it to its
+    answer), else None.
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    hint_at = palace.services.config.upkeep.consolidate_hint_at
+    if hint_at <= 0:
+        return None
+    count = await palace.read(lambda c: sql.room_backlog(c, wing, room, clock_ms()))
+    if count < hint_at:
+        return None
+    return {"wing": wing, "room": room, "drawers": count, "hint": hint_text(wing, room, count)}
+
+
 async def report(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
                  stale_days: float = STALE_DAYS, limit: int = HEALTH_LIST_LIMIT,
                  now_ms: int | None = None) -> dict[str, Any]:
@@ -78,8 +101,8 @@ async def report(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
     ``duplicates``: pairs of active drawers with the same words (``exact``), or near
     duplicates by their vectors (``near``; only in rooms of at most NEAR_DUP_MAX_ROOM active
     drawers and when the vectors come from the daemon's model: ``near_duplicates_checked``);
-    ``hint`` when more than CONSOLIDATE_OVER drawers are unconsolidated. Lists hold at most
-    ``limit`` entries; the ``*_count`` fields give the full numbers.
+    ``hint`` when ``[upkeep] consolidate_hint_at`` drawers or more are unconsolidated.
+    Lists hold at most ``limit`` entries; the ``*_count`` fields give the full numbers.
 
     Raises:
         InvalidArgs: threshold outside 0..1, negative stale_days or limit below 1.
@@ -106,8 +129,9 @@ async def report(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
                 "consolidated": cons is not None})
         # Vectors of another model than the daemon's: DEDUP_THRESHOLD means nothing for them.
         vectors_ok = palace.mismatch is None
-        out_rooms = [_room_report(c, r, ts, limit_threshold, stale_days, limit, vectors_ok)
-                     for r in rooms.values()]
+        hint_at = palace.services.config.upkeep.consolidate_hint_at
+        out_rooms = [_room_report(c, r, ts, limit_threshold, stale_days, limit, vectors_ok,
+                                  hint_at) for r in rooms.values()]
         decayed = meta_get(c, "decay_ms")
         return {
             "palace": palace.name,
@@ -130,7 +154,8 @@ async def report(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
 
 
 def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
-                 stale_days: float, limit: int, vectors_ok: bool) -> dict[str, Any]:
+                 stale_days: float, limit: int, vectors_ok: bool, hint_at: int
+                 ) -> dict[str, Any]:
     active = r.active
     stale: list[dict[str, Any]] = []
     for d in active:
@@ -155,11 +180,7 @@ def _room_report(c: apsw.Connection, r: _RoomRows, ts: int, threshold: float,
     dups += [{"ids": [a, b], "kind": "near", "similarity": round(s, 4)}
              for a, b, s in sorted(near, key=lambda t: (-t[2], t[0], t[1]))]
     unconsolidated = sum(1 for d in active if d["kind"] == "drawer" and not d["consolidated"])
-    hint = None
-    if unconsolidated > CONSOLIDATE_OVER:
-        hint = (f"{r.wing}/{r.room} holds {unconsolidated} active drawers: consider "
-                f"consolidating them (palace consolidate --room {shlex.quote(r.room)} "
-                f"--wing {shlex.quote(r.wing)} --summary TEXT)")
+    hint = hint_text(r.wing, r.room, unconsolidated) if 0 < hint_at <= unconsolidated else None
     return {
         "wing": r.wing,
         "room": r.room,

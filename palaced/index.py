@@ -1,36 +1,37 @@
-"""VectorIndex: the usearch HNSW cache of a palace's ``vectors`` table, and its persistence.
+"""VectorIndex: the usearch HNSW cache of a palace's ``vectors`` table.
 
-SQLite is the truth; the index file is a cache. Keys are ``vectors.id``; each vector belongs
-to a drawer (long drawers have one vector per chunk), so the index also keeps the in-memory
-``vector id -> drawer id`` map it needs to answer in drawer ids. ``open_index`` loads the
-saved file only when its recorded epoch and digest prove it current, else rebuilds it from
-SQLite; ``save_index`` writes it atomically. Synchronous; the palace calls it from worker
-threads under its write lock for mutations.
+SQLite is the truth; the index is a cache of it. Keys are ``vectors.id``, which SQLite never
+reuses. A search resolves the keys it finds to drawers through SQLite (``owners``: the
+caller's snapshot), so a vector deleted there is a tombstone the search skips, and the index
+keeps no ``key -> drawer`` map in memory nor has one to load at open. usearch's own
+``remove`` is never called (after enough add/remove churn it can spin forever holding the
+GIL, usearch 2.25): deleted vectors stay in the graph, counted in ``dead``, until a
+compaction rebuilds the index. Vectors are stored in half precision (``f16``): cosines
+within ~1e-3 of float32, half the memory, disk and load time.
+
+Persistence (saving with a watermark, replaying after a crash) is ``index_file``.
+Synchronous; the palace calls it from worker threads, mutations under its write lock.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import logging
-import os
 import threading
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from usearch.index import Index
 
-from palaced.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
-from palaced.store import Store
-from palaced.store.db import is_read_only, storage_error
-from palaced.store.meta import meta_get, meta_set
-from palaced.store.vectors import all_vectors, vector_owners
+from palaced.errors import IndexError_
 
-log = logging.getLogger("palaced.index")
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 DTYPE = np.float32
+INDEX_DTYPE = "f16"
+ADD_BATCH = 4096  # rows per usearch add while rebuilding or replaying (bounded memory)
+
+# ``owners(keys)``: ``{key: drawer_id}`` of the keys whose vectors still exist.
+Owners = Callable[[Sequence[int]], dict[int, int]]
 
 
 def to_blob(vec: np.ndarray) -> bytes:
@@ -42,178 +43,152 @@ def from_blob(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def new_usearch(dims: int, dtype: str = INDEX_DTYPE) -> Index:
+    """An empty usearch index with palace's graph parameters."""
+    # Imported on first use (~40 ms): the daemon answers its first request without it.
+    from usearch.index import Index
+
+    return Index(ndim=dims, metric="cos", dtype=dtype, connectivity=16, expansion_add=128,
+                 expansion_search=64)
 
 
 class VectorIndex:
-    """An HNSW index over unit vectors (cosine), keyed by vector id."""
+    """An HNSW index over unit vectors (cosine), keyed by vector id.
 
-    def __init__(self, dims: int) -> None:
+    ``len()`` is the number of live vectors (keys minus tombstones); ``watermark`` the
+    highest key ever added; ``unsaved`` how many vectors were added since the last save and
+    ``dirty`` whether anything changed since (what a crash would have to replay).
+    """
+
+    def __init__(self, dims: int, index: Index | None = None) -> None:
         self.dims = dims
-        self._index = self._new_index()
-        self._owner: dict[int, int] = {}
-        self.dead = 0  # removed vectors still in the graph (see remove)
+        self._index = index if index is not None else new_usearch(dims)
+        self.dead = 0
+        self.watermark = 0
+        self.unsaved = 0
         self.dirty = False
-        # usearch mutations are not safe against concurrent search from another thread.
+        # usearch mutations are not safe against a concurrent search from another thread.
         self._lock = threading.RLock()
 
-    def _new_index(self) -> Index:
-        return Index(ndim=self.dims, metric="cos", dtype="f32", connectivity=16,
-                     expansion_add=128, expansion_search=64)
-
     def __len__(self) -> int:
-        return len(self._owner)
+        return max(0, self.size - self.dead)
 
-    def load(self, path: Path, owners: dict[int, int]) -> bool:
-        """Load the saved index file; True if it loaded and holds exactly ``owners``' keys."""
-        try:
-            index = self._new_index()
-            index.load(str(path))
-        except Exception:  # corrupt or foreign file: the caller rebuilds
-            return False
-        if len(index) != len(owners) or index.ndim != self.dims:
-            return False
-        if owners:
-            sample = np.fromiter(list(owners)[:: max(1, len(owners) // 64)], dtype=np.uint64)
-            if not bool(np.all(index.contains(sample))):
-                return False
-        with self._lock:
-            self._index = index
-            self._owner = dict(owners)
-            self.dead = 0
-            self.dirty = False
-        return True
+    @property
+    def size(self) -> int:
+        """Keys in the graph, tombstones included."""
+        return int(self._index.size)
 
-    def rebuild(self, rows: Iterable[tuple[int, int, bytes]]) -> None:
-        """Rebuild from ``(vector_id, drawer_id, blob)`` rows."""
-        keys: list[int] = []
-        owners: dict[int, int] = {}
-        blobs: list[bytes] = []
-        for vid, did, blob in rows:
-            keys.append(vid)
-            owners[vid] = did
-            blobs.append(blob)
-        index = self._new_index()
-        if keys:
-            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(keys), self.dims)
-            try:
-                index.add(np.asarray(keys, dtype=np.uint64), matrix)
-            except Exception as exc:
-                raise IndexError_(f"index rebuild failed: {exc}") from exc
-        with self._lock:
-            self._index = index
-            self._owner = owners
-            self.dead = 0
-            self.dirty = True
+    @property
+    def raw(self) -> Index:
+        """The usearch index itself (for saving; never mutate it from outside)."""
+        return self._index
 
-    def add(self, drawer_id: int, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
-        """Add a drawer's vectors (one row per vector id)."""
-        if not vector_ids:
+    def add(self, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Add vectors (one row per vector id).
+
+        Raises:
+            IndexError_: usearch refused them (the index may then lack them: mark it stale).
+        """
+        if not len(vector_ids):
             return
+        keys = np.asarray(vector_ids, dtype=np.uint64)
         with self._lock:
             try:
-                self._index.add(np.asarray(vector_ids, dtype=np.uint64),
-                                np.asarray(vectors, dtype=DTYPE).reshape(len(vector_ids), -1))
+                self._index.add(keys, np.asarray(vectors, dtype=DTYPE).reshape(len(keys), -1))
             except Exception as exc:
                 raise IndexError_(f"index add failed: {exc}") from exc
-            for vid in vector_ids:
-                self._owner[vid] = drawer_id
+            self.watermark = max(self.watermark, int(keys.max()))
+            self.unsaved += len(keys)
             self.dirty = True
 
-    def remove(self, vector_ids: Sequence[int]) -> None:
-        """Forget vectors by id (unknown ids are ignored).
+    def add_rows(self, rows: Iterable[tuple[int, bytes]]) -> int:
+        """Add ``(vector_id, blob)`` rows in batches; returns how many were added.
 
-        The vectors stay in the HNSW graph as tombstones that searches skip; the palace
-        compacts (rebuilds from SQLite) before saving. usearch's own ``remove`` is never
-        called: after enough add/remove churn it can spin forever holding the GIL
-        (usearch 2.25, reproduced by the soak workload), which would freeze the daemon.
+        Raises:
+            IndexError_: usearch refused a batch.
         """
-        with self._lock:
-            for vid in vector_ids:
-                if self._owner.pop(vid, None) is not None:
-                    self.dead += 1
-                    self.dirty = True
+        added = 0
+        keys: list[int] = []
+        blobs: list[bytes] = []
 
-    def owners(self) -> dict[int, int]:
-        """A copy of the live ``{vector id: drawer id}`` map (tombstones excluded)."""
-        with self._lock:
-            return dict(self._owner)
+        def flush() -> None:
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(keys), self.dims)
+            self.add(keys, matrix)
 
-    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first."""
+        for vid, blob in rows:
+            keys.append(vid)
+            blobs.append(blob)
+            if len(keys) >= ADD_BATCH:
+                flush()
+                added += len(keys)
+                keys, blobs = [], []
+        if keys:
+            flush()
+            added += len(keys)
+        return added
+
+    def remove(self, vector_ids: Sequence[int]) -> None:
+        """Turn vectors into tombstones (ids not in the index are ignored).
+
+        Each id is deleted from SQLite once, so none is counted twice.
+        """
+        if not len(vector_ids):
+            return
         with self._lock:
-            n = len(self._owner)
-            if n == 0 or k <= 0:
-                return []
-            # Over-fetch past the tombstones that may take places in the top.
-            want = min(n + self.dead, k * 2 + self.dead)
-            matches = self._index.search(np.asarray(query, dtype=DTYPE), want)
+            present = self._index.contains(np.asarray(vector_ids, dtype=np.uint64))
+            gone = int(np.count_nonzero(present))
+            if gone:
+                self.dead += gone
+                self.dirty = True
+
+    def holds(self, vector_ids: Sequence[int]) -> bool:
+        """Whether every one of ``vector_ids`` is in the graph (``palace doctor``)."""
+        if not len(vector_ids):
+            return True
+        with self._lock:
+            return bool(np.all(self._index.contains(np.asarray(vector_ids, dtype=np.uint64))))
+
+    def search(self, query: np.ndarray, k: int, owners: Owners) -> list[tuple[int, float]]:
+        """Best ``(drawer_id, cosine similarity)`` pairs, one per drawer, best first.
+
+        ``owners`` resolves keys to drawers in the caller's snapshot; keys it does not know
+        (tombstones) are skipped, and the search widens until it has ``k`` drawers or has
+        seen every key.
+        """
+        if k <= 0 or len(self) == 0:
+            return []
+        q = np.asarray(query, dtype=DTYPE)
+        # A long drawer has several chunks among the nearest keys, and tombstones take
+        # places too: over-fetch, then widen when that was not enough.
+        want = k * 2 + min(self.dead, k * 8)
+        while True:
+            with self._lock:
+                size = self.size
+                matches = self._index.search(q, min(want, size))
+            keys = [int(x) for x in matches.keys.tolist()]
+            own = owners(keys)
             best: dict[int, float] = {}
-            for key, dist in zip(matches.keys.tolist(), matches.distances.tolist(),
-                                 strict=True):
-                did = self._owner.get(int(key))
+            for key, dist in zip(keys, matches.distances.tolist(), strict=True):
+                did = own.get(key)
                 if did is None:
                     continue
                 sim = 1.0 - float(dist)
                 if sim > best.get(did, -2.0):
                     best[did] = sim
-        return sorted(best.items(), key=lambda kv: -kv[1])[:k]
+            if len(best) >= k or want >= size:
+                return sorted(best.items(), key=lambda kv: -kv[1])[:k]
+            want *= 4
 
-    def save(self, path: Path) -> str:
-        """Write the index atomically (temp file + fsync + rename); returns the file digest.
-
-        Raises:
-            StorageFull, StorageReadOnly: the storage has no room for it, or is read-only.
-            IndexError_: the write failed otherwise (the old file stays in place either way).
-        """
-        tmp = path.with_name(path.name + ".tmp")
+    def replace(self, other: VectorIndex) -> None:
+        """Take over ``other``'s graph and counters (a rebuild swapping in its result)."""
         with self._lock:
-            need = int(self._index.serialized_length)
-            try:
-                self._index.save(str(tmp))
-                fd = os.open(tmp, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                digest = file_digest(tmp)
-                os.replace(tmp, path)
-            except Exception as exc:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
-                raise _save_error(exc, path, need) from exc
-            self.dirty = False
-        return digest
+            self._index = other._index
+            self.dead, self.watermark = other.dead, other.watermark
+            self.unsaved, self.dirty = other.unsaved, other.dirty
 
-
-def _save_error(exc: Exception, path: Path, need: int) -> PalaceError:
-    """What a failed save means. usearch reports a failed write without its errno ("Failed to
-    serialize into stream"), so a full or read-only filesystem is recognised from the
-    filesystem itself: a client can act on STORAGE_FULL, not on an opaque INDEX_ERROR."""
-    if isinstance(exc, OSError):
-        err = storage_error(exc, path)
-        if isinstance(err, StorageFull | StorageReadOnly):
-            return err
-    try:
-        st = os.statvfs(path.parent)
-        free = st.f_bavail * st.f_frsize
-    except OSError:
-        free = None
-    if free is not None and free < need:
-        return StorageFull(f"storage is full ({path}): the vector index needs {need} bytes, "
-                           f"{free} are free; free some space, then retry",
-                           details={"condition": "full", "path": str(path), "need": need,
-                                    "free": free})
-    if is_read_only(path):
-        return StorageReadOnly(f"storage is read-only ({path}): the vector index cannot be "
-                               "saved; make it writable, then retry",
-                               details={"condition": "read_only", "path": str(path)})
-    return IndexError_(f"index save failed ({path}): {exc}", details={"path": str(path)})
+    def mark_saved(self) -> None:
+        self.unsaved = 0
+        self.dirty = False
 
 
 def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int, k: int
@@ -228,84 +203,3 @@ def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int,
         if sim > best.get(did, -2.0):
             best[did] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
-
-
-def open_index(store: Store, path: Path, dims: int, *, rebuild: bool = False
-               ) -> tuple[VectorIndex, bool]:
-    """Load the saved index if it is current and intact, else rebuild it from SQLite.
-
-    "Current" means the palace's ``vec_epoch`` (bumped with every vector write) equals the
-    ``index_saved_epoch`` recorded after the last save and the file's digest matches. A
-    rebuilt index is saved at once. Returns ``(index, rebuilt)``.
-
-    A rebuilt index that cannot be saved because the storage is full or read-only is
-    returned all the same (still dirty, so a later checkpoint saves it).
-
-    Raises:
-        IndexError_: the rebuild or the save failed.
-        StorageError: SQLite failed.
-    """
-    def snapshot(c: Any) -> tuple[str | None, str | None, str | None, dict[int, int]]:
-        return (meta_get(c, "vec_epoch"), meta_get(c, "index_saved_epoch"),
-                meta_get(c, "index_digest"), vector_owners(c))
-
-    epoch, saved_epoch, digest, owners = store.read(snapshot)
-    index = VectorIndex(dims)
-    if not rebuild and path.is_file() and (epoch or "0") == (saved_epoch or "0") and digest:
-        try:
-            if file_digest(path) == digest and index.load(path, owners):
-                return index, False
-        except OSError:
-            pass
-    index.rebuild(store.read(all_vectors))
-    try:
-        save_index(index, store, path)
-    except (StorageFull, StorageReadOnly) as exc:
-        # The file is only a cache: serve from memory (the index stays dirty, so the
-        # checkpointer saves it once there is room) rather than refuse every read.
-        log.warning("%s; serving the rebuilt vector index from memory", exc.message)
-    return index, True
-
-
-def save_index(index: VectorIndex, store: Store, path: Path) -> None:
-    """Save atomically and record which vector epoch the file holds.
-
-    The caller holds the palace's write lock, so no vector write runs between reading the
-    epoch and recording it.
-
-    Raises:
-        StorageFull, StorageReadOnly, IndexError_: the save failed (the previous file stays
-            in place); StorageError: recording it in SQLite failed.
-    """
-    epoch = store.read(lambda c: meta_get(c, "vec_epoch")) or "0"
-    digest = index.save(path)
-
-    def record(c: Any) -> None:
-        meta_set(c, "index_saved_epoch", epoch)
-        meta_set(c, "index_digest", digest)
-
-    store.write(record, stamp=False)
-
-
-def file_entries(path: Path) -> int | None:
-    """How many vectors the index file at ``path`` holds, read from its header; None when it
-    is missing or unreadable. Never raises."""
-    try:
-        meta = Index.metadata(str(path))
-        return None if meta is None else int(meta["count_present"])
-    except Exception:  # a missing, truncated or foreign file: the caller reports it
-        return None
-
-
-def file_holds(path: Path, keys: Sequence[int]) -> bool:
-    """Whether the index file at ``path`` holds exactly the vector ids ``keys``.
-
-    The file is memory-mapped (a view), not loaded. Never raises: unreadable is False.
-    """
-    try:
-        view = Index.restore(str(path), view=True)
-        if view is None or len(view) != len(keys):
-            return False
-        return not keys or bool(np.all(view.contains(np.asarray(keys, dtype=np.uint64))))
-    except Exception:  # a missing, truncated or foreign file: the caller reports it
-        return False

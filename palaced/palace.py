@@ -10,9 +10,9 @@ worker-thread call under ``write_lock``, shielded so a disconnecting client neve
 half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
 
 What a palace does lives in modules by concern, as functions taking the handle: ``writes``
-(remember, forget, embedding), ``recall`` (recall, wake-up), ``reads`` (get, list, info,
-identity), ``graph`` (the knowledge graph) and ``upkeep`` (decay, prune, expiry,
-consolidation, health).
+(remember, forget, embedding), ``edits`` (update in place), ``recall`` (recall, wake-up),
+``reads`` (get, list, info, identity), ``graph`` (the knowledge graph) and ``upkeep`` (decay,
+prune, expiry, consolidation, health); ``access`` is what a recall's touches do.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -29,12 +30,14 @@ import anyio
 import anyio.to_thread
 import apsw
 
+from palaced.access import apply_touches
 from palaced.embedder import Embedder
 from palaced.errors import (
     StorageCorrupt,
     StorageError,
 )
-from palaced.index import VectorIndex, open_index, save_index
+from palaced.index import VectorIndex
+from palaced.index_file import IndexLoad, open_index, save_index
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
@@ -51,7 +54,6 @@ from palaced.services import Services
 from palaced.store import Store
 from palaced.store import reembed as next_vectors
 from palaced.store.db import storage_errors
-from palaced.store.drawers import touch
 from palaced.store.meta import claim_embedder, meta_get
 
 log = logging.getLogger("palaced.palace")
@@ -65,6 +67,9 @@ IDENTITY_TEMPLATE = """\
 This palace holds the memories of {name}.
 """
 COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
+# While writes go on without a pause, the index is still saved this often, so a kill -9
+# replays at most this long of writes; never more than a tenth of the time goes to saving.
+SAVE_INTERVAL_S = 20.0
 
 
 def now_ms() -> int:
@@ -86,12 +91,17 @@ class Palace:
         self.embedder_identity: str | None = None  # the model of the live vectors
         self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
+        self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        self.last_save = time.monotonic()
+        self.save_seconds = 0.0  # how long the last index save took
         self.write_counter = 0
         self.last_used = time.monotonic()
         self.last_write = 0.0
         self.in_flight = 0
-        self._pending_touch: set[int] = set()
+        self._pending_touch: Counter[int] = Counter()
+        self._promoted = False  # a flush changed importances: bump write_counter after it
         self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
+        self.embed_soon = False  # long texts were left to the background: embed them now
         self.closed = False
         self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
         # Set once SQLite reports the database corrupt: writes are refused from then on, so
@@ -186,12 +196,20 @@ class Palace:
             self.load_index_sync(embedder.dims)
 
     def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
-        """Load the saved index of the live vectors, or rebuild it (worker thread, under
-        ``write_lock``). Raises IndexError_ or StorageError."""
-        index, rebuilt = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
-        if rebuilt:
-            log.info("palace %s: rebuilt the vector index (%d vectors)", self.name, len(index))
+        """Load the saved index of the live vectors and replay what changed since its save,
+        or rebuild it (worker thread, under ``write_lock``). Raises IndexError_ or
+        StorageError."""
+        index, load = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
+        if load.how == "rebuilt":
+            log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
+                     len(index), load.seconds, load.reason)
+            self.last_save = time.monotonic()
+        elif load.how == "replayed":
+            log.info("palace %s: loaded the vector index and replayed %d added and %d removed "
+                     "vectors since its save (%.2fs)", self.name, load.replayed, load.removed,
+                     load.seconds)
         self.index = index
+        self.index_load = load
         self.index_stale = False
 
     async def attach(self, embedder: Embedder) -> None:
@@ -219,30 +237,41 @@ class Palace:
                 f"re-embedded for {emb.identity} in the background")
 
     # -- checkpoint and close --------------------------------------------------------------
-    def _save_index_sync(self) -> None:
+    def save_index_sync(self) -> None:
         if self.index is not None:
+            started = time.monotonic()
             save_index(self.index, self.store, self.dir / INDEX_NAME)
+            self.last_save = time.monotonic()
+            self.save_seconds = self.last_save - started
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """Save the index if dirty, rebuild it if stale, flush batched touches."""
         await self.write(partial(self._checkpoint_sync, force), wrote=False)
+        if self._promoted:  # importances changed: caches ordered by them (L1) are stale
+            self._promoted, self.write_counter = False, self.write_counter + 1
 
     def _checkpoint_sync(self, force: bool) -> None:
-        """Flush touches; compact, rebuild or save the index as needed; fold the WAL.
+        """Flush touches; save the index when it changed; fold the WAL.
 
-        ``force`` (at close) also compacts a few tombstones and saves a clean index.
+        ``force`` (at close) saves it even when nothing changed since it was loaded, and
+        rebuilds a stale one first: a save records the file as complete up to its watermark.
         """
         self.flush_touches_sync()
         index = self.index
         if index is not None:
-            # Compaction rebuilds from SQLite under the write lock (~0.6 s per 1,000 vectors
-            # on 2 cores), so it waits for a few percent of tombstones, or for close. The file
-            # on disk never carries tombstones: while there are some, it is not rewritten.
-            if self.index_stale or self._many_dead(index) or (force and index.dead):
+            if self.index_stale and force:
                 self.load_index_sync(index.dims, rebuild=True)
-            elif (index.dirty or force) and not index.dead:
-                self._save_index_sync()
+            elif not self.index_stale and (index.dirty or force):
+                self.save_index_sync()
         self.store.checkpoint()
+
+    @property
+    def compaction_due(self) -> bool:
+        """Whether the index needs rebuilding (``compaction.compact``): it lacks vectors
+        (``index_stale``), or a twentieth of it (at least ``COMPACT_MIN_DEAD``) is
+        tombstones."""
+        index = self.index
+        return index is not None and (self.index_stale or self._many_dead(index))
 
     @staticmethod
     def _many_dead(index: VectorIndex) -> bool:
@@ -252,11 +281,18 @@ class Palace:
     def checkpoint_due(self) -> bool:
         """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
         index = self.index
-        if self._pending_touch:
-            return True
-        if index is None or not index.dirty:
-            return False
-        return index.dead == 0 or self._many_dead(index)
+        return bool(self._pending_touch) or (index is not None and index.dirty)
+
+    def save_due_at(self) -> float:
+        """When (monotonic) vectors added under writes that never pause are saved anyway.
+
+        At least ``SAVE_INTERVAL_S`` after the last save, and ten times the last save's
+        duration: saving a large index holds writes up for a while.
+        """
+        index = self.index
+        if index is None or not index.unsaved:
+            return float("inf")
+        return self.last_save + max(SAVE_INTERVAL_S, 10 * self.save_seconds)
 
     async def aclose(self) -> None:
         """Save the index, close connections and release the lock."""
@@ -340,20 +376,21 @@ class Palace:
 
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:
-        """Remember recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
+        """Count recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
         self._pending_touch.update(ids)
 
     def flush_touches_sync(self) -> None:
-        """Write the recorded accesses (worker thread, under ``write_lock``)."""
+        """Write the counted accesses (worker thread, under ``write_lock``; ``access``)."""
         if not self._pending_touch:
             return
-        ids, self._pending_touch = self._pending_touch, set()
-        ts = now_ms()
+        ids, self._pending_touch = self._pending_touch, Counter()
+        ts, policy = now_ms(), self.services.config.upkeep
         try:
-            self.store.write(lambda c: touch(c, ids, ts), stamp=False)
+            self._promoted |= self.store.write(lambda c: apply_touches(c, ids, ts, policy),
+                                               stamp=False)
         except BaseException:
-            self._pending_touch |= ids  # a full disk must not lose them: the next run retries
-            raise
+            self._pending_touch.update(ids)  # a full disk must not lose them: the next run
+            raise                            # retries
 
     def pending_check_due(self) -> bool:
         """True while drawers stored without vectors may be waiting for the model."""

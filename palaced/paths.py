@@ -69,6 +69,11 @@ class Paths:
         return self.state_dir / "palaced-stderr.log"
 
     @property
+    def client_log_file(self) -> Path:
+        """The clients' log (one line per event worth a trace, e.g. a hook that failed)."""
+        return self.state_dir / "palace.log"
+
+    @property
     def lock_file(self) -> Path:
         return self.runtime_dir / "palaced.lock"
 

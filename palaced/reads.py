@@ -18,8 +18,9 @@ import anyio.to_thread
 import apsw
 
 from palaced.errors import MemoryNotFound
-from palaced.palace import IDENTITY_NAME, Palace, now_ms
-from palaced.store import drawers
+from palaced.palace import Palace, now_ms
+from palaced.palace_dir import IDENTITY_NAME
+from palaced.store import drawers, edits
 from palaced.store import reembed as next_vectors
 
 log = logging.getLogger("palaced.reads")
@@ -88,8 +89,10 @@ def read_identity(path: Path, *, keep_comments: bool = False) -> str:
     return out
 
 
-async def get(palace: Palace, drawer_id: int) -> dict[str, Any]:
-    """Return one drawer, with ``supersedes``: the ids of the drawers it replaced.
+async def get(palace: Palace, drawer_id: int, *, history: bool = False) -> dict[str, Any]:
+    """Return one drawer, with ``supersedes`` (the ids of the drawers it replaced) and
+    ``versions`` (1 + how often it was edited in place); with ``history`` also its earlier
+    versions, newest first (``store.edits.history``).
 
     Raises:
         MemoryNotFound: no such drawer.
@@ -98,6 +101,11 @@ async def get(palace: Palace, drawer_id: int) -> dict[str, Any]:
         d = drawers.get_drawer(c, drawer_id)
         if d is not None:
             d["supersedes"] = drawers.superseded_ids(c, drawer_id)
+            earlier = edits.history(c, drawer_id) if history else None
+            d["versions"] = 1 + (len(earlier) if earlier is not None else
+                                 edits.history_counts(c, [drawer_id]).get(drawer_id, 0))
+            if earlier is not None:
+                d["history"] = earlier
         return d
 
     drawer = await palace.read(read)
@@ -149,6 +157,9 @@ async def info(palace: Palace) -> dict[str, Any]:
         **counts,
         "index": index_count,
         "consistent": index_count == counts["vectors"] if index_count is not None else None,
+        "index_load": palace.index_load.as_dict() if palace.index_load is not None else None,
+        # Vectors a kill -9 now would have to replay at the next open.
+        "index_unsaved": palace.index.unsaved if palace.index is not None else None,
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
         "reembedding": reembedding(palace.embedder_identity, moving,

@@ -19,7 +19,6 @@ response carries, packed to a token budget (``packing.pack``) in this order:
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -29,10 +28,13 @@ import apsw
 import numpy as np
 
 from palaced import relevance, search
+from palaced.access import read_ids
 from palaced.errors import PalaceError
 from palaced.packing import Item, Section
-from palaced.palace import IDENTITY_NAME, Palace, now_ms
+from palaced.palace import Palace, now_ms
+from palaced.palace_dir import IDENTITY_NAME
 from palaced.reads import identity_text, read_identity
+from palaced.recall_caches import RecallCaches, caches_of
 from palaced.sections import (
     HITS,
     Sections,
@@ -44,7 +46,7 @@ from palaced.sections import (
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.search import TermStats, all_rooms, drawer_count, fts_terms, mentioned
+from palaced.store.search import all_rooms, drawer_count, fts_terms, mentioned
 from palaced.topics import query_entities, spelled
 
 L1_SIZE = 15
@@ -66,12 +68,12 @@ class RecallRequest:
 class RecallResult:
     """What a recall found: the ranked drawers, the rooms and the packed sections.
 
-    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the
-    fused ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are
-    ``(wing, room, score)`` best first; ``notice`` says why a recall ran keyword-only;
-    ``floor`` is the relevance floor applied (0: none) and ``nothing_relevant`` is true when
-    no drawer reached it, or when the query names things no drawer mentions
-    (``unknown_names``, as the query spells them; see ``_unknown_names``).
+    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the fused
+    ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are ``(wing, room,
+    score)`` best first; ``notice`` says why a recall ran keyword-only; ``floor`` is the
+    relevance floor applied (0: none) and ``nothing_relevant`` is true when no drawer reached
+    it, or when the query names things no drawer mentions (``unknown_names``, as the query
+    spells them; see ``_unknown_names``); ``substring``: no word matched, substrings did.
     """
 
     results: list[dict[str, Any]]
@@ -82,6 +84,7 @@ class RecallResult:
     floor: float = 0.0
     nothing_relevant: bool = False
     unknown_names: tuple[str, ...] = ()
+    substring: bool = False  # no word matched: the keyword hits are substring matches
 
     def to_wire(self) -> dict[str, Any]:
         """The ``memory.recall`` response."""
@@ -92,41 +95,12 @@ class RecallResult:
             "floor": self.floor,
             "nothing_relevant": self.nothing_relevant,
         }
-        if self.unknown_names:
-            out["unknown_names"] = list(self.unknown_names)
+        out.update({"unknown_names": list(self.unknown_names)} if self.unknown_names else {})
+        out.update({"substring": True} if self.substring else {})
         if self.notice is not None:
             out["notice"] = self.notice
         out.update(self.sections.to_wire())
         return out
-
-
-# -- per-palace caches ------------------------------------------------------------------------
-@dataclass
-class _Caches:
-    """What recall keeps between requests for one open palace.
-
-    Values are stamped with the palace's ``write_counter`` when read: any write since makes
-    them stale. ``term_stats`` keeps itself roughly current (see ``TermStats``).
-    """
-
-    l1: tuple[int, list[dict[str, Any]]] | None = None
-    rooms: tuple[int, list[tuple[str, str]]] | None = None
-    doc_count: tuple[int, int] | None = None
-    term_stats: TermStats = field(default_factory=TermStats)
-
-    def l1_valid(self, counter: int) -> list[dict[str, Any]] | None:
-        return self.l1[1] if self.l1 is not None and self.l1[0] == counter else None
-
-
-# Keyed by the handle, so the caches live exactly as long as the open palace.
-_caches: weakref.WeakKeyDictionary[Palace, _Caches] = weakref.WeakKeyDictionary()
-
-
-def _caches_of(palace: Palace) -> _Caches:
-    caches = _caches.get(palace)
-    if caches is None:
-        caches = _caches[palace] = _Caches()
-    return caches
 
 
 # -- recall -----------------------------------------------------------------------------------
@@ -190,9 +164,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     Raises:
         StorageError: SQLite failed.
     """
-    caches = _caches_of(palace)
+    caches = caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
-    lexical: list[tuple[int, float]] = []
+    lexical = search.KeywordHits([])
     vec_box: list[np.ndarray | None] = [None]
 
     async def embed() -> None:
@@ -243,7 +217,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         unknown = _unknown_names(req.query, names, mentioned(c, names))
         # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
         # in the worker thread, so the event loop only ever handles the short excerpts.
-        shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None)
+        shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None,
+                               tmap=caches.text_map(did, str(d["text"])))
                  for did, d in rows.items()}
         return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
                          unknown)
@@ -256,7 +231,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     unknown = got.unknown_names
 
     results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
-    palace.note_touched([r["id"] for r in results])
+    palace.note_touched(read_ids(results))  # what the agent reads counts as used
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
     if 0 in levels:
@@ -275,15 +250,17 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         rooms=ranking.rooms[: max(req.top_k, 10)],
         hybrid=qvec is not None,
         notice=None if qvec is not None else keyword_reason(palace),
-        sections=pack_sections(palace, parts, req.budget),
+        sections=await pack_sections(palace, parts, req.budget),
         floor=floor,
         nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
         unknown_names=unknown,
+        substring=ranking.substring,
     )
 
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
-             unknown: tuple[str, ...], *, hybrid: bool) -> dict[str, Any]:
+             unknown: tuple[str, ...], *, hybrid: bool,
+             tmap: relevance.TextMap | None = None) -> dict[str, Any]:
     """Drawer ``d`` as a recall shows it: its 0-1 relevance ``score`` and ``below_floor``,
     its ranking parts, and a long text cut to the passage around the query terms."""
     did = int(d["id"])
@@ -294,8 +271,8 @@ def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor
     # pool is no closer than the pool's farthest.
     if hybrid and d.get("embedded", True):
         cos = vec if vec is not None else min(ranking.vector.values(), default=None)
-    rel = relevance.relevance(str(d["text"]), terms, cos)
-    out = relevance.shorten(dict(d), terms)
+    rel = relevance.relevance(str(d["text"]), terms, cos, tmap, substring=ranking.substring)
+    out = relevance.shorten(dict(d), terms, tmap)
     out["score"] = round(rel, 6)
     out["below_floor"] = bool(unknown) or rel < floor
     out["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
@@ -324,12 +301,12 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
     return tuple(dict.fromkeys(spelled(query, n) for n in names if n not in inside))
 
 
-def _lexical(palace: Palace, caches: _Caches, req: RecallRequest
-             ) -> Callable[[apsw.Connection], list[tuple[int, float]]]:
-    """The BM25 half of a recall, as a function for one read hop."""
+def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
+             ) -> Callable[[apsw.Connection], search.KeywordHits]:
+    """The keyword half of a recall, as a function for one read hop."""
     counter = palace.write_counter
 
-    def run(c: apsw.Connection) -> list[tuple[int, float]]:
+    def run(c: apsw.Connection) -> search.KeywordHits:
         if caches.doc_count is None or caches.doc_count[0] != counter:
             caches.doc_count = (counter, drawer_count(c))
         return search.lexical_search(c, req.query, req.filters, now_ms(),
@@ -385,7 +362,7 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
     Raises:
         StorageError: SQLite failed.
     """
-    caches = _caches_of(palace)
+    caches = caches_of(palace)
     counter = palace.write_counter
     cached = caches.l1_valid(counter)
     if cached is None:
@@ -393,4 +370,4 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
              essential_section(unexpired(cached))]
-    return pack_sections(palace, parts, budget)
+    return await pack_sections(palace, parts, budget)

@@ -33,12 +33,12 @@ import numpy as np
 from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderUnavailable, PalaceError, PalaceNotFound
-from palaced.index import VectorIndex, save_index, to_blob
-from palaced.palace import INDEX_NAME, Palace
+from palaced.index import VectorIndex, to_blob
+from palaced.index_file import IndexLoad, build_index
+from palaced.palace import Palace
 from palaced.registry import Registry
 from palaced.services import Services
 from palaced.store import reembed as sql
-from palaced.store.vectors import all_vectors
 
 log = logging.getLogger("palaced.reembed")
 
@@ -104,17 +104,16 @@ def _switch_sync(palace: Palace, emb: Embedder) -> bool:
     def tx(c: Any) -> bool:
         if not sql.switch(c, emb.identity):
             return False
-        index = VectorIndex(emb.dims)
-        index.rebuild(all_vectors(c))
-        built.append(index)
+        built.append(build_index(c, emb.dims))
         return True
 
     if palace.closed or not palace.store.write(tx):
         return False
     palace.index, palace.embedder_identity = built[0], emb.identity
+    palace.index_load = IndexLoad("rebuilt", reason=f"switched to {emb.identity}")
     palace.maybe_pending = False
     try:
-        save_index(built[0], palace.store, palace.dir / INDEX_NAME)
+        palace.save_index_sync()
     except PalaceError:
         # The index in memory serves; the file is a cache the checkpointer saves later.
         log.exception("palace %s: saving the index after the switch failed", palace.name)

@@ -226,18 +226,21 @@ class Registry:
             with storage_errors(self.root):
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
+            # One hold of the opening lock from the rename to the registration: a get() in
+            # between would open the new palace itself, and this open would then find its
+            # lock taken (PALACE_LOCKED).
             async with lock:
                 created = await self._build(name)
+                if created:
+                    palace = await Palace.open(name, self.path_of(name), self.services,
+                                               create=False)
+                    await self._register(palace)
             if not created:
                 # Another process on this data directory renamed its palace in first.
                 if not exist_ok:
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
                 return await self.get(name), False
-            async with lock:
-                palace = await Palace.open(name, self.path_of(name), self.services,
-                                           create=False)
-                await self._register(palace)
             log.info("created palace %s", name)
             return palace, True
 

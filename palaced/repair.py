@@ -19,7 +19,7 @@ from typing import Any
 import anyio.to_thread
 import apsw
 
-from palaced import writes
+from palaced import compaction, writes
 from palaced.checks import OK, Check, PalaceFacts
 from palaced.palace import Palace
 from palaced.registry import Registry
@@ -65,7 +65,7 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
         if was_open and "index" in todo:
             palace.index_stale = True
         if palace.index_stale:
-            await palace.checkpoint()
+            await compaction.compact(palace)
             count = len(palace.index) if palace.index is not None else 0
             done.append(f"rebuilt the vector index in memory ({count} vectors)")
         if todo & {"vectors", "embeddings"} and palace.vector_embedder() is not None:

@@ -2,9 +2,15 @@
 
 For every open palace it
 
-* checkpoints (flushes recall touches, saves, compacts or rebuilds the vector index, folds the
-  WAL) once ``checkpoint_idle_s`` passed without a write, and at once when the index is stale;
-* embeds drawers stored without vectors (keyword-only periods) once idle and the model is ready;
+* checkpoints (flushes recall touches, saves the vector index, folds the WAL) once
+  ``checkpoint_idle_s`` passed without a write, and when vectors added under writes that
+  never pause are due a save anyway (``Palace.save_due_at``: what a kill -9 would have to
+  replay stays bounded);
+* rebuilds the vector index (``compaction.compact``, in the background: writes go on) once idle
+  when tombstones pile up, at once when it lacks vectors;
+* embeds drawers stored without vectors once the model is ready: those of keyword-only
+  periods once idle, long texts a remember left to the background at once; in a task of its
+  own per palace, so the other upkeep goes on meanwhile;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
 * ages what has a lifetime (``_age``): moves expired drawers to the trash, and keeps the trash
@@ -25,11 +31,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
+from anyio.abc import TaskGroup
 
-from palaced import audit, upkeep, writes
+from palaced import audit, compaction, upkeep, writes
 from palaced.config import Limits, Retention
 from palaced.errors import PalaceError
 from palaced.palace import Palace
@@ -55,6 +64,7 @@ class _Upkeep:
     aged_counter: int = -1
     age_due_ms: int | None = None
     failing: str | None = None  # the condition last logged as failing
+    running: set[str] = field(default_factory=set)  # its long jobs running in the background
 
 
 def _condition(exc: Exception) -> str:
@@ -78,6 +88,7 @@ class Scheduler:
         self._retention = retention or Retention()
         self._palaces: dict[str, _Upkeep] = {}
         self._wake = anyio.Event()
+        self._tasks: TaskGroup | None = None  # where long jobs run in the background (run())
 
     def wake(self) -> None:
         """Re-examine every open palace now (cheap; safe to call after every request)."""
@@ -86,6 +97,7 @@ class Scheduler:
     async def run(self) -> None:
         """Run until cancelled."""
         async with anyio.create_task_group() as tg:
+            self._tasks = tg
             tg.start_soon(self._wake_when_model_ready)
             while True:
                 # A fresh event before the work: a wake-up during it is not lost.
@@ -136,10 +148,16 @@ class Scheduler:
         palace = up.palace
         idle_at = palace.last_write + self._limits.checkpoint_idle_s
         due = [math.inf]
-        if palace.index_stale:
-            due.append(now)
-        if palace.checkpoint_due or (self._model.ready and palace.pending_check_due()):
+        if "compact" not in up.running:
+            if palace.index_stale:
+                due.append(now)
+            elif palace.compaction_due:
+                due.append(idle_at)
+        due.append(palace.save_due_at())
+        if palace.checkpoint_due:
             due.append(idle_at)
+        if self._model.ready and palace.pending_check_due() and "embed" not in up.running:
+            due.append(now if palace.embed_soon else idle_at)
         if up.decay_due_ms is None:
             due.append(idle_at)
         else:
@@ -156,12 +174,19 @@ class Scheduler:
         worked = False
         try:
             idle = now - palace.last_write >= self._limits.checkpoint_idle_s
-            if palace.index_stale or (idle and palace.checkpoint_due):
+            stale = palace.index_stale and "compact" not in up.running
+            if stale or (idle and palace.checkpoint_due) or palace.save_due_at() <= now:
                 worked = True
                 await palace.checkpoint()
-            if idle and self._model.ready and palace.pending_check_due():
+            if (palace.index_stale or idle) and palace.compaction_due:
                 worked = True
-                await writes.embed_pending(palace)
+                await self._start(name, up, "compact", partial(compaction.compact, palace))
+            if ((idle or palace.embed_soon) and self._model.ready
+                    and palace.pending_check_due()):
+                worked = True
+                palace.embed_soon = False
+                await self._start(name, up, "embed",
+                                  partial(writes.embed_pending, palace, background=True))
             if idle:
                 await self._decay_if_due(up)
                 if self._age_due(up):
@@ -181,6 +206,37 @@ class Scheduler:
             if worked and up.failing is not None:
                 up.failing = None
                 log.info("palace %s: checkpoint works again", name)
+
+    async def _start(self, name: str, up: _Upkeep, job: str,
+                     work: Callable[[], Awaitable[object]]) -> None:
+        """Run a long job (embedding, compaction) in the background, one of a kind per
+        palace at a time, so the scheduler goes on with the other palaces meanwhile."""
+        if job in up.running:
+            return
+        up.running.add(job)
+        if self._tasks is None:  # not inside run(): do it now
+            await self._background(name, up, job, work)
+        else:
+            self._tasks.start_soon(self._background, name, up, job, work)
+
+    async def _background(self, name: str, up: _Upkeep, job: str,
+                          work: Callable[[], Awaitable[object]]) -> None:
+        palace = up.palace
+        palace.in_flight += 1  # not closed for idleness while it works
+        try:
+            await work()
+        except Exception as exc:
+            # Retried RETRY_S later; logged once per condition, like the other upkeep.
+            up.not_before = time.monotonic() + RETRY_S
+            cond = _condition(exc)
+            if up.failing != cond:
+                up.failing = cond
+                log.exception("palace %s: background %s failed (logged once until it changes "
+                              "or clears)", name, job)
+        finally:
+            palace.in_flight -= 1
+            up.running.discard(job)
+            self.wake()
 
     @staticmethod
     def _age_due(up: _Upkeep) -> bool:

@@ -16,6 +16,7 @@ import apsw
 import numpy as np
 
 from palaced.fusion import (
+    DEFAULT_ACCESS_WEIGHT,
     DEFAULT_IMPORTANCE_WEIGHT,
     DEFAULT_RECENCY_WEIGHT,
     DrawerMeta,
@@ -23,6 +24,7 @@ from palaced.fusion import (
     apply_boosts,
     feed_back_rooms,
     fuse,
+    length_weights,
     rank_rooms,
     ranking,
     room_scores,
@@ -32,6 +34,7 @@ from palaced.index import VectorIndex, brute_force
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
+from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
@@ -55,6 +58,16 @@ class RankParams:
     recency_weight: float = DEFAULT_RECENCY_WEIGHT
     # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
     room_weight: float = 0.4
+    # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
+    # measured: fusion.DEFAULT_ACCESS_WEIGHT).
+    access_weight: float = DEFAULT_ACCESS_WEIGHT
+    # Vector weight by drawer length (fusion.length_weights; 0: the same for every drawer).
+    # LoCoMo dev, leave-one-conversation-out: +.007 turn R@1, -.004 R@10 and session R@5
+    # (docs/benchmarks.md, "Length-adaptive fusion"): not kept.
+    length_alpha: float = 0.0
+    length_ref_chars: float = 150.0
+    # A keyword search that finds nothing falls back to substrings (store.search).
+    substring_fallback: bool = True
 
 
 @dataclass
@@ -69,6 +82,7 @@ class Ranking:
     rooms: list[tuple[str, str, float]]
     closet_hits: set[int] = field(default_factory=set)
     mentioned_rooms: set[tuple[str, str]] = field(default_factory=set)
+    substring: bool = False  # the keyword hits are substring matches (the fallback)
 
 
 def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
@@ -79,12 +93,15 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     matching drawers' vectors (small sets) so a narrow filter never loses its best hits to
     the global top-k; very large filtered sets fall back to an over-fetching index search.
     """
+    def owners(keys: Sequence[int]) -> dict[int, int]:
+        return owners_of(c, keys)
+
     if not filters.narrows:
         # Inactive drawers among these are dropped by rank()'s metadata query.
-        return index.search(qvec, k)
+        return index.search(qvec, k, owners)
     if sql.matching_vector_count(c, filters, now_ms) <= BRUTE_FORCE_MAX:
         return brute_force(qvec, sql.matching_vectors(c, filters, now_ms), index.dims, k)
-    hits = index.search(qvec, k * 20)
+    hits = index.search(qvec, k * 20, owners)
     ok = sql.matching_ids(c, [i for i, _ in hits], filters, now_ms)
     return [(i, s) for i, s in hits if i in ok][:k]
 
@@ -108,18 +125,30 @@ def rooms_mentioned(query: str, rooms: Sequence[tuple[str, str]]) -> set[tuple[s
     return {(w, r) for w, r in rooms if r.lower() in words or w.lower() in words}
 
 
+@dataclass(frozen=True)
+class KeywordHits:
+    """The keyword half of ``rank``: ``(drawer_id, score)`` best first, and whether they are
+    substring matches (BM25 found nothing and ``substring_fallback`` is on)."""
+
+    hits: list[tuple[int, float]]
+    substring: bool = False
+
+
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
                    params: RankParams = RankParams(), stats: sql.TermStats | None = None,
-                   n_docs: int = 0) -> list[tuple[int, float]]:
-    """The BM25 half of ``rank``: ``(drawer_id, score)`` best first."""
-    return sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+                   n_docs: int = 0) -> KeywordHits:
+    """BM25 over words, else substrings of 3+ characters when that finds nothing."""
+    hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+    if hits or not params.substring_fallback:
+        return KeywordHits(hits)
+    return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          index: VectorIndex | None, filters: Filters, now_ms: int,
          params: RankParams = RankParams(),
          rooms: Sequence[tuple[str, str]] | None = None,
-         lexical_hits: Sequence[tuple[int, float]] | None = None,
+         lexical_hits: KeywordHits | None = None,
          n_docs: int | None = None) -> Ranking:
     """Rank the palace's drawers for ``query`` under ``filters``, in two hops.
 
@@ -128,17 +157,19 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     and ranks again. ``rooms`` is the palace's (wing, room) list if the caller has it
     cached; ``lexical_hits`` the result of ``lexical_search(...)`` if the caller ran it
     already (the palace runs it while the query is being embedded); ``n_docs`` the palace's
-    drawer count if the caller has it.
+    drawer count if the caller has it. Substring hits (``KeywordHits.substring``) take no
+    second hop: they matched no word.
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
-    lexical = dict(lexical_hits)
+    lexical = dict(lexical_hits.hits)
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
     known = _Known()
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
-    if not first.order:
+    first.substring = lexical_hits.substring
+    if not first.order or first.substring:
         return first
     n = sql.drawer_count(c) if n_docs is None else n_docs
     words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
@@ -159,7 +190,7 @@ class _Known:
     """What one hop of ``rank`` looked up about its candidates, reused by the next hop."""
 
     looked_up: set[int] = field(default_factory=set)
-    meta: dict[int, tuple[str, str, float, int]] = field(default_factory=dict)
+    meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
     closet_hits: set[int] = field(default_factory=set)
 
 
@@ -167,15 +198,21 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
                rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
-    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
-                 vector_weight=params.vector_weight)
-    if not fused:
+    pool = list(dict.fromkeys([*lexical, *vector]))
+    if not pool:
         return Ranking([], {}, lexical, vector, {}, [])
-    new = [i for i in fused if i not in known.looked_up]
+    new = [i for i in pool if i not in known.looked_up]
     known.looked_up.update(new)
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
     known.closet_hits |= closet_matches(c, query, [i for i in new if i in known.meta])
-    meta = {i: known.meta[i] for i in fused if i in known.meta}
+    meta = {i: known.meta[i] for i in pool if i in known.meta}
+    weights_of = None
+    if params.length_alpha and vector:
+        weights_of = {i: length_weights(v[5], params.vector_weight, alpha=params.length_alpha,
+                                        ref_chars=params.length_ref_chars)
+                      for i, v in meta.items()}
+    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
+                 vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
@@ -185,9 +222,9 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
-        {i: DrawerMeta(importance=v[2], ts_ms=v[3]) for i, v in meta.items()},
+        {i: DrawerMeta(importance=v[2], ts_ms=v[3], accesses=v[4]) for i, v in meta.items()},
         now_ms=now_ms, importance_weight=params.importance_weight,
-        recency_weight=params.recency_weight,
+        recency_weight=params.recency_weight, access_weight=params.access_weight,
     )
     room_of = {i: (v[0], v[1]) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}

@@ -49,8 +49,10 @@ class Sections:
         }
 
 
-def pack_sections(palace: Palace, parts: list[Section], budget: int) -> Sections:
-    tok = palace.services.tokenizer
+async def pack_sections(palace: Palace, parts: list[Section], budget: int) -> Sections:
+    """Pack ``parts`` into ``budget`` tokens with the daemon's tokenizer (waiting for it to
+    be loaded in the first moments after a start)."""
+    tok = await palace.services.ready_tokenizer()
     return Sections(pack(parts, budget, tok), tok.exact)
 
 

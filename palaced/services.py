@@ -6,6 +6,7 @@ used right now. All of it is owned by the daemon's composition root and passed e
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -176,3 +177,20 @@ class Services:
     query_vectors: LRUCache[tuple[str, str], Any] = field(
         default_factory=lambda: LRUCache(maxsize=2048)
     )
+    _tokenizer_loading: threading.Thread | None = field(default=None, init=False)
+
+    def load_tokenizer(self, load: Callable[[], Tokenizer]) -> None:
+        """Load the tokenizer in a background thread (parsing cl100k_base takes ~0.2 s, which
+        would delay the daemon's first answer); ``ready_tokenizer`` waits for it."""
+        def run() -> None:
+            self.tokenizer = load()
+
+        self._tokenizer_loading = threading.Thread(target=run, name="tokenizer", daemon=True)
+        self._tokenizer_loading.start()
+
+    async def ready_tokenizer(self) -> Tokenizer:
+        """The tokenizer, once loaded: budgets are always counted by the final one."""
+        loading = self._tokenizer_loading
+        if loading is not None and loading.is_alive():
+            await anyio.to_thread.run_sync(loading.join)
+        return self.tokenizer

@@ -17,7 +17,8 @@ memory in the daemon could recognise it. Correctness must come from the op itsel
 op declares its retry class in its spec (``retry`` has no default, so none can be missing):
 
 * ``SAFE``: reads, and writes idempotent by nature (``memory.remember`` dedups by content
-  hash and returns the same id; ``graph.assert`` returns an already active fact unchanged;
+  hash and returns the same id; ``memory.update`` finds its values in place and changes
+  nothing; ``graph.assert`` returns an already active fact unchanged;
   ``graph.invalidate`` returns a closed fact unchanged; ``palace.reembed`` recomputes the
   same state). Sent again as is.
 * ``CONVERGE``: writes whose retry would fail only *because* the lost attempt succeeded.
@@ -130,7 +131,9 @@ _ALL: tuple[OpSpec, ...] = (
            retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
                            done_result=lambda palace, args: {"deleted": palace})),
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
-           doc="Counts, embedder identity, index agreement, rooms, identity text."),
+           doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
+               "vectors), embedder identity, index agreement and how it was loaded "
+               "(`index_load`, `index_unsaved`), rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE, permission="write",
            doc="Re-embed every drawer with the daemon's current model now and switch the "
                "palace to it (a background re-embedding does it anyway after a model change)."),
@@ -199,7 +202,9 @@ _ALL: tuple[OpSpec, ...] = (
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, permission="write",
-           doc="Store one drawer (idempotent by content; near-duplicates refresh)."),
+           doc="Store one drawer (idempotent by content; near-duplicates refresh). A long text "
+               "answers once committed, with the `pending_chunks` left to embed in the "
+               "background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
            retry=SAFE, permission="write",
@@ -216,8 +221,9 @@ _ALL: tuple[OpSpec, ...] = (
         "include_superseded": Arg("bool", default=False),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
-            "`unknown_names` the query names but no drawer mentions), rooms, mode, and the "
-            "hits then L0/L2/L3 sections packed into `budget` (L1 only when in `levels`)."),
+            "`unknown_names` the query names but no drawer mentions, `substring` when no word "
+            "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
+            "packed into `budget` (L1 only when in `levels`)."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
@@ -231,8 +237,20 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
            palace=_R, read_only=True, retry=SAFE,
            doc="L0 identity and L1 essential drawers packed into `budget`."),
-    OpSpec("memory.get", {"id": _ID}, palace=_R, read_only=True, retry=SAFE,
-           doc="One drawer."),
+    OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False)}, palace=_R,
+           read_only=True, retry=SAFE,
+           doc="One drawer (`versions`: 1 + its edits; with `history`, the earlier versions)."),
+    # A resend finds the values already there and changes nothing.
+    OpSpec("memory.update", {
+        "id": _ID,
+        "text": Arg("str", max_len=NO_LIMIT),
+        "wing": _LABEL,
+        "room": _LABEL,
+        "tags": Arg("strlist", max_len=64),
+        "importance": Arg("str|float", max_len=64),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Edit a drawer in place (same id): the given fields change, a new text is "
+            "re-embedded, the replaced version is kept as history."),
     OpSpec("memory.forget", {"id": _ID, "purge": Arg("bool", default=False)}, palace=_R,
            doc="Move one drawer to the trash (restorable for `[trash] keep_days`); with "
                "`purge`, delete it (or its trash entry) for good.",
@@ -314,6 +332,24 @@ _ALL: tuple[OpSpec, ...] = (
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER, permission="write",
         doc="Write a summary drawer and mark its sources consolidated into it."),
+    # capture
+    OpSpec("capture.transcript", {
+        "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
+                    help="absolute path of the Claude Code transcript (JSONL) to read"),
+        "session_id": Arg("str", max_len=MAX_FIELD_CHARS,
+                          help="the session's id: keys its capture state (default: the path)"),
+        "wing": Arg("str", default="sessions", max_len=MAX_FIELD_CHARS,
+                    help="wing of the captured exchanges"),
+        "project_wing": Arg("bool", default=False,
+                            help="file under a wing named after the session's project instead"),
+        "create": Arg("bool", default=False, help="create the palace when it does not exist"),
+        "wait": Arg("bool", default=False,
+                    help="capture now and return the counts (default: queue and return)"),
+        "dry_run": Arg("bool", default=False,
+                       help="count what would be captured, store nothing (implies wait)"),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Capture what is new in a Claude Code transcript: one drawer per exchange, secrets "
+            "redacted, tool output left out; queued unless `wait` (then the counts)."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),

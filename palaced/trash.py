@@ -121,9 +121,10 @@ async def restore(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms
         if got is not None:
             blobs, vids = got
             if vids and palace.index is not None:
-                palace.index.add(drawer_id, vids, np.stack([from_blob(b) for b in blobs]))
+                palace.index.add(vids, np.stack([from_blob(b) for b in blobs]))
             elif not vids:
-                palace.maybe_pending = True  # embedded by the upkeep once a model is ready
+                # Embedded in the background, at once when a model is ready.
+                palace.maybe_pending = palace.embed_soon = True
         return result
 
     return await palace.write(write)

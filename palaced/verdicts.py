@@ -121,7 +121,7 @@ def _fts(facts: PalaceFacts, check: _Make) -> Check:
         issues.append(f"{_n(found.fts_stale, 'full-text row')} with another text than its drawer's"
                       + _examples(facts, "fts_stale"))
     if facts.entities_fts:
-        issues.append("the entity index disagrees with the entities")
+        issues.append("the entity or substring index disagrees with its table")
     if issues:
         return check("fts", FAIL, "; ".join(issues) + ": keyword recall misses or "
                      "misranks those drawers", fixable=True)
@@ -179,6 +179,10 @@ def _index(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
     if facts.index_file == "current":
         return check("index", OK, f"index file current ({facts.index_file_entries} vectors"
                      + (", every key checked)" if ctx.full else ")"))
+    if facts.index_file == "behind":
+        return check("index", OK, f"index file saved before the last writes "
+                     f"({facts.index_file_entries} vectors, the database has {found.vectors}): "
+                     "the open replays them" + (" (every key checked)" if ctx.full else ""))
     if facts.index_file == "missing":
         if not found.vectors:
             return check("index", OK, "no vectors, no index file")

@@ -69,6 +69,7 @@ class InProcDaemon:
         self.daemon = self._portal.call(self._build)
         self._tasks.append(self._portal.start_task_soon(self.daemon.scheduler.run))
         self._tasks.append(self._portal.start_task_soon(self.daemon.reembedder.run))
+        self._tasks.append(self._portal.start_task_soon(self.daemon.captures.run))
 
     async def _build(self) -> Daemon:
         home = self.home

@@ -33,14 +33,16 @@ DAEMON_DIR = REPO / "palaced"
 # What palace_client may import from palaced: the wire leaf modules and the version string.
 CLIENT_ALLOWED = frozenset({"palaced.args", "palaced.errors", "palaced.export_format",
                             "palaced.protocol", "palaced.paths", "palaced.private",
-                            "palaced.specs", "palaced.vocab"})
+                            "palaced.redact", "palaced.specs", "palaced.vocab"})
 CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
 LEAF_MODULES = ("args.py", "errors.py", "excerpts.py", "export_format.py", "memoir_specs.py",
-                "opspec.py", "paths.py", "private.py", "protocol.py", "specs.py", "vocab.py")
+                "opspec.py", "paths.py", "private.py", "protocol.py", "redact.py", "specs.py",
+                "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
              "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py", "multihop.py",
-             "reldates.py")
+             "reldates.py", "transcript.py", "exchanges.py", "capture.py", "extract.py",
+             "redact.py")
 CLIENT_FORBIDDEN_AT_RUNTIME = ("apsw", "usearch", "fastembed", "numpy", "onnxruntime")
 TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client && mypy "
                 "&& python -m pytest -q")

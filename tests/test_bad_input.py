@@ -140,6 +140,33 @@ def test_content_limits_and_fts_syntax(target: InProcDaemon) -> None:
     assert_alive_and_unchanged(target, before)
 
 
+def test_update_refuses_bad_input(target: InProcDaemon) -> None:
+    """Every bad edit is a typed error and leaves the drawer as it was (no new version)."""
+    before = snapshot(target)
+    with target.client() as c:
+        did = next(d["id"] for d in c.drawers(PALACE, limit=1000)["drawers"]
+                   if d["text"] == "baseline drawer about the staging database")
+        drawer = c.get(PALACE, did)
+        r = Raw(target.connect())
+        for args in ({"id": did}, {"id": did, "text": ""}, {"id": did, "text": "nul\x00"},
+                     {"id": did, "text": 5}, {"id": did, "importance": "urgent"},
+                     {"id": did, "importance": 1.5}, {"id": did, "tags": ["ok", "\x07"]},
+                     {"id": did, "room": " "}, {"id": did, "wing": "x" * 201},
+                     {"id": 0, "text": "x"}, {"id": 2**63, "text": "x"}, {"text": "x"},
+                     {"id": did, "text": "x", "colour": "red"}, [did]):
+            reply = r.request({"id": 3, "op": "memory.update", "palace": PALACE,
+                               "args": args})
+            assert reply["ok"] is False, args
+            assert reply["error"]["code"] in (105, 301, 303), (args, reply)
+        r.close()
+        with pytest.raises(E.TextTooLarge):
+            c.update(PALACE, did, text="x" * 200_001)
+        with pytest.raises(E.MemoryNotFound):
+            c.update(PALACE, 10**12, text="nobody")
+        assert c.get(PALACE, did) == drawer
+    assert_alive_and_unchanged(target, before)
+
+
 msgpack_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**64 - 1)
     | st.floats(allow_nan=True) | st.text(max_size=20) | st.binary(max_size=20),
@@ -152,8 +179,8 @@ msgpack_values = st.recursive(
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from(["memory.remember", "memory.recall", "memory.get", "memory.forget",
-                           "memory.list", "memory.remember_many", "palace.info",
-                           "palace.create", "nope"]),
+                           "memory.list", "memory.remember_many", "memory.update",
+                           "palace.info", "palace.create", "nope"]),
        palace=st.one_of(st.none(), st.just(PALACE), st.text(max_size=12),
                         st.integers(min_value=-(2**63), max_value=2**64 - 1)),
        args=msgpack_values)

@@ -68,3 +68,20 @@ def test_crash_storm_of_processes_loses_nothing() -> None:
     assert "bulk resent in full: 300 distinct ids for 300 items" in out
     assert "integrity_check: ok" in out
     assert "RESULT: PASS" in out
+
+
+@pytest.mark.timeout(180)
+def test_guard_quick_run_prints_its_table_and_a_verdict() -> None:
+    """``bench/guard.py --quick`` (one round, 64 drawers, 15 queries, real model) prints its
+    ratio table against the committed baseline and a verdict. Not a timing assertion: on a
+    busy machine the verdict may be either, so both are accepted."""
+    res = _run("guard.py", "--quick", "--model", str(MODEL_DIR), timeout=170)
+    out = res.stdout
+    assert res.returncode in (0, 1), out + res.stderr
+    assert "round    embed/s  palace/s" in out and "median" in out
+    for name in ("ingest", "recall"):
+        assert any(line.startswith(name) and ("ok" in line or "REGRESSED" in line)
+                   for line in out.splitlines()), out
+    verdict = [line for line in out.splitlines() if line.startswith("VERDICT: ")]
+    assert verdict and verdict[0].split()[1] in ("PASS", "REGRESSION"), out
+    assert (verdict[0].split()[1] == "PASS") == (res.returncode == 0), out

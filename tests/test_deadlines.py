@@ -2,7 +2,10 @@
 
 A 199k-character drawer is ~300-500 chunks: seconds of model time on two cores. Embedding runs
 in short slices, so a remember's deadline is enforced between slices (and it writes nothing),
-and a recall's query embedding runs beside the slices instead of behind all of them.
+and a recall's query embedding runs beside the slices instead of behind all of them. A single
+long text is not embedded in the request at all (it is committed and embedded in the
+background, ``palaced.writes.INLINE_MAX_CHUNKS``): the inline embedding a deadline can cut is
+that of many shorter texts in one ``remember_many``.
 """
 
 from __future__ import annotations
@@ -56,12 +59,13 @@ def test_a_timed_out_long_remember_answers_promptly_and_writes_nothing(
         c.create_palace("deadline")
         c.remember("deadline", "a short note that is already there")
         before = _counts(d, "deadline")
-        text = _long_text(199_000, seed=1)
+        # 40 texts of ~12 chunks each: each embedded inline, ~500 chunks in all.
+        items = [{"text": _long_text(7_000, seed=i)} for i in range(40)]
         started = time.monotonic()
         with pytest.raises(E.Timeout):
-            c.call("memory.remember", "deadline", {"text": text}, timeout_ms=1000)
+            c.call("memory.remember_many", "deadline", {"items": items}, timeout_ms=1000)
         elapsed = time.monotonic() - started
-        # The daemon still answers at once, and nothing of the big drawer was written.
+        # The daemon still answers at once, and nothing of the batch was written.
         assert c.status()["pid"] > 0
         time.sleep(0.5)  # a write that slipped past the deadline would have landed by now
         assert _counts(d, "deadline") == before
@@ -78,36 +82,33 @@ def test_recall_answers_while_another_client_remembers_a_long_text(
         c.remember("busy", "The harbour lantern was repainted blue in March.")
         c.recall("busy", "warm-up query")  # palace open, index loaded
     text = _long_text(199_000, seed=2) + " The violin case is kept under the orchard bench."
-    result: dict[str, Any] = {}
-
-    def remember() -> None:
-        with d.client() as writer:
-            t0 = time.monotonic()
-            result["out"] = writer.remember_ex("busy", text)
-            result["seconds"] = time.monotonic() - t0
-
-    writer = threading.Thread(target=remember)
-    writer.start()
-    time.sleep(1.0)  # well into the embedding of the long text
-    assert writer.is_alive(), "the long remember finished too fast to overlap the recall"
+    with d.client() as writer:
+        t0 = time.monotonic()
+        out = writer.remember_ex("busy", text)
+        # Committed and answered; its ~400 chunks are embedded in the background.
+        assert time.monotonic() - t0 < 3.0 and out["pending_chunks"] > 100, out
+    time.sleep(1.0)  # well into the background embedding of the long text
     with d.client() as reader:
+        assert reader.palace_info("busy")["pending_embeddings"] == 1
         t0 = time.monotonic()
         hits = reader.recall("busy", "what colour was the harbour lantern painted")
         recall_s = time.monotonic() - t0
-        # A short remember takes its turn between the long one's slices.
+        # A short remember (embedded inline) takes its turn between the long one's slices.
         t0 = time.monotonic()
         reader.remember("busy", "The compass was left in the kitchen drawer.")
         short_s = time.monotonic() - t0
-    assert writer.is_alive(), "the recall did not overlap the long remember"
-    writer.join(timeout=110)
-    assert not writer.is_alive()
+        assert reader.palace_info("busy")["pending_embeddings"] == 1, (
+            "the recall did not overlap the background embedding")
     assert hits and "lantern" in hits[0]["text"]
-    assert recall_s < 2.5, f"recall took {recall_s:.2f}s behind a long remember"
+    assert recall_s < 2.5, f"recall took {recall_s:.2f}s behind a long embedding"
     assert short_s < 2.5, f"a short remember took {short_s:.2f}s behind a long one"
+    deadline = time.monotonic() + 110
+    while _counts(d, "busy")[1] < 3 + 100 and time.monotonic() < deadline:
+        time.sleep(0.2)
     # The long drawer landed whole: every chunk has its vector.
-    assert result["out"]["created"] is True and result["out"]["embedded"] is True
-    drawers, vectors = _counts(d, "busy")
-    assert drawers == 3 and vectors > 100
     with d.client() as c:
-        tail = c.recall("busy", "where is the violin case kept")
-    assert tail[0]["id"] == result["out"]["id"]
+        info = c.palace_info("busy")
+        assert info["pending_embeddings"] == 0 and info["drawers"] == 3
+        assert info["vectors"] == out["pending_chunks"] + 2
+        tail = c.recall_ex("busy", "where is the violin case kept")["results"]
+    assert tail[0]["id"] == out["id"] and tail[0]["vector"] is not None

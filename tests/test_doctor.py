@@ -70,13 +70,16 @@ def test_doctor_finds_derived_damage_and_repair_mends_it(daemon: DaemonProc) -> 
          f"DELETE FROM drawers_fts WHERE rowid = {ids[0]}",  # keyword recall loses it
          f"DELETE FROM vectors WHERE drawer_id = {ids[1]}",  # still marked embedded
          f"UPDATE drawers_fts_content SET c0 = 'unrelated words' WHERE id = {ids[2]}",
-         "INSERT INTO closets(topic, drawer_id) VALUES('ghost', 9999)")
+         "INSERT INTO closets(topic, drawer_id) VALUES('ghost', 9999)",
+         # substring search loses it
+         "INSERT INTO drawers_trigram(drawers_trigram, rowid, text) "
+         f"VALUES('delete', {ids[3]}, '{texts[3]}')")
     d.start()
     report = _doctor(d, "--palace", "hurt", code=11)
     checks = _by_name(report, "hurt")
     assert checks["fts"]["status"] == "fail" and checks["fts"]["fixable"], checks["fts"]
     for found in ("index disagrees with its rows", "1 drawer without a full-text row",
-                  "1 full-text row with another text"):
+                  "1 full-text row with another text", "substring index disagrees"):
         assert found in checks["fts"]["detail"], checks["fts"]["detail"]
     assert checks["vectors"]["status"] == "fail" and checks["vectors"]["fixable"]
     assert checks["index"]["status"] == "warn" and "missing" in checks["index"]["detail"]
@@ -91,6 +94,7 @@ def test_doctor_finds_derived_damage_and_repair_mends_it(daemon: DaemonProc) -> 
     assert any("full-text" in r for r in fixed["repairs"]), fixed["repairs"]
     with d.client() as c:
         assert [r["id"] for r in c.recall("hurt", "Zephyrine rotation keys")][:1] == [ids[0]]
+        assert c.recall_ex("hurt", "rafan")["results"][0]["id"] == ids[3]
         info = c.palace_info("hurt")
         assert info["consistent"] and info["vectors"] == 4 and info["pending_embeddings"] == 0
     assert _doctor(d, "--palace", "hurt", "--full")["healthy"]

@@ -99,13 +99,16 @@ def test_kill_9_keeps_acknowledged_writes_and_index_recovers(home: Path, damage:
         ids = c.remember_many("crash", [{"text": f"durable fact number {i} about otters"}
                                         for i in range(40)])
         ids.append(c.remember("crash", "the last acknowledged write before the crash"))
-        # Let the scheduler save an index file first, then write more after it.
+        # Let the scheduler save the index (once idle), then write more after that save.
         deadline = time.monotonic() + 20
         index_file = home / "palaces" / "crash" / "index.usearch"
-        while not index_file.exists() and time.monotonic() < deadline:
+        while c.palace_info("crash")["index_unsaved"] and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert index_file.exists()
+        assert c.palace_info("crash")["index_unsaved"] == 0 and index_file.exists()
+        for i in range(4):
+            ids.append(c.remember("crash", f"heron census {i}: nests counted by the mill"))
         ids.append(c.remember("crash", "written after the index was saved"))
+        assert c.palace_info("crash")["index_unsaved"] == 5
     d.kill9()
     if damage == "delete":
         index_file.unlink()
@@ -118,13 +121,23 @@ def test_kill_9_keeps_acknowledged_writes_and_index_recovers(home: Path, damage:
     try:
         r = d.cli("info", "--palace", "crash", "--json")
         assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["drawers"] == 42
+        assert json.loads(r.stdout)["drawers"] == 46
         d.wait_ready(wait_model=True)
         with d.client() as c:
             info = c.palace_info("crash")
-            assert info["vectors"] == info["index"] == 42 and info["consistent"] is True
+            assert info["vectors"] == info["index"] == 46 and info["consistent"] is True
+            # Only the writes after the last save were replayed; a lost or damaged file is
+            # rebuilt from SQLite.
+            load = info["index_load"]
+            if damage == "none":
+                assert load["how"] == "replayed" and load["replayed"] == 5, load
+            else:
+                assert load["how"] == "rebuilt", load
             for did in ids:
                 c.get("crash", did)
+            for i in range(4):
+                hits = c.recall("crash", f"heron census {i}: nests counted by the mill")
+                assert ids[-5 + i] in [h["id"] for h in hits]
             top = c.recall("crash", "what was written after the index was saved?", top_k=1)
             assert top[0]["id"] == ids[-1]
     finally:

@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from palace_client.agents.command import init_command
+from palace_client.agents.entries import is_our_hook
 from palace_client.agents.setup import hook_command
 from palace_client.mcp.command import mcp_command
 from tests.init_support import PROJECT_ENTRY, FakeRunner, World, dump, world
@@ -215,3 +216,40 @@ def test_init_command_reports_errors(world: World) -> None:
     result = invoke(["init", "--agent", "cursor", "--project-dir", str(world.project)])
     assert result.exit_code == 1
     assert "line 1, column 2: expected a quoted key" in result.output
+
+
+def test_hooks_install_all_four_events_idempotently_and_uninstall_them(world: World) -> None:
+    """`--hooks`: SessionStart runs wake-up; PreCompact, Stop and SessionEnd run the capture
+    hook. A second run changes nothing, the user's hooks stay, uninstall takes ours out."""
+    settings = world.project / ".claude" / "settings.local.json"
+    settings.parent.mkdir(parents=True)
+    mine = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
+                      "PreCompact": [{"matcher": "manual",
+                                      "hooks": [{"type": "command", "command": "backup.sh"}]}]}}
+    settings.write_text(dump(mine))
+    world.run(agents=("claude",), hooks=True)
+    data = json.loads(settings.read_text())
+    commands = {event: [h["command"] for g in groups for h in g["hooks"]]
+                for event, groups in data["hooks"].items()}
+    capture = f"{world.exe} hook capture"
+    assert commands == {"Stop": ["say done", capture], "PreCompact": ["backup.sh", capture],
+                        "SessionStart": [f"{world.exe} wake-up"], "SessionEnd": [capture]}
+    assert data["hooks"]["PreCompact"][0]["matcher"] == "manual"
+    before = settings.read_text()
+    again = world.run(agents=("claude",), hooks=True)
+    assert {c.action for c in again} == {"unchanged"} and settings.read_text() == before
+    world.run(agents=("claude",), hooks=True, palace="pinned")
+    data = json.loads(settings.read_text())
+    assert [h["command"] for g in data["hooks"]["SessionEnd"] for h in g["hooks"]] == [
+        f"{world.exe} hook capture --palace pinned"]
+    world.run(agents=("claude",), uninstall=True)
+    assert json.loads(settings.read_text()) == mine
+
+
+def test_capture_hook_lines_carry_the_environment(world: World) -> None:
+    environ = {**world.environ, "PALACE_HOME": "/x"}
+    for event in ("PreCompact", "Stop", "SessionEnd"):
+        assert hook_command(None, environ, str(world.python), event) == (
+            f"PALACE_HOME=/x {world.exe} hook capture")
+    assert is_our_hook(f"PALACE_HOME=/x {world.exe} hook capture --palace p")
+    assert not is_our_hook("my-script capture") and not is_our_hook("palace-like hook capture")

@@ -88,8 +88,8 @@ def mentions(text: str, drawer_id: int) -> bool:
 def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -> None:
     tools = bridge.request("tools/list")["tools"]
     names = [t["name"] for t in tools]
-    assert names[:5] == ["remember", "recall", "wake_up", "forget", "list_drawers"]
-    assert names[5:8] == KG_TOOLS
+    assert names[:6] == ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep"]
+    assert names[6:9] == KG_TOOLS
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]

@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from palaced import config as config_mod
-from palaced import reads, recall, reembed, trash, writes
+from palaced import compaction, reads, recall, reembed, trash, writes
 from palaced.embedder import HashEmbedder
 from palaced.errors import SchemaTooNew, StorageError
 from palaced.palace import Palace
@@ -185,8 +185,12 @@ def test_fast_embedder_matches_plain_fastembed() -> None:
     assert float(ours.embed_query("readers never block the writer") @ ref[0]) > 0.9999
 
 
-async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None:
-    """usearch's remove is never called: forgotten vectors are skipped, then compacted."""
+async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """usearch's remove is never called: forgotten vectors are skipped, saved as tombstones
+    (the next open counts them again), then compacted once there are enough of them."""
+    from palaced import palace as palace_mod
+
     svc = services(tmp_path, HashEmbedder(32))
     p = await Palace.open("p", tmp_path / "p", svc)
     ids = [(await writes.remember(p, m.NewDrawer(text=f"note {w} alpha beta")))["id"]
@@ -195,13 +199,21 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path) -> None
     assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
     res = await recall.recall(p, RecallRequest(query="note one alpha beta", top_k=3))
     assert ids[0] not in [r["id"] for r in res.results]
-    await p.checkpoint()  # below the threshold: no compaction, no save of a dead-bearing file
-    assert p.index.dead == 1
-    await p.aclose()  # close compacts and saves a clean file
+    await p.checkpoint()  # below the threshold: saved with its tombstone, not compacted
+    assert p.index.dead == 1 and not p.index.dirty
+    await p.aclose()
     p = await Palace.open("p", tmp_path / "p", svc)
-    assert p.index is not None and p.index.dead == 0 and len(p.index) == 2
+    assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
+    assert p.index_load is not None and p.index_load.how == "loaded"
     info = await reads.info(p)
     assert info["consistent"] is True and info["index"] == info["vectors"] == 2
+    assert not p.compaction_due
+    monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 1)
+    assert p.compaction_due  # now enough tombstones: rebuilt from SQLite
+    await compaction.compact(p)
+    assert p.index.dead == 0 and len(p.index) == 2 and p.index_load.how == "rebuilt"
+    res = await recall.recall(p, RecallRequest(query="note two alpha beta", top_k=1))
+    assert res.results[0]["id"] == ids[1]
     await p.aclose()
 
 

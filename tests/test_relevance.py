@@ -70,3 +70,63 @@ def test_coverage_splits_words_as_the_keyword_index_does() -> None:
     # the keyword search found for "merge" would score 0 and be flagged under the floor.
     text = "We decided to squash-merge feature branches to keep main linear"
     assert coverage(text, ["merge", "strategy", "pick"]) == pytest.approx(1 / 3)
+
+
+def _naive_best_window(text: str, terms: list[str], limit: int) -> int:
+    """Every window start tried, every window scanned: what ``TextMap.best_window`` must
+    agree with (ties to the earliest; words counted when whole inside the window)."""
+    import re
+
+    from palaced.relevance import _found
+
+    starts = [0] + [m.end() for m in re.finditer(r"\n+|(?<=[.!?])\s+", text)
+                    if m.end() < len(text)]
+    best, best_hits = 0, 0
+    for s in starts:
+        words = sorted({m.group().lower() for m in re.finditer(r"\w+", text)
+                        if m.start() >= s and m.end() <= s + limit})
+        hits = sum(1 for t in terms if _found(t, words))
+        if hits > best_hits:
+            best, best_hits = s, hits
+    return best
+
+
+def test_best_window_agrees_with_scanning_every_window() -> None:
+    import random
+
+    from palaced.relevance import TextMap
+
+    rnd = random.Random(4)
+    vocab = ["otter", "river", "researching", "research", "kayak", "bridge", "north",
+             "paint", "painted", "sunset", "harbour", "crane"]
+    for _ in range(60):
+        sentences = [" ".join(rnd.choices(vocab, k=rnd.randint(2, 12))) + rnd.choice(
+            [".", "!", "?", "\n", ","]) for _ in range(rnd.randint(1, 60))]
+        text = " ".join(sentences)
+        terms = rnd.sample(["otter", "research", "paint", "crane", "north", "zebra"],
+                           k=rnd.randint(1, 4))
+        limit = rnd.choice([40, 80, 200])
+        assert TextMap(text).best_window(terms, limit) == _naive_best_window(
+            text, terms, limit), (text, terms, limit)
+        assert TextMap(text).coverage(terms) == coverage(text, terms)
+
+
+def test_excerpt_of_a_huge_drawer_costs_what_its_matches_cost() -> None:
+    """The word map is built once (a recall keeps it); then finding the passage does not
+    rescan the text: 150k characters, a few milliseconds at most."""
+    import time
+
+    from palaced.relevance import TextMap
+
+    filler = " ".join(f"Paragraph {i} covers badge access and the coffee machine." for i in
+                      range(1300))
+    text = filler + " The merge strategy: we squash-merge feature branches. " + filler
+    assert len(text) > 140_000
+    tmap = TextMap(text)
+    started = time.perf_counter()
+    for _ in range(20):
+        cut = excerpt(text, ["squash", "merge", "strategy"], tmap=tmap)
+    per_call = (time.perf_counter() - started) / 20
+    assert cut is not None and "squash-merge" in cut
+    assert per_call < 0.005, f"{per_call * 1000:.1f} ms per excerpt"
+    assert excerpt(text, ["squash", "merge", "strategy"]) == cut  # without a kept map

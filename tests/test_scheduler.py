@@ -84,6 +84,33 @@ async def test_checkpoint_and_idle_close_happen_at_their_deadlines(
     assert len(runs) <= 12, runs
 
 
+async def test_writes_that_never_pause_still_get_the_index_saved(
+        core: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an idle moment the checkpoint never comes; the index is saved anyway once
+    SAVE_INTERVAL_S passed, so a kill -9 replays a bounded stretch of writes."""
+    from palaced import palace as palace_mod
+
+    monkeypatch.setattr(palace_mod, "SAVE_INTERVAL_S", 0.5)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.scheduler.run)
+        await dispatch(core.ctx, "palace.create", "p", {})
+        palace = core.registry.open_palaces["p"]
+        saved_at = palace.last_save
+        assert palace.index is not None
+        i = 0
+        with anyio.fail_after(10):
+            while palace.last_save == saved_at:
+                # A write every 50 ms: never idle for checkpoint_idle_s (0.2 s).
+                await dispatch(core.ctx, "memory.remember", "p", {"text": f"otter note {i}"})
+                core.scheduler.wake()
+                i += 1
+                await anyio.sleep(0.05)
+        assert time.monotonic() - palace.last_write < 0.2  # saved while writes went on
+        assert palace.last_save - saved_at >= 0.5 and i >= 5
+        assert palace.index.unsaved < i
+        tg.cancel_scope.cancel()
+
+
 async def test_a_request_wakes_the_scheduler(core: Daemon) -> None:
     woken: list[int] = []
     core.ctx.in_flight.listen(lambda: woken.append(core.ctx.in_flight.count))

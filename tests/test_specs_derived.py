@@ -41,6 +41,7 @@ JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "bool
 MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
     # The daemon also takes preset names; agents get the numeric scale they live on.
     ("remember", "importance"): {"minimum": 0.0, "maximum": 1.0},
+    ("upkeep", "importance"): {"minimum": 0.0, "maximum": 1.0},
 }
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
@@ -54,14 +55,15 @@ MCP_TOOL_ONLY = {
     ("kg_query", "history"): "true runs graph.timeline instead of graph.query",
     ("kg_query", "depth"): "given, runs graph.neighbors (its bounds, from 1) instead",
     ("memoir", "action"): "picks the memoir op the tool runs (tools.MEMOIR_ACTIONS)",
+    ("upkeep", "action"): "picks the op the tool runs (tools.UPKEEP_ACTIONS)",
 }
 # Tool-only properties without a default: absent means "not that way" (plain query), or the
 # property is required.
-MCP_NO_DEFAULT = {("kg_query", "depth"), ("memoir", "action")}
+MCP_NO_DEFAULT = {("kg_query", "depth"), ("memoir", "action"), ("upkeep", "action")}
 # Properties whose name says it all: no description, so tools/list stays short.
 MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
                    "tags", "limit", "offset", "budget", "depth", "memoir", "definition",
-                   "relation", "action", "description"}
+                   "relation", "action", "description", "id", "importance", "summary"}
 
 
 def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str, Any]:
@@ -176,7 +178,7 @@ CLI_OPS: dict[str, str] = {
     "delete": "palace.delete", "reembed": "palace.reembed",
     "remember": "memory.remember", "remember-many": "memory.remember_many",
     "recall": "memory.recall", "wake-up": "memory.wake_up", "get": "memory.get",
-    "forget": "memory.forget", "drawers": "memory.list",
+    "forget": "memory.forget", "drawers": "memory.list", "update": "memory.update",
     "status": "daemon.status", "daemon start": "daemon.status", "daemon stop": "daemon.stop",
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
@@ -195,6 +197,7 @@ CLI_OPS: dict[str, str] = {
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
     "memoir unlink": "memoir.unlink",
+    "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
@@ -207,16 +210,22 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
                "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
-# writes; "nobody": `policy set --nobody` sends an empty agents list.)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "nobody"}
+# writes; "location": `import claude-code` expands a file or directory into transcripts;
+# "clear_tags": `update --clear-tags` sends tags=[]; "nobody": `policy set --nobody` sends an
+# empty agents list.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location", "clear_tags",
+            "nobody"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
                                             ("trash list", "limit"): 20}
 # Op arguments the CLI takes from elsewhere than a parameter.
-CLI_ELSEWHERE = {("remember-many", "items")}  # JSONL on stdin
+CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
+                 ("hook capture", "path"),  # the hook input on stdin
+                 ("import claude-code", "path")}  # each transcript found under PATH
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
-              ("policy set", "agents"): "GLOB... or --nobody (an empty list)"}
+              ("policy set", "agents"): "GLOB... or --nobody (an empty list)",
+              ("update", "importance"): "0.5 or high"}
 
 
 
@@ -282,7 +291,7 @@ CLIENT_OPS: dict[str, str] = {
     "remember": "memory.remember", "remember_ex": "memory.remember",
     "remember_many": "memory.remember_many", "recall": "memory.recall",
     "recall_ex": "memory.recall", "recall_all": "memory.recall_all",
-    "wake_up": "memory.wake_up", "get": "memory.get",
+    "wake_up": "memory.wake_up", "get": "memory.get", "update": "memory.update",
     "forget": "memory.forget", "drawers": "memory.list",
     "status": "daemon.status", "stop_daemon": "daemon.stop",
     "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",
@@ -301,6 +310,7 @@ CLIENT_OPS: dict[str, str] = {
     "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
     "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
     "memoir_unlink": "memoir.unlink",
+    "capture_transcript": "capture.transcript",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
 # Client parameters named otherwise than the op argument they carry; None: the request's

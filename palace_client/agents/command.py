@@ -35,8 +35,9 @@ def init_command(
     uninstall: Annotated[bool, typer.Option(
         "--uninstall", help="Remove palace's entries instead of adding them.")] = False,
     hooks: Annotated[bool, typer.Option(
-        "--hooks", help="Also add a Claude Code SessionStart hook running `palace wake-up`."
-    )] = False,
+        "--hooks", help="Also add Claude Code hooks: SessionStart runs `palace wake-up`; "
+        "PreCompact, Stop and SessionEnd run `palace hook capture` (the session is captured "
+        "as drawers).")] = False,
     project_dir: Annotated[Path | None, typer.Option(
         "--project-dir", help="A directory of the project; its git root is the project "
         "(default: the cwd).")] = None,

@@ -84,20 +84,40 @@ def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str
     return ServerCommand(exe[0], tuple(args), dict(env))
 
 
-def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str]) -> str:
-    """The SessionStart hook's shell command: ``[VAR=value ...] exe wake-up [--palace NAME]``.
+# The Claude Code hooks palace installs: event -> the palace subcommand it runs. SessionStart
+# opens the session with the palace's identity and essentials; the others have the daemon
+# capture the session's transcript: before a compaction drops detail, after every turn, and
+# when the session ends.
+WAKE_UP = ("wake-up",)
+CAPTURE = ("hook", "capture")
+HOOK_EVENTS: dict[str, tuple[str, ...]] = {
+    "SessionStart": WAKE_UP, "PreCompact": CAPTURE, "Stop": CAPTURE, "SessionEnd": CAPTURE,
+}
 
-    Without ``palace`` the hook does not pin one: ``palace wake-up`` derives it per session.
+
+def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
+              verb: Sequence[str] = WAKE_UP) -> str:
+    """A hook's shell command: ``[VAR=value ...] exe <verb> [--palace NAME]`` (``verb``:
+    ``wake-up`` or ``hook capture``).
+
+    Without ``palace`` the hook does not pin one: the command derives it per session.
     Claude Code runs hook commands through the shell, so the assignments set the environment.
     """
     words = [f"{key}={shlex.quote(value)}" for key, value in env.items()]
-    argv = [*exe, "wake-up"] + (["--palace", palace] if palace else [])
+    argv = [*exe, *verb] + (["--palace", palace] if palace else [])
     return " ".join([*words, shlex.join(argv)])
 
 
+def hook_lines(exe: Sequence[str], palace: str | None, env: Mapping[str, str]
+               ) -> dict[str, str]:
+    """The command of every hook palace installs, by Claude Code event (``HOOK_EVENTS``)."""
+    return {event: hook_line(exe, palace, env, verb) for event, verb in HOOK_EVENTS.items()}
+
+
 def is_our_hook(command: object) -> bool:
-    """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...``)."""
-    if not isinstance(command, str) or "wake-up" not in command:
+    """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...`` or
+    ``... palace hook capture ...``)."""
+    if not isinstance(command, str) or ("wake-up" not in command and "capture" not in command):
         return False
     try:
         words = shlex.split(command)
@@ -105,9 +125,12 @@ def is_our_hook(command: object) -> bool:
         return False
     while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
         words = words[1:]
-    if "wake-up" not in words or not words:
+    if not words:
         return False
-    return "palace_client" in words or Path(words[0]).name == "palace"
+    ours = "palace_client" in words or Path(words[0]).name == "palace"
+    verb = "wake-up" in words or any(
+        words[i:i + 2] == ["hook", "capture"] for i in range(len(words) - 1))
+    return ours and verb
 
 
 def merge_entry(current: object, entry: dict[str, Any]) -> dict[str, Any]:

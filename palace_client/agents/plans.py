@@ -15,13 +15,13 @@ now empty.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .codex_toml import TomlEditError, has_server, set_server_table
-from .entries import is_our_hook, merge_entry
+from .entries import HOOK_EVENTS, is_our_hook, merge_entry
 from .jsonc import STRICT, Dialect, JsonEditError, dumps, parse, rewrite
 from .safe_write import backup_path
 
@@ -185,10 +185,11 @@ def set_entry(keys: tuple[str, ...], entry: dict[str, Any]) -> JsonEdit:
     return edit
 
 
-# -- Claude Code settings (enabledMcpjsonServers, SessionStart hook) ----------------------------
-def claude_settings(enable_server: bool, hook_command: str | None) -> JsonEdit:
+# -- Claude Code settings (enabledMcpjsonServers, hooks) ---------------------------------------
+def claude_settings(enable_server: bool, hooks: Mapping[str, str] | None) -> JsonEdit:
     """An edit of Claude Code's settings: list palace in ``enabledMcpjsonServers`` (project
-    scope) and put ``hook_command`` in a SessionStart hook (or remove both)."""
+    scope) and put each of ``hooks`` (event -> command) in a hook of that event (or, removing,
+    take palace's hooks out of every event of ``HOOK_EVENTS``)."""
 
     def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
         key = "enabledMcpjsonServers"
@@ -205,14 +206,19 @@ def claude_settings(enable_server: bool, hook_command: str | None) -> JsonEdit:
                 raise PlanError(f"'{key}' is not a list")
             if SERVER_KEY not in enabled:
                 enabled.append(SERVER_KEY)
-        if remove or hook_command is not None:
-            _mutate_hook(data, None if remove else hook_command, original)
+        if remove:
+            for event in HOOK_EVENTS:
+                _mutate_hook(data, event, None, original)
+        elif hooks is not None:
+            for event, command in hooks.items():
+                _mutate_hook(data, event, command, original)
 
     return edit
 
 
-def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, Any]
-                 ) -> None:
+def _mutate_hook(data: dict[str, Any], event: str, command: str | None,
+                 original: dict[str, Any]) -> None:
+    """Make ``command`` palace's one hook of ``event`` (None: remove palace's hooks there)."""
     hooks = data.get("hooks")
     if hooks is None and command is None:
         return
@@ -220,11 +226,11 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
         hooks = data["hooks"] = {}
     if not isinstance(hooks, dict):
         raise PlanError("'hooks' is not an object")
-    groups = hooks.get("SessionStart")
+    groups = hooks.get(event)
     if groups is None:
         groups = []
     if not isinstance(groups, list):
-        raise PlanError("'hooks.SessionStart' is not a list")
+        raise PlanError(f"'hooks.{event}' is not a list")
     if command is None and not any(
             isinstance(g, dict) and isinstance(g.get("hooks"), list)
             and any(isinstance(h, dict) and is_our_hook(h.get("command")) for h in g["hooks"])
@@ -251,10 +257,10 @@ def _mutate_hook(data: dict[str, Any], command: str | None, original: dict[str, 
         kept_groups.append({"hooks": [{"type": "command", "command": command}]})
     old_hooks = original.get("hooks")
     had = old_hooks if isinstance(old_hooks, dict) else {}
-    if kept_groups or "SessionStart" in had:
-        hooks["SessionStart"] = kept_groups
-    elif "SessionStart" in hooks:
-        del hooks["SessionStart"]
+    if kept_groups or event in had:
+        hooks[event] = kept_groups
+    elif event in hooks:
+        del hooks[event]
     if not hooks and "hooks" not in original:
         del data["hooks"]
 

@@ -26,7 +26,14 @@ from pathlib import Path
 
 from palace_client.slug import find_project_root, palace_name_for
 
-from .entries import bridge_command, hook_line, palace_env, palace_executable
+from .entries import (
+    HOOK_EVENTS,
+    bridge_command,
+    hook_line,
+    hook_lines,
+    palace_env,
+    palace_executable,
+)
 from .plans import CommandPlan, FilePlan
 from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
 from .safe_write import atomic_write as atomic_write
@@ -59,7 +66,8 @@ class InitOptions:
         agents: agents to configure; empty means every detected agent.
         palace: pin this palace everywhere (default: the project's name in project and
             local scope, none in user scope and in hooks).
-        hooks: also add the Claude Code SessionStart hook.
+        hooks: also add the Claude Code hooks (``entries.HOOK_EVENTS``): SessionStart runs
+            ``palace wake-up``; PreCompact, Stop and SessionEnd run ``palace hook capture``.
         uninstall: remove palace's entries instead of adding them.
         dry_run: plan and diff only.
         home: the user's home (default ``$HOME`` of ``environ``, else ``Path.home()``).
@@ -182,25 +190,28 @@ def _context(options: InitOptions) -> Ctx:
     named = options.palace or palace_name_for(project, home)
     project_cmd = bridge_command(["palace"], named, env)
     local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env)
-    hook = None
+    hooks = None
     if options.hooks and not options.uninstall:
-        hook = hook_line(exe, options.palace, env)
+        hooks = hook_lines(exe, options.palace, env)
     return Ctx(home=home, project=project, scope=options.scope, environ=environ,
                project_entry=project_cmd.as_entry(), local_entry=local_cmd.as_entry(),
-               hook_command=hook, uninstall=options.uninstall, which=which)
+               hook_commands=hooks, uninstall=options.uninstall, which=which)
 
 
 def hook_command(palace: str | None = None, environ: Mapping[str, str] | None = None,
-                 python: str | None = None) -> str:
-    """The SessionStart hook line ``palace init --hooks`` installs from this environment.
+                 python: str | None = None, event: str = "SessionStart") -> str:
+    """The hook line ``palace init --hooks`` installs for ``event`` from this environment.
 
     ``palace`` pins one (as ``--palace`` does); without it the hook derives it per session.
+
+    Raises:
+        KeyError: ``event`` is not one palace installs a hook for (``HOOK_EVENTS``).
     """
     env = os.environ if environ is None else environ
     path = env.get("PATH", os.defpath)
     exe = palace_executable(lambda name: shutil.which(name, path=path),
                             python or sys.executable)
-    return hook_line(exe, palace, palace_env(env))
+    return hook_line(exe, palace, palace_env(env), HOOK_EVENTS[event])
 
 
 def init_agents(options: InitOptions) -> list[Change]:

@@ -71,7 +71,7 @@ class Ctx:
     environ: Mapping[str, str]
     project_entry: dict[str, Any]
     local_entry: dict[str, Any]
-    hook_command: str | None
+    hook_commands: Mapping[str, str] | None  # Claude Code event -> command (``--hooks``)
     uninstall: bool
     which: Which
 
@@ -126,13 +126,13 @@ def _plan_claude(ctx: Ctx) -> list[Plan | Skip]:
             plans.append(json_plan(state, set_entry(keys, ctx.local_entry), ctx.uninstall))
     if ctx.scope == "user":
         settings = ctx.home / ".claude" / "settings.json"
-        if ctx.hook_command is not None or ctx.uninstall:
-            plans.append(json_plan(settings, claude_settings(False, ctx.hook_command),
+        if ctx.hook_commands is not None or ctx.uninstall:
+            plans.append(json_plan(settings, claude_settings(False, ctx.hook_commands),
                                    ctx.uninstall))
     else:
         settings = ctx.project / ".claude" / "settings.local.json"
-        if ctx.scope == "project" or ctx.hook_command is not None or ctx.uninstall:
-            edit = claude_settings(ctx.scope == "project", ctx.hook_command)
+        if ctx.scope == "project" or ctx.hook_commands is not None or ctx.uninstall:
+            edit = claude_settings(ctx.scope == "project", ctx.hook_commands)
             plans.append(json_plan(settings, edit, ctx.uninstall))
     return plans
 

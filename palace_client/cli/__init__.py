@@ -52,6 +52,8 @@ from . import (
     daemon,
     doctor,
     governance,
+    hooks,
+    imports,
     knowledge,
     memoirs,
     memory,
@@ -108,6 +110,8 @@ app.add_typer(memoirs.app, name="memoir")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
+transfer.imports.command("claude-code")(imports.claude_code)
+app.add_typer(hooks.app, name="hook")
 
 
 def main() -> None:

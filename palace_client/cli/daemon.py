@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted
+from palace_client.render import counted, pending_chunks
 from palaced import errors as E
 
 from .common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
@@ -76,7 +76,7 @@ def _palace_line(p: dict[str, Any]) -> str:
         index = f"index {p['index']} ({agree})"
     line = (f"{p['name']}: {counted(p['drawers'], 'drawer')}, "
             f"{counted(p['vectors'], 'vector')}, {index}, "
-            f"{counted(p['pending_embeddings'], 'pending embedding')}")
+            f"{counted(p['pending_embeddings'], 'pending embedding')}{pending_chunks(p)}")
     moving = p.get("reembedding")
     if moving:
         line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "

@@ -87,12 +87,22 @@ def remember(
                             source=source, occurred_at=when, **extra)
     out = {"id": res["id"], "created": res["created"],
            "deduplicated": bool(res.get("deduplicated"))}
+    if res.get("pending_chunks"):
+        out["pending_chunks"] = res["pending_chunks"]
+
+    if res.get("consolidate"):
+        out["consolidate"] = res["consolidate"]
 
     def human(r: dict[str, Any]) -> None:
         if r["deduplicated"]:
             typer.echo(f"refreshed near-duplicate drawer {r['id']} (not stored twice)")
+        elif r.get("pending_chunks"):
+            typer.echo(f"stored drawer {r['id']} ({counted(r['pending_chunks'], 'chunk')} "
+                       "being embedded in the background; found by its words until then)")
         else:
             typer.echo(f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}")
+        if r.get("consolidate"):
+            typer.echo(f"hint: {r['consolidate']['hint']}", err=True)
 
     emit(out, as_json, human)
 
@@ -209,6 +219,8 @@ def recall(
     def human(r: dict[str, Any]) -> None:
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
+        if r.get("substring"):
+            typer.echo("(no word matched: these are substring matches)", err=True)
         if r.get("nothing_relevant"):
             typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
         if packed:
@@ -265,15 +277,21 @@ def wake_up(
 
 @app.command()
 def get(drawer_id: int = op_argument("memory.get", "id", help="Drawer id."),
-        palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
+        palace: str | None = PalaceOpt,
+        history: bool = op_option("memory.get", "history", "--history",
+                                  help="Also show its earlier versions (palace update)."),
+        as_json: bool = JsonOpt) -> None:
     """Show one drawer, its whole text and its details."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        d = c.get(name, drawer_id)
+        d = c.get(name, drawer_id, history=history)
 
     def human(d: dict[str, Any]) -> None:
         echo_lines(render.cli_drawer(d))
         typer.echo(render.cli_drawer_details(d))
+        if history:
+            typer.echo("earlier versions, newest first:")
+            echo_lines(render.cli_history(d.get("history") or []))
 
     emit(d, as_json, human)
 

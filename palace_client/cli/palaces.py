@@ -6,7 +6,7 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted
+from palace_client.render import counted, pending_chunks
 from palaced import errors as E
 
 from .common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
@@ -51,7 +51,8 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
         typer.echo(f"palace {i['name']}  ({i['path']})")
         typer.echo(f"  {counted(i['drawers'], 'drawer')}, {counted(i['vectors'], 'vector')}, "
                    f"index {i['index'] if i['index'] is not None else '-'}, "
-                   f"{counted(i['pending_embeddings'], 'pending embedding')}")
+                   f"{counted(i['pending_embeddings'], 'pending embedding')}"
+                   f"{pending_chunks(i)}")
         typer.echo(f"  embedder {i.get('embedder') or '-'}")
         moving = i.get("reembedding")
         if moving:

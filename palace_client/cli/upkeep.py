@@ -1,4 +1,5 @@
-"""``palace decay``, ``prune``, ``consolidate``, ``health``: keeping a palace in shape."""
+"""``palace update``, ``decay``, ``prune``, ``consolidate``, ``health``: keeping a palace in
+shape."""
 
 from __future__ import annotations
 
@@ -8,13 +9,76 @@ from typing import Any
 import typer
 
 from palace_client.render import counted
+from palaced import errors as E
 
-from .common import JsonOpt, PalaceOpt, client, emit, need_palace, op_arg, op_option
+from .common import (
+    JsonOpt,
+    PalaceOpt,
+    client,
+    emit,
+    fail,
+    need_palace,
+    op_arg,
+    op_argument,
+    op_option,
+)
+from .jsonl import read_stdin
 
 app = typer.Typer()
 
 _THRESHOLD_HELP = "Weight below which a drawer counts as faded."
 _THRESHOLD_DEFAULT = f"{op_arg('memory.prune', 'threshold').default:g}"
+
+
+@app.command("update")
+def update(
+    drawer_id: int = op_argument("memory.update", "id", help="Drawer id."),
+    palace: str | None = PalaceOpt,
+    text: str | None = op_option("memory.update", "text", "--text",
+                                 help="The new text; - reads it from stdin.", unset="kept"),
+    importance: str | None = op_option("memory.update", "importance", "--importance",
+                                       help="0-1 or critical/high/medium/low.", unset="kept"),
+    tag: list[str] = op_option("memory.update", "tags", "--tag",  # noqa: B008
+                               default=[], help="Tag (repeatable): replaces the tags.",
+                               unset="kept"),
+    clear_tags: bool = typer.Option(False, "--clear-tags", help="Remove every tag."),
+    wing: str | None = op_option("memory.update", "wing", "--wing",
+                                 help="Move it to this wing.", unset="kept"),
+    room: str | None = op_option("memory.update", "room", "--room",
+                                 help="Move it to this room.", unset="kept"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Edit a drawer in place: same id, the given fields change, a new text is re-embedded.
+
+    The version it replaces is kept: `palace get ID --history` shows every earlier version.
+    """
+    name = need_palace(palace, as_json)
+    if tag and clear_tags:
+        fail(E.InvalidArgs("give --tag or --clear-tags, not both", details={"arg": "tags"}),
+             as_json)
+    if text == "-":
+        try:
+            text = read_stdin()
+        except E.InvalidArgs as exc:
+            fail(exc, as_json)
+    imp: float | str | None = importance
+    try:
+        imp = float(importance) if importance is not None else None
+    except ValueError:
+        pass
+    tags = [] if clear_tags else (tag or None)
+    with client(as_json) as c:
+        res = c.update(name, drawer_id, text=text, wing=wing, room=room, tags=tags,
+                       importance=imp)
+
+    def human(r: dict[str, Any]) -> None:
+        if not r["changed"]:
+            typer.echo(f"drawer {r['id']} already says that; nothing changed")
+        else:
+            typer.echo(f"updated drawer {r['id']} ({', '.join(r['changed'])}); now version "
+                       f"{r['version']}")
+
+    emit(res, as_json, human)
 
 
 @app.command("decay")

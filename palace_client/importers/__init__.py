@@ -7,7 +7,9 @@
 * ``progress``: a progress bar with counts and rate on a terminal, nothing otherwise;
 * ``redaction``: the one call every imported text goes through before it is sent;
 * the formats: ``jsonl`` (a palace export), ``chatgpt`` (``conversations.json``),
-  ``markdown`` (a directory of ``.md``/``.txt``/``.rst``, split by ``sections``).
+  ``markdown`` (a directory of ``.md``/``.txt``/``.rst``, split by ``sections``);
+* ``claude_code``: Claude Code session transcripts, which the daemon reads itself (the op
+  the capture hooks use), so it has its own loop and reports through the same ``Tally``.
 
 Formats and behaviour: ``docs/importing.md``.
 """

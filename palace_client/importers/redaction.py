@@ -1,13 +1,13 @@
 """The one place imported texts pass through before they are sent: secret redaction.
 
-Every ledger importer (markdown, chatgpt, claude-code...) sends each drawer text through
-:func:`redact` first (``runner.run``); restores of an export do not (an export holds what its
-palace held). Until the daemon's redaction rules are wired here, texts pass unchanged.
+Every ledger importer (markdown, chatgpt...) sends each drawer text through :func:`redact`
+first (``runner.run``); restores of an export do not (an export holds what its palace held).
+The rules are the daemon's own (``palaced.redact``, a wire leaf), so text captured by the
+daemon (Claude Code transcripts) and text imported here are masked alike.
 """
 
 from __future__ import annotations
 
+from palaced.redact import redact
 
-def redact(text: str) -> tuple[str, int]:
-    """``text`` with its secrets masked, and how many were masked."""
-    return text, 0
+__all__ = ["redact"]

@@ -2,7 +2,8 @@
 
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
 ``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
-``depth`` ``graph.neighbors``, ``memoir`` runs the op its ``action`` names (``memoir_tool``).
+``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
+(``memoir_tool``, ``upkeep_tool``).
 Results are rendered as plain text for an agent (``palace_client.render``); failures become
 ``isError`` results the agent can act on (``results``), never protocol errors. The tools'
 names, descriptions and schemas live in ``tools``.
@@ -32,6 +33,7 @@ from .memoir_tool import run_memoir
 from .results import forgotten_text, render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
+from .upkeep_tool import consolidation_hint, run_upkeep
 
 NUDGE_AFTER = 10
 NUDGE_TEXT = (
@@ -83,6 +85,7 @@ class Toolbox:
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
             "forget": self._forget, "list_drawers": self._list_drawers,
+            "upkeep": lambda args: run_upkeep(self._op, self.palace, args),
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
             "kg_invalidate": self._kg_invalidate,
             "memoir": lambda args: run_memoir(self._op, self.palace, args, self.compact),
@@ -170,6 +173,11 @@ class Toolbox:
             # drawer would silently drop the correction.
             payload.setdefault("dedup", False)
         result = self._op("memory.remember", self.palace, payload)
+        text = self._remembered(args, result, old)
+        hint = result.get("consolidate")
+        return text if not hint else f"{text}\n{consolidation_hint(hint)}"
+
+    def _remembered(self, args: dict[str, Any], result: Mapping[str, Any], old: Any) -> str:
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
         place = f" [{where}]" if where else ""
         did = result["id"]
@@ -182,6 +190,9 @@ class Toolbox:
                     f"#{did}, call it with supersedes={did}.")
         elif result.get("created", True):
             text = f"Stored drawer #{did}{place} in palace '{self.palace}'."
+            if result.get("pending_chunks"):
+                text += (f" Its {result['pending_chunks']} chunks are being embedded in the "
+                         "background; until then recall finds it by its words.")
             if old is not None:
                 return (f"{text} It supersedes drawer #{old}, which is kept as history and no "
                         "longer recalled.")
@@ -205,6 +216,8 @@ class Toolbox:
             meta.append(f"{result['tokens_used']} tokens")
         if result.get("truncated"):
             meta.append("truncated to budget")
+        if result.get("substring"):
+            meta.append("no word matched: substring matches")
         head = f"Recall {json.dumps(query, ensure_ascii=False)} in palace '{self.palace}'"
         head += f" ({', '.join(meta)})" if meta else ""
         sections = result.get("sections")

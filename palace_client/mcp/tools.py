@@ -4,10 +4,10 @@
 daemon op it runs, and its properties are that op's arguments (``param``): their JSON Schemas
 (types, bounds, defaults) are generated from ``palaced.specs`` by ``schema.op_property``, so
 only the wording lives here. The tool-only properties (``recall``'s ``scope``,
-``kg_query``'s ``history`` and ``depth``, ``memoir``'s ``action``) choose which op the tool
-runs and are written out in ``extra``.
+``kg_query``'s ``history`` and ``depth``, ``memoir``'s and ``upkeep``'s ``action``) choose
+which op the tool runs and are written out in ``extra``.
 
-Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: nine
+Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: ten
 tools, one-line descriptions that say when to call each, short property texts, no length
 limits or empty defaults in the published schemas (``schema.published``) and no
 ``openWorldHint`` (``tests/test_mcp_bridge.py`` prints the cl100k count and bounds it).
@@ -56,6 +56,13 @@ MEMOIR_ACTIONS: dict[str, str] = {
 }
 ACTION: dict[str, Any] = {"type": "string", "enum": list(MEMOIR_ACTIONS)}
 _ADD, _LINK = "memoir.add_concept", "memoir.link"
+
+# The upkeep tool's actions and the ops they run (prune and decay stay with the CLI and the
+# daemon's schedule: deleting by weight is a person's call).
+UPKEEP_ACTIONS: dict[str, str] = {
+    "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health"}
+UPKEEP_ACTION: dict[str, Any] = {"type": "string", "enum": list(UPKEEP_ACTIONS)}
+_EDIT = "memory.update"
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -117,8 +124,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="forget",
         op="memory.forget",
         description=(
-            "Move a wrong drawer to the trash (a human can restore it); to correct a "
-            "memory, remember it with supersedes."
+            "Move a wrong or accidental drawer to the trash (a human can restore it); to "
+            "change one, upkeep update it."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,
@@ -131,6 +138,25 @@ TOOLS: tuple[ToolSpec, ...] = (
         params={"wing": param(), "room": param(), "limit": param(), "offset": param()},
         read_only=True,
         idempotent=True,
+    ),
+    ToolSpec(
+        name="upkeep",
+        description=(
+            "update: edit drawer id in place (old version kept); consolidate: sum up a room "
+            "in a summary; health: stale and duplicate drawers."
+        ),
+        params={
+            "id": param(op=_EDIT),
+            "text": param("update: the new text.", op=_EDIT),
+            "importance": param(op=_EDIT, kind="float", minimum=0.0, maximum=1.0),
+            "tags": param(op=_EDIT),
+            "room": param("To consolidate, or move to.", op=_EDIT),
+            "wing": param(op=_EDIT),
+            "summary": param(op="memory.consolidate"),
+        },
+        actions=UPKEEP_ACTIONS,
+        extra={"action": UPKEEP_ACTION},
+        extra_required=("action",),
     ),
     # -- knowledge graph: temporal facts about entities -------------------------------------
     ToolSpec(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from palaced.capture_queue import CaptureQueue
 from palaced.config import DaemonConfig
 from palaced.registry import Registry
 from palaced.services import Services
@@ -66,6 +67,8 @@ class OpContext:
     # for the whole run (a status consumed by a script must not hide it from a human).
     tightened: list[str] = field(default_factory=list)
     in_flight: InFlight = field(default_factory=InFlight)
+    # Background transcript captures; the daemon wires it (its runner needs this context).
+    captures: CaptureQueue | None = None
     agent: str = UNKNOWN_AGENT  # the request's agent (protocol envelope), else UNKNOWN_AGENT
     op: str = ""
 

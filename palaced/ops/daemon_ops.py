@@ -22,7 +22,7 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
             palaces.append(info)
         except Exception as exc:  # one broken palace must not hide the others
             palaces.append({"name": name, "error": f"{type(exc).__name__}: {exc}"})
-    tok = ctx.services.tokenizer
+    tok = await ctx.services.ready_tokenizer()
     return {
         "version": __version__,
         "pid": os.getpid(),
@@ -34,6 +34,9 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         "mode": "hybrid" if ctx.services.model.ready else "keyword-only",
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": ctx.connections(),
+        # Background transcript captures: waiting, and finished (failed ones among them).
+        "captures": ({"waiting": ctx.captures.waiting, "done": ctx.captures.done,
+                      "failed": ctx.captures.failed} if ctx.captures is not None else None),
         "palaces": palaces,
         # Permissions this run tightened at start: shown for the whole run, empty from the
         # next start on since there is then nothing left to tighten.

@@ -1,5 +1,5 @@
 """Handlers of the drawer ops: remember, remember_many, recall, recall_all, wake_up, get,
-forget, list."""
+update, forget, list."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import reads, recall, trash, writes
+from palaced import edits, reads, recall, trash, writes
 from palaced.errors import InvalidArgs, MemoryNotFound, PalaceError
 from palaced.ops.context import OpContext
 from palaced.ops.fields import (
     check_query,
     drawer_from_args,
     drawers_from_items,
+    edit_from_args,
     filters_from_args,
     need_palace,
 )
@@ -107,7 +108,7 @@ async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> di
     p = await ctx.registry.get(need_palace(palace))
     did = int(args["id"])
     try:
-        return {"drawer": await reads.get(p, did)}
+        return {"drawer": await reads.get(p, did, history=bool(args["history"]))}
     except MemoryNotFound as exc:
         keep = ctx.config.retention.trash_keep_ms
         entry = await trash.in_trash(p, did, keep_ms=keep)
@@ -122,6 +123,12 @@ async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> di
                                       entry["reason"], "trashed_ms": entry["trashed_ms"],
                                       "trashed_by": entry["trashed_by"],
                                       "restorable_until_ms": until}) from None
+
+
+async def op_update(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    edit = edit_from_args(ctx.config.limits.max_text_chars, args)
+    return await edits.update(p, int(args["id"]), edit, actor=ctx.actor)
 
 
 async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from palaced.layout import validate_name
 from palaced.rules import parse_importance
 from palaced.specs import MAX_TTL_S, REMEMBER_MANY_ITEM
 from palaced.store import drawers as m
+from palaced.store.edits import Edit
 from palaced.timeparse import parse_when
 from palaced.topics import extract_topics
 from palaced.vocab import MAX_FIELD_CHARS
@@ -93,8 +94,32 @@ def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.N
         source=check_label(args.get("source"), "source"),
         occurred_ms=occurred,
         expires_ms=expires,
+        ttl_ms=None if expires is None else max(expires - now, 0),
         topics=tuple(extract_topics(text)),
         supersedes=args.get("supersedes"),
+    )
+
+
+def edit_from_args(max_text_chars: int, args: dict[str, Any]) -> Edit:
+    """Validate the fields of a ``memory.update`` into an Edit (None: keep the field).
+
+    Raises:
+        InvalidArgs: no field to change, a bad label or importance; InvalidContent,
+            TextTooLarge: a bad text.
+    """
+    fields = [k for k in ("text", "wing", "room", "tags", "importance") if args.get(k) is not None]
+    if not fields:
+        raise InvalidArgs("nothing to update: give text, wing, room, tags or importance",
+                          details={"arg": "text"})
+    tags = args.get("tags")
+    return Edit(
+        text=None if args.get("text") is None else check_text(args["text"], max_text_chars),
+        wing=check_label(args.get("wing"), "wing"),
+        room=check_label(args.get("room"), "room"),
+        tags=None if tags is None else tuple(dict.fromkeys(
+            t for t in (check_label(t, "tag") for t in tags) if t)),
+        importance=None if args.get("importance") is None
+        else parse_importance(args["importance"]),
     )
 
 

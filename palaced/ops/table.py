@@ -19,6 +19,7 @@ from palaced.args import decode_args
 from palaced.errors import PalaceError, PalaceNotFound, UnknownOp, quote
 from palaced.layout import validate_name
 from palaced.ops import (
+    capture,
     daemon_ops,
     drawers,
     governance,
@@ -97,6 +98,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.recall_all", drawers.op_recall_all),
     ("memory.wake_up", drawers.op_wake_up),
     ("memory.get", drawers.op_get),
+    ("memory.update", drawers.op_update),
     ("memory.forget", drawers.op_forget),
     ("memory.list", drawers.op_list),
     ("graph.assert", graph.op_graph_assert),
@@ -123,6 +125,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("source.list", transfer.op_source_list),
     ("source.sync", transfer.op_source_sync),
     ("source.drop", transfer.op_source_drop),
+    ("capture.transcript", capture.op_capture_transcript),
 )
 # Every op the daemon serves (``daemon.hello`` is the server's own).
 TABLE = OpTable(HANDLERS)
@@ -157,9 +160,10 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
                 target = await ctx.registry.get(palace)
             except PalaceNotFound:
                 # No such palace: the request fails the same way either way (its first
-                # report says why, e.g. deleted under the daemon), except a restore, which
-                # may make a new palace (and needs no permission then).
-                if op.name != "palace.restore":
+                # report says why, e.g. deleted under the daemon), except a restore or a
+                # capture, which may make a new palace (and need no permission then; the
+                # capture's handler says how to create one when it may not).
+                if op.name not in ("palace.restore", "capture.transcript"):
                     raise
                 target = None
             except PalaceError:

@@ -8,7 +8,9 @@ What is wrong is returned as data: the caller judges it (``palaced.checks``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import apsw
 
@@ -97,38 +99,50 @@ def agreement(conn: apsw.Connection) -> Agreement:
     return out
 
 
+# The full-text indexes whose text lives in another table (external content).
+EXTERNAL_FTS = ("entities_fts", "drawers_trigram")
+
+
 def entities_fts_problems(conn: apsw.Connection) -> list[str]:
-    """FTS5's own check of the entity index against the ``entities`` table it indexes.
+    """FTS5's own check of the entity index and the drawers' substring index against the
+    tables they index (``EXTERNAL_FTS``; an index not in this schema yet is skipped).
 
     The ``rank`` 1 form also compares with the external content table (the PRAGMA does not).
     An INSERT, so it needs a write transaction: run it on the writer, under the write lock.
     """
-    try:
-        conn.execute("INSERT INTO entities_fts(entities_fts, rank) VALUES('integrity-check', 1)")
-    except (apsw.CorruptError, apsw.SQLError) as exc:
-        return [f"entities_fts: {exc}"]
-    return []
+    problems = []
+    for table in EXTERNAL_FTS:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchall():
+            continue
+        try:
+            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
+        except (apsw.CorruptError, apsw.SQLError) as exc:
+            problems.append(f"{table}: {exc}")
+    return problems
 
 
 @dataclass(frozen=True)
 class IndexRecord:
-    """What the database says about its saved vector index file."""
+    """What the database says about its saved vector index files and its vectors."""
 
-    vec_epoch: str
-    saved_epoch: str
-    digest: str | None
+    saves: list[dict[str, Any]]  # the last saves (``index_file``): crc, bytes, watermark...
     embedder: str | None
     dims: int | None
+    top_vector: int  # the highest vector id
 
 
 def index_record(conn: apsw.Connection) -> IndexRecord:
-    """The vector epoch, the epoch and digest of the saved index file, and the embedder."""
+    """The records of the saved index files, the embedder and the highest vector id."""
     dims = meta_get(conn, "dims")
-    return IndexRecord(vec_epoch=meta_get(conn, "vec_epoch") or "0",
-                       saved_epoch=meta_get(conn, "index_saved_epoch") or "0",
-                       digest=meta_get(conn, "index_digest"),
+    try:
+        saves = json.loads(meta_get(conn, "index_saves") or "[]")
+    except ValueError:
+        saves = []
+    top = conn.execute("SELECT coalesce(max(id), 0) FROM vectors").fetchall()[0][0]
+    return IndexRecord(saves=saves if isinstance(saves, list) else [],
                        embedder=meta_get(conn, "embedder"),
-                       dims=int(dims) if dims and dims.isdigit() else None)
+                       dims=int(dims) if dims and dims.isdigit() else None,
+                       top_vector=int(top))
 
 
 def vector_key_summary(conn: apsw.Connection) -> tuple[int, int, int]:

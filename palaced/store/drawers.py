@@ -23,8 +23,7 @@ import apsw
 from palaced.reldates import resolved_date_words
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .meta import bump_vec_epoch
-from .vectors import vector_ids
+from .vectors import CHUNKS_SQL, vector_ids
 
 DEFAULT_WING = "general"
 DEFAULT_ROOM = "general"
@@ -55,6 +54,7 @@ class NewDrawer:
     source: str | None = None
     occurred_ms: int | None = None
     expires_ms: int | None = None
+    ttl_ms: int | None = None  # the lifetime given (a recall may restart it); see schema v4
     kind: str = "drawer"
     topics: tuple[str, ...] = field(default=())
     supersedes: int | None = None
@@ -94,11 +94,13 @@ def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
 
 
 def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
-                  agent: str | None = None) -> tuple[int, bool]:
+                  agent: str | None = None, *, chunks: int | None = None
+                  ) -> tuple[int, bool]:
     """Insert a drawer with its FTS row and closets; idempotent by content hash.
 
-    Returns ``(id, created)``; ``created`` is False when the same content already existed
-    (its ``updated_ms`` and ``updated_by`` are refreshed). ``agent`` is who stores it.
+    ``agent`` is who stores it; ``chunks`` is how many pieces its text is embedded as, when
+    known. Returns ``(id, created)``; ``created`` is False when the same content already
+    existed (its ``updated_ms`` and ``updated_by`` are refreshed).
     """
     digest = new.content_hash
     existing = find_by_hash(conn, digest)
@@ -110,8 +112,9 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     drawer_id = int(
         conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
-            "updated_ms, occurred_ms, content_hash, expires_ms, kind, created_by, updated_by) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks, "
+            "created_by, updated_by) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (
                 new.text,
                 new.wing,
@@ -124,7 +127,9 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
                 occurred,
                 digest,
                 new.expires_ms,
+                new.ttl_ms,
                 new.kind,
+                chunks,
                 agent,
                 agent,
             ),
@@ -181,9 +186,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
         conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into = ?",
                      (drawer_id,))
-        if removed:
-            vids.extend(removed)
-            bump_vec_epoch(conn)
+        vids.extend(removed)
         for nid in neighbours:
             refresh_context(conn, nid)
     return vids if found else None
@@ -215,12 +218,25 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
         refresh_context(conn, nid)
 
 
-def touch(conn: apsw.Connection, ids: Iterable[int], now_ms: int) -> None:
-    """Record that drawers were recalled (last access time and access count)."""
+def touch_rows(conn: apsw.Connection, ids: Sequence[int]
+               ) -> list[tuple[int, float, float, int, int | None, int | None, int]]:
+    """``(id, importance, weight, access_count, expires_ms, ttl_ms, created_ms)`` of those of
+    ``ids`` that exist (what recording a recall of them needs)."""
+    return [(int(r[0]), float(r[1]), float(r[2]), int(r[3]), r[4], r[5], int(r[6]))
+            for r in conn.execute(
+                "SELECT id, importance, weight, access_count, expires_ms, ttl_ms, created_ms "
+                "FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
+                ("[" + ",".join(str(int(i)) for i in ids) + "]",))]
+
+
+def store_touches(conn: apsw.Connection,
+                  rows: Sequence[tuple[int, float, float, int | None, int]], now_ms: int
+                  ) -> None:
+    """Record recalls: ``(access_count, importance, weight, expires_ms, id)`` per drawer, and
+    ``now_ms`` as its last access."""
     conn.executemany(
-        "UPDATE drawers SET accessed_ms = ?, access_count = access_count + 1 WHERE id = ?",
-        [(now_ms, i) for i in ids],
-    )
+        "UPDATE drawers SET accessed_ms = ?, access_count = ?, importance = ?, weight = ?, "
+        "expires_ms = ? WHERE id = ?", [(now_ms, *row) for row in rows])
 
 
 def refresh_duplicate(conn: apsw.Connection, drawer_id: int, importance: float,
@@ -328,12 +344,14 @@ def essential(conn: apsw.Connection, limit: int, now_ms: int) -> list[dict[str, 
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:
-    """Drawer, vector and pending-embedding counts."""
+    """Drawer and vector counts, and the drawers and chunks awaiting vectors."""
     row = conn.execute(
         "SELECT (SELECT count(*) FROM drawers), (SELECT count(*) FROM vectors), "
-        "(SELECT count(*) FROM drawers WHERE embedded = 0)"
+        "(SELECT count(*) FROM drawers WHERE embedded = 0), "
+        f"(SELECT coalesce(sum({CHUNKS_SQL}), 0) FROM drawers WHERE embedded = 0)"
     ).fetchall()[0]
-    return {"drawers": int(row[0]), "vectors": int(row[1]), "pending_embeddings": int(row[2])}
+    return {"drawers": int(row[0]), "vectors": int(row[1]), "pending_embeddings": int(row[2]),
+            "pending_chunks": int(row[3])}
 
 
 def rooms(conn: apsw.Connection) -> list[dict[str, Any]]:

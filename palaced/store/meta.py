@@ -1,10 +1,10 @@
 """Synchronous reads and writes of a palace's ``meta`` table (key -> text value).
 
 What lives there: ``schema`` (the migrated version), ``embedder`` and ``dims`` (the model the
-vectors come from), ``vec_epoch`` (bumped with every vector write), ``index_saved_epoch`` and
-``index_digest`` (which epoch the saved vector index file holds), ``decay_ms`` (the last
-decay) and ``last_write_ms`` (when content last changed: ``Store.write`` stamps it, and
-``palace restore`` compares it with a backup's time). Every function takes an open
+vectors come from), ``index_saves`` (what the last saved vector index files hold, see
+``index_file``), ``decay_ms`` (the last decay) and ``last_write_ms`` (when content last
+changed: ``Store.write`` stamps it, and ``palace restore`` compares it with a backup's
+time). Every function takes an open
 ``apsw.Connection``; writers run inside the caller's transaction.
 """
 
@@ -28,11 +28,9 @@ def meta_set(conn: apsw.Connection, key: str, value: str) -> None:
     )
 
 
-def bump_vec_epoch(conn: apsw.Connection) -> int:
-    """Record that the stored vectors changed (a saved index file is then stale)."""
-    epoch = int(meta_get(conn, "vec_epoch") or 0) + 1
-    meta_set(conn, "vec_epoch", str(epoch))
-    return epoch
+def meta_delete(conn: apsw.Connection, key: str) -> None:
+    """Remove ``key`` (nothing happens when it is absent)."""
+    conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
 def claim_embedder(conn: apsw.Connection, identity: str, dims: int) -> None:

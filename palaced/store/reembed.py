@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import apsw
 
-from .meta import bump_vec_epoch, claim_embedder, meta_get, meta_set
+from .meta import claim_embedder, meta_get, meta_set
 
 NEXT_KEYS = ("embedder_next", "dims_next")
 
@@ -93,5 +93,4 @@ def switch(conn: apsw.Connection, identity: str) -> bool:
     conn.execute("UPDATE drawers SET embedded = 1 WHERE embedded = 0")
     abandon(conn)
     claim_embedder(conn, identity, dims)
-    bump_vec_epoch(conn)
     return True

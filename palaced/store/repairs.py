@@ -15,7 +15,6 @@ import apsw
 
 from .checks import DERIVED_SQL
 from .context import date_words, refresh_context
-from .meta import bump_vec_epoch
 
 
 def _ids(conn: apsw.Connection, name: str) -> list[int]:
@@ -45,8 +44,10 @@ def refill_fts(conn: apsw.Connection) -> int:
 
 
 def rebuild_entities_fts(conn: apsw.Connection) -> None:
-    """Rebuild the entity index from the ``entities`` table (its external content)."""
+    """Rebuild the entity index and the drawers' substring index from the tables they index
+    (their external content)."""
     conn.execute("INSERT INTO entities_fts(entities_fts) VALUES('rebuild')")
+    conn.execute("INSERT INTO drawers_trigram(drawers_trigram) VALUES('rebuild')")
 
 
 def drop_orphan_vectors(conn: apsw.Connection) -> list[int]:
@@ -54,8 +55,6 @@ def drop_orphan_vectors(conn: apsw.Connection) -> list[int]:
     ids = _ids(conn, "orphan_vectors")
     for vid in ids:
         conn.execute("DELETE FROM vectors WHERE id = ?", (vid,))
-    if ids:
-        bump_vec_epoch(conn)
     return ids
 
 

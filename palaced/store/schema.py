@@ -9,9 +9,16 @@ changed and nothing else. v4: ``vectors_next``, the vectors
 of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
 concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
 the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
-concept cites) and typed ``concept_links``. v6: who did what: the agents that wrote drawers and
-facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the palace's
-``policy``.
+concept cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was
+stored (``store/captures.py``). v7: ``drawers.chunks``, how many
+pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
+from their length where needed). v8: editing and upkeep:
+``drawer_history`` (the earlier versions of a drawer edited in place by ``memory.update``),
+``drawers_trigram`` (a trigram full-text index over the drawers' text, kept by triggers, for
+substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
+drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
+drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
+palace's ``policy``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -27,6 +34,7 @@ import apsw
 
 from palaced.errors import SchemaTooNew, StorageError
 
+from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
 
 V1: Sequence[str] = (
@@ -272,16 +280,60 @@ MEMOIR_DDL: Sequence[str] = (
 )
 
 
-# v6, agents, trash, audit and policy.
+# v8, editing and upkeep. The trigram index reads its text from ``drawers`` (external
+# content: the text is not stored twice) and triggers keep it current on every path that
+# inserts, edits or deletes a drawer (remember, update, restore, forget, prune, sweep).
+UPKEEP_DDL: list[str] = [
+    """CREATE TABLE drawer_history(
+        id INTEGER PRIMARY KEY,
+        drawer_id INTEGER NOT NULL REFERENCES drawers(id) ON DELETE CASCADE,
+        text TEXT NOT NULL,
+        wing TEXT NOT NULL,
+        room TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        importance REAL NOT NULL,
+        replaced_ms INTEGER NOT NULL
+    ) STRICT""",
+    "CREATE INDEX drawer_history_drawer ON drawer_history(drawer_id, id)",
+    """CREATE VIRTUAL TABLE drawers_trigram USING fts5(
+        text, content = 'drawers', content_rowid = 'id', tokenize = 'trigram'
+    )""",
+    "INSERT INTO drawers_trigram(drawers_trigram) VALUES ('rebuild')",
+    """CREATE TRIGGER drawers_trigram_insert AFTER INSERT ON drawers BEGIN
+        INSERT INTO drawers_trigram(rowid, text) VALUES (new.id, new.text);
+    END""",
+    """CREATE TRIGGER drawers_trigram_delete AFTER DELETE ON drawers BEGIN
+        INSERT INTO drawers_trigram(drawers_trigram, rowid, text)
+        VALUES ('delete', old.id, old.text);
+    END""",
+    """CREATE TRIGGER drawers_trigram_update AFTER UPDATE OF text ON drawers BEGIN
+        INSERT INTO drawers_trigram(drawers_trigram, rowid, text)
+        VALUES ('delete', old.id, old.text);
+        INSERT INTO drawers_trigram(rowid, text) VALUES (new.id, new.text);
+    END""",
+    # The lifetime a drawer was given (ttl, or expires_at less the time it was stored): a
+    # recall that returns it may push its expiry to recall time + ttl_ms.
+    "ALTER TABLE drawers ADD COLUMN ttl_ms INTEGER",
+    """UPDATE drawers SET ttl_ms = max(expires_ms - created_ms, 0)
+        WHERE expires_ms IS NOT NULL""",
+    """CREATE TRIGGER drawers_ttl AFTER INSERT ON drawers
+        WHEN new.expires_ms IS NOT NULL AND new.ttl_ms IS NULL BEGIN
+        UPDATE drawers SET ttl_ms = max(new.expires_ms - new.created_ms, 0) WHERE id = new.id;
+    END""",
+]
+
+
+# v9, agents, trash, audit and policy.
 GOVERNANCE_DDL: list[str] = [
     # The agent (protocol envelope) that stored the drawer, and the last one that changed it.
     "ALTER TABLE drawers ADD COLUMN created_by TEXT",
     "ALTER TABLE drawers ADD COLUMN updated_by TEXT",
     "ALTER TABLE facts ADD COLUMN created_by TEXT",
     "ALTER TABLE facts ADD COLUMN invalidated_by TEXT",
-    # A forgotten drawer, whole, until restored or purged: its row (JSON of DRAWER_COLUMNS),
-    # closets, vectors (chunk vectors end to end, of the embedder named), the facts citing it
-    # and the drawers consolidated into it (both links SQLite cut when the row went).
+    # A forgotten drawer, whole, until restored or purged: its row (JSON of its columns),
+    # closets, vectors (chunk vectors end to end, of the embedder named), its edit history
+    # (rows of drawer_history), the facts citing it and the drawers consolidated into it
+    # (both links SQLite cut when the row went).
     """CREATE TABLE trash(
         id INTEGER PRIMARY KEY,
         drawer TEXT NOT NULL,
@@ -291,6 +343,7 @@ GOVERNANCE_DDL: list[str] = [
         embedder TEXT,
         facts TEXT NOT NULL DEFAULT '[]',
         sources TEXT NOT NULL DEFAULT '[]',
+        history TEXT NOT NULL DEFAULT '[]',
         reason TEXT NOT NULL,
         trashed_ms INTEGER NOT NULL,
         trashed_by TEXT
@@ -328,9 +381,14 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
+# v5: a drawer's chunk count, known at write time, so the pending work (chunks awaiting
+# vectors) is counted without chunking texts again.
+CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
-    _sql_step(MEMOIR_DDL), _sql_step(GOVERNANCE_DDL)]
+    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
+    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

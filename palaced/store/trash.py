@@ -5,8 +5,9 @@ Trashing a drawer copies everything a restore needs into one ``trash`` row (its 
 ``drawers`` row as JSON, its closets, its chunk vectors end to end and the embedder that made
 them, the facts that cite it and the drawers consolidated into it), then deletes it through
 the one deletion path (``drawers.delete_drawers``), so a trashed drawer is simply not in
-``drawers``: no recall, listing, dedup or upkeep query can meet it. Restoring puts the row back
-under the same id with its keyword-index row, closets and vectors, and relinks what still
+``drawers``: no recall, listing, dedup or upkeep query can meet it (its keyword and substring
+index rows go with it, the substring index's by trigger). Restoring puts the row back under the
+same id with its keyword-index row, closets, vectors and edit history, and relinks what still
 exists. The row is saved by column name, so a drawer trashed before a migration that adds a
 column restores with that column's default.
 
@@ -32,6 +33,9 @@ from .vectors import store_vectors
 
 # Trash columns besides the saved drawer row.
 _ENTRY = "t.id, t.drawer, t.reason, t.trashed_ms, t.trashed_by"
+# The drawer_history columns a trash entry keeps (its rows go with the drawer, ON DELETE
+# CASCADE), restored in order.
+_HISTORY = "text, wing, room, tags, importance, replaced_ms"
 
 
 def _json_ids(ids: Sequence[int]) -> str:
@@ -60,12 +64,15 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
             "SELECT id FROM facts WHERE source_drawer = ?", (did,))]
         sources = [int(r[0]) for r in conn.execute(
             "SELECT id FROM drawers WHERE consolidated_into = ?", (did,))]
+        cur = conn.execute(f"SELECT {_HISTORY} FROM drawer_history WHERE drawer_id = ? "
+                           "ORDER BY id", (did,))
+        history = [list(r) for r in cur]
         conn.execute(
             "INSERT INTO trash(id, drawer, topics, vectors, vector_count, embedder, facts, "
-            "sources, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+            "sources, history, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
             (did, json.dumps(saved), json.dumps(topics), b"".join(blobs) if blobs else None,
              len(blobs), embedder if blobs else None, _json_ids(facts), _json_ids(sources),
-             reason, now_ms, agent))
+             json.dumps(history), reason, now_ms, agent))
         trashed.append(int(did))
     vector_ids = (delete_drawers(conn, trashed) or []) if trashed else []
     return trashed, vector_ids
@@ -114,11 +121,11 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
             (``details["conflict"]`` is its id); nothing is changed.
     """
     rows = conn.execute(
-        "SELECT drawer, topics, vectors, vector_count, embedder, facts, sources FROM trash "
-        "WHERE id = ? AND trashed_ms >= ?", (drawer_id, kept_since_ms)).fetchall()
+        "SELECT drawer, topics, vectors, vector_count, embedder, facts, sources, history "
+        "FROM trash WHERE id = ? AND trashed_ms >= ?", (drawer_id, kept_since_ms)).fetchall()
     if not rows:
         return None
-    saved_json, topics, blob, count, embedder, facts, sources = rows[0]
+    saved_json, topics, blob, count, embedder, facts, sources, history = rows[0]
     saved: dict[str, Any] = json.loads(saved_json)
     clash = find_by_hash(conn, str(saved["content_hash"]))
     if clash is not None:
@@ -144,6 +151,8 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
         refresh_context(conn, did)
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                      [(t, drawer_id) for t in json.loads(topics)])
+    conn.executemany(f"INSERT INTO drawer_history(drawer_id, {_HISTORY}) VALUES(?,?,?,?,?,?,?)",
+                     [(drawer_id, *row) for row in json.loads(history)])
     blobs: list[bytes] = []
     vector_ids: list[int] = []
     if vectors_ok:

@@ -76,6 +76,14 @@ def consolidation_sources(conn: apsw.Connection, room: str, wing: str | None, no
         {"now": now_ms, "summary": SUMMARY_KIND, "room": room, "wing": wing})]
 
 
+def room_backlog(conn: apsw.Connection, wing: str, room: str, now_ms: int) -> int:
+    """How many active, unconsolidated, non-summary drawers ``wing``/``room`` holds."""
+    return int(conn.execute(
+        f"SELECT count(*) FROM drawers d WHERE d.wing = :wing AND d.room = :room AND "
+        f"{ACTIVE_SQL} AND d.consolidated_into IS NULL AND d.kind != :summary",
+        {"wing": wing, "room": room, "now": now_ms, "summary": SUMMARY_KIND}).fetchall()[0][0])
+
+
 def mark_consolidated(conn: apsw.Connection, summary_id: int, source_ids: Sequence[int], *,
                       summary_importance: float) -> tuple[list[int], list[int]]:
     """Make ``summary_id`` a summary and mark the sources ``consolidated_into`` it.

@@ -1,18 +1,20 @@
 """Synchronous queries over a palace's stored vectors (the truth the vector index caches).
 
 A drawer has one vector per chunk; ``vectors.id`` is the key of the HNSW index and is never
-reused. Every write bumps ``vec_epoch`` in ``meta`` so a saved index file can tell it is
-stale. Every function takes an open ``apsw.Connection``; writers run inside the caller's
-transaction.
+reused, so the highest id a saved index holds tells which vectors came after it
+(``index_file``). Every function takes an open ``apsw.Connection``; writers run inside the
+caller's transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apsw
 
-from .meta import bump_vec_epoch
+# A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
+# text's length (chunks of ~200 wordpieces are ~580 characters of English).
+CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
 
 
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
@@ -30,8 +32,8 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
         )
         for chunk, blob in enumerate(vectors)
     ]
-    conn.execute("UPDATE drawers SET embedded = 1 WHERE id = ?", (drawer_id,))
-    bump_vec_epoch(conn)
+    conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
+                 (len(ids), drawer_id))
     return ids
 
 
@@ -49,27 +51,61 @@ def awaits_vectors(conn: apsw.Connection, drawer_id: int) -> bool:
     return bool(rows == [(0,)])
 
 
-def pending_embeddings(conn: apsw.Connection, limit: int) -> list[tuple[int, str]]:
-    """Drawers stored without vectors (e.g. while no model was loaded)."""
-    return [
-        (int(r[0]), str(r[1]))
-        for r in conn.execute(
-            "SELECT id, text FROM drawers WHERE embedded = 0 ORDER BY id LIMIT ?", (limit,)
-        )
-    ]
+def pending_embeddings(conn: apsw.Connection, limit: int, max_chunks: int
+                       ) -> list[tuple[int, str]]:
+    """The oldest drawers stored without vectors (no model loaded then, or a long text left
+    to the background): at most ``limit`` drawers and, past the first, ``max_chunks``
+    chunks in all."""
+    picked: list[int] = []
+    total = 0
+    for did, chunks in conn.execute(
+            f"SELECT id, {CHUNKS_SQL} FROM drawers WHERE embedded = 0 ORDER BY id LIMIT ?",
+            (limit,)):
+        if picked and total + int(chunks or 1) > max_chunks:
+            break
+        picked.append(int(did))
+        total += int(chunks or 1)
+    if not picked:
+        return []
+    return [(int(r[0]), str(r[1])) for r in conn.execute(
+        "SELECT id, text FROM drawers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (_json_ids(picked),))]
 
 
-def vector_owners(conn: apsw.Connection) -> dict[int, int]:
-    """``{vector_id: drawer_id}`` of every stored vector (to check a saved index file)."""
-    return {int(v): int(d) for v, d in conn.execute("SELECT id, drawer_id FROM vectors")}
+def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int]:
+    """``{vector_id: drawer_id}`` of those of ``vector_ids`` that exist (a search's keys)."""
+    if not vector_ids:
+        return {}
+    return {int(v): int(d) for v, d in conn.execute(
+        "SELECT id, drawer_id FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
+        (_json_ids(vector_ids),))}
 
 
-def all_vectors(conn: apsw.Connection) -> list[tuple[int, int, bytes]]:
-    """Every ``(vector_id, drawer_id, blob)`` in id order, for index rebuilds."""
-    return [
-        (int(v), int(d), bytes(b))
-        for v, d, b in conn.execute("SELECT id, drawer_id, vec FROM vectors ORDER BY id")
-    ]
+def vectors_after(conn: apsw.Connection, watermark: int) -> Iterator[tuple[int, bytes]]:
+    """Every ``(vector_id, blob)`` with an id above ``watermark``, in id order (lazily: the
+    caller consumes it inside its read)."""
+    for vid, blob in conn.execute("SELECT id, vec FROM vectors WHERE id > ? ORDER BY id",
+                                  (watermark,)):
+        yield int(vid), bytes(blob)
+
+
+def vector_count(conn: apsw.Connection) -> int:
+    """How many vectors the palace holds."""
+    return int(conn.execute("SELECT count(*) FROM vectors").fetchall()[0][0])
+
+
+def vector_id_sample(conn: apsw.Connection, upto: int, n: int) -> list[int]:
+    """Up to ``n`` existing vector ids in ``1..upto``, spread evenly (index lookups only)."""
+    if upto <= 0 or n <= 0:
+        return []
+    step = max(1, upto // n)
+    found: dict[int, None] = {}
+    for start in range(1, upto + 1, step):
+        rows = conn.execute("SELECT id FROM vectors WHERE id >= ? AND id <= ? ORDER BY id "
+                            "LIMIT 1", (start, upto)).fetchall()
+        if rows:
+            found[int(rows[0][0])] = None
+    return list(found)
 
 
 def drawer_vectors(conn: apsw.Connection, drawer_ids: Sequence[int]) -> list[tuple[int, bytes]]:

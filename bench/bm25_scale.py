@@ -1,0 +1,187 @@
+"""Keyword search at scale: the exact BM25 query against the daemon's two-part search
+(``palaced.store.search.fts_search``: common terms scored only beside selective ones, the
+rarest leading a query of common terms alone), in-process on a palace database, no daemon.
+
+Two checks, each printing one line per search:
+
+* **Zipf queries** (``--db``): 120 queries of 4-8 Zipfian words (``perf.py``) against a
+  palace database such as the one ``bench/scale.py --home DIR`` builds
+  (``DIR/palaces/scale/palace.db``): latency p50/p95, and how much of the exact search's
+  top 10 and top 100 the two-part search keeps.
+* **LoCoMo needles** (``--needles N``): the 2,760 LoCoMo dev turns spread evenly among Zipfian
+  filler drawers up to N drawers in all (built once into ``--needles-db``), then the 999
+  questions: BM25 turn recall@1/5/10 of each search (a filler or another conversation's turn
+  taking a place counts as a miss) and latency.
+
+Both searches drop the terms found in more than half of the drawers first, as the daemon does.
+
+    python bench/bm25_scale.py --db /tmp/scale/palaces/scale/palace.db
+    python bench/bm25_scale.py --needles 100000 --needles-db /tmp/needles100k.db
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import locomo
+from _daemon import DEFAULT_MODEL
+from perf import pct, zipf_texts, zipf_vocabulary
+
+from palaced.store import Store, search
+from palaced.store import drawers as m
+from palaced.timeparse import parse_when
+
+FAR_FUTURE_MS = 10**13  # "now" for the filters: nothing has expired
+
+
+def exact(st: Store, stats: search.TermStats, query: str, n_docs: int, limit: int
+          ) -> list[tuple[int, float]]:
+    """The whole query's BM25 over every posting (what fts_search did before the split)."""
+    def run(c: Any) -> list[tuple[int, float]]:
+        terms = stats.informative(c, search.fts_terms(query), n_docs)
+        return search._bm25(c, search.fts_match(terms), m.Filters(), limit, FAR_FUTURE_MS)
+
+    return st.read(run)
+
+
+def two_part(st: Store, stats: search.TermStats, query: str, n_docs: int, limit: int
+             ) -> list[tuple[int, float]]:
+    return st.read(lambda c: search.fts_search(c, query, m.Filters(), limit, FAR_FUTURE_MS,
+                                               stats, n_docs))
+
+
+def timed(fn: Any) -> tuple[Any, float]:
+    t = time.perf_counter()
+    out = fn()
+    return out, (time.perf_counter() - t) * 1000
+
+
+def zipf_check(db: Path, model: Path) -> dict[str, Any]:
+    st = Store(db)
+    n_docs = st.read(search.drawer_count)
+    stats = search.TermStats()
+    queries = zipf_texts(140, zipf_vocabulary(model), seed=11, length=(4, 8))
+    for q in queries[:20]:  # warm the page cache and the term statistics
+        exact(st, stats, q, n_docs, 200)
+    lat: dict[str, list[float]] = {"exact": [], "two-part": []}
+    kept10, kept100 = [], []
+    for q in queries[20:]:
+        full, t_full = timed(lambda q=q: exact(st, stats, q, n_docs, 200))
+        fast, t_fast = timed(lambda q=q: two_part(st, stats, q, n_docs, 200))
+        lat["exact"].append(t_full)
+        lat["two-part"].append(t_fast)
+        top10, top100 = {i for i, _ in full[:10]}, {i for i, _ in full[:100]}
+        kept10.append(len(top10 & {i for i, _ in fast[:10]}) / max(1, len(top10)))
+        kept100.append(len(top100 & {i for i, _ in fast[:100]}) / max(1, len(top100)))
+    st.close()
+    out = {"drawers": n_docs, "queries": len(kept10),
+           "exact_ms": {"p50": statistics.median(lat["exact"]), "p95": pct(lat["exact"], 95)},
+           "two_part_ms": {"p50": statistics.median(lat["two-part"]),
+                           "p95": pct(lat["two-part"], 95)},
+           "top10_kept": statistics.mean(kept10), "top100_kept": statistics.mean(kept100)}
+    print(f"Zipf queries, {n_docs:,} drawers, {len(kept10)} queries: exact p50 "
+          f"{out['exact_ms']['p50']:.1f} ms p95 {out['exact_ms']['p95']:.1f} ms; two-part p50 "
+          f"{out['two_part_ms']['p50']:.1f} ms p95 {out['two_part_ms']['p95']:.1f} ms; exact "
+          f"top-10 kept {out['top10_kept']:.3f}, top-100 kept {out['top100_kept']:.3f}")
+    return out
+
+
+def build_needles(db: Path, n: int, model: Path) -> dict[tuple[int, str], int]:
+    """LoCoMo dev turns spread evenly among Zipfian filler; ``{(conversation, dia_id): id}``."""
+    data = json.loads(locomo.DEFAULT_DATA.read_text("utf-8"))
+    needles = []
+    for conv, sample in enumerate(data):
+        for d in locomo.build_drawers(sample["conversation"]):
+            occurred = parse_when(str(d.item["occurred_at"]), now_ms=0)
+            needles.append(((conv, d.dia_id), m.NewDrawer(
+                text=str(d.item["text"]), wing=f"locomo-{conv}", room=str(d.item["room"]),
+                occurred_ms=occurred)))
+    ids_file = db.with_name(db.name + ".ids.json")
+    if db.exists() and ids_file.exists():
+        return {(int(c), t): int(i) for c, t, i in json.loads(ids_file.read_text("utf-8"))}
+    st = Store(db)
+    filler = zipf_texts(n - len(needles), zipf_vocabulary(model), seed=1)
+    every = len(filler) // len(needles)
+    order: list[tuple[str, Any]] = []
+    for k in range(len(needles)):
+        order += [("filler", t) for t in filler[k * every:(k + 1) * every]]
+        order.append(("needle", k))
+    order += [("filler", t) for t in filler[len(needles) * every:]]
+    ids: dict[tuple[int, str], int] = {}
+    for start in range(0, len(order), 5_000):
+        def tx(c: Any, start: int = start) -> None:
+            for j, (kind, x) in enumerate(order[start:start + 5_000]):
+                i = start + j
+                if kind == "filler":
+                    m.insert_drawer(c, m.NewDrawer(text=f"{x} (note {i})", wing=f"wing-{i % 4}",
+                                                   room=f"room-{i % 200}"),
+                                    1_600_000_000_000 + i)
+                else:
+                    key, new = needles[x]
+                    ids[key] = m.insert_drawer(c, new, 1_600_000_000_000 + i)[0]
+
+        st.write(tx)
+    st.close()
+    ids_file.write_text(json.dumps([[c, t, i] for (c, t), i in ids.items()]))
+    return ids
+
+
+def needles_check(db: Path, n: int, model: Path) -> dict[str, Any]:
+    ids = build_needles(db, n, model)
+    turn_of = {i: key for key, i in ids.items()}
+    data = json.loads(locomo.DEFAULT_DATA.read_text("utf-8"))
+    st = Store(db)
+    n_docs = st.read(search.drawer_count)
+    stats = search.TermStats()
+    recall: dict[str, dict[int, list[float]]] = {s: {1: [], 5: [], 10: []}
+                                                 for s in ("exact", "two-part")}
+    lat: dict[str, list[float]] = {"exact": [], "two-part": []}
+    for conv, sample in enumerate(data):
+        for q in locomo.build_questions(sample):
+            if not q.gold_turns:
+                continue
+            for name, fn in (("exact", exact), ("two-part", two_part)):
+                hits, ms = timed(lambda fn=fn, q=q: fn(st, stats, q.question, n_docs, 100))
+                lat[name].append(ms)
+                ranked = [turn_of.get(i) for i, _ in hits]
+                for k in (1, 5, 10):
+                    found = {t[1] for t in ranked[:k] if t is not None and t[0] == conv}
+                    recall[name][k].append(len(found & set(q.gold_turns)) / len(q.gold_turns))
+    st.close()
+    out: dict[str, Any] = {"drawers": n_docs, "questions": len(lat["exact"])}
+    for name in ("exact", "two-part"):
+        r = {k: statistics.mean(v) for k, v in recall[name].items()}
+        out[name] = {"recall": r, "p50_ms": statistics.median(lat[name]),
+                     "p95_ms": pct(lat[name], 95)}
+        print(f"LoCoMo needles among {n_docs:,} drawers, {out['questions']} questions, {name}: "
+              f"BM25 turn R@1/5/10 {r[1]:.3f} / {r[5]:.3f} / {r[10]:.3f}; p50 "
+              f"{out[name]['p50_ms']:.1f} ms p95 {out[name]['p95_ms']:.1f} ms")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", type=Path, help="a palace database for the Zipf queries")
+    ap.add_argument("--needles", type=int, default=0, help="drawers of the needle palace")
+    ap.add_argument("--needles-db", type=Path, default=Path("/tmp/palace-needles.db"))
+    ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    report: dict[str, Any] = {}
+    if args.db is not None:
+        report["zipf"] = zipf_check(args.db, args.model_dir)
+    if args.needles:
+        report["needles"] = needles_check(args.needles_db, args.needles, args.model_dir)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

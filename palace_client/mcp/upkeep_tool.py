@@ -1,0 +1,87 @@
+"""The MCP ``upkeep`` tool: one tool whose ``action`` picks the op it runs, and its wording.
+
+``update`` runs ``memory.update`` (``id`` and the fields to change), ``consolidate`` runs
+``memory.consolidate`` (``room``, optional ``wing``, the ``summary``) and ``health`` runs
+``memory.health``. One tool instead of three keeps ``tools/list`` short (every session pays
+for it); ``schema.action_args`` refuses the arguments an action does not take, naming the
+ones it does. The tool's schema is declared in ``tools`` (``UPKEEP_ACTIONS``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from palace_client.render import one_line
+
+from .schema import action_args
+from .tools import TOOLS_BY_NAME
+
+OpCall = Callable[[str, "str | None", "Mapping[str, Any] | None"], dict[str, Any]]
+LISTED = 5  # stale drawers and duplicate pairs shown per room
+
+
+def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
+    """Run the ``upkeep`` tool's ``action`` on ``palace`` through ``op_call``; its text.
+
+    Raises:
+        ToolArgumentError: arguments the action does not take, or required ones missing.
+        PalaceError: what the daemon answers (MEMORY_NOT_FOUND, INVALID_ARGS...).
+    """
+    action = str(arguments["action"])
+    op, args = action_args(TOOLS_BY_NAME["upkeep"], arguments)
+    result = op_call(op, palace, args)
+    if action == "update":
+        return _updated(result, palace)
+    if action == "consolidate":
+        return (f"Stored summary #{result['summary_id']} in [{result['wing']}/{result['room']}] "
+                f"of palace '{palace}'; it consolidates {len(result['source_ids'])} drawer(s), "
+                "which are kept.")
+    return _health(result, palace)
+
+
+def _updated(result: Mapping[str, Any], palace: str) -> str:
+    did = result["id"]
+    changed = list(result.get("changed") or [])
+    if not changed:
+        return f"Drawer #{did} in palace '{palace}' already says that; nothing changed."
+    text = (f"Updated drawer #{did} in palace '{palace}' ({', '.join(changed)}); it is now "
+            f"version {result['version']}, earlier versions are kept.")
+    if "text" in changed and not result.get("embedded"):
+        text += " Its new text is found by keywords now, by meaning once it is embedded."
+    return text
+
+
+def consolidation_hint(hint: Mapping[str, Any]) -> str:
+    """The line ``remember`` adds when the drawer's room is due a consolidation."""
+    room = json.dumps(str(hint["room"]), ensure_ascii=False)
+    return (f"Room {room} now holds {hint['drawers']} unconsolidated drawers: if they belong "
+            f"together, sum them up with upkeep action='consolidate' room={room} "
+            "summary='<summary>'.")
+
+
+def _health(result: Mapping[str, Any], palace: str) -> str:
+    t = result["totals"]
+    lines = [f"Health of palace '{palace}': {t['drawers']} drawers in {t['rooms']} rooms, "
+             f"{t['stale']} stale, {t['duplicates']} duplicate pairs, {t['hints']} rooms to "
+             "consolidate."]
+    for room in result.get("rooms") or []:
+        notes: list[str] = []
+        if room.get("hint"):
+            notes.append(f"  consolidate: {room['unconsolidated']} unconsolidated drawers")
+        for s in (room.get("stale") or [])[:LISTED]:
+            notes.append(f"  stale #{s['id']} (unused {s['days_unused']:.0f} days, weight "
+                         f"{s['weight']:.3f}): {one_line(s['preview'])}")
+        for d in (room.get("duplicates") or [])[:LISTED]:
+            a, b = d["ids"]
+            notes.append(f"  {d['kind']} duplicates #{a} ~ #{b} ({d['similarity']:.2f})")
+        if notes:
+            lines.append(f"[{room['wing']}/{room['room']}] {room['active']} active")
+            lines.extend(notes)
+    if len(lines) == 1:
+        lines.append("Nothing to tidy.")
+    else:
+        lines.append("Merge duplicates with upkeep update + forget; forget stale drawers "
+                     "that no longer hold.")
+    return "\n".join(lines)
