@@ -20,6 +20,7 @@ import pytest
 
 from palaced import errors as E
 from tests.conftest import DaemonProc, base_env
+from tests.transcripts import Session
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
 SECRET = "zebracorn"  # in every memory text of the audit test, never in the log
@@ -323,6 +324,45 @@ def test_every_change_is_audited_without_its_text(shared_daemon: DaemonProc) -> 
         conn.close()
     shown = d.cli("audit", "--palace", palace, "--op", "memory.forget", check=True).stdout
     assert shown.count("memory.forget  trashed") == 2 and SECRET not in shown
+
+
+def test_updates_and_captures_record_their_agent(shared_daemon: DaemonProc,
+                                                 tmp_path: Path) -> None:
+    """memory.update and capture.transcript (main's writes since the audit) name their agent
+    on the drawers and in the log, and follow the write permission."""
+    d, palace = shared_daemon, unique("edits")
+    session = Session(tmp_path / "t.jsonl")
+    session.exchange(f"{SECRET}: which port does the api use?", "It listens on 8088.")
+    session.exchange("and the worker?", f"{SECRET}: the worker listens on 9099.")
+    with d.client() as c:
+        c.agent = "owner"
+        c.create_palace(palace)
+        did = c.remember(palace, f"{SECRET} the api listens on 8080")
+        c.agent = "editor"
+        assert c.update(palace, did, text=f"{SECRET} the api listens on 8088")["version"] == 2
+        c.agent = "capturer"
+        done = c.capture_transcript(palace, session.path, wait=True)
+        assert done["drawers"] == 2
+        drawer = c.get(palace, did)
+        assert (drawer["created_by"], drawer["updated_by"]) == ("owner", "editor")
+        captured = [x for x in c.drawers(palace, wing="sessions")["drawers"]]
+        assert {x["created_by"] for x in captured} == {"capturer"}
+        log = c.audit(palace, limit=10)["entries"]
+        assert [(e["agent"], e["op"], e["outcome"]) for e in log[:2]] == [
+            ("capturer", "capture.transcript", "stored"),
+            ("editor", "memory.update", "updated")]
+        assert log[1]["drawer_ids"] == [did] and log[1]["detail"] == {"changed": "text"}
+        assert sorted(log[0]["drawer_ids"]) == sorted(x["id"] for x in captured)
+        assert SECRET not in json.dumps(log)
+        c.agent = "owner"
+        c.set_policy(palace, "write", ["owner"])
+        c.agent = "editor"
+        with pytest.raises(E.Forbidden):
+            c.update(palace, did, text="not allowed any more")
+        session.exchange("one more?", "yes")
+        with pytest.raises(E.Forbidden):
+            c.capture_transcript(palace, session.path, wait=True)
+        assert c.get(palace, did)["text"] == f"{SECRET} the api listens on 8088"
 
 
 # -- policy ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The trash, the audit log, the policy and their migration in-process (hashing embedder):
 what a restore relinks, restores after a model switch, a keep period of 0, the bounds of the
-log, glob matching, and a palace of the previous schema version opening under this one."""
+log, glob matching, edits, long texts and lifetimes through the trash, and palaces of earlier
+schema versions opening under this one."""
 
 from __future__ import annotations
 
@@ -12,18 +13,19 @@ import anyio
 import apsw
 import pytest
 
-from palaced import audit, graph, policy, reads, reembed, trash, upkeep, writes
+from palaced import audit, edits, graph, policy, reads, reembed, trash, upkeep, writes
 from palaced.config import Retention, load
 from palaced.embedder import HashEmbedder
 from palaced.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.ops.governance import since_ms
-from palaced.palace import Palace
+from palaced.palace import Palace, now_ms
 from palaced.paths import Paths
 from palaced.services import ModelState, Services
 from palaced.store import Store
 from palaced.store import audit as audit_sql
 from palaced.store import drawers as m
 from palaced.store.db import open_connection
+from palaced.store.edits import Edit
 from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION
 from palaced.tokens import Tokenizer
 
@@ -270,3 +272,135 @@ def test_the_agent_goes_only_to_a_daemon_that_takes_it(keys: list[str] | None) -
     finally:
         fake.close()
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _substring_hits(p: Palace, word: str) -> list[int]:
+    """Drawer ids the trigram (substring) index finds ``word`` in."""
+    return p.store.read(lambda c: [int(r[0]) for r in c.execute(
+        "SELECT rowid FROM drawers_trigram WHERE drawers_trigram MATCH ?", (f'"{word}"',))])
+
+
+def _vector_count(p: Palace, drawer_id: int) -> int:
+    return int(p.store.read(lambda c: c.execute(
+        "SELECT count(*) FROM vectors WHERE drawer_id = ?", (drawer_id,)).fetchall()[0][0]))
+
+
+async def test_an_edited_drawer_keeps_its_history_and_substrings_through_the_trash(
+        palace: Palace) -> None:
+    did = await _put(palace, "the deploy key lives in vaultwarden", room="ops")
+    editor = audit_sql.Actor("editor", "memory.update")
+    done = await edits.update(palace, did, Edit(text="the deploy key lives in keepassxc",
+                                                 tags=("secrets",)), actor=editor)
+    assert done["changed"] == ["text", "tags"] and done["version"] == 2
+    edited = await reads.get(palace, did, history=True)
+    assert edited["updated_by"] == "editor" and edited["created_by"] == "tester"
+    last = (await audit.entries(palace, limit=1))["entries"][0]
+    assert (last["agent"], last["op"], last["outcome"], last["drawer_ids"], last["detail"]) == (
+        "editor", "memory.update", "updated", [did], {"changed": "text,tags"})
+    # An edit that changes nothing writes, and audits, nothing.
+    assert (await edits.update(palace, did, Edit(tags=("secrets",)), actor=editor))[
+        "changed"] == []
+    assert (await audit.entries(palace, limit=1))["entries"][0]["id"] == last["id"]
+    assert _substring_hits(palace, "assxc") == [did]
+
+    await trash.forget(palace, did, ME, keep_ms=DAY)
+    assert _substring_hits(palace, "assxc") == [] and _vector_count(palace, did) == 0
+    assert palace.store.read(lambda c: c.execute(
+        "SELECT count(*) FROM drawer_history").fetchall()[0][0]) == 0
+    with pytest.raises(MemoryNotFound):
+        await edits.update(palace, did, Edit(text="nope"), actor=editor)
+
+    assert (await trash.restore(palace, did, ME, keep_ms=DAY))["embedded"] is True
+    back = await reads.get(palace, did, history=True)
+    assert back["versions"] == 2 and back["tags"] == ["secrets"]
+    assert [(v["version"], v["text"], v["tags"]) for v in back["history"]] == [
+        (1, "the deploy key lives in vaultwarden", [])]
+    assert _substring_hits(palace, "assxc") == [did]
+    assert _substring_hits(palace, "vaultw") == []  # earlier versions are not searched
+
+    # A purge takes the history with the drawer for good.
+    await trash.forget(palace, did, ME, keep_ms=DAY, purge=True)
+    assert palace.store.read(lambda c: c.execute(
+        "SELECT count(*) FROM drawer_history").fetchall()[0][0]) == 0
+
+
+async def test_a_long_text_embedded_in_the_background_goes_to_the_trash_whole(
+        palace: Palace) -> None:
+    """A trashed drawer's chunk vectors leave the index; a drawer trashed before its
+    background embedding is not embedded in the trash, and is embedded once restored."""
+    words = " ".join(f"word{i} topic{i % 7}" for i in range(2_500))
+    assert len(writes.chunk_text(words)) > writes.INLINE_MAX_CHUNKS
+    early = (await writes.remember(palace, m.NewDrawer(text="early " + words), actor=ME))
+    assert early["embedded"] is False and early["pending_chunks"] > writes.INLINE_MAX_CHUNKS
+    late = await _put(palace, "late " + words)
+    await trash.forget(palace, early["id"], ME, keep_ms=DAY)
+    assert await writes.embed_pending(palace) == 1  # the late one only
+    chunks = _vector_count(palace, late)
+    assert chunks == early["pending_chunks"] and _vector_count(palace, early["id"]) == 0
+    assert palace.index is not None and len(palace.index) == chunks
+
+    await trash.forget(palace, late, ME, keep_ms=DAY)
+    assert len(palace.index) == 0 and _vector_count(palace, late) == 0
+    assert (await trash.restore(palace, late, ME, keep_ms=DAY))["embedded"] is True
+    assert len(palace.index) == chunks == _vector_count(palace, late)
+
+    assert (await trash.restore(palace, early["id"], ME, keep_ms=DAY))["embedded"] is False
+    assert palace.embed_soon and palace.maybe_pending
+    assert await writes.embed_pending(palace) == 1
+    assert len(palace.index) == 2 * chunks
+    assert (await reads.get(palace, early["id"]))["embedded"] is True
+
+
+async def test_an_expired_lifetime_goes_through_the_trash(palace: Palace) -> None:
+    """TTL expiry (a lifetime a recall may renew) ends in the trash, like a forget."""
+    def lifetime() -> tuple[int | None, int | None]:
+        return palace.store.read(lambda c: c.execute(
+            "SELECT expires_ms, ttl_ms FROM drawers WHERE id = ?", (did,)).fetchall()[0])
+
+    did = await _put(palace, "the standup moved to ten", ttl_ms=50, expires_ms=now_ms() + 50)
+    assert lifetime()[1] == 50
+    await anyio.sleep(0.1)
+    swept = await upkeep.sweep_expired(palace, keep_ms=DAY)
+    assert swept["deleted"] == [did]
+    entry = (await trash.list_trash(palace, keep_ms=DAY, limit=5, offset=0))["drawers"][0]
+    assert (entry["id"], entry["reason"], entry["trashed_by"]) == (did, "expired", "palaced")
+    await trash.restore(palace, did, ME, keep_ms=DAY)
+    assert lifetime() == (None, 50)  # back for good: it would expire again at once
+
+
+def test_a_v8_palace_of_main_migrates_to_v9(tmp_path: Path) -> None:
+    """The governance schema is the step after upkeep's v8: a palace main made at v8, with an
+    edited drawer, a lifetime and chunk counts, opens at v9 with all of them intact."""
+    assert SCHEMA_VERSION == 9
+    path = tmp_path / "palace.db"
+    conn = open_connection(path)
+    for version, step in enumerate(MIGRATIONS[:8], start=1):
+        with conn:
+            step(conn)
+            conn.execute("PRAGMA application_id=1346456643")
+            conn.execute(f"PRAGMA user_version={version}")
+    with conn:
+        conn.execute("INSERT INTO drawers(text, wing, room, created_ms, updated_ms, occurred_ms, "
+                     "content_hash, expires_ms, chunks) VALUES('the runbook lives in confluence',"
+                     " 'w', 'r', 1000, 1000, 1000, 'h', 61000, 1)")
+        conn.execute("INSERT INTO drawer_history(drawer_id, text, wing, room, tags, importance, "
+                     "replaced_ms) VALUES(1, 'the runbook lives in the wiki', 'w', 'r', '[]', "
+                     "0.5, 900)")
+    assert [r[1] for r in conn.execute("PRAGMA table_info(trash)")] == []
+    conn.close()
+    store = Store(path)
+    try:
+        version = store.read(lambda c: c.execute("PRAGMA user_version").fetchall()[0][0])
+        assert version == 9
+        drawer = store.read(lambda c: c.execute(
+            "SELECT ttl_ms, chunks, created_by, updated_by FROM drawers WHERE id = 1"
+        ).fetchall()[0])
+        assert drawer == (60000, 1, None, None)
+        assert store.read(lambda c: c.execute(
+            "SELECT count(*) FROM drawer_history WHERE drawer_id = 1").fetchall()[0][0]) == 1
+        assert store.read(lambda c: [r[0] for r in c.execute(
+            "SELECT rowid FROM drawers_trigram WHERE drawers_trigram MATCH '\"fluenc\"'")]) == [1]
+        assert store.read(lambda c: c.execute("SELECT count(*) FROM trash").fetchall()[0][0]) == 0
+        assert store.read(audit_sql.entries) == ([], 0)
+    finally:
+        store.close()
