@@ -345,7 +345,7 @@ def test_updates_and_captures_record_their_agent(shared_daemon: DaemonProc,
         assert done["drawers"] == 2
         drawer = c.get(palace, did)
         assert (drawer["created_by"], drawer["updated_by"]) == ("owner", "editor")
-        captured = [x for x in c.drawers(palace, wing="sessions")["drawers"]]
+        captured = c.drawers(palace, wing="sessions")["drawers"]
         assert {x["created_by"] for x in captured} == {"capturer"}
         log = c.audit(palace, limit=10)["entries"]
         assert [(e["agent"], e["op"], e["outcome"]) for e in log[:2]] == [
