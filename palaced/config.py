@@ -67,8 +67,18 @@ def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
     return field(default=default, metadata={"bound": bound, "strict": strict})
 
 
+class _Bounded:
+    """A settings dataclass whose fields' bounds (``_above``) are checked on construction."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            problem = out_of_bound(getattr(self, f.name), f.metadata)
+            if problem:
+                raise ValueError(f"{f.name} {problem}")
+
+
 @dataclass(frozen=True)
-class Limits:
+class Limits(_Bounded):
     """Sizes and times the daemon enforces; each field's bound is in its metadata.
 
     Raises:
@@ -93,15 +103,9 @@ class Limits:
     # client one reconnect on its next call.
     connection_idle_s: float = _above(300.0, 0)
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = out_of_bound(getattr(self, f.name), f.metadata)
-            if problem:
-                raise ValueError(f"{f.name} {problem}")
-
 
 @dataclass(frozen=True)
-class Retention:
+class Retention(_Bounded):
     """How long a palace keeps forgotten drawers (its trash) and its audit log.
 
     Raises:
@@ -112,12 +116,6 @@ class Retention:
     trash_keep_days: float = _above(30.0, 0, strict=False)
     audit_keep_days: float = _above(365.0, 0)
     audit_max_entries: int = _above(100_000, 0)
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = out_of_bound(getattr(self, f.name), f.metadata)
-            if problem:
-                raise ValueError(f"{f.name} {problem}")
 
     @property
     def trash_keep_ms(self) -> int:
@@ -142,7 +140,7 @@ def out_of_bound(value: Any, bound: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Upkeep:
+class Upkeep(_Bounded):
     """How use shapes memories: consolidation hints, promotion and TTL renewal on recall.
 
     ``consolidate_hint_at``: a room with this many active, unconsolidated drawers makes
@@ -159,12 +157,6 @@ class Upkeep:
     promote_after: int = _above(20, 0, strict=False)
     promote_max: float = field(default=0.8, metadata={"bound": 0, "strict": False, "max": 1})
     recall_extends_ttl: bool = True
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = out_of_bound(getattr(self, f.name), f.metadata)
-            if problem:
-                raise ValueError(f"{f.name} {problem}")
 
 
 @dataclass(frozen=True)

@@ -191,15 +191,21 @@ def test_since_takes_times_and_durations() -> None:
         since_ms("soon-ish", now)
 
 
-def test_a_palace_of_the_previous_version_migrates_and_keeps_its_drawers(
-        tmp_path: Path) -> None:
-    path = tmp_path / "palace.db"
+def _database_at(path: Path, version: int) -> apsw.Connection:
+    """A palace database as the daemon of schema ``version`` made it."""
     conn = open_connection(path)
-    for version, step in enumerate(MIGRATIONS[:-1], start=1):
+    for done, step in enumerate(MIGRATIONS[:version], start=1):
         with conn:
             step(conn)
             conn.execute("PRAGMA application_id=1346456643")
-            conn.execute(f"PRAGMA user_version={version}")
+            conn.execute(f"PRAGMA user_version={done}")
+    return conn
+
+
+def test_a_palace_of_the_previous_version_migrates_and_keeps_its_drawers(
+        tmp_path: Path) -> None:
+    path = tmp_path / "palace.db"
+    conn = _database_at(path, SCHEMA_VERSION - 1)
     with conn:
         conn.execute("INSERT INTO drawers(text, wing, room, created_ms, updated_ms, "
                      "occurred_ms, content_hash) VALUES('old memory', 'w', 'r', 1, 1, 1, 'h')")
@@ -373,12 +379,7 @@ def test_a_v8_palace_of_main_migrates_to_v9(tmp_path: Path) -> None:
     edited drawer, a lifetime and chunk counts, opens at v9 with all of them intact."""
     assert SCHEMA_VERSION == 9
     path = tmp_path / "palace.db"
-    conn = open_connection(path)
-    for version, step in enumerate(MIGRATIONS[:8], start=1):
-        with conn:
-            step(conn)
-            conn.execute("PRAGMA application_id=1346456643")
-            conn.execute(f"PRAGMA user_version={version}")
+    conn = _database_at(path, 8)
     with conn:
         conn.execute("INSERT INTO drawers(text, wing, room, created_ms, updated_ms, occurred_ms, "
                      "content_hash, expires_ms, chunks) VALUES('the runbook lives in confluence',"
