@@ -199,13 +199,12 @@ async def _commit(palace: Palace, items: list[Captured], drop: _Open | None,
     def before(c: apsw.Connection) -> list[int]:
         if drop is None or drop.drawer is None:
             return []
-        gone = c.execute("SELECT 1 FROM drawers WHERE id = ? AND content_hash = ?",
-                         (drop.drawer, drop.digest)).fetchall()
         vids = drop_open_drawer(c, drop.drawer, drop.digest)
-        if gone:
-            # Deleted, not trashed: the grown exchange's drawer stored next holds its text.
-            append(c, actor, "replaced", now_ms(), drawer_ids=[drop.drawer],
-                   detail={"reason": "capture"})
+        if vids is None:
+            return []
+        # Deleted, not trashed: the grown exchange's drawer stored next holds its text.
+        append(c, actor, "replaced", now_ms(), drawer_ids=[drop.drawer],
+               detail={"reason": "capture"})
         return vids
 
     def after(c: apsw.Connection, outcomes: list[dict[str, Any]]) -> None:

@@ -341,18 +341,26 @@ def test_updates_and_captures_record_their_agent(shared_daemon: DaemonProc,
         c.agent = "editor"
         assert c.update(palace, did, text=f"{SECRET} the api listens on 8088")["version"] == 2
         c.agent = "capturer"
-        done = c.capture_transcript(palace, session.path, wait=True)
-        assert done["drawers"] == 2
+        session.prompt("deploy the api")
+        session.say("Starting the deploy.")  # an open exchange: replaced as it grows
+        assert c.capture_transcript(palace, session.path, wait=True)["drawers"] == 3
+        opened = c.audit(palace, limit=1)["entries"][0]["drawer_ids"][-1]
+        session.say(f"{SECRET}: deployed.")
+        assert c.capture_transcript(palace, session.path, wait=True)["replaced"] == 1
         drawer = c.get(palace, did)
         assert (drawer["created_by"], drawer["updated_by"]) == ("owner", "editor")
         captured = c.drawers(palace, wing="sessions")["drawers"]
-        assert {x["created_by"] for x in captured} == {"capturer"}
+        assert len(captured) == 3 and {x["created_by"] for x in captured} == {"capturer"}
         log = c.audit(palace, limit=10)["entries"]
-        assert [(e["agent"], e["op"], e["outcome"]) for e in log[:2]] == [
+        assert [(e["agent"], e["op"], e["outcome"]) for e in log[:4]] == [
+            ("capturer", "capture.transcript", "created"),  # the grown exchange alone
+            ("capturer", "capture.transcript", "replaced"),
             ("capturer", "capture.transcript", "stored"),
             ("editor", "memory.update", "updated")]
-        assert log[1]["drawer_ids"] == [did] and log[1]["detail"] == {"changed": "text"}
-        assert sorted(log[0]["drawer_ids"]) == sorted(x["id"] for x in captured)
+        assert log[1]["drawer_ids"] == [opened] and log[1]["detail"] == {"reason": "capture"}
+        assert log[3]["drawer_ids"] == [did] and log[3]["detail"] == {"changed": "text"}
+        assert sorted(log[0]["drawer_ids"] + log[2]["drawer_ids"][:2]) == sorted(
+            x["id"] for x in captured)
         assert SECRET not in json.dumps(log)
         c.agent = "owner"
         c.set_policy(palace, "write", ["owner"])
