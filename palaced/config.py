@@ -68,7 +68,8 @@ def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
 
 
 class _Bounded:
-    """A settings dataclass whose fields' bounds (``_above``) are checked on construction."""
+    """Settings whose fields' bounds (``_above``) are checked on construction: ValueError
+    names the field (``load`` reports it with the file's line)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):  # type: ignore[arg-type]
@@ -106,11 +107,7 @@ class Limits(_Bounded):
 
 @dataclass(frozen=True)
 class Retention(_Bounded):
-    """How long a palace keeps forgotten drawers (its trash) and its audit log.
-
-    Raises:
-        ValueError: a value is out of its bound (``load`` reports it with the file's line).
-    """
+    """How long a palace keeps forgotten drawers (its trash) and its audit log."""
 
     # 0: a forgotten drawer is gone at once (never listed, never restorable).
     trash_keep_days: float = _above(30.0, 0, strict=False)
@@ -325,27 +322,16 @@ def read_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _limits(table: dict[str, Any]) -> Limits:
-    """Limits from a checked ``[limits]`` table (numbers as floats, like the defaults)."""
-    values: dict[str, Any] = {
-        k: float(v) if SCHEMA["limits"][k].kind == "number" else v for k, v in table.items()}
-    return Limits(**values)
+def _typed(data: dict[str, Any], section: str) -> dict[str, Any]:
+    """The keys of a checked section, numbers as floats (like the defaults)."""
+    return {k: float(v) if SCHEMA[section][k].kind == "number" else v
+            for k, v in data.get(section, {}).items()}
 
 
 def _retention(data: dict[str, Any]) -> Retention:
     """Retention from the checked ``[trash]`` and ``[audit]`` tables."""
-    values: dict[str, Any] = {}
-    for section in ("trash", "audit"):
-        for key, value in data.get(section, {}).items():
-            spec = SCHEMA[section][key]
-            values[f"{section}_{key}"] = float(value) if spec.kind == "number" else value
-    return Retention(**values)
-
-def _upkeep(table: dict[str, Any]) -> Upkeep:
-    """Upkeep settings from a checked ``[upkeep]`` table."""
-    values: dict[str, Any] = {
-        k: float(v) if SCHEMA["upkeep"][k].kind == "number" else v for k, v in table.items()}
-    return Upkeep(**values)
+    return Retention(**{f"{section}_{key}": value for section in ("trash", "audit")
+                        for key, value in _typed(data, section).items()})
 
 
 def load(paths: Paths | None = None) -> DaemonConfig:
@@ -378,10 +364,10 @@ def load(paths: Paths | None = None) -> DaemonConfig:
     return DaemonConfig(
         paths=paths,
         embedder=settings,
-        limits=_limits(data.get("limits", {})),
+        limits=Limits(**_typed(data, "limits")),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
         retention=_retention(data),
-        upkeep=_upkeep(data.get("upkeep", {})),
+        upkeep=Upkeep(**_typed(data, "upkeep")),
         backup=_backup(data.get("backup", {}), paths.config_file),
     )
 

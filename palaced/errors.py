@@ -150,6 +150,8 @@ class Forbidden(RegistryError):
 
     code = 208
     name = "FORBIDDEN"
+
+
 class PalaceNotEmpty(PalaceExists):
     """A restore's target palace already holds memories (restore into a new palace)."""
 
@@ -381,8 +383,9 @@ class UsageError(ClientError):
     name = "USAGE_ERROR"
 
 
-def _leaf_by_code() -> dict[int, type[PalaceError]]:
-    """Each code's most specific class of this module (a subclass wins over its base)."""
+def error_classes() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base), found
+    anew on each call (``protocol`` keeps its own table)."""
     table: dict[int, type[PalaceError]] = {}
     stack: list[type[PalaceError]] = [PalaceError]
     while stack:
@@ -392,11 +395,3 @@ def _leaf_by_code() -> dict[int, type[PalaceError]]:
         if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
-
-
-_BY_CODE = _leaf_by_code()
-
-
-def error_classes() -> dict[int, type[PalaceError]]:
-    """Return the code → most specific class table (a copy)."""
-    return dict(_BY_CODE)

@@ -11,6 +11,15 @@ from collections.abc import Mapping, Sequence
 
 import apsw
 
+# Schema v9 (store/schema.py).
+DDL: tuple[str, ...] = (
+    # permission (write, delete, admin) -> JSON list of agent globs; no row: everyone.
+    """CREATE TABLE policy(
+        permission TEXT PRIMARY KEY,
+        agents TEXT NOT NULL
+    ) STRICT""",
+)
+
 
 def read_policy(conn: apsw.Connection) -> dict[str, list[str]]:
     """``{permission: [glob, ...]}`` of the permissions that have a row."""

@@ -34,8 +34,11 @@ import apsw
 
 from palaced.errors import SchemaTooNew, StorageError
 
+from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
+from .policy import DDL as POLICY_DDL
+from .trash import DDL as TRASH_DDL
 
 V1: Sequence[str] = (
     """CREATE TABLE meta(
@@ -323,53 +326,14 @@ UPKEEP_DDL: list[str] = [
 ]
 
 
-# v9, agents, trash, audit and policy.
+# v9, agents, trash, audit and policy (each table defined beside its queries).
 GOVERNANCE_DDL: list[str] = [
     # The agent (protocol envelope) that stored the drawer, and the last one that changed it.
     "ALTER TABLE drawers ADD COLUMN created_by TEXT",
     "ALTER TABLE drawers ADD COLUMN updated_by TEXT",
     "ALTER TABLE facts ADD COLUMN created_by TEXT",
     "ALTER TABLE facts ADD COLUMN invalidated_by TEXT",
-    # A forgotten drawer, whole, until restored or purged: its row (JSON of its columns),
-    # closets, vectors (chunk vectors end to end, of the embedder named), its edit history
-    # (rows of drawer_history), the facts citing it and the drawers consolidated into it
-    # (both links SQLite cut when the row went).
-    """CREATE TABLE trash(
-        id INTEGER PRIMARY KEY,
-        drawer TEXT NOT NULL,
-        topics TEXT NOT NULL DEFAULT '[]',
-        vectors BLOB,
-        vector_count INTEGER NOT NULL DEFAULT 0,
-        embedder TEXT,
-        facts TEXT NOT NULL DEFAULT '[]',
-        sources TEXT NOT NULL DEFAULT '[]',
-        history TEXT NOT NULL DEFAULT '[]',
-        reason TEXT NOT NULL,
-        trashed_ms INTEGER NOT NULL,
-        trashed_by TEXT
-    ) STRICT""",
-    "CREATE INDEX trash_time ON trash(trashed_ms)",
-    # Who changed what, never the memory text itself; rows are only ever appended, and
-    # dropped oldest first by the retention upkeep.
-    """CREATE TABLE audit(
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        agent TEXT NOT NULL,
-        op TEXT NOT NULL,
-        drawer_ids TEXT NOT NULL DEFAULT '[]',
-        fact_ids TEXT NOT NULL DEFAULT '[]',
-        outcome TEXT NOT NULL,
-        detail TEXT NOT NULL DEFAULT '{}'
-    ) STRICT""",
-    "CREATE INDEX audit_time ON audit(at_ms)",
-    """CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit BEGIN
-        SELECT RAISE(ABORT, 'the audit log is append-only');
-    END""",
-    # permission (write, delete, admin) -> JSON list of agent globs; no row: everyone.
-    """CREATE TABLE policy(
-        permission TEXT PRIMARY KEY,
-        agents TEXT NOT NULL
-    ) STRICT""",
+    *TRASH_DDL, *AUDIT_DDL, *POLICY_DDL,
 ]
 
 
