@@ -38,6 +38,7 @@ with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
@@ -112,6 +113,21 @@ app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
 transfer.imports.command("claude-code")(imports.claude_code)
 app.add_typer(hooks.app, name="hook")
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Join the lines of each command's first help paragraph: rich help keeps a docstring's
+    line breaks, which would split a command's summary in the listing mid-sentence."""
+    for info in group.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        first, sep, rest = text.partition("\n\n")
+        info.help = " ".join(first.split()) + sep + rest
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def main() -> None:
