@@ -136,7 +136,7 @@ def test_file_ops_are_refused_on_a_team_palace(team_daemon: DaemonProc, pg_url: 
                          ("palace.restore", {"path": str(tmp_path)})]:
             with pytest.raises(E.TeamUnsupported) as err:
                 c.call(op, name, args)
-            assert err.value.code == 208 and name in err.value.message
+            assert err.value.code == 209 and name in err.value.message
         # Without a palace, backup and doctor cover the local palaces and skip team ones.
         out = c.call("palace.backup", None, {"to": str(tmp_path / "b")})
         assert name in out["skipped"] and local in [b["palace"] for b in out["backups"]]
