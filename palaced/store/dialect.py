@@ -32,3 +32,56 @@ def lock_room(conn: Any, wing: str, room: str) -> None:
     if is_pg(conn):
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ?))",
                      (f"\x1f{wing}\x1f{room}",))
+
+
+def table_columns(conn: Any, table: str) -> list[str]:
+    """The column names of ``table`` (a literal name of the palace's schema), in order."""
+    if is_pg(conn):
+        return [str(r[0]) for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
+    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def glob_test(conn: Any, column: str, param: str) -> str:
+    """SQL that tests ``column`` against the glob in the named parameter ``param``, whose
+    value ``glob_value`` gives: SQLite's ``GLOB``, a regular expression on PostgreSQL (which
+    has no GLOB). Case-sensitive on both."""
+    return f"{column} ~ :{param}" if is_pg(conn) else f"{column} GLOB :{param}"
+
+
+def glob_value(conn: Any, glob: str) -> str:
+    """The value of ``glob_test``'s parameter for ``glob`` (SQLite GLOB syntax)."""
+    return glob_regex(glob) if is_pg(conn) else glob
+
+
+def glob_regex(glob: str) -> str:
+    """A SQLite GLOB (``*``, ``?``, ``[...]`` with ``^`` negating) as an anchored PostgreSQL
+    regular expression matching the same strings."""
+    out = ["^"]
+    i = 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[":
+            j = i + 1
+            j += glob[j:j + 1] == "^"
+            j += glob[j:j + 1] == "]"  # a "]" first is a member, as in GLOB
+            end = glob.find("]", j)
+            if end < 0:
+                out.append(r"\[")  # no closing bracket: a literal "[", as in GLOB
+            else:
+                body = glob[i + 1:end]
+                negate = body.startswith("^")
+                members = body[1:] if negate else body
+                out.append("[" + ("^" if negate else "") + members.replace("\\", "\\\\") + "]")
+                i = end
+        elif ch.isalnum() or ch == "_" or ord(ch) > 127:
+            out.append(ch)
+        else:
+            out.append("\\" + ch)
+        i += 1
+    return "".join(out) + "$"

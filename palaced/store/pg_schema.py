@@ -14,6 +14,9 @@ PostgreSQL's own tools where SQLite had virtual tables:
   recorded (``claim_dims``).
 - ``entities`` carry a generated ``tsv`` (name A, definition B, labels C) for entity search.
 - the sequence ``changes`` counts writes: every daemon's caches key on it (``PgStore``).
+- v2 adds the governance tables and columns (trash, audit, policy, ``created_by``...) from
+  their one SQLite definition (``from_sqlite``), so team palaces trash, audit and enforce
+  policy as local ones do.
 
 Version ``n`` is in ``meta`` under ``schema``; each step runs in one transaction with the bump,
 behind a transaction-scoped advisory lock, so two daemons migrating at once take turns. A newer
@@ -29,6 +32,9 @@ from typing import Any
 import psycopg
 
 from palaced.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
+
+from .audit import PG_TRIGGERS as AUDIT_PG_TRIGGERS
+from .schema import GOVERNANCE_DDL
 
 SCHEMA_PREFIX = "palace_"
 _SAFE = re.compile(r"[^a-z0-9_]")
@@ -212,7 +218,47 @@ V1: Sequence[str] = (
     "CREATE INDEX drawer_history_drawer ON drawer_history(drawer_id, id)",
 )
 
-MIGRATIONS: list[Sequence[str]] = [V1]
+# SQLite's spellings -> PostgreSQL's, for tables defined once, for SQLite, beside their queries
+# (``from_sqlite``).
+_PG_SPELLINGS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\bINTEGER PRIMARY KEY AUTOINCREMENT\b"),
+     "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+    (re.compile(r"\bINTEGER\b"), "BIGINT"),
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+    (re.compile(r"\)\s*STRICT\s*$"), ")"),
+)
+_TRIGGER = re.compile(r"\s*CREATE\s+TRIGGER\s+(\w+)", re.IGNORECASE)
+
+
+def from_sqlite(statements: Sequence[str], triggers: dict[str, tuple[str, ...]]
+                ) -> tuple[str, ...]:
+    """SQLite DDL (``CREATE TABLE``/``INDEX``, ``ALTER TABLE ... ADD COLUMN``) as PostgreSQL
+    DDL: 64-bit integers, ``BYTEA`` for blobs, an identity for ``AUTOINCREMENT``, no
+    ``STRICT``. A trigger is replaced by its PostgreSQL statements in ``triggers`` (by name).
+
+    Raises:
+        ValueError: a trigger without PostgreSQL statements (a programming error).
+    """
+    out: list[str] = []
+    for stmt in statements:
+        trigger = _TRIGGER.match(stmt)
+        if trigger is not None:
+            if trigger.group(1) not in triggers:
+                raise ValueError(f"trigger {trigger.group(1)} has no PostgreSQL spelling")
+            out.extend(triggers[trigger.group(1)])
+            continue
+        for pattern, spelling in _PG_SPELLINGS:
+            stmt = pattern.sub(spelling, stmt)
+        out.append(stmt)
+    return tuple(out)
+
+
+# v2, who did what (store.schema v9): the agents that wrote drawers and facts, the trash of
+# forgotten drawers, the append-only audit log and the palace's policy; the same tables as
+# SQLite's, from their one definition.
+V2: Sequence[str] = from_sqlite(GOVERNANCE_DDL, AUDIT_PG_TRIGGERS)
+
+MIGRATIONS: list[Sequence[str]] = [V1, V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Tables whose ids an import may set explicitly (``sync_ids`` moves their sequences past).
 _ID_TABLES = ("drawers", "entities", "facts", "sources")
