@@ -126,8 +126,9 @@ async def set_policy(palace: Palace, actor: audit_sql.Actor,
     checked = {p: check_globs(p, g) for p, g in changes.items()}
 
     def tx(c: apsw.Connection) -> Policy:
-        # Read under the write lock: two changes at once must not undo each other.
-        before = {p: tuple(g) for p, g in read_policy(c).items()}
+        # Read under the write lock (and, for a team palace, the database's lock of its
+        # policy): two changes at once must not undo each other.
+        before = {p: tuple(g) for p, g in read_policy(c, to_change=True).items()}
         after = Policy({**before, **checked})
         if not after.allows(actor.agent, "admin"):
             raise InvalidArgs(

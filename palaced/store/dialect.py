@@ -29,9 +29,21 @@ def lock_room(conn: Any, wing: str, room: str) -> None:
     at commit or rollback, nothing held across machines) makes them take turns. No-op on
     SQLite, whose single writer serialises already.
     """
+    serialise(conn, f"\x1f{wing}\x1f{room}")
+
+
+def serialise(conn: Any, key: str) -> None:
+    """On PostgreSQL, make the transactions that call this with ``key`` take turns (a
+    transaction-scoped advisory lock of the palace's schema); no-op on SQLite (one writer)."""
     if is_pg(conn):
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ?))",
-                     (f"\x1f{wing}\x1f{room}",))
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ?))", (key,))
+
+
+def for_update(conn: Any) -> str:
+    """`` FOR UPDATE`` on PostgreSQL, to end a SELECT of rows the transaction will move or
+    delete: a second daemon doing the same waits, then finds them gone, instead of failing
+    on a duplicate key. Empty on SQLite (one writer)."""
+    return " FOR UPDATE" if is_pg(conn) else ""
 
 
 def table_columns(conn: Any, table: str) -> list[str]:
