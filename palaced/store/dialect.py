@@ -69,7 +69,8 @@ def glob_value(conn: Any, glob: str) -> str:
 
 def glob_regex(glob: str) -> str:
     """A SQLite GLOB (``*``, ``?``, ``[...]`` with ``^`` negating) as an anchored PostgreSQL
-    regular expression matching the same strings."""
+    regular expression matching the same strings (tests/test_team_governance.py compares
+    them)."""
     out = ["^"]
     i = 0
     while i < len(glob):
@@ -84,7 +85,7 @@ def glob_regex(glob: str) -> str:
             j += glob[j:j + 1] == "]"  # a "]" first is a member, as in GLOB
             end = glob.find("]", j)
             if end < 0:
-                out.append(r"\[")  # no closing bracket: a literal "[", as in GLOB
+                return "(?!)"  # an unclosed "[": GLOB matches nothing, nor does this
             else:
                 body = glob[i + 1:end]
                 negate = body.startswith("^")
