@@ -1,44 +1,14 @@
 """Daemon configuration: frozen dataclasses loaded from defaults < TOML file < environment.
 
-The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may hold::
+The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) holds sections
+``[embedder]``, ``[tokenizer]``, ``[backup]``, ``[limits]``, ``[trash]``, ``[audit]``,
+``[upkeep]``, ``[team]`` and ``[stores.NAME]``, e.g.::
 
     [embedder]
     model = "sentence-transformers/all-MiniLM-L6-v2"   # or "none" for keyword-only
-    model_path = "/opt/models/all-MiniLM-L6-v2"        # local model dir (offline machines)
-    threads = 2
-    allow_download = true
 
-    [tokenizer]
-    bpe_file = "/opt/tiktoken/cl100k_base.tiktoken"
-
-    [backup]
-    dir = "/mnt/backup/palace"     # where `palace backup` writes (default <data_dir>/backups)
-    keep = 7                       # backups kept per palace
-
-    [limits]
-    max_frame = 8388608
-    max_text_chars = 200000
-    request_timeout_s = 120
-    idle_close_s = 600
-    checkpoint_idle_s = 5
-    max_connections = 256
-    reserve_connections = 8        # beyond max_connections, for status/stop only
-    handshake_timeout_s = 5        # accept -> complete daemon.hello
-    frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
-    connection_idle_s = 300        # no request for this long: the connection is closed
-
-    [trash]
-    keep_days = 30                 # forgotten drawers stay restorable this long (0: not at all)
-
-    [audit]
-    keep_days = 365                # audit entries older than this are dropped
-    max_entries = 100000           # and beyond this many per palace, the oldest
-
-    [upkeep]
-    consolidate_hint_at = 7        # a room this full of unconsolidated drawers gets a hint
-    promote_after = 20             # recalls per importance step up (0: never)
-    promote_max = 0.8              # promotion stops at high
-    recall_extends_ttl = true      # a recall restarts the lifetime of a drawer with a ttl
+Every key with its type, default and meaning: docs/configuration.md (generated from
+``SCHEMA`` below and docs/gen.py's ``CONFIG_MEANINGS``).
 
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
