@@ -326,10 +326,7 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
             name = palace_name(str(sample["sample_id"]))
             if any(p.get("name") == name for p in client.list_palaces()):
                 client.delete_palace(name)
-            if store is None:
-                client.create_palace(name)
-            else:
-                client.call("palace.create", name, {"store": store})
+            client.create_palace(name, store=store)
             drawers = build_drawers(sample["conversation"])
             questions = build_questions(sample)
             start = time.perf_counter()

@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +58,12 @@ from tests.pgserver import PgServer  # noqa: E402
 
 KINDS = ("sqlite", "team")
 INGEST_BATCH = 250
+ROOMS = 200
 
 
 def create(client: Any, name: str, kind: str, url: str) -> None:
     """A local palace, or a team palace in the database at ``url``."""
-    if kind == "team":
-        client.call("palace.create", name, {"store": url})
-    else:
-        client.create_palace(name)
+    client.create_palace(name, store=url if kind == "team" else None)
 
 
 def stats(lat: list[float]) -> dict[str, float]:
@@ -74,6 +73,19 @@ def stats(lat: list[float]) -> dict[str, float]:
 def timed_ms(fn: Callable[[], Any]) -> float:
     t = time.perf_counter()
     fn()
+    return (time.perf_counter() - t) * 1000
+
+
+def recall_ms(c: Any, name: str, q: str, errors: dict[str, int]) -> float:
+    """One recall's latency; a failed one (e.g. STORE_UNAVAILABLE past the statement
+    timeout) counts in ``errors`` and still enters the latencies with the time it took."""
+    from palaced.errors import PalaceError
+
+    t = time.perf_counter()
+    try:
+        c.recall(name, q)
+    except PalaceError as exc:
+        errors[exc.name] = errors.get(exc.name, 0) + 1
     return (time.perf_counter() - t) * 1000
 
 
@@ -92,16 +104,17 @@ def ingest_and_recall(d: Daemon, url: str, n: int, n_queries: int) -> dict[str, 
                 seconds[kind] += timed_ms(
                     lambda kind=kind, batch=batch: c.remember_many(names[kind], batch)) / 1000
         qs = queries(n_queries + 10, seed=23)
+        errors: dict[str, dict[str, int]] = {k: {} for k in KINDS}
         for q in qs[:10]:  # warm-up: first queries pay lazy imports, pools, page cache
             for kind in KINDS:
-                c.recall(names[kind], q)
+                recall_ms(c, names[kind], q, {})
         lat: dict[str, list[float]] = {k: [] for k in KINDS}
         for i, q in enumerate(qs[10:]):
             for kind in (KINDS if i % 2 == 0 else KINDS[::-1]):
-                lat[kind].append(timed_ms(lambda kind=kind, q=q: c.recall(names[kind], q)))
+                lat[kind].append(recall_ms(c, names[kind], q, errors[kind]))
         counts = {k: c.palace_info(names[k])["drawers"] for k in KINDS}
     return {k: {"drawers": counts[k], "ingest_drawers_per_s": round(n / seconds[k], 1),
-                "recall_ms": stats(lat[k])} for k in KINDS}
+                "recall_ms": stats(lat[k]), "recall_errors": errors[k]} for k in KINDS}
 
 
 # -- 3: scale -------------------------------------------------------------------------------
@@ -114,8 +127,10 @@ class Filler:
         centres = self.rng.standard_normal((256, DIMS)).astype(np.float32)
         self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
 
-    def fill(self, store: Any, start: int, end: int) -> float:
-        """Drawers ``start``..``end`` into ``store``; returns drawers/s."""
+    def fill(self, store: Any, start: int, end: int, threads: int = 1) -> float:
+        """Drawers ``start``..``end`` into ``store``; returns drawers/s. With ``threads`` > 1
+        (a team palace: PostgreSQL takes concurrent writers), each thread writes the drawers
+        of its own rooms, so their neighbour-context updates never touch the same rows."""
         from palaced.index import to_blob
         from palaced.store import drawers
         from palaced.store.vectors import store_vectors
@@ -127,16 +142,24 @@ class Filler:
             texts = zipf_texts(count, self.words, seed=s + 1)
             vecs = synthetic_vectors(count, self.rng, self.centres)
 
-            def tx(c: Any, s: int = s, texts: list[str] = texts, vecs: Any = vecs) -> None:
+            def tx(c: Any, part: int, s: int = s, texts: list[str] = texts,
+                   vecs: Any = vecs) -> None:
                 for j, text in enumerate(texts):
                     i = s + j
+                    if (i % ROOMS) % threads != part:
+                        continue
                     new = drawers.NewDrawer(text=f"{text} (note {i})", wing=f"wing-{i % 4}",
-                                            room=f"room-{i % 200}")
+                                            room=f"room-{i % ROOMS}")
                     did, created = drawers.insert_drawer(c, new, base + i * 60_000)
                     if created:
                         store_vectors(c, did, [to_blob(vecs[j])])
 
-            store.write(tx)
+            if threads == 1:
+                store.write(lambda c, tx=tx: tx(c, 0))
+            else:
+                with ThreadPoolExecutor(threads) as pool:
+                    list(pool.map(lambda part, tx=tx: store.write(lambda c: tx(c, part)),
+                                  range(threads)))
         return (end - start) / (time.perf_counter() - t0)
 
 
@@ -167,7 +190,7 @@ def rebuild_sqlite_index(home: Path, name: str) -> float:
 
 
 def scale(d: Daemon, home: Path, url: str, sizes: list[int], n_queries: int,
-          model_dir: Path) -> dict[str, Any]:
+          model_dir: Path, fill_threads: int) -> dict[str, Any]:
     names = {k: f"big-{k}" for k in KINDS}
     filler = Filler(model_dir)
     with d.client() as c:
@@ -182,7 +205,8 @@ def scale(d: Daemon, home: Path, url: str, sizes: list[int], n_queries: int,
         for kind, name in names.items():
             store = open_store(home, name, kind, url)
             try:
-                row[f"{kind}_fill_drawers_per_s"] = round(filler.fill(store, have, size))
+                row[f"{kind}_fill_drawers_per_s"] = round(filler.fill(
+                    store, have, size, threads=fill_threads if kind == "team" else 1))
             finally:
                 store.close()
         row["sqlite_index_build_s"] = round(rebuild_sqlite_index(home, names["sqlite"]), 1)
@@ -192,14 +216,15 @@ def scale(d: Daemon, home: Path, url: str, sizes: list[int], n_queries: int,
         with d.client() as c:
             for q in qs[:20]:
                 for kind in KINDS:
-                    c.recall(names[kind], q)
+                    recall_ms(c, names[kind], q, {})
+            errors: dict[str, dict[str, int]] = {k: {} for k in KINDS}
             lat: dict[str, list[float]] = {k: [] for k in KINDS}
             for i, q in enumerate(qs[20:]):
                 for kind in (KINDS if i % 2 == 0 else KINDS[::-1]):
-                    lat[kind].append(timed_ms(lambda kind=kind, q=q: c.recall(names[kind], q)))
+                    lat[kind].append(recall_ms(c, names[kind], q, errors[kind]))
             for kind in KINDS:
                 row[kind] = {"drawers": c.palace_info(names[kind])["drawers"],
-                             "recall_ms": stats(lat[kind])}
+                             "recall_ms": stats(lat[kind]), "recall_errors": errors[kind]}
         out[str(size)] = row
         print(f"  scale {size:,}: {json.dumps(row)}", file=sys.stderr, flush=True)
     return out
@@ -233,10 +258,14 @@ def table(report: dict[str, Any]) -> str:
     row(f"ingest drawers/s ({ing['sqlite']['drawers']})", lambda r: r["ingest_drawers_per_s"])
     row("recall p50 ms", lambda r: r["recall_ms"]["p50"])
     row("recall p95 ms", lambda r: r["recall_ms"]["p95"])
+    row("recall errors", lambda r: sum(r["recall_errors"].values()))
     for size, block in report.get("scale", {}).items():
         kinds = [block[k] for k in KINDS]
+        row(f"bulk fill drawers/s to {int(size):,}", lambda r, b=block: b.get(
+            f"{'sqlite' if r is b['sqlite'] else 'team'}_fill_drawers_per_s"))
         row(f"recall p50 ms at {int(size):,}", lambda r: r["recall_ms"]["p50"])
         row(f"recall p95 ms at {int(size):,}", lambda r: r["recall_ms"]["p95"])
+        row(f"recall errors at {int(size):,}", lambda r: sum(r["recall_errors"].values()))
     if "locomo" in report:
         kinds = [report["locomo"][k] for k in KINDS]
         for level in ("turn", "session"):
@@ -252,6 +281,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--scale", default="10000,100000",
                     help="comma-separated palace sizes for recall at scale ('' to skip)")
+    ap.add_argument("--fill-threads", type=int, default=3,
+                    help="writer threads of the team palace's bulk fill")
     ap.add_argument("--locomo", action="store_true", help="also LoCoMo through both kinds")
     ap.add_argument("--conversations", type=int, default=None)
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
@@ -275,7 +306,8 @@ def main() -> int:
         sizes = [int(s) for s in args.scale.split(",") if s.strip()]
         if sizes:
             print(f"scale {sizes}...", file=sys.stderr, flush=True)
-            report["scale"] = scale(d, home, url, sizes, args.queries, args.model_dir)
+            report["scale"] = scale(d, home, url, sizes, args.queries, args.model_dir,
+                                    args.fill_threads)
         if args.locomo:
             print("LoCoMo...", file=sys.stderr, flush=True)
             import os

@@ -162,3 +162,26 @@ def missing_everywhere(clients: Sequence[tuple[str, Any]], palace: str,
                 problems.append(f"{label}: recall misses acknowledged drawer {out.drawer_id} "
                                 f"({out.writer}; get finds it: {got})")
     return problems
+
+
+def all_texts(client: Any, palace: str) -> dict[int, str]:
+    """Every drawer of ``palace`` (id: text), through ``memory.list`` pages."""
+    out: dict[int, str] = {}
+    offset: int | None = 0
+    while offset is not None:
+        page = client.drawers(palace, limit=1000, offset=offset)
+        out.update({int(d["id"]): str(d["text"]) for d in page["drawers"]})
+        offset = page["next_offset"]
+    return out
+
+
+def lost(clients: Sequence[tuple[str, Any]], palace: str, outcomes: Sequence[Outcome]
+         ) -> list[str]:
+    """Each acknowledged write absent from a daemon's listing (or with another text)."""
+    problems = []
+    for label, client in clients:
+        have = all_texts(client, palace)
+        problems += [f"{label}: acknowledged drawer {o.drawer_id} ({o.writer}) is "
+                     f"{'missing' if o.drawer_id not in have else 'changed'}"
+                     for o in outcomes if have.get(o.drawer_id or -1) != o.text]
+    return problems
