@@ -66,7 +66,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url
+    from palaced.store.pg import check_url  # psycopg: only for team palaces
 
     if is_url(store):
         url = store
@@ -337,10 +337,10 @@ def purge_sync(name: str, ref: TeamRef, settings: TeamSettings) -> bool:
     Raises:
         StoreUnavailable: the server is unreachable (the schema stays: attach and purge again).
     """
-    import psycopg  # noqa: PLC0415
+    import psycopg  # here: psycopg is loaded only once a team palace is used
 
-    from palaced.store.pg import check_url, store_error, where  # noqa: PLC0415
-    from palaced.store.pg_schema import drop  # noqa: PLC0415
+    from palaced.store.pg import check_url, store_error, where
+    from palaced.store.pg_schema import drop
 
     url = resolve(ref.store, settings)
     server = where(check_url(url))
