@@ -271,3 +271,26 @@ def test_sqlite_spellings_are_translated(sqlite: str, postgres: str) -> None:
     from palaced.store.pg import translate
 
     assert translate(sqlite) == postgres
+
+
+def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> None:
+    """BM25's N and average length are reused while the change counter stays close; a df
+    counted after other writers grew the palace never makes an idf undefined."""
+    from palaced.store.pg import PgConn
+
+    cache: dict[str, Any] = {}
+    with pgc:
+        drawers.insert_drawer(pgc, NewDrawer(text="kubernetes cluster upgrade"), 1)
+    first = PgConn(pgc.raw, cache, changes=10)
+    assert [i for i, _ in search.fts_search(first, "kubernetes", Filters(), 10, 2)] == [1]
+    assert cache["bm25"]["n"] == 1
+    with pgc:  # another daemon writes: the counter it bumped is not seen yet
+        for k in range(5):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k}"), 1)
+    cache["bm25"]["df"].clear()
+    same = PgConn(pgc.raw, cache, changes=10)
+    assert len(search.fts_search(same, "kubernetes", Filters(), 10, 2)) == 6
+    assert cache["bm25"]["n"] == 1  # reused: the counter did not move
+    moved = PgConn(pgc.raw, cache, changes=100)
+    search.fts_search(moved, "kubernetes", Filters(), 10, 2)
+    assert cache["bm25"]["n"] == 6

@@ -72,7 +72,9 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
             df[lex] = float(conn.execute("SELECT count(*) FROM fts_postings WHERE lexeme = ?",
                                          (lex,)).fetchall()[0][0])
     n = stats["n"]
-    idfs = [max(math.log((n - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexes]
+    # A cached N may trail a df counted since (other daemons write): never below it.
+    idfs = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6)
+            for lex in lexes]
     where, params = filters.sql(now_ms)
     w = [float(x) for x in weights]
     tf = f"(p.a * {w[0]} + p.b * {w[1]} + p.c * {w[2]})"
