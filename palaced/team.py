@@ -66,7 +66,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url
+    from palaced.store.pg import check_url  # psycopg: only for team palaces
 
     if is_url(store):
         url = store
@@ -317,23 +317,31 @@ def sync_ids(c: Any) -> None:
     sync(c)
 
 
-def purge_sync(name: str, directory: Path, settings: TeamSettings) -> bool:
-    """Drop team palace ``name``'s schema (every daemon's data of it); False when it was
-    already gone.
+def purge_ref(name: str, directory: Path) -> TeamRef:
+    """What ``purge_sync`` will drop, read before the palace is detached (worker thread).
 
     Raises:
-        InvalidArgs: ``name`` is a local palace. StoreUnavailable: the server is unreachable.
+        InvalidArgs: ``name`` is a local palace. StorageError: an unreadable store.toml.
     """
-    import psycopg
-
-    from palaced.store.pg import check_url, store_error, where
-    from palaced.store.pg_schema import drop
-
     if not is_team(directory):
         raise InvalidArgs(f"palace {name!r} is a local palace: --purge is for team palaces "
                           "(deleting a local palace removes everything already)",
                           details={"palace": name})
-    ref = read_ref(directory, name)
+    return read_ref(directory, name)
+
+
+def purge_sync(name: str, ref: TeamRef, settings: TeamSettings) -> bool:
+    """Drop team palace ``name``'s schema (every daemon's data of it), after this daemon
+    closed and detached it; False when it was already gone.
+
+    Raises:
+        StoreUnavailable: the server is unreachable (the schema stays: attach and purge again).
+    """
+    import psycopg  # here: psycopg is loaded only once a team palace is used
+
+    from palaced.store.pg import check_url, store_error, where
+    from palaced.store.pg_schema import drop
+
     url = resolve(ref.store, settings)
     server = where(check_url(url))
     try:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from palaced import timeparse, vocab
 from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.store import entities
+from palaced.store.dialect import is_pg
 from palaced.store.entities import upsert_entity
 from palaced.store.facts import (
     active_facts,
@@ -25,7 +26,6 @@ from palaced.store.facts import (
     normalize_predicate,
     timeline,
 )
-from palaced.store.dialect import is_pg
 from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
 from palaced.store.schema import GOVERNANCE_DDL, GRAPH_DDL
 from palaced.timeparse import parse_when

@@ -22,7 +22,8 @@ def _palace(d: DaemonProc, store: str | None) -> str:
     return name
 
 
-def test_dedup_on_write_true_and_false_near_duplicates(shared_daemon: DaemonProc, store: str | None) -> None:
+def test_dedup_on_write_true_and_false_near_duplicates(shared_daemon: DaemonProc,
+                                                       store: str | None) -> None:
     d = shared_daemon
     name = _palace(d, store)
     with d.client() as c:
@@ -136,7 +137,8 @@ def test_ttl_leaves_recall_at_once(shared_daemon: DaemonProc, store: str | None)
         assert abs(exp - (time.time() * 1000 + 7_200_000)) < 60_000
 
 
-def test_neighbour_context_and_dates_are_searchable(shared_daemon: DaemonProc, store: str | None) -> None:
+def test_neighbour_context_and_dates_are_searchable(shared_daemon: DaemonProc,
+                                                    store: str | None) -> None:
     """A drawer is found through words of its room neighbours and through its date."""
     d = shared_daemon
     name = _palace(d, store)

@@ -20,7 +20,8 @@ def _section(res: dict, level: int) -> list:  # type: ignore[type-arg]
     return [s for s in res["sections"] if s["level"] == level]
 
 
-def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon, store: str | None) -> None:
+def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon,
+                                                     store: str | None) -> None:
     d = inproc
     name = _palace(d, store)
     with d.client() as c:
@@ -82,7 +83,8 @@ def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon, store: str | No
         assert len(ids) == len(set(ids))
 
 
-def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon, store: str | None) -> None:
+def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon,
+                                                          store: str | None) -> None:
     import time
 
     d = inproc
@@ -106,7 +108,8 @@ def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon, 
         assert short not in [i["id"] for sec in _section(res, 1) for i in sec["items"]]
 
 
-def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon, store: str | None) -> None:
+def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon,
+                                                                   store: str | None) -> None:
     d = inproc
     name = _palace(d, store)
     with d.client() as c:

@@ -36,11 +36,12 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    dropped = False
-    if args.get("purge") and ctx.registry.exists(name):  # the schema first: if that fails,
-        dropped = await anyio.to_thread.run_sync(  # the palace stays attached as it was
-            team.purge_sync, name, ctx.registry.path_of(name), ctx.services.config.team)
-    await ctx.registry.delete(name)
+    ref = None
+    if args.get("purge") and ctx.registry.exists(name):  # what to drop, read before detaching
+        ref = await anyio.to_thread.run_sync(team.purge_ref, name, ctx.registry.path_of(name))
+    await ctx.registry.delete(name)  # closed first: nothing of it is written any more
+    dropped = ref is not None and await anyio.to_thread.run_sync(
+        team.purge_sync, name, ref, ctx.services.config.team)
     return {"deleted": name, **({"purged": True} if dropped else {})}
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -113,7 +114,9 @@ def translate(sql: str) -> str:
 
     def sub(m: re.Match[str]) -> str:
         s = m.group(0)
-        if s[0] in "'\"" or s == "::":
+        if s[0] in "'\"":  # a literal: no placeholder inside, but psycopg reads every "%"
+            return s.replace("%", "%%")
+        if s == "::":
             return s
         if s == "?":
             return "%s"
@@ -159,7 +162,8 @@ class PgConn:
                 ) -> psycopg.Cursor[Any] | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
-        args = params if isinstance(params, dict) or params is None else tuple(params)
+        # Always parameters (none: an empty tuple), so psycopg always reads "%%" as "%".
+        args = params if isinstance(params, dict) else tuple(params or ())
         try:
             cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:
@@ -244,15 +248,16 @@ class PgStore(Store):
         self._changes_lock = threading.Lock()
         self._cache: dict[str, Any] = {}  # see PgConn.cache
         timeout_ms = int(settings.statement_timeout_s * 1000)
-        self._pool = ConnectionPool(
-            url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{schema}",
-            timeout=settings.connect_timeout_s, check=ConnectionPool.check_connection,
-            reconnect_timeout=0,
-            kwargs={"autocommit": True, "application_name": "palaced",
-                    "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999)),
-                    "options": f"-c search_path={schema},public "
-                               f"-c statement_timeout={timeout_ms} "
-                               f"-c hnsw.ef_search={HNSW_EF_SEARCH}"})
+        self._url, self._timeout = url, settings.connect_timeout_s
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True, "application_name": "palaced",
+            "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999)),
+            "options": f"-c search_path={schema},public -c statement_timeout={timeout_ms} "
+                       f"-c hnsw.ef_search={HNSW_EF_SEARCH}"}
+        # Since when the server is known unreachable (None: it is not): requests then probe
+        # it with one connection attempt instead of waiting for the pool (see ``_pooled``).
+        self._down: float | None = None
+        self._pool = self._new_pool()
         try:
             self._pool.open(wait=True, timeout=settings.connect_timeout_s)
             with self._pool.connection() as conn:
@@ -264,6 +269,36 @@ class PgStore(Store):
             self._pool.close()
             raise store_error(exc, self.server, palace) from exc
 
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(
+            self._url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{self.schema}",
+            timeout=self._timeout, check=ConnectionPool.check_connection,
+            reconnect_timeout=0, kwargs=self._kwargs)
+
+    def _pooled(self) -> Any:
+        """A connection of the pool (a context manager). While the server is known down, one
+        direct connection attempt first: refused at once, the request fails at once instead
+        of waiting the connect timeout for the pool; accepted, the server is back and a
+        fresh pool replaces the one backing off its reconnections."""
+        if self._down is not None:
+            try:
+                psycopg.connect(self._url, **self._kwargs).close()
+            except psycopg.Error as exc:
+                raise store_error(exc, self.server, self.palace) from exc
+            with self._changes_lock:
+                if self._down is not None:
+                    old, self._pool, self._down = self._pool, self._new_pool(), None
+                    self._pool.open(wait=False)
+                    old.close(timeout=0.1)
+        return self._pool.connection()
+
+    def _failed(self, exc: BaseException) -> PalaceError:
+        """The typed error of ``exc``; an unreachable server is remembered (``_pooled``)."""
+        err = store_error(exc, self.server, self.palace)
+        if err.details.get("condition") == "unreachable" and self._down is None:
+            self._down = time.monotonic()
+        return err
+
     def _note(self, value: int) -> None:
         with self._changes_lock:
             self.changes = max(self.changes, value)
@@ -274,7 +309,7 @@ class PgStore(Store):
         also sees the data (``read``). ``stamp`` is accepted for ``Store``'s sake: the
         last-write time serves backup restores, which team palaces leave to PostgreSQL."""
         try:
-            with self._pool.connection() as conn:
+            with self._pooled() as conn:
                 with conn.transaction():
                     result = fn(PgConn(conn))
                 row = conn.execute("SELECT nextval('changes')").fetchone()
@@ -282,7 +317,7 @@ class PgStore(Store):
                 self._note(int(row[0]))
             return result
         except (psycopg.Error, PoolTimeout) as exc:
-            raise store_error(exc, self.server, self.palace) from exc
+            raise self._failed(exc) from exc
         except apsw.ConstraintError as exc:
             raise StorageError(f"palace {self.palace!r}'s PostgreSQL server {self.server} "
                                f"refused a write: {exc}", details={
@@ -291,7 +326,7 @@ class PgStore(Store):
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` in one read-only snapshot; notes the change counter at its start."""
         try:
-            with self._pool.connection() as conn:
+            with self._pooled() as conn:
                 with conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
@@ -300,7 +335,7 @@ class PgStore(Store):
                     self._note(seen)
                     return fn(PgConn(conn, self._cache, seen))
         except (psycopg.Error, PoolTimeout) as exc:
-            raise store_error(exc, self.server, self.palace) from exc
+            raise self._failed(exc) from exc
 
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL checkpoints itself."""
