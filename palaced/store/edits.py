@@ -21,7 +21,6 @@ import apsw
 from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, refresh_context, room_neighbours
-from .dialect import is_pg
 from .drawers import content_hash, find_by_hash, get_drawer, refresh_around
 from .vectors import vector_ids
 
@@ -101,10 +100,8 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
         conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                          [(t, drawer_id) for t in edit.topics])
         # Vectors built for a model the palace is being re-embedded for are the old text's
-        # too: the re-embedding embeds the drawer again (store/reembed.py). A team palace is
-        # never re-embedded: it has no such table.
-        if not is_pg(conn):
-            conn.execute("DELETE FROM vectors_next WHERE drawer_id = ?", (drawer_id,))
+        # too: the re-embedding embeds the drawer again (store/reembed.py).
+        conn.execute("DELETE FROM vectors_next WHERE drawer_id = ?", (drawer_id,))
         dropped = vector_ids(conn, drawer_id)
         conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
     if moves:
