@@ -4,8 +4,9 @@ a team palace, an unreachable server, recall across local and team palaces, and 
 backend's store functions themselves (full-text, vectors, race-safe inserts).
 
 The op-level suites parametrised over both backends (``store`` fixture of conftest) are
-test_memory_lifecycle, test_progressive, test_knowledge, test_export_import and test_graph;
-the multi-daemon storms are tests/test_team_palaces.py."""
+test_memory_lifecycle, test_progressive, test_knowledge, test_export_import, test_graph,
+test_upkeep_edit and test_governance; the multi-daemon storms are tests/test_team_palaces.py,
+the multi-daemon governance checks tests/test_team_governance.py."""
 
 from __future__ import annotations
 
