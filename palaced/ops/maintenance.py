@@ -53,4 +53,18 @@ async def op_backup(ctx: OpContext, palace: str | None, args: dict[str, Any]
 
 async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
-from palaced import backup, doctor, policy, restore, team
+    path = str(args["path"])
+    if palace is not None:
+        team.refuse(ctx.registry, palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
+            "back it up", "restore it").replace("export it with `palace export`",
+                                                "import an export with `palace import`"))
+    if palace is None:
+        source = restore.check_source(path)
+        manifest = await anyio.to_thread.run_sync(restore.read_manifest, source)
+        try:
+            target = await ctx.registry.get(validate_name(manifest["palace"]))
+        except PalaceError:  # no such palace (a new one needs no permission), or damaged
+            target = None
+        if target is not None:
+            await policy.require(target, ctx.actor, "admin")
+    return await restore.restore(ctx.registry, path, palace, force=bool(args["force"]))
