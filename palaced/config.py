@@ -50,7 +50,6 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.team_settings import STORES_SECTION, TeamSettings, check_stores, team_settings
 from palaced.toml_lines import key_lines, line_of
 from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
@@ -170,16 +170,6 @@ class Key:
 DEFAULT_BACKUP_KEEP = 7
 
 
-@dataclass(frozen=True)
-class TeamSettings:
-    """How the daemon talks to the PostgreSQL servers of team palaces: every statement's
-    timeout and how long a connection may take (``[team]``), and the named connections of
-    ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
-
-    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
-    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
-    stores: dict[str, str] = field(default_factory=dict)
-
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -203,9 +193,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "team": {f.name: Key("number", f.default, dict(f.metadata))
              for f in fields(TeamSettings) if f.name != "stores"},
 }
-# ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
-# checked apart from SCHEMA (their names are the user's).
-STORES_SECTION = "stores"
 
 
 @dataclass(frozen=True)
@@ -284,7 +271,7 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
     owners = {key: section for section, keys in SCHEMA.items() for key in keys}
     for section, table in data.items():
         if section == STORES_SECTION and isinstance(table, dict):
-            _check_stores(table, problem)
+            check_stores(table, problem, _what)
             continue
         if section not in SCHEMA:
             known = ", ".join(f"[{s}]" for s in SCHEMA)
@@ -322,21 +309,6 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
         raise InvalidArgs("bad config file " + "\n".join(text_lines) if len(text_lines) == 1
                           else f"bad config file {source}:\n" + "\n".join(text_lines),
                           details={"file": str(source), "problems": problems})
-
-
-def _check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None]
-                  ) -> None:
-    """Check ``[stores.NAME]`` tables: each holds a string ``url`` and nothing else."""
-    for name, store in table.items():
-        where = (STORES_SECTION, name)
-        if not isinstance(store, dict) or "url" not in store:
-            problem(where, f"[stores.{name}] has no url")
-        for key, value in (store if isinstance(store, dict) else {}).items():
-            if key != "url":
-                problem((*where, key), f"unknown key {key!r} in [stores.{name}] (only url)")
-            elif not isinstance(value, str):
-                problem((*where, key), f"[stores.{name}] url must be a string, got "
-                        f"{_what(value)}")
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -405,9 +377,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         retention=_retention(data),
         upkeep=Upkeep(**_typed(data, "upkeep")),
         backup=_backup(data.get("backup", {}), paths.config_file),
-        team=TeamSettings(**{k: float(v) for k, v in data.get("team", {}).items()},
-                          stores={name: str(t["url"]) for name, t in
-                                  data.get(STORES_SECTION, {}).items()}),
+        team=team_settings(data),
     )
 
 

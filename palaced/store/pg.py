@@ -37,8 +37,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from palaced.config import TeamSettings
 from palaced.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
+from palaced.team_settings import TeamSettings
 
 from . import Store
 
@@ -143,6 +143,26 @@ class _NoRows:
 _NO_ROWS = _NoRows()
 
 
+class _Cursor:
+    """A psycopg cursor with the part of apsw's cursor the store functions use."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur)
+
+    def getdescription(self) -> list[tuple[str, Any]]:
+        """``(column name, type)`` per column, as apsw's."""
+        return [(c.name, c.type_code) for c in self._cur.description or ()]
+
+
 class PgConn:
     """A psycopg connection inside one transaction, with the part of apsw's interface the
     store functions use."""
@@ -159,7 +179,7 @@ class PgConn:
         self.changes = changes
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
-                ) -> psycopg.Cursor[Any] | _NoRows:
+                ) -> _Cursor | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
         # Always parameters (none: an empty tuple), so psycopg always reads "%%" as "%".
@@ -168,7 +188,7 @@ class PgConn:
             cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:
             raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
-        return cur if cur.description is not None else _NO_ROWS
+        return _Cursor(cur) if cur.description is not None else _NO_ROWS
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(r) for r in rows]
