@@ -98,7 +98,7 @@ def entries(conn: apsw.Connection, *, since_ms: int | None = None, agent: str | 
     # and a ``since`` from the at_ms index, instead of testing every row.
     given = {"since": since_ms, "agent": agent, "op": op}
     tests = {"since": "at_ms >= :since", "agent": "agent GLOB :agent", "op": "op GLOB :op"}
-    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "1"
+    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "TRUE"
     params: dict[str, Any] = {**{k: v for k, v in given.items() if v is not None},
                               "limit": limit, "offset": offset}
     total = int(conn.execute(f"SELECT count(*) FROM audit WHERE {sql}", params)

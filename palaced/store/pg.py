@@ -96,9 +96,18 @@ _IS_NOT_VALUE = re.compile(r"\bIS\s+NOT\s+(?=\?|:\w|\()")
 _IS_VALUE = re.compile(r"\bIS\s+(?=\?|:\w|\()")
 
 
+# ``PRAGMA table_info(t)``: rows whose second column is a column name, in table order.
+_TABLE_INFO = re.compile(r"^\s*PRAGMA table_info\((\w+)\)\s*$", re.IGNORECASE)
+
+
 @functools.lru_cache(maxsize=2048)
 def translate(sql: str) -> str:
     """SQLite statement text -> PostgreSQL statement text (see the module docstring)."""
+    info = _TABLE_INFO.match(sql)
+    if info:
+        return ("SELECT ordinal_position, column_name FROM information_schema.columns "
+                f"WHERE table_schema = current_schema() AND table_name = '{info.group(1)}' "
+                "ORDER BY ordinal_position")
     out = _MAX2.sub(r"GREATEST(\1, \2)", sql)
     out = _MIN2.sub(r"LEAST(\1, \2)", out)
     out = _JSON_IDS.sub(
