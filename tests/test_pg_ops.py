@@ -244,3 +244,53 @@ def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
         assert len(drawers.delete_drawers(pgc, [ids[0]]) or []) == 1  # its one vector
     assert pgc.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 2
     assert drawers.list_drawers(pgc, Filters(), 10, 0, 5)[1] == 2
+
+
+@pytest.mark.parametrize(("sqlite", "postgres"), [
+    ("SELECT id FROM drawers WHERE id = ? AND room = :room",
+     "SELECT id FROM drawers WHERE id = %s AND room = %(room)s"),
+    ("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
+     "INSERT INTO closets(topic, drawer_id) VALUES(%s, %s) ON CONFLICT DO NOTHING"),
+    ("INSERT OR IGNORE INTO t(a) VALUES(?) RETURNING id",
+     "INSERT INTO t(a) VALUES(%s) ON CONFLICT DO NOTHING RETURNING id"),
+    ("UPDATE drawers SET importance = max(importance, ?), w = min(1.0, w + ?)",
+     "UPDATE drawers SET importance = GREATEST(importance, %s), w = LEAST(1.0, w + %s)"),
+    ("SELECT max(id) FROM vectors", "SELECT max(id) FROM vectors"),
+    ("WHERE id IN (SELECT value FROM json_each(?))",
+     "WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text((%s)::jsonb) AS j(value))"),
+    ("EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value IN (:tag0))",
+     "EXISTS (SELECT 1 FROM jsonb_array_elements_text((d.tags)::jsonb) AS j(value) "
+     "WHERE value IN (%(tag0)s))"),
+    ("WHERE f.object_id IS ? AND f.x IS NOT :v AND f.y IS NULL AND f.z IS NOT NULL",
+     "WHERE f.object_id IS NOT DISTINCT FROM %s AND f.x IS DISTINCT FROM %(v)s "
+     "AND f.y IS NULL AND f.z IS NOT NULL"),
+    ("SELECT '?', 'a:b', x::text, 5 % 2 FROM t WHERE s LIKE '%x'",
+     "SELECT '?', 'a:b', x::text, 5 %% 2 FROM t WHERE s LIKE '%%x'"),
+])
+def test_sqlite_spellings_are_translated(sqlite: str, postgres: str) -> None:
+    from palaced.store.pg import translate
+
+    assert translate(sqlite) == postgres
+
+
+def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> None:
+    """BM25's N and average length are reused while the change counter stays close; a df
+    counted after other writers grew the palace never makes an idf undefined."""
+    from palaced.store.pg import PgConn
+
+    cache: dict[str, Any] = {}
+    with pgc:
+        drawers.insert_drawer(pgc, NewDrawer(text="kubernetes cluster upgrade"), 1)
+    first = PgConn(pgc.raw, cache, changes=10)
+    assert [i for i, _ in search.fts_search(first, "kubernetes", Filters(), 10, 2)] == [1]
+    assert cache["bm25"]["n"] == 1
+    with pgc:  # another daemon writes: the counter it bumped is not seen yet
+        for k in range(5):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k}"), 1)
+    cache["bm25"]["df"].clear()
+    same = PgConn(pgc.raw, cache, changes=10)
+    assert len(search.fts_search(same, "kubernetes", Filters(), 10, 2)) == 6
+    assert cache["bm25"]["n"] == 1  # reused: the counter did not move
+    moved = PgConn(pgc.raw, cache, changes=100)
+    search.fts_search(moved, "kubernetes", Filters(), 10, 2)
+    assert cache["bm25"]["n"] == 6

@@ -114,7 +114,9 @@ def translate(sql: str) -> str:
 
     def sub(m: re.Match[str]) -> str:
         s = m.group(0)
-        if s[0] in "'\"" or s == "::":
+        if s[0] in "'\"":  # a literal: no placeholder inside, but psycopg reads every "%"
+            return s.replace("%", "%%")
+        if s == "::":
             return s
         if s == "?":
             return "%s"
@@ -160,7 +162,8 @@ class PgConn:
                 ) -> psycopg.Cursor[Any] | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
-        args = params if isinstance(params, dict) or params is None else tuple(params)
+        # Always parameters (none: an empty tuple), so psycopg always reads "%%" as "%".
+        args = params if isinstance(params, dict) else tuple(params or ())
         try:
             cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:

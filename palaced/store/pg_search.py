@@ -72,7 +72,9 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
             df[lex] = float(conn.execute("SELECT count(*) FROM fts_postings WHERE lexeme = ?",
                                          (lex,)).fetchall()[0][0])
     n = stats["n"]
-    idfs = [max(math.log((n - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6) for lex in lexes]
+    # A cached N may trail a df counted since (other daemons write): never below it.
+    idfs = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6)
+            for lex in lexes]
     where, params = filters.sql(now_ms)
     w = [float(x) for x in weights]
     tf = f"(p.a * {w[0]} + p.b * {w[1]} + p.c * {w[2]})"
@@ -91,13 +93,14 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
 
 
 def doc_freq(conn: Any, term: str, *, text_only: bool = False) -> int:
-    """How many drawers hold ``term`` (a word or a phrase of words), in their own text alone
-    with ``text_only``, else in any column."""
-    tsq = _phrase(conn, term, "A" if text_only else "")
-    if tsq is None:
-        return 0
-    return int(conn.execute("SELECT count(*) FROM drawers_fts WHERE tsv @@ CAST(? AS tsquery)",
-                            (tsq,)).fetchall()[0][0])
+    """How many drawers hold ``term`` (a word), in their own text alone with ``text_only``,
+    else in any column: one count over the word's postings. (A term the parser splits in
+    several words counts the drawers holding any of them: a df only decides whether a term
+    is informative.)"""
+    return int(conn.execute(
+        "SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', :t)) u "
+        "JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text",
+        {"t": term, "text": text_only}).fetchall()[0][0])
 
 
 def any_mentions(conn: Any, name: str) -> bool:
