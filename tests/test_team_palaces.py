@@ -336,3 +336,20 @@ def test_a_refused_connection_fails_fast(
                 took.append(time.monotonic() - t0)
                 assert error_name(err.value) == "STORE_UNAVAILABLE", err.value
             assert max(took[1:]) < 1.0, f"each request waited {took} s for a refused server"
+
+
+def test_keyword_statistics_cached_by_one_daemon_survive_writes_of_the_other(
+        pg: PgServer, machines: tuple[DaemonProc, DaemonProc]) -> None:
+    """A's BM25 collection statistics are cached from a small palace; B then writes many
+    drawers sharing a new word. A's next recall of that word must rank them (a document
+    frequency above the cached drawer count is no reason to fail)."""
+    a, b = machines
+    _team(pg, machines, "stats")
+    with a.client() as ca, b.client() as cb:
+        ca.remember("stats", "The quarterly planning doc is in the shared drive")
+        assert ca.recall("stats", "quarterly planning")
+        made = cb.remember_many("stats", [
+            {"text": f"Zanzibar office note {i}: the {w} printer is out of toner"}
+            for i, w in enumerate(["red", "blue", "green", "grey", "black"] * 8)])
+        found = ca.recall("stats", "Zanzibar printer toner", top_k=5)
+        assert found and all(int(r["id"]) in made for r in found)
