@@ -1,14 +1,44 @@
 """Daemon configuration: frozen dataclasses loaded from defaults < TOML file < environment.
 
-The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) holds sections
-``[embedder]``, ``[tokenizer]``, ``[backup]``, ``[limits]``, ``[trash]``, ``[audit]``,
-``[upkeep]``, ``[team]`` and ``[stores.NAME]``, e.g.::
+The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may hold::
 
     [embedder]
     model = "sentence-transformers/all-MiniLM-L6-v2"   # or "none" for keyword-only
+    model_path = "/opt/models/all-MiniLM-L6-v2"        # local model dir (offline machines)
+    threads = 2
+    allow_download = true
 
-Every key with its type, default and meaning: docs/configuration.md (generated from
-``SCHEMA`` below and docs/gen.py's ``CONFIG_MEANINGS``).
+    [tokenizer]
+    bpe_file = "/opt/tiktoken/cl100k_base.tiktoken"
+
+    [backup]
+    dir = "/mnt/backup/palace"     # where `palace backup` writes (default <data_dir>/backups)
+    keep = 7                       # backups kept per palace
+
+    [limits]
+    max_frame = 8388608
+    max_text_chars = 200000
+    request_timeout_s = 120
+    idle_close_s = 600
+    checkpoint_idle_s = 5
+    max_connections = 256
+    reserve_connections = 8        # beyond max_connections, for status/stop only
+    handshake_timeout_s = 5        # accept -> complete daemon.hello
+    frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
+    connection_idle_s = 300        # no request for this long: the connection is closed
+
+    [trash]
+    keep_days = 30                 # forgotten drawers stay restorable this long (0: not at all)
+
+    [audit]
+    keep_days = 365                # audit entries older than this are dropped
+    max_entries = 100000           # and beyond this many per palace, the oldest
+
+    [upkeep]
+    consolidate_hint_at = 7        # a room this full of unconsolidated drawers gets a hint
+    promote_after = 20             # recalls per importance step up (0: never)
+    promote_max = 0.8              # promotion stops at high
+    recall_extends_ttl = true      # a recall restarts the lifetime of a drawer with a ttl
 
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
@@ -20,7 +50,6 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -29,6 +58,7 @@ from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.team_settings import STORES_SECTION, TeamSettings, check_stores, team_settings
 from palaced.toml_lines import key_lines, line_of
 from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
@@ -140,16 +170,6 @@ class Key:
 DEFAULT_BACKUP_KEEP = 7
 
 
-@dataclass(frozen=True)
-class TeamSettings:
-    """How the daemon talks to the PostgreSQL servers of team palaces: every statement's
-    timeout and how long a connection may take (``[team]``), and the named connections of
-    ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
-
-    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
-    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
-    stores: dict[str, str] = field(default_factory=dict)
-
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -173,9 +193,6 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "team": {f.name: Key("number", f.default, dict(f.metadata))
              for f in fields(TeamSettings) if f.name != "stores"},
 }
-# ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
-# checked apart from SCHEMA (their names are the user's).
-STORES_SECTION = "stores"
 
 
 @dataclass(frozen=True)
@@ -254,7 +271,7 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
     owners = {key: section for section, keys in SCHEMA.items() for key in keys}
     for section, table in data.items():
         if section == STORES_SECTION and isinstance(table, dict):
-            _check_stores(table, problem)
+            check_stores(table, problem, _what)
             continue
         if section not in SCHEMA:
             known = ", ".join(f"[{s}]" for s in SCHEMA)
@@ -292,21 +309,6 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
         raise InvalidArgs("bad config file " + "\n".join(text_lines) if len(text_lines) == 1
                           else f"bad config file {source}:\n" + "\n".join(text_lines),
                           details={"file": str(source), "problems": problems})
-
-
-def _check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None]
-                  ) -> None:
-    """Check ``[stores.NAME]`` tables: each holds a string ``url`` and nothing else."""
-    for name, store in table.items():
-        where = (STORES_SECTION, name)
-        if not isinstance(store, dict) or "url" not in store:
-            problem(where, f"[stores.{name}] has no url")
-        for key, value in (store if isinstance(store, dict) else {}).items():
-            if key != "url":
-                problem((*where, key), f"unknown key {key!r} in [stores.{name}] (only url)")
-            elif not isinstance(value, str):
-                problem((*where, key), f"[stores.{name}] url must be a string, got "
-                        f"{_what(value)}")
 
 
 def read_file(path: Path) -> dict[str, Any]:
@@ -375,9 +377,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         retention=_retention(data),
         upkeep=Upkeep(**_typed(data, "upkeep")),
         backup=_backup(data.get("backup", {}), paths.config_file),
-        team=TeamSettings(**{k: float(v) for k, v in data.get("team", {}).items()},
-                          stores={name: str(t["url"]) for name, t in
-                                  data.get(STORES_SECTION, {}).items()}),
+        team=team_settings(data),
     )
 
 

@@ -1,9 +1,8 @@
 """Governance on team palaces (issues 13 and 15 together): two real palaced processes with
 separate homes (two "machines") attached to one team palace in a real PostgreSQL share its
 agents, trash, audit log and policy; a policy set through one daemon binds the other at once;
-forgets and restores of one drawer racing through both converge; a team palace made by a
-schema v1 palaced is migrated; and the SQL the governance tables need means the same on both
-engines (the tables' columns, GLOB).
+forgets and restores of one drawer racing through both converge; and the governance tables
+and SQL mean the same on both engines (the tables' columns, GLOB).
 
 The single-daemon op-level behaviour (trash, restore, purge, expiry, audit, policy) runs on
 both backends in tests/test_governance.py."""
@@ -133,53 +132,18 @@ def test_racing_forgets_and_restores_through_two_daemons_converge(
     assert outcomes.count("trashed") == outcomes.count("restored") == 5
 
 
-def test_a_v1_team_palace_is_migrated_to_governance(two: tuple[DaemonProc, DaemonProc],
-                                                    pg_url: str) -> None:
-    """A team palace made before governance (schema v1, with a drawer) gains the agents,
-    trash, audit and policy when a daemon attaches to it; its drawer is kept."""
-    import psycopg
-
-    from palaced.store.pg_schema import SCHEMA_VERSION, V1
-
-    a, _ = two
-    name = _name("old")
-    schema = "palace_" + name.replace("-", "_")
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        with conn.transaction():
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-            conn.execute(f'SET LOCAL search_path = "{schema}", public')
-            for stmt in V1:
-                conn.execute(stmt)
-            conn.execute("INSERT INTO meta(key, value) VALUES('schema', '1')")
-            conn.execute(
-                "INSERT INTO drawers(text, wing, room, created_ms, updated_ms, occurred_ms, "
-                "content_hash) VALUES('Made before agents were recorded', 'w', 'r', 1, 1, 1, "
-                "'h1')")
-            conn.execute("INSERT INTO drawers_fts(rowid, text) SELECT id, text FROM drawers")
-    with a.client() as c:
-        c.agent = "migrator"
-        assert c.create_palace(name, store=pg_url)["created"] is False  # attached
-        old = c.drawers(name)["drawers"][0]
-        assert old["created_by"] is None
-        assert c.forget(name, old["id"])["trashed"] is True
-        assert c.restore_drawer(name, old["id"])["restored"] is True
-        assert c.get(name, old["id"])["updated_by"] == "migrator"
-        assert [e["outcome"] for e in c.audit(name)["entries"]] == ["restored", "trashed"]
-    with psycopg.connect(pg_url) as conn:
-        version = conn.execute(f'SELECT value FROM "{schema}".meta WHERE key = %s',
-                               ("schema",)).fetchone()
-    assert version == (str(SCHEMA_VERSION),) and SCHEMA_VERSION >= 2
-
-
-def _columns_sqlite(conn: sqlite3.Connection, table: str) -> list[str]:
-    return [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+def _columns(conn: Any, table: str) -> list[str]:
+    """A table's column names, in order: ``sqlite3`` or a ``PgConn`` (which translates the
+    PRAGMA)."""
+    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
 
 
 def test_the_governance_tables_are_the_same_on_both_engines(pg_url: str,
                                                              tmp_path: Path) -> None:
-    """Translated from one definition (pg_schema.from_sqlite): same columns, same order."""
+    """The trash, audit and policy tables (written for each engine: store/trash.py,
+    store/audit.py, store/policy.py and store/pg_schema.py) have the same columns in the same
+    order (a trash entry is restored by column name), and the agent columns exist on both."""
     from palaced.store import Store
-    from palaced.store.dialect import table_columns
 
     from .pgstore_support import pg_conn
 
@@ -188,11 +152,11 @@ def test_the_governance_tables_are_the_same_on_both_engines(pg_url: str,
     with sqlite3.connect(tmp_path / "palace.db") as lite:
         conn = next(connections)
         for table in ("trash", "audit", "policy"):
-            assert table_columns(conn, table) == _columns_sqlite(lite, table), table
+            assert _columns(conn, table) == _columns(lite, table), table
         for table, added in (("drawers", ("created_by", "updated_by")),
                              ("facts", ("created_by", "invalidated_by"))):
-            assert set(added) <= set(table_columns(conn, table))
-            assert set(added) <= set(_columns_sqlite(lite, table))
+            assert set(added) <= set(_columns(conn, table))
+            assert set(added) <= set(_columns(lite, table))
     connections.close()
 
 

@@ -58,7 +58,7 @@ async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
         team.refuse(ctx.registry, palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
             "back it up", "restore it").replace("export it with `palace export`",
                                                 "import an export with `palace import`"))
-    else:
+    if palace is None:
         source = restore.check_source(path)
         manifest = await anyio.to_thread.run_sync(restore.read_manifest, source)
         try:

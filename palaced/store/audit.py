@@ -58,16 +58,6 @@ DDL: tuple[str, ...] = (
         SELECT RAISE(ABORT, 'the audit log is append-only');
     END""",
 )
-# The same trigger as PostgreSQL spells it (store.pg_schema takes the tables above as they
-# are, translated, and this in place of the SQLite trigger).
-PG_TRIGGERS: dict[str, tuple[str, ...]] = {"audit_append_only": (
-    """CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        RAISE EXCEPTION 'the audit log is append-only';
-    END $$""",
-    """CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit
-        FOR EACH ROW EXECUTE FUNCTION audit_append_only()""",
-)}
 
 
 def _ids(ids: Iterable[int]) -> str:
@@ -114,7 +104,7 @@ def entries(conn: apsw.Connection, *, since_ms: int | None = None, agent: str | 
                              "op": None if op is None else glob_value(conn, op)}
     tests = {"since": "at_ms >= :since", "agent": glob_test(conn, "agent", "agent"),
              "op": glob_test(conn, "op", "op")}
-    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "1 = 1"
+    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "TRUE"
     params: dict[str, Any] = {**{k: v for k, v in given.items() if v is not None},
                               "limit": limit, "offset": offset}
     total = int(conn.execute(f"SELECT count(*) FROM audit WHERE {sql}", params)

@@ -46,15 +46,6 @@ def for_update(conn: Any) -> str:
     return " FOR UPDATE" if is_pg(conn) else ""
 
 
-def table_columns(conn: Any, table: str) -> list[str]:
-    """The column names of ``table`` (a literal name of the palace's schema), in order."""
-    if is_pg(conn):
-        return [str(r[0]) for r in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = "
-            "current_schema() AND table_name = ? ORDER BY ordinal_position", (table,))]
-    return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")]
-
-
 def glob_test(conn: Any, column: str, param: str) -> str:
     """SQL that tests ``column`` against the glob in the named parameter ``param``, whose
     value ``glob_value`` gives: SQLite's ``GLOB``, a regular expression on PostgreSQL (which

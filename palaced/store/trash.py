@@ -27,7 +27,7 @@ import apsw
 from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .dialect import for_update, table_columns
+from .dialect import for_update
 from .drawers import delete_drawers, find_by_hash
 from .meta import meta_get
 from .vectors import store_vectors
@@ -79,7 +79,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
         row = cur.fetchone()
         if row is None:
             continue
-        saved = dict(zip([d[0] for d in cur.description], row, strict=True))
+        saved = dict(zip([d[0] for d in cur.getdescription()], row, strict=True))
         topics = [str(r[0]) for r in conn.execute(
             "SELECT topic FROM closets WHERE drawer_id = ?", (did,))]
         blobs = [bytes(r[0]) for r in conn.execute(
@@ -166,7 +166,8 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
             "SELECT 1 FROM drawers WHERE id = ?", (target,)).fetchall():
         saved["consolidated_into"] = None
     saved.update(updated_ms=now_ms, updated_by=agent, embedded=0)
-    keep = [c for c in table_columns(conn, "drawers") if c in saved]
+    columns = [str(r[1]) for r in conn.execute("PRAGMA table_info(drawers)")]
+    keep = [c for c in columns if c in saved]
     conn.execute(f"INSERT INTO drawers({', '.join(keep)}) VALUES({', '.join('?' * len(keep))})",
                  [saved[c] for c in keep])
     conn.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
