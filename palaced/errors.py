@@ -169,7 +169,7 @@ class BackupInvalid(RegistryError):
 class TeamUnsupported(RegistryError):
     """An op on a local palace's files asked of a team palace (PostgreSQL's tools do it)."""
 
-    code = 208
+    code = 209
     name = "TEAM_UNSUPPORTED"
 
 

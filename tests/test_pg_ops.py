@@ -136,7 +136,7 @@ def test_file_ops_are_refused_on_a_team_palace(team_daemon: DaemonProc, pg_url: 
                          ("palace.restore", {"path": str(tmp_path)})]:
             with pytest.raises(E.TeamUnsupported) as err:
                 c.call(op, name, args)
-            assert err.value.code == 208 and name in err.value.message
+            assert err.value.code == 209 and name in err.value.message
         # Without a palace, backup and doctor cover the local palaces and skip team ones.
         out = c.call("palace.backup", None, {"to": str(tmp_path / "b")})
         assert name in out["skipped"] and local in [b["palace"] for b in out["backups"]]
@@ -317,3 +317,10 @@ def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url
         with pytest.raises(E.PalaceError, match=r"FORBIDDEN|permission|may not"):
             c.remember(name, "refused by the shared policy")
         c.delete_palace(name, purge=True)
+
+
+def test_the_team_error_codes_are_their_own() -> None:
+    """STORE_UNAVAILABLE and TEAM_UNSUPPORTED decode to themselves (no code shared)."""
+    table = E.error_classes()
+    assert table[403] is E.StoreUnavailable and E.StoreUnavailable.retryable
+    assert table[209] is E.TeamUnsupported and table[208] is E.Forbidden
