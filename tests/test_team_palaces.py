@@ -290,10 +290,13 @@ def test_a_daemon_started_while_the_server_is_down(
     _team(pg, machines, "coldstart")
     with a.client() as c:
         kept = c.remember("coldstart", "Deploys are frozen during the last week of December")
+    t0 = time.monotonic()
     b.stop()
+    print(f"B stopped in {time.monotonic() - t0:.1f} s")
     with pg.down():
         t0 = time.monotonic()
         b.start()
+        print(f"B started in {time.monotonic() - t0:.1f} s")
         assert time.monotonic() - t0 < 30
         with b.client() as c:
             c.create_palace("coldstart-local", exist_ok=True)
@@ -314,6 +317,7 @@ def test_a_daemon_started_while_the_server_is_down(
                 assert time.monotonic() < deadline, "B never reattached the team palace"
                 time.sleep(0.2)
         assert [r["id"] for r in found][:1] == [kept]
+    print(f"reattached {time.monotonic() - deadline + 30:.1f} s after the restart")
 
 
 def test_a_refused_connection_fails_fast(
