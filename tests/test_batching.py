@@ -292,3 +292,43 @@ def test_concurrent_recalls_through_the_daemon_share_runs(daemon: DaemonProc) ->
     for q, top in answers.items():
         service = q.split(" the ")[1].split()[0]
         assert service in texts[top[0]], (q, texts[top[0]])
+
+
+def test_concurrent_remembers_through_the_daemon_share_runs(daemon: DaemonProc) -> None:
+    """16 clients remember at once: every drawer is stored with its vector, in fewer passage
+    runs than remembers, and the palace is consistent."""
+    with daemon.client() as c:
+        c.create_palace("writes")
+        before = c.status()["embedding"]
+    texts = [f"Writer {i} notes that the {w} backup finished at {i} past nine"
+             for i, w in enumerate(["nightly", "weekly", "offsite", "cold"] * 4)]
+    start = threading.Barrier(len(texts))
+    ids: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def one(text: str, remember: Callable[..., Any]) -> None:
+        try:
+            start.wait(10)
+            ids[text] = remember("writes", text)
+        except BaseException as exc:  # collected and asserted on
+            errors.append(exc)
+
+    clients = [daemon.client() for _ in texts]
+    threads = [threading.Thread(target=one, args=(t, cl.remember))
+               for t, cl in zip(texts, clients, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for cl in clients:
+        cl.close()
+    assert not errors and len(set(ids.values())) == len(texts)
+    with daemon.client() as c:
+        after = c.status()["embedding"]
+        info = c.palace_info("writes")
+        assert info["consistent"] and info["vectors"] == info["index"] == len(texts)
+        for text, did in ids.items():
+            assert c.get("writes", did)["text"] == text
+    slices = after["passage_slices"] - before["passage_slices"]
+    assert slices == len(texts)
+    assert after["passage_runs"] - before["passage_runs"] < slices
