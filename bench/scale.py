@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing as mp
 import os
 import random
 import shutil
@@ -72,8 +73,43 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> 
     return vecs.astype(np.float32)
 
 
-def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
-    """Build palace ``scale`` of ``n`` drawers under ``home``; returns build timings."""
+def follow_index(home: Path, done: Any, out: Any) -> None:
+    """Build the vector index alongside the fill (a second process): add what the palace
+    holds above the index's watermark with the daemon's replay (``index_file.catch_up``),
+    again and again until the fill is ``done`` and nothing is left, then save it with the
+    daemon's ``save_index``. The file is the one a rebuild makes (the same vectors added in
+    the same id order, in batches), ready before the fill ends instead of long after."""
+    from palaced.index import VectorIndex
+    from palaced.index_file import catch_up, save_index
+    from palaced.palace import DB_NAME, INDEX_NAME
+    from palaced.store import Store
+
+    pdir = home / "palaces" / PALACE
+    store = Store(pdir / DB_NAME, palace=PALACE)
+    index = VectorIndex(DIMS)
+    t0 = time.perf_counter()
+    while True:
+        finished = done.is_set()  # read before the catch-up: nothing is missed after it
+        added = store.read(lambda c: catch_up(c, index))
+        if finished and added == 0:
+            break
+        if added == 0:
+            time.sleep(1.0)
+    t1 = time.perf_counter()
+    save_index(index, store, pdir / INDEX_NAME)
+    store.close()
+    out.put({"index_follow_s": round(t1 - t0, 1), "index_save_s":
+             round(time.perf_counter() - t1, 1), "vectors": len(index)})
+
+
+def build(home: Path, n: int, model_dir: Path, follow: bool = False) -> dict[str, Any]:
+    """Build palace ``scale`` of ``n`` drawers under ``home``; returns build timings.
+
+    Resumes an interrupted build: drawer ``i`` always gets the same text (each batch of
+    ``BUILD_BATCH`` is seeded by its start) and each batch commits whole, so the drawers
+    already stored are kept and the build goes on from their count. With ``follow`` the
+    vector index is built alongside (``follow_index``) instead of after the fill.
+    """
     from palaced.index import to_blob
     from palaced.palace import DB_NAME, IDENTITY_NAME, IDENTITY_TEMPLATE
     from palaced.store import Store, drawers
@@ -85,16 +121,27 @@ def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
     (pdir / IDENTITY_NAME).write_text(IDENTITY_TEMPLATE.format(name=PALACE), "utf-8")
     store = Store(pdir / DB_NAME, palace=PALACE)
     store.write(lambda c: claim_embedder(c, IDENTITY, DIMS))
+    first = int(store.read(lambda c: c.execute("SELECT count(*) FROM drawers").fetchall()[0][0]))
+    if first % BUILD_BATCH:
+        raise SystemExit(f"{pdir} holds {first} drawers, not whole batches: delete it")
+    if first:
+        print(f"  resuming after {first:,} drawers", flush=True)
     words = zipf_vocabulary(model_dir)
     rng = np.random.default_rng(5)
     centres = rng.standard_normal((256, DIMS)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     base = 1_600_000_000_000
+    follower = None
+    if follow:
+        ctx = mp.get_context("spawn")
+        fill_done, result = ctx.Event(), ctx.Queue()
+        follower = ctx.Process(target=follow_index, args=(home, fill_done, result))
+        follower.start()
     t0 = time.perf_counter()
-    for start in range(0, n, BUILD_BATCH):
+    for start in range(first, n, BUILD_BATCH):
         count = min(BUILD_BATCH, n - start)
         texts = zipf_texts(count, words, seed=start + 1)
-        vecs = synthetic_vectors(count, rng, centres)
+        vecs = synthetic_vectors(count, np.random.default_rng((5, start)), centres)
 
         def tx(c: Any, start: int = start, texts: list[str] = texts,
                vecs: np.ndarray = vecs) -> None:
@@ -109,14 +156,23 @@ def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
         store.write(tx)
         done = start + count
         if done % 20_000 == 0 or done == n:
-            rate = done / (time.perf_counter() - t0)
+            rate = (done - first) / (time.perf_counter() - t0)
             print(f"  built {done:,} drawers ({rate:,.0f}/s)", flush=True)
     insert_s = time.perf_counter() - t0
+    timings = {"insert_s": round(insert_s, 1), "drawers_per_s": round((n - first) / insert_s),
+               "resumed_after": first}
+    if follower is not None:
+        fill_done.set()
+        print("  fill done; the index follower finishes", flush=True)
+        timings.update(result.get())
+        follower.join()
+        timings["index_ready_after_fill_s"] = round(time.perf_counter() - t0 - insert_s, 1)
     store.checkpoint()
     store.close()
     (home / f".built-{n}").write_text("ok")
-    return {"insert_s": round(insert_s, 1), "drawers_per_s": round(n / insert_s),
-            **build_index(home)}
+    if follower is None:
+        timings.update(build_index(home))
+    return timings
 
 
 def build_index(home: Path) -> dict[str, Any]:
@@ -232,6 +288,10 @@ def main() -> None:
                     help="remembers between the last clean save and the kill -9")
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--home", type=Path, help="keep and reuse this scratch PALACE_HOME")
+    ap.add_argument("--follow-index", action="store_true",
+                    help="build the vector index alongside the fill (for 1M drawers)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with an interrupted build in --home instead of starting over")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -239,9 +299,10 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     out: dict[str, Any] = {"drawers": args.drawers}
     if not (home / f".built-{args.drawers}").exists():
-        shutil.rmtree(home / "palaces", ignore_errors=True)
+        if not args.resume:
+            shutil.rmtree(home / "palaces", ignore_errors=True)
         print(f"building {args.drawers:,} drawers in {home}", flush=True)
-        out["build"] = build(home, args.drawers, args.model_dir)
+        out["build"] = build(home, args.drawers, args.model_dir, follow=args.follow_index)
     elif not (home / "palaces" / PALACE / "index.usearch").exists():
         print("rebuilding the vector index", flush=True)
         out["build"] = build_index(home)
