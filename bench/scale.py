@@ -63,6 +63,7 @@ PALACE = "scale"
 DIMS = 384
 IDENTITY = "fastembed:sentence-transformers/all-MiniLM-L6-v2:384"
 BUILD_BATCH = 2_000
+FOLLOW_ROWS = 10_000
 
 
 def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
@@ -74,23 +75,30 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> 
 
 
 def follow_index(home: Path, done: Any, out: Any) -> None:
-    """Build the vector index alongside the fill (a second process): add what the palace
-    holds above the index's watermark with the daemon's replay (``index_file.catch_up``),
-    again and again until the fill is ``done`` and nothing is left, then save it with the
-    daemon's ``save_index``. The file is the one a rebuild makes (the same vectors added in
-    the same id order, in batches), ready before the fill ends instead of long after."""
+    """Build the vector index alongside the fill (a second process): add the vectors the
+    palace holds above the index's watermark, in id order, in reads of ``FOLLOW_ROWS`` (a
+    short snapshot each, so the fill's WAL is not held back), until the fill is ``done``
+    and nothing is left; then save it with the daemon's ``save_index``. The file is the one
+    a rebuild makes (``index_file.build_index``: the same vectors added in the same order),
+    ready when the fill ends instead of long after."""
     from palaced.index import VectorIndex
-    from palaced.index_file import catch_up, save_index
+    from palaced.index_file import save_index
     from palaced.palace import DB_NAME, INDEX_NAME
     from palaced.store import Store
 
     pdir = home / "palaces" / PALACE
     store = Store(pdir / DB_NAME, palace=PALACE)
     index = VectorIndex(DIMS)
+
+    def step(c: Any) -> int:
+        return index.add_rows((int(v), bytes(b)) for v, b in c.execute(
+            "SELECT id, vec FROM vectors WHERE id > ? ORDER BY id LIMIT ?",
+            (index.watermark, FOLLOW_ROWS)))
+
     t0 = time.perf_counter()
     while True:
-        finished = done.is_set()  # read before the catch-up: nothing is missed after it
-        added = store.read(lambda c: catch_up(c, index))
+        finished = done.is_set()  # read before the step: nothing is missed after it
+        added = store.read(step)
         if finished and added == 0:
             break
         if added == 0:
