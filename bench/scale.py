@@ -110,7 +110,64 @@ def follow_index(home: Path, done: Any, out: Any) -> None:
              round(time.perf_counter() - t1, 1), "vectors": len(index)})
 
 
-def build(home: Path, n: int, model_dir: Path, follow: bool = False) -> dict[str, Any]:
+ROOMS = 200  # drawer i is filed in room-{i % ROOMS} of wing-{i % 4}, in the order of i
+
+
+class Texts:
+    """The text of drawer ``i`` of a build (each batch's texts generated once, on demand)."""
+
+    def __init__(self, words: list[str], n: int) -> None:
+        self.words, self.n = words, n
+        self._batches: dict[int, list[str]] = {}
+
+    def __call__(self, i: int) -> str:
+        b = i - i % BUILD_BATCH
+        if b not in self._batches:
+            if len(self._batches) > 4:
+                self._batches.pop(min(self._batches))
+            self._batches[b] = zipf_texts(min(BUILD_BATCH, self.n - b), self.words, seed=b + 1)
+        return f"{self._batches[b][i - b]} (note {i})"
+
+
+def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.ndarray,
+               base: int) -> None:
+    """``--bulk``: insert drawers ``start..start+count`` in their final state directly.
+
+    ``drawers.insert_drawer`` + ``store_vectors`` write each drawer and then rewrite the FTS
+    context of its two room neighbours before it (``refresh_around``): at a million drawers
+    that rewriting is most of the build. Drawers are filed in a fixed order (drawer ``i`` in
+    room ``i % ROOMS``, ``ROOMS`` drawers apart), so each drawer's final context, the text of
+    its ``CONTEXT_NEIGHBOURS`` room neighbours on each side, is known up front and written
+    once. The rows are those ``insert_drawer`` + ``store_vectors`` leave (the same statements
+    and values, ``tests/test_bench_checks.py`` compares both builds); only the FTS5 index's
+    internal segments differ (written once here, rewritten there).
+    """
+    from palaced.index import to_blob
+    from palaced.reldates import resolved_date_words
+    from palaced.store.context import CONTEXT_NEIGHBOURS, date_words
+    from palaced.store.drawers import content_hash
+
+    offsets = [k * ROOMS for k in range(-CONTEXT_NEIGHBOURS, CONTEXT_NEIGHBOURS + 1) if k]
+    for j in range(count):
+        i = start + j
+        body, wing, room, now = text(i), f"wing-{i % 4}", f"room-{i % ROOMS}", base + i * 60_000
+        did = int(c.execute(
+            "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (body, wing, room, "[]", 0.5, None, now, now, now, content_hash(wing, room, body),
+             None, None, "drawer", None)).fetchall()[0][0])
+        context = "\n".join(text(i + o) for o in offsets if 0 <= i + o < n)
+        dates = f"{date_words(now)} {resolved_date_words(body, now)}".rstrip()
+        c.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
+                  (did, body, context, dates))
+        c.execute("INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?)",
+                  (did, 0, to_blob(vecs[j])))
+        c.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?", (1, did))
+
+
+def build(home: Path, n: int, model_dir: Path, follow: bool = False,
+          bulk: bool = False) -> dict[str, Any]:
     """Build palace ``scale`` of ``n`` drawers under ``home``; returns build timings.
 
     Resumes an interrupted build: drawer ``i`` always gets the same text (each batch of
@@ -145,11 +202,25 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False) -> dict[str
         fill_done, result = ctx.Event(), ctx.Queue()
         follower = ctx.Process(target=follow_index, args=(home, fill_done, result))
         follower.start()
+    text = Texts(words, n)
+    if first:  # the texts are reproducible: check the last one stored
+        last = store.read(lambda c: c.execute(
+            "SELECT text FROM drawers WHERE id = (SELECT max(id) FROM drawers)").fetchall())
+        if last[0][0] != text(first - 1):
+            raise SystemExit(f"{pdir} was built with other texts: delete it")
     t0 = time.perf_counter()
     for start in range(first, n, BUILD_BATCH):
         count = min(BUILD_BATCH, n - start)
-        texts = zipf_texts(count, words, seed=start + 1)
         vecs = synthetic_vectors(count, np.random.default_rng((5, start)), centres)
+        if bulk:
+            store.write(lambda c, start=start, count=count, vecs=vecs: bulk_batch(
+                c, start, count, n, text, vecs, base))
+            done = start + count
+            if done % 20_000 == 0 or done == n:
+                rate = (done - first) / (time.perf_counter() - t0)
+                print(f"  built {done:,} drawers ({rate:,.0f}/s, bulk)", flush=True)
+            continue
+        texts = zipf_texts(count, words, seed=start + 1)
 
         def tx(c: Any, start: int = start, texts: list[str] = texts,
                vecs: np.ndarray = vecs) -> None:
@@ -166,6 +237,12 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False) -> dict[str
         if done % 20_000 == 0 or done == n:
             rate = (done - first) / (time.perf_counter() - t0)
             print(f"  built {done:,} drawers ({rate:,.0f}/s)", flush=True)
+    if bulk and first:
+        # Drawers stored before the resume had neighbours only up to it: their context now.
+        from palaced.store.context import CONTEXT_NEIGHBOURS, refresh_context
+
+        ids = range(max(0, first - CONTEXT_NEIGHBOURS * ROOMS) + 1, first + 1)
+        store.write(lambda c: [refresh_context(c, did) for did in ids])
     insert_s = time.perf_counter() - t0
     timings = {"insert_s": round(insert_s, 1), "drawers_per_s": round((n - first) / insert_s),
                "resumed_after": first}
@@ -298,6 +375,8 @@ def main() -> None:
     ap.add_argument("--home", type=Path, help="keep and reuse this scratch PALACE_HOME")
     ap.add_argument("--follow-index", action="store_true",
                     help="build the vector index alongside the fill (for 1M drawers)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="insert drawers in their final state (no neighbour rewrites)")
     ap.add_argument("--resume", action="store_true",
                     help="go on with an interrupted build in --home instead of starting over")
     ap.add_argument("--json", type=Path)
@@ -310,7 +389,8 @@ def main() -> None:
         if not args.resume:
             shutil.rmtree(home / "palaces", ignore_errors=True)
         print(f"building {args.drawers:,} drawers in {home}", flush=True)
-        out["build"] = build(home, args.drawers, args.model_dir, follow=args.follow_index)
+        out["build"] = build(home, args.drawers, args.model_dir, follow=args.follow_index,
+                             bulk=args.bulk)
     elif not (home / "palaces" / PALACE / "index.usearch").exists():
         print("rebuilding the vector index", flush=True)
         out["build"] = build_index(home)
