@@ -27,11 +27,15 @@ Then, against a private ``palaced`` with the real model (``--model-dir``):
   (``palace.info`` ``index_load``).
 
     python bench/scale.py --drawers 100000 [--queries 200] [--kill-writes 500] [--home DIR]
-                          [--json out.json]
+                          [--bulk] [--follow-index] [--resume] [--json out.json]
 
 ``--home DIR`` keeps the scratch ``PALACE_HOME`` and reuses a palace already built there for
-the same ``--drawers`` (building 100k drawers takes a few minutes on 2 cores, 1M about an
-hour); delete its ``index.usearch`` to time the index build again. Every number printed is a
+the same ``--drawers`` (building 100k drawers takes a few minutes on 2 cores); delete its
+``index.usearch`` to time the index build again. For a million drawers: ``--bulk`` writes
+each drawer in its final state (``bulk_batch``: the store layer's rows without rewriting
+neighbour contexts drawer by drawer), ``--follow-index`` builds the vector index in a second
+process alongside the fill (``follow_index``), ``--resume`` goes on with an interrupted
+build. Every number printed is a
 median or percentile of this run.
 """
 
