@@ -1,0 +1,334 @@
+"""Ranking knobs fitted by leave-one-conversation-out on LoCoMo dev (in-process, ``search.rank``).
+
+The palaces are filled once (``bench/access.py``'s ``build``: the daemon's own ``Palace`` and
+``writes.remember_many``, real model; a drawer per turn as ``bench/locomo.py`` stores them)
+and every question's vector is embedded once. Each configuration then ranks every question
+with ``search.rank`` exactly as ``recall`` calls it (the palace's rooms, its drawer count, the
+keyword hits of ``search.lexical_search``) and is scored like ``bench/locomo.py``: turn
+R@1/5/10 of the ranking, session R@1/5/10 of the room ranking then the turn ranking's
+sessions. The store's read queries are memoised per palace (they do not depend on the knobs
+except BM25's column weights, which are part of the key), so a configuration costs the
+fusion maths only.
+
+Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
+(``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
+weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``).
+Importance, recency and use are constant across LoCoMo's drawers and are not fitted.
+
+Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
+other four (each knob over its grid in turn, two rounds, the objective turn R@1 + R@5 + R@10
++ session R@1, question-weighted), then the chosen knobs are scored on the held-out one.
+
+    python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,room,closet,...]
+    python bench/rank_cv.py --only  # the defaults alone, per category
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.access import build, services  # noqa: E402
+from bench.locomo import (  # noqa: E402
+    DEFAULT_DATA,
+    DEFAULT_MODEL_DIR,
+    Question,
+    evaluate,
+    session_ranking,
+)
+from palaced import multihop, recall, search  # noqa: E402
+from palaced.embedder import EmbedderSettings, FastEmbedder  # noqa: E402
+from palaced.palace import Palace  # noqa: E402
+from palaced.store import search as sql  # noqa: E402
+from palaced.store.drawers import Filters  # noqa: E402
+
+GRIDS: dict[str, list[float]] = {
+    "vector": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4],
+    "room": [0.2, 0.3, 0.4, 0.5, 0.6],
+    "closet": [0.0, 0.05, 0.1, 0.15],
+    "context": [0.25, 0.3, 0.4, 0.5, 0.6],
+    "dates": [0.3, 0.45, 0.6, 0.8, 1.0],
+    "hop": [0.0, 0.15, 0.3, 0.5],
+}
+DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
+            "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT}
+NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
+KEYS = ("recall@1", "recall@5", "recall@10")
+
+
+def objective(r: dict[str, Any]) -> float:
+    """The fitted quantity: turn R@1 + R@5 + R@10 + session R@1."""
+    t = r["turn"]
+    return t["recall@1"] + t["recall@5"] + t["recall@10"] + r["session"]["recall@1"]
+
+
+class Memo:
+    """Memoises the store's read queries of ``search.rank`` per palace (the knobs do not
+    change them; BM25's column weights are part of the keyword search's key)."""
+
+    def __init__(self) -> None:
+        self.palace = ""
+        self.cache: dict[tuple[Any, ...], Any] = {}
+        self.orig = {n: getattr(sql, n) for n in
+                     ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
+                      "text_doc_freq", "all_rooms")}
+        self.orig_vector = search.vector_search
+
+    def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
+        return (self.palace, name, *(tuple(a) if isinstance(a, list) else a for a in args))
+
+    def install(self) -> None:
+        for name, fn in self.orig.items():
+            setattr(sql, name, self._wrap(name, fn))
+        search.vector_search = self._wrap("vector", self.orig_vector)  # type: ignore[assignment]
+
+    def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(c: Any, *args: Any, **kw: Any) -> Any:
+            parts: list[Any] = []
+            for a in args:
+                if hasattr(a, "tobytes"):
+                    parts.append(a.tobytes())
+                elif isinstance(a, list | tuple):
+                    parts.append(tuple(a))
+                elif isinstance(a, str | int | float | bytes):
+                    parts.append(a)
+            k = self.key(name, [*parts, sql.BM25_WEIGHTS if name == "fts_search" else None])
+            if k not in self.cache:
+                self.cache[k] = fn(c, *args, **kw)
+            return self.cache[k]
+        return wrapped
+
+
+@dataclass
+class Conv:
+    name: str
+    palace: Palace
+    turns: dict[int, str]
+    questions: list[Question]
+    qvecs: list[Any]
+
+
+def set_knobs(knobs: dict[str, float]) -> search.RankParams:
+    sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
+    search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
+    return replace(search.RankParams(), vector_weight=knobs["vector"],
+                   lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
+                   closet_boost=knobs["closet"])
+
+
+class Runner:
+    def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
+        self.convs, self.memo, self.run_sync = convs, memo, run_sync
+        self.results: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
+
+    def score(self, knobs: dict[str, float]) -> dict[str, Any]:
+        key = tuple(sorted(knobs.items()))
+        if key not in self.results:
+            params = set_knobs(knobs)
+            per: dict[str, Any] = {}
+            all_q: list[Question] = []
+            all_t: list[list[str]] = []
+            all_s: list[list[str]] = []
+            for conv in self.convs:
+                t, s = self.run_sync(conv, params)
+                per[conv.name] = evaluate(conv.questions, t, ranked_sessions=s)
+                all_q += conv.questions
+                all_t += t
+                all_s += s
+            res = evaluate(all_q, all_t, ranked_sessions=all_s)
+            res["per_conversation"] = per
+            self.results[key] = res
+        return self.results[key]
+
+
+def pooled(runner: Runner, knobs: dict[str, float], names: list[str]) -> dict[str, Any]:
+    """Question-weighted turn/session recall of ``knobs`` over the conversations ``names``."""
+    per = runner.score(knobs)["per_conversation"]
+    n = sum(per[c]["questions"] for c in names)
+    return {level: {k: sum(per[c]["questions"] * per[c][level][k] for c in names) / n
+                    for k in KEYS} for level in ("turn", "session")}
+
+
+def fit(runner: Runner, names: list[str], knobs_to_fit: list[str], rounds: int = 2
+        ) -> dict[str, float]:
+    """Coordinate ascent of ``objective`` over the conversations ``names``."""
+    best = dict(DEFAULTS)
+    best_obj = objective(pooled(runner, best, names))
+    for _ in range(rounds):
+        moved = False
+        for knob in knobs_to_fit:
+            for value in GRIDS[knob]:
+                trial = {**best, knob: value}
+                obj = objective(pooled(runner, trial, names))
+                if obj > best_obj + 1e-9:
+                    best, best_obj, moved = trial, obj, True
+        if not moved:
+            break
+    return best
+
+
+def fmt(r: dict[str, Any]) -> str:
+    t, s = r["turn"], r["session"]
+    return (f"turn {t['recall@1']:.3f} / {t['recall@5']:.3f} / {t['recall@10']:.3f}   "
+            f"session {s['recall@1']:.3f} / {s['recall@5']:.3f} / {s['recall@10']:.3f}")
+
+
+def category_rows(r: dict[str, Any]) -> list[str]:
+    return [f"  cat {c} ({b['questions']}): {fmt(b)}" for c, b in r["by_category"].items()]
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    emb = FastEmbedder.load(EmbedderSettings(model_path=args.model_dir))
+    work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcv-"))
+    svc = services(work, emb)
+    samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
+    built = await build(work, svc, samples)
+    convs = []
+    for name, turns, questions in built:
+        p = await Palace.open(name, work / "template" / name, svc, create=False)
+        qvecs = [await recall.query_vector(p, q.question) for q in questions]
+        convs.append(Conv(name, p, turns, questions, qvecs))
+    memo = Memo()
+    memo.install()
+    timings: list[float] = []
+
+    def run_sync(conv: Conv, params: search.RankParams) -> tuple[Any, Any]:
+        out: dict[str, Any] = {}
+
+        def go(c: Any) -> None:
+            out["v"] = _rank_all(c, conv, memo, params, timings)
+        anyio.from_thread.run(conv.palace.read, go)
+        return out["v"]
+
+    report: dict[str, Any] = {}
+    try:
+        await anyio.to_thread.run_sync(_main_sync, args, convs, memo, run_sync, report,
+                                       timings)
+    finally:
+        for conv in convs:
+            await conv.palace.aclose()
+    return report
+
+
+def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
+              timings: list[float]) -> tuple[list[list[str]], list[list[str]]]:
+    memo.palace = conv.name
+    index = conv.palace.index
+    rooms = sql.all_rooms(c)
+    n_docs = sql.drawer_count(c)
+    ranked_t, ranked_s = [], []
+    for q, qvec in zip(conv.questions, conv.qvecs, strict=True):
+        start = time.process_time()
+        hits = search.lexical_search(c, q.question, Filters(), NOW_MS, params, None, n_docs)
+        r = search.rank(c, query=q.question, qvec=qvec, index=index, filters=Filters(),
+                        now_ms=NOW_MS, params=params, rooms=rooms, lexical_hits=hits,
+                        n_docs=n_docs)
+        timings.append((time.process_time() - start) * 1000)
+        ranked = [conv.turns[i] for i in r.order[:50] if i in conv.turns]
+        ranked_t.append(ranked)
+        ranked_s.append(list(dict.fromkeys([*(room for _, room, _ in r.rooms),
+                                            *session_ranking(ranked)])))
+    return ranked_t, ranked_s
+
+
+def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
+               run_sync: Callable[..., Any], report: dict[str, Any],
+               timings: list[float]) -> None:
+    runner = Runner(convs, memo, run_sync)
+    base = runner.score(DEFAULTS)
+    print("defaults", DEFAULTS, flush=True)
+    print("  all:", fmt(base), flush=True)
+    for line in category_rows(base):
+        print(line)
+    for name, r in base["per_conversation"].items():
+        print(f"  {name}: {fmt(r)}")
+    report["defaults"] = {"knobs": DEFAULTS, **base}
+    if args.only:
+        return
+    names = [c.name for c in convs]
+    folds = []
+    held_t: list[list[str]] = []
+    for held in names:
+        train = [n for n in names if n != held]
+        start = time.monotonic()
+        chosen = fit(runner, train, args.fit)
+        held_r = runner.score(chosen)["per_conversation"][held]
+        base_r = base["per_conversation"][held]
+        folds.append({"held_out": held, "chosen": chosen, "held_out_result": held_r,
+                      "defaults_result": base_r,
+                      "train_objective": objective(pooled(runner, chosen, train)),
+                      "train_objective_defaults": objective(pooled(runner, DEFAULTS, train))})
+        changed = {k: v for k, v in chosen.items() if v != DEFAULTS[k]}
+        print(f"fold {held} ({time.monotonic() - start:.0f} s, {len(runner.results)} configs):"
+              f" chosen {changed or 'defaults'}", flush=True)
+        print(f"  held out chosen  : {fmt(held_r)}")
+        print(f"  held out defaults: {fmt(base_r)}", flush=True)
+    del held_t
+    # The held-out rankings pooled: each conversation ranked by its fold's knobs.
+    total = sum(f["held_out_result"]["questions"] for f in folds)
+    loco = {level: {k: sum(f["held_out_result"]["questions"] * f["held_out_result"][level][k]
+                           for f in folds) / total for k in KEYS}
+            for level in ("turn", "session")}
+    cats: dict[str, Any] = {}
+    for f in folds:
+        for c, b in runner.score(f["chosen"])["per_conversation"][f["held_out"]][
+                "by_category"].items():
+            acc = cats.setdefault(c, {"questions": 0, "turn": dict.fromkeys(KEYS, 0.0),
+                                      "session": dict.fromkeys(KEYS, 0.0)})
+            acc["questions"] += b["questions"]
+            for level in ("turn", "session"):
+                for k in KEYS:
+                    acc[level][k] += b["questions"] * b[level][k]
+    for acc in cats.values():
+        for level in ("turn", "session"):
+            for k in KEYS:
+                acc[level][k] /= acc["questions"]
+    print("leave-one-out pooled:", fmt(loco))
+    for c in sorted(cats):
+        print(f"  cat {c} ({cats[c]['questions']}): {fmt(cats[c])}")
+    print("defaults pooled:     ", fmt(base))
+    for level in ("turn", "session"):
+        for k in KEYS:
+            d = [f["held_out_result"][level][k] - f["defaults_result"][level][k] for f in folds]
+            print(f"  held-out minus defaults, {level} {k}: "
+                  + " / ".join(f"{x:+.3f}" for x in d)
+                  + f"  (mean {statistics.mean(d):+.4f})")
+    everywhere = fit(runner, names, args.fit)
+    print("fitted on all five:", everywhere, fmt(runner.score(everywhere)))
+    print(f"rank CPU p50 {statistics.median(timings):.2f} ms over {len(timings)} ranks (memoised)")
+    report.update({"folds": folds, "loco": {**loco, "by_category": cats},
+                   "fitted_on_all": everywhere,
+                   "configs": len(runner.results)})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR)
+    parser.add_argument("--work", type=Path, default=None,
+                        help="directory for the palaces (reused between runs)")
+    parser.add_argument("--conversations", type=int, default=None)
+    parser.add_argument("--fit", type=lambda s: s.split(","), default=list(GRIDS))
+    parser.add_argument("--only", action="store_true", help="score the defaults alone")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    report = anyio.run(main_async, args)
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
