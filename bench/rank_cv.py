@@ -40,19 +40,19 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.access import build, services  # noqa: E402
-from bench.locomo import (  # noqa: E402
+from bench.access import build, services
+from bench.locomo import (
     DEFAULT_DATA,
     DEFAULT_MODEL_DIR,
     Question,
     evaluate,
     session_ranking,
 )
-from palaced import multihop, recall, search  # noqa: E402
-from palaced.embedder import EmbedderSettings, FastEmbedder  # noqa: E402
-from palaced.palace import Palace  # noqa: E402
-from palaced.store import search as sql  # noqa: E402
-from palaced.store.drawers import Filters  # noqa: E402
+from palaced import multihop, recall, search
+from palaced.embedder import EmbedderSettings, FastEmbedder
+from palaced.palace import Palace
+from palaced.store import search as sql
+from palaced.store.drawers import Filters
 
 GRIDS: dict[str, list[float]] = {
     "vector": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4],
