@@ -61,9 +61,11 @@ GRIDS: dict[str, list[float]] = {
     "context": [0.25, 0.3, 0.4, 0.5, 0.6],
     "dates": [0.3, 0.45, 0.6, 0.8, 1.0],
     "hop": [0.0, 0.15, 0.3, 0.5],
+    "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
 }
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
-            "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT}
+            "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
+            "when": search.RankParams().when_boost}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -83,7 +85,7 @@ class Memo:
         self.cache: dict[tuple[Any, ...], Any] = {}
         self.orig = {n: getattr(sql, n) for n in
                      ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
-                      "text_doc_freq", "all_rooms")}
+                      "text_doc_freq", "all_rooms", "drawer_heads")}
         self.orig_vector = search.vector_search
 
     def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
@@ -125,7 +127,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
-                   closet_boost=knobs["closet"])
+                   closet_boost=knobs["closet"], when_boost=knobs["when"])
 
 
 class Runner:
@@ -243,6 +245,37 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
     return ranked_t, ranked_s
 
 
+def sweep(runner: Runner, knob: str, values: list[float], base: dict[str, Any],
+          report: dict[str, Any]) -> None:
+    """Each value of ``knob`` with the others at their defaults, then leave-one-out."""
+    names = list(base["per_conversation"])
+    rows = {}
+    for value in values:
+        start = time.monotonic()
+        r = runner.score({**DEFAULTS, knob: value})
+        rows[value] = r
+        print(f"{knob}={value:g} ({time.monotonic() - start:.0f} s): {fmt(r)}", flush=True)
+        for line in category_rows(r):
+            print(line)
+        print("  per conversation turn R@1 / R@5 / R@10 minus defaults: " + ", ".join(
+            "{:+.3f}/{:+.3f}/{:+.3f}".format(*(
+                r["per_conversation"][n]["turn"][k] - base["per_conversation"][n]["turn"][k]
+                for k in KEYS)) for n in names), flush=True)
+    chosen = {}
+    for held in names:
+        train = [n for n in names if n != held]
+        chosen[held] = max(values, key=lambda v: objective(
+            pooled(runner, {**DEFAULTS, knob: v}, train)))
+    total = sum(base["per_conversation"][n]["questions"] for n in names)
+    loco = {level: {k: sum(rows[chosen[n]]["per_conversation"][n]["questions"]
+                           * rows[chosen[n]]["per_conversation"][n][level][k]
+                           for n in names) / total for k in KEYS}
+            for level in ("turn", "session")}
+    print(f"leave-one-out ({knob} chosen {chosen}): {fmt(loco)}")
+    report["sweep"] = {"knob": knob, "rows": {str(v): r for v, r in rows.items()},
+                       "loco": {"chosen": chosen, **loco}}
+
+
 def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
                run_sync: Callable[..., Any], report: dict[str, Any],
                timings: list[float]) -> None:
@@ -256,6 +289,9 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
         print(f"  {name}: {fmt(r)}")
     report["defaults"] = {"knobs": DEFAULTS, **base}
     if args.only:
+        return
+    if args.sweep:
+        sweep(runner, args.sweep, args.values or GRIDS[args.sweep], base, report)
         return
     names = [c.name for c in convs]
     folds = []
@@ -322,6 +358,11 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=None)
     parser.add_argument("--fit", type=lambda s: s.split(","), default=list(GRIDS))
     parser.add_argument("--only", action="store_true", help="score the defaults alone")
+    parser.add_argument("--sweep", default=None, metavar="KNOB",
+                        help="score each value of one knob (the others at their defaults), "
+                             "per category and conversation, and its leave-one-out choice")
+    parser.add_argument("--values", type=lambda s: [float(x) for x in s.split(",")],
+                        default=None, help="the values --sweep scores (default: its grid)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     report = anyio.run(main_async, args)
