@@ -62,10 +62,11 @@ GRIDS: dict[str, list[float]] = {
     "dates": [0.3, 0.45, 0.6, 0.8, 1.0],
     "hop": [0.0, 0.15, 0.3, 0.5],
     "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
+    "date": [0.0, 0.05, 0.1, 0.2, 0.3],
 }
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
-            "when": search.RankParams().when_boost}
+            "when": search.RankParams().when_boost, "date": search.RankParams().date_boost}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -127,7 +128,8 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
-                   closet_boost=knobs["closet"], when_boost=knobs["when"])
+                   closet_boost=knobs["closet"], when_boost=knobs["when"],
+                   date_boost=knobs["date"])
 
 
 class Runner:

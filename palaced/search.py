@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import apsw
 import numpy as np
@@ -32,11 +33,12 @@ from palaced.fusion import (
 )
 from palaced.index import VectorIndex, brute_force
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
+from palaced.reldates import resolved_date_words
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
-from palaced.when import HEAD_CHARS, asks_when, states_time
+from palaced.when import HEAD_CHARS, asks_when, date_matches, drawer_spans, query_dates, states_time
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
 
@@ -75,6 +77,10 @@ class RankParams:
     # (one conversation loses a question at R@5); temporal questions R@1 .641 -> .699 at 0.2;
     # sessions unchanged (docs/benchmarks.md, "Connecting the dots").
     when_boost: float = 0.2
+    # Share of the score range a candidate gains when it is about a month or year the query
+    # names ("in June", "on 3 May, 2023", "in 2022"): its own date or a relative time in its
+    # text resolved (palaced/when.py).
+    date_boost: float = 0.3
 
 
 @dataclass
@@ -200,6 +206,7 @@ class _Known:
     meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
     closet_hits: set[int] = field(default_factory=set)
     timed: set[int] = field(default_factory=set)  # candidates whose text states a time
+    dated: set[int] = field(default_factory=set)  # candidates about a date the query names
 
 
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
@@ -213,9 +220,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     known.looked_up.update(new)
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
     known.closet_hits |= closet_matches(c, query, [i for i in new if i in known.meta])
-    if params.when_boost and asks_when(query):
-        heads = sql.drawer_heads(c, [i for i in new if i in known.meta], HEAD_CHARS)
-        known.timed.update(i for i, text in heads.items() if states_time(text))
+    _find_times(c, query, [i for i in new if i in known.meta], params, known)
     meta = {i: known.meta[i] for i in pool if i in known.meta}
     weights_of = None
     if params.length_alpha and vector:
@@ -230,6 +235,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
+              + (params.date_boost * spread if i in known.dated else 0.0)
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
@@ -254,3 +260,26 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
     return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)
+
+
+def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
+                known: _Known) -> None:
+    """Which of the new candidates ``ids`` state a time (for a query that asks when) and
+    which are about a month or year the query names; recorded in ``known``."""
+    when = bool(params.when_boost) and asks_when(query)
+    asked = query_dates(query) if params.date_boost else []
+    if not ids or not (when or asked):
+        return
+    heads = sql.drawer_heads(c, ids, HEAD_CHARS)
+    if when:
+        known.timed.update(i for i, text in heads.items() if states_time(text))
+    for i, text in heads.items():
+        occurred = known.meta[i][3]
+        if asked and date_matches(asked, drawer_spans(
+                _month_of(occurred), resolved_date_words(text, occurred))):
+            known.dated.add(i)
+
+
+def _month_of(ms: int) -> tuple[int, int]:
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return at.month, at.year

@@ -57,3 +57,66 @@ def asks_when(query: str) -> bool:
 def states_time(text: str) -> bool:
     """Whether ``text`` (its first ``HEAD_CHARS`` characters) names a time."""
     return _STATES.search(text[:HEAD_CHARS]) is not None
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MONTH_ANY = "(" + "|".join(_MONTHS) + ")"
+_YEAR = r"((?:19|20)\d\d)"
+# "in June", "on 3 June, 2023", "May 23, 2023", "in 2022", "during August 2023": a month
+# after a preposition or a day (so "may" the verb is not one), with or without its year;
+# a year alone.
+_QUERY_DATE = re.compile(
+    r"\b(?:(?:in|during|of|on|around|by|since|until|before|after|early|late|mid)"
+    r"(?:[- ](?:early|late|mid))?|\d{1,2}(?:st|nd|rd|th)?)[- ]" + _MONTH_ANY
+    + r"(?:,? \d{1,2}(?:st|nd|rd|th)?)?(?:,? " + _YEAR + r")?\b"
+    r"|\b" + _MONTH_ANY + r" \d{1,2}(?:st|nd|rd|th)?,? " + _YEAR + r"\b"
+    r"|\b" + _MONTH_ANY + r",? " + _YEAR + r"\b"
+    r"|\b" + _YEAR + r"\b",
+    re.IGNORECASE,
+)
+_WORDS_DATE = re.compile(r"\b" + _MONTH_ANY + " " + _YEAR + r"\b|\b" + _YEAR + r"\b",
+                         re.IGNORECASE)
+MAX_QUERY_DATES = 4  # a query naming more dates than this asks about none in particular
+
+Span = tuple[int | None, int | None]  # (month 1-12 or None, year or None)
+
+
+def query_dates(query: str) -> list[Span]:
+    """The months and years ``query`` names, as ``(month, year)`` with None for "any"."""
+    out: list[Span] = []
+    taken: set[int] = set()
+    for m in _QUERY_DATE.finditer(query):
+        month_text = m.group(1) or m.group(3) or m.group(5)
+        year_text = m.group(2) or m.group(4) or m.group(6) or m.group(7)
+        month = _MONTHS.index(month_text.lower()) + 1 if month_text else None
+        year = int(year_text) if year_text else None
+        if month is None and year is not None and year in taken:
+            continue  # the year of a month already taken
+        if year is not None:
+            taken.add(year)
+        span = (month, year)
+        if span not in out:
+            out.append(span)
+    return out if len(out) <= MAX_QUERY_DATES else []
+
+
+def drawer_spans(occurred: tuple[int, int], resolved_words: str) -> set[Span]:
+    """The months a drawer is about: its own ``(month, year)`` and those its resolved
+    relative times name (``reldates.resolved_date_words``: "June 2023", "2022")."""
+    spans: set[Span] = {occurred}
+    for m in _WORDS_DATE.finditer(resolved_words):
+        if m.group(1):
+            spans.add((_MONTHS.index(m.group(1).lower()) + 1, int(m.group(2))))
+        else:
+            spans.add((None, int(m.group(3))))
+    return spans
+
+
+def date_matches(asked: list[Span], spans: set[Span]) -> bool:
+    """Whether a drawer about ``spans`` is about one of the ``asked`` months or years."""
+    for month, year in asked:
+        for d_month, d_year in spans:
+            if (month is None or month == d_month) and (year is None or year == d_year):
+                return True
+    return False
