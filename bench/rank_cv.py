@@ -63,10 +63,12 @@ GRIDS: dict[str, list[float]] = {
     "hop": [0.0, 0.15, 0.3, 0.5],
     "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
     "date": [0.0, 0.05, 0.1, 0.2, 0.3],
+    "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
 }
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
-            "when": search.RankParams().when_boost, "date": search.RankParams().date_boost}
+            "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
+            "roomtext": 0.0}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -123,7 +125,59 @@ class Conv:
     qvecs: list[Any]
 
 
+class RoomText:
+    """An experiment, not the engine: BM25 over each room's drawers' texts joined (an
+    in-memory FTS5 table per palace, the drawers' own tokenizer) added to the room scores
+    before they are fed back, at ``weight`` of the room scores' range (min-max scaled)."""
+
+    def __init__(self) -> None:
+        import apsw
+        self.db = apsw.Connection(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE rooms USING fts5(palace UNINDEXED, room "
+                        "UNINDEXED, text, tokenize = 'porter unicode61 remove_diacritics 2')")
+        self.weight = 0.0
+        self.palace = ""
+        self.query = ""
+        self.cache: dict[tuple[str, str], dict[str, float]] = {}
+        self.orig = search.room_scores
+
+    def add(self, palace: str, c: Any) -> None:
+        for wing, room, text in c.execute(
+                "SELECT wing, room, group_concat(text, ' ') FROM drawers GROUP BY wing, room"):
+            self.db.execute("INSERT INTO rooms VALUES (?, ?, ?)",
+                            (palace, f"{wing}\x1f{room}", text))
+
+    def bm25(self) -> dict[str, float]:
+        key = (self.palace, self.query)
+        if key not in self.cache:
+            match = sql.fts_match(sql.fts_terms(self.query))
+            self.cache[key] = {} if match is None else {
+                str(r): -float(b) for r, b in self.db.execute(
+                    "SELECT room, bm25(rooms) FROM rooms WHERE rooms MATCH ? AND palace = ?",
+                    (match, self.palace))}
+        return self.cache[key]
+
+    def install(self) -> None:
+        def room_scores(scores: Any, room_key: Any, **kw: Any) -> dict[str, float]:
+            base = self.orig(scores, room_key, **kw)
+            if not self.weight or not base:
+                return base
+            text = self.bm25()
+            if not text:
+                return base
+            low = min(text.values())
+            high = max(text.values())
+            span = max(base.values()) - min(base.values()) or 1.0
+            return {k: v + self.weight * span * ((text.get(k, low) - low) / (high - low or 1.0))
+                    for k, v in base.items()}
+        search.room_scores = room_scores  # type: ignore[assignment]
+
+
+ROOM_TEXT = RoomText()
+
+
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
+    ROOM_TEXT.weight = knobs["roomtext"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
     search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
@@ -206,6 +260,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         convs.append(Conv(name, p, turns, questions, qvecs))
     memo = Memo()
     memo.install()
+    ROOM_TEXT.install()
+    for conv in convs:
+        await conv.palace.read(lambda c, n=conv.name: ROOM_TEXT.add(n, c))
     timings: list[float] = []
 
     def run_sync(conv: Conv, params: search.RankParams) -> tuple[Any, Any]:
@@ -233,7 +290,9 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
     rooms = sql.all_rooms(c)
     n_docs = sql.drawer_count(c)
     ranked_t, ranked_s = [], []
+    ROOM_TEXT.palace = conv.name
     for q, qvec in zip(conv.questions, conv.qvecs, strict=True):
+        ROOM_TEXT.query = q.question
         start = time.process_time()
         hits = search.lexical_search(c, q.question, Filters(), NOW_MS, params, None, n_docs)
         r = search.rank(c, query=q.question, qvec=qvec, index=index, filters=Filters(),
