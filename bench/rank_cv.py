@@ -141,9 +141,12 @@ class RoomText:
         self.cache: dict[tuple[str, str], dict[str, float]] = {}
         self.orig = search.room_scores
 
+    source = "text"  # or "closets": the room's drawers' closet topics
+
     def add(self, palace: str, c: Any) -> None:
-        for wing, room, text in c.execute(
-                "SELECT wing, room, group_concat(text, ' ') FROM drawers GROUP BY wing, room"):
+        what = ("group_concat(text, ' ') FROM drawers" if self.source == "text" else
+                "group_concat(c.topic, ' ') FROM closets c JOIN drawers d ON d.id = c.drawer_id")
+        for wing, room, text in c.execute(f"SELECT wing, room, {what} GROUP BY wing, room"):
             self.db.execute("INSERT INTO rooms VALUES (?, ?, ?)",
                             (palace, f"{wing}\x1f{room}", text))
 
@@ -482,8 +485,11 @@ def main() -> int:
     parser.add_argument("--cost", action="store_true",
                         help="time rank with and without the query-date boosts on a palace of "
                              "the dev turns four times over (11,040 drawers, hashed vectors)")
+    parser.add_argument("--room-source", choices=("text", "closets"), default="text",
+                        help="what the roomtext experiment indexes per room")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    RoomText.source = args.room_source
     if args.cost:
         anyio.run(cost, args)
         return 0
