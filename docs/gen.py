@@ -185,6 +185,18 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/search.py", "RankParams.when_boost",
+     "Share of the score range a candidate that states a time (`palaced/when.py`) gains when "
+     "the query asks when, after rooms are scored. `bench/rank_cv.py --sweep when`, LoCoMo dev "
+     "turn R@1/5/10 (none .415/.728/.826): 0.1 .420/.730/.827, 0.2 .424/.729/.827, 0.3 "
+     ".424/.729/.828 (a conversation loses a question at R@5); temporal R@1 .641 -> .699; "
+     "sessions unchanged."),
+    ("palaced/search.py", "RankParams.date_boost",
+     "Share of the score range a candidate about a month or year the query names gains (its "
+     "own date or a resolved relative time). `bench/rank_cv.py --sweep date`, LoCoMo dev turn "
+     "R@1/5/10 and session R@1 (none .424/.729/.827, .734): 0.1 .426/.729/.827, .738; 0.3 "
+     ".428/.730/.829, .741; 0.5 .428/.729/.828 (a conversation loses .005 R@5/R@10); "
+     "leave-one-conversation-out picks 0.3 in 4 of 5 folds."),
     ("palaced/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
