@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -64,11 +65,17 @@ GRIDS: dict[str, list[float]] = {
     "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
     "date": [0.0, 0.05, 0.1, 0.2, 0.3],
     "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
+    "setroom": [-1.0, 0.0, 0.1, 0.2],
 }
+# An experiment, not the engine: questions that ask for a set ("Which cities has John been
+# to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
+SET_QUESTION = re.compile(
+    r"^\W*(?:how many|(?:what|which)(?: \w+){0,3}?(?: \w+s| people| children)(?: \w+)?? "
+    r"(?:has|have|does|do|did|are|were)\b)|\bboth\b", re.IGNORECASE)
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
-            "roomtext": 0.0}
+            "roomtext": 0.0, "setroom": -1.0}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -177,10 +184,13 @@ class RoomText:
 
 
 ROOM_TEXT = RoomText()
+SET_ROOM = -1.0
 
 
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     ROOM_TEXT.weight = knobs["roomtext"]
+    global SET_ROOM
+    SET_ROOM = knobs["setroom"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
     search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
@@ -298,8 +308,10 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
         ROOM_TEXT.query = q.question
         start = time.process_time()
         hits = search.lexical_search(c, q.question, Filters(), NOW_MS, params, None, n_docs)
+        qparams = (replace(params, room_weight=SET_ROOM)
+                   if SET_ROOM >= 0 and SET_QUESTION.search(q.question) else params)
         r = search.rank(c, query=q.question, qvec=qvec, index=index, filters=Filters(),
-                        now_ms=NOW_MS, params=params, rooms=rooms, lexical_hits=hits,
+                        now_ms=NOW_MS, params=qparams, rooms=rooms, lexical_hits=hits,
                         n_docs=n_docs)
         timings.append((time.process_time() - start) * 1000)
         ranked = [conv.turns[i] for i in r.order[:50] if i in conv.turns]
