@@ -283,7 +283,7 @@ def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankPara
     known.checked.update(ids)
     heads = sql.drawer_heads(c, ids, HEAD_CHARS)
     if when:
-        known.timed.update(i for i, text in heads.items() if states_time(text))
+        known.timed.update(i for i, text in heads.items() if states_time(text, query))
     for i, text in heads.items():
         occurred = known.meta[i][3]
         if asked and date_matches(asked, drawer_spans(

@@ -3,8 +3,9 @@
 "When did Caroline go to the support group?" is answered by the memory that states a time
 ("I went to a support group yesterday", "...last Friday", "...in May 2023"), not by the
 others that mention the group. ``asks_when`` recognises such a question; ``states_time``
-recognises a text that names a time: a year, a month with a day or a year, a weekday, or a
-relative expression (yesterday, last week, three days ago, since, next month...).
+recognises a text that names a time: a year, a month (with a day or a year when its name is
+also a word), a weekday, or a relative expression (yesterday, last week, three days ago, next
+month...); for a question that asks how long, a duration too ("for three years", "since").
 ``search.rank`` lifts the candidates that state a time by ``RankParams.when_boost`` of the
 score range when the query asks when.
 
@@ -49,14 +50,26 @@ _STATES = re.compile(
 )
 
 
+_ASKS_LONG = re.compile(r"^\W*how long\b(?! ago)", re.IGNORECASE)
+_DURATION = re.compile(
+    r"\b(?:" + _COUNT + r" (?:days?|weeks?|months?|years?)|since"
+    r"|for (?:a while|ages|years|months|weeks|so long|a long time))\b", re.IGNORECASE)
+
+
 def asks_when(query: str) -> bool:
-    """Whether ``query`` asks for a time ("When did...", "what date", "which year"...)."""
-    return _ASKS.search(query) is not None
+    """Whether ``query`` asks for a time ("When did...", "what date", "which year", "how
+    long has...")."""
+    return _ASKS.search(query) is not None or _ASKS_LONG.search(query) is not None
 
 
-def states_time(text: str) -> bool:
-    """Whether ``text`` (its first ``HEAD_CHARS`` characters) names a time."""
-    return _STATES.search(text[:HEAD_CHARS]) is not None
+def states_time(text: str, query: str = "") -> bool:
+    """Whether ``text`` (its first ``HEAD_CHARS`` characters) names a time; for a ``query``
+    that asks how long, a duration ("for three years", "since") counts too."""
+    head = text[:HEAD_CHARS]
+    if _STATES.search(head) is not None:
+        return True
+    return bool(query) and _ASKS_LONG.search(query) is not None and (
+        _DURATION.search(head) is not None)
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",

@@ -21,6 +21,7 @@ from tests.conftest import DaemonProc
     ("Which year did they marry?", True),
     ("What date is the party?", True),
     ("How long ago was her birthday?", True),
+    ("How long has Caroline had her friends?", True),
     ("What did she say when he left?", False),  # "when" as a conjunction
     ("Where does Alice work?", False),
 ])
@@ -43,6 +44,14 @@ def test_asks_when(query: str, asks: bool) -> None:
 ])
 def test_states_time(text: str, states: bool) -> None:
     assert states_time(text) is states
+
+
+def test_a_duration_answers_how_long_only() -> None:
+    text = "I have known them for three years now."
+    assert states_time(text, "How long has Caroline known them?")
+    assert not states_time(text, "When did Caroline meet them?")
+    assert not states_time(text)
+    assert states_time("We met last Friday.", "How long has she known them?")
 
 
 def test_states_time_reads_only_the_head() -> None:
