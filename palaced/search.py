@@ -1,4 +1,4 @@
-"""Hybrid ranking of one palace: BM25 + vectors + closets + importance/recency + rooms.
+"""Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
 
 Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
 ``fusion``, the queries in ``store.search``; this module gathers the candidate pool and its
@@ -171,11 +171,13 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
 
     The first hop ranks by the query; the second (``multihop``) searches the names its best
     drawers mention and the query does not, folds those keyword hits into the first hop's
-    and ranks again. ``rooms`` is the palace's (wing, room) list if the caller has it
-    cached; ``lexical_hits`` the result of ``lexical_search(...)`` if the caller ran it
-    already (the palace runs it while the query is being embedded); ``n_docs`` the palace's
-    drawer count if the caller has it. Substring hits (``KeywordHits.substring``) take no
-    second hop: they matched no word.
+    and ranks again. In both, a query that asks when or how long lifts the candidates that
+    state a time, and one that names a month or year those about it (``palaced.when``;
+    ``RankParams.when_boost``, ``date_boost``). ``rooms`` is the palace's (wing, room) list
+    if the caller has it cached; ``lexical_hits`` the result of ``lexical_search(...)`` if
+    the caller ran it already (the palace runs it while the query is being embedded);
+    ``n_docs`` the palace's drawer count if the caller has it. Substring hits
+    (``KeywordHits.substring``) take no second hop: they matched no word.
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
@@ -234,6 +236,8 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
                  vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
+    if not fused:
+        return Ranking([], {}, lexical, vector, {}, [])
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
@@ -241,8 +245,6 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                 params, known)
     if params.date_boost and (asked := query_dates(query)):
         known.dated.update(i for i in fused if date_matches(asked, {_month_of(meta[i][3])}))
-    if not fused:
-        return Ranking([], {}, lexical, vector, {}, [])
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
@@ -275,8 +277,10 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
 
 def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
                 known: _Known) -> None:
-    """Which of the new candidates ``ids`` state a time (for a query that asks when) and
-    which are about a month or year the query names; recorded in ``known``."""
+    """Which of the candidates ``ids`` (not looked at before) state a time, for a query that
+    asks when or how long, and which are about a month or year the query names by a relative
+    time in their text; recorded in ``known``. Reads the first ``HEAD_CHARS`` characters of
+    their texts; never raises but for the store's errors."""
     when = bool(params.when_boost) and asks_when(query)
     asked = query_dates(query) if params.date_boost else []
     if not ids or not (when or asked):
