@@ -12,15 +12,24 @@ fusion maths only.
 
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
 (``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
-weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``).
-Importance, recency and use are constant across LoCoMo's drawers and are not fitted.
+weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
+``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``); two experiments that are not
+the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
+``--room-source closets``, added to the room scores) and ``setroom`` (the room weight of
+questions that ask for a set). Importance, recency and use are constant across LoCoMo's
+drawers and are not fitted.
 
 Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
 other four (each knob over its grid in turn, two rounds, the objective turn R@1 + R@5 + R@10
 + session R@1, question-weighted), then the chosen knobs are scored on the held-out one.
+``--sweep KNOB`` scores each value of one knob instead (per category and conversation) and
+the value leave-one-out picks. ``--cost`` times ``search.rank`` with and without the date
+boosts on 11,040 drawers (no memoisation).
 
     python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,room,closet,...]
-    python bench/rank_cv.py --only  # the defaults alone, per category
+    python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]
+    python bench/rank_cv.py --only  # the defaults alone, per category and conversation
+    python bench/rank_cv.py --cost
 """
 
 from __future__ import annotations
