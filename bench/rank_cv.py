@@ -380,7 +380,6 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
         return
     names = [c.name for c in convs]
     folds = []
-    held_t: list[list[str]] = []
     for held in names:
         train = [n for n in names if n != held]
         start = time.monotonic()
@@ -396,7 +395,6 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
               f" chosen {changed or 'defaults'}", flush=True)
         print(f"  held out chosen  : {fmt(held_r)}")
         print(f"  held out defaults: {fmt(base_r)}", flush=True)
-    del held_t
     # The held-out rankings pooled: each conversation ranked by its fold's knobs.
     total = sum(f["held_out_result"]["questions"] for f in folds)
     loco = {level: {k: sum(f["held_out_result"]["questions"] * f["held_out_result"][level][k]
@@ -496,7 +494,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None,
                         help="directory for the palaces (reused between runs)")
     parser.add_argument("--conversations", type=int, default=None)
-    parser.add_argument("--fit", type=lambda s: s.split(","), default=list(GRIDS))
+    parser.add_argument("--fit", type=lambda s: s.split(","),
+                        default=["vector", "room", "closet", "context", "dates", "hop"])
     parser.add_argument("--only", action="store_true", help="score the defaults alone")
     parser.add_argument("--sweep", default=None, metavar="KNOB",
                         help="score each value of one knob (the others at their defaults), "
