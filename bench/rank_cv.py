@@ -278,7 +278,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     convs = []
     for name, turns, questions in built:
         p = await Palace.open(name, work / "template" / name, svc, create=False)
-        qvecs = [await recall.query_vector(p, q.question) for q in questions]
+        qvecs = ([None] * len(questions) if args.keyword_only else
+                 [await recall.query_vector(p, q.question) for q in questions])
         convs.append(Conv(name, p, turns, questions, qvecs))
     memo = Memo()
     memo.install()
@@ -497,6 +498,8 @@ def main() -> int:
     parser.add_argument("--fit", type=lambda s: s.split(","),
                         default=["vector", "room", "closet", "context", "dates", "hop"])
     parser.add_argument("--only", action="store_true", help="score the defaults alone")
+    parser.add_argument("--keyword-only", action="store_true",
+                        help="rank without query vectors (a palace without a model)")
     parser.add_argument("--sweep", default=None, metavar="KNOB",
                         help="score each value of one knob (the others at their defaults), "
                              "per category and conversation, and its leave-one-out choice")
@@ -508,8 +511,13 @@ def main() -> int:
     parser.add_argument("--room-source", choices=("text", "closets"), default="text",
                         help="what the roomtext experiment indexes per room")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--set", default="", metavar="KNOB=V,...",
+                        help="start from these knob values instead of the defaults")
     args = parser.parse_args()
     RoomText.source = args.room_source
+    for pair in filter(None, args.set.split(",")):
+        knob, value = pair.split("=")
+        DEFAULTS[knob] = float(value)
     if args.cost:
         anyio.run(cost, args)
         return 0
