@@ -58,7 +58,7 @@ from bench.locomo import (
     evaluate,
     session_ranking,
 )
-from palaced import multihop, recall, search
+from palaced import fusion, multihop, recall, search
 from palaced.embedder import EmbedderSettings, FastEmbedder
 from palaced.palace import Palace
 from palaced.store import search as sql
@@ -75,6 +75,8 @@ GRIDS: dict[str, list[float]] = {
     "date": [0.0, 0.05, 0.1, 0.2, 0.3],
     "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
     "setroom": [-1.0, 0.0, 0.1, 0.2],
+    "support": [0.0, 0.1, 0.2, 0.3, 0.5],
+    "topn": [2.0, 3.0, 5.0, 8.0],
 }
 # An experiment, not the engine: questions that ask for a set ("Which cities has John been
 # to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
@@ -84,7 +86,8 @@ SET_QUESTION = re.compile(
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
-            "roomtext": 0.0, "setroom": -1.0}
+            "roomtext": 0.0, "setroom": -1.0,
+            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N)}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -152,6 +155,8 @@ class RoomText:
         self.db.execute("CREATE VIRTUAL TABLE rooms USING fts5(palace UNINDEXED, room "
                         "UNINDEXED, text, tokenize = 'porter unicode61 remove_diacritics 2')")
         self.weight = 0.0
+        self.top_n = fusion.DEFAULT_ROOM_TOP_N
+        self.support = fusion.DEFAULT_ROOM_SUPPORT_SHARE
         self.palace = ""
         self.query = ""
         self.cache: dict[tuple[str, str], dict[str, float]] = {}
@@ -178,6 +183,8 @@ class RoomText:
 
     def install(self) -> None:
         def room_scores(scores: Any, room_key: Any, **kw: Any) -> dict[str, float]:
+            kw.setdefault("top_n", self.top_n)
+            kw.setdefault("support_share", self.support)
             base = self.orig(scores, room_key, **kw)
             if not self.weight or not base:
                 return base
@@ -198,6 +205,8 @@ SET_ROOM = -1.0
 
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     ROOM_TEXT.weight = knobs["roomtext"]
+    ROOM_TEXT.top_n = int(knobs["topn"])
+    ROOM_TEXT.support = knobs["support"]
     global SET_ROOM
     SET_ROOM = knobs["setroom"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
