@@ -145,6 +145,13 @@ class InvalidPalaceName(RegistryError):
     name = "INVALID_PALACE_NAME"
 
 
+class Forbidden(RegistryError):
+    """The palace's policy does not let this agent do that (see `palace policy show`)."""
+
+    code = 208
+    name = "FORBIDDEN"
+
+
 class PalaceNotEmpty(PalaceExists):
     """A restore's target palace already holds memories (restore into a new palace)."""
 
@@ -244,7 +251,6 @@ class Busy(LoadError):
 
     code = 400
     name = "BUSY"
-    retryable = True
 
 
 class Timeout(LoadError):
@@ -252,7 +258,6 @@ class Timeout(LoadError):
 
     code = 401
     name = "TIMEOUT"
-    retryable = True
 
 
 class ShuttingDown(LoadError):
@@ -260,7 +265,6 @@ class ShuttingDown(LoadError):
 
     code = 402
     name = "SHUTTING_DOWN"
-    retryable = True
 
 
 # 5xx internal
@@ -379,8 +383,9 @@ class UsageError(ClientError):
     name = "USAGE_ERROR"
 
 
-def _leaf_by_code() -> dict[int, type[PalaceError]]:
-    """Each code's most specific class of this module (a subclass wins over its base)."""
+def error_classes() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base), found
+    anew on each call (``protocol`` keeps its own table)."""
     table: dict[int, type[PalaceError]] = {}
     stack: list[type[PalaceError]] = [PalaceError]
     while stack:
@@ -390,11 +395,3 @@ def _leaf_by_code() -> dict[int, type[PalaceError]]:
         if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
-
-
-_BY_CODE = _leaf_by_code()
-
-
-def error_classes() -> dict[int, type[PalaceError]]:
-    """Return the code → most specific class table (a copy)."""
-    return dict(_BY_CODE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import reads, reembed
+from palaced import audit, reads, reembed
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -23,6 +23,8 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
                            ) -> dict[str, Any]:
     name = need_palace(palace)
     p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
+    if created:
+        await audit.record(p, ctx.actor, "created")
     info = await reads.info(p)
     info["created"] = created
     return info
@@ -61,4 +63,6 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             "cannot reembed: the embedding model is unavailable: "
             f"{model.reason or 'no model is configured'}",
             details={"model": model.state, "reason": model.reason})
-    return await reembed.reembed_now(p, model.embedder)
+    done = await reembed.reembed_now(p, model.embedder)
+    await audit.record(p, ctx.actor, "reembedded", detail={"drawers": done["reembedded"]})
+    return done
