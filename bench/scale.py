@@ -27,11 +27,15 @@ Then, against a private ``palaced`` with the real model (``--model-dir``):
   (``palace.info`` ``index_load``).
 
     python bench/scale.py --drawers 100000 [--queries 200] [--kill-writes 500] [--home DIR]
-                          [--json out.json]
+                          [--bulk] [--follow-index] [--resume] [--json out.json]
 
 ``--home DIR`` keeps the scratch ``PALACE_HOME`` and reuses a palace already built there for
-the same ``--drawers`` (building 100k drawers takes a few minutes on 2 cores, 1M about an
-hour); delete its ``index.usearch`` to time the index build again. Every number printed is a
+the same ``--drawers`` (building 100k drawers takes a few minutes on 2 cores); delete its
+``index.usearch`` to time the index build again. For a million drawers: ``--bulk`` writes
+each drawer in its final state (``bulk_batch``: the store layer's rows without rewriting
+neighbour contexts drawer by drawer), ``--follow-index`` builds the vector index in a second
+process alongside the fill (``follow_index``), ``--resume`` goes on with an interrupted
+build. Every number printed is a
 median or percentile of this run.
 """
 
@@ -40,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing as mp
 import os
 import random
 import shutil
@@ -62,6 +67,7 @@ PALACE = "scale"
 DIMS = 384
 IDENTITY = "fastembed:sentence-transformers/all-MiniLM-L6-v2:384"
 BUILD_BATCH = 2_000
+FOLLOW_ROWS = 10_000
 
 
 def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
@@ -72,8 +78,107 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centres: np.ndarray) -> 
     return vecs.astype(np.float32)
 
 
-def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
-    """Build palace ``scale`` of ``n`` drawers under ``home``; returns build timings."""
+def follow_index(home: Path, done: Any, out: Any) -> None:
+    """Build the vector index alongside the fill (a second process): add the vectors the
+    palace holds above the index's watermark, in id order, in reads of ``FOLLOW_ROWS`` (a
+    short snapshot each, so the fill's WAL is not held back), until the fill is ``done``
+    and nothing is left; then save it with the daemon's ``save_index``. The file is the one
+    a rebuild makes (``index_file.build_index``: the same vectors added in the same order),
+    ready when the fill ends instead of long after."""
+    from palaced.index import VectorIndex
+    from palaced.index_file import save_index
+    from palaced.palace import DB_NAME, INDEX_NAME
+    from palaced.store import Store
+
+    pdir = home / "palaces" / PALACE
+    store = Store(pdir / DB_NAME, palace=PALACE)
+    index = VectorIndex(DIMS)
+
+    def step(c: Any) -> int:
+        return index.add_rows((int(v), bytes(b)) for v, b in c.execute(
+            "SELECT id, vec FROM vectors WHERE id > ? ORDER BY id LIMIT ?",
+            (index.watermark, FOLLOW_ROWS)))
+
+    t0 = time.perf_counter()
+    while True:
+        finished = done.is_set()  # read before the step: nothing is missed after it
+        added = store.read(step)
+        if finished and added == 0:
+            break
+        if added == 0:
+            time.sleep(1.0)
+    t1 = time.perf_counter()
+    save_index(index, store, pdir / INDEX_NAME)
+    store.close()
+    out.put({"index_follow_s": round(t1 - t0, 1), "index_save_s":
+             round(time.perf_counter() - t1, 1), "vectors": len(index)})
+
+
+ROOMS = 200  # drawer i is filed in room-{i % ROOMS} of wing-{i % 4}, in the order of i
+
+
+class Texts:
+    """The text of drawer ``i`` of a build (each batch's texts generated once, on demand)."""
+
+    def __init__(self, words: list[str], n: int) -> None:
+        self.words, self.n = words, n
+        self._batches: dict[int, list[str]] = {}
+
+    def __call__(self, i: int) -> str:
+        b = i - i % BUILD_BATCH
+        if b not in self._batches:
+            if len(self._batches) > 4:
+                self._batches.pop(min(self._batches))
+            self._batches[b] = zipf_texts(min(BUILD_BATCH, self.n - b), self.words, seed=b + 1)
+        return f"{self._batches[b][i - b]} (note {i})"
+
+
+def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.ndarray,
+               base: int) -> None:
+    """``--bulk``: insert drawers ``start..start+count`` in their final state directly.
+
+    ``drawers.insert_drawer`` + ``store_vectors`` write each drawer and then rewrite the FTS
+    context of its two room neighbours before it (``refresh_around``): at a million drawers
+    that rewriting is most of the build. Drawers are filed in a fixed order (drawer ``i`` in
+    room ``i % ROOMS``, ``ROOMS`` drawers apart), so each drawer's final context, the text of
+    its ``CONTEXT_NEIGHBOURS`` room neighbours on each side, is known up front and written
+    once. The rows are those ``insert_drawer`` + ``store_vectors`` leave (the same statements
+    and values, ``tests/test_bench_checks.py`` compares both builds); only the FTS5 index's
+    internal segments differ (written once here, rewritten there).
+    """
+    from palaced.index import to_blob
+    from palaced.reldates import resolved_date_words
+    from palaced.store.context import CONTEXT_NEIGHBOURS, date_words
+    from palaced.store.drawers import content_hash
+
+    offsets = [k * ROOMS for k in range(-CONTEXT_NEIGHBOURS, CONTEXT_NEIGHBOURS + 1) if k]
+    for j in range(count):
+        i = start + j
+        body, wing, room, now = text(i), f"wing-{i % 4}", f"room-{i % ROOMS}", base + i * 60_000
+        did = int(c.execute(
+            "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (body, wing, room, "[]", 0.5, None, now, now, now, content_hash(wing, room, body),
+             None, None, "drawer", None)).fetchall()[0][0])
+        context = "\n".join(text(i + o) for o in offsets if 0 <= i + o < n)
+        dates = f"{date_words(now)} {resolved_date_words(body, now)}".rstrip()
+        c.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
+                  (did, body, context, dates))
+        c.execute("INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?)",
+                  (did, 0, to_blob(vecs[j])))
+        c.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?", (1, did))
+
+
+def build(home: Path, n: int, model_dir: Path, follow: bool = False,
+          bulk: bool = False) -> dict[str, Any]:
+    """Build palace ``scale`` of ``n`` drawers under ``home``; returns build timings.
+
+    Resumes an interrupted build: drawer ``i`` always gets the same text (each batch of
+    ``BUILD_BATCH`` is seeded by its start) and each batch commits whole, so the drawers
+    already stored are kept and the build goes on from their count. With ``follow`` the
+    vector index is built alongside (``follow_index``) instead of after the fill.
+    """
     from palaced.index import to_blob
     from palaced.palace import DB_NAME, IDENTITY_NAME, IDENTITY_TEMPLATE
     from palaced.store import Store, drawers
@@ -85,16 +190,41 @@ def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
     (pdir / IDENTITY_NAME).write_text(IDENTITY_TEMPLATE.format(name=PALACE), "utf-8")
     store = Store(pdir / DB_NAME, palace=PALACE)
     store.write(lambda c: claim_embedder(c, IDENTITY, DIMS))
+    first = int(store.read(lambda c: c.execute("SELECT count(*) FROM drawers").fetchall()[0][0]))
+    if first % BUILD_BATCH:
+        raise SystemExit(f"{pdir} holds {first} drawers, not whole batches: delete it")
+    if first:
+        print(f"  resuming after {first:,} drawers", flush=True)
     words = zipf_vocabulary(model_dir)
     rng = np.random.default_rng(5)
     centres = rng.standard_normal((256, DIMS)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     base = 1_600_000_000_000
+    follower = None
+    if follow:
+        ctx = mp.get_context("spawn")
+        fill_done, result = ctx.Event(), ctx.Queue()
+        follower = ctx.Process(target=follow_index, args=(home, fill_done, result))
+        follower.start()
+    text = Texts(words, n)
+    if first:  # the texts are reproducible: check the last one stored
+        last = store.read(lambda c: c.execute(
+            "SELECT text FROM drawers WHERE id = (SELECT max(id) FROM drawers)").fetchall())
+        if last[0][0] != text(first - 1):
+            raise SystemExit(f"{pdir} was built with other texts: delete it")
     t0 = time.perf_counter()
-    for start in range(0, n, BUILD_BATCH):
+    for start in range(first, n, BUILD_BATCH):
         count = min(BUILD_BATCH, n - start)
+        vecs = synthetic_vectors(count, np.random.default_rng((5, start)), centres)
+        if bulk:
+            store.write(lambda c, start=start, count=count, vecs=vecs: bulk_batch(
+                c, start, count, n, text, vecs, base))
+            done = start + count
+            if done % 20_000 == 0 or done == n:
+                rate = (done - first) / (time.perf_counter() - t0)
+                print(f"  built {done:,} drawers ({rate:,.0f}/s, bulk)", flush=True)
+            continue
         texts = zipf_texts(count, words, seed=start + 1)
-        vecs = synthetic_vectors(count, rng, centres)
 
         def tx(c: Any, start: int = start, texts: list[str] = texts,
                vecs: np.ndarray = vecs) -> None:
@@ -109,14 +239,29 @@ def build(home: Path, n: int, model_dir: Path) -> dict[str, Any]:
         store.write(tx)
         done = start + count
         if done % 20_000 == 0 or done == n:
-            rate = done / (time.perf_counter() - t0)
+            rate = (done - first) / (time.perf_counter() - t0)
             print(f"  built {done:,} drawers ({rate:,.0f}/s)", flush=True)
+    if bulk and first:
+        # Drawers stored before the resume had neighbours only up to it: their context now.
+        from palaced.store.context import CONTEXT_NEIGHBOURS, refresh_context
+
+        ids = range(max(0, first - CONTEXT_NEIGHBOURS * ROOMS) + 1, first + 1)
+        store.write(lambda c: [refresh_context(c, did) for did in ids])
     insert_s = time.perf_counter() - t0
+    timings = {"insert_s": round(insert_s, 1), "drawers_per_s": round((n - first) / insert_s),
+               "resumed_after": first}
+    if follower is not None:
+        fill_done.set()
+        print("  fill done; the index follower finishes", flush=True)
+        timings.update(result.get())
+        follower.join()
+        timings["index_ready_after_fill_s"] = round(time.perf_counter() - t0 - insert_s, 1)
     store.checkpoint()
     store.close()
     (home / f".built-{n}").write_text("ok")
-    return {"insert_s": round(insert_s, 1), "drawers_per_s": round(n / insert_s),
-            **build_index(home)}
+    if follower is None:
+        timings.update(build_index(home))
+    return timings
 
 
 def build_index(home: Path) -> dict[str, Any]:
@@ -232,6 +377,12 @@ def main() -> None:
                     help="remembers between the last clean save and the kill -9")
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--home", type=Path, help="keep and reuse this scratch PALACE_HOME")
+    ap.add_argument("--follow-index", action="store_true",
+                    help="build the vector index alongside the fill (for 1M drawers)")
+    ap.add_argument("--bulk", action="store_true",
+                    help="insert drawers in their final state (no neighbour rewrites)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with an interrupted build in --home instead of starting over")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -239,9 +390,11 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
     out: dict[str, Any] = {"drawers": args.drawers}
     if not (home / f".built-{args.drawers}").exists():
-        shutil.rmtree(home / "palaces", ignore_errors=True)
+        if not args.resume:
+            shutil.rmtree(home / "palaces", ignore_errors=True)
         print(f"building {args.drawers:,} drawers in {home}", flush=True)
-        out["build"] = build(home, args.drawers, args.model_dir)
+        out["build"] = build(home, args.drawers, args.model_dir, follow=args.follow_index,
+                             bulk=args.bulk)
     elif not (home / "palaces" / PALACE / "index.usearch").exists():
         print("rebuilding the vector index", flush=True)
         out["build"] = build_index(home)

@@ -203,6 +203,18 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
     ("palaced/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/search.py", "RankParams.when_boost",
+     "Share of the score range a candidate that states a time (`palaced/when.py`) gains when "
+     "the query asks when or how long, after rooms are scored. `bench/rank_cv.py --sweep "
+     "when`, LoCoMo dev turn R@1/5/10 with `date_boost` 0.3: none .419/.729/.828, 0.1 "
+     ".425/.731/.829, 0.2 .431/.730/.829, 0.3 .431/.731/.830 (chosen in every "
+     "leave-one-conversation-out fold); temporal R@1 .647 -> .715; sessions unchanged."),
+    ("palaced/search.py", "RankParams.date_boost",
+     "Share of the score range a candidate about a month or year the query names gains (its "
+     "own date or a resolved relative time). `bench/rank_cv.py --sweep date`, LoCoMo dev turn "
+     "R@1/5/10 and session R@1 with `when_boost` 0.3: none .427/.729/.828, .734; 0.1 "
+     ".429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation "
+     "loses .005 R@5/R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds."),
     ("palaced/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "

@@ -26,6 +26,7 @@ import json
 import logging
 import mmap
 import os
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -120,7 +121,29 @@ def _load_file(path: Path, dims: int, saves: list[dict[str, Any]], legacy: str |
             if size == 0:
                 raise _Unusable("the index file is empty")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                crc = zlib.crc32(data)
+                # The checksum (a fifth of a load's CPU) runs on a second thread while usearch
+                # loads the graph: zlib releases the GIL. A file that turns out unusable
+                # wasted its load, which a rebuild then dwarfs.
+                sums: list[int] = []
+                summer = threading.Thread(target=lambda: sums.append(zlib.crc32(data)),
+                                          name="index-crc", daemon=True)
+                summer.start()
+                from usearch.index import Index  # on first use, like index.new_usearch
+
+                meta: dict[str, Any] | None = None
+                raw: Any = None
+                failed: Exception | None = None
+                try:
+                    with memoryview(data) as view:
+                        meta = Index.metadata(view)
+                        if meta and meta["dimensions"] == dims:
+                            raw = new_usearch(dims, meta["kind_scalar"])
+                            raw.load(view)
+                except Exception as exc:  # judged after the checks below, as before
+                    failed = exc
+                finally:
+                    summer.join()
+                crc = sums[0] if sums else zlib.crc32(data)
                 record = next((r for r in saves if r.get("crc") == crc
                                and r.get("bytes") == size), None)
                 if record is None and not saves and legacy is not None and (
@@ -130,14 +153,10 @@ def _load_file(path: Path, dims: int, saves: list[dict[str, Any]], legacy: str |
                     raise _Unusable("the index file matches no save of this palace")
                 if record.get("embedder") != embedder or record.get("dims") != dims:
                     raise _Unusable("the index file was made for another model")
-                from usearch.index import Index  # on first use, like index.new_usearch
-
-                with memoryview(data) as view:
-                    meta = Index.metadata(view)
-                    if not meta or meta["dimensions"] != dims:
-                        raise _Unusable("the index file has other dimensions")
-                    raw = new_usearch(dims, meta["kind_scalar"])
-                    raw.load(view)
+                if failed is not None:
+                    raise failed
+                if not meta or meta["dimensions"] != dims:
+                    raise _Unusable("the index file has other dimensions")
     except FileNotFoundError:
         raise _Unusable("no index file") from None
     except _Unusable:

@@ -1,4 +1,4 @@
-"""Hybrid ranking of one palace: BM25 + vectors + closets + importance/recency + rooms.
+"""Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
 
 Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
 ``fusion``, the queries in ``store.search``; this module gathers the candidate pool and its
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import apsw
 import numpy as np
@@ -32,13 +33,16 @@ from palaced.fusion import (
 )
 from palaced.index import PgVectors, VectorIndex, brute_force
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
+from palaced.reldates import resolved_date_words
 from palaced.store import pg_search
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
+from palaced.when import HEAD_CHARS, asks_when, date_matches, drawer_spans, query_dates, states_time
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
+TIME_CHECKED = 50  # best fused candidates whose texts are read for times and dates
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,19 @@ class RankParams:
     length_ref_chars: float = 150.0
     # A keyword search that finds nothing falls back to substrings (store.search).
     substring_fallback: bool = True
+    # Share of the score range a candidate that states a time gains when the query asks
+    # "when" or "how long" (palaced/when.py), after the rooms are scored. LoCoMo dev turn
+    # R@1/5/10 with date_boost 0.3: none .419/.729/.828, 0.1 .425/.731/.829, 0.2
+    # .431/.730/.829, 0.3 .431/.731/.830, chosen in every leave-one-conversation-out fold;
+    # temporal R@1 .647 -> .715; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
+    when_boost: float = 0.3
+    # Share of the score range a candidate gains when it is about a month or year the query
+    # names ("in June", "on 3 May, 2023", "in 2022"): its own date or a relative time in its
+    # text resolved (palaced/when.py). LoCoMo dev turn R@1/5/10, session R@1, with
+    # when_boost 0.3: none .427/.729/.828, .734; 0.1 .429/.730/.829, .738; 0.3
+    # .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation loses .005 R@5 and R@10);
+    # leave-one-conversation-out picks 0.3 in 4 of 5 folds.
+    date_boost: float = 0.3
 
 
 @dataclass
@@ -159,11 +176,13 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
 
     The first hop ranks by the query; the second (``multihop``) searches the names its best
     drawers mention and the query does not, folds those keyword hits into the first hop's
-    and ranks again. ``rooms`` is the palace's (wing, room) list if the caller has it
-    cached; ``lexical_hits`` the result of ``lexical_search(...)`` if the caller ran it
-    already (the palace runs it while the query is being embedded); ``n_docs`` the palace's
-    drawer count if the caller has it. Substring hits (``KeywordHits.substring``) take no
-    second hop: they matched no word.
+    and ranks again. In both, a query that asks when or how long lifts the candidates that
+    state a time, and one that names a month or year those about it (``palaced.when``;
+    ``RankParams.when_boost``, ``date_boost``). ``rooms`` is the palace's (wing, room) list
+    if the caller has it cached; ``lexical_hits`` the result of ``lexical_search(...)`` if
+    the caller ran it already (the palace runs it while the query is being embedded);
+    ``n_docs`` the palace's drawer count if the caller has it. Substring hits
+    (``KeywordHits.substring``) take no second hop: they matched no word.
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
@@ -197,6 +216,9 @@ class _Known:
     looked_up: set[int] = field(default_factory=set)
     meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
     closet_hits: set[int] = field(default_factory=set)
+    checked: set[int] = field(default_factory=set)  # candidates looked at for times
+    timed: set[int] = field(default_factory=set)  # candidates whose text states a time
+    dated: set[int] = field(default_factory=set)  # candidates about a date the query names
 
 
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
@@ -221,9 +243,17 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
+    # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
+    # a fifth to a third of the score range, and reading every candidate's text cost p95
+    # +4 ms at 11k drawers. A candidate's own date needs no text.
+    _find_times(c, query, [i for i in ranking(fused)[:TIME_CHECKED] if i not in known.checked],
+                params, known)
+    if params.date_boost and (asked := query_dates(query)):
+        known.dated.update(i for i in fused if date_matches(asked, {_month_of(meta[i][3])}))
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
+              + (params.date_boost * spread if i in known.dated else 0.0)
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
@@ -234,6 +264,11 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     room_of = {i: (v[0], v[1]) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
     room_score = room_scores(scores, room_key)
+    if known.timed:
+        # After the rooms are scored: a time stated picks among a room's drawers, while the
+        # rooms rank by the query (LoCoMo dev session R@5 .904 with the boost in the rooms).
+        scores = {i: s + (params.when_boost * spread if i in known.timed else 0.0)
+                  for i, s in scores.items()}
     if params.room_weight > 0:
         scores = feed_back_rooms(scores, room_key, room_score, params.room_weight)
     order = ranking(scores)
@@ -243,3 +278,29 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
     return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)
+
+
+def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
+                known: _Known) -> None:
+    """Which of the candidates ``ids`` (not looked at before) state a time, for a query that
+    asks when or how long, and which are about a month or year the query names by a relative
+    time in their text; recorded in ``known``. Reads the first ``HEAD_CHARS`` characters of
+    their texts; never raises but for the store's errors."""
+    when = bool(params.when_boost) and asks_when(query)
+    asked = query_dates(query) if params.date_boost else []
+    if not ids or not (when or asked):
+        return
+    known.checked.update(ids)
+    heads = sql.drawer_heads(c, ids, HEAD_CHARS)
+    if when:
+        known.timed.update(i for i, text in heads.items() if states_time(text, query))
+    for i, text in heads.items():
+        occurred = known.meta[i][3]
+        if asked and date_matches(asked, drawer_spans(
+                _month_of(occurred), resolved_date_words(text, occurred))):
+            known.dated.add(i)
+
+
+def _month_of(ms: int) -> tuple[int, int]:
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return at.month, at.year

@@ -7,7 +7,6 @@ used right now. All of it is owned by the daemon's composition root and passed e
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +17,7 @@ import anyio.to_thread
 import numpy as np
 from cachetools import LRUCache
 
+from palaced.batching import EmbedBatcher
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
 from palaced.tokens import Tokenizer
@@ -79,19 +79,28 @@ def _units(text: str) -> int:
     return len(text) + TEXT_OVERHEAD
 
 
+# Texts of one query run: enough to take a burst of 32 clients in one or two runs, few
+# enough that a long query among them pads little (queries are short).
+MAX_QUERY_BATCH = 32
+
+
 class EmbedLanes:
     """Embeds on worker threads so long work never holds up short work or a deadline.
 
     Passages (remember, backfill, reembed) run in slices of about ``SLICE_S`` of model time,
     one slice at a time daemon-wide: one ONNX session already uses every core, so concurrent
-    passage runs would only contend. Between slices the passage lane is released, so waiting
-    callers take turns slice by slice (anyio's limiter hands over in FIFO order), and the
-    caller's cancel scope (its request deadline) takes effect: a timed-out caller stops within
-    one slice. Slices are sized from the measured throughput, so they stay short on a loaded
-    machine too.
+    passage runs would only contend. A caller waits for its slice's turn in arrival order
+    (FIFO), so waiting callers take turns slice by slice, and the caller's cancel scope (its
+    request deadline) takes effect: a timed-out caller stops within one slice. Slices are
+    sized from the measured throughput, so they stay short on a loaded machine too.
 
     Query embeddings (one short text, a few ms) have their own lane and run beside a passage
     slice instead of behind it: onnxruntime sessions accept concurrent runs.
+
+    Both lanes micro-batch (``palaced.batching``): the slices and queries that queue while
+    their lane's run is under way are embedded together in its next run (slices up to one
+    slice's budget), so 32 concurrent recalls cost a few ONNX runs, not 32; a lone caller
+    runs at once.
 
     Background work (a palace re-embedded for a new model) asks for ``background``: before
     each of its slices it waits until no interactive passage call (remember) is running, so it
@@ -99,12 +108,22 @@ class EmbedLanes:
     """
 
     def __init__(self) -> None:
-        self.passage_lane = anyio.CapacityLimiter(1)
-        self.query_lane = anyio.CapacityLimiter(1)
+        self.passage_lane = EmbedBatcher(MAX_SLICE_TEXTS, on_run=self._measured)
+        self.query_lane = EmbedBatcher(MAX_QUERY_BATCH)
         self._rate = INITIAL_RATE
         self._interactive = 0
         self._no_interactive = anyio.Event()
         self._no_interactive.set()
+
+    def as_dict(self) -> dict[str, int]:
+        """Runs and the requests (queries, passage slices) they served, since start."""
+        return {"query_runs": self.query_lane.runs, "queries": self.query_lane.requests,
+                "passage_runs": self.passage_lane.runs,
+                "passage_slices": self.passage_lane.requests}
+
+    def _measured(self, units: float, seconds: float) -> None:
+        # Smoothed, so one slice slowed by a burst of load does not shrink all the next.
+        self._rate = 0.5 * self._rate + 0.5 * (units / max(seconds, 1e-3))
 
     async def passages(self, emb: Embedder, texts: list[str], *, background: bool = False
                        ) -> np.ndarray:
@@ -113,6 +132,7 @@ class EmbedLanes:
         Raises:
             anyio.get_cancelled_exc_class(): the caller's deadline passed (checked between
                 slices and once more after the last one, so callers never write late).
+            Exception: what the embedder raised.
         """
         if background:
             return await self._passages(emb, texts, background=True)
@@ -143,27 +163,22 @@ class EmbedLanes:
             batch = [texts[i] for i in idx]
             while background and self._interactive:
                 await self._no_interactive.wait()
-            vecs, seconds = await anyio.to_thread.run_sync(
-                _timed, emb, batch, limiter=self.passage_lane)
-            out[idx] = vecs
-            # Smoothed, so one slice slowed by a burst of load does not shrink all the next.
-            self._rate = 0.5 * self._rate + 0.5 * (units / max(seconds, 1e-3))
+            out[idx] = await self.passage_lane.embed(emb, emb.embed_passages, batch,
+                                                     units=units, budget=budget)
             pos = end
         await anyio.lowlevel.checkpoint_if_cancelled()
         return out
 
     async def query(self, emb: Embedder, text: str) -> np.ndarray:
-        """The query vector of ``text``, computed beside any running passage slice."""
-        vec: np.ndarray = await anyio.to_thread.run_sync(
-            emb.embed_query, text, limiter=self.query_lane)
+        """The query vector of ``text``, computed beside any running passage slice, in one
+        run with the other queries waiting at the same time.
+
+        Raises:
+            Exception: what the embedder raised for the run that held this query.
+        """
+        rows = await self.query_lane.embed(emb, emb.embed_queries, [text])
+        vec: np.ndarray = rows[0]
         return vec
-
-
-def _timed(emb: Embedder, texts: list[str]) -> tuple[np.ndarray, float]:
-    """Embed one slice on the worker thread; also return the model time it took."""
-    started = time.perf_counter()
-    vecs = emb.embed_passages(texts)
-    return vecs, time.perf_counter() - started
 
 
 @dataclass

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,39 @@ def test_guard_quick_run_prints_its_table_and_a_verdict() -> None:
     verdict = [line for line in out.splitlines() if line.startswith("VERDICT: ")]
     assert verdict and verdict[0].split()[1] in ("PASS", "REGRESSION"), out
     assert (verdict[0].split()[1] == "PASS") == (res.returncode == 0), out
+
+
+def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> None:
+    """``bench/scale.py --bulk`` (drawers written in their final state) leaves the same rows
+    as the store layer's ``insert_drawer`` + ``store_vectors`` (neighbour contexts rewritten
+    as each drawer arrives), also when it resumes a build the store layer began."""
+    import apsw
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import scale
+
+    n = 2 * scale.BUILD_BATCH + 700
+    plain, bulk, mixed = tmp_path / "plain", tmp_path / "bulk", tmp_path / "mixed"
+    scale.build(plain, n, MODEL_DIR)
+    scale.build(bulk, n, MODEL_DIR, bulk=True)
+    scale.build(mixed, scale.BUILD_BATCH, MODEL_DIR)
+    scale.build(mixed, n, MODEL_DIR, bulk=True)
+
+    def dump(home: Path) -> list[Any]:
+        c = apsw.Connection(str(home / "palaces" / scale.PALACE / "palace.db"))
+        out = [c.execute(q).fetchall() for q in (
+            "SELECT * FROM drawers ORDER BY id",
+            "SELECT rowid, text, context, dates FROM drawers_fts ORDER BY rowid",
+            "SELECT * FROM vectors ORDER BY id",
+            "SELECT * FROM closets ORDER BY drawer_id, topic",
+            "SELECT name, seq FROM sqlite_sequence ORDER BY name",
+            "SELECT rowid FROM drawers_fts WHERE drawers_fts MATCH 'note' ORDER BY rowid",
+            "SELECT rowid FROM drawers_trigram WHERE drawers_trigram MATCH 'ote 12'",
+        )]
+        c.close()
+        return out
+
+    want = dump(plain)
+    assert len(want[0]) == n and len(want[2]) == n
+    assert dump(bulk) == want
+    assert dump(mixed) == want

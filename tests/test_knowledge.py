@@ -412,6 +412,9 @@ class HashEmbedder:
     def embed_passages(self, texts: list[str]) -> np.ndarray:
         return np.stack([self.embed_query(t) for t in texts])
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed_passages(texts)
+
     def embed_query(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dims, dtype=np.float32)
         for word in re.findall(r"\w+", text.lower()):

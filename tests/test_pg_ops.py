@@ -318,3 +318,10 @@ def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url
         with pytest.raises(E.PalaceError, match=r"FORBIDDEN|permission|may not"):
             c.remember(name, "refused by the shared policy")
         c.delete_palace(name, purge=True)
+
+
+def test_the_team_error_codes_are_their_own() -> None:
+    """STORE_UNAVAILABLE and TEAM_UNSUPPORTED decode to themselves (no code shared)."""
+    table = E.error_classes()
+    assert table[403] is E.StoreUnavailable and E.StoreUnavailable.retryable
+    assert table[209] is E.TeamUnsupported and table[208] is E.Forbidden

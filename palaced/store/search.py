@@ -350,3 +350,12 @@ def drawer_texts(conn: apsw.Connection, ids: Sequence[int]) -> list[str]:
     text = {int(i): str(t) for i, t in conn.execute(
         f"SELECT id, text FROM drawers WHERE id IN ({marks})")}
     return [text[i] for i in ids if i in text]
+
+
+def drawer_heads(conn: apsw.Connection, ids: Sequence[int], chars: int) -> dict[int, str]:
+    """``{id: the first chars characters of its text}`` of the drawers ``ids`` that exist."""
+    if not ids:
+        return {}
+    marks = ",".join(str(int(i)) for i in ids)
+    return {int(i): str(t) for i, t in conn.execute(
+        f"SELECT id, substr(text, 1, ?) FROM drawers WHERE id IN ({marks})", (int(chars),))}
