@@ -94,6 +94,13 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "is given; older ones are deleted after each backup.",
     ("limits", "connection_idle_s"): "A connection with no request for this long is closed "
         "(clients reconnect on their next call).",
+    ("trash", "keep_days"): "Days a forgotten, pruned or expired drawer stays in its palace's "
+        "trash, restorable with `palace restore-drawer`; then the daemon deletes it for good "
+        "(on time while the palace is open, else when it is next opened). `0`: nothing is "
+        "kept, forgetting deletes at once. Fractions are allowed.",
+    ("audit", "keep_days"): "Days an audit log entry is kept; older ones are dropped.",
+    ("audit", "max_entries"): "Most audit log entries kept per palace; the oldest beyond are "
+        "dropped.",
     ("upkeep", "consolidate_hint_at"): "A room holding this many active, unconsolidated "
         "drawers makes `remember` (CLI, MCP) and `health` suggest consolidating it; 0 never.",
     ("upkeep", "promote_after"): "Every this many recalls that return a drawer raise its "
@@ -135,6 +142,10 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                     "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
+    "PALACE_AGENT": ("clients", "Who the requests come from (as `palace --agent`): recorded "
+                     "on every write and in the audit log, checked against the palace's "
+                     "policy. Default: the MCP client's `name/version` for `palace mcp`, "
+                     "else `user:<login>`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
                                "handshake (default 10); a daemon that accepts and stays silent "
                                "longer fails the call with `DAEMON_UNREACHABLE`."),
@@ -470,8 +481,8 @@ def render_ops() -> str:
             raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
         need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
-        rows.append([f"`{name}`", need, about, args])
-    return _table(["op", "palace", "what it does", "args"], rows) + "\n"
+        rows.append([f"`{name}`", need, op.permission or "-", about, args])
+    return _table(["op", "palace", "permission", "what it does", "args"], rows) + "\n"
 
 
 # -- configuration --------------------------------------------------------------------------
@@ -582,7 +593,7 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    # Client's own methods, then those of its mixins (``palace_client.transfer``).
+    # Client's own methods, then those of its mixins (``palace_client.transfer``, ...).
     members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
     order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
     for name in dict.fromkeys(order):

@@ -31,13 +31,15 @@ from .connection import (
     env_seconds,
     outcome_unknown,
 )
+from .governance import GovernanceMethods
+from .identity import resolve as resolve_agent
 from .lifecycle import Lifecycle
 from .memoirs import MemoirMethods
 from .payloads import drawer_args
 from .transfer import Transfers
 
 
-class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
+class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle):
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -47,6 +49,7 @@ class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
         connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 10).
         request_timeout: seconds a request may run when its method sets none
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
+        agent: who the requests come from (else ``PALACE_AGENT``, else ``user:<login>``).
 
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
@@ -57,7 +60,8 @@ class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
                  client_name: str = "palace-client", connect_timeout: float | None = None,
-                 request_timeout: float | None = None) -> None:
+                 request_timeout: float | None = None, agent: str | None = None) -> None:
+        self._agent = resolve_agent(agent)
         paths = resolve()
         if socket_path is not None:
             sock = Path(socket_path)
@@ -113,7 +117,7 @@ class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
                     raise outcome_unknown(op, lost) from exc
                 raise
             try:
-                return conn.call(op, palace, payload, timeout_ms)
+                return conn.call(op, palace, payload, timeout_ms, self._agent)
             except RequestNotSent as exc:
                 self.close()
                 lost = exc
@@ -263,10 +267,6 @@ class Client(Transfers, Maintenance, MemoirMethods, Lifecycle):
         versions as ``history``, newest first (see ``update``)."""
         args: dict[str, Any] = {"id": drawer_id, **({"history": True} if history else {})}
         return dict(self.call("memory.get", palace, args)["drawer"])
-
-    def forget(self, palace: str, drawer_id: int) -> None:
-        """Delete one drawer (text, keyword index and vectors)."""
-        self.call("memory.forget", palace, {"id": drawer_id})
 
     def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
                 limit: int = 50, offset: int = 0) -> dict[str, Any]:

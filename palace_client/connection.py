@@ -141,6 +141,8 @@ class Connection:
             raise UnsupportedProtocol(f"daemon speaks protocol {hello.get('protocol')}")
         self.server_info: dict[str, Any] = hello
         self.ops: frozenset[str] = frozenset(hello.get("ops", ()))
+        # Optional envelope keys the daemon accepts (one that predates a key refuses it).
+        self.request_keys: frozenset[str] = frozenset(hello.get("request_keys") or ())
         self.max_frame = int(hello.get("max_frame", DEFAULT_MAX_FRAME))
         self._daemon_timeout = float(hello.get("request_timeout_s") or DEFAULT_REQUEST_TIMEOUT_S)
         self._daemon_max_timeout = float(hello.get("max_request_timeout_s") or float("inf"))
@@ -184,10 +186,11 @@ class Connection:
         return min(timeout_ms / 1000, self._daemon_max_timeout) + REPLY_GRACE_S
 
     def _send_request(self, op: str, palace: str | None, args: dict[str, Any],
-                      timeout_ms: int | None, deadline: float) -> None:
+                      timeout_ms: int | None, deadline: float, agent: str | None = None
+                      ) -> None:
         req_id = self._next_id
         self._next_id += 1
-        data = encode_request(req_id, op, palace, args, timeout_ms, self.max_frame)
+        data = encode_request(req_id, op, palace, args, timeout_ms, self.max_frame, agent)
         self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
         self._sock.sendall(data)
 
@@ -204,8 +207,10 @@ class Connection:
         return decode_response(_recv_exactly(self._sock, length, deadline))
 
     def call(self, op: str, palace: str | None = None, args: dict[str, Any] | None = None,
-             timeout_ms: int | None = None) -> dict[str, Any]:
+             timeout_ms: int | None = None, agent: str | None = None) -> dict[str, Any]:
         """Send one request and return its result map, within its deadline (``deadline_s``).
+
+        ``agent`` (the caller's identity) goes in the envelope when the daemon accepts it.
 
         Without ``timeout_ms``, the connection's ``request_timeout`` (if set) is sent as the
         request's ``timeout_ms``, so that daemon and client give up together.
@@ -224,7 +229,8 @@ class Connection:
         wait_s = self.deadline_s(timeout_ms)
         deadline = time.monotonic() + wait_s
         try:
-            self._send_request(op, palace, args or {}, timeout_ms, deadline)
+            self._send_request(op, palace, args or {}, timeout_ms, deadline,
+                               agent if "agent" in self.request_keys else None)
         except OSError as exc:
             # sendall raising means some bytes never left: the daemon never read a whole
             # frame, so it cannot have run the request.

@@ -146,6 +146,7 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         PalaceError: the daemon refused the request.
     """
     from palace_client.connection import Connection, same_store
+    from palace_client.identity import resolve as resolve_agent
     from palaced.paths import resolve
 
     paths = resolve()
@@ -155,7 +156,8 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         if not os.environ.get("PALACE_SOCKET"):
             same_store(conn, paths)
         conn.set_timeout(max(deadline - time.monotonic(), 0.01))
-        conn.call(OP, palace, args)
+        # The agent as for any `palace` command: PALACE_AGENT, else the user.
+        conn.call(OP, palace, args, agent=resolve_agent())
     finally:
         conn.close()
 

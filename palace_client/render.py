@@ -299,12 +299,15 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
 
 
 def cli_drawer_details(drawer: Mapping[str, Any]) -> str:
-    """The metadata line under ``palace get``: importance, tags, times, recall count."""
+    """The metadata lines under ``palace get``: importance, tags, times, recall count; who
+    stored the drawer and who changed it last."""
+    by, changed = drawer.get("created_by") or "-", drawer.get("updated_by") or "-"
     return (f"    importance {drawer['importance']}  tags {', '.join(drawer['tags']) or '-'}  "
             f"happened {format_time(drawer['occurred_ms'], missing='-')}  "
             f"stored {format_time(drawer['created_ms'], missing='-')}  "
             f"recalled {drawer['access_count']}x"
-            + (f"  version {drawer['versions']}" if drawer.get("versions", 1) > 1 else ""))
+            + (f"  version {drawer['versions']}" if drawer.get("versions", 1) > 1 else "")
+            + f"\n    stored by {by}" + (f"  last changed by {changed}" if changed != by else ""))
 
 
 def cli_history(versions: Iterable[Mapping[str, Any]]) -> list[str]:

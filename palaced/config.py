@@ -27,6 +27,13 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
     connection_idle_s = 300        # no request for this long: the connection is closed
 
+    [trash]
+    keep_days = 30                 # forgotten drawers stay restorable this long (0: not at all)
+
+    [audit]
+    keep_days = 365                # audit entries older than this are dropped
+    max_entries = 100000           # and beyond this many per palace, the oldest
+
     [upkeep]
     consolidate_hint_at = 7        # a room this full of unconsolidated drawers gets a hint
     promote_after = 20             # recalls per importance step up (0: never)
@@ -43,7 +50,6 @@ import difflib
 import math
 import os
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -52,6 +58,7 @@ from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.team_settings import STORES_SECTION, TeamSettings, check_stores, team_settings
 from palaced.toml_lines import key_lines, line_of
 from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
@@ -61,8 +68,19 @@ def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
     return field(default=default, metadata={"bound": bound, "strict": strict})
 
 
+class _Bounded:
+    """Settings whose fields' bounds (``_above``) are checked on construction: ValueError
+    names the field (``load`` reports it with the file's line)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # type: ignore[arg-type]
+            problem = out_of_bound(getattr(self, f.name), f.metadata)
+            if problem:
+                raise ValueError(f"{f.name} {problem}")
+
+
 @dataclass(frozen=True)
-class Limits:
+class Limits(_Bounded):
     """Sizes and times the daemon enforces; each field's bound is in its metadata.
 
     Raises:
@@ -87,11 +105,23 @@ class Limits:
     # client one reconnect on its next call.
     connection_idle_s: float = _above(300.0, 0)
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = out_of_bound(getattr(self, f.name), f.metadata)
-            if problem:
-                raise ValueError(f"{f.name} {problem}")
+
+@dataclass(frozen=True)
+class Retention(_Bounded):
+    """How long a palace keeps forgotten drawers (its trash) and its audit log."""
+
+    # 0: a forgotten drawer is gone at once (never listed, never restorable).
+    trash_keep_days: float = _above(30.0, 0, strict=False)
+    audit_keep_days: float = _above(365.0, 0)
+    audit_max_entries: int = _above(100_000, 0)
+
+    @property
+    def trash_keep_ms(self) -> int:
+        return int(self.trash_keep_days * 86_400_000)
+
+    @property
+    def audit_keep_ms(self) -> int:
+        return int(self.audit_keep_days * 86_400_000)
 
 
 def out_of_bound(value: Any, bound: Any) -> str:
@@ -108,7 +138,7 @@ def out_of_bound(value: Any, bound: Any) -> str:
 
 
 @dataclass(frozen=True)
-class Upkeep:
+class Upkeep(_Bounded):
     """How use shapes memories: consolidation hints, promotion and TTL renewal on recall.
 
     ``consolidate_hint_at``: a room with this many active, unconsolidated drawers makes
@@ -126,12 +156,6 @@ class Upkeep:
     promote_max: float = field(default=0.8, metadata={"bound": 0, "strict": False, "max": 1})
     recall_extends_ttl: bool = True
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            problem = out_of_bound(getattr(self, f.name), f.metadata)
-            if problem:
-                raise ValueError(f"{f.name} {problem}")
-
 
 @dataclass(frozen=True)
 class Key:
@@ -146,16 +170,6 @@ class Key:
 DEFAULT_BACKUP_KEEP = 7
 
 
-@dataclass(frozen=True)
-class TeamSettings:
-    """How the daemon talks to the PostgreSQL servers of team palaces: every statement's
-    timeout and how long a connection may take (``[team]``), and the named connections of
-    ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
-
-    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
-    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
-    stores: dict[str, str] = field(default_factory=dict)
-
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -169,14 +183,16 @@ SCHEMA: dict[str, dict[str, Key]] = {
                "keep": Key("integer", DEFAULT_BACKUP_KEEP, {"bound": 0, "strict": True})},
     "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
                            f.default, dict(f.metadata)) for f in fields(Limits)},
+    # Retention fields are "<section>_<key>": trash_keep_days is [trash] keep_days.
+    **{section: {f.name.removeprefix(f"{section}_"): Key(
+        "integer" if f.type in ("int", int) else "number", f.default, dict(f.metadata))
+        for f in fields(Retention) if f.name.startswith(f"{section}_")}
+       for section in ("trash", "audit")},
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
     "team": {f.name: Key("number", f.default, dict(f.metadata))
              for f in fields(TeamSettings) if f.name != "stores"},
 }
-# ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
-# checked apart from SCHEMA (their names are the user's).
-STORES_SECTION = "stores"
 
 
 @dataclass(frozen=True)
@@ -196,6 +212,7 @@ class DaemonConfig:
     embedder: EmbedderSettings
     limits: Limits = field(default_factory=Limits)
     tokenizer_file: Path | None = None
+    retention: Retention = field(default_factory=Retention)
     upkeep: Upkeep = field(default_factory=Upkeep)
     backup: BackupSettings = field(default_factory=BackupSettings)
     team: TeamSettings = field(default_factory=TeamSettings)
@@ -254,7 +271,7 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
     owners = {key: section for section, keys in SCHEMA.items() for key in keys}
     for section, table in data.items():
         if section == STORES_SECTION and isinstance(table, dict):
-            _check_stores(table, problem)
+            check_stores(table, problem, _what)
             continue
         if section not in SCHEMA:
             known = ", ".join(f"[{s}]" for s in SCHEMA)
@@ -294,21 +311,6 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
                           details={"file": str(source), "problems": problems})
 
 
-def _check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None]
-                  ) -> None:
-    """Check ``[stores.NAME]`` tables: each holds a string ``url`` and nothing else."""
-    for name, store in table.items():
-        where = (STORES_SECTION, name)
-        if not isinstance(store, dict) or "url" not in store:
-            problem(where, f"[stores.{name}] has no url")
-        for key, value in (store if isinstance(store, dict) else {}).items():
-            if key != "url":
-                problem((*where, key), f"unknown key {key!r} in [stores.{name}] (only url)")
-            elif not isinstance(value, str):
-                problem((*where, key), f"[stores.{name}] url must be a string, got "
-                        f"{_what(value)}")
-
-
 def read_file(path: Path) -> dict[str, Any]:
     """The checked contents of the config file at ``path``; {} when there is none.
 
@@ -328,18 +330,16 @@ def read_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _limits(table: dict[str, Any]) -> Limits:
-    """Limits from a checked ``[limits]`` table (numbers as floats, like the defaults)."""
-    values: dict[str, Any] = {
-        k: float(v) if SCHEMA["limits"][k].kind == "number" else v for k, v in table.items()}
-    return Limits(**values)
+def _typed(data: dict[str, Any], section: str) -> dict[str, Any]:
+    """The keys of a checked section, numbers as floats (like the defaults)."""
+    return {k: float(v) if SCHEMA[section][k].kind == "number" else v
+            for k, v in data.get(section, {}).items()}
 
 
-def _upkeep(table: dict[str, Any]) -> Upkeep:
-    """Upkeep settings from a checked ``[upkeep]`` table."""
-    values: dict[str, Any] = {
-        k: float(v) if SCHEMA["upkeep"][k].kind == "number" else v for k, v in table.items()}
-    return Upkeep(**values)
+def _retention(data: dict[str, Any]) -> Retention:
+    """Retention from the checked ``[trash]`` and ``[audit]`` tables."""
+    return Retention(**{f"{section}_{key}": value for section in ("trash", "audit")
+                        for key, value in _typed(data, section).items()})
 
 
 def load(paths: Paths | None = None) -> DaemonConfig:
@@ -372,13 +372,12 @@ def load(paths: Paths | None = None) -> DaemonConfig:
     return DaemonConfig(
         paths=paths,
         embedder=settings,
-        limits=_limits(data.get("limits", {})),
+        limits=Limits(**_typed(data, "limits")),
         tokenizer_file=Path(tok_file).expanduser() if tok_file else None,
-        upkeep=_upkeep(data.get("upkeep", {})),
+        retention=_retention(data),
+        upkeep=Upkeep(**_typed(data, "upkeep")),
         backup=_backup(data.get("backup", {}), paths.config_file),
-        team=TeamSettings(**{k: float(v) for k, v in data.get("team", {}).items()},
-                          stores={name: str(t["url"]) for name, t in
-                                  data.get(STORES_SECTION, {}).items()}),
+        team=team_settings(data),
     )
 
 

@@ -96,7 +96,7 @@ class Daemon:
         self._stop = anyio.Event()
         self.ctx = OpContext(config, self.services, self.registry, self.request_stop,
                              connections=lambda: self.gate.connections)
-        self.scheduler = Scheduler(self.registry, self.services.model, limits)
+        self.scheduler = Scheduler(self.registry, self.services.model, limits, config.retention)
         self.reembedder = Reembedder(self.registry, self.services)
         self.ctx.in_flight.listen(self.scheduler.wake)
         self.captures = CaptureQueue(partial(run_capture, self.ctx), on_done=self.scheduler.wake)

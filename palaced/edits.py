@@ -24,6 +24,7 @@ from palaced import rules
 from palaced.errors import EmbedderUnavailable, MemoryNotFound
 from palaced.index import to_blob
 from palaced.palace import Palace, now_ms
+from palaced.store import audit
 from palaced.store.drawers import get_drawer
 from palaced.store.edits import Edit, edit_drawer, history_counts
 from palaced.store.vectors import store_vectors
@@ -33,10 +34,12 @@ from palaced.writes import INLINE_MAX_CHUNKS, chunk_text
 log = logging.getLogger("palaced.palace")
 
 
-async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
-    """Edit drawer ``drawer_id``; returns ``{id, changed, version, embedded}``.
+async def update(palace: Palace, drawer_id: int, edit: Edit, *,
+                 actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
+    """Edit drawer ``drawer_id`` for ``actor``; returns ``{id, changed, version, embedded}``.
 
-    ``changed`` lists the fields whose value changed (empty: nothing was written);
+    ``changed`` lists the fields whose value changed (empty: nothing was written, nor
+    audited; else the audit log records ``updated`` with the fields' names);
     ``version`` counts the drawer's versions, this one included; ``embedded`` says whether
     the drawer has vectors for its current text.
 
@@ -72,10 +75,13 @@ async def update(palace: Palace, drawer_id: int, edit: Edit) -> dict[str, Any]:
         added: list[int] = []
 
         def tx(c: apsw.Connection) -> tuple[list[str], list[int], int]:
-            done = edit_drawer(c, drawer_id, edit, ts, weight)
+            done = edit_drawer(c, drawer_id, edit, ts, weight, actor.agent)
             if done is None:
                 raise _missing(palace, drawer_id)
             changed, dropped = done
+            if changed:
+                audit.append(c, actor, "updated", ts, drawer_ids=[drawer_id],
+                             detail={"changed": ",".join(changed)})
             if "text" in changed and vectors is not None:
                 added.extend(store_vectors(c, drawer_id, [to_blob(v) for v in vectors]))
             return changed, dropped, 1 + history_counts(c, [drawer_id]).get(drawer_id, 0)

@@ -20,6 +20,8 @@ from palaced.errors import EmbedderUnavailable
 from palaced.paths import MODEL_RECORD, model_dir_name
 from palaced.vocab import DEFAULT_MODEL
 
+# How a user gets the model when it is missing (error messages and the keyword-only notice).
+INSTALL_HINT = "`palace model fetch` or `palace model import PATH` installs it"
 # Texts are sorted by length and embedded 16 at a time: less padding per batch. LoCoMo turns
 # (~150 chars), 2 cores: batch 16 -> 138/s, 64 -> 131/s, 256 -> 53/s, unsorted 64 -> 25/s.
 BATCH_SIZE = 16
@@ -152,8 +154,7 @@ class FastEmbedder:
             return cls(model, settings.model_name, dims, source)
         where = path or settings.cache_dir or "the fastembed cache"
         raise EmbedderUnavailable(
-            f"model {settings.model_name} not available from {where} (offline? `palace model "
-            "fetch` or `palace model import PATH` installs it): "
+            f"model {settings.model_name} not available from {where} (offline? {INSTALL_HINT}): "
             f"{'; '.join(dict.fromkeys(errors))}")
 
     def embed_passages(self, texts: list[str]) -> np.ndarray:

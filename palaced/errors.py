@@ -145,6 +145,13 @@ class InvalidPalaceName(RegistryError):
     name = "INVALID_PALACE_NAME"
 
 
+class Forbidden(RegistryError):
+    """The palace's policy does not let this agent do that (see `palace policy show`)."""
+
+    code = 208
+    name = "FORBIDDEN"
+
+
 class PalaceNotEmpty(PalaceExists):
     """A restore's target palace already holds memories (restore into a new palace)."""
 
@@ -162,7 +169,7 @@ class BackupInvalid(RegistryError):
 class TeamUnsupported(RegistryError):
     """An op on a local palace's files asked of a team palace (PostgreSQL's tools do it)."""
 
-    code = 208
+    code = 209
     name = "TEAM_UNSUPPORTED"
 
 
@@ -251,7 +258,6 @@ class Busy(LoadError):
 
     code = 400
     name = "BUSY"
-    retryable = True
 
 
 class Timeout(LoadError):
@@ -259,7 +265,6 @@ class Timeout(LoadError):
 
     code = 401
     name = "TIMEOUT"
-    retryable = True
 
 
 class ShuttingDown(LoadError):
@@ -267,7 +272,6 @@ class ShuttingDown(LoadError):
 
     code = 402
     name = "SHUTTING_DOWN"
-    retryable = True
 
 
 class StoreUnavailable(LoadError):
@@ -393,8 +397,9 @@ class UsageError(ClientError):
     name = "USAGE_ERROR"
 
 
-def _leaf_by_code() -> dict[int, type[PalaceError]]:
-    """Each code's most specific class of this module (a subclass wins over its base)."""
+def error_classes() -> dict[int, type[PalaceError]]:
+    """Each code's most specific class of this module (a subclass wins over its base), found
+    anew on each call (``protocol`` keeps its own table)."""
     table: dict[int, type[PalaceError]] = {}
     stack: list[type[PalaceError]] = [PalaceError]
     while stack:
@@ -404,11 +409,3 @@ def _leaf_by_code() -> dict[int, type[PalaceError]]:
         if cls.__module__ == __name__ and (existing is None or issubclass(cls, existing)):
             table[cls.code] = cls
     return table
-
-
-_BY_CODE = _leaf_by_code()
-
-
-def error_classes() -> dict[int, type[PalaceError]]:
-    """Return the code → most specific class table (a copy)."""
-    return dict(_BY_CODE)

@@ -4,7 +4,8 @@ The rules live in the synchronous ``store.entities`` and ``store.facts`` (entiti
 temporal facts) and ``store.graph_walk`` (search, neighbourhoods, paths); each verb here runs
 them in one hop of the ``Palace`` handle: reads in one reader snapshot (``Palace.read``),
 writes in one transaction under the palace's ``write_lock`` in a shielded scope
-(``Palace.transact``), bumping ``write_counter``.
+(``Palace.transact``), bumping ``write_counter``, with their audit entry in the same
+transaction.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import apsw
 
 from palaced.palace import Palace
 from palaced.palace import now_ms as clock_ms
-from palaced.store import entities, facts, graph_walk
+from palaced.store import audit, entities, facts, graph_walk
+
+
+def _audited(c: apsw.Connection, actor: audit.Actor, fact: dict[str, Any], stamp: int,
+             changed: str) -> dict[str, Any]:
+    """``fact``, after recording in the audit log whether this call ``changed`` it (its
+    ``created_ms`` or ``invalidated_ms`` is this call's ``stamp``) or found it so already."""
+    done = stamp in (fact.get("created_ms"), fact.get("invalidated_ms"))
+    audit.append(c, actor, changed if done else "exists", clock_ms(), fact_ids=[int(fact["id"])])
+    return fact
 
 
 async def kg_assert(
@@ -31,8 +41,10 @@ async def kg_assert(
     source_agent: str | None = None,
     literal: bool = False,
     multi: bool | None = None,
+    actor: audit.Actor = audit.SYSTEM,
 ) -> dict[str, Any]:
-    """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default now).
+    """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default now), for
+    ``actor``.
 
     ``literal`` stores ``obj`` as a value rather than an entity. ``multi`` says whether the
     predicate keeps several objects at once (None: its default, see ``vocab.MULTI_VALUED``);
@@ -45,10 +57,11 @@ async def kg_assert(
         MemoryNotFound: ``source_drawer`` names no drawer of this palace.
     """
     ts = clock_ms()
-    return await palace.transact(lambda c: facts.assert_fact(
+    return await palace.transact(lambda c: _audited(c, actor, facts.assert_fact(
         c, subject, predicate, obj, valid_from_ms=valid_from_ms, now_ms=ts,
         confidence=confidence, source_drawer=source_drawer, source_url=source_url,
-        source_agent=source_agent, object_is_entity=not literal, multi=multi))
+        source_agent=source_agent, object_is_entity=not literal, multi=multi,
+        agent=actor.agent), ts, "asserted"))
 
 
 async def kg_link(
@@ -62,6 +75,7 @@ async def kg_link(
     source_drawer: int | None = None,
     source_url: str | None = None,
     source_agent: str | None = None,
+    actor: audit.Actor = audit.SYSTEM,
 ) -> dict[str, Any]:
     """Relate two concepts (typed relations such as ``depends_on`` stay multi-valued).
 
@@ -71,13 +85,14 @@ async def kg_link(
         MemoryNotFound: ``source_drawer`` names no drawer of this palace.
     """
     ts = clock_ms()
-    return await palace.transact(lambda c: facts.link(
+    return await palace.transact(lambda c: _audited(c, actor, facts.link(
         c, a, relation, b, now_ms=ts, valid_from_ms=valid_from_ms, confidence=confidence,
-        source_drawer=source_drawer, source_url=source_url, source_agent=source_agent))
+        source_drawer=source_drawer, source_url=source_url, source_agent=source_agent,
+        agent=actor.agent), ts, "asserted"))
 
 
-async def kg_invalidate(palace: Palace, fact_id: int, *, at_ms: int | None = None
-                        ) -> dict[str, Any]:
+async def kg_invalidate(palace: Palace, fact_id: int, *, at_ms: int | None = None,
+                        actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
     """End an active fact at ``at_ms`` (default now); a closed fact is returned unchanged.
 
     Raises:
@@ -85,7 +100,8 @@ async def kg_invalidate(palace: Palace, fact_id: int, *, at_ms: int | None = Non
         InvalidContent: invalid time.
     """
     at = clock_ms() if at_ms is None else at_ms
-    return await palace.transact(lambda c: facts.invalidate_fact(c, fact_id, at_ms=at))
+    return await palace.transact(lambda c: _audited(c, actor, facts.invalidate_fact(
+        c, fact_id, at_ms=at, agent=actor.agent), at, "invalidated"))
 
 
 async def kg_query(palace: Palace, subject: str, *, as_of_ms: int | None = None

@@ -179,13 +179,6 @@ class VectorIndex:
                 return sorted(best.items(), key=lambda kv: -kv[1])[:k]
             want *= 4
 
-    def replace(self, other: VectorIndex) -> None:
-        """Take over ``other``'s graph and counters (a rebuild swapping in its result)."""
-        with self._lock:
-            self._index = other._index
-            self.dead, self.watermark = other.dead, other.watermark
-            self.unsaved, self.dirty = other.unsaved, other.dirty
-
     def mark_saved(self) -> None:
         self.unsaved = 0
         self.dirty = False

@@ -31,6 +31,7 @@ from palaced import writes
 from palaced.capture import Captured, project_wing, room_name, to_drawer
 from palaced.exchanges import MAX_LISTED, Exchange, TranscriptReader, open_transcript
 from palaced.palace import Palace, now_ms
+from palaced.store.audit import SYSTEM, Actor, append
 from palaced.store.captures import CaptureState, drop_open_drawer, get_state, put_state
 
 BATCH = 256  # exchanges per transaction
@@ -48,6 +49,7 @@ class CaptureJob:
     project_wing: bool = False
     create: bool = False
     dry_run: bool = False
+    actor: Actor = SYSTEM  # who asked: the agent the drawers and the audit log record
 
 
 @dataclass
@@ -151,7 +153,8 @@ async def _ingest(palace: Palace | None, job: CaptureJob, limit: int, reader: Tr
         if job.dry_run or palace is None:
             report.drawers += len(items)
         elif items or drop is not None or new_state != _without_open(state):
-            opened = await _commit(palace, items, drop, keep, tail, new_state, report)
+            opened = await _commit(palace, items, drop, keep, tail, new_state, report,
+                                   job.actor)
             state = new_state
         if batch.eof:
             return report
@@ -186,15 +189,23 @@ def _plan(captured: list[Captured], exchanges: list[Exchange], tail: Exchange | 
 
 async def _commit(palace: Palace, items: list[Captured], drop: _Open | None,
                   keep: _Open | None, tail: Exchange | None, state: CaptureState,
-                  report: Report) -> _Open | None:
-    """Store one batch with its state in one transaction; returns the exchange left open."""
+                  report: Report, actor: Actor) -> _Open | None:
+    """Store one batch with its state for ``actor`` in one transaction (its audit entry
+    too); returns the exchange left open."""
     result: list[_Open | None] = [None]
     tail_item = items[-1] if items and tail is not None and items[-1].start == tail.start \
         else None
 
     def before(c: apsw.Connection) -> list[int]:
-        return drop_open_drawer(c, drop.drawer, drop.digest) if (
-            drop is not None and drop.drawer is not None) else []
+        if drop is None or drop.drawer is None:
+            return []
+        vids = drop_open_drawer(c, drop.drawer, drop.digest)
+        if vids is None:
+            return []
+        # Deleted, not trashed: the grown exchange's drawer stored next holds its text.
+        append(c, actor, "replaced", now_ms(), drawer_ids=[drop.drawer],
+               detail={"reason": "capture"})
+        return vids
 
     def after(c: apsw.Connection, outcomes: list[dict[str, Any]]) -> None:
         opened = keep
@@ -209,6 +220,6 @@ async def _commit(palace: Palace, items: list[Captured], drop: _Open | None,
         result[0] = opened
 
     outcomes = await writes.remember_captured(
-        palace, [cap.drawer for cap in items], writes.TxHooks(before, after))
+        palace, [cap.drawer for cap in items], writes.TxHooks(before, after), actor)
     report.drawers += sum(1 for o in outcomes if o["created"])
     return result[0]

@@ -48,6 +48,7 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
                                        max=MAX_CONSOLIDATION_THRESHOLD),
         "exist_ok": Arg("bool", default=False),
     }, palace=_R, retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
+        permission="write",
         doc="Create a memoir: a named container of concepts with a description."),
     OpSpec("memoir.list", palace=_R, read_only=True, retry=SAFE,
            doc="Every memoir of the palace with its concept and link counts."),
@@ -57,7 +58,7 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
         "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="A memoir, its stats (average confidence, top labels) and its concepts by name."),
-    OpSpec("memoir.delete", {"memoir": _MEMOIR}, palace=_R,
+    OpSpec("memoir.delete", {"memoir": _MEMOIR}, palace=_R, permission="delete",
            doc="Delete a memoir with its concepts and links, in one transaction.",
            retry=RetryRule(Retry.CONVERGE, done_code=MemoirNotFound.code,
                            done_result=lambda palace, args: {"memoir": args.get("memoir"),
@@ -67,13 +68,13 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
         "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
         "confidence": Arg("float", default=DEFAULT_CONCEPT_CONFIDENCE, min=0.0, max=1.0),
         "sources": _SOURCES,
-    }, palace=_R, retry=SAFE,
+    }, palace=_R, retry=SAFE, permission="write",
         doc="Add a concept (unique name per memoir) with a definition, labels and sources."),
     # A refine that changes nothing is a no-op: the resend of an applied one changes nothing.
     OpSpec("memoir.refine", {
         "memoir": _MEMOIR, "name": _CONCEPT, "definition": _DEFINITION, "labels": _LABELS,
         "sources": _SOURCES,
-    }, palace=_R, retry=SAFE,
+    }, palace=_R, retry=SAFE, permission="write",
         doc="Give a concept a new definition and more labels and sources: revision + 1, "
             "confidence + 0.1 (max 1)."),
     OpSpec("memoir.search", {
@@ -91,8 +92,8 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
     }, palace=_R, read_only=True, retry=SAFE,
         doc="A concept and the concepts within depth links of it, with the links between."),
     OpSpec("memoir.link", {**_LINK_ARGS, "weight": Arg("float", default=1.0, min=0.0, max=1.0)},
-           palace=_R, retry=SAFE,
+           palace=_R, retry=SAFE, permission="write",
            doc="Link two concepts of a memoir by a typed relation (a duplicate is stored once)."),
-    OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE,
+    OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE, permission="write",
            doc="Remove a link between two concepts (none there: nothing to do)."),
 )

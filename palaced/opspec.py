@@ -50,7 +50,8 @@ class OpSpec:
     """What one op accepts: its arguments, whether it needs a palace, and how it behaves.
 
     ``read_only`` ops change nothing; ``retry`` says whether and how a client may resend the
-    op after a lost reply (no default: every op must decide).
+    op after a lost reply (no default: every op must decide). ``permission`` is what the
+    palace's policy must grant the caller (``vocab.PERMISSIONS``; "" for none).
     """
 
     name: str
@@ -59,3 +60,4 @@ class OpSpec:
     doc: str = ""
     read_only: bool = False
     retry: RetryRule = field(kw_only=True)
+    permission: str = field(default="", kw_only=True)

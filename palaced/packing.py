@@ -154,6 +154,10 @@ def pack(sections: Sequence[Section], budget_tokens: int, tokenizer: TokenCounte
         # Its fair share, but never less than a minimal item while the budget has one.
         share = min(remaining, max(remaining - keep, remaining // (len(later) + 1),
                                    headers[index] + ITEM_OVERHEAD_TOKENS + MIN_ITEM_TOKENS))
+        if headers[index] + cost <= share:  # a short item fits its share whole
+            placed[index] = [item]
+            remaining -= headers[index] + cost
+            continue
         text = _truncate(tokenizer, item.text, share - headers[index] - ITEM_OVERHEAD_TOKENS)
         if text:
             placed[index] = [replace(item, text=text, meta={**item.meta, "truncated": True})]

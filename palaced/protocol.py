@@ -16,6 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 import sys
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,11 @@ HEADER = struct.Struct(">I")
 HEADER_SIZE = HEADER.size
 HELLO_OP = "daemon.hello"
 
-REQUEST_KEYS = frozenset({"id", "op", "palace", "args", "timeout_ms"})
+REQUEST_KEYS = frozenset({"id", "op", "palace", "args", "timeout_ms", "agent"})
+# Envelope keys a client may send only when the daemon's hello lists them in
+# ``request_keys`` (a daemon that predates a key refuses envelopes carrying it).
+OPTIONAL_KEYS = frozenset({"agent"})
+MAX_AGENT_CHARS = 200
 
 # struct ucred {pid_t pid; uid_t uid; gid_t gid;} (Linux SO_PEERCRED)
 _UCRED = struct.Struct("iII")
@@ -146,13 +151,28 @@ class Request:
     palace: str | None = None
     args: Any = None
     timeout_ms: int | None = None
+    agent: str | None = None
     error: BadFrame | None = None
+
+
+def check_agent(value: object) -> str:
+    """The caller's identity as stored: a string of 1-MAX_AGENT_CHARS printable characters,
+    NFC-normalised and stripped (``user:alice``, ``mcp:claude-code/2.0.1``, ``reviewer``).
+
+    Raises:
+        BadFrame: anything else (``details["field"]`` is ``agent``).
+    """
+    text = unicodedata.normalize("NFC", value).strip() if isinstance(value, str) else ""
+    if not text or len(text) > MAX_AGENT_CHARS or not text.isprintable():
+        raise BadFrame(f"agent must be 1-{MAX_AGENT_CHARS} printable characters, got "
+                       f"{quote(value, 80)}", details={"field": "agent"})
+    return text
 
 
 def encode_request(req_id: int, op: str, palace: str | None = None,
                    args: dict[str, Any] | None = None, timeout_ms: int | None = None,
-                   max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
-    """The framed request envelope.
+                   max_frame: int = DEFAULT_MAX_FRAME, agent: str | None = None) -> bytes:
+    """The framed request envelope (``agent``: the caller's identity, sent when given).
 
     Raises:
         FrameTooLarge: the encoded request exceeds ``max_frame``.
@@ -163,6 +183,8 @@ def encode_request(req_id: int, op: str, palace: str | None = None,
     env: dict[str, Any] = {"id": req_id, "op": op, "palace": palace, "args": args or {}}
     if timeout_ms is not None:
         env["timeout_ms"] = timeout_ms
+    if agent is not None:
+        env["agent"] = agent
     try:
         return frame(env, max_frame)
     except UnicodeEncodeError as exc:
@@ -175,8 +197,9 @@ def encode_request(req_id: int, op: str, palace: str | None = None,
 
 def decode_request(body: bytes) -> Request:
     """Decode and check a request frame's body: a map with an integer or string ``id``, a
-    string ``op``, a string or nil ``palace``, a positive integer ``timeout_ms`` if any, and no
-    other keys than ``REQUEST_KEYS``. Never raises: a bad envelope comes back with ``error``.
+    string ``op``, a string or nil ``palace``, a positive integer ``timeout_ms`` if any, an
+    ``agent`` that passes ``check_agent`` if any, and no other keys than ``REQUEST_KEYS``.
+    Never raises: a bad envelope comes back with ``error``.
     """
     try:
         msg = unpack(body)
@@ -201,7 +224,13 @@ def decode_request(body: bytes) -> Request:
     palace = msg.get("palace")
     if palace is not None and not isinstance(palace, str):
         return Request(req_id, error=BadFrame("palace must be a string or nil"))
-    return Request(req_id, op, palace, msg.get("args"), timeout_ms)
+    agent = msg.get("agent")
+    if agent is not None:
+        try:
+            agent = check_agent(agent)
+        except BadFrame as exc:
+            return Request(req_id, error=exc)
+    return Request(req_id, op, palace, msg.get("args"), timeout_ms, agent)
 
 
 def hello_args(client_name: str, client_version: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from palaced import relevance, search
 from palaced.access import read_ids
+from palaced.embedder import INSTALL_HINT
 from palaced.errors import PalaceError
 from palaced.packing import Item, Section
 from palaced.palace import Palace, now_ms
@@ -349,8 +350,9 @@ def keyword_reason(palace: Palace) -> str:
     if model.state == "loading":
         return "keyword-only: the embedding model is still loading"
     if model.embedder is None:
-        hint = "" if model.disabled else (
-            "; `palace model fetch` or `palace model import PATH` installs it")
+        # A reason from a failed load already says how to install the model.
+        hint = "" if model.disabled or INSTALL_HINT in (model.reason or "") else (
+            f"; {INSTALL_HINT}")
         return f"keyword-only: no embedding model ({model.reason}){hint}"
     return "keyword-only: vector index not ready"
 

@@ -13,7 +13,10 @@ For every open palace it
   own per palace, so the other upkeep goes on meanwhile;
 * decays weights once a day (``DECAY_INTERVAL_MS``) while idle; when the palace last decayed is
   read from the palace, so ``memory.decay`` and earlier runs of the daemon count;
-* deletes expired drawers every ``EXPIRY_SWEEP_S`` while idle;
+* ages what has a lifetime (``_age``): moves expired drawers to the trash, and keeps the trash
+  and the audit log within ``config.Retention`` (``audit.retention``); once idle after writes,
+  and then at the next deadline the palace holds (the next drawer to expire, the oldest trash
+  or audit entry outliving its keep period), so each happens on time;
 * closes it once nobody used it for ``idle_close_s``;
 * sets aside (and closes, without writing) a palace whose directory was deleted under it.
 
@@ -35,8 +38,8 @@ from functools import partial
 import anyio
 from anyio.abc import TaskGroup
 
-from palaced import compaction, upkeep, writes
-from palaced.config import Limits
+from palaced import audit, compaction, upkeep, writes
+from palaced.config import Limits, Retention
 from palaced.errors import PalaceError
 from palaced.palace import Palace
 from palaced.registry import Registry
@@ -47,7 +50,6 @@ log = logging.getLogger("palaced")
 # Upkeep still due right after it ran (it failed, or its cause did not clear: a stale index
 # while no model is loaded, a read-only disk) is retried this much later, never spun on.
 RETRY_S = 1.0
-EXPIRY_SWEEP_S = 60.0  # expired drawers leave recall at once; deleting them can wait
 
 
 @dataclass
@@ -56,8 +58,11 @@ class _Upkeep:
 
     palace: Palace
     not_before: float = 0.0  # monotonic: no run before this (RETRY_S after one that failed)
-    last_sweep: float | None = None  # monotonic time of the last expiry sweep
     decay_due_ms: int | None = None  # epoch ms of the next decay; None: ask the palace
+    # Ageing: the palace's write_counter when it last ran (another value: run once idle), and
+    # the epoch ms at which it is next due regardless (None: only a write makes it due).
+    aged_counter: int = -1
+    age_due_ms: int | None = None
     failing: str | None = None  # the condition last logged as failing
     running: set[str] = field(default_factory=set)  # its long jobs running in the background
 
@@ -75,10 +80,12 @@ def _wall_ms() -> int:
 class Scheduler:
     """Runs the upkeep of every open palace of ``registry`` (see the module docstring)."""
 
-    def __init__(self, registry: Registry, model: ModelState, limits: Limits) -> None:
+    def __init__(self, registry: Registry, model: ModelState, limits: Limits,
+                 retention: Retention | None = None) -> None:
         self._registry = registry
         self._model = model
         self._limits = limits
+        self._retention = retention or Retention()
         self._palaces: dict[str, _Upkeep] = {}
         self._wake = anyio.Event()
         self._tasks: TaskGroup | None = None  # where long jobs run in the background (run())
@@ -140,7 +147,7 @@ class Scheduler:
         """The monotonic time at which the palace next has upkeep due."""
         palace = up.palace
         idle_at = palace.last_write + self._limits.checkpoint_idle_s
-        due = [idle_at if up.last_sweep is None else max(idle_at, up.last_sweep + EXPIRY_SWEEP_S)]
+        due = [math.inf]
         if "compact" not in up.running:
             if palace.index_stale:
                 due.append(now)
@@ -155,6 +162,10 @@ class Scheduler:
             due.append(idle_at)
         else:
             due.append(max(idle_at, now + (up.decay_due_ms - _wall_ms()) / 1000))
+        if up.aged_counter != palace.write_counter:
+            due.append(idle_at)
+        elif up.age_due_ms is not None:
+            due.append(max(idle_at, now + (up.age_due_ms - _wall_ms()) / 1000))
         return max(min(due), up.not_before)
 
     async def _work(self, name: str, up: _Upkeep, now: float) -> None:
@@ -178,10 +189,9 @@ class Scheduler:
                                   partial(writes.embed_pending, palace, background=True))
             if idle:
                 await self._decay_if_due(up)
-                if up.last_sweep is None or now - up.last_sweep >= EXPIRY_SWEEP_S:
-                    up.last_sweep = now
+                if self._age_due(up):
                     worked = True
-                    await upkeep.sweep_expired(palace)
+                    await self._age(up)
         except Exception as exc:
             # A persistent failure (read-only mount, full disk) repeats on every run: log it
             # once per condition, again when the condition changes, and say when it clears.
@@ -227,6 +237,27 @@ class Scheduler:
             palace.in_flight -= 1
             up.running.discard(job)
             self.wake()
+
+    @staticmethod
+    def _age_due(up: _Upkeep) -> bool:
+        """Whether the palace was written since it last aged, or its next deadline passed."""
+        return (up.aged_counter != up.palace.write_counter
+                or (up.age_due_ms is not None and _wall_ms() >= up.age_due_ms))
+
+    async def _age(self, up: _Upkeep) -> None:
+        """Move expired drawers to the trash, bound the trash and the audit log, and note
+        when this is next due.
+
+        Raises:
+            StorageError: SQLite failed (it is retried RETRY_S later).
+        """
+        palace = up.palace
+        await upkeep.sweep_expired(palace, keep_ms=self._retention.trash_keep_ms)
+        counter = palace.write_counter  # the sweep's own writes need no second run
+        deadlines = [await audit.retention(palace, self._retention),
+                     await upkeep.next_expiry_ms(palace)]
+        up.age_due_ms = min((d for d in deadlines if d is not None), default=None)
+        up.aged_counter = counter
 
     async def _decay_if_due(self, up: _Upkeep) -> None:
         """Decay the palace if it last decayed a DECAY_INTERVAL_MS ago or never.

@@ -40,6 +40,7 @@ from palaced.errors import (
 from palaced.protocol import (
     HEADER_SIZE,
     HELLO_OP,
+    OPTIONAL_KEYS,
     PROTOCOL_VERSION,
     Request,
     decode_request,
@@ -50,8 +51,8 @@ from palaced.protocol import (
 
 log = logging.getLogger("palaced.server")
 
-# Runs one decoded request: (op, palace, raw args) -> result map; raises PalaceError.
-Dispatch = Callable[[str, "str | None", Any], Awaitable[dict[str, Any]]]
+# Runs one decoded request: (op, palace, raw args, agent) -> result map; raises PalaceError.
+Dispatch = Callable[[str, "str | None", Any, "str | None"], Awaitable[dict[str, Any]]]
 
 # What the owner needs to see and stop a daemon whose normal slots are all taken: the only ops
 # a reserve connection may run.
@@ -287,6 +288,8 @@ class ConnectionHandler:
             # So that clients wait for a reply as long as the daemon may work on it.
             "request_timeout_s": self._timeout,
             "max_request_timeout_s": self._max_timeout,
+            # The optional envelope keys this daemon accepts (a client sends one only then).
+            "request_keys": sorted(OPTIONAL_KEYS),
         }
 
     async def _call(self, req: Request) -> dict[str, Any]:
@@ -300,7 +303,7 @@ class ConnectionHandler:
             timeout = min(req.timeout_ms / 1000, self._max_timeout)
         try:
             with anyio.fail_after(timeout):
-                return await self._dispatch(req.op, req.palace, req.args)
+                return await self._dispatch(req.op, req.palace, req.args, req.agent)
         except TimeoutError:
             raise Timeout(f"{req.op} did not finish within {timeout:.1f}s",
                           details={"op": req.op, "timeout_s": timeout}) from None

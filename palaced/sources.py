@@ -6,6 +6,12 @@ nothing when the hash is the recorded one; otherwise it stores the drawers (idem
 content, so the sections that did not change keep their drawers, ids and vectors), records
 the new set, and deletes the drawers the source filed before and no longer does, unless
 another source claims them too. ``drop`` forgets a source the same way (a deleted file).
+
+The drawers a source no longer files are purged, not moved to the trash: the imported file is
+their origin (re-importing its old version brings them back), and a drawer restored from the
+trash would be claimed by no source, so the next import could neither replace nor drop it.
+Each sync or drop that deletes records the purged ids in the audit log, in the same
+transaction, under the caller's agent.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import apsw
 
 from palaced import writes
 from palaced.palace import Palace, now_ms
-from palaced.store import drawers
+from palaced.store import audit, drawers
 from palaced.store import sources as sql
 
 
@@ -44,13 +50,22 @@ def _delete(c: apsw.Connection, ids: Sequence[int]) -> list[int]:
     return (drawers.delete_drawers(c, ids) or []) if ids else []
 
 
+def _audit_purge(c: apsw.Connection, actor: audit.Actor, ts: int, importer: str,
+                 ids: Sequence[int]) -> None:
+    """Record the drawers a source no longer files, purged (see the module docstring)."""
+    if ids:
+        audit.append(c, actor, "purged", ts, drawer_ids=ids,
+                     detail={"importer": importer})
+
+
 def _drop_vectors(palace: Palace, vector_ids: list[int]) -> None:
     if vector_ids and palace.index is not None:
         palace.index.remove(vector_ids)
 
 
 async def sync(palace: Palace, importer: str, key: str, digest: str,
-               items: Sequence[drawers.NewDrawer]) -> dict[str, Any]:
+               items: Sequence[drawers.NewDrawer], actor: audit.Actor = audit.SYSTEM
+               ) -> dict[str, Any]:
     """Make ``items`` the drawers of source ``key``, unless ``digest`` is already recorded:
     ``{changed, stored, unchanged, removed, ids}``.
 
@@ -60,12 +75,14 @@ async def sync(palace: Palace, importer: str, key: str, digest: str,
     same = await unchanged(palace, importer, key, digest)
     if same is not None:
         return same
-    stored = await writes.remember_many(palace, items, dedup=False)
+    stored = await writes.remember_many(palace, items, dedup=False, actor=actor)
     ids = [int(i) for i in stored["ids"]]
 
     def write() -> int:
         def tx(c: apsw.Connection) -> tuple[list[int], list[int]]:
-            orphans = sql.claim(c, importer, key, digest, ids, now_ms())
+            ts = now_ms()
+            orphans = sql.claim(c, importer, key, digest, ids, ts)
+            _audit_purge(c, actor, ts, importer, orphans)
             return orphans, _delete(c, orphans)
 
         orphans, vector_ids = palace.store.write(tx)
@@ -78,12 +95,14 @@ async def sync(palace: Palace, importer: str, key: str, digest: str,
             "removed": removed, "ids": ids}
 
 
-async def drop(palace: Palace, importer: str, key: str) -> dict[str, Any]:
+async def drop(palace: Palace, importer: str, key: str,
+               actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
     """Forget source ``key`` and delete its drawers that no other source claims:
     ``{found, removed}`` (a source never recorded is ``found: false``, nothing removed)."""
     def write() -> int | None:
         def tx(c: apsw.Connection) -> tuple[list[int] | None, list[int]]:
             orphans = sql.drop(c, importer, key)
+            _audit_purge(c, actor, now_ms(), importer, orphans or [])
             return orphans, _delete(c, orphans or [])
 
         orphans, vector_ids = palace.store.write(tx)

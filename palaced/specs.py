@@ -63,9 +63,11 @@ from palaced.vocab import (
     MAX_NAME_CHARS,
     MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
+    MAX_POLICY_GLOBS,
     MAX_PREDICATE_CHARS,
     MAX_QUERY_CHARS,
     MAX_VALUE_CHARS,
+    PERMISSIONS,
     STALE_DAYS,
 )
 
@@ -136,13 +138,14 @@ _ALL: tuple[OpSpec, ...] = (
                      help="a team palace: also drop its schema, every daemon's data of it"),
     }, palace=_R, doc="Delete a palace and every drawer in it; a team palace is detached "
                       "from this daemon (its data stays in PostgreSQL) unless `purge`.",
+           permission="delete",
            retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
                            done_result=lambda palace, args: {"deleted": palace})),
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
                "vectors), embedder identity, index agreement and how it was loaded "
                "(`index_load`, `index_unsaved`), rooms, identity text."),
-    OpSpec("palace.reembed", palace=_R, retry=SAFE,
+    OpSpec("palace.reembed", palace=_R, retry=SAFE, permission="write",
            doc="Re-embed every drawer with the daemon's current model now and switch the "
                "palace to it (a background re-embedding does it anyway after a model change)."),
     # export and import (docs/export-format.md); an import skips records already imported.
@@ -154,7 +157,7 @@ _ALL: tuple[OpSpec, ...] = (
             "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
             "after the end record."),
     OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
-           palace=_R, retry=SAFE,
+           palace=_R, retry=SAFE, permission="write",
            doc="Restore a batch of export records into an empty palace (or one this export "
                "was restored into); ids are kept, vectors re-derived in the background."),
     # the import ledger: what each imported file or conversation filed
@@ -170,10 +173,11 @@ _ALL: tuple[OpSpec, ...] = (
         "importer": _IMPORTER, "key": _KEY,
         "hash": Arg("str", required=True, max_len=128),
         "items": Arg("list", required=True, max_len=NO_LIMIT),
-    }, palace=_R, retry=SAFE,
+    }, palace=_R, retry=SAFE, permission="write",
         doc="Make a source's drawers `items` (maps with the `remember` arguments) unless its "
             "recorded `hash` is this one: new ones stored, vanished ones deleted."),
     OpSpec("source.drop", {"importer": _IMPORTER, "key": _KEY}, palace=_R, retry=SAFE,
+           permission="delete",
            doc="Forget an imported source: delete the drawers no other source claims."),
     # the model
     OpSpec("model.load", retry=SAFE,
@@ -203,17 +207,18 @@ _ALL: tuple[OpSpec, ...] = (
                     help="absolute path of the backup directory"),
         "force": Arg("bool", default=False, help="replace the palace even if it was written "
                      "after the backup"),
-    }, palace=_O, retry=SAFE,
+    }, palace=_O, retry=SAFE, permission="admin",
         doc="Verify a backup and restore it as the palace given (default: the backed-up "
             "one); refuses to replace a palace written after the backup unless `force`."),
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
-           retry=SAFE, doc="Store one drawer (idempotent by content; near-duplicates refresh). "
-           "A long text answers once committed, with the `pending_chunks` left to embed in the "
-           "background."),
+           retry=SAFE, permission="write",
+           doc="Store one drawer (idempotent by content; near-duplicates refresh). A long text "
+               "answers once committed, with the `pending_chunks` left to embed in the "
+               "background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
-           retry=SAFE,
+           retry=SAFE, permission="write",
            doc="Store a batch of drawers (`items`: maps with the `remember` arguments)."),
     OpSpec("memory.recall", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
@@ -254,14 +259,26 @@ _ALL: tuple[OpSpec, ...] = (
         "room": _LABEL,
         "tags": Arg("strlist", max_len=64),
         "importance": Arg("str|float", max_len=64),
-    }, palace=_R, retry=SAFE,
+    }, palace=_R, retry=SAFE, permission="write",
         doc="Edit a drawer in place (same id): the given fields change, a new text is "
             "re-embedded, the replaced version is kept as history."),
-    OpSpec("memory.forget", {"id": _ID}, palace=_R,
-           doc="Delete one drawer (text, keyword index, vectors).",
+    OpSpec("memory.forget", {"id": _ID, "purge": Arg("bool", default=False)}, palace=_R,
+           doc="Move one drawer to the trash (restorable for `[trash] keep_days`); with "
+               "`purge`, delete it (or its trash entry) for good.",
+           permission="delete",
            retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,
                            done_result=lambda palace, args: {"id": args.get("id"),
                                                              "forgotten": True})),
+    # A resent restore finds the drawer active and says restored: false.
+    OpSpec("memory.restore", {"id": _ID}, palace=_R, retry=SAFE, permission="write",
+           doc="Bring a drawer back from the trash: text, keyword index, vectors."),
+    OpSpec("memory.trash", {"limit": Arg("int", default=50, min=1, max=1000),
+                            "offset": Arg("int", default=0, min=0, max=MAX_OFFSET)},
+           palace=_R, read_only=True, retry=SAFE,
+           doc="Forgotten drawers still restorable, most recently forgotten first."),
+    # Emptying an empty trash changes nothing: a resend converges.
+    OpSpec("memory.empty_trash", palace=_R, retry=SAFE, permission="delete",
+           doc="Delete every drawer in the trash for good."),
     OpSpec("memory.list", {
         "wing": _LABEL,
         "room": _LABEL,
@@ -280,11 +297,13 @@ _ALL: tuple[OpSpec, ...] = (
         "multi": Arg("bool", help="keep several objects at once (default: typed relations "
                      "yes, other predicates no)"),
         **SOURCE_ARGS,
-    }, palace=_R, retry=SAFE, doc="Record a fact subject-predicate-object valid from a time."),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Record a fact subject-predicate-object valid from a time."),
     OpSpec("graph.link", {"a": _NAME, "relation": _PREDICATE, "b": _NAME, **SOURCE_ARGS},
-           palace=_R, retry=SAFE,
+           palace=_R, retry=SAFE, permission="write",
            doc="Relate two concepts (part_of, depends_on, related_to, ...)."),
     OpSpec("graph.invalidate", {"id": _ID, "at": _WHEN}, palace=_R, retry=SAFE,
+           permission="write",
            doc="End an active fact at a time (default now)."),
     OpSpec("graph.query", {"subject": _NAME, "as_of": _WHEN}, palace=_R, read_only=True,
            retry=SAFE, doc="Active facts about an entity, or those valid at as_of."),
@@ -312,17 +331,17 @@ _ALL: tuple[OpSpec, ...] = (
         doc="Full-text search over entity names, definitions and labels."),
     # lifecycle
     # Recomputes weights from the clock; a rerun's count is its own.
-    OpSpec("memory.decay", palace=_R, retry=SAFE,
+    OpSpec("memory.decay", palace=_R, retry=SAFE, permission="write",
            doc="Recompute the decayed weight of every drawer."),
     OpSpec("memory.prune", {"threshold": _THRESHOLD, "dry_run": Arg("bool", default=False)},
-           palace=_R, retry=NEVER,
-           doc="Delete low/medium drawers whose weight fell below threshold."),
+           palace=_R, retry=NEVER, permission="delete",
+           doc="Move low/medium drawers whose weight fell below threshold to the trash."),
     OpSpec("memory.consolidate", {
         "room": Arg("str", required=True, max_len=MAX_FIELD_CHARS),
         "summary": Arg("str", required=True, max_len=NO_LIMIT),
         "wing": _LABEL,
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
-    }, palace=_R, retry=NEVER,
+    }, palace=_R, retry=NEVER, permission="write",
         doc="Write a summary drawer and mark its sources consolidated into it."),
     # capture
     OpSpec("capture.transcript", {
@@ -339,7 +358,7 @@ _ALL: tuple[OpSpec, ...] = (
                     help="capture now and return the counts (default: queue and return)"),
         "dry_run": Arg("bool", default=False,
                        help="count what would be captured, store nothing (implies wait)"),
-    }, palace=_R, retry=SAFE,
+    }, palace=_R, retry=SAFE, permission="write",
         doc="Capture what is new in a Claude Code transcript: one drawer per exchange, secrets "
             "redacted, tool output left out; queued unless `wait` (then the counts)."),
     OpSpec("memory.health", {
@@ -348,6 +367,25 @@ _ALL: tuple[OpSpec, ...] = (
         "limit": Arg("int", default=HEALTH_LIST_LIMIT, min=1, max=1000),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Per-room stale drawers, duplicate candidates and consolidation hints."),
+    # who did what, and who may
+    OpSpec("palace.audit", {
+        "since": Arg("str|int", max_len=MAX_TIME_CHARS,
+                     help="a time, or a duration back from now (90m, 7d)"),
+        "agent": Arg("str", max_len=MAX_NAME_CHARS, help="agent glob, e.g. 'mcp:*'"),
+        "op": Arg("str", max_len=MAX_PREDICATE_CHARS, help="op glob, e.g. 'memory.*'"),
+        "limit": Arg("int", default=50, min=1, max=1000),
+        "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="Audit log newest first: who changed what when (ids and outcomes, never texts)."),
+    OpSpec("palace.policy", palace=_R, read_only=True, retry=SAFE,
+           doc="The palace's policy (agent globs per permission) and what the caller may do."),
+    OpSpec("palace.policy_set", {
+        "permission": Arg("str", required=True, max_len=MAX_PREDICATE_CHARS,
+                          help="/".join(PERMISSIONS)),
+        "agents": Arg("strlist", required=True, max_len=MAX_POLICY_GLOBS,
+                      help="agent globs granted it (empty: nobody)"),
+    }, palace=_R, retry=SAFE, permission="admin",
+        doc="Set which agents (globs) hold a permission of the palace's policy."),
 )
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in (*_ALL, *MEMOIR_SPECS)}
 

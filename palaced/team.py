@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from palaced.config import TeamSettings
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderMismatch, InvalidArgs, StorageError, TeamUnsupported
 from palaced.index import PgVectors
@@ -42,6 +41,7 @@ from palaced.palace_dir import STORE_NAME, is_team, release_lock, take_lock
 from palaced.services import Services
 from palaced.store.db import storage_errors
 from palaced.store.meta import claim_embedder, meta_get, meta_init, meta_set
+from palaced.team_settings import TeamSettings
 
 log = logging.getLogger("palaced.team")
 T = TypeVar("T")

@@ -4,9 +4,9 @@ Each verb is an async function taking the ``Palace`` handle. The rules live in t
 synchronous ``rules`` (importance, decay, pruning, duplicates) and the queries in
 ``store.upkeep``; each unit of work is one hop of the handle: reads in one reader snapshot,
 writes under the palace's ``write_lock`` in a shielded scope (``Palace.write``), bumping
-``write_counter`` so caches keyed on it are invalidated. Writes that delete drawers (through
-the one ``store.drawers.delete_drawers``) remove their vectors from the in-memory index in the
-same hop.
+``write_counter`` so caches keyed on it are invalidated. Prune and the expiry sweep discard
+drawers into the trash (``trash.discard_sync``: restorable for the keep period, audited in the
+same transaction) and remove their vectors from the in-memory index in the same hop.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Any
 
 import apsw
 
-from palaced import rules, writes
+from palaced import rules, trash, writes
+from palaced.config import Retention
 from palaced.errors import InvalidArgs, InvalidContent, MemoryNotFound, quote
 from palaced.palace import Palace
 from palaced.palace import now_ms as clock_ms
-from palaced.store import drawers
+from palaced.store import audit, drawers
 from palaced.store import upkeep as sql
 from palaced.store.meta import meta_get, meta_set
 from palaced.topics import extract_topics
@@ -31,7 +32,8 @@ DECAY_INTERVAL_MS = rules.MS_PER_DAY
 SWEEP_BATCH = 500
 SUMMARY_IMPORTANCE = IMPORTANCE_PRESETS["high"]
 SUMMARY_SOURCE = "consolidation"
-
+KEEP_MS = Retention().trash_keep_ms  # the default keep period of the trash
+EXPIRE = audit.Actor(audit.SYSTEM_AGENT, "upkeep.expire")
 
 
 # -- plumbing ---------------------------------------------------------------------------------
@@ -39,11 +41,6 @@ def _flush_touches(palace: Palace) -> None:
     # Recall records accesses in memory until the checkpointer flushes them; decay and prune
     # must see them, or a drawer recalled a second ago could be weighed as unused and deleted.
     palace.flush_touches_sync()
-
-
-def _drop_vectors(palace: Palace, vector_ids: Sequence[int]) -> None:
-    if vector_ids and palace.index is not None:
-        palace.index.remove(vector_ids)
 
 
 # -- decay and prune --------------------------------------------------------------------------
@@ -142,8 +139,10 @@ def _stored_decay_ms(c: apsw.Connection) -> int:
 
 
 async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
-                dry_run: bool = False, now_ms: int | None = None) -> dict[str, Any]:
-    """Delete low and medium drawers whose decayed weight is below ``threshold``.
+                dry_run: bool = False, now_ms: int | None = None,
+                actor: audit.Actor = audit.SYSTEM, keep_ms: int = KEEP_MS) -> dict[str, Any]:
+    """Move low and medium drawers whose decayed weight is below ``threshold`` to the trash
+    (kept ``keep_ms``; 0: deleted at once), for ``actor``.
 
     Critical and high drawers are never selected, nor history (superseded drawers,
     consolidated sources, summaries). Weights are computed at call time after flushing
@@ -171,10 +170,12 @@ async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
             rows = _weigh(c, ts)
             _store_weights(c, rows)
             chosen = _prune_pick(rows, limit)
-            return chosen, drawers.delete_drawers(c, [r.id for r in chosen]) or []
+            _, vids = trash.discard_sync(c, [r.id for r in chosen], reason="prune",
+                                         actor=actor, now=ts, keep_ms=keep_ms)
+            return chosen, vids
 
         chosen, vids = palace.store.write(tx)
-        _drop_vectors(palace, vids)
+        trash.drop_vectors(palace, vids)
         return chosen, vids
 
     chosen, _ = await palace.write(run, wrote=not dry_run)
@@ -184,8 +185,10 @@ async def prune(palace: Palace, *, threshold: float = DEFAULT_PRUNE_THRESHOLD,
 
 # -- expiry -----------------------------------------------------------------------------------
 
-async def sweep_expired(palace: Palace, *, now_ms: int | None = None) -> dict[str, Any]:
-    """Delete every drawer whose ``expires_ms`` has passed, with its vectors.
+async def sweep_expired(palace: Palace, *, now_ms: int | None = None,
+                        keep_ms: int = KEEP_MS) -> dict[str, Any]:
+    """Move every drawer whose ``expires_ms`` has passed to the trash (kept ``keep_ms``; 0:
+    deleted at once), with its vectors; audited as the daemon's ``upkeep.expire``.
 
     Deletes in batches of SWEEP_BATCH, one transaction each, so a large sweep never holds the
     write lock for long. Takes no write lock when nothing has expired. Returns
@@ -204,10 +207,11 @@ async def sweep_expired(palace: Palace, *, now_ms: int | None = None) -> dict[st
         def run() -> list[int]:
             def tx(c: apsw.Connection) -> tuple[list[int], list[int]]:
                 ids = sql.expired_ids(c, ts, SWEEP_BATCH)
-                return ids, drawers.delete_drawers(c, ids) or []
+                return trash.discard_sync(c, ids, reason="expired", actor=EXPIRE, now=ts,
+                                          keep_ms=keep_ms)
 
             ids, vids = palace.store.write(tx)
-            _drop_vectors(palace, vids)
+            trash.drop_vectors(palace, vids)
             return ids
 
         batch = await palace.write(run)
@@ -216,9 +220,19 @@ async def sweep_expired(palace: Palace, *, now_ms: int | None = None) -> dict[st
             return {"deleted": deleted}
 
 
+async def next_expiry_ms(palace: Palace) -> int | None:
+    """When the next drawer expires (epoch ms; None: none has an expiry).
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    return await palace.read(sql.next_expiry)
+
+
 # -- consolidation ----------------------------------------------------------------------------
 async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | None = None,
-                      ids: Sequence[int] | None = None) -> dict[str, Any]:
+                      ids: Sequence[int] | None = None,
+                      actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
     """Write one summary drawer for many and mark them ``consolidated_into`` it.
 
     ``summary`` and ``room``/``wing`` are already validated (``api.check_text`` /
@@ -270,10 +284,17 @@ async def consolidate(palace: Palace, room: str, summary: str, *, wing: str | No
         raise InvalidContent(f"the summary repeats drawer {existing} word for word",
                              details={"id": existing})
     # No near-duplicate merge: a summary of one short drawer would be folded into it.
-    made = await writes.remember(palace, new, dedup=False)
+    made = await writes.remember(palace, new, dedup=False, actor=actor)
     summary_id = int(made["id"])
-    # remember() returns an existing drawer for a known text: it becomes the summary.
-    marked, missing = await palace.transact(lambda c: sql.mark_consolidated(
-        c, summary_id, source_ids, summary_importance=SUMMARY_IMPORTANCE))
+
+    def mark(c: apsw.Connection) -> tuple[list[int], list[int]]:
+        # remember() returns an existing drawer for a known text: it becomes the summary.
+        marked, missing = sql.mark_consolidated(c, summary_id, source_ids,
+                                                summary_importance=SUMMARY_IMPORTANCE)
+        audit.append(c, actor, "consolidated", clock_ms(), drawer_ids=[summary_id, *marked],
+                     detail={"sources": len(marked), "missing": len(missing)})
+        return marked, missing
+
+    marked, missing = await palace.transact(mark)
     return {"summary_id": summary_id, "created": bool(made["created"]), "wing": target_wing,
             "room": room, "source_ids": marked, "missing": missing}

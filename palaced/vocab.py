@@ -87,3 +87,10 @@ def typed_relation(text: str) -> str | None:
 
 # -- labels -----------------------------------------------------------------------------------
 MAX_FIELD_CHARS = 200  # wing, room, tag and source labels
+
+# -- policy -----------------------------------------------------------------------------------
+# What a palace's policy grants, each to a list of agent globs (default: every agent):
+# write (store and change memories and facts), delete (forget, purge, prune, delete the
+# palace), admin (change the policy).
+PERMISSIONS: tuple[str, ...] = ("write", "delete", "admin")
+MAX_POLICY_GLOBS = 64  # agent globs per permission

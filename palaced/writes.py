@@ -1,10 +1,15 @@
-"""Writes of drawers to an open palace: remember, forget and embedding what waits for it.
+"""Writes of drawers to an open palace: remember and embedding what waits for it.
 
 Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
 before the write lock is taken, through the daemon's embedding lanes; the write itself is one
-``Palace.write`` hop: drawers, their full-text rows, closets and vectors commit in one
-transaction, then the in-memory vector index is updated in the same hop. ``remember`` may
-refresh a near-duplicate instead of storing a new drawer (``rules.is_near_duplicate``).
+``Palace.write`` hop: drawers, their full-text rows, closets, vectors and the audit entry
+commit in one transaction, then the in-memory vector index is updated in the same hop.
+``remember`` may refresh a near-duplicate instead of storing a new drawer
+(``rules.is_near_duplicate``); forgetting is the trash's (``palaced.trash``).
+
+Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
+outside the index), so remembering the same text again stores a new drawer with a new id,
+and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
 Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
 it, ``palaced.reembed``) drawers are stored without vectors and embedded later.
 
@@ -29,11 +34,11 @@ import numpy as np
 from palaced import rules
 from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
-from palaced.errors import EmbedderUnavailable, MemoryNotFound
+from palaced.errors import EmbedderUnavailable
 from palaced.health import consolidation_hint
 from palaced.index import PgVectors, to_blob
 from palaced.palace import Palace, now_ms
-from palaced.store import drawers, pg_search
+from palaced.store import audit, drawers, pg_search
 from palaced.store.vectors import (
     awaits_vectors,
     owners_of,
@@ -66,9 +71,9 @@ async def _embed(palace: Palace, emb: Embedder, texts: list[str], *,
 
 
 # -- remember ---------------------------------------------------------------------------------
-async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
-                   ) -> dict[str, Any]:
-    """Store one drawer; returns ``{id, created, embedded, deduplicated}``, plus
+async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True,
+                   actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
+    """Store one drawer for ``actor``; returns ``{id, created, embedded, deduplicated}``, plus
     ``pending_chunks`` when its text is embedded in the background and ``consolidate``
     (``health.consolidation_hint``) when its room is due a consolidation.
 
@@ -79,7 +84,7 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
     Raises:
         MemoryNotFound: ``new.supersedes`` names no drawer.
     """
-    outcome = (await _insert_many(palace, [new], dedup=dedup))[0]
+    outcome = (await _insert_many(palace, [new], dedup=dedup, actor=actor))[0]
     hint = await consolidation_hint(palace, new.wing, new.room)
     if hint is not None:
         outcome["consolidate"] = hint
@@ -87,7 +92,8 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
 
 
 async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
-                        dedup: bool = False) -> dict[str, Any]:
+                        dedup: bool = False, actor: audit.Actor = audit.SYSTEM
+                        ) -> dict[str, Any]:
     """Store many drawers, one transaction per batch of 256; ids in input order.
 
     Raises:
@@ -96,7 +102,8 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     outcomes: list[dict[str, Any]] = []
     step = REMEMBER_BATCH
     for start in range(0, len(items), step):
-        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup))
+        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup,
+                                           actor=actor))
     return {
         "ids": [o["id"] for o in outcomes],
         "created": [o["created"] for o in outcomes],
@@ -120,17 +127,20 @@ class TxHooks:
 
 
 async def remember_captured(palace: Palace, items: Sequence[drawers.NewDrawer],
-                            hooks: TxHooks) -> list[dict[str, Any]]:
-    """Store ``items`` (no near-duplicate merging) and run ``hooks``, all in one transaction.
+                            hooks: TxHooks, actor: audit.Actor = audit.SYSTEM
+                            ) -> list[dict[str, Any]]:
+    """Store ``items`` for ``actor`` (no near-duplicate merging) and run ``hooks``, all in one
+    transaction (the audit entry too).
 
     Raises:
         StorageError: SQLite failed (nothing of the batch is stored).
     """
-    return await _insert_many(palace, items, dedup=False, hooks=hooks)
+    return await _insert_many(palace, items, dedup=False, actor=actor, hooks=hooks)
 
 
 async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool,
-                       hooks: TxHooks | None = None) -> list[dict[str, Any]]:
+                       actor: audit.Actor, hooks: TxHooks | None = None
+                       ) -> list[dict[str, Any]]:
     emb = palace.vector_embedder()
     hashes = [it.content_hash for it in items]
     known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
@@ -146,7 +156,7 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
     identity = emb.identity if emb is not None else None
     outcomes = await palace.write(
         lambda: _insert_sync(palace, items, chunk_lists, inline, vectors, identity, dedup,
-                             hooks))
+                             actor, hooks))
     if any(not o["embedded"] for o in outcomes):
         palace.maybe_pending = True
         # Left to the background on purpose (not for want of a model): start at once.
@@ -156,7 +166,8 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
 
 def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                  chunk_lists: list[list[str]], inline: list[bool], vectors: np.ndarray | None,
-                 identity: str | None, dedup: bool, hooks: TxHooks | None = None
+                 identity: str | None, dedup: bool, actor: audit.Actor,
+                 hooks: TxHooks | None = None
                  ) -> list[dict[str, Any]]:
     """The write half of remember: runs in a worker thread under ``write_lock``."""
     # The palace may have switched models (palaced.reembed) while we embedded.
@@ -171,6 +182,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
         if hooks is not None and hooks.before is not None:
             removed.extend(hooks.before(c))
         offset = 0
+        superseded: list[int] = []
         for it, chunks, now in zip(items, chunk_lists, inline, strict=True):
             vecs = None
             if now and vectors is not None:
@@ -181,16 +193,18 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 dup = near_duplicate(palace, c, it, vecs[0], ts)
             if dup is not None:
                 did, sim = dup
-                drawers.refresh_duplicate(c, did, it.importance, ts)
+                drawers.refresh_duplicate(c, did, it.importance, ts, actor.agent)
                 outcomes.append({"id": did, "created": False, "deduplicated": True,
                                  "similarity": round(sim, 4), "embedded": True})
                 continue
-            did, created = drawers.insert_drawer(c, it, ts, chunks=len(chunks) or None)
+            did, created = drawers.insert_drawer(c, it, ts, actor.agent,
+                                                 chunks=len(chunks) or None)
             if created and vecs is not None and len(vecs):
                 vids = store_vectors(c, did, [to_blob(v) for v in vecs])
                 added.append((did, vids, vecs))
             if created and it.supersedes is not None:
-                drawers.supersede(c, it.supersedes, did, ts)
+                drawers.supersede(c, it.supersedes, did, ts, actor.agent)
+                superseded.append(it.supersedes)
             out = {"id": did, "created": created, "deduplicated": False,
                    "embedded": vecs is not None if created else identity is not None}
             if created and vecs is None and identity is not None:
@@ -198,6 +212,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
             outcomes.append(out)
         if hooks is not None and hooks.after is not None:
             hooks.after(c, outcomes)
+        _audit(c, actor, outcomes, superseded, ts)
 
     palace.store.write(tx)
     if palace.index is not None:
@@ -211,6 +226,23 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
             log.exception("palace %s: index add failed; marking stale", palace.name)
             palace.index_stale = True
     return outcomes
+
+
+def _audit(c: apsw.Connection, actor: audit.Actor, outcomes: Sequence[dict[str, Any]],
+           superseded: Sequence[int], ts: int) -> None:
+    """One audit entry for a remember transaction: the ids (those stored, then those they
+    superseded), and what became of them."""
+    created = sum(1 for o in outcomes if o["created"])
+    merged = sum(1 for o in outcomes if o["deduplicated"])
+    if len(outcomes) == 1:
+        outcome = "created" if created else "deduplicated" if merged else "exists"
+    else:
+        outcome = "stored"
+    audit.append(c, actor, outcome, ts,
+                 drawer_ids=[int(o["id"]) for o in outcomes] + list(superseded),
+                 detail={"created": created, "deduplicated": merged,
+                         "existing": len(outcomes) - created - merged,
+                         "superseded": len(superseded)})
 
 
 def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
@@ -297,19 +329,3 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
         index.add(vids, vecs)
 
 
-# -- forget -----------------------------------------------------------------------------------
-async def forget(palace: Palace, drawer_id: int) -> None:
-    """Delete a drawer everywhere.
-
-    Raises:
-        MemoryNotFound: no such drawer.
-    """
-    def write() -> None:
-        removed = palace.store.write(lambda c: drawers.delete_drawers(c, [drawer_id]))
-        if removed is None:
-            raise MemoryNotFound(f"no drawer {drawer_id} in palace {palace.name!r}",
-                                 details={"id": drawer_id, "palace": palace.name})
-        if palace.index is not None and removed:
-            palace.index.remove(removed)
-
-    await palace.write(write)

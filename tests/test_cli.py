@@ -81,6 +81,24 @@ def test_root_and_groups_have_help() -> None:
             assert group.help, name
 
 
+@pytest.mark.parametrize("group", ["", "model", "service", "import", "kg", "memoir"])
+def test_command_listings_give_each_summary_on_its_own_row(group: str) -> None:
+    # With room to spare, a listed command's summary is one row: a row in the Commands panel
+    # that starts without a command name is a docstring's line break leaking into the help.
+    res = CliRunner().invoke(app, [*group.split(), "--help"], prog_name="palace",
+                             env={"PALACE": None, "COLUMNS": "1000"})
+    text = res.output
+    panel = text.split("Commands")[1].splitlines()[1:]
+    rows = [line.strip("│ ") for line in panel if line.startswith("│")]
+    node = ROOT
+    for word in group.split():
+        node = node.commands[word]  # type: ignore[attr-defined]
+    names = set(node.commands)  # type: ignore[attr-defined]
+    assert rows, text
+    for row in rows:
+        assert row.split()[0] in names, f"wrapped summary: {row!r}"
+
+
 def test_dash_h_is_help_everywhere() -> None:
     assert _help("-h") == _help("--help")
     for path in ("remember", "kg assert", "daemon status", "init", "mcp"):

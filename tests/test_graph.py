@@ -27,7 +27,7 @@ from palaced.store.facts import (
     timeline,
 )
 from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
-from palaced.store.schema import GRAPH_DDL
+from palaced.store.schema import GOVERNANCE_DDL, GRAPH_DDL
 from palaced.timeparse import parse_when
 
 from .pgstore_support import pg_conn
@@ -41,6 +41,10 @@ def _open(target: str) -> apsw.Connection:
     with conn:
         for stmt in GRAPH_DDL:
             conn.execute(stmt)
+        # The agent columns the governance migration adds to facts.
+        for stmt in GOVERNANCE_DDL:
+            if stmt.startswith("ALTER TABLE facts"):
+                conn.execute(stmt)
     return conn
 
 
@@ -124,6 +128,8 @@ def test_fact_dict_shape(conn: apsw.Connection) -> None:
         "source": {"drawer": 7, "url": "https://sqlite.org", "agent": "claude"},
         "created_ms": 5,
         "invalidated_ms": None,
+        "created_by": None,
+        "invalidated_by": None,
     }
     with pytest.raises(MemoryNotFound), conn:
         assert_fact(conn, "palace", "storage", "usearch", now_ms=6, source_drawer=8)

@@ -3,9 +3,11 @@ core in-process (hashing embedder): op behaviour without a real model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from palaced.errors import InvalidArgs, InvalidContent, PalaceNotEmpty
+from palaced.errors import Forbidden, InvalidArgs, InvalidContent, PalaceNotEmpty
 from palaced.export_format import FORMAT, VERSION
 from tests.inproc import InProcDaemon
 
@@ -73,3 +75,37 @@ def test_restore_refuses_what_is_no_restore(inproc: InProcDaemon) -> None:
         clash = {**drawer, "text": "another text"}
         res = c.import_records("target", [header, clash])
         assert res["resumed"] is True and res["rejected"][0]["name"] == "INVALID_CONTENT"
+
+
+def test_imports_and_restores_follow_the_policy(inproc: InProcDaemon, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """source.sync writes, source.drop deletes, a backup restore over a palace needs its
+    admin (docs/concepts.md); drawers a re-import no longer files are purged, and audited."""
+    monkeypatch.setenv("PALACE_AGENT", "user:owner")
+    with inproc.client() as c:
+        c.create_palace("guarded")
+        c.sync_source("guarded", "markdown", "/d/a.md", "h1", _items("alpha", "beta"))
+        assert c.sync_source("guarded", "markdown", "/d/a.md", "h2", _items("alpha"))[
+            "removed"] == 1
+        purged = [e for e in c.audit("guarded", op="source.sync")["entries"]
+                  if e["outcome"] == "purged"]
+        assert [(e["agent"], e["detail"], len(e["drawer_ids"])) for e in purged] == [
+            ("user:owner", {"importer": "markdown"}, 1)]
+        assert c.trash("guarded")["total"] == 0
+        path = c.backup("guarded", to=str(tmp_path / "bk"))["backups"][0]["path"]
+        for permission in ("write", "delete", "admin"):
+            c.set_policy("guarded", permission, ["user:owner"])
+    monkeypatch.setenv("PALACE_AGENT", "mcp:rogue/1")
+    with inproc.client() as c:
+        with pytest.raises(Forbidden):
+            c.sync_source("guarded", "markdown", "/d/a.md", "h3", _items("gamma"))
+        with pytest.raises(Forbidden):
+            c.drop_source("guarded", "markdown", "/d/a.md")
+        with pytest.raises(Forbidden):
+            c.memoir_create("guarded", "notes")
+        with pytest.raises(Forbidden):  # restoring over the backed-up palace: its admin
+            c.restore(path, force=True)
+        with pytest.raises(Forbidden):
+            c.restore(path, palace="guarded", force=True)
+        assert c.restore(path, palace="guarded-copy")["palace"] == "guarded-copy"  # new
+        assert len(list(c.export("guarded"))) > 2  # reading needs no permission

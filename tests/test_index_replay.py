@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palaced import compaction, reads, recall, writes
+from palaced import compaction, reads, recall, trash, writes
 from palaced.embedder import HashEmbedder
 from palaced.index import VectorIndex
 from palaced.index_file import SAVES_KEY, open_index
@@ -19,9 +19,16 @@ from palaced.palace import Palace
 from palaced.palace_dir import INDEX_NAME, release_lock
 from palaced.recall import RecallRequest
 from palaced.store import drawers as m
+from palaced.store.audit import SYSTEM
 from palaced.store.meta import meta_get, meta_set
 
 from .test_palace_unit import services
+
+
+async def forget(p: Palace, drawer_id: int) -> None:
+    """Forget into the trash: its vectors leave the table and the index like a deletion's."""
+    await trash.forget(p, drawer_id, SYSTEM, keep_ms=86_400_000)
+
 
 pytestmark = pytest.mark.anyio
 
@@ -48,8 +55,8 @@ async def test_kill_replays_only_the_writes_after_the_last_save(tmp_path: Path) 
     # A long drawer: several chunks, hence several vectors, replayed too.
     long_text = " ".join(f"Sentence {i} about the harbour crane and its cables." for i in range(90))
     after = await remember(p, [f"unsaved heron fact {i} marsh" for i in range(7)] + [long_text])
-    await writes.forget(p, before[0])
-    await writes.forget(p, before[1])
+    await forget(p, before[0])
+    await forget(p, before[1])
     vectors = (await reads.info(p))["vectors"]
     assert vectors > 30 - 2 + 8  # the long drawer has several chunks
     crash(p)
@@ -199,7 +206,7 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
     p = await Palace.open("p", tmp_path / "p", svc)
     ids = await remember(p, [f"tern colony note {i}" for i in range(20)])
     for did in ids[:6]:
-        await writes.forget(p, did)
+        await forget(p, did)
     monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 5)
     assert p.compaction_due
     building, release = threading.Event(), threading.Event()
@@ -217,7 +224,7 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
         await anyio.to_thread.run_sync(building.wait)
         with anyio.fail_after(5):  # the write lock is free during the build
             late = await remember(p, ["a late gannet note written during the rebuild"])
-            await writes.forget(p, ids[10])
+            await forget(p, ids[10])
         release.set()
     assert p.index is not None and p.index.dead == 1  # ids[10], forgotten during the build
     assert p.index_load is not None and p.index_load.how == "rebuilt"

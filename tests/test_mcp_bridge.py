@@ -126,7 +126,8 @@ class FakeClient:
                 raise MemoryNotFound(f"no drawer {args['id']} in palace {palace!r}",
                                      details={"id": args["id"]})
             del drawers[args["id"]]
-            return {"id": args["id"], "forgotten": True}
+            return {"id": args["id"], "forgotten": True, "trashed": True,
+                    "restorable_until_ms": 1_767_225_600_000}  # 2026-01-01
         if op == "memory.list":
             limit, offset = args.get("limit", 50), args.get("offset", 0)
             rows = sorted(drawers.values(), key=lambda d: -d["id"])
@@ -482,7 +483,9 @@ def test_wake_up_forget_list() -> None:
     call_tool(bridge, "remember", {"text": "long memo " + "word " * 40_000})
     listing = text_of(call_tool(bridge, "list_drawers", {"limit": 1}))
     assert len(listing) < 2_000 and "palace get" in listing, listing[:300]
-    assert text_of(call_tool(bridge, "forget", {"id": 2})) == "Forgot drawer #2 in palace 'proj'."
+    assert text_of(call_tool(bridge, "forget", {"id": 2})) == (
+        "Moved drawer #2 of palace 'proj' to the trash; it is no longer recalled. Until "
+        "2026-01-01 a human can bring it back with `palace restore-drawer 2 --palace proj`.")
     missing = call_tool(bridge, "forget", {"id": 2})
     assert missing["isError"] is True
     assert "MEMORY_NOT_FOUND (300)" in text_of(missing) and "list_drawers" in text_of(missing)

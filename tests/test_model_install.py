@@ -67,6 +67,7 @@ def test_without_a_model_status_names_the_commands_and_fetch_fails_fast(
     d.cli("remember", "Deploys happen on Tuesdays", "--palace", "p", check=True)
     rec = d.cli("recall", "when are deploys?", "--palace", "p", check=True)
     assert "(keyword-only: no embedding model" in rec.stderr and "palace model fetch" in rec.stderr
+    assert rec.stderr.count("palace model fetch") == 1, rec.stderr  # the hint said once
 
     for endpoint, host in ((DEAD_HUB, "127.0.0.1:9"), ("", "huggingface.co:443")):
         env = dict(d.env, HF_ENDPOINT=endpoint)

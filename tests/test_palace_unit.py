@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from palaced import config as config_mod
-from palaced import compaction, reads, recall, reembed, writes
+from palaced import compaction, reads, recall, reembed, trash, writes
 from palaced.embedder import HashEmbedder
 from palaced.errors import SchemaTooNew, StorageError
 from palaced.palace import Palace
@@ -19,6 +19,7 @@ from palaced.recall import RecallRequest
 from palaced.services import ModelState, Services
 from palaced.store import Store
 from palaced.store import drawers as m
+from palaced.store.audit import SYSTEM
 from palaced.store.schema import SCHEMA_VERSION
 from palaced.tokens import Tokenizer
 
@@ -70,7 +71,8 @@ async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_pat
     await reembed.begin(p, emb, fresh=False)
     last, stored, _ = await reembed.step(p, emb, 0, background=True)
     assert stored == reembed.BATCH and last > 0
-    await writes.forget(p, a)  # forgetting mid-pass drops its new vectors too (cascade)
+    # Forgetting (into the trash) mid-pass drops its new vectors too (cascade).
+    await trash.forget(p, a, SYSTEM, keep_ms=86_400_000)
     assert (await reads.info(p))["reembedding"]["done"] == reembed.BATCH - 1
     await p.aclose()
 
@@ -193,7 +195,7 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path,
     p = await Palace.open("p", tmp_path / "p", svc)
     ids = [(await writes.remember(p, m.NewDrawer(text=f"note {w} alpha beta")))["id"]
            for w in ("one", "two", "three")]
-    await writes.forget(p, ids[0])
+    await trash.forget(p, ids[0], SYSTEM, keep_ms=86_400_000)  # into the trash
     assert p.index is not None and p.index.dead == 1 and len(p.index) == 2
     res = await recall.recall(p, RecallRequest(query="note one alpha beta", top_k=3))
     assert ids[0] not in [r["id"] for r in res.results]

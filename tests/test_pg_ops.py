@@ -136,7 +136,7 @@ def test_file_ops_are_refused_on_a_team_palace(team_daemon: DaemonProc, pg_url: 
                          ("palace.restore", {"path": str(tmp_path)})]:
             with pytest.raises(E.TeamUnsupported) as err:
                 c.call(op, name, args)
-            assert err.value.code == 208 and name in err.value.message
+            assert err.value.code == 209 and name in err.value.message
         # Without a palace, backup and doctor cover the local palaces and skip team ones.
         out = c.call("palace.backup", None, {"to": str(tmp_path / "b")})
         assert name in out["skipped"] and local in [b["palace"] for b in out["backups"]]
@@ -294,3 +294,33 @@ def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> No
     moved = PgConn(pgc.raw, cache, changes=100)
     search.fts_search(moved, "kubernetes", Filters(), 10, 2)
     assert cache["bm25"]["n"] == 6
+
+
+def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url: str) -> None:
+    """Governance (trash, audit log, policy) lives in the team palace's schema too."""
+    name = _name("gov")
+    with team_daemon.client() as c:
+        c.create_palace(name, store=pg_url)
+        a = c.remember(name, "The release train leaves every second Thursday", room="process")
+        b = c.remember(name, "Hotfixes skip the train", room="process")
+        assert c.call("memory.forget", name, {"id": a})["trashed"] is True
+        with pytest.raises(E.MemoryNotFound):
+            c.get(name, a)
+        assert c.call("memory.restore", name, {"id": a})["restored"] is True
+        assert c.get(name, a)["text"] == "The release train leaves every second Thursday"
+        assert c.call("memory.forget", name, {"id": b, "purge": True})["purged"] is True
+        entries = c.call("palace.audit", name, {})
+        ops = [(e["op"], e["outcome"]) for e in next(iter(entries.values()))]
+        assert ("memory.restore", "restored") in ops and ("palace.create", "created") in ops
+        out = c.call("palace.policy_set", name, {"permission": "write", "agents": ["nobody*"]})
+        assert out["allowed"]["write"] is False
+        with pytest.raises(E.PalaceError, match=r"FORBIDDEN|permission|may not"):
+            c.remember(name, "refused by the shared policy")
+        c.delete_palace(name, purge=True)
+
+
+def test_the_team_error_codes_are_their_own() -> None:
+    """STORE_UNAVAILABLE and TEAM_UNSUPPORTED decode to themselves (no code shared)."""
+    table = E.error_classes()
+    assert table[403] is E.StoreUnavailable and E.StoreUnavailable.retryable
+    assert table[209] is E.TeamUnsupported and table[208] is E.Forbidden

@@ -283,6 +283,17 @@ def test_pack_fills_in_input_order() -> None:
     assert [i.id for i in result.sections[0].items] == [1]
 
 
+def test_pack_places_a_short_first_item_whole_when_it_fits_its_share() -> None:
+    # Found by Hypothesis: an item shorter than its fair share was sent to truncation, which
+    # made its empty text nothing at all, and the item was dropped though it fitted.
+    sections = [Section(0, "0", [Item(0, "", 0.0, 0)]),
+                Section(0, "0", [Item(0, "", 0.0, 0), Item(2, "0", 0.0, 0)]),
+                Section(0, "", [Item(1, "", 0.0, 0)])]
+    result = pack(sections, 23, CHARS4)
+    assert [[i.id for i in s.items] for s in result.sections][:2] == [[0], [2]]
+    assert not any(c["truncated"] for c in result.cut) and result.tokens_used <= 23
+
+
 _text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=120)
 _item = st.builds(lambda i, t: (i, t), st.integers(0, 15), _text)
 _section = st.tuples(st.integers(0, 3), st.text(max_size=12), st.lists(_item, max_size=6))
@@ -312,7 +323,14 @@ def test_pack_properties(exact: Tokenizer, raw: list[tuple[int, str, list[tuple[
     assert {i.id for s in sections for i in s.items} <= set(ids) | cut_ids
 
     # the first section's first item is kept whole whenever it fits beside the others' share
-    nonempty = [sec for sec in sections if sec.items]
+    # (what the others hold once ids placed earlier are dropped from them)
+    seen: set[object] = set()
+    fresh_sections = []
+    for sec in sections:
+        fresh = [i for i in sec.items if i.id not in seen]
+        seen.update(i.id for i in fresh)
+        fresh_sections.append(Section(sec.level, sec.title, fresh))
+    nonempty = [sec for sec in fresh_sections if sec.items]
     if nonempty:
         first, later = nonempty[0], nonempty[1:]
         keep = sum(tok.count(sec.title) + SECTION_OVERHEAD_TOKENS

@@ -187,6 +187,9 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "restore-drawer": "memory.restore", "trash list": "memory.trash",
+    "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
+    "policy set": "palace.policy_set",
     "export": "palace.export",
     "model load": "model.load",
     "memoir create": "memoir.create", "memoir list": "memoir.list", "memoir show": "memoir.show",
@@ -208,16 +211,20 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
 # writes; "location": `import claude-code` expands a file or directory into transcripts;
-# "clear_tags": `update --clear-tags` sends tags=[].)
-CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location", "clear_tags"}
+# "clear_tags": `update --clear-tags` sends tags=[]; "nobody": `policy set --nobody` sends an
+# empty agents list.)
+CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location", "clear_tags",
+            "nobody"}
 # Defaults the CLI chooses on purpose.
-CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20}  # a terminal page
+CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
+                                            ("trash list", "limit"): 20}
 # Op arguments the CLI takes from elsewhere than a parameter.
 CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
                  ("hook capture", "path"),  # the hook input on stdin
                  ("import claude-code", "path")}  # each transcript found under PATH
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
+              ("policy set", "agents"): "GLOB... or --nobody (an empty list)",
               ("update", "importance"): "0.5 or high"}
 
 
@@ -292,6 +299,9 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "restore_drawer": "memory.restore", "trash": "memory.trash",
+    "empty_trash": "memory.empty_trash", "audit": "palace.audit", "policy": "palace.policy",
+    "set_policy": "palace.policy_set",
     "export": "palace.export", "import_records": "palace.import_records",
     "sources": "source.list", "sync_source": "source.sync", "drop_source": "source.drop",
     "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
@@ -302,7 +312,7 @@ CLIENT_OPS: dict[str, str] = {
     "memoir_unlink": "memoir.unlink",
     "capture_transcript": "capture.transcript",
 }
-CLIENT_PLUMBING = {"call", "close", "server_info"}
+CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
 # Client parameters named otherwise than the op argument they carry; None: the request's
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
@@ -311,7 +321,7 @@ CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "o
 
 
 def test_every_client_method_is_mapped() -> None:
-    # Client's own methods and those of its mixins (palace_client.transfer, palace_client.admin).
+    # Client's own methods and those of its mixins (transfer, admin, memoirs, governance).
     public = {n for cls in Client.__mro__[:-1] for n, v in vars(cls).items()
               if not n.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public == set(CLIENT_OPS) | CLIENT_PLUMBING

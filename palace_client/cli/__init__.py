@@ -18,15 +18,16 @@ code  meaning
 9     no service manager (``palace service``: systemctl --user or launchctl unusable here)
 10    an import finished but skipped malformed records (listed on stderr, or in ``--json``)
 11    ``palace doctor``: a check failed (after ``--repair``: one it could not fix)
+12    forbidden by the palace's policy (``palace policy show``)
 ====  =====================================================================
 
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
 ``model`` (``palace model``), ``memoirs`` (``palace memoir``), ``upkeep``, ``doctor``,
-``backups``, ``transfer`` (``palace export``, ``palace import``) and ``daemon``; ``common``
-holds what they share. ``palace mcp`` and ``palace init`` come from
-``palace_client.mcp.command`` and
-``palace_client.agents.command``, ``palace service`` and ``palace uninstall`` from
-``palace_client.service.command``.
+``backups``, ``transfer`` (``palace export``, ``palace import``), ``governance`` (trash, audit,
+policy) and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
+come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace
+service`` and ``palace uninstall`` from ``palace_client.service.command``. ``palace --agent
+NAME`` (or ``PALACE_AGENT``) names who the requests come from.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -37,6 +38,8 @@ with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 
 from __future__ import annotations
 
+import inspect
+import os
 import sys
 
 import typer
@@ -49,6 +52,7 @@ from . import (
     backups,
     daemon,
     doctor,
+    governance,
     hooks,
     imports,
     knowledge,
@@ -82,8 +86,15 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(version: bool = typer.Option(False, "--version", callback=_print_version,
                                        is_eager=True,
-                                       help="Print the client's version and exit.")) -> None:
+                                       help="Print the client's version and exit."),
+          agent: str | None = typer.Option(
+              None, "--agent", envvar="PALACE_AGENT", show_default="user:<login>",
+              help="Who the requests come from (recorded on writes and in the audit log, "
+                   "checked against the palace's policy).")) -> None:
     """palace: local, private memory for AI agents (client of the palaced daemon)."""
+    if agent is not None:
+        # Every client of this command (``palace mcp``'s too) resolves its agent from there.
+        os.environ["PALACE_AGENT"] = agent
 agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
@@ -91,6 +102,9 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
                   transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands
+app.add_typer(governance.app)
+app.add_typer(governance.trash_app, name="trash")
+app.add_typer(governance.policy_app, name="policy")
 app.add_typer(knowledge.app, name="kg")
 app.add_typer(model.app, name="model")
 app.add_typer(memoirs.app, name="memoir")
@@ -99,6 +113,21 @@ app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
 transfer.imports.command("claude-code")(imports.claude_code)
 app.add_typer(hooks.app, name="hook")
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Join the lines of each command's first help paragraph: rich help keeps a docstring's
+    line breaks, which would split a command's summary in the listing mid-sentence."""
+    for info in group.registered_commands:
+        text = info.help or inspect.getdoc(info.callback) or ""
+        first, sep, rest = text.partition("\n\n")
+        info.help = " ".join(first.split()) + sep + rest
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ EXIT_MISMATCH = 8
 EXIT_NO_SERVICE_MANAGER = 9
 EXIT_SKIPPED = 10
 EXIT_UNHEALTHY = 11
+EXIT_FORBIDDEN = 12
 
 # ``op_option(..., default=SPEC)`` (the default) takes the spec's default.
 SPEC: Any = object()
@@ -99,14 +100,16 @@ def op_option(op: str, arg: str, *flags: str, default: Any = SPEC, help: str = "
                                   **{**(_range(spec) if ranged else {}), **kwargs}), op, arg)
 
 
-def op_argument(op: str, arg: str, *, help: str = "", **kwargs: Any) -> Any:
-    """A required typer argument for argument ``arg`` of ``op``, with the spec's range.
+def op_argument(op: str, arg: str, *, help: str = "", default: Any = ..., **kwargs: Any
+                ) -> Any:
+    """A typer argument for argument ``arg`` of ``op``, with the spec's range; required unless
+    a ``default`` is given (``None`` for a variadic one the command completes itself).
 
     Raises:
         KeyError: no such op or argument.
     """
     spec = op_arg(op, arg)
-    return _carrying(typer.Argument(..., help=help or spec.help or None,
+    return _carrying(typer.Argument(default, help=help or spec.help or None,
                                     **{**_range(spec), **kwargs}), op, arg)
 
 
@@ -164,6 +167,8 @@ def exit_code_for(exc: E.PalaceError) -> int:
         return EXIT_NOT_FOUND
     if isinstance(exc, E.PalaceExists | E.MemoirExists | E.ConceptExists):
         return EXIT_EXISTS
+    if isinstance(exc, E.Forbidden):
+        return EXIT_FORBIDDEN
     if isinstance(exc, E.EmbedderMismatch):
         return EXIT_MISMATCH
     if isinstance(exc, E.LoadError):
@@ -225,7 +230,10 @@ def client(as_json: bool, *, autostart: bool = True) -> Iterator[Client]:
     # Imported here so that `palace --help` and usage errors never load the connection code.
     from palace_client.client import Client
 
-    c = Client(client_name="palace-cli", autostart=autostart)
+    try:
+        c = Client(client_name="palace-cli", autostart=autostart)
+    except E.PalaceError as exc:
+        fail(exc, as_json)
     try:
         yield c
     except E.PalaceError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from palace_client import render
+from palace_client import governance_render, render
 from palace_client.render import counted
 from palace_client.slug import default_palace
 from palaced import errors as E
@@ -298,13 +298,16 @@ def get(drawer_id: int = op_argument("memory.get", "id", help="Drawer id."),
 
 @app.command()
 def forget(drawer_id: int = op_argument("memory.forget", "id", help="Drawer id."),
-           palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
-    """Delete one drawer."""
+           palace: str | None = PalaceOpt,
+           purge: bool = op_option("memory.forget", "purge", "--purge",
+                                   help="Delete it for good now (also a drawer already in "
+                                        "the trash), instead of moving it to the trash."),
+           as_json: bool = JsonOpt) -> None:
+    """Move one drawer to the trash (`palace restore-drawer ID` brings it back)."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        c.forget(name, drawer_id)
-    emit({"id": drawer_id, "forgotten": True}, as_json,
-         lambda r: typer.echo(f"forgot drawer {drawer_id}"))
+        res = c.forget(name, drawer_id, purge=purge)
+    emit(res, as_json, lambda r: typer.echo(governance_render.forgotten(r, name)))
 
 
 @app.command()

@@ -19,12 +19,14 @@ The stdio loop, ``run`` and ``main`` live in ``stdio``; this module is the proto
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from palace_client import identity
 from palace_client.slug import root_palace, root_uri_path
 from palaced import __version__
 
@@ -224,6 +226,9 @@ class Bridge:
             name = "".join(ch for ch in client_info["name"] if ch.isprintable()).strip()
             if name:
                 self.toolbox.source = f"mcp:{name}"[:200]
+                # The agent's identity on every request, unless PALACE_AGENT names it.
+                if not os.environ.get(identity.ENV, "").strip():
+                    self.toolbox.agent = identity.mcp_agent(name, client_info.get("version"))
         capabilities = params.get("capabilities")
         self._client_roots = (self._use_roots and isinstance(capabilities, dict)
                               and isinstance(capabilities.get("roots"), dict))

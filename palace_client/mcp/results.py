@@ -55,4 +55,15 @@ _ERROR_HINTS = {
     "INVALID_CONTENT": "Fix the text, name or date and call the tool again.",
     "FACT_NOT_FOUND": "No fact has that id here; find fact ids with kg_query (history=true "
                       "for closed ones).",
+    "FORBIDDEN": "The palace's policy does not let you do this; do not retry. Tell the user, "
+                 "who can change it (`palace policy show` in a shell).",
 }
+
+
+def forgotten_text(result: dict[str, Any], drawer_id: int, palace: str, until: str) -> str:
+    """What the ``forget`` tool did, and how a human undoes it (``until``: when that ends)."""
+    if not result.get("trashed"):
+        return f"Deleted drawer #{drawer_id} in palace '{palace}' for good."
+    return (f"Moved drawer #{drawer_id} of palace '{palace}' to the trash; it is no longer "
+            f"recalled. Until {until} a human can bring it back with "
+            f"`palace restore-drawer {drawer_id} --palace {palace}`.")

@@ -30,7 +30,7 @@ from palaced.specs import SPECS
 from palaced.vocab import MULTI_VALUED
 
 from .memoir_tool import run_memoir
-from .results import render_error, text_result
+from .results import forgotten_text, render_error, text_result
 from .schema import ToolArgumentError, check_arguments
 from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
 from .upkeep_tool import consolidation_hint, run_upkeep
@@ -44,6 +44,8 @@ NUDGE_TEXT = (
 
 class DaemonClient(Protocol):
     """What the tools need from ``palace_client.Client`` (tests inject a fake)."""
+
+    agent: str
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
              *, timeout_ms: int | None = None) -> dict[str, Any]: ...
@@ -74,6 +76,7 @@ class Toolbox:
         self._palace = palace
         self.compact = compact
         self.source = "mcp"
+        self.agent: str | None = None  # who the requests come from (the bridge sets it)
         self._factory = client_factory
         self._client: DaemonClient | None = None
         self._palace_ready = False
@@ -144,6 +147,8 @@ class Toolbox:
     def _daemon(self) -> DaemonClient:
         if self._client is None:
             self._client = self._factory()
+        if self.agent is not None:
+            self._client.agent = self.agent
         return self._client
 
     def _op(self, op: str, palace: str | None, args: Mapping[str, Any] | None = None
@@ -282,8 +287,9 @@ class Toolbox:
         return head + sep + "\n".join(render_sections(sections, self.compact)).rstrip()
 
     def _forget(self, args: dict[str, Any]) -> str:
-        self._op("memory.forget", self.palace, args)
-        return f"Forgot drawer #{args['id']} in palace '{self.palace}'."
+        result = self._op("memory.forget", self.palace, args)
+        until = format_time(result.get("restorable_until_ms"))
+        return forgotten_text(result, int(args["id"]), self.palace, until)
 
     def _list_drawers(self, args: dict[str, Any]) -> str:
         result = self._op("memory.list", self.palace, args)

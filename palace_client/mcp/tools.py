@@ -124,7 +124,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="forget",
         op="memory.forget",
         description=(
-            "Delete a wrong or accidental drawer for good; to change one, upkeep update it."
+            "Move a wrong or accidental drawer to the trash (a human can restore it); to "
+            "change one, upkeep update it."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,

@@ -45,7 +45,7 @@ async def op_capture_transcript(ctx: OpContext, palace: str | None, args: dict[s
         palace=name, path=path, key=session_id or str(path), session_id=session_id,
         wing=check_label(args["wing"], "wing") or "sessions",
         project_wing=bool(args["project_wing"]), create=bool(args["create"]),
-        dry_run=bool(args["dry_run"]))
+        dry_run=bool(args["dry_run"]), actor=ctx.actor)
     if not job.create and not job.dry_run and not ctx.registry.exists(name):
         raise PalaceNotFound(f"no palace named {name!r}; create it with `palace create {name}` "
                              "or pass create", details={"palace": name})

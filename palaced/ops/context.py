@@ -17,6 +17,7 @@ from palaced.capture_queue import CaptureQueue
 from palaced.config import DaemonConfig
 from palaced.registry import Registry
 from palaced.services import Services
+from palaced.store.audit import UNKNOWN_AGENT, Actor
 
 
 class InFlight:
@@ -53,7 +54,8 @@ class InFlight:
 
 @dataclass
 class OpContext:
-    """The daemon as op handlers see it."""
+    """The daemon as op handlers see it, and who is asking: ``dispatch`` hands each request a
+    copy carrying its ``agent`` and ``op`` (the rest is shared)."""
 
     config: DaemonConfig
     services: Services
@@ -67,3 +69,10 @@ class OpContext:
     in_flight: InFlight = field(default_factory=InFlight)
     # Background transcript captures; the daemon wires it (its runner needs this context).
     captures: CaptureQueue | None = None
+    agent: str = UNKNOWN_AGENT  # the request's agent (protocol envelope), else UNKNOWN_AGENT
+    op: str = ""
+
+    @property
+    def actor(self) -> Actor:
+        """Who is changing a palace, as the audit log records it."""
+        return Actor(self.agent, self.op)

@@ -9,8 +9,8 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import edits, reads, recall, writes
-from palaced.errors import InvalidArgs, PalaceError
+from palaced import edits, reads, recall, trash, writes
+from palaced.errors import InvalidArgs, MemoryNotFound, PalaceError
 from palaced.ops.context import OpContext
 from palaced.ops.fields import (
     check_query,
@@ -21,6 +21,7 @@ from palaced.ops.fields import (
     need_palace,
 )
 from palaced.recall import RecallRequest
+from palaced.timeparse import iso
 
 
 async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -33,7 +34,7 @@ async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]
     # A correction (supersedes) is usually a near-duplicate of what it replaces: merging it
     # into the old drawer would lose it, so dedup defaults off then.
     dedup = args["dedup"] if args["dedup"] is not None else new.supersedes is None
-    return await writes.remember(p, new, dedup=bool(dedup))
+    return await writes.remember(p, new, dedup=bool(dedup), actor=ctx.actor)
 
 
 async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -45,7 +46,7 @@ async def op_remember_many(ctx: OpContext, palace: str | None, args: dict[str, A
     drawers = await anyio.to_thread.run_sync(lambda: drawers_from_items(
         limits.max_text_chars, limits.max_batch, args["items"], now))
     p = await ctx.registry.get(name)
-    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]))
+    return await writes.remember_many(p, drawers, dedup=bool(args["dedup"]), actor=ctx.actor)
 
 
 async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -105,19 +106,35 @@ async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
 
 async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return {"drawer": await reads.get(p, int(args["id"]), history=bool(args["history"]))}
+    did = int(args["id"])
+    try:
+        return {"drawer": await reads.get(p, did, history=bool(args["history"]))}
+    except MemoryNotFound as exc:
+        keep = ctx.config.retention.trash_keep_ms
+        entry = await trash.in_trash(p, did, keep_ms=keep)
+        if entry is None:
+            raise
+        until = entry["trashed_ms"] + keep
+        raise MemoryNotFound(
+            f"drawer {did} is in the trash of palace {p.name!r} (forgotten by "
+            f"{entry['trashed_by']} at {iso(entry['trashed_ms'])}, {entry['reason']}); "
+            f"`palace restore-drawer {did} --palace {p.name}` brings it back until "
+            f"{iso(until)}", details={**exc.details, "in_trash": True, "reason":
+                                      entry["reason"], "trashed_ms": entry["trashed_ms"],
+                                      "trashed_by": entry["trashed_by"],
+                                      "restorable_until_ms": until}) from None
 
 
 async def op_update(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
     edit = edit_from_args(ctx.config.limits.max_text_chars, args)
-    return await edits.update(p, int(args["id"]), edit)
+    return await edits.update(p, int(args["id"]), edit, actor=ctx.actor)
 
 
 async def op_forget(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    await writes.forget(p, int(args["id"]))
-    return {"id": args["id"], "forgotten": True}
+    return await trash.forget(p, int(args["id"]), ctx.actor, purge=bool(args["purge"]),
+                              keep_ms=ctx.config.retention.trash_keep_ms)
 
 
 async def op_list(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

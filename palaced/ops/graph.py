@@ -38,21 +38,23 @@ async def op_graph_assert(ctx: OpContext, palace: str | None, args: dict[str, An
     p = await _palace(ctx, palace)
     fact = await graph.kg_assert(p, args["subject"], args["predicate"], args["object"],
                              literal=bool(args["literal"]), multi=args["multi"],
-                             **_sources(args, _now()))
+                             actor=ctx.actor, **_sources(args, _now()))
     return {"fact": fact}
 
 
 async def op_graph_link(ctx: OpContext, palace: str | None, args: dict[str, Any]
                         ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    fact = await graph.kg_link(p, args["a"], args["relation"], args["b"], **_sources(args, _now()))
+    fact = await graph.kg_link(p, args["a"], args["relation"], args["b"], actor=ctx.actor,
+                               **_sources(args, _now()))
     return {"fact": fact}
 
 
 async def op_graph_invalidate(ctx: OpContext, palace: str | None, args: dict[str, Any]
                               ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    fact = await graph.kg_invalidate(p, int(args["id"]), at_ms=when(args, "at", _now()))
+    fact = await graph.kg_invalidate(p, int(args["id"]), at_ms=when(args, "at", _now()),
+                                     actor=ctx.actor)
     return {"fact": fact}
 
 

@@ -3,6 +3,11 @@
 Each takes an optional palace: doctor and backup cover every palace without one, restore
 defaults to the palace the backup was taken of. The work is in ``palaced.doctor``,
 ``palaced.backup`` and ``palaced.restore``.
+
+Policy (docs/concepts.md): doctor and backup need no permission (they change no memory);
+a restore needs ``admin`` of the palace it replaces. The op table checks the palace named in
+the request; a restore into the backed-up palace names it only in the manifest, so its
+handler checks that palace itself.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import backup, doctor, restore, team
+from palaced import backup, doctor, policy, restore, team
 from palaced.errors import PalaceError
+from palaced.layout import validate_name
 from palaced.ops.context import OpContext
 
 
@@ -47,9 +53,18 @@ async def op_backup(ctx: OpContext, palace: str | None, args: dict[str, Any]
 
 async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
+    path = str(args["path"])
     if palace is not None:
         team.refuse(ctx.registry, palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
             "back it up", "restore it").replace("export it with `palace export`",
                                                 "import an export with `palace import`"))
-    return await restore.restore(ctx.registry, str(args["path"]), palace,
-                                 force=bool(args["force"]))
+    if palace is None:
+        source = restore.check_source(path)
+        manifest = await anyio.to_thread.run_sync(restore.read_manifest, source)
+        try:
+            target = await ctx.registry.get(validate_name(manifest["palace"]))
+        except PalaceError:  # no such palace (a new one needs no permission), or damaged
+            target = None
+        if target is not None:
+            await policy.require(target, ctx.actor, "admin")
+    return await restore.restore(ctx.registry, path, palace, force=bool(args["force"]))

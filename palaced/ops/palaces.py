@@ -6,7 +6,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import reads, reembed, team
+from palaced import audit, reads, reembed, team
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -26,6 +26,8 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
     name = need_palace(palace)
     p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]),
                                            store=args.get("store") or None)
+    if created:
+        await audit.record(p, ctx.actor, "created")
     info = await reads.info(p)
     info["created"] = created
     return info
@@ -71,4 +73,6 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             "cannot reembed: the embedding model is unavailable: "
             f"{model.reason or 'no model is configured'}",
             details={"model": model.state, "reason": model.reason})
-    return await reembed.reembed_now(p, model.embedder)
+    done = await reembed.reembed_now(p, model.embedder)
+    await audit.record(p, ctx.actor, "reembedded", detail={"drawers": done["reembedded"]})
+    return done

@@ -1,24 +1,28 @@
 """The op table (each op's spec in ``palaced.specs`` bound to its handler) and dispatch.
 
 ``dispatch`` is the one way into a handler: it decodes the arguments against the op's spec
-(bad input is refused with INVALID_ARGS before anything runs), checks the palace name, and
-counts the request in flight, daemon-wide (shutdown waits for it) and on its open palace (the
-registry does not close a palace in use).
+(bad input is refused with INVALID_ARGS before anything runs), checks the palace name, hands
+the handler a context naming the caller (agent) and op, checks the palace's policy for the
+op's permission (FORBIDDEN before anything runs), and counts the request in flight,
+daemon-wide (shutdown waits for it) and on its open palace (the registry does not close a
+palace in use).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from palaced import policy
 from palaced.args import decode_args
-from palaced.errors import UnknownOp, quote
+from palaced.errors import PalaceError, PalaceNotFound, UnknownOp, quote
 from palaced.layout import validate_name
 from palaced.ops import (
     capture,
     daemon_ops,
     drawers,
+    governance,
     graph,
     maintenance,
     memoirs,
@@ -30,6 +34,7 @@ from palaced.ops import (
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.specs import SPECS, OpSpec
+from palaced.store.audit import UNKNOWN_AGENT
 
 Handler = Callable[[OpContext, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -109,6 +114,12 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
     ("memory.health", upkeep.op_health),
+    ("memory.restore", governance.op_restore),
+    ("memory.trash", governance.op_trash),
+    ("memory.empty_trash", governance.op_empty_trash),
+    ("palace.audit", governance.op_audit),
+    ("palace.policy", governance.op_policy),
+    ("palace.policy_set", governance.op_policy_set),
     ("palace.export", transfer.op_export),
     ("palace.import_records", transfer.op_import_records),
     ("source.list", transfer.op_source_list),
@@ -121,13 +132,15 @@ TABLE = OpTable(HANDLERS)
 
 
 async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: Any,
-                   table: OpTable = TABLE) -> dict[str, Any]:
-    """Run op ``op_name`` on ``palace`` with the raw request arguments; its result map.
+                   agent: str | None = None, table: OpTable = TABLE) -> dict[str, Any]:
+    """Run op ``op_name`` on ``palace`` for ``agent`` (already checked by the protocol; None:
+    ``UNKNOWN_AGENT``) with the raw request arguments; its result map.
 
     Raises:
         UnknownOp: no such op.
         InvalidArgs: the arguments do not match the op's spec, or it needs a palace and got
             none; InvalidPalaceName: a bad palace name.
+        Forbidden: the palace's policy does not grant the op's permission to ``agent``.
         PalaceError: whatever the handler raises.
     """
     op = table.get(op_name)
@@ -136,11 +149,29 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         palace = need_palace(palace)
     elif op.spec.palace == "optional" and palace is not None:
         palace = validate_name(palace)
+    ctx = replace(ctx, agent=agent or UNKNOWN_AGENT, op=op.name)
     ctx.in_flight.enter()
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
         opened.in_flight += 1
     try:
+        if op.spec.permission and palace is not None:
+            try:
+                target = await ctx.registry.get(palace)
+            except PalaceNotFound:
+                # No such palace: the request fails the same way either way (its first
+                # report says why, e.g. deleted under the daemon), except a restore or a
+                # capture, which may make a new palace (and need no permission then; the
+                # capture's handler says how to create one when it may not).
+                if op.name not in ("palace.restore", "capture.transcript"):
+                    raise
+                target = None
+            except PalaceError:
+                # Nothing to check: the palace cannot be opened, so it has no readable policy.
+                # The handler reports why (and a damaged palace can still be deleted).
+                target = None
+            if target is not None:
+                await policy.require(target, ctx.actor, op.spec.permission, args.get("id"))
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:

@@ -143,11 +143,11 @@ async def op_source_sync(ctx: OpContext, palace: str | None, args: dict[str, Any
     now = int(time.time() * 1000)
     items = await anyio.to_thread.run_sync(lambda: drawers_from_items(
         limits.max_text_chars, limits.max_batch, args["items"], now))
-    return await sources.sync(p, importer, key, args["hash"], items)
+    return await sources.sync(p, importer, key, args["hash"], items, ctx.actor)
 
 
 async def op_source_drop(ctx: OpContext, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
     importer, key = _source_key(args)
-    return await sources.drop(p, importer, key)
+    return await sources.drop(p, importer, key, ctx.actor)

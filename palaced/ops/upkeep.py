@@ -27,7 +27,8 @@ async def op_decay(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> 
 
 async def op_prune(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await upkeep.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]))
+    return await upkeep.prune(p, threshold=float(args["threshold"]), dry_run=bool(args["dry_run"]),
+                              actor=ctx.actor, keep_ms=ctx.config.retention.trash_keep_ms)
 
 
 async def op_consolidate(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -40,7 +41,7 @@ async def op_consolidate(ctx: OpContext, palace: str | None, args: dict[str, Any
     if ids is not None and any(i < 1 for i in ids):
         raise InvalidArgs("ids must be positive drawer ids", details={"arg": "ids"})
     return await upkeep.consolidate(p, room, summary, wing=check_label(args.get("wing"), "wing"),
-                               ids=ids or None)
+                                    ids=ids or None, actor=ctx.actor)
 
 
 async def op_health(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -72,12 +72,13 @@ def put_state(conn: apsw.Connection, state: CaptureState, now_ms: int) -> None:
     )
 
 
-def drop_open_drawer(conn: apsw.Connection, drawer_id: int, digest: str) -> list[int]:
+def drop_open_drawer(conn: apsw.Connection, drawer_id: int, digest: str) -> list[int] | None:
     """Delete the superseded open drawer if it still holds that content; its vector ids.
 
-    A drawer whose content changed meanwhile (it is no longer ours) is left alone.
+    A drawer whose content changed meanwhile (it is no longer ours), or that is gone, is left
+    alone: None.
     """
     rows = conn.execute("SELECT content_hash FROM drawers WHERE id = ?", (drawer_id,)).fetchall()
     if not rows or rows[0][0] != digest:
-        return []
+        return None
     return delete_drawers(conn, [drawer_id]) or []

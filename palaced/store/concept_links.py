@@ -3,7 +3,7 @@
 A link is ``from --relation--> to`` with a weight in 0..1 (default 1). The relation is one of
 ``vocab.TYPED_RELATIONS`` (snake_case, camelCase and the like accepted, see
 ``vocab.typed_relation``). The database refuses self-links, other relations and links
-between two memoirs (``schema`` v3); a link given twice is stored once (a new weight replaces
+between two memoirs (``schema`` v5); a link given twice is stored once (a new weight replaces
 the old). ``neighbourhood`` walks the links both ways, bounded in depth and nodes;
 ``concepts_for_recall`` picks the concepts recall's L2 shows, with their strongest links.
 

@@ -8,7 +8,7 @@ re-add returns it unchanged; another definition under the same name is CONCEPT_E
 changes anything bumps the revision and raises the confidence by REFINE_CONFIDENCE_STEP (capped
 at 1); one that changes nothing is a no-op, so resending it is safe.
 
-Memoirs live in ``memoirs``, links in ``concept_links``; the tables in ``schema`` (v3). Every
+Memoirs live in ``memoirs``, links in ``concept_links``; the tables in ``schema`` (v5). Every
 function takes an open ``apsw.Connection``; writers expect the caller's transaction.
 """
 

@@ -34,7 +34,7 @@ SUMMARY_KIND = "summary"  # the kind of a consolidation's summary drawer (else "
 DRAWER_COLUMNS = (
     "id, text, wing, room, tags, importance, source, created_ms, updated_ms, accessed_ms, "
     "access_count, occurred_ms, content_hash, embedded, weight, expires_ms, superseded_by, "
-    "consolidated_into, kind"
+    "consolidated_into, kind, created_by, updated_by"
 )
 _COLS = [c.strip() for c in DRAWER_COLUMNS.split(",")]
 
@@ -95,18 +95,20 @@ def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
 
 
 def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
-                  chunks: int | None = None) -> tuple[int, bool]:
+                  agent: str | None = None, *, chunks: int | None = None
+                  ) -> tuple[int, bool]:
     """Insert a drawer with its FTS row and closets; idempotent by content hash.
 
-    ``chunks`` is how many pieces its text is embedded as, when known. Returns
-    ``(id, created)``; ``created`` is False when the same content already existed (its
-    ``updated_ms`` is refreshed).
+    ``agent`` is who stores it; ``chunks`` is how many pieces its text is embedded as, when
+    known. Returns ``(id, created)``; ``created`` is False when the same content already
+    existed (its ``updated_ms`` and ``updated_by`` are refreshed).
     """
     digest = new.content_hash
     lock_room(conn, new.wing, new.room)
     existing = find_by_hash(conn, digest)
     if existing is not None:
-        conn.execute("UPDATE drawers SET updated_ms = ? WHERE id = ?", (now_ms, existing))
+        conn.execute("UPDATE drawers SET updated_ms = ?, updated_by = coalesce(?, updated_by) "
+                     "WHERE id = ?", (now_ms, agent, existing))
         return existing, False
     occurred = new.occurred_ms if new.occurred_ms is not None else now_ms
     # On PostgreSQL another daemon may insert the same content between the lookup and the
@@ -115,8 +117,9 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     conflict = " ON CONFLICT (content_hash) DO NOTHING" if is_pg(conn) else ""
     rows = conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
-            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks) "
-            f"VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?){conflict} RETURNING id",
+            "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks, "
+            "created_by, updated_by) "
+            f"VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?){conflict} RETURNING id",
             (
                 new.text,
                 new.wing,
@@ -132,6 +135,8 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
                 new.ttl_ms,
                 new.kind,
                 chunks,
+                agent,
+                agent,
             ),
         ).fetchall()
     if not rows:
@@ -200,7 +205,8 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
     return vids if found else None
 
 
-def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int) -> None:
+def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
+              agent: str | None = None) -> None:
     """Mark ``old_id`` superseded by ``new_id`` (kept, hidden from recall by default).
 
     Raises:
@@ -218,8 +224,9 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int) -> N
     if rows[0][0] is not None:
         raise InvalidContent(f"drawer {old_id} is already superseded by drawer {rows[0][0]}",
                              details={"id": old_id, "superseded_by": rows[0][0]})
-    conn.execute("UPDATE drawers SET superseded_by = ?, updated_ms = ? WHERE id = ?",
-                 (new_id, now_ms, old_id))
+    conn.execute("UPDATE drawers SET superseded_by = ?, updated_ms = ?, "
+                 "updated_by = coalesce(?, updated_by) WHERE id = ?",
+                 (new_id, now_ms, agent, old_id))
     for nid in room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS):
         refresh_context(conn, nid)
 
@@ -246,11 +253,12 @@ def store_touches(conn: apsw.Connection,
 
 
 def refresh_duplicate(conn: apsw.Connection, drawer_id: int, importance: float,
-                      now_ms: int) -> None:
-    """A near-duplicate of ``drawer_id`` was remembered: refresh it instead of adding one
-    (its ``updated_ms``, and its importance raised to the new one's when higher)."""
-    conn.execute("UPDATE drawers SET updated_ms = ?, importance = max(importance, ?)"
-                 " WHERE id = ?", (now_ms, importance, drawer_id))
+                      now_ms: int, agent: str | None = None) -> None:
+    """A near-duplicate of ``drawer_id`` was remembered (by ``agent``): refresh it instead of
+    adding one (its ``updated_ms``, and its importance raised to the new one's when higher)."""
+    conn.execute("UPDATE drawers SET updated_ms = ?, importance = max(importance, ?), "
+                 "updated_by = coalesce(?, updated_by) WHERE id = ?",
+                 (now_ms, importance, agent, drawer_id))
 
 
 # -- reads ----------------------------------------------------------------------------------

@@ -52,8 +52,10 @@ EDITABLE = ("text", "wing", "room", "tags", "importance")
 
 
 def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
-                weight: float | None) -> tuple[list[str], list[int]] | None:
-    """Apply ``edit`` to drawer ``drawer_id``, keeping the replaced version as history.
+                weight: float | None, agent: str | None = None
+                ) -> tuple[list[str], list[int]] | None:
+    """Apply ``edit`` to drawer ``drawer_id`` for ``agent`` (its ``updated_by``), keeping the
+    replaced version as history.
 
     ``weight`` is the drawer's decayed weight for its new importance (None: unchanged).
     Returns ``(changed field names, vector ids dropped)``, both empty when the edit changes
@@ -86,10 +88,11 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
     conn.execute(
         "UPDATE drawers SET text = ?, wing = ?, room = ?, tags = ?, importance = ?, "
         "weight = coalesce(?, weight), content_hash = ?, updated_ms = ?, "
+        "updated_by = coalesce(?, updated_by), "
         "embedded = CASE WHEN ? THEN 0 ELSE embedded END, "
         "chunks = CASE WHEN ? THEN ? ELSE chunks END WHERE id = ?",
         (new["text"], new["wing"], new["room"], json.dumps(new["tags"]), new["importance"],
-         weight, digest, now_ms, text_changed, text_changed, edit.chunks, drawer_id))
+         weight, digest, now_ms, agent, text_changed, text_changed, edit.chunks, drawer_id))
     dropped: list[int] = []
     if text_changed:
         conn.execute("UPDATE drawers_fts SET text = ? WHERE rowid = ?", (new["text"], drawer_id))

@@ -40,7 +40,8 @@ _PREDICATE = re.compile(r"\w+")
 _FACT_SELECT = (
     "SELECT f.id, s.name, f.predicate, o.name, f.object_value, f.valid_from_ms, "
     "f.valid_to_ms, f.confidence, f.source_drawer, f.source_url, f.source_agent, "
-    "f.created_ms, f.invalidated_ms, f.subject_id, f.object_id "
+    "f.created_ms, f.invalidated_ms, f.subject_id, f.object_id, f.created_by, "
+    "f.invalidated_by "
     "FROM facts f JOIN entities s ON s.id = f.subject_id "
     "LEFT JOIN entities o ON o.id = f.object_id "
 )
@@ -92,6 +93,8 @@ def _fact_dict(row: Sequence[Any]) -> dict[str, Any]:
         "source": {"drawer": row[8], "url": row[9], "agent": row[10]},
         "created_ms": row[11],
         "invalidated_ms": row[12],
+        "created_by": row[15],
+        "invalidated_by": row[16],
     }
 
 
@@ -121,8 +124,10 @@ def assert_fact(
     source_agent: str | None = None,
     object_is_entity: bool = True,
     multi: bool | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
-    """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default ``now_ms``).
+    """Record that ``subject predicate obj`` holds from ``valid_from_ms`` (default ``now_ms``),
+    asserted by ``agent``.
 
     Entities are created on demand. The predicate is normalised (``normalize_predicate``).
     ``multi`` chooses whether the predicate keeps several objects at once; None uses the
@@ -153,7 +158,7 @@ def assert_fact(
             f"a fact cannot link {quote(subject)} to itself", details={"subject": subject}
         )
     url = None if source_url is None else _clean_text(source_url, "source_url", MAX_VALUE_CHARS)
-    agent = (
+    source = (
         None if source_agent is None else _clean_text(source_agent, "source_agent", MAX_NAME_CHARS)
     )
     value = None if object_is_entity else _clean_text(obj, "a fact value", MAX_VALUE_CHARS)
@@ -204,8 +209,8 @@ def assert_fact(
     fact_id = _query(
         conn,
         "INSERT INTO facts(subject_id, predicate, object_id, object_value, valid_from_ms, "
-        "valid_to_ms, confidence, source_drawer, source_url, source_agent, created_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        "valid_to_ms, confidence, source_drawer, source_url, source_agent, created_ms, "
+        "created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             subject_id,
             pred,
@@ -216,8 +221,9 @@ def assert_fact(
             float(confidence),
             source_drawer,
             url,
-            agent,
+            source,
             now_ms,
+            agent,
         ),
     )[0][0]
     return get_fact(conn, int(fact_id))
@@ -236,6 +242,7 @@ def link(
     source_url: str | None = None,
     source_agent: str | None = None,
     multi: bool | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """Relate two concepts: ``assert_fact`` with an entity object.
 
@@ -260,11 +267,13 @@ def link(
         source_agent=source_agent,
         object_is_entity=True,
         multi=multi,
+        agent=agent,
     )
 
 
-def invalidate_fact(conn: apsw.Connection, fact_id: int, *, at_ms: int) -> dict[str, Any]:
-    """End an active fact at ``at_ms`` and record when it was invalidated.
+def invalidate_fact(conn: apsw.Connection, fact_id: int, *, at_ms: int,
+                    agent: str | None = None) -> dict[str, Any]:
+    """End an active fact at ``at_ms`` and record when it was invalidated, and by ``agent``.
 
     A fact that is already closed is returned unchanged. When ``at_ms`` precedes the fact's
     ``valid_from_ms`` the fact is retracted outright (``valid_to_ms = valid_from_ms``, an
@@ -279,9 +288,9 @@ def invalidate_fact(conn: apsw.Connection, fact_id: int, *, at_ms: int) -> dict[
     if fact["active"]:
         _query(
             conn,
-            "UPDATE facts SET valid_to_ms = max(valid_from_ms, :at), invalidated_ms = :at "
-            "WHERE id = :id",
-            {"at": at, "id": fact_id},
+            "UPDATE facts SET valid_to_ms = max(valid_from_ms, :at), invalidated_ms = :at, "
+            "invalidated_by = :agent WHERE id = :id",
+            {"at": at, "id": fact_id, "agent": agent},
         )
         fact = get_fact(conn, fact_id)
     return fact

@@ -3,7 +3,7 @@
 A memoir has a name (unique per palace, case- and spacing-insensitively), a description and a
 consolidation threshold (a concept citing that many source drawers is flagged
 ``consolidate``). Its concepts live in ``concepts``, the typed links between them in
-``concept_links``; the tables in ``schema`` (v3). Deleting a memoir deletes its concepts, their
+``concept_links``; the tables in ``schema`` (v5). Deleting a memoir deletes its concepts, their
 labels, sources and links by ``ON DELETE CASCADE``, in the caller's transaction.
 
 Every function takes an open ``apsw.Connection``. Writers expect the caller to have opened the

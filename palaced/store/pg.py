@@ -37,8 +37,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from palaced.config import TeamSettings
 from palaced.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
+from palaced.team_settings import TeamSettings
 
 from . import Store
 
@@ -96,9 +96,18 @@ _IS_NOT_VALUE = re.compile(r"\bIS\s+NOT\s+(?=\?|:\w|\()")
 _IS_VALUE = re.compile(r"\bIS\s+(?=\?|:\w|\()")
 
 
+# ``PRAGMA table_info(t)``: rows whose second column is a column name, in table order.
+_TABLE_INFO = re.compile(r"^\s*PRAGMA table_info\((\w+)\)\s*$", re.IGNORECASE)
+
+
 @functools.lru_cache(maxsize=2048)
 def translate(sql: str) -> str:
     """SQLite statement text -> PostgreSQL statement text (see the module docstring)."""
+    info = _TABLE_INFO.match(sql)
+    if info:
+        return ("SELECT ordinal_position, column_name FROM information_schema.columns "
+                f"WHERE table_schema = current_schema() AND table_name = '{info.group(1)}' "
+                "ORDER BY ordinal_position")
     out = _MAX2.sub(r"GREATEST(\1, \2)", sql)
     out = _MIN2.sub(r"LEAST(\1, \2)", out)
     out = _JSON_IDS.sub(
@@ -143,6 +152,26 @@ class _NoRows:
 _NO_ROWS = _NoRows()
 
 
+class _Cursor:
+    """A psycopg cursor with the part of apsw's cursor the store functions use."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur)
+
+    def getdescription(self) -> list[tuple[str, Any]]:
+        """``(column name, type)`` per column, as apsw's."""
+        return [(c.name, c.type_code) for c in self._cur.description or ()]
+
+
 class PgConn:
     """A psycopg connection inside one transaction, with the part of apsw's interface the
     store functions use."""
@@ -159,7 +188,7 @@ class PgConn:
         self.changes = changes
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
-                ) -> psycopg.Cursor[Any] | _NoRows:
+                ) -> _Cursor | _NoRows:
         """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
         the exception the store functions' callers already handle (a refused record)."""
         # Always parameters (none: an empty tuple), so psycopg always reads "%%" as "%".
@@ -168,7 +197,7 @@ class PgConn:
             cur = self.raw.execute(translate(sql), args)
         except psycopg.IntegrityError as exc:
             raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
-        return cur if cur.description is not None else _NO_ROWS
+        return _Cursor(cur) if cur.description is not None else _NO_ROWS
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         batch = [tuple(r) for r in rows]

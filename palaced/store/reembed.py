@@ -68,7 +68,7 @@ def store_next(conn: apsw.Connection, identity: str, drawer_id: int,
 def progress(conn: apsw.Connection) -> tuple[str | None, int, int]:
     """``(target, drawers done, drawers)`` of the re-embedding (target None: none runs).
 
-    Works on a read-only connection to a database not yet migrated to v3 (no target then).
+    Works on a read-only connection to a database not yet migrated to v4 (no target then).
     """
     total = int(conn.execute("SELECT count(*) FROM drawers").fetchall()[0][0])
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vectors_next'").fetchall():

@@ -16,7 +16,9 @@ from their length where needed). v8: editing and upkeep:
 ``drawer_history`` (the earlier versions of a drawer edited in place by ``memory.update``),
 ``drawers_trigram`` (a trigram full-text index over the drawers' text, kept by triggers, for
 substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
-drawer was given, so that a recall can restart it).
+drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
+drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
+palace's ``policy``.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -32,8 +34,11 @@ import apsw
 
 from palaced.errors import SchemaTooNew, StorageError
 
+from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
+from .policy import DDL as POLICY_DDL
+from .trash import DDL as TRASH_DDL
 
 V1: Sequence[str] = (
     """CREATE TABLE meta(
@@ -321,6 +326,17 @@ UPKEEP_DDL: list[str] = [
 ]
 
 
+# v9, agents, trash, audit and policy (each table defined beside its queries).
+GOVERNANCE_DDL: list[str] = [
+    # The agent (protocol envelope) that stored the drawer, and the last one that changed it.
+    "ALTER TABLE drawers ADD COLUMN created_by TEXT",
+    "ALTER TABLE drawers ADD COLUMN updated_by TEXT",
+    "ALTER TABLE facts ADD COLUMN created_by TEXT",
+    "ALTER TABLE facts ADD COLUMN invalidated_by TEXT",
+    *TRASH_DDL, *AUDIT_DDL, *POLICY_DDL,
+]
+
+
 def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     def step(conn: apsw.Connection) -> None:
         for stmt in statements:
@@ -336,7 +352,7 @@ CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
-    _sql_step(UPKEEP_DDL)]
+    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -50,6 +50,13 @@ def expired_ids(conn: apsw.Connection, now_ms: int, limit: int) -> list[int]:
         "ORDER BY id LIMIT ?", (now_ms, limit))]
 
 
+def next_expiry(conn: apsw.Connection) -> int | None:
+    """The earliest ``expires_ms`` of any drawer (None: no drawer expires)."""
+    row = conn.execute("SELECT min(expires_ms) FROM drawers WHERE expires_ms IS NOT NULL"
+                       ).fetchall()[0][0]
+    return None if row is None else int(row)
+
+
 # -- consolidation ------------------------------------------------------------------------------
 def drawer_wings(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
     """``{id: wing}`` of those of ``ids`` that exist."""
