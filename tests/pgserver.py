@@ -176,9 +176,13 @@ class PgServer:
             os.chown(self.root, *self.ids)
         os.chmod(self.root, 0o755)  # clients of other uids (test_access-like) reach the socket
         t0 = time.perf_counter()
-        self._run("initdb", "-D", str(self.data), "-U", ROLE, "-A", "trust", "-E", "UTF8",
-                  "--locale=C", "--no-sync", "--no-instructions")
-        self.start()
+        try:
+            self._run("initdb", "-D", str(self.data), "-U", ROLE, "-A", "trust", "-E", "UTF8",
+                      "--locale=C", "--no-sync", "--no-instructions")
+            self.start()
+        except BaseException:
+            self.close()  # a failed start leaves no directory or process behind
+            raise
         self.start_seconds = time.perf_counter() - t0
 
     # -- processes ------------------------------------------------------------------------
