@@ -178,3 +178,36 @@ def test_glob_regex_matches_what_sqlite_glob_matches(pg_url: str) -> None:
             got = [n for n in NAMES
                    if pg.execute("SELECT %s ~ %s", (n, glob_regex(glob))).fetchone()[0]]
             assert got == want, (glob, glob_regex(glob))
+
+
+def _trim_case(c: Any) -> tuple[int, int, int, int]:
+    """Ten entries at 1000..1009 ms; trim by age, then by count; ``(dropped by age, dropped
+    by count, left, left by agent glob)``."""
+    from palaced.store import audit
+
+    for i in range(10):
+        audit.append(c, audit.Actor("ab" if i % 2 else "cd", "memory.remember"), "created",
+                     1000 + i, drawer_ids=[i])
+    by_age = audit.trim(c, before_ms=1003, keep=100)
+    by_count = audit.trim(c, before_ms=0, keep=4)
+    return (by_age, by_count, audit.entries(c, limit=100)[1],
+            audit.entries(c, agent="[a]*", limit=100)[1])
+
+
+def test_audit_trim_counts_the_same_on_both_engines(pg_url: str, tmp_path: Path) -> None:
+    """The retention upkeep's trim (RETURNING counts, apsw's changes() being SQLite's own) and
+    an agent-glob filter, on SQLite and on PostgreSQL."""
+    from palaced.store import Store
+
+    from .pgstore_support import pg_conn
+
+    lite = Store(tmp_path / "palace.db", palace="unit")
+    try:
+        assert lite.write(_trim_case) == (3, 3, 4, 2)
+    finally:
+        lite.close()
+    connections = pg_conn(pg_url)
+    conn = next(connections)
+    with conn:
+        assert _trim_case(conn) == (3, 3, 4, 2)
+    connections.close()
