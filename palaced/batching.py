@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import numpy as np
 
@@ -80,9 +81,13 @@ class EmbedBatcher:
         Raises:
             Exception: whatever ``fn`` raised for the run that held these texts (every caller
                 in that run gets it).
-            anyio.get_cancelled_exc_class(): the caller was cancelled while queued (its texts
-                are then not embedded) or while its run was under way (after the run).
+            anyio.get_cancelled_exc_class(): the caller was cancelled before it asked or while
+                queued (its texts are then not embedded), or while its run was under way
+                (after the run).
         """
+        # A lone caller never waits below, and its run is shielded: without this checkpoint a
+        # caller embedding slice after slice would never see its deadline pass.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         req = _Request(key, fn, texts, units)
         self._queue.append(req)
         if self._busy:

@@ -332,3 +332,18 @@ def test_concurrent_remembers_through_the_daemon_share_runs(daemon: DaemonProc) 
     slices = after["passage_slices"] - before["passage_slices"]
     assert slices == len(texts)
     assert after["passage_runs"] - before["passage_runs"] < slices
+
+
+async def test_a_lone_caller_past_its_deadline_stops_between_runs() -> None:
+    # A caller embedding slice after slice on an idle batcher never queues, and each run is
+    # shielded: the deadline must still stop it before its next slice, not after the last.
+    model, batcher = GatedModel(hold=False), EmbedBatcher(max_texts=32)
+    done: list[int] = []
+    with anyio.CancelScope() as scope:
+        for i in range(5):
+            await batcher.embed("m", model, [f"slice {i}"])
+            done.append(i)
+            if i == 1:
+                scope.cancel()  # the deadline passes during the second slice
+    assert scope.cancelled_caught and done == [0, 1] and len(model.calls) == 2
+    assert not batcher._busy and not batcher._queue
