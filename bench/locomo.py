@@ -295,8 +295,10 @@ def _wait_embedded(client: Any, name: str, timeout_s: float) -> int:
 
 
 def run(data_path: Path, *, top_k: int, conversations: int | None,
-        wait_embed_s: float, requested_mode: str) -> dict[str, Any]:
-    """Ingest, query and score every conversation; return the report dict.
+        wait_embed_s: float, requested_mode: str, store: str | None = None
+        ) -> dict[str, Any]:
+    """Ingest, query and score every conversation; return the report dict. With ``store``
+    (a PostgreSQL URL or named store), the palaces are team palaces there.
 
     Raises:
         palaced.errors.PalaceError: the daemon refused or failed a request.
@@ -324,7 +326,7 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
             name = palace_name(str(sample["sample_id"]))
             if any(p.get("name") == name for p in client.list_palaces()):
                 client.delete_palace(name)
-            client.create_palace(name)
+            client.create_palace(name, store=store)
             drawers = build_drawers(sample["conversation"])
             questions = build_questions(sample)
             start = time.perf_counter()
@@ -353,6 +355,7 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
         "benchmark": "locomo",
         "data": str(data_path),
         "requested_mode": requested_mode,
+        "store": "team (PostgreSQL)" if store is not None else "local (SQLite)",
         "mode": dict(modes),
         "server": server,
         "model": model,
@@ -422,6 +425,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"drawers per recall (default {DEFAULT_TOP_K})")
     parser.add_argument("--conversations", type=int, default=None,
                         help="only the first N conversations")
+    parser.add_argument("--store", default=None, metavar="URL",
+                        help="make the palaces team palaces in this PostgreSQL database "
+                             "(a URL or a named store of config.toml)")
     parser.add_argument("--wait-embed-s", type=float, default=600.0,
                         help="how long to wait for background embedding after ingest")
     args = parser.parse_args(argv)
@@ -436,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["PALACE_EMBED_MODEL_PATH"] = str(DEFAULT_MODEL_DIR)
     requested = "keyword-only" if args.keyword_only else "default"
     report = run(args.data, top_k=args.top_k, conversations=args.conversations,
-                 wait_embed_s=args.wait_embed_s, requested_mode=requested)
+                 wait_embed_s=args.wait_embed_s, requested_mode=requested, store=args.store)
     print(format_report(report))
     if args.keyword_only and set(report["mode"]) - {"keyword"}:
         print("warning: --keyword-only was requested but a running daemon answered in mode "

@@ -109,6 +109,13 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "promoted drawer still decays, slowly).",
     ("upkeep", "recall_extends_ttl"): "A recall that returns a drawer with a `ttl` (or "
         "`expires_at`) pushes its expiry to the recall's time plus that lifetime.",
+    ("team", "statement_timeout_s"): "Team palaces (PostgreSQL, [teams.md](teams.md)): every "
+        "statement's `statement_timeout`; one that runs longer fails with the retryable "
+        "`STORE_UNAVAILABLE`. Named connections are `[stores.NAME]` tables holding one `url` "
+        "(a libpq URL without a password), used as `palace create P --store NAME`.",
+    ("team", "connect_timeout_s"): "Team palaces: how long opening a connection may take; a "
+        "server that cannot be reached within it fails the request with `STORE_UNAVAILABLE` "
+        "(the daemon reconnects by itself once it is back).",
 }
 
 # Environment variables: name -> (who reads it, meaning). The names are found in the code.

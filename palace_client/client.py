@@ -162,13 +162,19 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
         self.close()
 
     # -- palaces ----------------------------------------------------------------------------
-    def create_palace(self, name: str, *, exist_ok: bool = False) -> dict[str, Any]:
-        """Create a palace; returns its info."""
-        return self.call("palace.create", name, {"exist_ok": exist_ok})
+    def create_palace(self, name: str, *, exist_ok: bool = False, store: str | None = None
+                      ) -> dict[str, Any]:
+        """Create a palace; returns its info. With ``store`` (a PostgreSQL URL without a
+        password, or a ``[stores.NAME]`` name) a team palace, or attach to an existing one."""
+        args: dict[str, Any] = {"exist_ok": exist_ok}
+        if store is not None:
+            args["store"] = store
+        return self.call("palace.create", name, args)
 
-    def delete_palace(self, name: str) -> None:
-        """Delete a palace and all its drawers."""
-        self.call("palace.delete", name)
+    def delete_palace(self, name: str, *, purge: bool = False) -> dict[str, Any]:
+        """Delete a palace and all its drawers (a team palace: detach it, unless ``purge``
+        drops its schema too)."""
+        return self.call("palace.delete", name, {"purge": True} if purge else {})
 
     def list_palaces(self) -> list[dict[str, Any]]:
         """Return one dict per palace (name, path, open)."""

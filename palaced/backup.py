@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import __version__
+from palaced import __version__, team
 from palaced.config import DaemonConfig
 from palaced.errors import InvalidArgs, PalaceNotFound, StorageError, UnsafePath
 from palaced.layout import sync_dir, validate_name
@@ -72,6 +72,10 @@ def restore_hint(root: Path, name: str) -> str | None:
     """The command that restores palace ``name`` from its newest backup, if there is one."""
     found = backups_of(root, name)
     return f"palace restore {found[0]} --palace {name} --force" if found else None
+
+
+TEAM_BACKUP_HINT = ("back it up with PostgreSQL's tools (pg_dump --schema=palace_<name>, or "
+                    "the server's own backups), or export it with `palace export`")
 
 
 def resolve_root(config: DaemonConfig, to: str | None) -> Path:
@@ -174,6 +178,7 @@ async def backup(registry: Registry, config: DaemonConfig, name: str, *,
     validate_name(name)
     if not registry.exists(name):
         raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
+    team.refuse(registry, name, "palace backup", TEAM_BACKUP_HINT)
     damage = registry.damage(name)
     if damage is not None:
         raise damage

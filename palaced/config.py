@@ -58,6 +58,7 @@ from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
 from palaced.protocol import DEFAULT_MAX_FRAME
+from palaced.team_settings import STORES_SECTION, TeamSettings, check_stores, team_settings
 from palaced.toml_lines import key_lines, line_of
 from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
@@ -168,6 +169,7 @@ class Key:
 
 DEFAULT_BACKUP_KEEP = 7
 
+
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
@@ -188,6 +190,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
        for section in ("trash", "audit")},
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
+    "team": {f.name: Key("number", f.default, dict(f.metadata))
+             for f in fields(TeamSettings) if f.name != "stores"},
 }
 
 
@@ -211,6 +215,7 @@ class DaemonConfig:
     retention: Retention = field(default_factory=Retention)
     upkeep: Upkeep = field(default_factory=Upkeep)
     backup: BackupSettings = field(default_factory=BackupSettings)
+    team: TeamSettings = field(default_factory=TeamSettings)
 
     @property
     def backup_dir(self) -> Path:
@@ -265,6 +270,9 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
 
     owners = {key: section for section, keys in SCHEMA.items() for key in keys}
     for section, table in data.items():
+        if section == STORES_SECTION and isinstance(table, dict):
+            check_stores(table, problem, _what)
+            continue
         if section not in SCHEMA:
             known = ", ".join(f"[{s}]" for s in SCHEMA)
             if isinstance(table, dict):
@@ -369,6 +377,7 @@ def load(paths: Paths | None = None) -> DaemonConfig:
         retention=_retention(data),
         upkeep=Upkeep(**_typed(data, "upkeep")),
         backup=_backup(data.get("backup", {}), paths.config_file),
+        team=team_settings(data),
     )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import __version__
+from palaced import __version__, team
 from palaced.backup import restore_hint
 from palaced.checks import (
     FAIL,
@@ -72,7 +72,12 @@ async def doctor(registry: Registry, config: DaemonConfig, services: Services,
     """
     if name is not None and not registry.exists(validate_name(name)):
         raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
-    names = [name] if name is not None else registry.names()
+    if name is not None:
+        team.refuse(registry, name, "palace doctor", "its server checks itself (PostgreSQL's "
+                             "amcheck, pg_dump); `palace info` shows its counts")
+    # Team palaces have no files to check: their server does that.
+    names = [name] if name is not None else [n for n in registry.names()
+                                             if not registry.is_team(n)]
     checks, facts = await _check_all(registry, config, services, names, full)
     first = {(c.palace, c.name): c for c in checks}
     repairs: list[str] = []

@@ -125,7 +125,7 @@ class PalaceLocked(RegistryError):
 
 
 class EmbedderMismatch(RegistryError):
-    """Reserved: a palace of another model (palaces now switch in the background instead)."""
+    """A team palace holds another model's vectors: writes refused, recall keyword-only."""
 
     code = 203
     name = "EMBEDDER_MISMATCH"
@@ -164,6 +164,13 @@ class BackupInvalid(RegistryError):
 
     code = 207
     name = "BACKUP_INVALID"
+
+
+class TeamUnsupported(RegistryError):
+    """An op on a local palace's files asked of a team palace (PostgreSQL's tools do it)."""
+
+    code = 209
+    name = "TEAM_UNSUPPORTED"
 
 
 # 3xx content
@@ -265,6 +272,13 @@ class ShuttingDown(LoadError):
 
     code = 402
     name = "SHUTTING_DOWN"
+
+
+class StoreUnavailable(LoadError):
+    """A team palace's PostgreSQL server is unreachable or too slow; retry (it reconnects)."""
+
+    code = 403
+    name = "STORE_UNAVAILABLE"
 
 
 # 5xx internal

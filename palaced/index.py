@@ -196,3 +196,39 @@ def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int,
         if sim > best.get(did, -2.0):
             best[did] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
+
+
+class PgVectors(VectorIndex):
+    """What stands for the vector index of a team palace: its vectors live in PostgreSQL
+    (pgvector, HNSW) and are written in the write transaction (``store.vectors``), so there
+    is nothing to add, remove, save or rebuild here; searches run in SQL
+    (``store.pg_search.vector_search``, through ``palaced.search``)."""
+
+    def __init__(self, dims: int) -> None:  # no usearch graph: not VectorIndex.__init__
+        self.dims = dims
+        self.dead = 0
+        self.watermark = 0
+        self.unsaved = 0
+        self.dirty = False
+
+    def __len__(self) -> int:
+        return 0
+
+    @property
+    def size(self) -> int:
+        return 0
+
+    def add(self, vector_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Nothing: the vectors were written with their drawers."""
+
+    def add_rows(self, rows: Iterable[tuple[int, bytes]]) -> int:
+        return 0
+
+    def remove(self, vector_ids: Sequence[int]) -> None:
+        """Nothing: the vectors were deleted with their drawers."""
+
+    def holds(self, vector_ids: Sequence[int]) -> bool:
+        return True
+
+    def search(self, query: np.ndarray, k: int, owners: Owners) -> list[tuple[int, float]]:
+        raise TypeError("a team palace's vectors are searched in SQL (store.pg_search)")

@@ -374,6 +374,9 @@ class Palace:
         """``write`` of one transaction: ``fn(conn)`` on the writer connection."""
         return await self.write(partial(self.store.write, fn))
 
+    async def refresh(self) -> None:
+        """Catch up with writes made elsewhere (``team.TeamPalace``): none for a local one."""
+
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:
         """Count recalled ids; flushed to SQLite by the checkpointer, off the hot path."""

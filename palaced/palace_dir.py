@@ -19,6 +19,13 @@ DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
 IDENTITY_NAME = "identity.txt"
 LOCK_NAME = ".lock"
+# A team palace's directory holds this instead of DB_NAME: where its PostgreSQL schema is.
+STORE_NAME = "store.toml"
+
+
+def is_team(directory: Path) -> bool:
+    """Whether ``directory`` is a team palace's (it holds ``store.toml``)."""
+    return (directory / STORE_NAME).is_file()
 
 
 def db_identity(directory: Path) -> tuple[int, int] | None:
@@ -51,6 +58,8 @@ def has_database(name: str, directory: Path) -> bool:
             never be mistaken for a new one. Nothing is changed.
     """
     db = directory / DB_NAME
+    if is_team(directory):
+        return True
     with storage_errors(db, name):
         try:
             st: os.stat_result | None = db.stat()

@@ -9,7 +9,9 @@ a refused request changes nothing but the audit entry that records the refusal.
 Agents name themselves (protocol envelope), so a policy keeps cooperating agents in their
 lanes; it is no defence against a process of the same user that lies about its name.
 
-Policies are cached per open palace: only this module changes them, under the write lock.
+Policies are cached per open local palace: only this module changes them, under the write
+lock. A team palace's policy can be changed by another daemon, so it is read per request (one
+small table).
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ _CACHE: weakref.WeakKeyDictionary[Palace, Policy] = weakref.WeakKeyDictionary()
 
 
 async def current(palace: Palace) -> Policy:
-    """The palace's policy (read once per open palace).
+    """The palace's policy (read once per open local palace, per call on a team palace).
 
     Raises:
-        StorageError: SQLite failed.
+        StorageError: SQLite failed. StoreUnavailable: a team palace's server is unreachable.
     """
-    cached = _CACHE.get(palace)
+    cached = None if palace.store.shared else _CACHE.get(palace)
     if cached is None:
         rules = await palace.read(read_policy)
-        cached = _CACHE[palace] = Policy({p: tuple(g) for p, g in rules.items()})
+        cached = Policy({p: tuple(g) for p, g in rules.items()})
+        if not palace.store.shared:
+            _CACHE[palace] = cached
     return cached
 
 
@@ -122,8 +126,9 @@ async def set_policy(palace: Palace, actor: audit_sql.Actor,
     checked = {p: check_globs(p, g) for p, g in changes.items()}
 
     def tx(c: apsw.Connection) -> Policy:
-        # Read under the write lock: two changes at once must not undo each other.
-        before = {p: tuple(g) for p, g in read_policy(c).items()}
+        # Read under the write lock (and, for a team palace, the database's lock of its
+        # policy): two changes at once must not undo each other.
+        before = {p: tuple(g) for p, g in read_policy(c, to_change=True).items()}
         after = Policy({**before, **checked})
         if not after.allows(actor.agent, "admin"):
             raise InvalidArgs(
@@ -136,7 +141,8 @@ async def set_policy(palace: Palace, actor: audit_sql.Actor,
         return after
 
     after = await palace.transact(tx)
-    _CACHE[palace] = after
+    if not palace.store.shared:
+        _CACHE[palace] = after
     return after
 
 

@@ -140,17 +140,22 @@ def reembedding(stored: str | None, moving: tuple[str | None, int, int], current
 
 async def info(palace: Palace) -> dict[str, Any]:
     """Counts, embedder identity, index agreement and any re-embedding's progress."""
+    from palaced.team import TeamPalace
+
+    team = isinstance(palace, TeamPalace)
     counts = await palace.read(drawers.counts)
     rooms = await palace.read(drawers.rooms)
-    moving = await palace.read(next_vectors.progress)
+    # A team palace is never re-embedded and has no local index (pgvector serves it).
+    moving = (None, 0, 0) if team else await palace.read(next_vectors.progress)
     current = palace.services.model.embedder
-    index_count = len(palace.index) if palace.index is not None else None
+    index_count = len(palace.index) if palace.index is not None and not team else None
     if index_count is not None and index_count != counts["vectors"]:
         # A write between its commit and its index update looks like disagreement: count
         # again behind the write lock, where no write is half done.
         async with palace.write_lock:
             counts = await palace.read(drawers.counts)
             index_count = len(palace.index) if palace.index is not None else None
+    info_team: Any = palace if team else None
     return {
         "name": palace.name,
         "path": str(palace.dir),
@@ -166,9 +171,14 @@ async def info(palace: Palace) -> dict[str, Any]:
                                    current.identity if current else None),
         "rooms": rooms,
         "identity": await identity_text(palace),
+        **({"store": info_team.pg.server, "schema": info_team.ref.schema} if team else {}),
     }
 
 
 async def identity_text(palace: Palace) -> str:
-    """L0: identity.txt without comment lines."""
+    """L0: identity.txt without comment lines (a team palace's is in its database)."""
+    from palaced.team import TeamPalace
+
+    if isinstance(palace, TeamPalace):
+        return await palace.identity()
     return await anyio.to_thread.run_sync(read_identity, palace.dir / IDENTITY_NAME)

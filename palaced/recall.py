@@ -48,6 +48,7 @@ from palaced.sections import (
 )
 from palaced.store import drawers
 from palaced.store.search import all_rooms, drawer_count, fts_terms, mentioned
+from palaced.team import TeamPalace, identity_in, strip_comments
 from palaced.topics import query_entities, spelled
 
 L1_SIZE = 15
@@ -195,6 +196,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     rooms_cache = caches.rooms
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
+    team = isinstance(palace, TeamPalace)
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
@@ -214,7 +216,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
-        identity = read_identity(identity_path) if 0 in levels else None
+        identity = (None if 0 not in levels else strip_comments(identity_in(c)) if team
+                    else read_identity(identity_path))
         unknown = _unknown_names(req.query, names, mentioned(c, names))
         # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
         # in the worker thread, so the event loop only ever handles the short excerpts.
@@ -306,8 +309,12 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
              ) -> Callable[[apsw.Connection], search.KeywordHits]:
     """The keyword half of a recall, as a function for one read hop."""
     counter = palace.write_counter
+    team = isinstance(palace, TeamPalace)
 
     def run(c: apsw.Connection) -> search.KeywordHits:
+        # A team palace's counter was just read at the start of this snapshot (PgStore.read).
+        nonlocal counter
+        counter = palace.write_counter if team else counter
         if caches.doc_count is None or caches.doc_count[0] != counter:
             caches.doc_count = (counter, drawer_count(c))
         return search.lexical_search(c, req.query, req.filters, now_ms(),
@@ -333,6 +340,8 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 def keyword_reason(palace: Palace) -> str:
     """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
+    if isinstance(palace, TeamPalace) and palace.mismatch:  # shared: never re-embedded here
+        return f"keyword-only: {palace.mismatch}"
     if palace.mismatch and model.embedder is not None:
         return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
                 f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
@@ -365,6 +374,7 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         StorageError: SQLite failed.
     """
     caches = caches_of(palace)
+    await palace.refresh()
     counter = palace.write_counter
     cached = caches.l1_valid(counter)
     if cached is None:

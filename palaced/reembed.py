@@ -224,8 +224,8 @@ class Reembedder:
         for name in self._registry.names():
             if emb is None or self._services.model.embedder is not emb:
                 return failed  # no model, or another one: the wake-up starts over
-            if self._registry.damage(name) is not None:
-                continue  # palace status reports it; nothing to re-embed from
+            if self._registry.damage(name) is not None or self._registry.is_team(name):
+                continue  # damaged: palace status reports it; team palaces keep their model
             try:
                 stored, target = await self._registry.recorded_models(name)
                 if stored not in (None, emb.identity) or target == emb.identity:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced import peek, reads
+from palaced import peek, reads, team
 from palaced.errors import (
     PalaceExists,
     PalaceNotFound,
@@ -35,7 +35,7 @@ from palaced.layout import (
     validate_name,
 )
 from palaced.palace import Palace
-from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database
+from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database, is_team
 from palaced.services import Services
 from palaced.store.db import storage_errors
 from palaced.store.reembed import next_model
@@ -139,8 +139,7 @@ class Registry:
                         f"no palace named {name!r}{why}; create it with "
                         f"`palace create {name}`", details={"palace": name},
                     )
-                palace = await Palace.open(name, self.path_of(name), self.services,
-                                           create=False)
+                palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
             palace.last_used = time.monotonic()
@@ -167,6 +166,9 @@ class Registry:
         if palace.mismatch is not None:
             self.services.model.notify()
 
+    def is_team(self, name: str) -> bool:  # a team palace's directory holds store.toml
+        return is_team(self.path_of(name))
+
     async def recorded_models(self, name: str) -> tuple[str | None, str | None]:
         """``(model of the vectors, model a re-embedding aims at)`` of a palace, open or not
         (never opens it). Raises PalaceNotFound, StorageError."""
@@ -187,6 +189,8 @@ class Registry:
             PalaceNotFound, StorageError (also: a damaged palace).
         """
         open_, _ = self._live(validate_name(name))
+        if open_ is None and self.exists(name) and self.is_team(name):
+            open_ = await self.get(name)  # no file to peek into: ask its server
         if open_ is not None:
             info = await reads.info(open_)
             info["open"] = True
@@ -200,7 +204,8 @@ class Registry:
         return await anyio.to_thread.run_sync(
             peek.closed_info, self.path_of(name), name, current.identity if current else None)
 
-    async def create(self, name: str, *, exist_ok: bool = False) -> tuple[Palace, bool]:
+    async def create(self, name: str, *, exist_ok: bool = False, store: str | None = None
+                     ) -> tuple[Palace, bool]:  # store: a team palace (``team.open_new``)
         """Create a palace directory and open it: the only way a new palace comes to be.
 
         Returns the open palace and whether this call created it. Of concurrent creates of
@@ -219,10 +224,15 @@ class Registry:
             if damage is not None:
                 raise damage
             if self.exists(name):
-                if not exist_ok:
+                if not exist_ok or (store is not None and not self.is_team(name)):
                     raise PalaceExists(f"palace {name!r} already exists",
                                        details={"palace": name})
                 return await self.get(name), False
+            if store is not None:
+                async with self._opening.setdefault(name, anyio.Lock()):
+                    p, new = await team.open_new(name, self.path_of(name), self.services, store)
+                    await self._register(p)
+                return p, new
             with storage_errors(self.root):
                 self.root.mkdir(parents=True, exist_ok=True)
             lock = self._opening.setdefault(name, anyio.Lock())
@@ -338,7 +348,7 @@ class Registry:
         return sweep_leftovers(self.root)
 
     async def delete(self, name: str) -> None:
-        """Close and remove a palace directory.
+        """Close and remove a palace directory (a team palace's: detaches it, its data stays).
 
         Raises:
             PalaceNotFound: no such palace.

@@ -31,9 +31,10 @@ from palaced.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.index import VectorIndex, brute_force
+from palaced.index import PgVectors, VectorIndex, brute_force
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.reldates import resolved_date_words
+from palaced.store import pg_search
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
@@ -110,6 +111,10 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     matching drawers' vectors (small sets) so a narrow filter never loses its best hits to
     the global top-k; very large filtered sets fall back to an over-fetching index search.
     """
+    if isinstance(index, PgVectors):  # a team palace: pgvector in the same snapshot
+        return pg_search.vector_search(c, pg_search.vector_literal(qvec), index.dims,
+                                       filters if filters.narrows else None, k, now_ms)
+
     def owners(keys: Sequence[int]) -> dict[int, int]:
         return owners_of(c, keys)
 

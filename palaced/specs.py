@@ -123,10 +123,21 @@ _ALL: tuple[OpSpec, ...] = (
     # palaces
     OpSpec("palace.list", read_only=True, retry=SAFE,
            doc="Every palace: name, path, whether it is open."),
-    OpSpec("palace.create", {"exist_ok": Arg("bool", default=False)}, palace=_R,
+    OpSpec("palace.create", {
+        "exist_ok": Arg("bool", default=False),
+        "store": Arg("str", max_len=2000,
+                     help="a team palace in PostgreSQL: a libpq URL (no password) or the name "
+                          "of a [stores.NAME] connection of config.toml"),
+    }, palace=_R,
            retry=RetryRule(Retry.CONVERGE, retry_args=MappingProxyType({"exist_ok": True})),
-           doc="Create a palace (its directory, database and identity file)."),
-    OpSpec("palace.delete", palace=_R, doc="Delete a palace and every drawer in it.",
+           doc="Create a palace (its directory, database and identity file); with `store`, a "
+               "team palace in PostgreSQL, or attach to it when another daemon created it "
+               "(`created` false; docs/teams.md)."),
+    OpSpec("palace.delete", {
+        "purge": Arg("bool", default=False,
+                     help="a team palace: also drop its schema, every daemon's data of it"),
+    }, palace=_R, doc="Delete a palace and every drawer in it; a team palace is detached "
+                      "from this daemon (its data stays in PostgreSQL) unless `purge`.",
            permission="delete",
            retry=RetryRule(Retry.CONVERGE, done_code=PalaceNotFound.code,
                            done_result=lambda palace, args: {"deleted": palace})),

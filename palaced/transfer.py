@@ -28,9 +28,11 @@ from palaced.palace import IDENTITY_NAME, Palace, now_ms
 from palaced.reads import read_identity
 from palaced.store import transfer as sql
 from palaced.store.db import storage_errors
+from palaced.store.dialect import is_pg
 from palaced.store.drawers import refresh_around
 from palaced.store.meta import meta_get, meta_set
 from palaced.store.schema import SCHEMA_VERSION
+from palaced.team import TeamPalace, identity_in, set_identity, sync_ids
 
 RESTORED_FROM = "restored_from"  # meta key: which export this palace was restored from
 DECAY_KEY = "decay_ms"  # meta key: when the palace last decayed (``upkeep.decay``)
@@ -87,8 +89,9 @@ async def export_page(palace: Palace, cursor: str | None, limit: int, max_bytes:
     kind, after = _parse_cursor(cursor)
     identity = None
     if kind == "start":
-        identity = await anyio.to_thread.run_sync(
-            lambda: read_identity(palace.dir / IDENTITY_NAME, keep_comments=True))
+        identity = (await palace.read(identity_in) if isinstance(palace, TeamPalace) else
+                    await anyio.to_thread.run_sync(
+                        lambda: read_identity(palace.dir / IDENTITY_NAME, keep_comments=True)))
 
     def read(c: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:
         nonlocal kind, after
@@ -229,6 +232,8 @@ def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) 
         if any(p.kind == "end" for p in batch):
             result.dropped_links += sql.clear_dangling(c)
             result.finished = True
+        if is_pg(c):  # records came with their ids: move the id sequences past them
+            sync_ids(c)
 
     palace.store.write(tx)
     for item in batch:
@@ -239,6 +244,13 @@ def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) 
 
 
 def _restore_identity(palace: Palace, text: str, result: RestoreResult) -> None:
+    if isinstance(palace, TeamPalace):  # shared by every daemon: in the database
+        if palace.store.read(identity_in) == text:
+            result.unchanged += 1
+        else:
+            palace.store.write(lambda c: set_identity(c, text))
+            result.stored += 1
+        return
     path = palace.dir / IDENTITY_NAME
     if read_identity(path, keep_comments=True) == text:
         result.unchanged += 1

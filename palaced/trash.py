@@ -106,11 +106,13 @@ async def restore(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms
     """
     def tx(c: apsw.Connection) -> tuple[dict[str, Any], tuple[list[bytes], list[int]] | None]:
         ts = now_ms()
-        if drawers.get_drawer(c, drawer_id) is not None:
-            return {"id": drawer_id, "restored": False, "embedded": None}, None
-        got = sql.restore(c, drawer_id, agent=actor.agent, now_ms=ts,
-                          kept_since_ms=ts - keep_ms)
+        # The trash entry first (locked on PostgreSQL): a restore by another daemon at the
+        # same time then finds it gone, and the drawer active, instead of a duplicate id.
+        got = None if drawers.get_drawer(c, drawer_id) is not None else sql.restore(
+            c, drawer_id, agent=actor.agent, now_ms=ts, kept_since_ms=ts - keep_ms)
         if got is None:
+            if drawers.get_drawer(c, drawer_id) is not None:
+                return {"id": drawer_id, "restored": False, "embedded": None}, None
             raise _not_found(palace, drawer_id, "the trash or ")
         audit.append(c, actor, "restored", ts, drawer_ids=[drawer_id],
                      detail={"vectors": len(got[1])})

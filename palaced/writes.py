@@ -36,9 +36,9 @@ from palaced.chunking import chunk_text as split
 from palaced.embedder import Embedder
 from palaced.errors import EmbedderUnavailable
 from palaced.health import consolidation_hint
-from palaced.index import to_blob
+from palaced.index import PgVectors, to_blob
 from palaced.palace import Palace, now_ms
-from palaced.store import audit, drawers
+from palaced.store import audit, drawers, pg_search
 from palaced.store.vectors import (
     awaits_vectors,
     owners_of,
@@ -253,7 +253,11 @@ def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
     first that passes ``rules.is_near_duplicate`` wins. Needs the index (worker thread).
     """
     assert palace.index is not None
-    hits = palace.index.search(vec, 10, lambda keys: owners_of(c, keys))
+    if isinstance(palace.index, PgVectors):
+        hits = pg_search.vector_search(c, pg_search.vector_literal(vec), palace.index.dims,
+                                       None, 10, ts)
+    else:
+        hits = palace.index.search(vec, 10, lambda keys: owners_of(c, keys))
     candidates = [(i, s) for i, s in hits if s >= rules.DEDUP_THRESHOLD]
     if not candidates:
         return None

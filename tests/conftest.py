@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from .inproc import InProcDaemon, inproc_daemon
+from .pgserver import PgServer, dbname_of
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -206,3 +207,39 @@ def inproc() -> Iterator[InProcDaemon]:
     with inproc_daemon(path, tokenizer_file=TIKTOKEN_FILE) as d:
         yield d
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL 18 + pgvector server for the whole run (``tests/pgserver.py``),
+    started on first use (about a second) and stopped at the end. Tests that stop or kill a
+    server use ``pg_private`` instead."""
+    with PgServer() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """The libpq URL of a fresh database (with the vector extension) on the shared server,
+    dropped after the test."""
+    pg_server.start()  # a no-op unless an earlier test left it stopped
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(dbname_of(url))
+
+
+@pytest.fixture
+def pg_private() -> Iterator[PgServer]:
+    """A PostgreSQL server of the test's own, for stopping, restarting and killing it."""
+    with PgServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "team"])
+def store(request: pytest.FixtureRequest) -> str | None:
+    """The ``store`` argument of ``palace.create`` for an op-level test run on both backends:
+    None (a local SQLite palace), then the URL of a fresh PostgreSQL database (a team
+    palace, issue 15)."""
+    if request.param == "local":
+        return None
+    return str(request.getfixturevalue("pg_url"))

@@ -40,8 +40,10 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text("utf-8").splitlines()]
 
 
-def _comparable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if not (r["record"] == "header" and k in EXPORT_ONLY)}
+def _comparable(records: list[dict[str, Any]], skip: set[str] | None = None
+                ) -> list[dict[str, Any]]:
+    ignored = EXPORT_ONLY | (skip or set())
+    return [{k: v for k, v in r.items() if not (r["record"] == "header" and k in ignored)}
             for r in records]
 
 
@@ -87,14 +89,20 @@ def _rich_palace(d: DaemonProc, name: str, docs: Path) -> None:
 
 
 def test_round_trip_keeps_every_field_and_reembeds(fast_daemon: DaemonProc,
-                                                   tmp_path: Path) -> None:
+                                                   tmp_path: Path, store: str | None) -> None:
+    """A local palace exported, then imported into a new palace: a local one, then a team
+    palace (PostgreSQL), whose export must be the same records."""
     d = fast_daemon
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "runbook.md").write_text("# Restart\n\nRestart the API with `make restart`.\n")
-    _rich_palace(d, "rich", docs)
+    rich, copy = ("rich", "copy") if store is None else ("rich-t", "copy-t")
+    _rich_palace(d, rich, docs)
+    if store is not None:
+        with d.client() as c:
+            c.create_palace(copy, store=store)
     first = tmp_path / "first.jsonl"
-    d.cli("export", "--palace", "rich", str(first), check=True)
+    d.cli("export", "--palace", rich, str(first), check=True)
     records = _lines(first)
     kinds = [r["record"] for r in records]
     assert kinds[0] == "header" and kinds[1] == "identity" and kinds[-1] == "end"
@@ -120,31 +128,33 @@ def test_round_trip_keeps_every_field_and_reembeds(fast_daemon: DaemonProc,
             r.update(type="service", definition="Takes the money", labels=["core", "pci"])
     first.write_text("".join(json.dumps(r) + "\n" for r in records))
 
-    res = d.cli("import", "jsonl", str(first), "--palace", "copy", "--json", check=True)
+    res = d.cli("import", "jsonl", str(first), "--palace", copy, "--json", check=True)
     out = json.loads(res.stdout)
     assert out["skipped"] == 0 and out["stored"] == len(records) - 2  # not header, end
     second = tmp_path / "second.jsonl"
-    d.cli("export", "--palace", "copy", str(second), check=True)
+    d.cli("export", "--palace", copy, str(second), check=True)
     again = _lines(second)
-    assert again[0]["palace"] == "copy"
-    assert _comparable(again) == _comparable(records)
+    assert again[0]["palace"] == copy
+    skip = {"schema"} if store else set()  # the backend's own schema version
+    assert _comparable(again, skip) == _comparable(records, skip)
 
     with d.client() as c:  # vectors come back in the background, then recall is hybrid
-        _wait(lambda: c.palace_info("copy")["pending_embeddings"] == 0)
-        info = c.palace_info("copy")
-        assert info["vectors"] >= info["drawers"] and info["consistent"]
-        found = c.recall_ex("copy", "which port does the database use?")
+        _wait(lambda: c.palace_info(copy)["pending_embeddings"] == 0)
+        info = c.palace_info(copy)
+        assert info["vectors"] >= info["drawers"]
+        assert info["consistent"] is (None if store else True)  # team: no local index
+        found = c.recall_ex(copy, "which port does the database use?")
         assert found["mode"] == "hybrid"
         assert found["results"][0]["text"] == "Staging Postgres now listens on port 5433"
         # The forgotten drawer's id is not handed out again.
-        assert c.remember("copy", "A new memory") > records[0]["drawer_seq"]
+        assert c.remember(copy, "A new memory") > records[0]["drawer_seq"]
     # The restored import ledger knows the docs: importing them again stores nothing.
-    res = d.cli("import", "markdown", str(docs), "--palace", "copy", "--json", check=True)
+    res = d.cli("import", "markdown", str(docs), "--palace", copy, "--json", check=True)
     assert json.loads(res.stdout)["stored"] == 0
     # Importing the export again is a no-op; into another non-empty palace it is refused.
-    res = d.cli("import", "jsonl", str(first), "--palace", "copy", "--json", check=True)
+    res = d.cli("import", "jsonl", str(first), "--palace", copy, "--json", check=True)
     assert json.loads(res.stdout)["stored"] == 0
-    res = d.cli("import", "jsonl", str(first), "--palace", "rich")
+    res = d.cli("import", "jsonl", str(first), "--palace", rich)
     assert res.returncode == 6 and "PALACE_NOT_EMPTY" in res.stderr
 
 

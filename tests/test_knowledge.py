@@ -42,10 +42,10 @@ def _room(report: dict[str, Any], room: str) -> dict[str, Any]:
 
 
 # -- facts over time --------------------------------------------------------------------------
-def test_facts_over_time_through_the_client(inproc: InProcDaemon) -> None:
+def test_facts_over_time_through_the_client(inproc: InProcDaemon, store: str | None) -> None:
     name = _name("kg-time")
     with inproc.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         paris = c.kg_assert(name, "Alice", "lives in", "Paris", valid_from="2020-01-01")
         assert paris["predicate"] == "lives_in" and paris["active"] is True
         berlin = c.kg_assert(name, "Alice", "lives_in", "Berlin", valid_from="2022-06-01")
@@ -105,11 +105,11 @@ def test_facts_over_time_through_the_client(inproc: InProcDaemon) -> None:
 
 
 def test_multi_valued_is_chosen_at_assert_and_entity_search_takes_prefixes(
-        shared_daemon: DaemonProc) -> None:
+        shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
     name = _name("multi")
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         c.kg_assert(name, "checkout-service", "uses", "redis")
         # `uses` is single-valued by default: a second value would close redis; --multi keeps it.
         c.kg_assert(name, "checkout-service", "uses", "kafka", multi=True)
@@ -173,11 +173,11 @@ def test_facts_over_time_through_the_cli(shared_daemon: DaemonProc) -> None:
 
 
 # -- relations and traversal ------------------------------------------------------------------
-def test_links_traversal_and_search(shared_daemon: DaemonProc) -> None:
+def test_links_traversal_and_search(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
     name = _name("kg-graph")
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         c.kg_link(name, "checkout", "dependsOn", "payments")
         c.kg_link(name, "payments", "depends_on", "stripe")
         c.kg_link(name, "stripe", "part_of", "vendors")
@@ -238,11 +238,11 @@ def _by_importance(c: Any, name: str, room: str) -> dict[str, int]:
     }
 
 
-def test_decay_and_prune_through_the_daemon(shared_daemon: DaemonProc) -> None:
+def test_decay_and_prune_through_the_daemon(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
     name = _name("life")
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         ids = _by_importance(c, name, "notes")
         out = c.decay(name)
         assert out["drawers"] == 4 and out["decay_ms"] > 0
@@ -266,7 +266,8 @@ def test_decay_and_prune_through_the_daemon(shared_daemon: DaemonProc) -> None:
         assert c.get(name, ids["critical"])["id"] == ids["critical"]
         assert c.get(name, ids["high"])["id"] == ids["high"]
         info = c.palace_info(name)
-        assert info["drawers"] == 2 and info["vectors"] == info["index"] == 2
+        assert info["drawers"] == 2 and info["vectors"] == 2
+        assert info["index"] == (None if store else 2)  # a team palace: pgvector, no index
         assert c.prune(name, threshold=1.0)["ids"] == []
         with pytest.raises(E.InvalidArgs):
             c.prune(name, threshold=1.5)
@@ -282,7 +283,7 @@ def test_decay_and_prune_through_the_daemon(shared_daemon: DaemonProc) -> None:
     assert d.cli("prune", "-p", name, "--threshold", "2").returncode == 2
 
 
-def test_consolidation_keeps_every_source(shared_daemon: DaemonProc) -> None:
+def test_consolidation_keeps_every_source(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
     name = _name("consol")
     texts = [
@@ -292,7 +293,7 @@ def test_consolidation_keeps_every_source(shared_daemon: DaemonProc) -> None:
         "Thursday standup: on-call handed over to Priya",
     ]
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         sources = [c.remember(name, t, room="standup", dedup=False) for t in texts]
         other = c.remember(name, "The office plants need water on Fridays", room="office")
         res = c.consolidate(name, "standup", "Week summary: the billing migration went from "
@@ -339,14 +340,14 @@ def test_consolidation_keeps_every_source(shared_daemon: DaemonProc) -> None:
         assert all(c.get(name, i)["consolidated_into"] == out["summary_id"] for i in loose)
 
 
-def test_forgetting_a_summary_frees_its_sources(inproc: InProcDaemon) -> None:
+def test_forgetting_a_summary_frees_its_sources(inproc: InProcDaemon, store: str | None) -> None:
     # Regression: forget used its own deletion path, which left the sources'
     # consolidated_into pointing at the deleted summary, so the room could never be
     # consolidated again and the sources could never be pruned.
     d = inproc
     name = _name("unconsol")
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         sources = [c.remember(name, f"Retro note {i}: the deploy train slipped again",
                               room="retro", dedup=False) for i in range(3)]
         res = c.consolidate(name, "retro", "Retro summary: the deploy train keeps slipping")
@@ -357,11 +358,11 @@ def test_forgetting_a_summary_frees_its_sources(inproc: InProcDaemon) -> None:
         assert again["source_ids"] == sources
 
 
-def test_health_reports_duplicates_and_hints(shared_daemon: DaemonProc) -> None:
+def test_health_reports_duplicates_and_hints(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
     name = _name("health")
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
         first = c.remember(name, "We use Postgres 16 for billing.", room="db", dedup=False)
         second = c.remember(name, "we use   POSTGRES 16 for billing", room="db", dedup=False)
         c.remember(name, "Redis caches the session tokens", room="db")

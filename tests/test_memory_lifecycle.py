@@ -14,16 +14,18 @@ from palaced import errors as E
 from .conftest import DaemonProc
 
 
-def _palace(d: DaemonProc) -> str:
+def _palace(d: DaemonProc, store: str | None) -> str:
+    """A new palace: local, or a team palace in PostgreSQL (``store``: see conftest)."""
     name = f"life-{uuid.uuid4().hex[:8]}"
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
     return name
 
 
-def test_dedup_on_write_true_and_false_near_duplicates(shared_daemon: DaemonProc) -> None:
+def test_dedup_on_write_true_and_false_near_duplicates(shared_daemon: DaemonProc,
+                                                       store: str | None) -> None:
     d = shared_daemon
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         first = c.remember_ex(name, "The staging database runs Postgres 15 on a single node",
                               room="infra")
@@ -59,9 +61,9 @@ def test_dedup_on_write_true_and_false_near_duplicates(shared_daemon: DaemonProc
     assert json.loads(r.stdout)["deduplicated"] is True
 
 
-def test_supersede_is_atomic_and_kept(shared_daemon: DaemonProc) -> None:
+def test_supersede_is_atomic_and_kept(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         old = c.remember(name, "The API rate limit is 100 requests per minute", room="api")
         stop = threading.Event()
@@ -111,9 +113,9 @@ def test_supersede_is_atomic_and_kept(shared_daemon: DaemonProc) -> None:
     assert old not in {h["id"] for h in json.loads(r.stdout)["results"]}
 
 
-def test_ttl_leaves_recall_at_once(shared_daemon: DaemonProc) -> None:
+def test_ttl_leaves_recall_at_once(shared_daemon: DaemonProc, store: str | None) -> None:
     d = shared_daemon
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         short = c.remember(name, "The deploy freeze lasts until the incident review", ttl=1)
         keep = c.remember(name, "The deploy checklist lives in the ops wiki")
@@ -135,10 +137,11 @@ def test_ttl_leaves_recall_at_once(shared_daemon: DaemonProc) -> None:
         assert abs(exp - (time.time() * 1000 + 7_200_000)) < 60_000
 
 
-def test_neighbour_context_and_dates_are_searchable(shared_daemon: DaemonProc) -> None:
+def test_neighbour_context_and_dates_are_searchable(shared_daemon: DaemonProc,
+                                                    store: str | None) -> None:
     """A drawer is found through words of its room neighbours and through its date."""
     d = shared_daemon
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         ids = c.remember_many(name, [
             {"text": "Let's talk about the kayak trip", "room": "s1",

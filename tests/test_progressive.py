@@ -9,10 +9,10 @@ import uuid
 from .inproc import InProcDaemon
 
 
-def _palace(d: InProcDaemon) -> str:
+def _palace(d: InProcDaemon, store: str | None = None) -> str:
     name = f"prog-{uuid.uuid4().hex[:8]}"
     with d.client() as c:
-        c.create_palace(name)
+        c.create_palace(name, store=store)
     return name
 
 
@@ -20,9 +20,10 @@ def _section(res: dict, level: int) -> list:  # type: ignore[type-arg]
     return [s for s in res["sections"] if s["level"] == level]
 
 
-def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon) -> None:
+def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon,
+                                                     store: str | None) -> None:
     d = inproc
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         low = c.remember(name, "Lunch menu rotates weekly", importance="low")
         first = c.call("memory.wake_up", name, {"budget": 500})
@@ -44,9 +45,9 @@ def test_l1_essential_cache_is_invalidated_by_writes(inproc: InProcDaemon) -> No
         assert third["tokens_used"] <= 500 and third["tokenizer"]["name"] == "cl100k_base"
 
 
-def test_closets_narrow_l2(inproc: InProcDaemon) -> None:
+def test_closets_narrow_l2(inproc: InProcDaemon, store: str | None) -> None:
     d = inproc
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         kafka = c.remember(name, "KafkaConsumer lag alerts page the data team", room="alerts")
         c.remember(name, "Disk usage alerts page the infra team", room="alerts")
@@ -65,9 +66,9 @@ def test_closets_narrow_l2(inproc: InProcDaemon) -> None:
         assert rooms <= {"people"}
 
 
-def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon) -> None:
+def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon, store: str | None) -> None:
     d = inproc
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         c.remember_many(name, [{"text": f"fact number {i} about the release train " * 5}
                                for i in range(30)])
@@ -82,11 +83,12 @@ def test_budget_never_exceeded_and_l0_kept(inproc: InProcDaemon) -> None:
         assert len(ids) == len(set(ids))
 
 
-def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon) -> None:
+def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon,
+                                                          store: str | None) -> None:
     import time
 
     d = inproc
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         c.remember(name, "first memory about kites")
         last = c.remember(name, "second memory about boats")
@@ -106,10 +108,10 @@ def test_ids_are_never_reused_and_cached_l1_drops_expired(inproc: InProcDaemon) 
         assert short not in [i["id"] for sec in _section(res, 1) for i in sec["items"]]
 
 
-def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon
-                                                                   ) -> None:
+def test_every_requested_level_with_content_shows_at_small_budgets(inproc: InProcDaemon,
+                                                                   store: str | None) -> None:
     d = inproc
-    name = _palace(d)
+    name = _palace(d, store)
     with d.client() as c:
         c.remember_many(name, [{"text": f"release train note {i}: " + "the rollback plan " * 30}
                                for i in range(30)])

@@ -18,11 +18,21 @@ app = typer.Typer()
 def create(name: str = typer.Argument(..., help="Palace name (lowercase kebab-case)."),
            exist_ok: bool = op_option("palace.create", "exist_ok", "--exist-ok",
                                       help="No error if it exists."),
+           store: str | None = op_option("palace.create", "store", "--store",
+                                         unset="(a local palace)"),
            as_json: bool = JsonOpt) -> None:
-    """Create a palace."""
+    """Create a palace (with --store: a team palace in PostgreSQL, or attach to it)."""
     with client(as_json) as c:
-        info = c.create_palace(name, exist_ok=exist_ok)
-    emit(info, as_json, lambda i: typer.echo(f"palace {i['name']} ready at {i['path']}"))
+        info = c.create_palace(name, exist_ok=exist_ok, store=store)
+
+    def human(i: dict[str, Any]) -> None:
+        if store is None:
+            typer.echo(f"palace {i['name']} ready at {i['path']}")
+        else:
+            typer.echo(f"team palace {i['name']} {'created' if i.get('created') else 'attached'}"
+                       f" ({i.get('store', '')})")
+
+    emit(info, as_json, human)
 
 
 @app.command("list")
@@ -67,13 +77,16 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
 @app.command()
 def delete(name: str = typer.Argument(..., help="Palace to delete."),
            yes: bool = typer.Option(False, "--yes", help="Really delete (required)."),
+           purge: bool = op_option("palace.delete", "purge", "--purge"),
            as_json: bool = JsonOpt) -> None:
-    """Delete a palace and every drawer in it (needs --yes)."""
+    """Delete a palace and every drawer in it (needs --yes); a team palace is only detached
+    from this daemon unless --purge drops its schema."""
     if not yes:
         fail(E.InvalidArgs(f"refusing to delete palace {name!r} without --yes"), as_json)
     with client(as_json) as c:
-        c.delete_palace(name)
-    emit({"deleted": name}, as_json, lambda d: typer.echo(f"deleted palace {name}"))
+        out = c.delete_palace(name, purge=purge)
+    emit(out, as_json, lambda d: typer.echo(
+        f"deleted palace {name}{' and dropped its schema' if d.get('purged') else ''}"))
 
 
 @app.command()

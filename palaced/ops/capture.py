@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from palaced import team
 from palaced.errors import InternalError, InvalidArgs, PalaceNotFound
 from palaced.exchanges import open_transcript
 from palaced.ingest import CaptureJob, Report, ingest
@@ -37,6 +38,7 @@ def _readable(path: Path) -> None:
 async def op_capture_transcript(ctx: OpContext, palace: str | None, args: dict[str, Any]
                                 ) -> dict[str, Any]:
     name = need_palace(palace)
+    team.refuse(ctx.registry, name, "capture", "capture transcripts into a local palace")
     path = _check_path(args["path"])
     session_id = check_label(args["session_id"], "session_id")
     job = CaptureJob(

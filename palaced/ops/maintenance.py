@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import backup, doctor, policy, restore
+from palaced import backup, doctor, policy, restore, team
 from palaced.errors import PalaceError
 from palaced.layout import validate_name
 from palaced.ops.context import OpContext
@@ -38,19 +38,26 @@ async def op_backup(ctx: OpContext, palace: str | None, args: dict[str, Any]
         return {"backups": [made], "failed": []}
     # A bad destination is one error, not one failure per palace.
     await anyio.to_thread.run_sync(backup.resolve_root, ctx.config, to)
-    backups, failed = [], []
+    backups, failed, skipped = [], [], []
     for name in ctx.registry.names():
+        if ctx.registry.is_team(name):  # its server's backups cover it (docs/teams.md)
+            skipped.append(name)
+            continue
         try:
             backups.append(await backup.backup(ctx.registry, ctx.config, name, to=to,
                                                keep=keep))
         except PalaceError as exc:  # a damaged palace must not keep the others unsaved
             failed.append({"palace": name, "error": exc.to_wire()})
-    return {"backups": backups, "failed": failed}
+    return {"backups": backups, "failed": failed, **({"skipped": skipped} if skipped else {})}
 
 
 async def op_restore(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
     path = str(args["path"])
+    if palace is not None:
+        team.refuse(ctx.registry, palace, "palace restore", backup.TEAM_BACKUP_HINT.replace(
+            "back it up", "restore it").replace("export it with `palace export`",
+                                                "import an export with `palace import`"))
     if palace is None:
         source = restore.check_source(path)
         manifest = await anyio.to_thread.run_sync(restore.read_manifest, source)

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import memoirs
+from palaced import memoirs, team
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, need_palace
 from palaced.palace import Palace
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:
-    return await ctx.registry.get(need_palace(palace))
+    name = need_palace(palace)
+    team.refuse(ctx.registry, name, "memoirs", "keep curated knowledge in a local palace, or "
+                             "use the knowledge graph (graph.*), which team palaces share")
+    return await ctx.registry.get(name)
 
 
 async def op_memoir_create(ctx: OpContext, palace: str | None, args: dict[str, Any]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import audit, reads, reembed
+import anyio.to_thread
+
+from palaced import audit, reads, reembed, team
 from palaced.errors import EmbedderUnavailable
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
@@ -22,7 +24,8 @@ async def op_palace_list(ctx: OpContext, palace: str | None, args: dict[str, Any
 async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]))
+    p, created = await ctx.registry.create(name, exist_ok=bool(args["exist_ok"]),
+                                           store=args.get("store") or None)
     if created:
         await audit.record(p, ctx.actor, "created")
     info = await reads.info(p)
@@ -33,8 +36,13 @@ async def op_palace_create(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     name = need_palace(palace)
-    await ctx.registry.delete(name)
-    return {"deleted": name}
+    ref = None
+    if args.get("purge") and ctx.registry.exists(name):  # what to drop, read before detaching
+        ref = await anyio.to_thread.run_sync(team.purge_ref, name, ctx.registry.path_of(name))
+    await ctx.registry.delete(name)  # closed first: nothing of it is written any more
+    dropped = ref is not None and await anyio.to_thread.run_sync(
+        team.purge_sync, name, ref, ctx.services.config.team)
+    return {"deleted": name, **({"purged": True} if dropped else {})}
 
 
 async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -52,6 +60,8 @@ async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
             message says why).
     """
     p = await ctx.registry.get(need_palace(palace))
+    team.refuse(ctx.registry, p.name, "reembed", "configure the palace's model on this "
+                             "daemon instead (a team palace keeps the model it was made with)")
     model = ctx.services.model
     if model.embedder is None:
         # A reembed resent right after a daemon restart lands while the model loads.

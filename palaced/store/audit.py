@@ -19,6 +19,8 @@ from typing import Any
 
 import apsw
 
+from .dialect import glob_test, glob_value
+
 # The agent of the daemon's own upkeep (expiry, emptying the trash).
 SYSTEM_AGENT = "palaced"
 # The agent of a request that named none (a client older than agents).
@@ -92,13 +94,17 @@ def entries(conn: apsw.Connection, *, since_ms: int | None = None, agent: str | 
             ) -> tuple[list[dict[str, Any]], int]:
     """Entries newest first, and how many match in all.
 
-    ``agent`` and ``op`` are globs (SQLite ``GLOB``: ``*``, ``?``, ``[...]``, case-sensitive).
+    ``agent`` and ``op`` are globs (SQLite ``GLOB``: ``*``, ``?``, ``[...]``, case-sensitive;
+    a regular expression of the same strings on PostgreSQL, see ``dialect.glob_test``).
     """
     # Only the filters given: SQLite then counts an unfiltered log from the table's b-tree
     # and a ``since`` from the at_ms index, instead of testing every row.
-    given = {"since": since_ms, "agent": agent, "op": op}
-    tests = {"since": "at_ms >= :since", "agent": "agent GLOB :agent", "op": "op GLOB :op"}
-    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "1"
+    given: dict[str, Any] = {"since": since_ms,
+                             "agent": None if agent is None else glob_value(conn, agent),
+                             "op": None if op is None else glob_value(conn, op)}
+    tests = {"since": "at_ms >= :since", "agent": glob_test(conn, "agent", "agent"),
+             "op": glob_test(conn, "op", "op")}
+    sql = " AND ".join(tests[k] for k, v in given.items() if v is not None) or "TRUE"
     params: dict[str, Any] = {**{k: v for k, v in given.items() if v is not None},
                               "limit": limit, "offset": offset}
     total = int(conn.execute(f"SELECT count(*) FROM audit WHERE {sql}", params)
@@ -113,10 +119,12 @@ def entries(conn: apsw.Connection, *, since_ms: int | None = None, agent: str | 
 
 def trim(conn: apsw.Connection, *, before_ms: int, keep: int) -> int:
     """Drop entries older than ``before_ms`` and all but the newest ``keep``; how many."""
-    conn.execute("DELETE FROM audit WHERE at_ms < ?", (before_ms,))
-    dropped = conn.changes()
-    conn.execute("DELETE FROM audit WHERE id <= (SELECT max(id) FROM audit) - ?", (keep,))
-    return int(dropped + conn.changes())
+    # Counted from RETURNING: both engines have it (apsw's changes() is SQLite's own).
+    dropped = conn.execute("DELETE FROM audit WHERE at_ms < ? RETURNING id",
+                           (before_ms,)).fetchall()
+    dropped += conn.execute("DELETE FROM audit WHERE id <= (SELECT max(id) FROM audit) - ? "
+                            "RETURNING id", (keep,)).fetchall()
+    return len(dropped)
 
 
 def over(conn: apsw.Connection, *, before_ms: int, keep: int) -> bool:

@@ -23,6 +23,7 @@ import apsw
 from palaced.reldates import resolved_date_words
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
+from .dialect import is_pg, lock_room
 from .vectors import CHUNKS_SQL, vector_ids
 
 DEFAULT_WING = "general"
@@ -103,18 +104,22 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     existed (its ``updated_ms`` and ``updated_by`` are refreshed).
     """
     digest = new.content_hash
+    lock_room(conn, new.wing, new.room)
     existing = find_by_hash(conn, digest)
     if existing is not None:
         conn.execute("UPDATE drawers SET updated_ms = ?, updated_by = coalesce(?, updated_by) "
                      "WHERE id = ?", (now_ms, agent, existing))
         return existing, False
     occurred = new.occurred_ms if new.occurred_ms is not None else now_ms
-    drawer_id = int(
-        conn.execute(
+    # On PostgreSQL another daemon may insert the same content between the lookup and the
+    # insert (the room lock covers one room, the hash is palace-wide only in theory): the
+    # unique index settles it, and the loser returns the winner's drawer.
+    conflict = " ON CONFLICT (content_hash) DO NOTHING" if is_pg(conn) else ""
+    rows = conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
             "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks, "
             "created_by, updated_by) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            f"VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?){conflict} RETURNING id",
             (
                 new.text,
                 new.wing,
@@ -133,8 +138,12 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
                 agent,
                 agent,
             ),
-        ).fetchall()[0][0]
-    )
+        ).fetchall()
+    if not rows:
+        winner = find_by_hash(conn, digest)
+        assert winner is not None  # the conflicting row is committed: visible here
+        return winner, False
+    drawer_id = int(rows[0][0])
     index_drawer(conn, drawer_id, new.text, occurred, new.topics)
     refresh_around(conn, [drawer_id])
     return drawer_id, True
@@ -180,6 +189,10 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         if not conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchall():
             continue
         found = True
+        if is_pg(conn):
+            place = conn.execute("SELECT wing, room FROM drawers WHERE id = ?",
+                                 (drawer_id,)).fetchall()[0]
+            lock_room(conn, str(place[0]), str(place[1]))
         neighbours = room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
         removed = vector_ids(conn, drawer_id)
         conn.execute("DELETE FROM drawers_fts WHERE rowid = ?", (drawer_id,))
@@ -308,7 +321,7 @@ class Filters:
             parts.append(
                 f"EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value IN ({','.join(keys)}))"
             )
-        return (" AND ".join(parts) or "1"), params
+        return (" AND ".join(parts) or "TRUE"), params
 
 
 def superseded_ids(conn: apsw.Connection, drawer_id: int) -> list[int]:

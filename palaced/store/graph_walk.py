@@ -22,6 +22,7 @@ from palaced.errors import InvalidArgs
 from palaced.timeparse import parse_when
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
+from .dialect import is_pg
 from .entities import (
     _ENTITY_COLS,
     _check_limit,
@@ -57,13 +58,23 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
     if match is None:
         return []
     key = _squash(query).casefold()
-    rows = _query(
-        conn,
-        f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
-        "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
-        "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
-        (match, key, limit),
-    )
+    if is_pg(conn):
+        # The same words as prefixes in tsquery syntax; ts_rank with the same column weights
+        # (name 10, definition 1, labels 3) stands for bm25, negated to FTS5's lower-is-better.
+        rows = _query(
+            conn,
+            f"SELECT {_ENTITY_COLS}, -ts_rank(ARRAY[0, 0.3, 0.1, 1.0]::float4[], e.tsv, q) "
+            "AS rank FROM entities e, CAST(:q AS tsquery) q WHERE e.tsv @@ q "
+            "ORDER BY e.name_key = :key DESC, rank, e.id LIMIT :limit",
+            {"q": _prefix_tsquery(fts_terms(query)), "key": key, "limit": limit})
+    else:
+        rows = _query(
+            conn,
+            f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
+            "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
+            "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
+            (match, key, limit),
+        )
     out = []
     for row in rows:
         entity = _entity_dict(row)
@@ -71,6 +82,19 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
         entity["score"] = -float(row[7])
         out.append(entity)
     return out
+
+
+def _words_tsquery(words: Sequence[str], weight: str = "", *, prefix: bool = False) -> str:
+    """A tsquery (``simple`` words, as the entities' ``tsv``) ORing ``words``, quoted."""
+    tag = ":" + ("*" if prefix else "") + weight if prefix or weight else ""
+    # Longer words cannot be in a tsvector (PostgreSQL drops them): they match nothing.
+    words = [w for w in words if len(w.encode()) < 2000] or ["\x1f"]
+    return " | ".join("'" + w.lower().replace("\\", "\\\\").replace("'", "''") + "'" + tag
+                      for w in words)
+
+
+def _prefix_tsquery(terms: Sequence[str]) -> str:
+    return _words_tsquery(terms, prefix=True)
 
 
 # -- traversal ------------------------------------------------------------------------------
@@ -88,7 +112,7 @@ def _edges_of(
         _FACT_SELECT + "WHERE f.object_id IS NOT NULL AND "
         "(f.subject_id IN (SELECT value FROM json_each(:ids)) "
         " OR f.object_id IN (SELECT value FROM json_each(:ids))) "
-        f"AND {validity} AND (:p IS NULL OR f.predicate = :p) ORDER BY f.id",
+        f"AND {validity} AND (CAST(:p AS TEXT) IS NULL OR f.predicate = :p) ORDER BY f.id",
         {"ids": json.dumps(list(node_ids)), "p": relation, "t": as_of_ms},
     )
 
@@ -240,17 +264,28 @@ def facts_matching(
     if match is None:
         return []
     named: list[int] = []
-    for eid, name in _query(
+    found = _query(conn, "SELECT id, name FROM entities WHERE tsv @@ CAST(? AS tsquery) "
+                   "ORDER BY id LIMIT ?", (_words_tsquery(sorted(words), "A"), MAX_LIMIT)
+                   ) if is_pg(conn) else _query(
         conn,
         "SELECT rowid, name FROM entities_fts WHERE entities_fts MATCH ? ORDER BY rank LIMIT ?",
         ("name : (" + match + ")", MAX_LIMIT),
-    ):
+    )
+    for eid, name in found:
         tokens = set(_name_tokens(name))
         needed = (tokens - STOPWORDS) or tokens
         if needed and needed <= words:
             named.append(int(eid))
     if not named:
         return []
+    if is_pg(conn):
+        rows = _query(
+            conn,
+            _FACT_SELECT + f"WHERE {_ACTIVE} AND (f.subject_id = ANY(:ids) OR "
+            "f.object_id = ANY(:ids)) ORDER BY (f.subject_id = ANY(:ids))::int + "
+            "coalesce((f.object_id = ANY(:ids))::int, 0) DESC, f.confidence DESC, "
+            "f.valid_from_ms DESC, f.id DESC LIMIT :limit", {"ids": named, "limit": limit})
+        return [_fact_dict(r) for r in rows]
     rows = _query(
         conn,
         "WITH named(id) AS (SELECT value FROM json_each(:ids)) "

@@ -28,6 +28,12 @@ def meta_set(conn: apsw.Connection, key: str, value: str) -> None:
     )
 
 
+def meta_init(conn: apsw.Connection, key: str, value: str) -> None:
+    """Store ``value`` under ``key`` unless a value is there already."""
+    conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING",
+                 (key, value))
+
+
 def meta_delete(conn: apsw.Connection, key: str) -> None:
     """Remove ``key`` (nothing happens when it is absent)."""
     conn.execute("DELETE FROM meta WHERE key = ?", (key,))

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import apsw
 
+from .dialect import serialise
+
 # Schema v9 (store/schema.py).
 DDL: tuple[str, ...] = (
     # permission (write, delete, admin) -> JSON list of agent globs; no row: everyone.
@@ -21,8 +23,11 @@ DDL: tuple[str, ...] = (
 )
 
 
-def read_policy(conn: apsw.Connection) -> dict[str, list[str]]:
-    """``{permission: [glob, ...]}`` of the permissions that have a row."""
+def read_policy(conn: apsw.Connection, *, to_change: bool = False) -> dict[str, list[str]]:
+    """``{permission: [glob, ...]}`` of the permissions that have a row; ``to_change`` (in a
+    write transaction) makes the daemons changing a team palace's policy take turns."""
+    if to_change:
+        serialise(conn, "\x1fpolicy")
     return {str(p): [str(g) for g in json.loads(a)]
             for p, a in conn.execute("SELECT permission, agents FROM policy")}
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import apsw
 
+from . import pg_search
+from .dialect import is_pg
 from .drawers import Filters
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -53,6 +55,10 @@ def mentioned(conn: apsw.Connection, names: Sequence[str]) -> set[str]:
     """
     found: set[str] = set()
     for name in names:
+        if is_pg(conn):
+            if pg_search.any_mentions(conn, name):
+                found.add(name)
+            continue
         phrase = fts_match([name])
         if phrase is None or not conn.execute(
                 "SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT 1",
@@ -100,6 +106,8 @@ class TermStats:
         keep = []
         for term in terms:
             df = self.df.get(term)
+            if df is None and is_pg(conn):
+                df = self.df[term] = pg_search.doc_freq(conn, term)
             if df is None:
                 df = int(conn.execute("SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?",
                                       (fts_match([term]),)).fetchall()[0][0])
@@ -150,6 +158,8 @@ def fts_search(
         terms = stats.informative(conn, terms, n_docs)
     if not terms:
         return []
+    if is_pg(conn):  # BM25 inside PostgreSQL; its planner needs no split (see above)
+        return pg_search.bm25(conn, terms, filters, limit, now_ms, BM25_WEIGHTS)
     common = [] if stats is None else stats.common(terms, n_docs)
     if not common:
         return _bm25(conn, fts_match(terms), filters, limit, now_ms)
@@ -207,6 +217,9 @@ def substring_search(conn: apsw.Connection, query: str, filters: Filters, limit:
     The fallback of a keyword search that found nothing: only the newest SUBSTRING_SCAN
     matches are scored (BM25 over trigrams). Words under 3 characters cannot be searched.
     """
+    if is_pg(conn):
+        return pg_search.substring(conn, [t for t in fts_terms(query) if len(t) >= 3],
+                                   filters, limit, now_ms, SUBSTRING_SCAN)
     match = fts_match([t for t in fts_terms(query) if len(t) >= 3])
     if match is None:
         return []
@@ -301,6 +314,9 @@ def all_rooms(conn: apsw.Connection) -> list[tuple[str, str]]:
     palace with very many rooms is scanned once instead.
     """
     found: list[tuple[str, str]] = []
+    if is_pg(conn):  # one round trip: PostgreSQL's planner skips through the index itself
+        return [(str(w), str(r)) for w, r in conn.execute(
+            "SELECT DISTINCT wing, room FROM drawers ORDER BY wing, room")]
     rows = conn.execute("SELECT wing, room FROM drawers ORDER BY wing, room LIMIT 1").fetchall()
     while rows:
         if len(found) >= SKIP_SCAN_MAX:
@@ -317,6 +333,8 @@ def all_rooms(conn: apsw.Connection) -> list[tuple[str, str]]:
 
 def text_doc_freq(conn: apsw.Connection, word: str) -> int:
     """How many drawers' own text (not their neighbour context) holds ``word``."""
+    if is_pg(conn):
+        return pg_search.doc_freq(conn, word, text_only=True)
     phrase = fts_match([word])
     if phrase is None:
         return 0

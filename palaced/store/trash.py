@@ -27,6 +27,7 @@ import apsw
 from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
+from .dialect import for_update
 from .drawers import delete_drawers, find_by_hash
 from .meta import meta_get
 from .vectors import store_vectors
@@ -74,7 +75,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
     embedder = meta_get(conn, "embedder")
     trashed: list[int] = []
     for did in ids:
-        cur = conn.execute("SELECT * FROM drawers WHERE id = ?", (did,))
+        cur = conn.execute(f"SELECT * FROM drawers WHERE id = ?{for_update(conn)}", (did,))
         row = cur.fetchone()
         if row is None:
             continue
@@ -145,7 +146,8 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
     """
     rows = conn.execute(
         "SELECT drawer, topics, vectors, vector_count, embedder, facts, sources, history "
-        "FROM trash WHERE id = ? AND trashed_ms >= ?", (drawer_id, kept_since_ms)).fetchall()
+        f"FROM trash WHERE id = ? AND trashed_ms >= ?{for_update(conn)}",
+        (drawer_id, kept_since_ms)).fetchall()
     if not rows:
         return None
     saved_json, topics, blob, count, embedder, facts, sources, history = rows[0]

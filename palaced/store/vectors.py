@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import apsw
+import numpy as np
+
+from .dialect import is_pg, vector_literal
 
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
@@ -23,15 +26,16 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
     The caller removes the ids returned by ``vector_ids`` beforehand from the index.
     """
     conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
-    ids = [
-        int(
-            conn.execute(
-                "INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?) RETURNING id",
-                (drawer_id, chunk, blob),
-            ).fetchall()[0][0]
-        )
-        for chunk, blob in enumerate(vectors)
-    ]
+    if is_pg(conn):  # the same vector as pgvector's, for its HNSW index
+        ids = [int(conn.execute(
+            "INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
+            "VALUES(?,?,?,CAST(? AS vector)) RETURNING id",
+            (drawer_id, chunk, blob, vector_literal(np.frombuffer(blob, dtype="<f4")))
+        ).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
+    else:
+        ids = [int(conn.execute(
+            "INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?) RETURNING id",
+            (drawer_id, chunk, blob)).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
     conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
                  (len(ids), drawer_id))
     return ids
