@@ -22,6 +22,7 @@ from palaced.errors import InvalidArgs, InvalidContent, quote
 from palaced.vocab import MAX_DEPTH, MAX_LIMIT, TYPED_RELATIONS, typed_relation
 
 from .concepts import concept_by_id, concept_id, concepts_matching
+from .graph_walk import bounded_walk
 from .memoirs import check_count, memoir_id, query
 
 _LINK_SELECT = (
@@ -129,26 +130,9 @@ def neighbourhood(conn: apsw.Connection, memoir: str, name: str, depth: int = 1,
     check_count(depth, "depth", 0, MAX_DEPTH)
     check_count(max_nodes, "max_nodes", 1, MAX_LIMIT)
     root = concept_by_id(conn, concept_id(conn, memoir_id(conn, memoir), name))
-    distance: dict[int, int] = {root["id"]: 0}
-    links: dict[int, dict[str, Any]] = {}
-    truncated = False
-    frontier = [root["id"]]
-    for level in range(1, depth + 1):
-        if not frontier:
-            break
-        nxt: list[int] = []
-        for row in _links_touching(conn, frontier):
-            for node in (int(row[6]), int(row[7])):
-                if node in distance:
-                    continue
-                if len(distance) >= max_nodes:
-                    truncated = True
-                    continue
-                distance[node] = level
-                nxt.append(node)
-            if int(row[6]) in distance and int(row[7]) in distance:
-                links[int(row[0])] = _link_dict(row)
-        frontier = nxt
+    distance, rows, truncated = bounded_walk(
+        root["id"], depth, max_nodes, lambda frontier: _links_touching(conn, frontier), (6, 7))
+    links = {key: _link_dict(row) for key, row in rows.items()}
     info = {int(r[0]): (r[1], float(r[2])) for r in query(
         conn, "SELECT id, name, confidence FROM concepts WHERE id IN "
         "(SELECT value FROM json_each(?))", (json.dumps(list(distance)),))}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import apsw
@@ -117,6 +117,44 @@ def _edges_of(
     )
 
 
+
+Row = Sequence[Any]
+
+
+def bounded_walk(root: int, depth: int, max_nodes: int,
+                 rows_touching: Callable[[list[int]], Iterable[Row]], ends: tuple[int, int]
+                 ) -> tuple[dict[int, int], dict[int, Row], bool]:
+    """Breadth-first walk from ``root`` over rows linking two nodes (either direction).
+
+    ``rows_touching(frontier)`` gives the rows with an end in ``frontier``; ``ends`` are the
+    column positions of a row's two node ids; column 0 is the row's id. Returns each reached
+    node's distance (at most ``max_nodes`` nodes, within ``depth`` steps), the rows between
+    reached nodes by id, and whether ``max_nodes`` cut the walk short.
+    """
+    distance: dict[int, int] = {root: 0}
+    kept: dict[int, Row] = {}
+    truncated = False
+    frontier = [root]
+    a, b = ends
+    for level in range(1, depth + 1):
+        if not frontier:
+            break
+        nxt: list[int] = []
+        for row in rows_touching(frontier):
+            for node in (int(row[a]), int(row[b])):
+                if node in distance:
+                    continue
+                if len(distance) >= max_nodes:
+                    truncated = True
+                    continue
+                distance[node] = level
+                nxt.append(node)
+            if int(row[a]) in distance and int(row[b]) in distance:
+                kept[int(row[0])] = row
+        frontier = nxt
+    return distance, kept, truncated
+
+
 def neighbors(
     conn: apsw.Connection,
     entity: str,
@@ -147,26 +185,10 @@ def neighbors(
     root = get_entity(conn, entity)
     if root is None:
         return {"entity": None, "nodes": [], "edges": [], "truncated": False}
-    distance: dict[int, int] = {root["id"]: 0}
-    edges: dict[int, dict[str, Any]] = {}
-    truncated = False
-    frontier = [root["id"]]
-    for level in range(1, depth + 1):
-        if not frontier:
-            break
-        nxt: list[int] = []
-        for row in _edges_of(conn, frontier, relation=pred, as_of_ms=t):
-            for node in (int(row[13]), int(row[14])):
-                if node in distance:
-                    continue
-                if len(distance) >= max_nodes:
-                    truncated = True
-                    continue
-                distance[node] = level
-                nxt.append(node)
-            if int(row[13]) in distance and int(row[14]) in distance:
-                edges[int(row[0])] = _fact_dict(row)
-        frontier = nxt
+    distance, rows, truncated = bounded_walk(
+        root["id"], depth, max_nodes,
+        lambda frontier: _edges_of(conn, frontier, relation=pred, as_of_ms=t), (13, 14))
+    edges = {key: _fact_dict(row) for key, row in rows.items()}
     info = {
         int(r[0]): (r[1], r[2])
         for r in _query(
