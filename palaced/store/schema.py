@@ -27,6 +27,8 @@ A step, once released, never changes: a new schema is a new step.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -39,6 +41,8 @@ from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
 from .policy import DDL as POLICY_DDL
 from .trash import DDL as TRASH_DDL
+
+log = logging.getLogger(__name__)
 
 V1: Sequence[str] = (
     """CREATE TABLE meta(
@@ -378,6 +382,9 @@ def migrate(conn: apsw.Connection) -> int:
                 details={"found": version, "supported": SCHEMA_VERSION},
             )
         for target in range(version + 1, SCHEMA_VERSION + 1):
+            # Logged: a migration that indexes every drawer (v7's trigram index) takes ~30 s
+            # at a million drawers, and the daemon should say why a palace is slow to open.
+            started = time.monotonic()
             with conn:
                 MIGRATIONS[target - 1](conn)
                 conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -387,4 +394,7 @@ def migrate(conn: apsw.Connection) -> int:
                     "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                     (str(target),),
                 )
+            if version:
+                log.info("%s: schema migrated to v%d in %.1f s", conn.filename, target,
+                         time.monotonic() - started)
         return int(version)
