@@ -18,7 +18,9 @@ from their length where needed). v8: editing and upkeep:
 substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
 drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
 drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
-palace's ``policy``.
+palace's ``policy``. v10: ``vectors_owner``, a covering index from a vector to its drawer, so
+resolving a vector search's keys reads a few small index pages instead of one vector row
+(~1.5 KB) each.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -353,10 +355,15 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 # vectors) is counted without chunking texts again.
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
+# v10: a vector search resolves ~200 keys to drawers per recall (``vectors.owners_of``). Through
+# the table each key reads its own page of vector rows: 13-20 ms per recall on a million-drawer
+# palace whose pages are not cached, against 0.3-0.7 ms through this index (~20 B a vector).
+OWNER_DDL: Sequence[str] = ("CREATE INDEX IF NOT EXISTS vectors_owner ON vectors(id, drawer_id)",)
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
-    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL)]
+    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -80,8 +80,10 @@ def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int
     """``{vector_id: drawer_id}`` of those of ``vector_ids`` that exist (a search's keys)."""
     if not vector_ids:
         return {}
+    # SQLite's planner prefers the rowid, whose pages are the vectors' own (see schema v10).
+    source = "vectors" if is_pg(conn) else "vectors INDEXED BY vectors_owner"
     return {int(v): int(d) for v, d in conn.execute(
-        "SELECT id, drawer_id FROM vectors WHERE id IN (SELECT value FROM json_each(?))",
+        f"SELECT id, drawer_id FROM {source} WHERE id IN (SELECT value FROM json_each(?))",
         (_json_ids(vector_ids),))}
 
 
