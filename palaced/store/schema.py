@@ -18,9 +18,7 @@ from their length where needed). v8: editing and upkeep:
 substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
 drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
 drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
-palace's ``policy``. v10: ``vectors_owner``, a covering index from a vector to its drawer, so
-resolving a vector search's keys reads a few small index pages instead of one vector row
-(~1.5 KB) each.
+palace's ``policy``. v10: ``vectors_owner``, a vector's drawer without reading the vector.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -43,6 +41,7 @@ from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
 from .policy import DDL as POLICY_DDL
 from .trash import DDL as TRASH_DDL
+from .vectors import OWNER_DDL
 
 log = logging.getLogger(__name__)
 
@@ -355,11 +354,6 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
 # vectors) is counted without chunking texts again.
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
-# v10: a vector search resolves ~200 keys to drawers per recall (``vectors.owners_of``). Through
-# the table each key reads its own page of vector rows: 13-20 ms per recall on a million-drawer
-# palace whose pages are not cached, against 0.3-0.7 ms through this index (~20 B a vector).
-OWNER_DDL: Sequence[str] = ("CREATE INDEX IF NOT EXISTS vectors_owner ON vectors(id, drawer_id)",)
-
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
@@ -389,8 +383,7 @@ def migrate(conn: apsw.Connection) -> int:
                 details={"found": version, "supported": SCHEMA_VERSION},
             )
         for target in range(version + 1, SCHEMA_VERSION + 1):
-            # Logged: a migration that indexes every drawer (v7's trigram index) takes ~30 s
-            # at a million drawers, and the daemon should say why a palace is slow to open.
+            # Logged: v8's trigram index takes ~30 s at 1M drawers, a slow open to explain.
             started = time.monotonic()
             with conn:
                 MIGRATIONS[target - 1](conn)
