@@ -47,7 +47,7 @@ from palaced.sections import (
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.search import all_rooms, drawer_count, fts_terms, mentioned
+from palaced.store.search import all_rooms, fts_terms, mentioned
 from palaced.team import TeamPalace, identity_in, strip_comments
 from palaced.topics import query_entities, spelled
 
@@ -315,10 +315,8 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         # A team palace's counter was just read at the start of this snapshot (PgStore.read).
         nonlocal counter
         counter = palace.write_counter if team else counter
-        if caches.doc_count is None or caches.doc_count[0] != counter:
-            caches.doc_count = (counter, drawer_count(c))
         return search.lexical_search(c, req.query, req.filters, now_ms(),
-                                     stats=caches.term_stats, n_docs=caches.doc_count[1])
+                                     stats=caches.term_stats, n_docs=caches.drawers(counter, c))
 
     return run
 
