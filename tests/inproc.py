@@ -78,6 +78,7 @@ class InProcDaemon:
         cfg = replace(config_mod.load(paths), tokenizer_file=self._tokenizer_file)
         paths.palaces_dir.mkdir(parents=True, exist_ok=True)
         daemon = Daemon(cfg, embedder=self._embedder)
+        daemon.load_tokenizer()  # what run() does once its socket listens
         await load_model(daemon.services.model, cfg.embedder, daemon.registry,
                          embedder=self._embedder)
         return daemon
