@@ -77,6 +77,12 @@ GRIDS: dict[str, list[float]] = {
     "setroom": [-1.0, 0.0, 0.1, 0.2],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
+    "nvec": [0.0, 0.1, 0.2, 0.3, 0.5],
+    "nfar": [0.0, 0.5, 1.0],
+    "nmean": [0.0, 1.0],
+    "vfill": [0.0, 1.0],
+    "npool": [0.0, 3.0, 5.0, 10.0],
+    "smooth": [0.0, 0.05, 0.1, 0.2, 0.3],
 }
 # An experiment, not the engine: questions that ask for a set ("Which cities has John been
 # to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
@@ -87,7 +93,13 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0, "setroom": -1.0,
-            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N)}
+            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
+            "nvec": search.RankParams().neighbour_vector,
+            "nfar": search.RankParams().neighbour_far,
+            "nmean": float(search.RankParams().neighbour_mean),
+            "vfill": float(search.RankParams().vector_fill),
+            "npool": float(search.RankParams().neighbour_pool),
+            "smooth": search.RankParams().smooth}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -109,6 +121,7 @@ class Memo:
                      ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
                       "text_doc_freq", "all_rooms", "drawer_heads")}
         self.orig_vector = search.vector_search
+        self.orig_other = {"neighbours_of": search.ctx, "drawer_vectors": search.vec_store}
 
     def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
         return (self.palace, name, *(tuple(a) if isinstance(a, list) else a for a in args))
@@ -117,6 +130,8 @@ class Memo:
         for name, fn in self.orig.items():
             setattr(sql, name, self._wrap(name, fn))
         search.vector_search = self._wrap("vector", self.orig_vector)  # type: ignore[assignment]
+        for name, module in self.orig_other.items():
+            setattr(module, name, self._wrap(name, getattr(module, name)))
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(c: Any, *args: Any, **kw: Any) -> Any:
@@ -214,7 +229,10 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
-                   date_boost=knobs["date"])
+                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
+                   neighbour_far=knobs["nfar"], neighbour_mean=bool(knobs["nmean"]),
+                   vector_fill=bool(knobs["vfill"]), neighbour_pool=int(knobs["npool"]),
+                   smooth=knobs["smooth"])
 
 
 class Runner:

@@ -31,11 +31,13 @@ from palaced.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.index import PgVectors, VectorIndex, brute_force
+from palaced.index import PgVectors, VectorIndex, brute_force, from_blob
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.reldates import resolved_date_words
+from palaced.store import context as ctx
 from palaced.store import pg_search
 from palaced.store import search as sql
+from palaced.store import vectors as vec_store
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
@@ -86,6 +88,20 @@ class RankParams:
     # .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation loses .005 R@5 and R@10);
     # leave-one-conversation-out picks 0.3 in 4 of 5 folds.
     date_boost: float = 0.3
+    # Experiments (issue 16, vector side): a candidate's cosine plus ``neighbour_vector``
+    # times the best cosine of its room neighbours (±1; ±2 weighted ``neighbour_far``;
+    # ``neighbour_mean``: their weighted mean instead of the best), before fusion.
+    neighbour_vector: float = 0.0
+    neighbour_far: float = 0.5
+    neighbour_mean: bool = False
+    # Keyword-only candidates get their exact cosine instead of the vector list's floor.
+    vector_fill: bool = False
+    # The ±1 room neighbours of the best ``neighbour_pool`` keyword and vector hits join
+    # the candidates (with their exact cosine).
+    neighbour_pool: int = 0
+    # After fusion: a candidate gains ``smooth`` times its best ±1 room neighbour's score
+    # above the pool's lowest.
+    smooth: float = 0.0
 
 
 @dataclass
@@ -190,7 +206,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    known = _Known()
+    known = _Known(qvec=qvec)
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
     first.substring = lexical_hits.substring
     if not first.order or first.substring:
@@ -219,12 +235,19 @@ class _Known:
     checked: set[int] = field(default_factory=set)  # candidates looked at for times
     timed: set[int] = field(default_factory=set)  # candidates whose text states a time
     dated: set[int] = field(default_factory=set)  # candidates about a date the query names
+    qvec: np.ndarray | None = None
+    cosine: dict[int, float] = field(default_factory=dict)  # exact cosines looked up
+    neighbours: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    neighboured: set[int] = field(default_factory=set)  # ids whose neighbours were looked up
 
 
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
                rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
+    if known.qvec is not None and vector and (
+            params.neighbour_vector or params.vector_fill or params.neighbour_pool):
+        vector = _vector_context(c, lexical, vector, params, known)
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
         return Ranking([], {}, lexical, vector, {}, [])
@@ -243,6 +266,8 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, vector, {}, [])
+    if params.smooth:
+        fused = _smooth(c, fused, params.smooth, known)
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
@@ -304,3 +329,80 @@ def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankPara
 def _month_of(ms: int) -> tuple[int, int]:
     at = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return at.month, at.year
+
+
+def _look_up_neighbours(c: apsw.Connection, ids: Sequence[int], known: _Known) -> None:
+    new = [i for i in ids if i not in known.neighboured]
+    if new:
+        known.neighboured.update(new)
+        known.neighbours.update(ctx.neighbours_of(c, new, 2))
+
+
+def _look_up_cosines(c: apsw.Connection, ids: Sequence[int], known: _Known) -> None:
+    assert known.qvec is not None
+    new = list(dict.fromkeys(i for i in ids if i not in known.cosine))
+    if not new:
+        return
+    rows = vec_store.drawer_vectors(c, new)
+    if not rows:
+        return
+    mat = np.stack([from_blob(b) for _, b in rows])
+    sims = mat @ known.qvec.astype(np.float32)
+    for (did, _), sim in zip(rows, sims, strict=True):
+        known.cosine[did] = max(known.cosine.get(did, -1.0), float(sim))
+
+
+def _vector_context(c: apsw.Connection, lexical: dict[int, float], vector: dict[int, float],
+                    params: RankParams, known: _Known) -> dict[int, float]:
+    """The vector list with room-neighbour evidence (the experiments' knobs)."""
+    pool = list(dict.fromkeys([*lexical, *vector]))
+    extra: list[int] = []
+    if params.neighbour_pool:
+        seeds = [*ranking(lexical)[:params.neighbour_pool],
+                 *ranking(vector)[:params.neighbour_pool]]
+        _look_up_neighbours(c, seeds, known)
+        inside = set(pool)
+        extra = list(dict.fromkeys(j for s in seeds for j, off in known.neighbours.get(s, [])
+                                   if abs(off) == 1 and j not in inside))
+    scored = [*vector, *extra] if not params.vector_fill else [*pool, *extra]
+    if params.neighbour_vector:
+        _look_up_neighbours(c, scored, known)
+    need = [i for i in scored if i not in vector]
+    if params.neighbour_vector:
+        need += [j for i in scored for j, off in known.neighbours.get(i, [])
+                 if j not in vector and (abs(off) == 1 or params.neighbour_far)]
+    _look_up_cosines(c, need, known)
+
+    def cos(i: int) -> float | None:
+        return vector[i] if i in vector else known.cosine.get(i)
+
+    out: dict[int, float] = {}
+    for i in scored:
+        own = cos(i)
+        if own is None:
+            continue
+        if params.neighbour_vector:
+            near = [(1.0 if abs(off) == 1 else params.neighbour_far, cj)
+                    for j, off in known.neighbours.get(i, [])
+                    if (cj := cos(j)) is not None and (abs(off) == 1 or params.neighbour_far)]
+            if near:
+                if params.neighbour_mean:
+                    extra_s = sum(w * x for w, x in near) / sum(w for w, _ in near)
+                else:
+                    extra_s = max(w * x for w, x in near)
+                own += params.neighbour_vector * extra_s
+        out[i] = own
+    return out
+
+
+def _smooth(c: apsw.Connection, fused: dict[int, float], delta: float, known: _Known
+            ) -> dict[int, float]:
+    """Each candidate gains ``delta`` times its best ±1 neighbour's score above the lowest."""
+    _look_up_neighbours(c, list(fused), known)
+    low = min(fused.values())
+    out = {}
+    for i, s in fused.items():
+        best = max((fused[j] - low for j, off in known.neighbours.get(i, [])
+                    if abs(off) == 1 and j in fused), default=0.0)
+        out[i] = s + delta * best
+    return out
