@@ -80,6 +80,8 @@ GRIDS: dict[str, list[float]] = {
     "nvec": [0.0, 0.1, 0.2, 0.3, 0.5],
     "nfar": [0.0, 0.5, 1.0],
     "nmean": [0.0, 1.0],
+    "nafter": [0.0, 0.5, 1.0],
+    "ngain": [0.0, 1.0],
     "vfill": [0.0, 1.0],
     "npool": [0.0, 3.0, 5.0, 10.0],
     "smooth": [0.0, 0.05, 0.1, 0.2, 0.3],
@@ -97,6 +99,8 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "nvec": search.RankParams().neighbour_vector,
             "nfar": search.RankParams().neighbour_far,
             "nmean": float(search.RankParams().neighbour_mean),
+            "nafter": search.RankParams().neighbour_after,
+            "ngain": float(search.RankParams().neighbour_gain),
             "vfill": float(search.RankParams().vector_fill),
             "npool": float(search.RankParams().neighbour_pool),
             "smooth": search.RankParams().smooth}
@@ -231,6 +235,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
                    neighbour_far=knobs["nfar"], neighbour_mean=bool(knobs["nmean"]),
+                   neighbour_after=knobs["nafter"], neighbour_gain=bool(knobs["ngain"]),
                    vector_fill=bool(knobs["vfill"]), neighbour_pool=int(knobs["npool"]),
                    smooth=knobs["smooth"])
 
@@ -461,9 +466,9 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
 
 
 async def cost(args: argparse.Namespace) -> None:
-    """CPU time of ``search.rank`` without and with the "when" and date boosts, in
-    interleaved rounds over 333 dev questions, on 11,040 drawers (the dev turns four times
-    over, one wing per copy and conversation; hashed 384-dim vectors)."""
+    """CPU time of ``search.rank`` without and with the "when" and date boosts (or the knobs
+    ``--cost-with``), in interleaved rounds over 333 dev questions, on 11,040 drawers (the
+    dev turns four times over, one wing per copy and conversation; hashed 384-dim vectors)."""
     from bench.locomo import build_drawers, build_questions
     from palaced import writes
     from palaced.embedder import HashEmbedder
@@ -487,8 +492,12 @@ async def cost(args: argparse.Namespace) -> None:
         (pdir / "done").write_text("")
     questions = [q.question for s in samples for q in build_questions(s)][::3]
     qvecs = [emb.embed_query(q) for q in questions]
-    off = replace(search.RankParams(), when_boost=0.0, date_boost=0.0)
-    on = search.RankParams()
+    if args.cost_with:  # the engine's defaults against the defaults with these knobs
+        off = set_knobs(DEFAULTS)
+        on = set_knobs({**DEFAULTS, **args.cost_with})
+    else:
+        off = replace(search.RankParams(), when_boost=0.0, date_boost=0.0)
+        on = search.RankParams()
     times: dict[str, list[float]] = {"off": [], "on": []}
 
     def go(c: Any) -> int:
@@ -535,6 +544,11 @@ def main() -> int:
     parser.add_argument("--cost", action="store_true",
                         help="time rank with and without the query-date boosts on a palace of "
                              "the dev turns four times over (11,040 drawers, hashed vectors)")
+    parser.add_argument("--cost-with", default={}, metavar="KNOB=V,...",
+                        type=lambda s: {k: float(v) for k, v in
+                                        (p.split("=") for p in s.split(",") if p)},
+                        help="--cost: time the defaults against the defaults with these knobs "
+                             "(default: without and with the query-date boosts)")
     parser.add_argument("--room-source", choices=("text", "closets"), default="text",
                         help="what the roomtext experiment indexes per room")
     parser.add_argument("--json", type=Path, default=None)

@@ -94,6 +94,8 @@ class RankParams:
     neighbour_vector: float = 0.0
     neighbour_far: float = 0.5
     neighbour_mean: bool = False
+    neighbour_after: float = 1.0  # weight of the later neighbours against the earlier
+    neighbour_gain: bool = False  # only what a neighbour matches beyond the candidate
     # Keyword-only candidates get their exact cosine instead of the vector list's floor.
     vector_fill: bool = False
     # The ±1 room neighbours of the best ``neighbour_pool`` keyword and vector hits join
@@ -245,12 +247,13 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
                rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
+    own = vector  # the candidates' own cosines: what relevance reads (recall._present)
     if known.qvec is not None and vector and (
             params.neighbour_vector or params.vector_fill or params.neighbour_pool):
         vector = _vector_context(c, lexical, vector, params, known)
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
-        return Ranking([], {}, lexical, vector, {}, [])
+        return Ranking([], {}, lexical, own, {}, [])
     new = [i for i in pool if i not in known.looked_up]
     known.looked_up.update(new)
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
@@ -265,7 +268,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                  vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
-        return Ranking([], {}, lexical, vector, {}, [])
+        return Ranking([], {}, lexical, own, {}, [])
     if params.smooth:
         fused = _smooth(c, fused, params.smooth, known)
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
@@ -302,7 +305,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)
+    return Ranking(order, scores, lexical, own, room_of, room_list, closet_hits, mentioned)
 
 
 def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
@@ -382,10 +385,13 @@ def _vector_context(c: apsw.Connection, lexical: dict[int, float], vector: dict[
         if own is None:
             continue
         if params.neighbour_vector:
-            near = [(1.0 if abs(off) == 1 else params.neighbour_far, cj)
+            near = [((1.0 if abs(off) == 1 else params.neighbour_far)
+                     * (params.neighbour_after if off > 0 else 1.0), cj)
                     for j, off in known.neighbours.get(i, [])
                     if (cj := cos(j)) is not None and (abs(off) == 1 or params.neighbour_far)]
             if near:
+                if params.neighbour_gain:
+                    near = [(w, max(0.0, x - own)) for w, x in near]
                 if params.neighbour_mean:
                     extra_s = sum(w * x for w, x in near) / sum(w for w, _ in near)
                 else:
