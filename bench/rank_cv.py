@@ -82,6 +82,7 @@ GRIDS: dict[str, list[float]] = {
     "nmean": [0.0, 1.0],
     "nafter": [0.0, 0.5, 1.0],
     "ngain": [0.0, 1.0],
+    "nexact": [0.0, 1.0],
     "vfill": [0.0, 1.0],
     "npool": [0.0, 3.0, 5.0, 10.0],
     "smooth": [0.0, 0.05, 0.1, 0.2, 0.3],
@@ -101,6 +102,7 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "nmean": float(search.RankParams().neighbour_mean),
             "nafter": search.RankParams().neighbour_after,
             "ngain": float(search.RankParams().neighbour_gain),
+            "nexact": float(search.RankParams().neighbour_exact),
             "vfill": float(search.RankParams().vector_fill),
             "npool": float(search.RankParams().neighbour_pool),
             "smooth": search.RankParams().smooth}
@@ -236,6 +238,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
                    neighbour_far=knobs["nfar"], neighbour_mean=bool(knobs["nmean"]),
                    neighbour_after=knobs["nafter"], neighbour_gain=bool(knobs["ngain"]),
+                   neighbour_exact=bool(knobs["nexact"]),
                    vector_fill=bool(knobs["vfill"]), neighbour_pool=int(knobs["npool"]),
                    smooth=knobs["smooth"])
 
