@@ -13,7 +13,8 @@ fusion maths only.
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
 (``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
 weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
-``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``); two experiments that are not
+``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
+(``RankParams.neighbour_vector``); two experiments that are not
 the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
 ``--room-source closets``, added to the room scores) and ``setroom`` (the room weight of
 questions that ask for a set). Importance, recency and use are constant across LoCoMo's
@@ -77,15 +78,7 @@ GRIDS: dict[str, list[float]] = {
     "setroom": [-1.0, 0.0, 0.1, 0.2],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
-    "nvec": [0.0, 0.1, 0.2, 0.3, 0.5],
-    "nfar": [0.0, 0.5, 1.0],
-    "nmean": [0.0, 1.0],
-    "nafter": [0.0, 0.5, 1.0],
-    "ngain": [0.0, 1.0],
-    "nexact": [0.0, 1.0],
-    "vfill": [0.0, 1.0],
-    "npool": [0.0, 3.0, 5.0, 10.0],
-    "smooth": [0.0, 0.05, 0.1, 0.2, 0.3],
+    "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
 }
 # An experiment, not the engine: questions that ask for a set ("Which cities has John been
 # to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
@@ -97,15 +90,7 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0, "setroom": -1.0,
             "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
-            "nvec": search.RankParams().neighbour_vector,
-            "nfar": search.RankParams().neighbour_far,
-            "nmean": float(search.RankParams().neighbour_mean),
-            "nafter": search.RankParams().neighbour_after,
-            "ngain": float(search.RankParams().neighbour_gain),
-            "nexact": float(search.RankParams().neighbour_exact),
-            "vfill": float(search.RankParams().vector_fill),
-            "npool": float(search.RankParams().neighbour_pool),
-            "smooth": search.RankParams().smooth}
+            "nvec": search.RankParams().neighbour_vector}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -235,13 +220,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
-                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
-                   neighbour_far=knobs["nfar"], neighbour_mean=bool(knobs["nmean"]),
-                   neighbour_after=knobs["nafter"], neighbour_gain=bool(knobs["ngain"]),
-                   neighbour_exact=bool(knobs["nexact"]),
-                   vector_fill=bool(knobs["vfill"]), neighbour_pool=int(knobs["npool"]),
-                   smooth=knobs["smooth"])
-
+                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:

@@ -38,6 +38,7 @@ from palaced.store import context as ctx
 from palaced.store import pg_search
 from palaced.store import search as sql
 from palaced.store import vectors as vec_store
+from palaced.store.context import CONTEXT_NEIGHBOURS
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
@@ -88,23 +89,14 @@ class RankParams:
     # .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation loses .005 R@5 and R@10);
     # leave-one-conversation-out picks 0.3 in 4 of 5 folds.
     date_boost: float = 0.3
-    # Experiments (issue 16, vector side): a candidate's cosine plus ``neighbour_vector``
-    # times the best cosine of its room neighbours (±1; ±2 weighted ``neighbour_far``;
-    # ``neighbour_mean``: their weighted mean instead of the best), before fusion.
-    neighbour_vector: float = 0.0
-    neighbour_far: float = 0.5
-    neighbour_mean: bool = False
-    neighbour_after: float = 1.0  # weight of the later neighbours against the earlier
-    neighbour_gain: bool = False  # only what a neighbour matches beyond the candidate
-    neighbour_exact: bool = True  # False: a neighbour outside the vector list has its floor
-    # Keyword-only candidates get their exact cosine instead of the vector list's floor.
-    vector_fill: bool = False
-    # The ±1 room neighbours of the best ``neighbour_pool`` keyword and vector hits join
-    # the candidates (with their exact cosine).
-    neighbour_pool: int = 0
-    # After fusion: a candidate gains ``smooth`` times its best ±1 room neighbour's score
-    # above the pool's lowest.
-    smooth: float = 0.0
+    # A candidate's vector score is its cosine plus ``neighbour_vector`` times the mean
+    # cosine of its room neighbours (±CONTEXT_NEIGHBOURS, the drawers of its keyword
+    # context), before fusion: an answer is often the reply to the turn the question
+    # matches. LoCoMo dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3
+    # .440/.739/.833, .746; 0.5 .445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-
+    # conversation-out picks 0.5 in 4 of 5 folds (1.0 in one), held out .445/.739/.832
+    # (docs/benchmarks.md, "Connecting the dots"). Multi-hop turn R@10 -.009.
+    neighbour_vector: float = 0.5
 
 
 @dataclass
@@ -238,10 +230,9 @@ class _Known:
     checked: set[int] = field(default_factory=set)  # candidates looked at for times
     timed: set[int] = field(default_factory=set)  # candidates whose text states a time
     dated: set[int] = field(default_factory=set)  # candidates about a date the query names
-    qvec: np.ndarray | None = None
-    cosine: dict[int, float] = field(default_factory=dict)  # exact cosines looked up
-    neighbours: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
-    neighboured: set[int] = field(default_factory=set)  # ids whose neighbours were looked up
+    qvec: np.ndarray | None = None  # the query's vector (None: keyword-only)
+    cosine: dict[int, float | None] = field(default_factory=dict)  # neighbours' cosines
+    neighbours: dict[int, list[int]] = field(default_factory=dict)  # candidates' neighbours
 
 
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
@@ -249,9 +240,8 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
-    if known.qvec is not None and vector and (
-            params.neighbour_vector or params.vector_fill or params.neighbour_pool):
-        vector = _vector_context(c, lexical, vector, params, known)
+    if params.neighbour_vector and known.qvec is not None and vector:
+        vector = _with_neighbours(c, vector, params.neighbour_vector, known)
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
         return Ranking([], {}, lexical, own, {}, [])
@@ -270,8 +260,6 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, lexical, own, {}, [])
-    if params.smooth:
-        fused = _smooth(c, fused, params.smooth, known)
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
@@ -335,85 +323,36 @@ def _month_of(ms: int) -> tuple[int, int]:
     return at.month, at.year
 
 
-def _look_up_neighbours(c: apsw.Connection, ids: Sequence[int], known: _Known) -> None:
-    new = [i for i in ids if i not in known.neighboured]
-    if new:
-        known.neighboured.update(new)
-        known.neighbours.update(ctx.neighbours_of(c, new, 2))
 
-
-def _look_up_cosines(c: apsw.Connection, ids: Sequence[int], known: _Known) -> None:
+def _with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
+                     known: _Known) -> dict[int, float]:
+    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
+    cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
+    cosine is the vector search's if it is a hit, else read from its stored vectors (the
+    best of its chunks); one without vectors is left out of the mean. Never raises but for the
+    store's errors."""
     assert known.qvec is not None
-    new = list(dict.fromkeys(i for i in ids if i not in known.cosine))
-    if not new:
-        return
-    rows = vec_store.drawer_vectors(c, new)
-    if not rows:
-        return
-    # One buffer, one product: stacking a small array per row cost ~0.3 ms per 365 rows.
-    mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
-    if mat.shape[1] != known.qvec.shape[0]:  # vectors of another model (a switch under way)
-        return
-    sims = mat @ known.qvec.astype(np.float32)
-    for (did, _), sim in zip(rows, sims, strict=True):
-        known.cosine[did] = max(known.cosine.get(did, -1.0), float(sim))
-
-
-def _vector_context(c: apsw.Connection, lexical: dict[int, float], vector: dict[int, float],
-                    params: RankParams, known: _Known) -> dict[int, float]:
-    """The vector list with room-neighbour evidence (the experiments' knobs)."""
-    pool = list(dict.fromkeys([*lexical, *vector]))
-    extra: list[int] = []
-    if params.neighbour_pool:
-        seeds = [*ranking(lexical)[:params.neighbour_pool],
-                 *ranking(vector)[:params.neighbour_pool]]
-        _look_up_neighbours(c, seeds, known)
-        inside = set(pool)
-        extra = list(dict.fromkeys(j for s in seeds for j, off in known.neighbours.get(s, [])
-                                   if abs(off) == 1 and j not in inside))
-    scored = [*vector, *extra] if not params.vector_fill else [*pool, *extra]
-    if params.neighbour_vector:
-        _look_up_neighbours(c, scored, known)
-    need = [i for i in scored if i not in vector]
-    if params.neighbour_vector and params.neighbour_exact:
-        need += [j for i in scored for j, off in known.neighbours.get(i, [])
-                 if j not in vector and (abs(off) == 1 or params.neighbour_far)]
-    _look_up_cosines(c, need, known)
-    floor = None if params.neighbour_exact else min(vector.values())
-
-    def cos(i: int) -> float | None:
-        return vector[i] if i in vector else known.cosine.get(i, floor)
-
-    out: dict[int, float] = {}
-    for i in scored:
-        own = cos(i)
-        if own is None:
-            continue
-        if params.neighbour_vector:
-            near = [((1.0 if abs(off) == 1 else params.neighbour_far)
-                     * (params.neighbour_after if off > 0 else 1.0), cj)
-                    for j, off in known.neighbours.get(i, [])
-                    if (cj := cos(j)) is not None and (abs(off) == 1 or params.neighbour_far)]
-            if near:
-                if params.neighbour_gain:
-                    near = [(w, max(0.0, x - own)) for w, x in near]
-                if params.neighbour_mean:
-                    extra_s = sum(w * x for w, x in near) / sum(w for w, _ in near)
-                else:
-                    extra_s = max(w * x for w, x in near)
-                own += params.neighbour_vector * extra_s
-        out[i] = own
-    return out
-
-
-def _smooth(c: apsw.Connection, fused: dict[int, float], delta: float, known: _Known
-            ) -> dict[int, float]:
-    """Each candidate gains ``delta`` times its best ±1 neighbour's score above the lowest."""
-    _look_up_neighbours(c, list(fused), known)
-    low = min(fused.values())
+    new = [i for i in vector if i not in known.neighbours]
+    if new:
+        found = ctx.neighbours_of(c, new, CONTEXT_NEIGHBOURS)
+        known.neighbours.update({i: [j for j, _ in found.get(i, [])] for i in new})
+    unread = list(dict.fromkeys(j for i in vector for j in known.neighbours[i]
+                                if j not in vector and j not in known.cosine))
+    if unread:
+        known.cosine.update(dict.fromkeys(unread))
+        rows = vec_store.drawer_vectors(c, unread)
+        if rows:
+            # One buffer, one product: a small array per row cost ~0.3 ms per 365 rows.
+            mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
+            if mat.shape[1] == known.qvec.shape[0]:  # else another model's (a switch)
+                sims = mat @ known.qvec.astype(np.float32)
+                best: dict[int, float] = {}
+                for (did, _), sim in zip(rows, sims.tolist(), strict=True):
+                    best[did] = max(best.get(did, -1.0), sim)
+                known.cosine.update(best)
     out = {}
-    for i, s in fused.items():
-        best = max((fused[j] - low for j, off in known.neighbours.get(i, [])
-                    if abs(off) == 1 and j in fused), default=0.0)
-        out[i] = s + delta * best
+    for i, own in vector.items():
+        near = [x for j in known.neighbours[i]
+                if (x := vector[j] if j in vector else known.cosine[j]) is not None]
+        out[i] = own + weight * sum(near) / len(near) if near else own
     return out
