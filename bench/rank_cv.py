@@ -13,7 +13,8 @@ fusion maths only.
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
 (``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
 weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
-``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``); two experiments that are not
+``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
+(``RankParams.neighbour_vector``); two experiments that are not
 the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
 ``--room-source closets``, added to the room scores) and ``setroom`` (the room weight of
 questions that ask for a set). Importance, recency and use are constant across LoCoMo's
@@ -77,6 +78,7 @@ GRIDS: dict[str, list[float]] = {
     "setroom": [-1.0, 0.0, 0.1, 0.2],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
+    "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
 }
 # An experiment, not the engine: questions that ask for a set ("Which cities has John been
 # to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
@@ -87,7 +89,8 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0, "setroom": -1.0,
-            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N)}
+            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
+            "nvec": search.RankParams().neighbour_vector}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -109,6 +112,7 @@ class Memo:
                      ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
                       "text_doc_freq", "all_rooms", "drawer_heads")}
         self.orig_vector = search.vector_search
+        self.orig_other = {"neighbours_of": search.ctx, "drawer_vectors": search.vec_store}
 
     def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
         return (self.palace, name, *(tuple(a) if isinstance(a, list) else a for a in args))
@@ -117,6 +121,8 @@ class Memo:
         for name, fn in self.orig.items():
             setattr(sql, name, self._wrap(name, fn))
         search.vector_search = self._wrap("vector", self.orig_vector)  # type: ignore[assignment]
+        for name, module in self.orig_other.items():
+            setattr(module, name, self._wrap(name, getattr(module, name)))
 
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(c: Any, *args: Any, **kw: Any) -> Any:
@@ -214,8 +220,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
-                   date_boost=knobs["date"])
-
+                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
@@ -443,9 +448,9 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
 
 
 async def cost(args: argparse.Namespace) -> None:
-    """CPU time of ``search.rank`` without and with the "when" and date boosts, in
-    interleaved rounds over 333 dev questions, on 11,040 drawers (the dev turns four times
-    over, one wing per copy and conversation; hashed 384-dim vectors)."""
+    """CPU time of ``search.rank`` without and with the "when" and date boosts (or the knobs
+    ``--cost-with``), in interleaved rounds over 333 dev questions, on 11,040 drawers (the
+    dev turns four times over, one wing per copy and conversation; hashed 384-dim vectors)."""
     from bench.locomo import build_drawers, build_questions
     from palaced import writes
     from palaced.embedder import HashEmbedder
@@ -469,8 +474,12 @@ async def cost(args: argparse.Namespace) -> None:
         (pdir / "done").write_text("")
     questions = [q.question for s in samples for q in build_questions(s)][::3]
     qvecs = [emb.embed_query(q) for q in questions]
-    off = replace(search.RankParams(), when_boost=0.0, date_boost=0.0)
-    on = search.RankParams()
+    if args.cost_with:  # the engine's defaults against the defaults with these knobs
+        off = set_knobs(DEFAULTS)
+        on = set_knobs({**DEFAULTS, **args.cost_with})
+    else:
+        off = replace(search.RankParams(), when_boost=0.0, date_boost=0.0)
+        on = search.RankParams()
     times: dict[str, list[float]] = {"off": [], "on": []}
 
     def go(c: Any) -> int:
@@ -517,6 +526,11 @@ def main() -> int:
     parser.add_argument("--cost", action="store_true",
                         help="time rank with and without the query-date boosts on a palace of "
                              "the dev turns four times over (11,040 drawers, hashed vectors)")
+    parser.add_argument("--cost-with", default={}, metavar="KNOB=V,...",
+                        type=lambda s: {k: float(v) for k, v in
+                                        (p.split("=") for p in s.split(",") if p)},
+                        help="--cost: time the defaults against the defaults with these knobs "
+                             "(default: without and with the query-date boosts)")
     parser.add_argument("--room-source", choices=("text", "closets"), default="text",
                         help="what the roomtext experiment indexes per room")
     parser.add_argument("--json", type=Path, default=None)

@@ -215,6 +215,13 @@ TUNING: list[tuple[str, str, str]] = [
      "R@1/5/10 and session R@1 with `when_boost` 0.3: none .427/.729/.828, .734; 0.1 "
      ".429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation "
      "loses .005 R@5/R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds."),
+    ("palaced/search.py", "RankParams.neighbour_vector",
+     "A vector hit's cosine gains this times the mean cosine of its ±2 room neighbours (the "
+     "drawers of its keyword context) before fusion. `bench/rank_cv.py --sweep nvec`, LoCoMo "
+     "dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3 .440/.739/.833, .746; 0.5 "
+     ".445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-conversation-out picks 0.5 in "
+     "4 of 5 folds (held out .445/.739/.832); multi-hop R@10 .463 -> .454. Cost at 11k "
+     "drawers: p50 +2.3 to +2.6 ms per rank (`--cost --cost-with nvec=0`)."),
     ("palaced/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "

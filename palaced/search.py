@@ -31,11 +31,14 @@ from palaced.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.index import PgVectors, VectorIndex, brute_force
+from palaced.index import PgVectors, VectorIndex, brute_force, from_blob
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.reldates import resolved_date_words
+from palaced.store import context as ctx
 from palaced.store import pg_search
 from palaced.store import search as sql
+from palaced.store import vectors as vec_store
+from palaced.store.context import CONTEXT_NEIGHBOURS
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
@@ -86,6 +89,14 @@ class RankParams:
     # .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation loses .005 R@5 and R@10);
     # leave-one-conversation-out picks 0.3 in 4 of 5 folds.
     date_boost: float = 0.3
+    # A candidate's vector score is its cosine plus ``neighbour_vector`` times the mean
+    # cosine of its room neighbours (±CONTEXT_NEIGHBOURS, the drawers of its keyword
+    # context), before fusion: an answer is often the reply to the turn the question
+    # matches. LoCoMo dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3
+    # .440/.739/.833, .746; 0.5 .445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-
+    # conversation-out picks 0.5 in 4 of 5 folds (1.0 in one), held out .445/.739/.832
+    # (docs/benchmarks.md, "Connecting the dots"). Multi-hop turn R@10 -.009.
+    neighbour_vector: float = 0.5
 
 
 @dataclass
@@ -190,7 +201,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    known = _Known()
+    known = _Known(qvec=qvec)
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
     first.substring = lexical_hits.substring
     if not first.order or first.substring:
@@ -219,15 +230,21 @@ class _Known:
     checked: set[int] = field(default_factory=set)  # candidates looked at for times
     timed: set[int] = field(default_factory=set)  # candidates whose text states a time
     dated: set[int] = field(default_factory=set)  # candidates about a date the query names
+    qvec: np.ndarray | None = None  # the query's vector (None: keyword-only)
+    cosine: dict[int, float | None] = field(default_factory=dict)  # neighbours' cosines
+    neighbours: dict[int, list[int]] = field(default_factory=dict)  # candidates' neighbours
 
 
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
                rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
+    own = vector  # the candidates' own cosines: what relevance reads (recall._present)
+    if params.neighbour_vector and known.qvec is not None and vector:
+        vector = _with_neighbours(c, vector, params.neighbour_vector, known)
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
-        return Ranking([], {}, lexical, vector, {}, [])
+        return Ranking([], {}, lexical, own, {}, [])
     new = [i for i in pool if i not in known.looked_up]
     known.looked_up.update(new)
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
@@ -242,7 +259,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                  vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
-        return Ranking([], {}, lexical, vector, {}, [])
+        return Ranking([], {}, lexical, own, {}, [])
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
@@ -277,7 +294,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, lexical, vector, room_of, room_list, closet_hits, mentioned)
+    return Ranking(order, scores, lexical, own, room_of, room_list, closet_hits, mentioned)
 
 
 def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
@@ -304,3 +321,38 @@ def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankPara
 def _month_of(ms: int) -> tuple[int, int]:
     at = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return at.month, at.year
+
+
+
+def _with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
+                     known: _Known) -> dict[int, float]:
+    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
+    cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
+    cosine is the vector search's if it is a hit, else read from its stored vectors (the
+    best of its chunks); one without vectors is left out of the mean. Never raises but for the
+    store's errors."""
+    assert known.qvec is not None
+    new = [i for i in vector if i not in known.neighbours]
+    if new:
+        found = ctx.neighbours_of(c, new, CONTEXT_NEIGHBOURS)
+        known.neighbours.update({i: [j for j, _ in found.get(i, [])] for i in new})
+    unread = list(dict.fromkeys(j for i in vector for j in known.neighbours[i]
+                                if j not in vector and j not in known.cosine))
+    if unread:
+        known.cosine.update(dict.fromkeys(unread))
+        rows = vec_store.drawer_vectors(c, unread)
+        if rows:
+            # One buffer, one product: a small array per row cost ~0.3 ms per 365 rows.
+            mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
+            if mat.shape[1] == known.qvec.shape[0]:  # else another model's (a switch)
+                sims = mat @ known.qvec.astype(np.float32)
+                best: dict[int, float] = {}
+                for (did, _), sim in zip(rows, sims.tolist(), strict=True):
+                    best[did] = max(best.get(did, -1.0), sim)
+                known.cosine.update(best)
+    out = {}
+    for i, own in vector.items():
+        near = [x for j in known.neighbours[i]
+                if (x := vector[j] if j in vector else known.cosine[j]) is not None]
+        out[i] = own + weight * sum(near) / len(near) if near else own
+    return out

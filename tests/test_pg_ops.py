@@ -222,6 +222,35 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     assert [i for i, _ in search.substring_search(pgc, "rolin", Filters(), 10, 2)] == [3, 1]
 
 
+def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """The room neighbours the vector score reads (``context.neighbours_of``, one statement
+    of row-value seeks): the same on PostgreSQL as on SQLite, superseded drawers skipped."""
+    from palaced.store import Store
+    from palaced.store.context import neighbours_of
+
+    local = Store(tmp_path / "n.db")
+    try:
+        ids = []
+        for i in range(8):
+            item = NewDrawer(text=f"turn number {i}", room="chat" if i % 4 else "other",
+                             occurred_ms=1_700_000_000_000 + (i // 2) * 60_000)
+            a, _ = local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                b, _ = drawers.insert_drawer(pgc, item, 1)
+            assert a == b
+            ids.append(a)
+        mark = "UPDATE drawers SET superseded_by = ? WHERE id = ?"
+        local.write(lambda c: c.execute(mark, (ids[7], ids[3])))
+        with pgc:
+            pgc.execute(mark, (ids[7], ids[3]))
+        want = local.read(lambda c: neighbours_of(c, [*ids, 999], 2))
+        assert neighbours_of(pgc, [*ids, 999], 2) == want
+        # Time order, then id order among drawers of the same minute; turn 3 is superseded.
+        assert want[ids[2]] == [(ids[1], -1), (ids[5], 1), (ids[6], 2)]
+    finally:
+        local.close()
+
+
 def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
     from palaced.store.pg_schema import claim_dims
 

@@ -9,6 +9,7 @@ function takes an open ``apsw.Connection``; writers run inside the caller's tran
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import apsw
@@ -61,3 +62,36 @@ def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
     """Recompute the FTS context column of one drawer from its current neighbours."""
     context = "\n".join(t for _, t in _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS))
     conn.execute("UPDATE drawers_fts SET context = ? WHERE rowid = ?", (context, drawer_id))
+
+
+_SIDES = (("<", "DESC", -1), (">", "ASC", 1))  # before, after: comparison, order, sign
+
+
+def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int
+                  ) -> dict[int, list[tuple[int, int]]]:
+    """``{id: [(neighbour_id, offset), ...]}``: the ``n`` drawers on each side of each of
+    ``ids`` in its room's time order (offsets -n..-1 before, 1..n after; superseded drawers
+    skipped), the drawers whose text is its keyword context. Drawers of ``ids`` that do not
+    exist or have no neighbour are left out.
+
+    One statement, a scalar subquery per side and distance: each is a seek in
+    ``drawers_room_time`` (row values, so the seek starts at the candidate; an OR would
+    scan the room), so the cost is the candidates', not the rooms' (100 candidates, ±2:
+    ~0.9 ms).
+    """
+    out: dict[int, list[tuple[int, int]]] = {}
+    if not ids or n <= 0:
+        return out
+    cols = ", ".join(
+        f"(SELECT x.id FROM drawers x WHERE x.wing = c.wing AND x.room = c.room AND "
+        f"(x.occurred_ms, x.id) {op} (c.occurred_ms, c.id) AND x.superseded_by IS NULL "
+        f"ORDER BY x.occurred_ms {order}, x.id {order} LIMIT 1 OFFSET {k})"
+        for op, order, _ in _SIDES for k in range(n))
+    offsets = [sign * (k + 1) for _, _, sign in _SIDES for k in range(n)]
+    for cid, *near in conn.execute(
+            f"SELECT c.id, {cols} FROM drawers c WHERE c.id IN (SELECT value FROM json_each(?))",
+            ("[" + ",".join(str(int(i)) for i in ids) + "]",)):
+        got = [(int(j), off) for j, off in zip(near, offsets, strict=True) if j is not None]
+        if got:
+            out[int(cid)] = got
+    return out
