@@ -345,7 +345,9 @@ class Daemon:
         out = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            # RssFile is mapped files (the index file while it loads, the keyword engine's
+            # postings): page cache the kernel can reclaim; RssAnon is the daemon's own.
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 out[key] = round(int(value.split()[0]) / 1024, 1)
         return out
 
