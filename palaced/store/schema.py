@@ -18,7 +18,8 @@ from their length where needed). v8: editing and upkeep:
 substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
 drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
 drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
-palace's ``policy``.
+palace's ``policy``. v10: ``fts_changes``, the change log of the drawers' full-text rows that
+keeps the keyword engine (``palaced.keywords``) fresh between its rebuilds.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -37,6 +38,7 @@ from palaced.errors import SchemaTooNew, StorageError
 from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
+from .fts_log import DDL as FTS_LOG_DDL
 from .policy import DDL as POLICY_DDL
 from .trash import DDL as TRASH_DDL
 
@@ -352,7 +354,7 @@ CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
-    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL)]
+    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL), _sql_step(FTS_LOG_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
