@@ -167,8 +167,16 @@ _EMPTY_F32 = np.zeros(0, dtype=np.float32)
 
 
 # -- building ---------------------------------------------------------------------------------
-def build(conn: apsw.Connection) -> Base:
-    """Build the engine from every ``drawers_fts`` row of this snapshot (a read transaction)."""
+class Stopped(Exception):
+    """A build was stopped (its palace is closing)."""
+
+
+def build(conn: apsw.Connection, stop: threading.Event | None = None) -> Base:
+    """Build the engine from every ``drawers_fts`` row of this snapshot (a read transaction).
+
+    Raises:
+        Stopped: ``stop`` was set meanwhile.
+    """
     seq = last_seq(conn)
     vocab: dict[str, int] = {}
     tid_of = vocab.setdefault
@@ -212,6 +220,8 @@ def build(conn: apsw.Connection) -> Base:
         doc_ids.append(int(rowid))
         doc_lens.append(n)
         if len(rows_in_batch) >= BATCH_ROWS:
+            if stop is not None and stop.is_set():
+                raise Stopped
             flush()
     flush()
     n_rows = len(doc_ids)
@@ -361,7 +371,8 @@ class Overlay:
             chunk = ids[i:i + 500]
             marks = ",".join(str(int(x)) for x in chunk)
             for rowid, text, context, dates in conn.execute(
-                    f"SELECT rowid, text, context, dates FROM drawers_fts WHERE rowid IN ({marks})"):
+                    "SELECT rowid, text, context, dates FROM drawers_fts "
+                    f"WHERE rowid IN ({marks})"):
                 freq, n = row_freqs(str(text or ""), str(context or ""), str(dates or ""))
                 did = int(rowid)
                 self.rows[did] = (freq, n)
@@ -429,7 +440,7 @@ class KeywordEngine:
                                           zip(terms, weights, strict=True)], k, exhaustive)
         if ov.rows:
             scores: dict[int, float] = {}
-            for (t, _, _, _, _, extra), w in zip(terms, weights, strict=True):
+            for (_, _, _, _, _, extra), w in zip(terms, weights, strict=True):
                 for did, f in extra.items():
                     dl = ov.rows[did][1]
                     scores[did] = scores.get(did, 0.0) + w * f * (K1 + 1) / (
@@ -521,6 +532,7 @@ class KeywordState:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._tried_load = False
+        self._stop = threading.Event()
 
     def engine_for(self, n_docs: int) -> KeywordEngine | None:
         """The engine if it should serve a palace of ``n_docs`` drawers and is ready; else
@@ -535,7 +547,7 @@ class KeywordState:
     def start(self, *, rebuild: bool = False) -> None:
         """Load (or with ``rebuild``, build) the engine in a background thread, once."""
         with self._lock:
-            if self.building:
+            if self.building or self._stop.is_set():
                 return
             self.building = True
             load_first = not rebuild and not self._tried_load and self.engine is None
@@ -543,6 +555,11 @@ class KeywordState:
             self._thread = threading.Thread(target=self._run, args=(load_first,),
                                             name="keywords-build", daemon=True)
             self._thread.start()
+
+    def stop(self) -> None:
+        """Stop a running build and wait for its thread (the palace is closing)."""
+        self._stop.set()
+        self.wait()
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for a running load or build (tests, close)."""
@@ -567,7 +584,7 @@ class KeywordState:
                     reason: str | None = str(exc)
             else:
                 reason = "rebuild"
-            base = self.store.read(build)
+            base = self.store.read(lambda c: build(c, self._stop))
             try:
                 self.file_bytes = save(base, self.path)
                 self._prune_upto = (base.seq, base.build_id)
@@ -578,6 +595,8 @@ class KeywordState:
             self.last = KeywordsLoad("built", time.perf_counter() - started, reason)
             log.info("keyword engine built: %d rows, %.2fs (%s)", base.n_rows,
                      self.last.seconds, reason)
+        except Stopped:
+            log.info("keyword engine build stopped: the palace is closing")
         except Exception as exc:  # a cache: never fail the palace, report it in info
             log.exception("keyword engine build failed")
             self.error = f"{type(exc).__name__}: {exc}"

@@ -38,10 +38,12 @@ from palaced.errors import (
 )
 from palaced.index import VectorIndex
 from palaced.index_file import IndexLoad, open_index, save_index
+from palaced.keywords import KeywordState
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
     INDEX_NAME,
+    KEYWORDS_NAME,
     LOCK_NAME,
     db_identity,
     has_database,
@@ -92,6 +94,9 @@ class Palace:
         self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
         self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        # The keyword engine of large palaces (a cache beside the index, built off the loop).
+        self.keywords = KeywordState(store, directory / KEYWORDS_NAME,
+                                     services.config.limits.keyword_engine_min_drawers)
         self.last_save = time.monotonic()
         self.save_seconds = 0.0  # how long the last index save took
         self.write_counter = 0
@@ -257,6 +262,7 @@ class Palace:
         rebuilds a stale one first: a save records the file as complete up to its watermark.
         """
         self.flush_touches_sync()
+        self.keywords.prune_sync()
         index = self.index
         if index is not None:
             if self.index_stale and force:
@@ -281,7 +287,8 @@ class Palace:
     def checkpoint_due(self) -> bool:
         """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
         index = self.index
-        return bool(self._pending_touch) or (index is not None and index.dirty)
+        return bool(self._pending_touch) or (index is not None and index.dirty) or (
+            self.keywords.prune_due)
 
     def save_due_at(self) -> float:
         """When (monotonic) vectors added under writes that never pause are saved anyway.
@@ -303,6 +310,7 @@ class Palace:
     def _close_sync(self) -> None:
         if self.closed:
             return
+        self.keywords.stop()  # a build reads the store being closed
         try:
             self._checkpoint_sync(True)
         except Exception:
@@ -328,6 +336,7 @@ class Palace:
         now). Worker thread, under ``write_lock``."""
         if self.closed:
             return
+        self.keywords.stop()
         self.store.abandon()
         release_lock(self._lock_fd)
         self.closed = True

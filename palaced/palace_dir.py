@@ -17,6 +17,7 @@ from palaced.store.db import storage_error, storage_errors
 
 DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
+KEYWORDS_NAME = "keywords.bin"  # the keyword engine's file (palaced/keywords.py)
 IDENTITY_NAME = "identity.txt"
 LOCK_NAME = ".lock"
 # A team palace's directory holds this instead of DB_NAME: where its PostgreSQL schema is.

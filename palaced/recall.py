@@ -317,8 +317,18 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         counter = palace.write_counter if team else counter
         if caches.doc_count is None or caches.doc_count[0] != counter:
             caches.doc_count = (counter, drawer_count(c))
-        return search.lexical_search(c, req.query, req.filters, now_ms(),
-                                     stats=caches.term_stats, n_docs=caches.doc_count[1])
+        n_docs = caches.doc_count[1]
+        engine = None if team else palace.keywords.engine_for(n_docs)
+        ts = now_ms()
+        if engine is not None:
+            try:
+                return search.lexical_search(c, req.query, req.filters, ts,
+                                             stats=caches.term_stats, n_docs=n_docs,
+                                             engine=engine)
+            except (IndexError, ValueError) as exc:  # a damaged file: FTS5 serves instead
+                palace.keywords.broken(exc)
+        return search.lexical_search(c, req.query, req.filters, ts,
+                                     stats=caches.term_stats, n_docs=n_docs)
 
     return run
 

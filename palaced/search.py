@@ -32,6 +32,7 @@ from palaced.fusion import (
     standardized_fusion,
 )
 from palaced.index import PgVectors, VectorIndex, brute_force
+from palaced.keywords import KeywordEngine
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.reldates import resolved_date_words
 from palaced.store import pg_search
@@ -158,12 +159,35 @@ class KeywordHits:
 
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
                    params: RankParams = RankParams(), stats: sql.TermStats | None = None,
-                   n_docs: int = 0) -> KeywordHits:
-    """BM25 over words, else substrings of 3+ characters when that finds nothing."""
-    hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
+                   n_docs: int = 0, engine: KeywordEngine | None = None) -> KeywordHits:
+    """BM25 over words, else substrings of 3+ characters when that finds nothing.
+
+    With ``engine`` (a large palace's keyword engine) a search without narrowing filters is
+    the engine's top-k; one with them, or a query the engine leaves to FTS5, runs in FTS5.
+
+    Raises:
+        IndexError, ValueError: the engine's base is damaged (the caller drops it).
+    """
+    hits = None
+    if engine is not None and not filters.narrows:
+        hits = engine_search(c, engine, query, filters, params.pool, now_ms)
+    if hits is None:
+        hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
     if hits or not params.substring_fallback:
         return KeywordHits(hits)
     return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
+
+
+def engine_search(c: apsw.Connection, engine: KeywordEngine, query: str, filters: Filters,
+                  limit: int, now_ms: int) -> list[tuple[int, float]] | None:
+    """``fts_search`` by the keyword engine: its top ``2 * limit`` in this snapshot, then,
+    as FTS5's over-fetch does, the superseded or expired ones dropped through ``drawers``;
+    None when the engine leaves the query to FTS5."""
+    found = engine.search(c, sql.fts_terms(query), 2 * limit)
+    if found is None:
+        return None
+    keep = sql.matching_ids(c, [i for i, _ in found], filters, now_ms)
+    return [(i, s) for i, s in found if i in keep][:limit]
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
