@@ -639,6 +639,9 @@ class KeywordState:
             "covered": engine.base.n_rows if engine is not None else 0,
             "changed": engine.changed if engine is not None else 0,
             "file_bytes": self.file_bytes,
+            # False until the next checkpoint records the build in the database (a restart
+            # before that rebuilds rather than trust the file).
+            "recorded": engine is not None and not self.prune_due,
             "load": None if self.last is None else {
                 "how": self.last.how, "ms": round(self.last.seconds * 1000, 1),
                 **({"reason": self.last.reason} if self.last.reason else {})},
