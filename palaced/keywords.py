@@ -60,9 +60,12 @@ MAGIC = b"PALKW001"
 BUILD_KEY = "keywords_build"
 BATCH_ROWS = 20_000  # rows tokenised per numpy pass while building (bounded memory)
 # The overlay (drawers changed since the build) that makes a rebuild due: this share of the
-# base, and at least REBUILD_MIN drawers.
+# base, at least REBUILD_MIN and at most REBUILD_MAX drawers (each search scores the overlay
+# rows holding its terms; bench/bm25_scale.py --overlay: 5,000 remembers at 100k, ~5,400
+# rows, cost ~X ms per search).
 REBUILD_SHARE = 0.05
 REBUILD_MIN = 2_000
+REBUILD_MAX = 20_000
 _ALIGN = 64
 _tls = threading.local()
 
@@ -349,6 +352,7 @@ class Overlay:
     masked_in_base: int = 0  # masked drawers that have a base row
     rows: dict[int, tuple[dict[str, float], int]] = field(default_factory=dict)
     post: dict[str, dict[int, float]] = field(default_factory=dict)
+    lengths: dict[int, int] = field(default_factory=dict)  # D of each overlay row
 
     def apply(self, conn: apsw.Connection, base: Base) -> int:
         """Read the log past ``seq`` in this snapshot; returns how many drawers changed."""
@@ -357,6 +361,7 @@ class Overlay:
             return 0
         for did in ids:
             old = self.rows.pop(did, None)
+            self.lengths.pop(did, None)
             if old is not None:
                 for t in old[0]:
                     bucket = self.post.get(t)
@@ -376,6 +381,7 @@ class Overlay:
                 freq, n = row_freqs(str(text or ""), str(context or ""), str(dates or ""))
                 did = int(rowid)
                 self.rows[did] = (freq, n)
+                self.lengths[did] = n
                 for t, f in freq.items():
                     self.post.setdefault(t, {})[did] = f
         self.seq = newest
@@ -439,14 +445,33 @@ class KeywordEngine:
         found = _top_base(base, ov.mask, [(x[1], x[2], x[3], w) for x, w in
                                           zip(terms, weights, strict=True)], k, exhaustive)
         if ov.rows:
-            scores: dict[int, float] = {}
-            for (_, _, _, _, _, extra), w in zip(terms, weights, strict=True):
-                for did, f in extra.items():
-                    dl = ov.rows[did][1]
-                    scores[did] = scores.get(did, 0.0) + w * f * (K1 + 1) / (
-                        f + K1 * (1 - B + B * dl / base.avgdl))
-            found = sorted([*found, *scores.items()], key=lambda kv: -kv[1])[:k]
+            found = sorted([*found, *_top_overlay(ov, [x[5] for x in terms], weights,
+                                                  base.avgdl, k)], key=lambda kv: -kv[1])[:k]
         return found
+
+
+def _top_overlay(ov: Overlay, buckets: Sequence[dict[int, float]], weights: Sequence[float],
+                 avgdl: float, k: int) -> list[tuple[int, float]]:
+    """The best ``k`` overlay rows for the query terms' ``{drawer: freq}`` buckets (numpy:
+    an overlay of thousands of rows costs a millisecond or two, not a Python loop each)."""
+    docs_parts, score_parts = [], []
+    length = ov.lengths
+    for bucket, w in zip(buckets, weights, strict=True):
+        if not bucket:
+            continue
+        docs = np.fromiter(bucket.keys(), dtype=np.int64, count=len(bucket))
+        freq = np.fromiter(bucket.values(), dtype=np.float64, count=len(bucket))
+        dl = np.fromiter(map(length.__getitem__, bucket), dtype=np.float64, count=len(bucket))
+        docs_parts.append(docs)
+        score_parts.append(w * freq * (K1 + 1) / (freq + K1 * (1 - B + B * dl / avgdl)))
+    if not docs_parts:
+        return []
+    docs, inverse = np.unique(np.concatenate(docs_parts), return_inverse=True)
+    scores = np.bincount(inverse, weights=np.concatenate(score_parts), minlength=len(docs))
+    if len(docs) > k:
+        top = np.argpartition(-scores, k - 1)[:k]
+        docs, scores = docs[top], scores[top]
+    return list(zip(docs.tolist(), scores.tolist(), strict=True))
 
 
 def _top_base(base: Base, mask: np.ndarray,
@@ -511,6 +536,11 @@ class KeywordsLoad:
     reason: str | None = None
 
 
+def rebuild_at(n_rows: int) -> float:
+    """How many changed rows since the build make a rebuild due."""
+    return min(REBUILD_MAX, max(REBUILD_MIN, REBUILD_SHARE * n_rows))
+
+
 class KeywordState:
     """One palace's keyword engine: loads or builds it off the event loop, keeps it fresh,
     rebuilds it in the background when its overlay grows, and says when it can serve.
@@ -540,7 +570,7 @@ class KeywordState:
         if n_docs < self.min_drawers:
             return None
         engine = self.engine
-        if engine is None or engine.changed > max(REBUILD_MIN, REBUILD_SHARE * engine.base.n_rows):
+        if engine is None or engine.changed > rebuild_at(engine.base.n_rows):
             self.start()
         return engine
 
@@ -576,7 +606,7 @@ class KeywordState:
                     built = self.store.read(lambda c: meta_get(c, BUILD_KEY))
                     if built != base.build_id:
                         raise Unusable("the file is not the database's last build")
-                    self.engine = KeywordEngine(base)
+                    self.engine = self._caught_up(KeywordEngine(base))
                     self.file_bytes = os.path.getsize(self.path)
                     self.last = KeywordsLoad("loaded", time.perf_counter() - started)
                     return
@@ -590,7 +620,7 @@ class KeywordState:
                 self._prune_upto = (base.seq, base.build_id)
             except OSError as exc:  # only a cache: serve from memory
                 log.warning("cannot save the keyword engine %s: %s", self.path, exc)
-            self.engine = KeywordEngine(base)
+            self.engine = self._caught_up(KeywordEngine(base))
             self.error = None
             self.last = KeywordsLoad("built", time.perf_counter() - started, reason)
             log.info("keyword engine built: %d rows, %.2fs (%s)", base.n_rows,
@@ -603,6 +633,12 @@ class KeywordState:
         finally:
             with self._lock:
                 self.building = False
+
+    def _caught_up(self, engine: KeywordEngine) -> KeywordEngine:
+        """``engine`` with the log since its build applied, here in the background rather
+        than in the first search (after a kill -9 that may be thousands of rows)."""
+        self.store.read(engine.refresh)
+        return engine
 
     def broken(self, exc: Exception) -> None:
         """A search found the engine damaged: drop it and rebuild (FTS5 serves meanwhile)."""
