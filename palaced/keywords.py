@@ -521,7 +521,7 @@ def _top_base(base: Base, mask: np.ndarray,
     if len(cands) > k:
         top = np.argpartition(-vals, k - 1)[:k]
         cands, vals = cands[top], vals[top]
-    best = np.argsort(-vals, kind="stable")
+    best = np.lexsort((cands, -vals))  # ties: the older drawer first
     return [(int(d), float(s)) for d, s in zip(cands[best].tolist(), vals[best].tolist(),
                                                strict=True)]
 
@@ -615,12 +615,17 @@ class KeywordState:
             else:
                 reason = "rebuild"
             base = self.store.read(lambda c: build(c, self._stop))
+            saved = False
             try:
                 self.file_bytes = save(base, self.path)
-                self._prune_upto = (base.seq, base.build_id)
+                saved = True
             except OSError as exc:  # only a cache: serve from memory
                 log.warning("cannot save the keyword engine %s: %s", self.path, exc)
             self.engine = self._caught_up(KeywordEngine(base))
+            if saved:
+                # Only now: the engine this one replaces may still need the log rows the
+                # prune drops.
+                self._prune_upto = (base.seq, base.build_id)
             self.error = None
             self.last = KeywordsLoad("built", time.perf_counter() - started, reason)
             log.info("keyword engine built: %d rows, %.2fs (%s)", base.n_rows,

@@ -252,3 +252,41 @@ def test_a_damaged_engine_file_falls_back_and_is_rebuilt(home: Path) -> None:
             assert set(want) <= set(ids)
     finally:
         d.stop()
+
+
+def test_a_grown_overlay_is_rebuilt_in_the_background_and_the_log_pruned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kw, "REBUILD_MIN", 50)
+    rng = random.Random(9)
+    s = Store(tmp_path / "palace.db")
+
+    def fill(c: Any, n: int, start: int) -> list[int]:
+        return [m.insert_drawer(c, m.NewDrawer(text=zipf_text(rng, 10), wing="w",
+                                               room=f"r{i % 5}"), start + i)[0]
+                for i in range(n)]
+
+    s.write(lambda c: fill(c, 200, 0))
+    state = kw.KeywordState(s, tmp_path / KEYWORDS_NAME, min_drawers=100)
+    assert state.engine_for(50) is None and not state.building  # small: FTS5
+    assert state.engine_for(200) is None  # starts the first build
+    state.wait()
+    first = state.engine
+    assert first is not None and first.base.n_rows == 200
+    state.prune_sync()
+    assert s.read(lambda c: c.execute("SELECT count(*) FROM fts_changes").fetchall()[0][0]) == 0
+    s.write(lambda c: fill(c, 60, 1_000))  # 60 drawers and their neighbours' context
+    assert state.engine_for(260) is first
+    s.read(first.refresh)
+    assert first.changed > 50
+    state.engine_for(260)  # the overlay is past its share: a rebuild starts
+    state.wait()
+    assert state.engine is not first and state.engine is not None
+    assert state.engine.base.n_rows == 260 and state.engine.changed == 0
+    state.prune_sync()
+    assert s.read(lambda c: c.execute("SELECT count(*) FROM fts_changes").fetchall()[0][0]) == 0
+    words = ["otter", "w1", "w40"]
+    want = fts5(s, words, 20)
+    got = s.read(lambda c: state.engine.search(c, words, 20) if state.engine else None)
+    assert got is not None
+    assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=1e-5)
+    state.stop()
