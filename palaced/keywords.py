@@ -37,6 +37,8 @@ import math
 import mmap
 import os
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from array import array
@@ -614,13 +616,20 @@ class KeywordState:
                     reason: str | None = str(exc)
             else:
                 reason = "rebuild"
-            base = self.store.read(lambda c: build(c, self._stop))
-            saved = False
             try:
-                self.file_bytes = save(base, self.path)
+                base = self._build_in_child()
                 saved = True
-            except OSError as exc:  # only a cache: serve from memory
-                log.warning("cannot save the keyword engine %s: %s", self.path, exc)
+                self.file_bytes = os.path.getsize(self.path)
+            except (OSError, RuntimeError, Unusable) as exc:
+                log.warning("keyword engine: the build process failed (%s); building here",
+                            exc)
+                base = self.store.read(lambda c: build(c, self._stop))
+                saved = False
+                try:
+                    self.file_bytes = save(base, self.path)
+                    saved = True
+                except OSError as err:  # only a cache: serve from memory
+                    log.warning("cannot save the keyword engine %s: %s", self.path, err)
             self.engine = self._caught_up(KeywordEngine(base))
             if saved:
                 # Only now: the engine this one replaces may still need the log rows the
@@ -638,6 +647,37 @@ class KeywordState:
         finally:
             with self._lock:
                 self.building = False
+
+    def _build_in_child(self) -> Base:
+        """Build and save the engine in a child process (``python -m palaced.keywords``) and
+        map its file: the build's Python loops and its peak memory (~4 KB per drawer) stay
+        out of the daemon, whose requests would otherwise wait for the GIL for the whole
+        build. Killed when the palace closes.
+
+        Raises:
+            RuntimeError: the child failed. OSError: it could not be started.
+            Unusable: its file cannot be read. Stopped: the palace is closing.
+        """
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "palaced.keywords", str(self.store.path), str(self.path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=env)
+        while True:
+            try:
+                _, err = proc.communicate(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                if self._stop.is_set():
+                    proc.kill()
+                    proc.wait()
+                    raise Stopped from None
+        if proc.returncode != 0:
+            tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"exit {proc.returncode}: {tail[0]}")
+        return load(self.path)
 
     def _caught_up(self, engine: KeywordEngine) -> KeywordEngine:
         """``engine`` with the log since its build applied, here in the background rather
@@ -690,9 +730,30 @@ class KeywordState:
         }
 
 
+def build_file(db: Path, out: Path) -> Base:
+    """Build the engine of the palace database ``db`` (one read snapshot) and save it to
+    ``out``: what the child process of ``KeywordState`` runs. Raises apsw.Error, OSError."""
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READWRITE)  # it only reads
+    conn.set_busy_timeout(10_000)
+    try:
+        conn.execute("BEGIN")
+        try:
+            base = build(conn)
+        finally:
+            conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+    save(base, out)
+    return base
+
+
 def exhaustive_scores(engine: KeywordEngine, words: Iterable[str], k: int
                       ) -> list[tuple[int, float]]:
     """Every posting scored (no MaxScore): the reference the tests compare with."""
     toks = query_tokens(list(words)) or []
     with engine._lock:
         return engine._search(toks, k, True)
+
+
+if __name__ == "__main__":  # python -m palaced.keywords DB OUT: KeywordState's build process
+    build_file(Path(sys.argv[1]), Path(sys.argv[2]))
