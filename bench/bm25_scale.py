@@ -39,7 +39,8 @@ import locomo
 from _daemon import DEFAULT_MODEL
 from perf import pct, zipf_texts, zipf_vocabulary
 
-from palaced import keywords as kw
+from palaced import keyword_engine as ke
+from palaced import keyword_file as kf
 from palaced.search import engine_search
 from palaced.store import Store, search
 from palaced.store import drawers as m
@@ -64,7 +65,7 @@ def two_part(st: Store, stats: search.TermStats, query: str, n_docs: int, limit:
                                                stats, n_docs))
 
 
-def engine(st: Store, eng: kw.KeywordEngine, query: str, limit: int
+def engine(st: Store, eng: ke.KeywordEngine, query: str, limit: int
            ) -> list[tuple[int, float]]:
     """The keyword engine's top ``limit`` (what recall's keyword half runs in a large palace)."""
     def run(c: Any) -> list[tuple[int, float]]:
@@ -81,19 +82,19 @@ def rss_mb() -> float:
     return 0.0
 
 
-def open_engine(st: Store, db: Path) -> tuple[kw.KeywordEngine, dict[str, Any]]:
+def open_engine(st: Store, db: Path) -> tuple[ke.KeywordEngine, dict[str, Any]]:
     """Build the engine, save it beside the database, load it back (cold: page cache
     dropped is not possible here, so "load" is the mmap and header parse)."""
     before = rss_mb()
     t = time.perf_counter()
-    base = st.read(kw.build)
+    base = st.read(kf.build)
     build_s = time.perf_counter() - t
     path = db.with_name(db.name + ".keywords")
-    size = kw.save(base, path)
+    size = kf.save(base, path)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     del base
     t = time.perf_counter()
-    eng = kw.KeywordEngine(kw.load(path))
+    eng = ke.KeywordEngine(kf.load(path))
     load_ms = (time.perf_counter() - t) * 1000
     out = {"build_s": build_s, "file_bytes": size, "bytes_per_drawer": size / max(
         1, eng.base.n_rows), "load_ms": load_ms, "rss_before_mb": before,
@@ -162,7 +163,7 @@ def tx_slice(c: Any, rows: list[str], start: int) -> None:
                                        room=f"room-{i % 200}"), 1_700_000_000_000 + i)
 
 
-def _zipf_round(st: Store, stats: search.TermStats, eng: kw.KeywordEngine,
+def _zipf_round(st: Store, stats: search.TermStats, eng: ke.KeywordEngine,
                 queries: list[str], n_docs: int, label: str) -> dict[str, Any]:
     lat: dict[str, list[float]] = {"exact": [], "two-part": [], "engine": []}
     kept: dict[str, dict[int, list[float]]] = {"two-part": {10: [], 100: []},

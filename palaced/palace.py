@@ -32,18 +32,15 @@ import apsw
 
 from palaced.access import apply_touches
 from palaced.embedder import Embedder
-from palaced.errors import (
-    StorageCorrupt,
-    StorageError,
-)
+from palaced.errors import StorageCorrupt, StorageError
 from palaced.index import VectorIndex
 from palaced.index_file import IndexLoad, open_index, save_index
 from palaced.keywords import KeywordState
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
+    IDENTITY_TEMPLATE,
     INDEX_NAME,
-    KEYWORDS_NAME,
     LOCK_NAME,
     db_identity,
     has_database,
@@ -61,13 +58,8 @@ from palaced.store.meta import claim_embedder, meta_get
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
-__all__ = ["DB_NAME", "IDENTITY_NAME", "INDEX_NAME", "LOCK_NAME", "Palace", "has_database",
-           "now_ms"]
-IDENTITY_TEMPLATE = """\
-# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
-# Lines starting with # are ignored.
-This palace holds the memories of {name}.
-"""
+__all__ = ["DB_NAME", "IDENTITY_NAME", "IDENTITY_TEMPLATE", "INDEX_NAME", "LOCK_NAME", "Palace",
+           "has_database", "now_ms"]
 COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
 # While writes go on without a pause, the index is still saved this often, so a kill -9
 # replays at most this long of writes; never more than a tenth of the time goes to saving.
@@ -94,9 +86,7 @@ class Palace:
         self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
         self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
-        # The keyword engine of large palaces (a cache beside the index, built off the loop).
-        self.keywords = KeywordState(store, directory / KEYWORDS_NAME,
-                                     services.config.limits.keyword_engine_min_drawers)
+        self.keywords = KeywordState.of(store, directory, services)  # keyword engine
         self.last_save = time.monotonic()
         self.save_seconds = 0.0  # how long the last index save took
         self.write_counter = 0
@@ -286,9 +276,8 @@ class Palace:
     @property
     def checkpoint_due(self) -> bool:
         """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
-        index = self.index
-        return bool(self._pending_touch) or (index is not None and index.dirty) or (
-            self.keywords.prune_due)
+        dirty = self.index is not None and self.index.dirty
+        return bool(self._pending_touch) or dirty or self.keywords.prune_due
 
     def save_due_at(self) -> float:
         """When (monotonic) vectors added under writes that never pause are saved anyway.

@@ -19,6 +19,11 @@ DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
 KEYWORDS_NAME = "keywords.bin"  # the keyword engine's file (palaced/keywords.py)
 IDENTITY_NAME = "identity.txt"
+IDENTITY_TEMPLATE = """\
+# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
+# Lines starting with # are ignored.
+This palace holds the memories of {name}.
+"""
 LOCK_NAME = ".lock"
 # A team palace's directory holds this instead of DB_NAME: where its PostgreSQL schema is.
 STORE_NAME = "store.toml"

@@ -32,7 +32,7 @@ from palaced.fusion import (
     standardized_fusion,
 )
 from palaced.index import PgVectors, VectorIndex, brute_force
-from palaced.keywords import KeywordEngine
+from palaced.keyword_engine import KeywordEngine
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.reldates import resolved_date_words
 from palaced.store import pg_search
@@ -155,6 +155,7 @@ class KeywordHits:
 
     hits: list[tuple[int, float]]
     substring: bool = False
+    engine: KeywordEngine | None = None  # the keyword engine that found them, if one did
 
 
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
@@ -172,9 +173,10 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
     if engine is not None and not filters.narrows:
         hits = engine_search(c, engine, query, filters, params.pool, now_ms)
     if hits is None:
+        engine = None
         hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
     if hits or not params.substring_fallback:
-        return KeywordHits(hits)
+        return KeywordHits(hits, engine=engine)
     return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
 
 
@@ -222,7 +224,8 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     n = sql.drawer_count(c) if n_docs is None else n_docs
     words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
                       lambda w: sql.text_doc_freq(c, w), n)
-    hop = dict(sql.fts_search(c, " ".join(words), filters, params.pool, now_ms)) if words else {}
+    hop = dict(_hop_search(c, " ".join(words), filters, params.pool, now_ms,
+                           lexical_hits.engine)) if words else {}
     if not hop:
         return first
     joined = standardized_fusion([lexical, hop], weights=[1.0, HOP_WEIGHT])
@@ -231,6 +234,20 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     # alone (LoCoMo dev session R@1: .734 so, .727 by the second hop).
     second.lexical, second.rooms = lexical, first.rooms
     return second
+
+
+def _hop_search(c: apsw.Connection, query: str, filters: Filters, limit: int, now_ms: int,
+                engine: KeywordEngine | None) -> list[tuple[int, float]]:
+    """The second hop's keyword search: on the engine the first hop used, else FTS5 (also
+    when the engine turns out damaged: the first hop's caller drops it at its next use)."""
+    if engine is not None:
+        try:
+            found = engine_search(c, engine, query, filters, limit, now_ms)
+        except (IndexError, ValueError):
+            found = None
+        if found is not None:
+            return found
+    return sql.fts_search(c, query, filters, limit, now_ms)
 
 
 @dataclass

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from palaced import keyword_engine as ke
+from palaced import keyword_file as kf
 from palaced import keywords as kw
 from palaced.palace_dir import KEYWORDS_NAME
-from palaced.store import Store
+from palaced.store import Store, search
 from palaced.store import drawers as m
-from palaced.store import search
 
 from .conftest import DaemonProc, base_env
 
@@ -65,7 +66,7 @@ def queries(n: int, seed: int) -> list[list[str]]:
 
 
 def test_engine_scores_are_fts5_bm25(zipf_store: Store) -> None:
-    engine = kw.KeywordEngine(zipf_store.read(kw.build))
+    engine = ke.KeywordEngine(zipf_store.read(kf.build))
     for words in queries(60, 1):
         want = fts5(zipf_store, words, 30)
         got = zipf_store.read(lambda c, w=words: engine.search(c, w, 30))
@@ -80,24 +81,24 @@ def test_engine_scores_are_fts5_bm25(zipf_store: Store) -> None:
 
 
 def test_engine_file_round_trip_and_damage(zipf_store: Store, tmp_path: Path) -> None:
-    base = zipf_store.read(kw.build)
+    base = zipf_store.read(kf.build)
     path = tmp_path / KEYWORDS_NAME
-    size = kw.save(base, path)
+    size = kf.save(base, path)
     assert size == path.stat().st_size
-    loaded = kw.load(path)
+    loaded = kf.load(path)
     words = ["otter", "w3", "w150"]
-    a = zipf_store.read(lambda c: kw.KeywordEngine(base).search(c, words, 20))
-    b = zipf_store.read(lambda c: kw.KeywordEngine(loaded).search(c, words, 20))
+    a = zipf_store.read(lambda c: ke.KeywordEngine(base).search(c, words, 20))
+    b = zipf_store.read(lambda c: ke.KeywordEngine(loaded).search(c, words, 20))
     assert a == b and a
     path.write_bytes(path.read_bytes()[: size // 2])  # truncated
-    with pytest.raises(kw.Unusable):
-        kw.load(path)
+    with pytest.raises(kf.Unusable):
+        kf.load(path)
     path.write_bytes(b"garbage" * 100)
-    with pytest.raises(kw.Unusable):
-        kw.load(path)
+    with pytest.raises(kf.Unusable):
+        kf.load(path)
     path.write_bytes(b"")
-    with pytest.raises(kw.Unusable):
-        kw.load(path)
+    with pytest.raises(kf.Unusable):
+        kf.load(path)
 
 
 @settings(max_examples=60, deadline=None)
@@ -107,7 +108,7 @@ def test_maxscore_finds_the_exhaustive_top_k(zipf_store: Store, words: list[str]
                                              ) -> None:
     engine = _engine(zipf_store)
     got = zipf_store.read(lambda c: engine.search(c, words, k))
-    want = kw.exhaustive_scores(engine, words, k)
+    want = ke.exhaustive_scores(engine, words, k)
     assert got is not None
     assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-6)
     # Ids agree except among tied scores at the cut.
@@ -116,12 +117,12 @@ def test_maxscore_finds_the_exhaustive_top_k(zipf_store: Store, words: list[str]
                                                            if s > cut * (1 + 1e-6)}
 
 
-_ENGINES: dict[int, kw.KeywordEngine] = {}
+_ENGINES: dict[int, ke.KeywordEngine] = {}
 
 
-def _engine(s: Store) -> kw.KeywordEngine:
+def _engine(s: Store) -> ke.KeywordEngine:
     if id(s) not in _ENGINES:
-        _ENGINES[id(s)] = kw.KeywordEngine(s.read(kw.build))
+        _ENGINES[id(s)] = ke.KeywordEngine(s.read(kf.build))
     return _ENGINES[id(s)]
 
 
@@ -137,7 +138,7 @@ def test_overlay_follows_writes_in_the_snapshot(tmp_path: Path) -> None:
                 for i in range(n)]
 
     ids = s.write(lambda c: fill(c, 300, 0))
-    engine = kw.KeywordEngine(s.read(kw.build))
+    engine = ke.KeywordEngine(s.read(kf.build))
     s.write(lambda c: fill(c, 40, 1_000))
     s.write(lambda c: m.delete_drawers(c, ids[:25]))
     s.write(lambda c: c.execute("UPDATE drawers_fts SET text = 'otter otter heron' "

@@ -1,4 +1,5 @@
-"""The change log of the drawers' full-text rows (``fts_changes``, schema v10).
+"""The change log of the drawers' full-text rows (``fts_changes``, schema v10), and the reads
+of those rows the keyword engine is built from.
 
 Every write of a ``drawers_fts`` row (insert, delete, text or context rewrite) appends the
 drawer's id here in the same transaction, so the keyword engine (``palaced.keywords``, a
@@ -10,11 +11,16 @@ which keep their own keyword search) the log is not kept: a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 import apsw
 
 from .dialect import is_pg
+
+T = TypeVar("T")
+FtsRow = tuple[int, str, str, str]  # rowid (the drawer id), text, context, dates
 
 DDL: list[str] = [
     """CREATE TABLE fts_changes(
@@ -50,3 +56,37 @@ def prune(conn: apsw.Connection, upto: int) -> int:
     """Drop the log rows at or below ``upto`` (a saved engine holds them); returns how many."""
     conn.execute("DELETE FROM fts_changes WHERE seq <= ?", (int(upto),))
     return int(conn.changes())
+
+
+def all_rows(conn: apsw.Connection) -> Iterator[FtsRow]:
+    """Every full-text row of this snapshot, by rowid."""
+    for rowid, text, context, dates in conn.execute(
+            "SELECT rowid, text, context, dates FROM drawers_fts"):
+        yield int(rowid), str(text or ""), str(context or ""), str(dates or "")
+
+
+def rows_of(conn: apsw.Connection, ids: Sequence[int]) -> list[FtsRow]:
+    """The full-text rows of ``ids`` that exist in this snapshot."""
+    out: list[FtsRow] = []
+    for i in range(0, len(ids), 500):
+        marks = ",".join(str(int(x)) for x in ids[i:i + 500])
+        out += [(int(r[0]), str(r[1] or ""), str(r[2] or ""), str(r[3] or "")) for r in
+                conn.execute("SELECT rowid, text, context, dates FROM drawers_fts "
+                             f"WHERE rowid IN ({marks})")]
+    return out
+
+
+def in_snapshot(path: Path, fn: Callable[[apsw.Connection], T]) -> T:
+    """``fn(conn)`` in one read transaction on a connection of its own to the database at
+    ``path`` (a process apart from the daemon's Store: the keyword engine's build), never
+    migrating or writing. Raises apsw.Error."""
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    try:
+        conn.set_busy_timeout(10_000)
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("ROLLBACK")
+    finally:
+        conn.close()
