@@ -44,6 +44,7 @@ BUILD_KEY = "keywords_build"
 REBUILD_SHARE = 0.05
 REBUILD_MIN = 2_000
 REBUILD_MAX = 20_000
+RETRY_S = 60.0  # after a failed build, searches use FTS5 this long before the next try
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class KeywordState:
         self._thread: threading.Thread | None = None
         self._tried_load = False
         self._stop = threading.Event()
+        self._retry_at = 0.0  # monotonic: no build starts before (a failed one backs off)
 
     @classmethod
     def of(cls, store: Store, directory: Path, services: Services) -> KeywordState:
@@ -102,7 +104,7 @@ class KeywordState:
     def start(self, *, rebuild: bool = False) -> None:
         """Load (or with ``rebuild``, build) the engine in a background thread, once."""
         with self._lock:
-            if self.building or self._stop.is_set():
+            if self.building or self._stop.is_set() or time.monotonic() < self._retry_at:
                 return
             self.building = True
             load_first = not rebuild and not self._tried_load and self.engine is None
@@ -167,6 +169,7 @@ class KeywordState:
         except Exception as exc:  # a cache: never fail the palace, report it in info
             log.exception("keyword engine build failed")
             self.error = f"{type(exc).__name__}: {exc}"
+            self._retry_at = time.monotonic() + RETRY_S
         finally:
             with self._lock:
                 self.building = False

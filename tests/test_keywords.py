@@ -4,6 +4,7 @@ daemon, after a kill -9 too), and a damaged file only costs a rebuild."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -258,6 +259,11 @@ def test_a_damaged_engine_file_falls_back_and_is_rebuilt(home: Path) -> None:
 def test_a_grown_overlay_is_rebuilt_in_the_background_and_the_log_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kw, "REBUILD_MIN", 50)
+
+    def in_process(*args: Any) -> None:
+        raise AssertionError("built in the daemon's process, not in a child")
+
+    monkeypatch.setattr(kw, "build", in_process)  # the fallback when the child fails
     rng = random.Random(9)
     s = Store(tmp_path / "palace.db")
 
@@ -290,4 +296,28 @@ def test_a_grown_overlay_is_rebuilt_in_the_background_and_the_log_pruned(
     got = s.read(lambda c: state.engine.search(c, words, 20) if state.engine else None)
     assert got is not None
     assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=1e-5)
+    state.stop()
+
+
+def test_a_damaged_base_is_dropped_and_rebuilt(zipf_store: Store, tmp_path: Path) -> None:
+    """Postings that point past the drawers (a file damaged in place, its size intact) make
+    the search raise IndexError, which recall's keyword half answers by dropping the engine
+    (FTS5 serves) and rebuilding it (``recall._lexical``)."""
+    base = zipf_store.read(kf.build)
+    docs = base.docs.copy()
+    docs[:] = base.span + 7
+    bad = ke.KeywordEngine(dataclasses.replace(base, docs=docs))
+    with pytest.raises(IndexError):
+        zipf_store.read(lambda c: bad.search(c, ["otter", "w2"], 10))
+    state = kw.KeywordState(zipf_store, tmp_path / KEYWORDS_NAME, min_drawers=0)
+    state.engine = bad
+    state.broken(IndexError("index 2507 is out of bounds"))
+    assert state.engine is None and state.error is not None
+    state.wait()
+    assert state.engine is not None and state.error is None
+    got = zipf_store.read(lambda c: state.engine.search(c, ["otter", "w2"], 10)
+                          if state.engine else None)
+    want = fts5(zipf_store, ["otter", "w2"], 10)
+    assert got is not None
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
     state.stop()
