@@ -277,10 +277,11 @@ def _top_base(base: Base, mask: np.ndarray,
     bounds = [maxi * w for _, _, maxi, w in terms]
     rest = [sum(bounds[i:]) for i in range(len(terms))] + [0.0]
     acc = np.zeros(base.span, dtype=np.float32)
-    seen = np.zeros(base.span, dtype=bool)
-    seen[mask] = True  # masked drawers never become candidates
+    seen = mask.copy()  # masked drawers never become candidates
     found: list[np.ndarray] = []
-    theta = -math.inf
+    n_found = 0
+    scored = 0.0  # the bounds of the terms scored so far: no score is above it
+    theta = -math.inf  # the k-th best score so far (a lower bound of the final k-th)
     done = len(terms)
     for i, (docs, imps, _, w) in enumerate(terms):
         if not exhaustive and rest[i] < theta:
@@ -292,11 +293,13 @@ def _top_base(base: Base, mask: np.ndarray,
         new = docs[~seen[docs]]
         seen[new] = True
         found.append(new)
-        cands = np.concatenate(found) if len(found) > 1 else found[0]
-        if len(found) > 1:
-            found = [cands]
-        if len(cands) >= k and not exhaustive:
-            theta = float(np.partition(acc[cands], len(cands) - k)[len(cands) - k])
+        n_found += len(new)
+        scored += bounds[i]
+        # Stopping before the next term needs theta > rest[i + 1], and theta <= scored: the
+        # partition (the costly part with long lists) waits until that can happen.
+        if not exhaustive and n_found >= k and rest[i + 1] < scored:
+            found = [np.concatenate(found)] if len(found) > 1 else found
+            theta = float(np.partition(acc[found[0]], n_found - k)[n_found - k])
     if not found:
         return []
     cands = np.concatenate(found) if len(found) > 1 else found[0]
