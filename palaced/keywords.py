@@ -28,7 +28,7 @@ from palaced.keyword_engine import Base, KeywordEngine
 from palaced.keyword_file import Stopped, Unusable, build, load, save
 from palaced.palace_dir import KEYWORDS_NAME
 from palaced.store import Store
-from palaced.store.fts_log import prune
+from palaced.store.fts_log import forget_log, prune
 from palaced.store.meta import meta_get, meta_set
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ BUILD_KEY = "keywords_build"
 REBUILD_SHARE = 0.05
 REBUILD_MIN = 2_000
 REBUILD_MAX = 20_000
+# A palace that does not use the engine (under min_drawers) drops its change log, and with
+# it the record of any earlier build, once the log spans this many entries.
+LOG_KEEP = 10_000
 RETRY_S = 60.0  # after a failed build, searches use FTS5 this long before the next try
 
 
@@ -84,6 +87,7 @@ class KeywordState:
         self._tried_load = False
         self._stop = threading.Event()
         self._retry_at = 0.0  # monotonic: no build starts before (a failed one backs off)
+        self.last_n: int | None = None  # the palace's drawers at the last search
 
     @classmethod
     def of(cls, store: Store, directory: Path, services: Services) -> KeywordState:
@@ -94,6 +98,7 @@ class KeywordState:
     def engine_for(self, n_docs: int) -> KeywordEngine | None:
         """The engine if it should serve a palace of ``n_docs`` drawers and is ready; else
         None (a build or load is started in the background when it should serve)."""
+        self.last_n = n_docs
         if n_docs < self.min_drawers:
             return None
         engine = self.engine
@@ -222,9 +227,14 @@ class KeywordState:
         return self._prune_upto is not None
 
     def prune_sync(self) -> None:
-        """Record the saved build and drop the log rows it holds (under the write lock)."""
+        """Record the saved build and drop the log rows it holds; in a palace that does not
+        use the engine, drop a long log (under the write lock: the checkpoint)."""
         todo = self._prune_upto
         if todo is None:
+            if (self.engine is None and not self.building and self.last_n is not None
+                    and self.last_n < self.min_drawers):
+                # No file may be trusted past the dropped log: a later build starts over.
+                self.store.write(lambda c: forget_log(c, LOG_KEEP, BUILD_KEY), stamp=False)
             return
         seq, build_id = todo
 

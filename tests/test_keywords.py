@@ -20,6 +20,7 @@ from palaced import keywords as kw
 from palaced.palace_dir import KEYWORDS_NAME
 from palaced.store import Store, search
 from palaced.store import drawers as m
+from palaced.store.meta import meta_get, meta_set
 
 from .conftest import DaemonProc, base_env
 
@@ -321,3 +322,28 @@ def test_a_damaged_base_is_dropped_and_rebuilt(zipf_store: Store, tmp_path: Path
     assert got is not None
     assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-5)
     state.stop()
+
+
+def test_a_palace_without_the_engine_drops_a_long_log(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under min_drawers nothing reads the log: past LOG_KEEP entries the checkpoint empties
+    it, and forgets any earlier build (its file could no longer be replayed)."""
+    monkeypatch.setattr(kw, "LOG_KEEP", 30)
+    s = Store(tmp_path / "palace.db")
+    rng = random.Random(4)
+    s.write(lambda c: [m.insert_drawer(c, m.NewDrawer(text=zipf_text(rng, 8), room="r"), i)
+                       for i in range(20)] and None)
+    s.write(lambda c: meta_set(c, kw.BUILD_KEY, "an-old-build"))
+    state = kw.KeywordState(s, tmp_path / KEYWORDS_NAME, min_drawers=1_000)
+
+    def log_rows() -> int:
+        return int(s.read(lambda c: c.execute("SELECT count(*) FROM fts_changes"
+                                              ).fetchall()[0][0]))
+
+    before = log_rows()
+    state.prune_sync()  # no search yet: the palace's size is unknown, nothing is dropped
+    assert log_rows() == before > 30
+    assert state.engine_for(20) is None
+    state.prune_sync()
+    assert log_rows() == 0
+    assert s.read(lambda c: meta_get(c, kw.BUILD_KEY)) is None

@@ -18,6 +18,7 @@ from typing import TypeVar
 import apsw
 
 from .dialect import is_pg
+from .meta import meta_delete
 
 T = TypeVar("T")
 FtsRow = tuple[int, str, str, str]  # rowid (the drawer id), text, context, dates
@@ -90,3 +91,15 @@ def in_snapshot(path: Path, fn: Callable[[apsw.Connection], T]) -> T:
             conn.execute("ROLLBACK")
     finally:
         conn.close()
+
+
+def forget_log(conn: apsw.Connection, keep: int, build_key: str) -> int:
+    """Empty the log once it spans ``keep`` entries, and forget the build it was kept for
+    (meta ``build_key``); returns how many rows went. Two index seeks when it is shorter."""
+    lo, hi = conn.execute("SELECT min(seq), max(seq) FROM fts_changes").fetchall()[0]
+    if lo is None or int(hi) - int(lo) < keep:
+        return 0
+    conn.execute("DELETE FROM fts_changes")
+    gone = int(conn.changes())
+    meta_delete(conn, build_key)
+    return gone
