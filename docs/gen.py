@@ -231,8 +231,8 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/keywords.py", "REBUILD_MAX",
      "The keyword engine is rebuilt once 5 % of the palace (at least 2,000, at most this many "
      "drawers) changed since its build: each search scores the changed rows that hold its "
-     "words. `bench/bm25_scale.py --overlay 5000`, 100k drawers: engine p50/p95 2.0/3.3 ms "
-     "CPU right after the build, 3.8/5.2 ms after 5,000 remembers (5,400 rows changed)."),
+     "words. `bench/bm25_scale.py --overlay 5000`, 100k drawers: engine p50/p95 2.0/3.4 ms "
+     "CPU right after the build, 3.4/5.2 ms after 5,000 remembers (5,400 rows changed)."),
     ("palaced/store/search.py", "SUBSTRING_SCAN",
      "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
      "a miss of both searches 0.069 ms (0.035 without the fallback), a rare substring "

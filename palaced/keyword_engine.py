@@ -152,12 +152,14 @@ class Overlay:
     rows: dict[int, tuple[dict[str, float], int]] = field(default_factory=dict)
     post: dict[str, dict[int, float]] = field(default_factory=dict)
     lengths: dict[int, int] = field(default_factory=dict)  # D of each overlay row
+    changed: set[int] = field(default_factory=set)  # every drawer changed since the build
 
     def apply(self, conn: apsw.Connection, base: Base) -> int:
         """Read the log past ``seq`` in this snapshot; returns how many drawers changed."""
         ids, newest = changed_since(conn, self.seq)
         if not ids:
             return 0
+        self.changed.update(ids)
         for did in ids:
             old = self.rows.pop(did, None)
             self.lengths.pop(did, None)
@@ -192,8 +194,7 @@ class KeywordEngine:
     @property
     def changed(self) -> int:
         """Drawers whose rows changed since the build (the overlay's size)."""
-        return int(np.count_nonzero(self.overlay.mask)) + sum(
-            1 for d in self.overlay.rows if d >= self.base.span)
+        return len(self.overlay.changed)
 
     def refresh(self, conn: apsw.Connection) -> None:
         """Catch up with the log in this snapshot."""

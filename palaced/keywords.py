@@ -39,8 +39,8 @@ log = logging.getLogger("palaced.keywords")
 BUILD_KEY = "keywords_build"
 # The overlay (drawers changed since the build) that makes a rebuild due: this share of the
 # base, at least REBUILD_MIN and at most REBUILD_MAX drawers: each search scores the overlay
-# rows holding its terms (bench/bm25_scale.py --overlay 5000, 100k drawers: p50/p95 2.0/3.3
-# ms CPU right after the build, 3.8/5.2 ms after 5,000 remembers, 5,400 rows changed).
+# rows holding its terms (bench/bm25_scale.py --overlay 5000, 100k drawers: p50/p95 2.0/3.4
+# ms CPU right after the build, 3.4/5.2 ms after 5,000 remembers, 5,400 rows changed).
 REBUILD_SHARE = 0.05
 REBUILD_MIN = 2_000
 REBUILD_MAX = 20_000
@@ -68,7 +68,7 @@ class KeywordState:
     """One palace's keyword engine: loads or builds it off the event loop, keeps it fresh,
     rebuilds it in the background when its overlay grows, and says when it can serve.
 
-    ``engine`` is None until a build or load finished; searches then use FTS5 (``usable``).
+    ``engine`` is None until a build or load finished; searches use FTS5 meanwhile.
     The log is pruned by ``prune_sync`` under the palace's write lock (checkpoint).
     """
 
