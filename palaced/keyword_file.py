@@ -156,7 +156,9 @@ def save(base: Base, path: Path) -> int:
     header = json.dumps({"layout": layout, "n_rows": base.n_rows, "avgdl": base.avgdl,
                          "seq": base.seq, "build_id": base.build_id, "data": offset}).encode()
     head_len = -(-(len(MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
-    tmp = path.with_name(path.name + ".tmp")
+    # One temp file per process: a build left running by a killed daemon must not write into
+    # the new daemon's (each rename then installs one whole file).
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + len(header).to_bytes(8, "little") + header)
@@ -176,6 +178,20 @@ def save(base: Base, path: Path) -> int:
         tmp.unlink(missing_ok=True)
         raise
     return head_len + offset
+
+
+def drop_stale_temps(path: Path) -> None:
+    """Delete the temp files of ``path`` left by builds whose process is gone."""
+    for tmp in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1:-len(".tmp")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # alive, another user's: not ours to delete
+            pass
 
 
 def load(path: Path) -> Base:

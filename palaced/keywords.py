@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from palaced.keyword_engine import Base, KeywordEngine
-from palaced.keyword_file import Stopped, Unusable, build, load, save
+from palaced.keyword_file import Stopped, Unusable, build, drop_stale_temps, load, save
 from palaced.palace_dir import KEYWORDS_NAME
 from palaced.store import Store
 from palaced.store.fts_log import forget_log, prune
@@ -146,6 +146,7 @@ class KeywordState:
                     reason: str | None = str(exc)
             else:
                 reason = "rebuild"
+            drop_stale_temps(self.path)
             try:
                 base = self._build_in_child()
                 saved = True

@@ -136,8 +136,7 @@ def release_lock(fd: int) -> None:
 
 # Everything a create may have written into a directory that held nothing but the lock.
 _CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp", KEYWORDS_NAME,
-                  f"{KEYWORDS_NAME}.tmp")
+                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp", KEYWORDS_NAME)
 
 
 def undo_create(directory: Path) -> None:

@@ -5,6 +5,7 @@ daemon, after a kill -9 too), and a damaged file only costs a rebuild."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import time
 from pathlib import Path
@@ -347,3 +348,18 @@ def test_a_palace_without_the_engine_drops_a_long_log(tmp_path: Path,
     state.prune_sync()
     assert log_rows() == 0
     assert s.read(lambda c: meta_get(c, kw.BUILD_KEY)) is None
+
+
+def test_stale_temp_files_of_dead_builds_are_dropped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    path = tmp_path / KEYWORDS_NAME
+    stale = tmp_path / f"{KEYWORDS_NAME}.{int(dead.stdout)}.tmp"
+    live = tmp_path / f"{KEYWORDS_NAME}.{os.getpid()}.tmp"
+    stale.write_bytes(b"half a build")
+    live.write_bytes(b"a build going on")
+    kf.drop_stale_temps(path)
+    assert not stale.exists() and live.exists()
