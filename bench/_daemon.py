@@ -46,8 +46,25 @@ def private_env(home: Path, model: Path | None, tiktoken: Path | None) -> dict[s
     return env
 
 
+def compile_sources() -> None:
+    """Byte-compile palace's modules, as ``pip install`` does for an installed package.
+
+    An editable checkout under ``PYTHONDONTWRITEBYTECODE`` (set on these machines) has no
+    ``.pyc`` files, so every start would compile ~200 modules first: ~550 instead of ~200 ms
+    of imports, a cost no installed daemon pays.
+    """
+    import compileall
+
+    for package in ("palaced", "palace_client"):
+        compileall.compile_dir(REPO / package, quiet=1)
+
+
 def launch(env: dict[str, str], stderr_file: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m palaced run --quiet`` with ``env``; stdout/stderr go to a file."""
+    """Start ``python -m palaced run --quiet`` with ``env``; stdout/stderr go to a file.
+
+    The sources are byte-compiled first (``compile_sources``), so start-up times are an
+    installed daemon's."""
+    compile_sources()
     with open(stderr_file, "ab") as err:
         return subprocess.Popen([sys.executable, "-m", "palaced", "run", "--quiet"], env=env,
                                 cwd="/", stdin=subprocess.DEVNULL, stdout=err, stderr=err)

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from palaced.exchanges import Exchange
-from palaced.extract import extract
-from palaced.redact import redact
 from palaced.store.drawers import NewDrawer, normalise_text
 from palaced.topics import extract_topics
 from palaced.vocab import MAX_FIELD_CHARS
@@ -147,6 +145,11 @@ def exchange_text(ex: Exchange, limit: int) -> str:
 
 def to_drawer(ex: Exchange, *, wing: str, room: str, path: str, limit: int) -> Captured:
     """Exchange ``ex`` as a drawer: redacted, tagged and weighed by the extraction rules."""
+    # Imported on first capture: their ~25 patterns take ~30 ms to compile, a tenth of the
+    # daemon's start (bench/scale.py "ready"), for a path many daemons never take.
+    from palaced.extract import extract
+    from palaced.redact import redact
+
     text, count = redact(exchange_text(ex, limit))
     if len(text) > limit:  # a redaction mark longer than what it replaced
         text = text[: max(limit - len(CUT_MARK), 0)] + CUT_MARK

@@ -47,7 +47,7 @@ from palaced.sections import (
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.search import all_rooms, drawer_count, fts_terms, mentioned
+from palaced.store.search import all_rooms, fts_terms, mentioned
 from palaced.team import TeamPalace, identity_in, strip_comments
 from palaced.topics import query_entities, spelled
 
@@ -315,9 +315,7 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         # A team palace's counter was just read at the start of this snapshot (PgStore.read).
         nonlocal counter
         counter = palace.write_counter if team else counter
-        if caches.doc_count is None or caches.doc_count[0] != counter:
-            caches.doc_count = (counter, drawer_count(c))
-        n_docs = caches.doc_count[1]
+        n_docs = caches.drawers(counter, c)
         engine = None if team else palace.keywords.engine_for(n_docs)
         ts = now_ms()
         if engine is not None:

@@ -177,6 +177,30 @@ async def test_an_index_saved_before_watermarks_is_replayed_not_rebuilt(
     await p.aclose()
 
 
+def test_owners_are_resolved_through_the_covering_index(tmp_path: Path) -> None:
+    """A vector search's keys resolve to drawers through ``vectors_owner`` (schema v10), not
+    the rowid: the table's pages hold the vectors themselves, one page read per key on a
+    large palace whose pages are not cached. Deleted keys are simply not found."""
+    from palaced.store import Store
+    from palaced.store.vectors import owners_of
+
+    store = Store(tmp_path / "palace.db")
+    try:
+        store.write(lambda c: [m.insert_drawer(c, m.NewDrawer(text=f"drawer {i}"), now_ms=1000)
+                               for i in range(1, 6)])
+        store.write(lambda c: [c.execute(
+            "INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?, 0, x'00')", (d,))
+            for d in (1, 2, 3, 3)])
+        store.write(lambda c: c.execute("DELETE FROM vectors WHERE drawer_id = 2"))
+        plan = store.read(lambda c: " ".join(str(r[-1]) for r in c.execute(
+            "EXPLAIN QUERY PLAN SELECT id, drawer_id FROM vectors INDEXED BY vectors_owner "
+            "WHERE id IN (SELECT value FROM json_each('[1]'))")))
+        assert "COVERING INDEX vectors_owner" in plan
+        assert store.read(lambda c: owners_of(c, [1, 2, 3, 4, 99])) == {1: 1, 3: 3, 4: 3}
+    finally:
+        store.close()
+
+
 def test_search_widens_past_tombstones() -> None:
     """Keys the owners lookup no longer knows are skipped; the search widens until it has
     k drawers, so a cluster of deleted vectors never hides the live ones behind it."""

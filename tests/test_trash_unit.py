@@ -376,7 +376,7 @@ async def test_an_expired_lifetime_goes_through_the_trash(palace: Palace) -> Non
 
 def test_a_v8_palace_of_main_migrates_to_v9(tmp_path: Path) -> None:
     """The governance schema is the step after upkeep's v8: a palace main made at v8, with an
-    edited drawer, a lifetime and chunk counts, opens at v9 (and on, to the newest schema) with
+    edited drawer, a lifetime and chunk counts, opens at the current version (v9 and on) with
     all of them intact."""
     assert SCHEMA_VERSION >= 9
     path = tmp_path / "palace.db"

@@ -1,4 +1,4 @@
-"""The change log of the drawers' full-text rows (``fts_changes``, schema v10), and the reads
+"""The change log of the drawers' full-text rows (``fts_changes``, schema v11), and the reads
 of those rows the keyword engine is built from.
 
 Every write of a ``drawers_fts`` row (insert, delete, text or context rewrite) appends the

@@ -240,6 +240,11 @@ def drawer_count(conn: apsw.Connection) -> int:
     return int(conn.execute("SELECT count(*) FROM drawers").fetchall()[0][0])
 
 
+def drawer_top(conn: apsw.Connection) -> int:
+    """The highest drawer id (0 when empty): one index seek, where a count scans."""
+    return int(conn.execute("SELECT coalesce(max(id), 0) FROM drawers").fetchall()[0][0])
+
+
 def matching_vector_count(conn: apsw.Connection, filters: Filters, now_ms: int) -> int:
     """How many vectors belong to drawers matching ``filters``."""
     where, params = filters.sql(now_ms)
