@@ -1,6 +1,10 @@
 """Keyword search at scale: the exact BM25 query against the daemon's two-part search
 (``palaced.store.search.fts_search``: common terms scored only beside selective ones, the
-rarest leading a query of common terms alone), in-process on a palace database, no daemon.
+rarest leading a query of common terms alone) and the keyword engine (``palaced.keywords``:
+numpy postings with FTS5's impacts, MaxScore top-k), in-process on a palace database, no
+daemon. The engine is built first (build time, file size, cold load and RSS are printed);
+with ``--overlay N``, N Zipfian drawers are then written (the database is changed: use a
+copy) and the engine searched again through its overlay.
 
 Two checks, each printing one line per search:
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import time
@@ -34,6 +39,9 @@ import locomo
 from _daemon import DEFAULT_MODEL
 from perf import pct, zipf_texts, zipf_vocabulary
 
+from palaced import keyword_engine as ke
+from palaced import keyword_file as kf
+from palaced.search import engine_search
 from palaced.store import Store, search
 from palaced.store import drawers as m
 from palaced.timeparse import parse_when
@@ -57,39 +65,131 @@ def two_part(st: Store, stats: search.TermStats, query: str, n_docs: int, limit:
                                                stats, n_docs))
 
 
+def engine(st: Store, eng: ke.KeywordEngine, query: str, limit: int
+           ) -> list[tuple[int, float]]:
+    """The keyword engine's top ``limit`` (what recall's keyword half runs in a large palace)."""
+    def run(c: Any) -> list[tuple[int, float]]:
+        return engine_search(c, eng, query, m.Filters(), limit, FAR_FUTURE_MS) or []
+
+    return st.read(run)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def open_engine(st: Store, db: Path) -> tuple[ke.KeywordEngine, dict[str, Any]]:
+    """Build the engine, save it beside the database, load it back (cold: page cache
+    dropped is not possible here, so "load" is the mmap and header parse)."""
+    before = rss_mb()
+    t = time.perf_counter()
+    base = st.read(kf.build)
+    build_s = time.perf_counter() - t
+    path = db.with_name(db.name + ".keywords")
+    size = kf.save(base, path)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    del base
+    t = time.perf_counter()
+    eng = ke.KeywordEngine(kf.load(path))
+    load_ms = (time.perf_counter() - t) * 1000
+    out = {"build_s": build_s, "file_bytes": size, "bytes_per_drawer": size / max(
+        1, eng.base.n_rows), "load_ms": load_ms, "rss_before_mb": before,
+        "peak_rss_mb": peak, "terms": len(eng.base.keys), "postings": len(eng.base.docs)}
+    print(f"engine: built in {build_s:.1f} s ({eng.base.n_rows:,} rows, {out['terms']:,} "
+          f"terms, {out['postings']:,} postings), file {size / 1e6:.1f} MB "
+          f"({out['bytes_per_drawer']:.0f} B/drawer), load {load_ms:.1f} ms, peak RSS "
+          f"{peak:.0f} MB")
+    return eng, out
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     t = time.perf_counter()
     out = fn()
     return out, (time.perf_counter() - t) * 1000
 
 
-def zipf_check(db: Path, model: Path) -> dict[str, Any]:
+def cpu_ms(fn: Any) -> tuple[Any, float]:
+    """``fn()`` and the CPU milliseconds of this thread it took (steadier than wall time on
+    a shared machine)."""
+    t = time.thread_time()
+    out = fn()
+    return out, (time.thread_time() - t) * 1000
+
+
+def zipf_check(db: Path, model: Path, overlay: int = 0) -> dict[str, Any]:
     st = Store(db)
     n_docs = st.read(search.drawer_count)
     stats = search.TermStats()
-    queries = zipf_texts(140, zipf_vocabulary(model), seed=11, length=(4, 8))
+    eng, built = open_engine(st, db)
+    vocab = zipf_vocabulary(model)
+    queries = zipf_texts(140, vocab, seed=11, length=(4, 8))
     for q in queries[:20]:  # warm the page cache and the term statistics
         exact(st, stats, q, n_docs, 200)
-    lat: dict[str, list[float]] = {"exact": [], "two-part": []}
-    kept10, kept100 = [], []
-    for q in queries[20:]:
-        full, t_full = timed(lambda q=q: exact(st, stats, q, n_docs, 200))
-        fast, t_fast = timed(lambda q=q: two_part(st, stats, q, n_docs, 200))
+        engine(st, eng, q, 200)
+    out: dict[str, Any] = {"drawers": n_docs, "engine_build": built}
+    out["base"] = _zipf_round(st, stats, eng, queries[20:], n_docs, "")
+    out["rss_after_queries_mb"] = rss_mb()
+    # A search narrowed to a wing stays on FTS5 (it joins the filter): its cost.
+    narrow = m.Filters(wing="wing-1")
+    lat = [cpu_ms(lambda q=q: st.read(lambda c: search.fts_search(
+        c, q, narrow, 200, FAR_FUTURE_MS, stats, n_docs)))[1] for q in queries[20:]]
+    out["wing_filter_fts5_ms"] = {"p50": statistics.median(lat), "p95": pct(lat, 95)}
+    print(f"FTS5 narrowed to one wing of four (the path filtered searches keep), CPU ms "
+          f"p50/p95: {statistics.median(lat):.1f} / {pct(lat, 95):.1f}; RSS after the "
+          f"queries {out['rss_after_queries_mb']:.0f} MB")
+    if overlay:
+        rows = zipf_texts(overlay, vocab, seed=23)
+
+        for start in range(0, overlay, 1_000):  # like remembers: small transactions
+            st.write(lambda c, s=start: tx_slice(c, rows, s))
+        n_docs = st.read(search.drawer_count)
+        stats = search.TermStats()
+        _, apply_ms = cpu_ms(lambda: st.read(eng.refresh))
+        print(f"overlay: {overlay:,} drawers written since the build ({eng.changed:,} rows "
+              f"changed, contexts included), first search applies the log: {apply_ms:.0f} ms")
+        out["overlay"] = {"written": overlay, "changed": eng.changed, "apply_ms": apply_ms,
+                          **_zipf_round(st, stats, eng, queries[20:], n_docs, "overlay ")}
+    st.close()
+    return out
+
+
+def tx_slice(c: Any, rows: list[str], start: int) -> None:
+    for i in range(start, min(start + 1_000, len(rows))):
+        m.insert_drawer(c, m.NewDrawer(text=f"{rows[i]} (late {i})", wing=f"wing-{i % 4}",
+                                       room=f"room-{i % 200}"), 1_700_000_000_000 + i)
+
+
+def _zipf_round(st: Store, stats: search.TermStats, eng: ke.KeywordEngine,
+                queries: list[str], n_docs: int, label: str) -> dict[str, Any]:
+    lat: dict[str, list[float]] = {"exact": [], "two-part": [], "engine": []}
+    kept: dict[str, dict[int, list[float]]] = {"two-part": {10: [], 100: []},
+                                               "engine": {10: [], 100: []}}
+    for q in queries:
+        full, t_full = cpu_ms(lambda q=q: exact(st, stats, q, n_docs, 200))
+        fast, t_fast = cpu_ms(lambda q=q: two_part(st, stats, q, n_docs, 200))
+        eng_hits, t_eng = cpu_ms(lambda q=q: engine(st, eng, q, 200))
         lat["exact"].append(t_full)
         lat["two-part"].append(t_fast)
-        top10, top100 = {i for i, _ in full[:10]}, {i for i, _ in full[:100]}
-        kept10.append(len(top10 & {i for i, _ in fast[:10]}) / max(1, len(top10)))
-        kept100.append(len(top100 & {i for i, _ in fast[:100]}) / max(1, len(top100)))
-    st.close()
-    out = {"drawers": n_docs, "queries": len(kept10),
-           "exact_ms": {"p50": statistics.median(lat["exact"]), "p95": pct(lat["exact"], 95)},
-           "two_part_ms": {"p50": statistics.median(lat["two-part"]),
-                           "p95": pct(lat["two-part"], 95)},
-           "top10_kept": statistics.mean(kept10), "top100_kept": statistics.mean(kept100)}
-    print(f"Zipf queries, {n_docs:,} drawers, {len(kept10)} queries: exact p50 "
-          f"{out['exact_ms']['p50']:.1f} ms p95 {out['exact_ms']['p95']:.1f} ms; two-part p50 "
-          f"{out['two_part_ms']['p50']:.1f} ms p95 {out['two_part_ms']['p95']:.1f} ms; exact "
-          f"top-10 kept {out['top10_kept']:.3f}, top-100 kept {out['top100_kept']:.3f}")
+        lat["engine"].append(t_eng)
+        for name, got in (("two-part", fast), ("engine", eng_hits)):
+            for k in (10, 100):
+                want = {i for i, _ in full[:k]}
+                kept[name][k].append(len(want & {i for i, _ in got[:k]}) / max(1, len(want)))
+    out: dict[str, Any] = {"queries": len(queries)}
+    for name, values in lat.items():
+        out[f"{name}_ms"] = {"p50": statistics.median(values), "p95": pct(values, 95)}
+    for name in kept:
+        out[f"{name}_kept"] = {k: statistics.mean(v) for k, v in kept[name].items()}
+    print(f"{label}Zipf queries, {n_docs:,} drawers, {len(queries)} queries, CPU ms p50/p95: "
+          + "; ".join(f"{n} {out[f'{n}_ms']['p50']:.1f} / {out[f'{n}_ms']['p95']:.1f}"
+                      for n in lat)
+          + "; exact top-10/100 kept: "
+          + "; ".join(f"{n} {out[f'{n}_kept'][10]:.3f} / {out[f'{n}_kept'][100]:.3f}"
+                      for n in kept))
     return out
 
 
@@ -140,15 +240,21 @@ def needles_check(db: Path, n: int, model: Path) -> dict[str, Any]:
     st = Store(db)
     n_docs = st.read(search.drawer_count)
     stats = search.TermStats()
-    recall: dict[str, dict[int, list[float]]] = {s: {1: [], 5: [], 10: []}
-                                                 for s in ("exact", "two-part")}
-    lat: dict[str, list[float]] = {"exact": [], "two-part": []}
+    eng, _ = open_engine(st, db)
+    names = ("exact", "two-part", "engine")
+    recall: dict[str, dict[int, list[float]]] = {s: {1: [], 5: [], 10: []} for s in names}
+    lat: dict[str, list[float]] = {s: [] for s in names}
+
+    def by_engine(st: Store, stats: search.TermStats, query: str, n_docs: int, limit: int
+                  ) -> list[tuple[int, float]]:
+        return engine(st, eng, query, limit)
+
     for conv, sample in enumerate(data):
         for q in locomo.build_questions(sample):
             if not q.gold_turns:
                 continue
-            for name, fn in (("exact", exact), ("two-part", two_part)):
-                hits, ms = timed(lambda fn=fn, q=q: fn(st, stats, q.question, n_docs, 100))
+            for name, fn in (("exact", exact), ("two-part", two_part), ("engine", by_engine)):
+                hits, ms = cpu_ms(lambda fn=fn, q=q: fn(st, stats, q.question, n_docs, 100))
                 lat[name].append(ms)
                 ranked = [turn_of.get(i) for i, _ in hits]
                 for k in (1, 5, 10):
@@ -156,7 +262,7 @@ def needles_check(db: Path, n: int, model: Path) -> dict[str, Any]:
                     recall[name][k].append(len(found & set(q.gold_turns)) / len(q.gold_turns))
     st.close()
     out: dict[str, Any] = {"drawers": n_docs, "questions": len(lat["exact"])}
-    for name in ("exact", "two-part"):
+    for name in names:
         r = {k: statistics.mean(v) for k, v in recall[name].items()}
         out[name] = {"recall": r, "p50_ms": statistics.median(lat[name]),
                      "p95_ms": pct(lat[name], 95)}
@@ -172,11 +278,13 @@ def main() -> None:
     ap.add_argument("--needles", type=int, default=0, help="drawers of the needle palace")
     ap.add_argument("--needles-db", type=Path, default=Path("/tmp/palace-needles.db"))
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--overlay", type=int, default=0,
+                    help="drawers written after the engine's build (changes --db: use a copy)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     report: dict[str, Any] = {}
     if args.db is not None:
-        report["zipf"] = zipf_check(args.db, args.model_dir)
+        report["zipf"] = zipf_check(args.db, args.model_dir, args.overlay)
     if args.needles:
         report["needles"] = needles_check(args.needles_db, args.needles, args.model_dir)
     if args.json:

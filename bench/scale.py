@@ -364,6 +364,20 @@ class Daemon:
         self.proc = None
 
 
+def wait_keywords(c: Any, timeout: float = 3_600) -> dict[str, Any]:
+    """The palace's keyword engine state once it is no longer loading or building (the
+    first searches start it; FTS5 answers meanwhile), with how long that was waited for."""
+    t = time.perf_counter()
+    deadline = t + timeout
+    state: dict[str, Any] = {}
+    while time.perf_counter() < deadline:
+        state = c.palace_info(PALACE).get("keywords") or {}
+        if not state.get("building"):
+            break
+        time.sleep(0.2)
+    return {**state, "waited_s": round(time.perf_counter() - t, 1)}
+
+
 def timed(fn: Any) -> tuple[Any, float]:
     t = time.perf_counter()
     out = fn()
@@ -421,6 +435,7 @@ def main() -> None:
             c.palace_info(PALACE)
             for q in qtexts[:20]:
                 c.recall(PALACE, q)
+            out["keywords"] = wait_keywords(c)
             cpu0 = d.cpu_ms()
             lat = [timed(lambda q=q: c.recall(PALACE, q))[1] for q in qtexts[20:]]
             out["recall_ms"] = {"p50": round(statistics.median(lat), 1),
@@ -458,7 +473,10 @@ def main() -> None:
             res, ms = timed(lambda c=c: c.call("memory.recall", PALACE, {
                 "query": "written before the crash"}, timeout_ms=3_600_000))
             info = c.palace_info(PALACE)
+            _, ms_later = timed(lambda c=c: c.recall(PALACE, "written before the crash"))
+            out["after_kill9_keywords"] = wait_keywords(c)
         out["after_kill9"] = {"restart": restart, "first_recall_ms": round(ms, 1),
+                              "second_recall_ms": round(ms_later, 1),
                               "mode": res["mode"], "index_load": info.get("index_load"),
                               "index": info["index"], "vectors": info["vectors"],
                               "consistent": info["consistent"]}

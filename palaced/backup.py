@@ -30,6 +30,7 @@ from palaced.config import DaemonConfig
 from palaced.errors import InvalidArgs, PalaceNotFound, StorageError, UnsafePath
 from palaced.layout import sync_dir, validate_name
 from palaced.palace import DB_NAME, IDENTITY_NAME, INDEX_NAME
+from palaced.palace_dir import KEYWORDS_NAME
 from palaced.private import make_private_dirs
 from palaced.registry import Registry
 from palaced.store.backup import SnapshotCopy, inspect_copy
@@ -43,7 +44,8 @@ STAMP_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z(?:-\d+)?")
 # Pages copied per step of the backup API (4 MiB at SQLite's default 4 KiB pages); between
 # steps the worker thread is handed back, so a deadline can stop the copy.
 STEP_PAGES = 1024
-NOT_INCLUDED = {INDEX_NAME: "a cache of the database's vectors, rebuilt when the palace opens"}
+NOT_INCLUDED = {INDEX_NAME: "a cache of the database's vectors, rebuilt when the palace opens",
+                KEYWORDS_NAME: "a cache of the database's keyword rows, rebuilt when needed"}
 
 
 def stamp(ms: int) -> str:

@@ -104,6 +104,8 @@ class Limits(_Bounded):
     # An MCP bridge may hold its connection open for hours; closing it when idle costs the
     # client one reconnect on its next call.
     connection_idle_s: float = _above(300.0, 0)
+    # Palaces of this many drawers or more search keywords on palaced/keywords.py (0: all).
+    keyword_engine_min_drawers: int = _above(20_000, 0, strict=False)
 
 
 @dataclass(frozen=True)

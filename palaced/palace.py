@@ -32,15 +32,14 @@ import apsw
 
 from palaced.access import apply_touches
 from palaced.embedder import Embedder
-from palaced.errors import (
-    StorageCorrupt,
-    StorageError,
-)
+from palaced.errors import StorageCorrupt, StorageError
 from palaced.index import VectorIndex
 from palaced.index_file import IndexLoad, open_index, save_index
+from palaced.keywords import KeywordState
 from palaced.palace_dir import (
     DB_NAME,
     IDENTITY_NAME,
+    IDENTITY_TEMPLATE,
     INDEX_NAME,
     LOCK_NAME,
     db_identity,
@@ -59,13 +58,8 @@ from palaced.store.meta import claim_embedder, meta_get
 log = logging.getLogger("palaced.palace")
 T = TypeVar("T")
 
-__all__ = ["DB_NAME", "IDENTITY_NAME", "INDEX_NAME", "LOCK_NAME", "Palace", "has_database",
-           "now_ms"]
-IDENTITY_TEMPLATE = """\
-# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
-# Lines starting with # are ignored.
-This palace holds the memories of {name}.
-"""
+__all__ = ["DB_NAME", "IDENTITY_NAME", "IDENTITY_TEMPLATE", "INDEX_NAME", "LOCK_NAME", "Palace",
+           "has_database", "now_ms"]
 COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
 # While writes go on without a pause, the index is still saved this often, so a kill -9
 # replays at most this long of writes; never more than a tenth of the time goes to saving.
@@ -92,6 +86,7 @@ class Palace:
         self.reembed_lock = anyio.Lock()  # one re-embedding pass at a time (palaced.reembed)
         self.index_stale = False
         self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        self.keywords = KeywordState.of(store, directory, services)  # keyword engine
         self.last_save = time.monotonic()
         self.save_seconds = 0.0  # how long the last index save took
         self.write_counter = 0
@@ -257,6 +252,7 @@ class Palace:
         rebuilds a stale one first: a save records the file as complete up to its watermark.
         """
         self.flush_touches_sync()
+        self.keywords.prune_sync()
         index = self.index
         if index is not None:
             if self.index_stale and force:
@@ -280,8 +276,8 @@ class Palace:
     @property
     def checkpoint_due(self) -> bool:
         """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
-        index = self.index
-        return bool(self._pending_touch) or (index is not None and index.dirty)
+        dirty = self.index is not None and self.index.dirty
+        return bool(self._pending_touch) or dirty or self.keywords.prune_due
 
     def save_due_at(self) -> float:
         """When (monotonic) vectors added under writes that never pause are saved anyway.
@@ -303,6 +299,7 @@ class Palace:
     def _close_sync(self) -> None:
         if self.closed:
             return
+        self.keywords.stop()  # a build reads the store being closed
         try:
             self._checkpoint_sync(True)
         except Exception:
@@ -328,6 +325,7 @@ class Palace:
         now). Worker thread, under ``write_lock``."""
         if self.closed:
             return
+        self.keywords.stop()
         self.store.abandon()
         release_lock(self._lock_fd)
         self.closed = True

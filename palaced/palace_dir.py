@@ -17,7 +17,13 @@ from palaced.store.db import storage_error, storage_errors
 
 DB_NAME = "palace.db"
 INDEX_NAME = "index.usearch"
+KEYWORDS_NAME = "keywords.bin"  # the keyword engine's file (palaced/keywords.py)
 IDENTITY_NAME = "identity.txt"
+IDENTITY_TEMPLATE = """\
+# Identity of the palace "{name}" (L0). Edit freely: this text opens every recall.
+# Lines starting with # are ignored.
+This palace holds the memories of {name}.
+"""
 LOCK_NAME = ".lock"
 # A team palace's directory holds this instead of DB_NAME: where its PostgreSQL schema is.
 STORE_NAME = "store.toml"
@@ -130,7 +136,7 @@ def release_lock(fd: int) -> None:
 
 # Everything a create may have written into a directory that held nothing but the lock.
 _CREATED_FILES = (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm", f"{DB_NAME}-journal",
-                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp")
+                  IDENTITY_NAME, INDEX_NAME, f"{INDEX_NAME}.tmp", KEYWORDS_NAME)
 
 
 def undo_create(directory: Path) -> None:

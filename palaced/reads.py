@@ -165,6 +165,8 @@ async def info(palace: Palace) -> dict[str, Any]:
         "index_load": palace.index_load.as_dict() if palace.index_load is not None else None,
         # Vectors a kill -9 now would have to replay at the next open.
         "index_unsaved": palace.index.unsaved if palace.index is not None else None,
+        # The keyword engine of large palaces (palaced/keywords.py); none on a team palace.
+        "keywords": None if team else palace.keywords.state(),
         "embedder": palace.embedder_identity,
         "mismatch": palace.mismatch,
         "reembedding": reembedding(palace.embedder_identity, moving,

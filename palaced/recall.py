@@ -315,8 +315,18 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         # A team palace's counter was just read at the start of this snapshot (PgStore.read).
         nonlocal counter
         counter = palace.write_counter if team else counter
-        return search.lexical_search(c, req.query, req.filters, now_ms(),
-                                     stats=caches.term_stats, n_docs=caches.drawers(counter, c))
+        n_docs = caches.drawers(counter, c)
+        engine = None if team else palace.keywords.engine_for(n_docs)
+        ts = now_ms()
+        if engine is not None:
+            try:
+                return search.lexical_search(c, req.query, req.filters, ts,
+                                             stats=caches.term_stats, n_docs=n_docs,
+                                             engine=engine)
+            except (IndexError, ValueError) as exc:  # a damaged file: FTS5 serves instead
+                palace.keywords.broken(exc)
+        return search.lexical_search(c, req.query, req.filters, ts,
+                                     stats=caches.term_stats, n_docs=n_docs)
 
     return run
 

@@ -97,6 +97,11 @@ def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]]) -
     done = []
     if "fts" in result:
         done.append(f"rebuilt the full-text indexes ({result['fts']} drawer row(s) rewritten)")
+        if palace.keywords.engine is not None or palace.keywords.building:
+            # The rewritten rows are logged (the engine would follow them), but a repaired
+            # full-text index is reason enough to rebuild its cache from scratch.
+            palace.keywords.start(rebuild=True)
+            done.append("rebuilding the keyword engine in the background")
     if result.get("orphans"):
         palace.index_stale = True  # rebuilt from the remaining vectors by the checkpoint
         done.append(f"dropped {len(result['orphans'])} vector(s) of deleted drawers")

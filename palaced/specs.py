@@ -144,7 +144,8 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("palace.info", palace=_R, read_only=True, retry=SAFE,
            doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
                "vectors), embedder identity, index agreement and how it was loaded "
-               "(`index_load`, `index_unsaved`), rooms, identity text."),
+               "(`index_load`, `index_unsaved`), the keyword engine's state (`keywords`), "
+               "rooms, identity text."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE, permission="write",
            doc="Re-embed every drawer with the daemon's current model now and switch the "
                "palace to it (a background re-embedding does it anyway after a model change)."),

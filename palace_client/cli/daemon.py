@@ -77,6 +77,13 @@ def _palace_line(p: dict[str, Any]) -> str:
     line = (f"{p['name']}: {counted(p['drawers'], 'drawer')}, "
             f"{counted(p['vectors'], 'vector')}, {index}, "
             f"{counted(p['pending_embeddings'], 'pending embedding')}{pending_chunks(p)}")
+    keywords = p.get("keywords") or {}
+    if keywords.get("state") == "built":
+        line += (f", keyword engine over {counted(keywords['covered'], 'drawer')}"
+                 f" ({keywords['changed']} changed since)"
+                 + (", rebuilding" if keywords.get("building") else ""))
+    elif keywords.get("state") == "building":
+        line += ", keyword engine building (FTS5 meanwhile)"
     moving = p.get("reembedding")
     if moving:
         line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "

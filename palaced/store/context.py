@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 
 import apsw
 
+from .fts_log import note_changed
+
 # Drawers on each side (room, time order) whose text joins a drawer's FTS context column.
 # LoCoMo dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5).
 CONTEXT_NEIGHBOURS = 2
@@ -62,6 +64,7 @@ def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
     """Recompute the FTS context column of one drawer from its current neighbours."""
     context = "\n".join(t for _, t in _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS))
     conn.execute("UPDATE drawers_fts SET context = ? WHERE rowid = ?", (context, drawer_id))
+    note_changed(conn, (drawer_id,))
 
 
 _SIDES = (("<", "DESC", -1), (">", "ASC", 1))  # before, after: comparison, order, sign

@@ -24,6 +24,7 @@ from palaced.reldates import resolved_date_words
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .dialect import is_pg, lock_room
+from .fts_log import note_changed
 from .vectors import CHUNKS_SQL, vector_ids
 
 DEFAULT_WING = "general"
@@ -159,6 +160,7 @@ def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: 
         "INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
         (drawer_id, text, "", dates),
     )
+    note_changed(conn, (drawer_id,))
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                      [(t, drawer_id) for t in topics])
 
@@ -196,6 +198,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         neighbours = room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
         removed = vector_ids(conn, drawer_id)
         conn.execute("DELETE FROM drawers_fts WHERE rowid = ?", (drawer_id,))
+        note_changed(conn, (drawer_id,))
         conn.execute("DELETE FROM drawers WHERE id = ?", (drawer_id,))
         conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into = ?",
                      (drawer_id,))

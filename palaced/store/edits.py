@@ -22,6 +22,7 @@ from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, refresh_context, room_neighbours
 from .drawers import content_hash, find_by_hash, get_drawer, refresh_around
+from .fts_log import note_changed
 from .vectors import vector_ids
 
 
@@ -96,6 +97,7 @@ def edit_drawer(conn: apsw.Connection, drawer_id: int, edit: Edit, now_ms: int,
     dropped: list[int] = []
     if text_changed:
         conn.execute("UPDATE drawers_fts SET text = ? WHERE rowid = ?", (new["text"], drawer_id))
+        note_changed(conn, (drawer_id,))
         conn.execute("DELETE FROM closets WHERE drawer_id = ?", (drawer_id,))
         conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                          [(t, drawer_id) for t in edit.topics])

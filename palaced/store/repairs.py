@@ -15,6 +15,7 @@ import apsw
 
 from .checks import DERIVED_SQL
 from .context import date_words, refresh_context
+from .fts_log import note_changed
 
 
 def _ids(conn: apsw.Connection, name: str) -> list[int]:
@@ -39,6 +40,7 @@ def refill_fts(conn: apsw.Connection) -> int:
         conn.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
                      (did, text, "", date_words(int(occurred))))
         refresh_context(conn, did)
+    note_changed(conn, [*orphans, *redo])
     conn.execute("INSERT INTO drawers_fts(drawers_fts) VALUES('rebuild')")
     return len(orphans) + len(redo)
 

@@ -1,24 +1,23 @@
 """The whole schema of a palace database, as ordered migrations keyed by ``PRAGMA user_version``.
 
-v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and
-``closets`` (topics). v2: the knowledge graph: ``entities`` with their full-text index
-``entities_fts`` (kept by triggers) and temporal ``facts``. v3: the import ledger: ``sources``
-(one row per imported file or conversation: its importer, key and content hash) and
-``source_drawers`` (which drawers each source filed), so re-running an import replaces what
-changed and nothing else. v4: ``vectors_next``, the vectors
-of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
-concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and
-the label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a
-concept cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was
-stored (``store/captures.py``). v7: ``drawers.chunks``, how many
-pieces (vectors) a drawer's text is embedded as (NULL for drawers stored before: estimated
-from their length where needed). v8: editing and upkeep:
-``drawer_history`` (the earlier versions of a drawer edited in place by ``memory.update``),
-``drawers_trigram`` (a trigram full-text index over the drawers' text, kept by triggers, for
-substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the lifetime a
-drawer was given, so that a recall can restart it). v9: who did what: the agents that wrote
-drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
-palace's ``policy``. v10: ``vectors_owner``, a vector's drawer without reading the vector.
+v1: ``meta``, ``drawers`` with their full-text index ``drawers_fts``, ``vectors`` and ``closets``
+(topics). v2: the knowledge graph: ``entities`` with their full-text index ``entities_fts`` (kept by
+triggers) and temporal ``facts``. v3: the import ledger: ``sources`` (one row per imported file or
+conversation: its importer, key and content hash) and ``source_drawers`` (which drawers each source
+filed), so re-running an import replaces what changed and nothing else. v4: ``vectors_next``, the
+vectors of the model a palace is being re-embedded for (``store/reembed.py``). v5: memoirs, curated
+concept graphs: ``memoirs``, their ``concepts`` with the full-text index ``concepts_fts`` and the
+label index ``concept_labels`` (both kept by triggers), ``concept_sources`` (the drawers a concept
+cites) and typed ``concept_links``. v6: ``captures``, how far each captured transcript was stored
+(``store/captures.py``). v7: ``drawers.chunks``, how many pieces (vectors) a drawer's text is
+embedded as (NULL for drawers stored before: estimated from their length where needed). v8: editing
+and upkeep: ``drawer_history`` (the earlier versions of a drawer edited in place by
+``memory.update``), ``drawers_trigram`` (a trigram full-text index over the drawers' text, kept by
+triggers, for substring search when the word search finds nothing) and ``drawers.ttl_ms`` (the
+lifetime a drawer was given, so that a recall can restart it). v9: who did what: the agents that
+wrote drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
+palace's ``policy``. v10: ``vectors_owner``, a vector's drawer without reading the vector. v11:
+``fts_changes``, the log of full-text row changes the keyword engine follows.
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -39,6 +38,7 @@ from palaced.errors import SchemaTooNew, StorageError
 from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL
 from .db import APPLICATION_ID, storage_errors
+from .fts_log import DDL as FTS_LOG_DDL
 from .policy import DDL as POLICY_DDL
 from .trash import DDL as TRASH_DDL
 from .vectors import OWNER_DDL
@@ -356,8 +356,8 @@ CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
-    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL),
-    _sql_step(UPKEEP_DDL), _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL)]
+    _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL), _sql_step(UPKEEP_DDL),
+    _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL), _sql_step(FTS_LOG_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

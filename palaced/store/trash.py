@@ -29,6 +29,7 @@ from palaced.errors import InvalidContent
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .dialect import for_update
 from .drawers import delete_drawers, find_by_hash
+from .fts_log import note_changed
 from .meta import meta_get
 from .vectors import store_vectors
 
@@ -172,6 +173,7 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
                  [saved[c] for c in keep])
     conn.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
                  (drawer_id, saved["text"], "", date_words(int(saved["occurred_ms"]))))
+    note_changed(conn, (drawer_id,))
     for did in {drawer_id, *room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)}:
         refresh_context(conn, did)
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
