@@ -85,11 +85,24 @@ def activate(home: Path, listen: Path, *extra_env: str) -> subprocess.Popen[byte
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, cwd="/")
     deadline = time.monotonic() + 10
-    while not listen.exists():
+    while not _listening(listen):
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         assert time.monotonic() < deadline, "systemd-socket-activate did not listen"
         time.sleep(0.02)
     return proc
+
+
+def _listening(path: Path) -> bool:
+    """Whether a socket listens at ``path``, without connecting (a connection would start
+    the daemon): the path exists from bind() on, but a connect before listen() is refused.
+    /proc/net/unix marks a listening socket with __SO_ACCEPTCON (flags 00010000)."""
+    if not path.exists():
+        return False
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7] == str(path) and int(fields[3], 16) & 0x10000:
+            return True
+    return False
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:
