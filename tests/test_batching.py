@@ -261,27 +261,8 @@ def test_concurrent_recalls_through_the_daemon_share_runs(daemon: DaemonProc) ->
             "remind me when does", "how late does")
     queries = [f"{a} the {w} service restart" for a in asks
                for w in ("billing", "search", "auth", "mail")]
-    start = threading.Barrier(len(queries))
-    answers: dict[str, list[int]] = {}
-    errors: list[BaseException] = []
-
-    def one(q: str, recall: Callable[..., Any]) -> None:
-        try:
-            start.wait(10)
-            answers[q] = [r["id"] for r in recall("batch", q, top_k=5)]
-        except BaseException as exc:  # collected and asserted on
-            errors.append(exc)
-
-    clients = [daemon.client() for _ in queries]
-    threads = [threading.Thread(target=one, args=(q, cl.recall))
-               for q, cl in zip(queries, clients, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for cl in clients:
-        cl.close()
-    assert not errors and len(answers) == len(queries)
+    answers = _all_at_once(daemon, queries, lambda c, q: [
+        r["id"] for r in c.recall("batch", q, top_k=5)])
     with daemon.client() as c:
         after = c.status()["embedding"]
     runs = after["query_runs"] - before["query_runs"]
@@ -294,6 +275,34 @@ def test_concurrent_recalls_through_the_daemon_share_runs(daemon: DaemonProc) ->
         assert service in texts[top[0]], (q, texts[top[0]])
 
 
+def _all_at_once(daemon: DaemonProc, items: list[str],
+                 call: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """``{item: call(client, item)}``, each on its own client and thread, all released at
+    once by a barrier so that they reach the daemon together. Asserts none failed."""
+    start = threading.Barrier(len(items))
+    results: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def one(item: str, client: Any) -> None:
+        try:
+            start.wait(10)
+            results[item] = call(client, item)
+        except BaseException as exc:  # collected and asserted on
+            errors.append(exc)
+
+    clients = [daemon.client() for _ in items]
+    threads = [threading.Thread(target=one, args=(item, cl))
+               for item, cl in zip(items, clients, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for cl in clients:
+        cl.close()
+    assert not errors and len(results) == len(items), errors
+    return results
+
+
 def test_concurrent_remembers_through_the_daemon_share_runs(daemon: DaemonProc) -> None:
     """16 clients remember at once: every drawer is stored with its vector, in fewer passage
     runs than remembers, and the palace is consistent."""
@@ -302,27 +311,8 @@ def test_concurrent_remembers_through_the_daemon_share_runs(daemon: DaemonProc) 
         before = c.status()["embedding"]
     texts = [f"Writer {i} notes that the {w} backup finished at {i} past nine"
              for i, w in enumerate(["nightly", "weekly", "offsite", "cold"] * 4)]
-    start = threading.Barrier(len(texts))
-    ids: dict[str, int] = {}
-    errors: list[BaseException] = []
-
-    def one(text: str, remember: Callable[..., Any]) -> None:
-        try:
-            start.wait(10)
-            ids[text] = remember("writes", text)
-        except BaseException as exc:  # collected and asserted on
-            errors.append(exc)
-
-    clients = [daemon.client() for _ in texts]
-    threads = [threading.Thread(target=one, args=(t, cl.remember))
-               for t, cl in zip(texts, clients, strict=True)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for cl in clients:
-        cl.close()
-    assert not errors and len(set(ids.values())) == len(texts)
+    ids = _all_at_once(daemon, texts, lambda c, text: c.remember("writes", text))
+    assert len(set(ids.values())) == len(texts)
     with daemon.client() as c:
         after = c.status()["embedding"]
         info = c.palace_info("writes")

@@ -4,7 +4,6 @@ in-process, with hand-made vectors so the cosines are known."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,16 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from palaced import config as config_mod
 from palaced import search, writes
 from palaced.embedder import HashEmbedder
 from palaced.palace import Palace
-from palaced.paths import resolve
-from palaced.services import ModelState, Services
 from palaced.store import context
 from palaced.store import drawers as m
 from palaced.store.drawers import Filters
-from palaced.tokens import Tokenizer
+
+from .test_palace_unit import services
 
 pytestmark = pytest.mark.anyio
 DIMS = 16
@@ -52,17 +49,6 @@ class TableEmbedder(HashEmbedder):
         return _unit({0: 1.0})
 
 
-def _services(tmp_path: Path, embedder: HashEmbedder) -> Services:
-    os.environ["PALACE_HOME"] = str(tmp_path)
-    try:
-        cfg = config_mod.load(resolve())
-    finally:
-        del os.environ["PALACE_HOME"]
-    model = ModelState()
-    model.embedder, model.state = embedder, "ready"
-    return Services(config=cfg, model=model, tokenizer=Tokenizer.fallback("unit test"))
-
-
 # One room in time order. The question matches PROMPT (cosine .9); ANSWER, the reply to it,
 # barely matches on its own (.1) and less than FAR (.15), whose neighbours match nothing.
 PROMPT = "Did you ever go back to that little harbour town?"
@@ -78,7 +64,7 @@ TABLE = {PROMPT: _unit({0: 0.9, 1: 0.19 ** 0.5}), ANSWER: _unit({0: 0.1, 1: 0.99
 
 
 async def _palace(tmp_path: Path) -> tuple[Palace, dict[str, int]]:
-    p = await Palace.open("n", tmp_path / "n", _services(tmp_path, TableEmbedder(TABLE)))
+    p = await Palace.open("n", tmp_path / "n", services(tmp_path, TableEmbedder(TABLE)))
     ids = {}
     for k, text in enumerate(ORDER):
         got = await writes.remember(p, m.NewDrawer(text=text, room="chat",
