@@ -192,6 +192,9 @@ class KeywordEngine:
         self.base = base
         self.overlay = Overlay(base.seq, np.zeros(base.span, dtype=bool))
         self._lock = threading.Lock()
+        # Set by a search that found the base damaged; the owner drops the engine at its next
+        # use (``KeywordState.engine_for``) and rebuilds.
+        self.damaged: Exception | None = None
 
     @property
     def changed(self) -> int:
@@ -210,15 +213,20 @@ class KeywordEngine:
         the engine does not serve (a word of several tokens: FTS5 runs it as a phrase).
 
         Terms in more than half of the rows are left out (``TermStats.informative``: no
-        BM25 weight) unless none is left or the palace is small. Raises IndexError or
-        ValueError on a damaged base (the caller falls back and rebuilds).
+        BM25 weight) unless none is left or the palace is small. A damaged base (postings
+        past the drawers: IndexError or ValueError) is recorded in ``damaged`` and the query
+        left to FTS5 (None).
         """
         toks = query_tokens(words)
-        if toks is None:
+        if toks is None or self.damaged is not None:
             return None
         with self._lock:
-            self.overlay.apply(conn, self.base)
-            return self._search(toks, k, exhaustive)
+            try:
+                self.overlay.apply(conn, self.base)
+                return self._search(toks, k, exhaustive)
+            except (IndexError, ValueError) as exc:
+                self.damaged = exc
+                return None
 
     def _search(self, toks: list[str], k: int, exhaustive: bool) -> list[tuple[int, float]]:
         base, ov = self.base, self.overlay

@@ -102,6 +102,9 @@ class KeywordState:
         if n_docs < self.min_drawers:
             return None
         engine = self.engine
+        if engine is not None and engine.damaged is not None:
+            self.broken(engine.damaged)
+            return None
         if engine is None or engine.changed > rebuild_at(engine.base.n_rows):
             self.start()
         return engine

@@ -317,16 +317,8 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         counter = palace.write_counter if team else counter
         n_docs = caches.drawers(counter, c)
         engine = None if team else palace.keywords.engine_for(n_docs)
-        ts = now_ms()
-        if engine is not None:
-            try:
-                return search.lexical_search(c, req.query, req.filters, ts,
-                                             stats=caches.term_stats, n_docs=n_docs,
-                                             engine=engine)
-            except (IndexError, ValueError) as exc:  # a damaged file: FTS5 serves instead
-                palace.keywords.broken(exc)
-        return search.lexical_search(c, req.query, req.filters, ts,
-                                     stats=caches.term_stats, n_docs=n_docs)
+        return search.lexical_search(c, req.query, req.filters, now_ms(),
+                                     stats=caches.term_stats, n_docs=n_docs, engine=engine)
 
     return run
 

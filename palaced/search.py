@@ -175,14 +175,10 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
     """BM25 over words, else substrings of 3+ characters when that finds nothing.
 
     With ``engine`` (a large palace's keyword engine) a search without narrowing filters is
-    the engine's top-k; one with them, or a query the engine leaves to FTS5, runs in FTS5.
-
-    Raises:
-        IndexError, ValueError: the engine's base is damaged (the caller drops it).
+    the engine's top-k; one with them, or a query the engine leaves to FTS5 (a damaged
+    engine too), runs in FTS5.
     """
-    hits = None
-    if engine is not None and not filters.narrows:
-        hits = engine_search(c, engine, query, filters, params.pool, now_ms)
+    hits = engine_search(c, engine, query, filters, params.pool, now_ms)
     if hits is None:
         engine = None
         hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
@@ -191,11 +187,14 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
     return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
 
 
-def engine_search(c: apsw.Connection, engine: KeywordEngine, query: str, filters: Filters,
-                  limit: int, now_ms: int) -> list[tuple[int, float]] | None:
+def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
+                  filters: Filters, limit: int, now_ms: int) -> list[tuple[int, float]] | None:
     """``fts_search`` by the keyword engine: its top ``2 * limit`` in this snapshot, then,
     as FTS5's over-fetch does, the superseded or expired ones dropped through ``drawers``;
-    None when the engine leaves the query to FTS5."""
+    None when there is no engine or it leaves the query to FTS5 (narrowing filters, a
+    phrase, a damaged base)."""
+    if engine is None or filters.narrows:
+        return None
     found = engine.search(c, sql.fts_terms(query), 2 * limit)
     if found is None:
         return None
@@ -235,8 +234,13 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     n = sql.drawer_count(c) if n_docs is None else n_docs
     words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
                       lambda w: sql.text_doc_freq(c, w), n)
-    hop = dict(_hop_search(c, " ".join(words), filters, params.pool, now_ms,
-                           lexical_hits.engine)) if words else {}
+    hop: dict[int, float] = {}
+    if words:
+        # On the engine the first hop used, else (or when it leaves the query) in FTS5.
+        found = engine_search(c, lexical_hits.engine, " ".join(words), filters, params.pool,
+                              now_ms)
+        hop = dict(found if found is not None else
+                   sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
     if not hop:
         return first
     joined = standardized_fusion([lexical, hop], weights=[1.0, HOP_WEIGHT])
@@ -245,20 +249,6 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     # alone (LoCoMo dev session R@1: .734 so, .727 by the second hop).
     second.lexical, second.rooms = lexical, first.rooms
     return second
-
-
-def _hop_search(c: apsw.Connection, query: str, filters: Filters, limit: int, now_ms: int,
-                engine: KeywordEngine | None) -> list[tuple[int, float]]:
-    """The second hop's keyword search: on the engine the first hop used, else FTS5 (also
-    when the engine turns out damaged: the first hop's caller drops it at its next use)."""
-    if engine is not None:
-        try:
-            found = engine_search(c, engine, query, filters, limit, now_ms)
-        except (IndexError, ValueError):
-            found = None
-        if found is not None:
-            return found
-    return sql.fts_search(c, query, filters, limit, now_ms)
 
 
 @dataclass
