@@ -62,7 +62,9 @@ from bench.locomo import (
 from palaced import fusion, multihop, recall, search
 from palaced.embedder import EmbedderSettings, FastEmbedder
 from palaced.palace import Palace
+from palaced.store import context as ctx
 from palaced.store import search as sql
+from palaced.store import vectors as vec_store
 from palaced.store.drawers import Filters
 
 GRIDS: dict[str, list[float]] = {
@@ -79,6 +81,7 @@ GRIDS: dict[str, list[float]] = {
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
+    "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3],
 }
 # An experiment, not the engine: questions that ask for a set ("Which cities has John been
 # to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
@@ -90,7 +93,8 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0, "setroom": -1.0,
             "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
-            "nvec": search.RankParams().neighbour_vector}
+            "nvec": search.RankParams().neighbour_vector,
+            "qdrop": search.RankParams().question_drop}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -110,9 +114,9 @@ class Memo:
         self.cache: dict[tuple[Any, ...], Any] = {}
         self.orig = {n: getattr(sql, n) for n in
                      ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
-                      "text_doc_freq", "all_rooms", "drawer_heads")}
+                      "text_doc_freq", "all_rooms", "drawer_heads", "drawer_tails")}
         self.orig_vector = search.vector_search
-        self.orig_other = {"neighbours_of": search.ctx, "drawer_vectors": search.vec_store}
+        self.orig_other = {"neighbours_of": ctx, "drawer_vectors": vec_store}
 
     def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
         return (self.palace, name, *(tuple(a) if isinstance(a, list) else a for a in args))
@@ -220,7 +224,8 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
-                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"])
+                   date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
+                   question_drop=knobs["qdrop"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:

@@ -225,6 +225,14 @@ TUNING: list[tuple[str, str, str]] = [
      ".445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-conversation-out picks 0.5 in "
      "4 of 5 folds (held out .445/.739/.832); multi-hop R@10 .463 -> .454. Cost at 11k "
      "drawers: p50 +2.3 to +2.6 ms per rank (`--cost --cost-with nvec=0`)."),
+    ("palaced/search.py", "RankParams.question_drop",
+     "A candidate among the best 30 that closes with a question (`palaced/replies.py`) gives "
+     "its place to the drawer after it in its room (raised to its score; for a \"when\" "
+     "query only a reply that states a time) and loses this times its question share of the "
+     "score range. `bench/rank_cv.py --sweep qdrop`, LoCoMo dev turn R@1/5/10: none "
+     ".445/.741/.832, 0.05 .501/.763/.842, 0.1 .500/.762/.844, 0.3 .499/.766/.845 "
+     "(leave-one-conversation-out: 0.3 in 4 of 5 folds); sessions unchanged. Cost at 11k drawers: p50 +0.4 to +0.5 ms per rank, p95 +0.7 to +1.0 "
+     "ms (`--cost --cost-with qdrop=0`)."),
     ("palaced/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "

@@ -11,11 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import apsw
 import numpy as np
 
+from palaced.candidates import (
+    TIME_CHECKED,
+    Known,
+    find_times,
+    month_of,
+    pass_to_replies,
+    with_neighbours,
+)
 from palaced.fusion import (
     DEFAULT_ACCESS_WEIGHT,
     DEFAULT_IMPORTANCE_WEIGHT,
@@ -31,22 +38,17 @@ from palaced.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.index import PgVectors, VectorIndex, brute_force, from_blob
+from palaced.index import PgVectors, VectorIndex, brute_force
 from palaced.keyword_engine import KeywordEngine
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
-from palaced.reldates import resolved_date_words
-from palaced.store import context as ctx
 from palaced.store import pg_search
 from palaced.store import search as sql
-from palaced.store import vectors as vec_store
-from palaced.store.context import CONTEXT_NEIGHBOURS
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.topics import query_topics
-from palaced.when import HEAD_CHARS, asks_when, date_matches, drawer_spans, query_dates, states_time
+from palaced.when import date_matches, query_dates
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
-TIME_CHECKED = 50  # best fused candidates whose texts are read for times and dates
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,14 @@ class RankParams:
     # conversation-out picks 0.5 in 4 of 5 folds (1.0 in one), held out .445/.739/.832
     # (docs/benchmarks.md, "Connecting the dots"). Multi-hop turn R@10 -.009.
     neighbour_vector: float = 0.5
+    # A candidate among the best ``candidates.REPLY_CHECKED`` that closes with a question
+    # gives its place to the drawer after it in its room, its reply (palaced/replies.py):
+    # the reply is raised to its score, and it loses ``question_drop`` times its question
+    # share of the score range (0: neither step). For a query that asks when, only a reply
+    # that states a time is raised. LoCoMo dev turn R@1/5/10: none .445/.741/.832; 0.05
+    # .501/.763/.842; 0.1 .500/.762/.844; 0.3 .499/.766/.845, chosen in 4 of 5 leave-one-
+    # conversation-out folds; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
+    question_drop: float = 0.3
 
 
 @dataclass
@@ -226,7 +236,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    known = _Known(qvec=qvec)
+    known = Known(qvec=qvec)
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
     first.substring = lexical_hits.substring
     if not first.order or first.substring:
@@ -251,28 +261,13 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     return second
 
 
-@dataclass
-class _Known:
-    """What one hop of ``rank`` looked up about its candidates, reused by the next hop."""
-
-    looked_up: set[int] = field(default_factory=set)
-    meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
-    closet_hits: set[int] = field(default_factory=set)
-    checked: set[int] = field(default_factory=set)  # candidates looked at for times
-    timed: set[int] = field(default_factory=set)  # candidates whose text states a time
-    dated: set[int] = field(default_factory=set)  # candidates about a date the query names
-    qvec: np.ndarray | None = None  # the query's vector (None: keyword-only)
-    cosine: dict[int, float | None] = field(default_factory=dict)  # neighbours' cosines
-    neighbours: dict[int, list[int]] = field(default_factory=dict)  # candidates' neighbours
-
-
 def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
-               rooms: Sequence[tuple[str, str]] | None, known: _Known) -> Ranking:
+               rooms: Sequence[tuple[str, str]] | None, known: Known) -> Ranking:
     """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
     if params.neighbour_vector and known.qvec is not None and vector:
-        vector = _with_neighbours(c, vector, params.neighbour_vector, known)
+        vector = with_neighbours(c, vector, params.neighbour_vector, known)
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
         return Ranking([], {}, lexical, own, {}, [])
@@ -294,10 +289,10 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
-    _find_times(c, query, [i for i in ranking(fused)[:TIME_CHECKED] if i not in known.checked],
-                params, known)
+    find_times(c, query, [i for i in ranking(fused)[:TIME_CHECKED] if i not in known.checked],
+               params.when_boost, params.date_boost, known)
     if params.date_boost and (asked := query_dates(query)):
-        known.dated.update(i for i in fused if date_matches(asked, {_month_of(meta[i][3])}))
+        known.dated.update(i for i in fused if date_matches(asked, {month_of(meta[i][3])}))
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
@@ -312,6 +307,10 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     room_of = {i: (v[0], v[1]) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
     room_score = room_scores(scores, room_key)
+    if params.question_drop:
+        # After the rooms are scored, like the time boost: rooms rank by the query.
+        scores = pass_to_replies(c, query, scores, spread, params.question_drop,
+                                 params.when_boost, known)
     if known.timed:
         # After the rooms are scored: a time stated picks among a room's drawers, while the
         # rooms rank by the query (LoCoMo dev session R@5 .904 with the boost in the rooms).
@@ -326,64 +325,3 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
     return Ranking(order, scores, lexical, own, room_of, room_list, closet_hits, mentioned)
-
-
-def _find_times(c: apsw.Connection, query: str, ids: list[int], params: RankParams,
-                known: _Known) -> None:
-    """Which of the candidates ``ids`` (not looked at before) state a time, for a query that
-    asks when or how long, and which are about a month or year the query names by a relative
-    time in their text; recorded in ``known``. Reads the first ``HEAD_CHARS`` characters of
-    their texts; never raises but for the store's errors."""
-    when = bool(params.when_boost) and asks_when(query)
-    asked = query_dates(query) if params.date_boost else []
-    if not ids or not (when or asked):
-        return
-    known.checked.update(ids)
-    heads = sql.drawer_heads(c, ids, HEAD_CHARS)
-    if when:
-        known.timed.update(i for i, text in heads.items() if states_time(text, query))
-    for i, text in heads.items():
-        occurred = known.meta[i][3]
-        if asked and date_matches(asked, drawer_spans(
-                _month_of(occurred), resolved_date_words(text, occurred))):
-            known.dated.add(i)
-
-
-def _month_of(ms: int) -> tuple[int, int]:
-    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return at.month, at.year
-
-
-
-def _with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
-                     known: _Known) -> dict[int, float]:
-    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
-    cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
-    cosine is the vector search's if it is a hit, else read from its stored vectors (the
-    best of its chunks); one without vectors is left out of the mean. Never raises but for the
-    store's errors."""
-    assert known.qvec is not None
-    new = [i for i in vector if i not in known.neighbours]
-    if new:
-        found = ctx.neighbours_of(c, new, CONTEXT_NEIGHBOURS)
-        known.neighbours.update({i: [j for j, _ in found.get(i, [])] for i in new})
-    unread = list(dict.fromkeys(j for i in vector for j in known.neighbours[i]
-                                if j not in vector and j not in known.cosine))
-    if unread:
-        known.cosine.update(dict.fromkeys(unread))
-        rows = vec_store.drawer_vectors(c, unread)
-        if rows:
-            # One buffer, one product: a small array per row cost ~0.3 ms per 365 rows.
-            mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
-            if mat.shape[1] == known.qvec.shape[0]:  # else another model's (a switch)
-                sims = mat @ known.qvec.astype(np.float32)
-                best: dict[int, float] = {}
-                for (did, _), sim in zip(rows, sims.tolist(), strict=True):
-                    best[did] = max(best.get(did, -1.0), sim)
-                known.cosine.update(best)
-    out = {}
-    for i, own in vector.items():
-        near = [x for j in known.neighbours[i]
-                if (x := vector[j] if j in vector else known.cosine[j]) is not None]
-        out[i] = own + weight * sum(near) / len(near) if near else own
-    return out

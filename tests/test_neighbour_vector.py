@@ -82,8 +82,10 @@ async def test_the_reply_to_the_matching_turn_rises_by_its_neighbours(tmp_path: 
                                    filters=Filters(), now_ms=NOW_MS, params=params)
             return p.read(rank)
 
-        on = await go(search.RankParams())
-        off = await go(replace(search.RankParams(), neighbour_vector=0.0))
+        # The reply step (test_replies.py) would move the prompt, a question: off here.
+        base = replace(search.RankParams(), question_drop=0.0)
+        on = await go(base)
+        off = await go(replace(base, neighbour_vector=0.0))
         assert search.RankParams().neighbour_vector > 0
         answer, far = ids[ANSWER], ids[FAR]
         # By its own cosine the answer ranks below FAR; beside the prompt it ranks above.

@@ -226,6 +226,7 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """The room neighbours the vector score reads (``context.neighbours_of``, one statement
     of row-value seeks): the same on PostgreSQL as on SQLite, superseded drawers skipped."""
     from palaced.store import Store
+    from palaced.store import search as search_sql
     from palaced.store.context import neighbours_of
 
     local = Store(tmp_path / "n.db")
@@ -247,6 +248,11 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
         assert neighbours_of(pgc, [*ids, 999], 2) == want
         # Time order, then id order among drawers of the same minute; turn 3 is superseded.
         assert want[ids[2]] == [(ids[1], -1), (ids[5], 1), (ids[6], 2)]
+        # The ends of texts the reply step reads: the same counted-out substring on both.
+        tails = local.read(lambda c: search_sql.drawer_tails(c, [ids[0], ids[5], 999], 3))
+        assert tails == {ids[0]: ("r 0", 13), ids[5]: ("r 5", 13)}
+        assert search_sql.drawer_tails(pgc, [ids[0], ids[5], 999], 3) == tails
+        assert search_sql.drawer_tails(pgc, [ids[0]], 50) == {ids[0]: ("turn number 0", 13)}
     finally:
         local.close()
 

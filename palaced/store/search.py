@@ -357,6 +357,20 @@ def drawer_texts(conn: apsw.Connection, ids: Sequence[int]) -> list[str]:
     return [text[i] for i in ids if i in text]
 
 
+def drawer_tails(conn: apsw.Connection, ids: Sequence[int], chars: int
+                 ) -> dict[int, tuple[str, int]]:
+    """``{id: (the last chars characters of its text, its length)}`` of the drawers ``ids``
+    that exist."""
+    if not ids:
+        return {}
+    marks = ",".join(str(int(i)) for i in ids)
+    # substr(text, -n) is SQLite's alone (PostgreSQL returns the whole text): count it out.
+    return {int(i): (str(t), int(n)) for i, t, n in conn.execute(
+        "SELECT id, substr(text, CASE WHEN length(text) > ? THEN length(text) - ? + 1 "
+        f"ELSE 1 END), length(text) FROM drawers WHERE id IN ({marks})",
+        (int(chars), int(chars)))}
+
+
 def drawer_heads(conn: apsw.Connection, ids: Sequence[int], chars: int) -> dict[int, str]:
     """``{id: the first chars characters of its text}`` of the drawers ``ids`` that exist."""
     if not ids:

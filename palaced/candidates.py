@@ -1,0 +1,147 @@
+"""The steps of a ranking that read the store about single candidates.
+
+``search.rank`` fuses the keyword and vector lists; these steps look up what that needs
+about the candidates: which state a time or are about a date the query names
+(``palaced.when``), their room neighbours' cosines (``RankParams.neighbour_vector``), and
+which close with a question and what replied to it (``palaced.replies``). What one hop of
+the ranking looked up is kept in a ``Known`` and reused by the next hop. Synchronous, on
+the ranking's reader connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import apsw
+import numpy as np
+
+from palaced.fusion import ranking
+from palaced.index import from_blob
+from palaced.reldates import resolved_date_words
+from palaced.replies import TAIL_CHARS, question_share
+from palaced.store import context as ctx
+from palaced.store import search as sql
+from palaced.store import vectors as vec_store
+from palaced.store.context import CONTEXT_NEIGHBOURS
+from palaced.when import HEAD_CHARS, asks_when, date_matches, drawer_spans, query_dates, states_time
+
+REPLY_CHECKED = 30  # best candidates whose text ends are read for questions
+TIME_CHECKED = 50  # best fused candidates whose texts are read for times and dates
+
+
+@dataclass
+class Known:
+    """What one hop of ``rank`` looked up about its candidates, reused by the next hop."""
+
+    looked_up: set[int] = field(default_factory=set)
+    meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
+    closet_hits: set[int] = field(default_factory=set)
+    checked: set[int] = field(default_factory=set)  # candidates looked at for times
+    timed: set[int] = field(default_factory=set)  # candidates whose text states a time
+    dated: set[int] = field(default_factory=set)  # candidates about a date the query names
+    qvec: np.ndarray | None = None  # the query's vector (None: keyword-only)
+    cosine: dict[int, float | None] = field(default_factory=dict)  # neighbours' cosines
+    neighbours: dict[int, list[int]] = field(default_factory=dict)  # candidates' neighbours
+    tails: set[int] = field(default_factory=set)  # candidates whose ends were read
+    reply_of: dict[int, int | None] = field(default_factory=dict)  # question -> next drawer
+    asks: dict[int, float] = field(default_factory=dict)  # question -> its question share
+
+
+
+def find_times(c: apsw.Connection, query: str, ids: list[int], when_boost: float,
+               date_boost: float, known: Known) -> None:
+    """Which of the candidates ``ids`` (not looked at before) state a time, for a query that
+    asks when or how long, and which are about a month or year the query names by a relative
+    time in their text; recorded in ``known``. Reads the first ``HEAD_CHARS`` characters of
+    their texts; never raises but for the store's errors."""
+    when = bool(when_boost) and asks_when(query)
+    asked = query_dates(query) if date_boost else []
+    if not ids or not (when or asked):
+        return
+    known.checked.update(ids)
+    heads = sql.drawer_heads(c, ids, HEAD_CHARS)
+    if when:
+        known.timed.update(i for i, text in heads.items() if states_time(text, query))
+    for i, text in heads.items():
+        occurred = known.meta[i][3]
+        if asked and date_matches(asked, drawer_spans(
+                month_of(occurred), resolved_date_words(text, occurred))):
+            known.dated.add(i)
+
+
+def pass_to_replies(c: apsw.Connection, query: str, scores: dict[int, float],
+                    spread: float, question_drop: float, when_boost: float, known: Known
+                    ) -> dict[int, float]:
+    """``scores`` with each of the best ``REPLY_CHECKED`` that closes with a question
+    (``replies.question_share``) lowered by ``question_drop`` times that share of
+    ``spread``, and the drawer after it in its room, when that is a candidate, raised to
+    its score before the drop (for a query that asks when, only a reply that states a
+    time: the answer to "when" does). Never raises but for the store's errors."""
+    top = ranking(scores)[:REPLY_CHECKED]
+    new = [i for i in top if i not in known.tails]
+    if new:
+        known.tails.update(new)
+        shares = {i: share for i, (t, n) in sql.drawer_tails(c, new, TAIL_CHARS).items()
+                  if (share := question_share(t, n)) > 0}
+        known.asks.update(shares)
+        known.reply_of.update(dict.fromkeys(shares))
+        for i, near in ctx.neighbours_of(c, list(shares), 1).items():
+            known.reply_of[i] = next((j for j, off in near if off == 1), None)
+    asking = [i for i in top if i in known.asks]
+    if not asking:
+        return scores
+    out = dict(scores)
+    replies = {i: j for i in asking if (j := known.reply_of[i]) is not None and j in out}
+    if when_boost and replies and asks_when(query):
+        unchecked = [j for j in replies.values() if j not in known.checked]
+        known.checked.update(unchecked)
+        known.timed.update(j for j, text in sql.drawer_heads(c, unchecked, HEAD_CHARS).items()
+                           if states_time(text, query))
+        replies = {i: j for i, j in replies.items() if j in known.timed}
+    for i in asking:
+        if (j := replies.get(i)) is not None:
+            out[j] = max(out[j], scores[i])
+        out[i] -= known.asks[i] * question_drop * spread
+    return out
+
+
+def month_of(ms: int) -> tuple[int, int]:
+    """The (month, year) of a timestamp in milliseconds, UTC."""
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return at.month, at.year
+
+
+
+def with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
+                     known: Known) -> dict[int, float]:
+    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
+    cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
+    cosine is the vector search's if it is a hit, else read from its stored vectors (the
+    best of its chunks); one without vectors is left out of the mean. Never raises but for the
+    store's errors."""
+    assert known.qvec is not None
+    new = [i for i in vector if i not in known.neighbours]
+    if new:
+        found = ctx.neighbours_of(c, new, CONTEXT_NEIGHBOURS)
+        known.neighbours.update({i: [j for j, _ in found.get(i, [])] for i in new})
+    unread = list(dict.fromkeys(j for i in vector for j in known.neighbours[i]
+                                if j not in vector and j not in known.cosine))
+    if unread:
+        known.cosine.update(dict.fromkeys(unread))
+        rows = vec_store.drawer_vectors(c, unread)
+        if rows:
+            # One buffer, one product: a small array per row cost ~0.3 ms per 365 rows.
+            mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
+            if mat.shape[1] == known.qvec.shape[0]:  # else another model's (a switch)
+                sims = mat @ known.qvec.astype(np.float32)
+                best: dict[int, float] = {}
+                for (did, _), sim in zip(rows, sims.tolist(), strict=True):
+                    best[did] = max(best.get(did, -1.0), sim)
+                known.cosine.update(best)
+    out = {}
+    for i, own in vector.items():
+        near = [x for j in known.neighbours[i]
+                if (x := vector[j] if j in vector else known.cosine[j]) is not None]
+        out[i] = own + weight * sum(near) / len(near) if near else own
+    return out
