@@ -21,6 +21,7 @@ import struct
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +82,19 @@ def run_siege(sock: Path, owner: Client) -> tuple[Counter[str], list[str]]:
     fails: list[str] = []
     slow: list[float] = []
     stop = threading.Event()
+    # One connection, two threads (the watcher and the flood's count of connections): a
+    # client connection is not shared between threads, so its calls take turns. Without
+    # this the two threads' replies interleaved on the socket (a CI run read a 2 GB header).
+    turn = threading.Lock()
+
+    def status() -> dict[str, Any]:
+        with turn:
+            return owner.status()
 
     def watch() -> None:
         while not stop.is_set():
             t0 = time.monotonic()
-            owner.status()
+            status()
             slow.append(time.monotonic() - t0)
             time.sleep(0.1)
 
@@ -93,7 +102,7 @@ def run_siege(sock: Path, owner: Client) -> tuple[Counter[str], list[str]]:
     watcher.start()
     try:
         _stalled(sock, cases, fails)
-        _flood(sock, owner, cases, fails)
+        _flood(sock, status, cases, fails)
     finally:
         stop.set()
         watcher.join(10)
@@ -125,7 +134,8 @@ def _stalled(sock: Path, cases: Counter[str], fails: list[str]) -> None:
         fails.append(f"stalled connections took {time.monotonic() - t0:.1f}s to be cut")
 
 
-def _flood(sock: Path, owner: Client, cases: Counter[str], fails: list[str]) -> None:
+def _flood(sock: Path, status: Callable[[], dict[str, Any]], cases: Counter[str],
+           fails: list[str]) -> None:
     held: list[socket.socket] = []
     try:
         # The owner's own connection holds one normal slot already.
@@ -150,7 +160,7 @@ def _flood(sock: Path, owner: Client, cases: Counter[str], fails: list[str]) -> 
         for s in held:
             s.close()
     deadline = time.monotonic() + 10
-    while (n := int(owner.status()["connections"])) > 1 and time.monotonic() < deadline:
+    while (n := int(status()["connections"])) > 1 and time.monotonic() < deadline:
         time.sleep(0.1)
     if n > 1:
         fails.append(f"flood: {n} connections still counted after they all closed")

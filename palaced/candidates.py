@@ -48,7 +48,6 @@ class Known:
     asks: dict[int, float] = field(default_factory=dict)  # question -> its question share
 
 
-
 def find_times(c: apsw.Connection, query: str, ids: list[int], when_boost: float,
                date_boost: float, known: Known) -> None:
     """Which of the candidates ``ids`` (not looked at before) state a time, for a query that
@@ -112,9 +111,8 @@ def month_of(ms: int) -> tuple[int, int]:
     return at.month, at.year
 
 
-
 def with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
-                     known: Known) -> dict[int, float]:
+                    known: Known) -> dict[int, float]:
     """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
     cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
     cosine is the vector search's if it is a hit, else read from its stored vectors (the
