@@ -142,7 +142,7 @@ def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.nda
     that rewriting is most of the build. Drawers are filed in a fixed order (drawer ``i`` in
     room ``i % ROOMS``, ``ROOMS`` drawers apart), so each drawer's final context, the text of
     its ``CONTEXT_NEIGHBOURS`` room neighbours on each side, is known up front and written
-    once. The rows are those ``insert_drawer`` + ``store_vectors`` leave (the same statements
+    once; the context vectors are computed once the fill is done. The rows are those ``insert_drawer`` + ``store_vectors`` leave (the same statements
     and values, ``tests/test_bench_checks.py`` compares both builds); only the FTS5 index's
     internal segments differ (written once here, rewritten there).
     """
@@ -247,6 +247,10 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False,
 
         ids = range(max(0, first - CONTEXT_NEIGHBOURS * ROOMS) + 1, first + 1)
         store.write(lambda c: [refresh_context(c, did) for did in ids])
+    if bulk:  # the context vectors, as the store layer's writes leave them, in one pass
+        from palaced.store.context import rebuild_context_vectors
+
+        store.write(rebuild_context_vectors)
     insert_s = time.perf_counter() - t0
     timings = {"insert_s": round(insert_s, 1), "drawers_per_s": round((n - first) / insert_s),
                "resumed_after": first}

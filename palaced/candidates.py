@@ -2,7 +2,7 @@
 
 ``search.rank`` fuses the keyword and vector lists; these steps look up what that needs
 about the candidates: which state a time or are about a date the query names
-(``palaced.when``), their room neighbours' cosines (``RankParams.neighbour_vector``), and
+(``palaced.when``), their context vectors' cosines (``RankParams.neighbour_vector``), and
 which close with a question and what replied to it (``palaced.replies``). What one hop of
 the ranking looked up is kept in a ``Known`` and reused by the next hop. Synchronous, on
 the ranking's reader connection.
@@ -17,13 +17,11 @@ import apsw
 import numpy as np
 
 from palaced.fusion import ranking
-from palaced.index import from_blob
 from palaced.reldates import resolved_date_words
 from palaced.replies import TAIL_CHARS, question_share
 from palaced.store import context as ctx
+from palaced.store import context_vectors
 from palaced.store import search as sql
-from palaced.store import vectors as vec_store
-from palaced.store.context import CONTEXT_NEIGHBOURS
 from palaced.when import HEAD_CHARS, asks_when, date_matches, drawer_spans, query_dates, states_time
 
 REPLY_CHECKED = 30  # best candidates whose text ends are read for questions
@@ -41,8 +39,7 @@ class Known:
     timed: set[int] = field(default_factory=set)  # candidates whose text states a time
     dated: set[int] = field(default_factory=set)  # candidates about a date the query names
     qvec: np.ndarray | None = None  # the query's vector (None: keyword-only)
-    cosine: dict[int, float | None] = field(default_factory=dict)  # neighbours' cosines
-    neighbours: dict[int, list[int]] = field(default_factory=dict)  # candidates' neighbours
+    context: dict[int, float | None] = field(default_factory=dict)  # context cosines
     tails: set[int] = field(default_factory=set)  # candidates whose ends were read
     reply_of: dict[int, int | None] = field(default_factory=dict)  # question -> next drawer
     asks: dict[int, float] = field(default_factory=dict)  # question -> its question share
@@ -113,33 +110,14 @@ def month_of(ms: int) -> tuple[int, int]:
 
 def with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
                     known: Known) -> dict[int, float]:
-    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the mean
-    cosine of its room neighbours added (``RankParams.neighbour_vector``). A neighbour's
-    cosine is the vector search's if it is a hit, else read from its stored vectors (the
-    best of its chunks); one without vectors is left out of the mean. Never raises but for the
-    store's errors."""
+    """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the query's
+    cosine with its context vector (the mean of its room neighbours' vectors,
+    ``store.context_vectors``) added (``RankParams.neighbour_vector``); a hit without one
+    keeps its cosine. Never raises but for the store's errors."""
     assert known.qvec is not None
-    new = [i for i in vector if i not in known.neighbours]
+    new = [i for i in vector if i not in known.context]
     if new:
-        found = ctx.neighbours_of(c, new, CONTEXT_NEIGHBOURS)
-        known.neighbours.update({i: [j for j, _ in found.get(i, [])] for i in new})
-    unread = list(dict.fromkeys(j for i in vector for j in known.neighbours[i]
-                                if j not in vector and j not in known.cosine))
-    if unread:
-        known.cosine.update(dict.fromkeys(unread))
-        rows = vec_store.drawer_vectors(c, unread)
-        if rows:
-            # One buffer, one product: a small array per row cost ~0.3 ms per 365 rows.
-            mat = from_blob(b"".join(b for _, b in rows)).reshape(len(rows), -1)
-            if mat.shape[1] == known.qvec.shape[0]:  # else another model's (a switch)
-                sims = mat @ known.qvec.astype(np.float32)
-                best: dict[int, float] = {}
-                for (did, _), sim in zip(rows, sims.tolist(), strict=True):
-                    best[did] = max(best.get(did, -1.0), sim)
-                known.cosine.update(best)
-    out = {}
-    for i, own in vector.items():
-        near = [x for j in known.neighbours[i]
-                if (x := vector[j] if j in vector else known.cosine[j]) is not None]
-        out[i] = own + weight * sum(near) / len(near) if near else own
-    return out
+        known.context.update(dict.fromkeys(new))
+        known.context.update(context_vectors.cosines(c, new, known.qvec))
+    return {i: own if (near := known.context[i]) is None else own + weight * near
+            for i, own in vector.items()}

@@ -111,6 +111,7 @@ def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> 
             "SELECT rowid, text, context, dates FROM drawers_fts ORDER BY rowid",
             "SELECT * FROM vectors ORDER BY id",
             "SELECT * FROM closets ORDER BY drawer_id, topic",
+            "SELECT * FROM context_vectors ORDER BY drawer_id",
             # fts_changes is the keyword engine's feed, not content: the store layer logs
             # every context rewrite, the bulk build writes final rows (an engine built later
             # reads the rows themselves).
@@ -122,6 +123,6 @@ def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> 
         return out
 
     want = dump(plain)
-    assert len(want[0]) == n and len(want[2]) == n
+    assert len(want[0]) == n and len(want[2]) == n and len(want[4]) == n
     assert dump(bulk) == want
     assert dump(mixed) == want

@@ -257,6 +257,49 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
         local.close()
 
 
+def test_context_vectors_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """Each drawer's context vector (``store.context_vectors``), kept by inserts, vectors
+    and a supersede, and made again by ``rebuild``: the same on PostgreSQL as on SQLite."""
+    from palaced.store import Store
+    from palaced.store.context import rebuild_context_vectors
+    from palaced.store.pg_schema import claim_dims
+
+    def table(c: Any) -> dict[int, bytes]:
+        return {int(i): bytes(b) for i, b in c.execute(
+            "SELECT drawer_id, vec FROM context_vectors ORDER BY drawer_id")}
+
+    local = Store(tmp_path / "cv.db")
+    try:
+        with pgc:
+            claim_dims(pgc, 8)
+        ids = []
+        for i in range(10):
+            item = NewDrawer(text=f"context turn {i}", room="chat" if i % 3 else "other",
+                             occurred_ms=1_700_000_000_000 + (i * 7 % 5) * 60_000)
+            blobs = [_unit(i % 8).tobytes(), _unit((i + 3) % 8).tobytes()][:1 + i % 2]
+
+            def put(c: Any, item: NewDrawer = item, blobs: list[bytes] = blobs) -> int:
+                did, _ = drawers.insert_drawer(c, item, 1)
+                store_vectors(c, did, blobs)
+                return int(did)
+
+            a = local.write(put)
+            with pgc:
+                assert put(pgc) == a
+            ids.append(a)
+        local.write(lambda c: drawers.supersede(c, ids[4], ids[9], 2))
+        with pgc:
+            drawers.supersede(pgc, ids[4], ids[9], 2)
+        want = local.read(table)
+        assert len(want) == 9 and ids[4] not in want
+        assert table(pgc) == want
+        with pgc:
+            rebuild_context_vectors(pgc)
+        assert table(pgc) == want
+    finally:
+        local.close()
+
+
 def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
     from palaced.store.pg_schema import claim_dims
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import apsw
 
+from . import context_vectors
 from .fts_log import note_changed
 
 # Drawers on each side (room, time order) whose text joins a drawer's FTS context column.
@@ -61,10 +62,30 @@ def room_neighbours(conn: apsw.Connection, drawer_id: int, n: int) -> list[int]:
 
 
 def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
-    """Recompute the FTS context column of one drawer from its current neighbours."""
-    context = "\n".join(t for _, t in _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS))
+    """Recompute the FTS context column and the context vector (``context_vectors``) of one
+    drawer from its current neighbours."""
+    rows = _neighbour_rows(conn, drawer_id, CONTEXT_NEIGHBOURS)
+    context = "\n".join(t for _, t in rows)
     conn.execute("UPDATE drawers_fts SET context = ? WHERE rowid = ?", (context, drawer_id))
     note_changed(conn, (drawer_id,))
+    context_vectors.refresh(conn, drawer_id, [i for i, _ in rows])
+
+
+def create_context_vectors(conn: apsw.Connection) -> None:
+    """Schema step: the ``context_vectors`` table, filled for the palace's drawers."""
+    context_vectors.create(conn, CONTEXT_NEIGHBOURS)
+
+
+def rebuild_context_vectors(conn: apsw.Connection) -> int:
+    """Recompute every drawer's context vector (after a model switch); returns how many."""
+    return context_vectors.rebuild(conn, CONTEXT_NEIGHBOURS)
+
+
+def vectors_changed(conn: apsw.Connection, drawer_id: int) -> None:
+    """Recompute the context vectors the vectors of ``drawer_id`` are part of: its room
+    neighbours'."""
+    for nid in room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS):
+        context_vectors.refresh(conn, nid, room_neighbours(conn, nid, CONTEXT_NEIGHBOURS))
 
 
 _SIDES = (("<", "DESC", -1), (">", "ASC", 1))  # before, after: comparison, order, sign

@@ -230,7 +230,7 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
     conn.execute("UPDATE drawers SET superseded_by = ?, updated_ms = ?, "
                  "updated_by = coalesce(?, updated_by) WHERE id = ?",
                  (new_id, now_ms, agent, old_id))
-    for nid in room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS):
+    for nid in (old_id, *room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS)):
         refresh_context(conn, nid)
 
 

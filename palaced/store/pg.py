@@ -290,7 +290,8 @@ class PgStore(Store):
         try:
             self._pool.open(wait=True, timeout=settings.connect_timeout_s)
             with self._pool.connection() as conn:
-                self.created = migrate(conn, schema, palace=palace, create=create) == 0
+                self.created = migrate(conn, schema, palace=palace, create=create,
+                                       wrap=PgConn) == 0
         except PalaceError:
             self._pool.close()
             raise

@@ -23,12 +23,14 @@ schema is refused. A released step never changes: a new schema is a new step.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
 from palaced.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
+
+from .context import create_context_vectors
 
 SCHEMA_PREFIX = "palace_"
 _SAFE = re.compile(r"[^a-z0-9_]")
@@ -258,7 +260,8 @@ V1: Sequence[str] = (
     "CREATE TABLE policy(permission TEXT PRIMARY KEY, agents TEXT NOT NULL)",
 )
 
-MIGRATIONS: list[Sequence[str]] = [V1]
+# v2: each drawer's context vector (``store/context_vectors.py``), filled by its own code.
+MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [V1, (create_context_vectors,)]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Tables whose ids an import may set explicitly (``sync_ids`` moves their sequences past).
 _ID_TABLES = ("drawers", "entities", "facts", "sources")
@@ -285,9 +288,10 @@ def _exists(conn: psycopg.Connection[Any], schema: str) -> bool:
 
 
 def migrate(conn: psycopg.Connection[Any], schema: str, *, palace: str | None,
-            create: bool) -> int:
+            create: bool, wrap: Callable[[psycopg.Connection[Any]], Any]) -> int:
     """Bring ``schema`` to SCHEMA_VERSION (creating it with ``create``); returns the version
-    found before (0: created now).
+    found before (0: created now). A step written as code runs on ``wrap(conn)`` (the
+    store's ``PgConn``: the store functions' interface; passed in, as ``pg`` imports this).
 
     Raises:
         PalaceNotFound: no such schema and not ``create``.
@@ -332,8 +336,11 @@ def migrate(conn: psycopg.Connection[Any], schema: str, *, palace: str | None,
                 details={"found": version, "supported": SCHEMA_VERSION})
         conn.execute(f'SET LOCAL search_path = "{schema}", public')
         for target in range(version + 1, SCHEMA_VERSION + 1):
-            for stmt in MIGRATIONS[target - 1]:
-                conn.execute(stmt)
+            for step in MIGRATIONS[target - 1]:
+                if callable(step):  # code: the store's functions, through a PgConn
+                    step(wrap(conn))
+                else:
+                    conn.execute(step)
             conn.execute("INSERT INTO meta(key, value) VALUES('schema', %s) "
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (str(target),))
     return version

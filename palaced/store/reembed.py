@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import apsw
 
+from .context import rebuild_context_vectors
 from .meta import claim_embedder, meta_get, meta_set
 
 NEXT_KEYS = ("embedder_next", "dims_next")
@@ -82,7 +83,8 @@ def switch(conn: apsw.Connection, identity: str) -> bool:
     """Make the target's vectors the live ones, if every drawer has them; True if it did.
 
     The old vectors go, the new ones get fresh ids (index keys are never reused), every drawer
-    counts as embedded, and the palace records ``identity`` as its model.
+    counts as embedded, the context vectors are recomputed from the new vectors, and the
+    palace records ``identity`` as its model.
     """
     if next_model(conn) != identity or todo(conn, 0, 1):
         return False
@@ -91,6 +93,7 @@ def switch(conn: apsw.Connection, identity: str) -> bool:
     conn.execute("INSERT INTO vectors(drawer_id, chunk, vec) SELECT drawer_id, chunk, vec "
                  "FROM vectors_next ORDER BY drawer_id, chunk")
     conn.execute("UPDATE drawers SET embedded = 1 WHERE embedded = 0")
+    rebuild_context_vectors(conn)
     abandon(conn)
     claim_embedder(conn, identity, dims)
     return True

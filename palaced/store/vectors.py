@@ -13,15 +13,20 @@ from collections.abc import Iterator, Sequence
 import apsw
 import numpy as np
 
+from .context import vectors_changed
 from .dialect import is_pg, vector_literal
 
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
 CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
+# Schema v7: a drawer's chunk count, known at write time, so the pending work (chunks
+# awaiting vectors) is counted without chunking texts again.
+CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
-    """Replace a drawer's vectors (one per chunk); returns the new vector ids.
+    """Replace a drawer's vectors (one per chunk), and the context vectors of its room
+    neighbours with them; returns the new vector ids.
 
     The caller removes the ids returned by ``vector_ids`` beforehand from the index.
     """
@@ -38,6 +43,7 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
             (drawer_id, chunk, blob)).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
     conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
                  (len(ids), drawer_id))
+    vectors_changed(conn, drawer_id)
     return ids
 
 
