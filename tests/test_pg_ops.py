@@ -300,6 +300,44 @@ def test_context_vectors_like_sqlite(pgc: Any, tmp_path: Path) -> None:
         local.close()
 
 
+def test_a_v1_team_palace_gets_its_context_vectors_when_it_migrates(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team palace made by schema v1, with drawers and vectors: opening it with this
+    palaced runs v2, which makes ``context_vectors`` and fills it as the definition says."""
+    import psycopg
+
+    from palaced.store import pg_schema
+    from palaced.store.pg import PgConn, PgStore
+
+    from .test_context_vectors import assert_same, expected, stored
+
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_schema, "SCHEMA_VERSION", 1)
+        PgStore(pg_url, "palace_old", palace="old", create=True).close()
+    with psycopg.connect(pg_url, autocommit=True,
+                         options="-c search_path=palace_old,public") as raw:
+        c = PgConn(raw)
+        for k in range(12):
+            did = c.execute(
+                "INSERT INTO drawers(text, wing, room, occurred_ms, created_ms, updated_ms, "
+                "content_hash) VALUES(?, 'w', ?, ?, 0, 0, ?) RETURNING id",
+                (f"old note {k}", f"r{k % 2}", k * 7 % 5, f"h{k}")).fetchall()[0][0]
+            for chunk in range(1 + k % 2):
+                vec = _unit(10 * k + chunk)
+                c.execute("INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
+                          "VALUES(?, ?, ?, ?::vector)",
+                          (did, chunk, vec.tobytes(), str(vec.tolist())))
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("SELECT 1 FROM context_vectors")
+        PgStore(pg_url, "palace_old", palace="old").close()
+        assert c.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall() == [
+            (str(pg_schema.SCHEMA_VERSION),)]
+        got = stored(c)
+        assert len(got) == 12
+        assert_same(got, expected(c))
+
+
 def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
     from palaced.store.pg_schema import claim_dims
 
