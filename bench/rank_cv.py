@@ -479,12 +479,12 @@ async def cost(args: argparse.Namespace) -> None:
         (pdir / "done").write_text("")
     questions = [q.question for s in samples for q in build_questions(s)][::3]
     qvecs = [emb.embed_query(q) for q in questions]
+    # Each side's knobs are set again before each of its passes: some are module globals
+    # (the hop's weight, BM25's column weights), not RankParams.
     if args.cost_with:  # the engine's defaults against the defaults with these knobs
-        off = set_knobs(DEFAULTS)
-        on = set_knobs({**DEFAULTS, **args.cost_with})
+        sides = {"off": dict(DEFAULTS), "on": {**DEFAULTS, **args.cost_with}}
     else:
-        off = replace(search.RankParams(), when_boost=0.0, date_boost=0.0)
-        on = search.RankParams()
+        sides = {"off": {**DEFAULTS, "when": 0.0, "date": 0.0}, "on": dict(DEFAULTS)}
     times: dict[str, list[float]] = {"off": [], "on": []}
 
     def go(c: Any) -> int:
@@ -492,7 +492,8 @@ async def cost(args: argparse.Namespace) -> None:
         rooms = sql.all_rooms(c)
         stats = sql.TermStats()
         for _ in range(3):
-            for label, params in (("off", off), ("on", on)):
+            for label, knobs in sides.items():
+                params = set_knobs(knobs)
                 for q, v in zip(questions, qvecs, strict=True):
                     start = time.process_time()
                     hits = search.lexical_search(c, q, F(), NOW_MS, params, stats, n_docs)

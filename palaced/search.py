@@ -239,7 +239,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     known = Known(qvec=qvec)
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
     first.substring = lexical_hits.substring
-    if not first.order or first.substring:
+    if not first.order or first.substring or not HOP_WEIGHT:  # a weight of 0: no hop
         return first
     n = sql.drawer_count(c) if n_docs is None else n_docs
     words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
