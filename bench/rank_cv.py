@@ -16,8 +16,10 @@ weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WE
 ``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
 (``RankParams.neighbour_vector``); two experiments that are not
 the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
-``--room-source closets``, added to the room scores) and ``setroom`` (the room weight of
-questions that ask for a set). Importance, recency and use are constant across LoCoMo's
+``--room-source closets``, added to the room scores), ``setroom`` (the room weight of
+questions that ask for a set), ``roomgap`` (room feedback scaled by how far the best room
+leads the third: ``min(1, roomgap * (s1 - s3) / (s1 - s_min))`` times the room weight; 0:
+off) and ``pool`` (``RankParams.pool``). Importance, recency and use are constant across LoCoMo's
 drawers and are not fitted.
 
 Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
@@ -78,6 +80,8 @@ GRIDS: dict[str, list[float]] = {
     "date": [0.0, 0.05, 0.1, 0.2, 0.3],
     "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
     "setroom": [-1.0, 0.0, 0.1, 0.2],
+    "roomgap": [0.0, 1.0, 2.0, 4.0],
+    "pool": [100.0, 150.0, 200.0],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
@@ -91,7 +95,8 @@ SET_QUESTION = re.compile(
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
-            "roomtext": 0.0, "setroom": -1.0,
+            "roomtext": 0.0, "setroom": -1.0, "roomgap": 0.0,
+            "pool": float(search.RankParams().pool),
             "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
             "nvec": search.RankParams().neighbour_vector,
             "qdrop": search.RankParams().question_drop}
@@ -211,21 +216,37 @@ class RoomText:
 
 ROOM_TEXT = RoomText()
 SET_ROOM = -1.0
+ROOM_GAP = 0.0
+_FEED_BACK_ROOMS = search.feed_back_rooms
+
+
+def _feed_back_by_gap(drawer_scores: Any, drawer_room: Any, rooms: Any,
+                      weight: float = fusion.DEFAULT_ROOM_WEIGHT) -> dict[int, float]:
+    """The ``roomgap`` experiment: room feedback only as strong as the best room's lead."""
+    if ROOM_GAP and len(rooms) >= 2:
+        vals = sorted(rooms.values(), reverse=True)
+        lead = (vals[0] - vals[min(2, len(vals) - 1)]) / ((vals[0] - vals[-1]) or 1.0)
+        weight *= min(1.0, ROOM_GAP * lead)
+    return _FEED_BACK_ROOMS(drawer_scores, drawer_room, rooms, weight)
+
+
+search.feed_back_rooms = _feed_back_by_gap  # type: ignore[assignment]  # off at 0
 
 
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     ROOM_TEXT.weight = knobs["roomtext"]
     ROOM_TEXT.top_n = int(knobs["topn"])
     ROOM_TEXT.support = knobs["support"]
-    global SET_ROOM
+    global SET_ROOM, ROOM_GAP
     SET_ROOM = knobs["setroom"]
+    ROOM_GAP = knobs["roomgap"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
     search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
-                   question_drop=knobs["qdrop"])
+                   question_drop=knobs["qdrop"], pool=int(knobs["pool"]))
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
