@@ -161,9 +161,12 @@ async def test_the_neighbour_score_reads_the_context_vectors(tmp_path: Path) -> 
         await p.aclose()
 
 
-def test_a_v11_palace_gets_its_context_vectors_when_it_migrates(tmp_path: Path) -> None:
+def test_a_v11_palace_gets_its_context_vectors_when_it_migrates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A database made by the first eleven schema steps, with drawers and vectors: the
-    v12 step makes the table and fills it as the definition says."""
+    v12 step makes the table and fills it as the definition says, also when a room's
+    drawers take several batches (four drawers a batch here, ten drawers a room)."""
+    monkeypatch.setattr(context_vectors, "REBUILD_BATCH", 4)
     conn = apsw.Connection(str(tmp_path / "old.db"))
     conn.execute("PRAGMA foreign_keys=ON")
     with conn:

@@ -107,34 +107,33 @@ def refresh(conn: apsw.Connection, drawer_id: int, neighbours: Sequence[int]) ->
     _write(conn, drawer_id, _mean(list(means.values())))
 
 
+REBUILD_BATCH = 2_048  # drawers whose context vectors ``rebuild`` computes per read
+
+
 def rebuild(conn: apsw.Connection, n: int) -> int:
     """Recompute every drawer's context vector from its ``n`` live room neighbours on each
-    side, one room at a time (memory: one room's vectors); returns how many drawers have
-    one. The same vectors ``refresh`` would give."""
+    side; returns how many drawers have one. The same vectors ``refresh`` would give.
+
+    Room by room in time order, ``REBUILD_BATCH`` drawers at a time with their neighbours
+    on either side: memory stays that of one batch's vectors however large a room grows.
+    """
     conn.execute("DELETE FROM context_vectors")
     made = 0
     rooms = conn.execute("SELECT DISTINCT wing, room FROM drawers").fetchall()
     for wing, room in rooms:
-        drawers = [(int(i), s is not None) for i, s in conn.execute(
-            "SELECT id, superseded_by FROM drawers WHERE wing = ? AND room = ? "
+        live = [int(i) for (i,) in conn.execute(
+            "SELECT id FROM drawers WHERE wing = ? AND room = ? AND superseded_by IS NULL "
             "ORDER BY occurred_ms, id", (wing, room))]
-        means = dict(_per_drawer(conn.execute(
-            "SELECT v.drawer_id, v.vec FROM vectors v JOIN drawers d ON d.id = v.drawer_id "
-            "WHERE d.wing = ? AND d.room = ? ORDER BY v.drawer_id, v.chunk", (wing, room))))
-        for did, near in _windows(drawers, n):  # live drawers only
-            mean = _mean([means[j] for j in sorted(near) if j in means])  # as ``refresh``
-            if mean is not None:
-                _write(conn, did, mean)
-                made += 1
+        for first in range(0, len(live), REBUILD_BATCH):
+            last = min(first + REBUILD_BATCH, len(live))
+            means = mean_vectors(conn, live[max(first - n, 0):last + n])
+            for k in range(first, last):
+                near = live[max(k - n, 0):k] + live[k + 1:k + 1 + n]
+                mean = _mean([means[j] for j in sorted(near) if j in means])  # as ``refresh``
+                if mean is not None:
+                    _write(conn, live[k], mean)
+                    made += 1
     return made
-
-
-def _windows(drawers: list[tuple[int, bool]], n: int) -> Iterator[tuple[int, list[int]]]:
-    """``(drawer, its neighbours)`` for the live drawers of a room (``(id, superseded)``
-    in time order): the ``n`` live drawers on each side of each."""
-    live = [i for i, gone in drawers if not gone]
-    for k, did in enumerate(live):
-        yield did, live[max(k - n, 0):k] + live[k + 1:k + 1 + n]
 
 
 def cosines(conn: apsw.Connection, ids: Sequence[int], qvec: np.ndarray) -> dict[int, float]:
