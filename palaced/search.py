@@ -41,6 +41,7 @@ from palaced.fusion import (
 from palaced.index import PgVectors, VectorIndex, brute_force
 from palaced.keyword_engine import KeywordEngine
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
+from palaced.periods import query_period
 from palaced.store import pg_search
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
@@ -87,10 +88,11 @@ class RankParams:
     when_boost: float = 0.3
     # Share of the score range a candidate gains when it is about a month or year the query
     # names ("in June", "on 3 May, 2023", "in 2022"): its own date or a relative time in its
-    # text resolved (palaced/when.py). LoCoMo dev turn R@1/5/10, session R@1, with
-    # when_boost 0.3: none .427/.729/.828, .734; 0.1 .429/.730/.829, .738; 0.3
-    # .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation loses .005 R@5 and R@10);
-    # leave-one-conversation-out picks 0.3 in 4 of 5 folds.
+    # text resolved (palaced/when.py); or when it is dated in a span the query names
+    # relative to now ("yesterday", "last week": palaced/periods.py). LoCoMo dev turn
+    # R@1/5/10, session R@1, with when_boost 0.3: none .427/.729/.828, .734; 0.1
+    # .429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation
+    # loses .005 R@5 and R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds.
     date_boost: float = 0.3
     # A candidate's vector score is its cosine plus ``neighbour_vector`` times the mean
     # cosine of its room neighbours (±CONTEXT_NEIGHBOURS, the drawers of its keyword
@@ -293,6 +295,9 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                params.when_boost, params.date_boost, known)
     if params.date_boost and (asked := query_dates(query)):
         known.dated.update(i for i in fused if date_matches(asked, {month_of(meta[i][3])}))
+    if params.date_boost and (period := query_period(query, now_ms)):
+        # "yesterday", "last week": the drawers dated in that span of the user's calendar.
+        known.dated.update(i for i in fused if period[0] <= meta[i][3] < period[1])
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
