@@ -248,6 +248,12 @@ TUNING: list[tuple[str, str, str]] = [
      "drawers) changed since its build: each search scores the changed rows that hold its "
      "words. `bench/bm25_scale.py --overlay 5000`, 100k drawers: engine p50/p95 2.0/3.4 ms "
      "CPU right after the build, 3.4/5.2 ms after 5,000 remembers (5,400 rows changed)."),
+    ("palaced/index.py", "EXACT_SEARCH_MAX",
+     "Vector index keys up to which a search scans every vector exactly instead of walking "
+     "the HNSW graph (which misses a few vectors even when searched for with their own "
+     "vector: 1 of 2,000 at 10k, 5 of 2,000 at 50k). `bench/exact_search.py`, k = 200: "
+     "exact 0.09 / 0.44 / 0.80 / 2.16 ms at 1k / 10k / 20k / 50k vectors, the graph 0.09 / "
+     "0.10 / 0.10 / 0.22 ms."),
     ("palaced/store/search.py", "SUBSTRING_SCAN",
      "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
      "a miss of both searches 0.069 ms (0.035 without the fallback), a rare substring "

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 DTYPE = np.float32
 INDEX_DTYPE = "f16"
 ADD_BATCH = 4096  # rows per usearch add while rebuilding or replaying (bounded memory)
+# Up to this many keys a search scans every vector exactly instead of walking the graph.
+# HNSW is approximate: a vector the graph reaches badly is missed even by a search for its
+# own text (2 of 992 near-identical notes at k=200, bench/crash.py), a memory its vector
+# side can never find. ``bench/exact_search.py``: exact 0.09 / 0.44 / 0.80 ms per search at
+# 1k / 10k / 20k keys, the graph 0.09 / 0.10 / 0.10 ms (384 dims, half floats).
+EXACT_SEARCH_MAX = 10_000
 
 # ``owners(keys)``: ``{key: drawer_id}`` of the keys whose vectors still exist.
 Owners = Callable[[Sequence[int]], dict[int, int]]
@@ -153,7 +159,7 @@ class VectorIndex:
 
         ``owners`` resolves keys to drawers in the caller's snapshot; keys it does not know
         (tombstones) are skipped, and the search widens until it has ``k`` drawers or has
-        seen every key.
+        seen every key. An index of at most ``EXACT_SEARCH_MAX`` keys is searched exactly.
         """
         if k <= 0 or len(self) == 0:
             return []
@@ -164,7 +170,8 @@ class VectorIndex:
         while True:
             with self._lock:
                 size = self.size
-                matches = self._index.search(q, min(want, size))
+                matches = self._index.search(q, min(want, size),
+                                             exact=size <= EXACT_SEARCH_MAX)
             keys = [int(x) for x in matches.keys.tolist()]
             own = owners(keys)
             best: dict[int, float] = {}

@@ -259,3 +259,25 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
     res = await recall.recall(p, RecallRequest(query="tern colony note 10", top_k=20))
     assert ids[10] not in [r["id"] for r in res.results]
     await p.aclose()
+
+
+def test_a_small_index_finds_every_vector_by_itself() -> None:
+    """3,000 vectors in eight tight clusters (notes that read alike): the graph walk alone
+    misses some vectors even when searched for with themselves (6-14 of 3,000 at k=20
+    here); an index of at most ``EXACT_SEARCH_MAX`` keys is searched exactly, so each is
+    found, first, with its own cosine."""
+    from palaced.index import EXACT_SEARCH_MAX
+
+    n = 3_000
+    assert n <= EXACT_SEARCH_MAX
+    rng = np.random.default_rng(2)
+    centres = rng.standard_normal((8, 384)).astype(np.float32)
+    vecs = centres[rng.integers(0, 8, n)] + 0.15 * rng.standard_normal((n, 384)).astype(
+        np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    index = VectorIndex(384)
+    index.add(list(range(1, n + 1)), vecs)
+    owners = lambda keys: {k: k for k in keys}  # noqa: E731  # every key a live drawer
+    for i in range(n):
+        best = index.search(vecs[i], 20, owners)
+        assert best[0][0] == i + 1 and best[0][1] > 0.99, i
