@@ -65,8 +65,8 @@ from palaced import fusion, multihop, recall, search
 from palaced.embedder import EmbedderSettings, FastEmbedder
 from palaced.palace import Palace
 from palaced.store import context as ctx
+from palaced.store import context_vectors
 from palaced.store import search as sql
-from palaced.store import vectors as vec_store
 from palaced.store.drawers import Filters
 
 GRIDS: dict[str, list[float]] = {
@@ -121,7 +121,7 @@ class Memo:
                      ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
                       "text_doc_freq", "all_rooms", "drawer_heads", "drawer_tails")}
         self.orig_vector = search.vector_search
-        self.orig_other = {"neighbours_of": ctx, "drawer_vectors": vec_store}
+        self.orig_other = {"neighbours_of": ctx, "cosines": context_vectors}
 
     def key(self, name: str, args: Iterable[Any]) -> tuple[Any, ...]:
         return (self.palace, name, *(tuple(a) if isinstance(a, list) else a for a in args))

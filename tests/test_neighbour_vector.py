@@ -1,6 +1,7 @@
-"""Room neighbours in the vector score (``RankParams.neighbour_vector``) and the store query
-that finds them (``store.context.neighbours_of``): a real palace (SQLite, vector index)
-in-process, with hand-made vectors so the cosines are known."""
+"""Room neighbours in the vector score (``RankParams.neighbour_vector``, through each
+drawer's stored context vector) and the store query that finds a drawer's neighbours
+(``store.context.neighbours_of``, which the reply step reads): a real palace (SQLite, vector
+index) in-process, with hand-made vectors so the cosines are known."""
 
 from __future__ import annotations
 

@@ -223,8 +223,9 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
 
 
 def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
-    """The room neighbours the vector score reads (``context.neighbours_of``, one statement
-    of row-value seeks): the same on PostgreSQL as on SQLite, superseded drawers skipped."""
+    """Room neighbours (``context.neighbours_of``, one statement of row-value seeks; the
+    reply step reads them): the same on PostgreSQL as on SQLite, superseded drawers
+    skipped."""
     from palaced.store import Store
     from palaced.store import search as search_sql
     from palaced.store.context import neighbours_of
