@@ -20,12 +20,10 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, time, timedelta, tzinfo
 
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple of": 2,
-            "a few": 3, "few": 3}
-_COUNT = (r"(?P<count>\d{1,3}|a couple of|couple of|a few|few|an?|one|two|three|four|five|six"
-          r"|seven|eight|nine|ten)")
+from palaced.reldates import NUMBERS, WEEKDAYS, month_start
+
+# Longest first, so "a couple of" is taken whole rather than as "a".
+_COUNT = (r"(?P<count>\d{1,3}|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + ")")
 _PATTERN = re.compile(
     r"\b(?:(?P<today>today|tonight|this (?:morning|afternoon|evening))"
     r"|(?P<before>the day before yesterday)"
@@ -34,7 +32,7 @@ _PATTERN = re.compile(
     r"|(?:the )?(?:last|past) (?:(?P<rcount>\d{1,3}|two|three|four|five|six|seven|eight|nine"
     r"|ten|few|couple of) )?(?P<runit>days?|weeks?|months?)"
     r"|" + _COUNT + r" (?P<agounit>days?|weeks?|months?|years?) ago"
-    r"|(?:on|last) (?P<weekday>" + "|".join(_WEEKDAYS) + r"))\b",
+    r"|(?:on|last) (?P<weekday>" + "|".join(WEEKDAYS) + r"))\b",
     re.IGNORECASE,
 )
 
@@ -48,16 +46,11 @@ def _ms(day: date, tz: tzinfo | None) -> int:
     return int(aware.timestamp() * 1000)
 
 
-def _month_start(day: date, shift: int) -> date:
-    index = day.year * 12 + day.month - 1 + shift
-    return date(index // 12, index % 12 + 1, 1)
-
-
 def _count(text: str | None) -> int:
     if not text:
         return 1
     text = text.lower()
-    return int(text) if text.isdigit() else _NUMBERS[text]
+    return int(text) if text.isdigit() else NUMBERS[text]
 
 
 def _days(m: re.Match[str], today: date) -> tuple[date, date] | None:
@@ -74,13 +67,13 @@ def _days(m: re.Match[str], today: date) -> tuple[date, date] | None:
             monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
             return monday, monday + timedelta(weeks=1)
         if unit == "month":
-            return _month_start(today, step), _month_start(today, step + 1)
+            return month_start(today, step), month_start(today, step + 1)
         return date(today.year + step, 1, 1), date(today.year + step + 1, 1, 1)
     if runit := (m.group("runit") or "").lower().rstrip("s"):
         # A rolling span ending today: "the last 3 days" are today and the two before.
         n = _count(m.group("rcount"))
         if runit == "month":
-            return _month_start(today, -n) + timedelta(days=today.day - 1), today + timedelta(1)
+            return month_start(today, -n) + timedelta(days=today.day - 1), today + timedelta(1)
         return today - timedelta(days=n * (7 if runit == "week" else 1) - 1), today + timedelta(1)
     if agounit := (m.group("agounit") or "").lower().rstrip("s"):
         n = _count(m.group("count"))
@@ -91,9 +84,9 @@ def _days(m: re.Match[str], today: date) -> tuple[date, date] | None:
             monday = today - timedelta(days=today.weekday()) - timedelta(weeks=n)
             return monday, monday + timedelta(weeks=1)
         if agounit == "month":
-            return _month_start(today, -n), _month_start(today, -n + 1)
+            return month_start(today, -n), month_start(today, -n + 1)
         return date(today.year - n, 1, 1), date(today.year - n + 1, 1, 1)
-    weekday = _WEEKDAYS.index(m.group("weekday").lower())
+    weekday = WEEKDAYS.index(m.group("weekday").lower())
     day = today - timedelta(days=(today.weekday() - weekday) % 7 or 7)
     return day, day + timedelta(days=1)
 

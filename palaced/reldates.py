@@ -15,15 +15,18 @@ regular-expression scan).
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple of": 2}
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# Count words of relative times, here and in the queries ``periods`` reads ("a few" only
+# there: this module's pattern does not take it).
+NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "couple of": 2,
+           "a few": 3, "few": 3}
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _COUNT = r"(\d{1,2}|a couple of|couple of|an?|one|two|three|four|five|six|seven|eight|nine|ten)"
 _PATTERN = re.compile(
     r"\b(?:(?P<single>yesterday|last night|tomorrow)"
-    r"|(?P<dir>last|next|past) (?P<unit>week|weekend|month|year|" + "|".join(_WEEKDAYS) + r")"
+    r"|(?P<dir>last|next|past) (?P<unit>week|weekend|month|year|" + "|".join(WEEKDAYS) + r")"
     r"|" + _COUNT + r" (?P<many>days?|weeks?|months?|years?) ago)\b",
     re.IGNORECASE,
 )
@@ -34,9 +37,18 @@ def _month_words(dt: datetime) -> str:
     return f"{dt:%B} {dt.year}"
 
 
+def month_start(day: date, months: int) -> date:
+    """The first day of the month ``months`` after (before, if negative) ``day``'s.
+
+    Raises:
+        ValueError: outside the years 1-9999.
+    """
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
 def _month_shift(dt: datetime, months: int) -> str:
-    index = dt.year * 12 + dt.month - 1 + months
-    return f"{datetime(index // 12, index % 12 + 1, 1):%B} {index // 12}"
+    return _month_words(datetime.combine(month_start(dt.date(), months), time()))
 
 
 def _resolve(m: re.Match[str], at: datetime) -> str | None:
@@ -53,10 +65,10 @@ def _resolve(m: re.Match[str], at: datetime) -> str | None:
         if unit in ("week", "weekend"):
             return _month_words(at + timedelta(days=7 * step))
         # "last Friday": the latest Friday before the day it was said; "next": the first after.
-        delta = (_WEEKDAYS.index(unit) - at.weekday()) % 7 or 7
+        delta = (WEEKDAYS.index(unit) - at.weekday()) % 7 or 7
         return _month_words(at + timedelta(days=delta if step > 0 else delta - 7))
     count_text = m.group(4).lower()
-    count = int(count_text) if count_text.isdigit() else _NUMBERS[count_text]
+    count = int(count_text) if count_text.isdigit() else NUMBERS[count_text]
     many = m.group("many").lower().rstrip("s")
     if many == "day":
         return _month_words(at - timedelta(days=count))

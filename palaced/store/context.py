@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 import apsw
 
 from . import context_vectors
+from .dialect import json_ids
 from .fts_log import note_changed
 
 # Drawers on each side (room, time order) whose text joins a drawer's FTS context column.
@@ -114,7 +115,7 @@ def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int
     offsets = [sign * (k + 1) for _, _, sign in _SIDES for k in range(n)]
     for cid, *near in conn.execute(
             f"SELECT c.id, {cols} FROM drawers c WHERE c.id IN (SELECT value FROM json_each(?))",
-            ("[" + ",".join(str(int(i)) for i in ids) + "]",)):
+            (json_ids(ids),)):
         got = [(int(j), off) for j, off in zip(near, offsets, strict=True) if j is not None]
         if got:
             out[int(cid)] = got

@@ -27,6 +27,8 @@ from itertools import groupby
 import apsw
 import numpy as np
 
+from .dialect import is_pg, json_ids
+
 DDL: Sequence[str] = (
     """CREATE TABLE context_vectors(
         drawer_id INTEGER PRIMARY KEY REFERENCES drawers(id) ON DELETE CASCADE,
@@ -44,8 +46,6 @@ PG_DDL: Sequence[str] = (
 def create(conn: apsw.Connection, n: int) -> None:
     """Schema step (SQLite v12, PostgreSQL v2): the table, filled from the stored vectors
     (``n`` neighbours on each side; ``context.create_context_vectors`` passes the palace's)."""
-    from .dialect import is_pg
-
     for stmt in PG_DDL if is_pg(conn) else DDL:
         conn.execute(stmt)
     rebuild(conn, n)
@@ -60,17 +60,16 @@ _UPSERT = ("INSERT INTO context_vectors(drawer_id, vec) VALUES(?, ?) "
            "ON CONFLICT(drawer_id) DO UPDATE SET vec = excluded.vec")
 
 
-def _json_ids(ids: Sequence[int]) -> str:
-    return "[" + ",".join(str(int(i)) for i in ids) + "]"
-
-
 def mean_vectors(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    """``{drawer_id: the mean of its chunk vectors}`` for those of ``ids`` with vectors."""
+    """``{drawer_id: the mean of its chunk vectors}`` for those of ``ids`` with vectors.
+
+    The query of ``vectors.drawer_vectors``, which this leaf cannot import (``vectors``
+    imports ``context``, which imports this module to keep the rows current)."""
     if not ids:
         return {}
     return dict(_per_drawer(conn.execute(
         "SELECT drawer_id, vec FROM vectors WHERE drawer_id IN (SELECT value FROM json_each(?)) "
-        "ORDER BY drawer_id, chunk", (_json_ids(ids),))))
+        "ORDER BY drawer_id, chunk", (json_ids(ids),))))
 
 
 def _per_drawer(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, np.ndarray]]:
@@ -89,6 +88,12 @@ def _mean(vecs: list[np.ndarray]) -> np.ndarray | None:
     dims = max({len(v) for v in vecs}, key=lambda d: sum(len(v) == d for v in vecs))
     same = [v for v in vecs if len(v) == dims]
     return np.asarray(np.mean(same, axis=0), dtype=np.float32)
+
+
+def drop(conn: apsw.Connection, drawer_id: int) -> None:
+    """Remove the context vector of ``drawer_id`` (superseded: recall scores it by its own
+    cosine)."""
+    _write(conn, drawer_id, None)
 
 
 def _write(conn: apsw.Connection, drawer_id: int, mean: np.ndarray | None) -> None:
@@ -144,7 +149,7 @@ def cosines(conn: apsw.Connection, ids: Sequence[int], qvec: np.ndarray) -> dict
         return {}
     rows = conn.execute(
         "SELECT drawer_id, vec FROM context_vectors "
-        "WHERE drawer_id IN (SELECT value FROM json_each(?))", (_json_ids(ids),)).fetchall()
+        "WHERE drawer_id IN (SELECT value FROM json_each(?))", (json_ids(ids),)).fetchall()
     dims = qvec.shape[0]
     rows = [(int(i), bytes(b)) for i, b in rows if len(b) == STORED.itemsize * dims]
     if not rows:

@@ -20,6 +20,12 @@ def vector_literal(values: Any) -> str:
     return "[" + ",".join(f"{float(v):.8g}" for v in values) + "]"
 
 
+def json_ids(ids: Any) -> str:
+    """One SQL parameter for any number of ids, for ``IN (SELECT value FROM json_each(?))``
+    (both engines: ``store.pg`` translates ``json_each``)."""
+    return "[" + ",".join(str(int(i)) for i in ids) + "]"
+
+
 def lock_room(conn: Any, wing: str, room: str) -> None:
     """On PostgreSQL, serialise the writers of one room until the end of the transaction.
 

@@ -22,6 +22,7 @@ import apsw
 
 from palaced.reldates import resolved_date_words
 
+from . import context_vectors
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .dialect import is_pg, lock_room
 from .fts_log import note_changed
@@ -230,7 +231,8 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
     conn.execute("UPDATE drawers SET superseded_by = ?, updated_ms = ?, "
                  "updated_by = coalesce(?, updated_by) WHERE id = ?",
                  (new_id, now_ms, agent, old_id))
-    for nid in (old_id, *room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS)):
+    context_vectors.drop(conn, old_id)
+    for nid in room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS):
         refresh_context(conn, nid)
 
 

@@ -27,7 +27,7 @@ import apsw
 from palaced.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .dialect import for_update
+from .dialect import for_update, json_ids
 from .drawers import delete_drawers, find_by_hash
 from .fts_log import note_changed
 from .meta import meta_get
@@ -63,10 +63,6 @@ _ENTRY = "t.id, t.drawer, t.reason, t.trashed_ms, t.trashed_by"
 _HISTORY = "text, wing, room, tags, importance, replaced_ms"
 
 
-def _json_ids(ids: Sequence[int]) -> str:
-    return json.dumps([int(i) for i in ids])
-
-
 def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, agent: str,
                   now_ms: int) -> tuple[list[int], list[int]]:
     """Move drawers to the trash; ``(trashed ids, vector ids to drop from the index)``.
@@ -96,7 +92,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
             "INSERT INTO trash(id, drawer, topics, vectors, vector_count, embedder, facts, "
             "sources, history, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
             (did, json.dumps(saved), json.dumps(topics), b"".join(blobs) if blobs else None,
-             len(blobs), embedder if blobs else None, _json_ids(facts), _json_ids(sources),
+             len(blobs), embedder if blobs else None, json_ids(facts), json_ids(sources),
              json.dumps(history), reason, now_ms, agent))
         trashed.append(int(did))
     vector_ids = (delete_drawers(conn, trashed) or []) if trashed else []
@@ -198,7 +194,7 @@ def purge(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
     """Delete trash entries for good; the ids that were there."""
     gone = [int(r[0]) for r in conn.execute(
         "DELETE FROM trash WHERE id IN (SELECT value FROM json_each(?)) RETURNING id",
-        (_json_ids(ids),))]
+        (json_ids(ids),))]
     return sorted(gone)
 
 

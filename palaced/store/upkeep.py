@@ -13,12 +13,8 @@ from typing import Any
 
 import apsw
 
+from .dialect import json_ids
 from .drawers import ACTIVE_SQL, SUMMARY_KIND
-
-
-def _json_ids(ids: Sequence[int]) -> str:
-    # One parameter for any number of ids: IN (SELECT value FROM json_each(?)).
-    return "[" + ",".join(str(int(i)) for i in ids) + "]"
 
 
 # -- decay --------------------------------------------------------------------------------------
@@ -62,7 +58,7 @@ def drawer_wings(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
     """``{id: wing}`` of those of ``ids`` that exist."""
     return {int(r[0]): str(r[1]) for r in conn.execute(
         "SELECT id, wing FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
-        (_json_ids(ids),))}
+        (json_ids(ids),))}
 
 
 def consolidation_sources(conn: apsw.Connection, room: str, wing: str | None, now_ms: int
@@ -96,7 +92,7 @@ def mark_consolidated(conn: apsw.Connection, summary_id: int, source_ids: Sequen
                  (SUMMARY_KIND, summary_importance, summary_id))
     present = {int(r[0]) for r in conn.execute(
         "SELECT id FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
-        (_json_ids(source_ids),))}
+        (json_ids(source_ids),))}
     marked = [i for i in source_ids if i in present and i != summary_id]
     conn.executemany("UPDATE drawers SET consolidated_into = ? WHERE id = ?",
                      [(summary_id, i) for i in marked])

@@ -14,13 +14,13 @@ import apsw
 import numpy as np
 
 from .context import vectors_changed
-from .dialect import is_pg, vector_literal
+from .dialect import is_pg, json_ids, vector_literal
 
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
 CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
-# Schema v7: a drawer's chunk count, known at write time, so the pending work (chunks
-# awaiting vectors) is counted without chunking texts again.
+# Schema v7: the column, known at write time, so the pending work (chunks awaiting vectors)
+# is counted without chunking texts again (beside ``CHUNKS_SQL``, which reads it).
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 
@@ -79,7 +79,7 @@ def pending_embeddings(conn: apsw.Connection, limit: int, max_chunks: int
         return []
     return [(int(r[0]), str(r[1])) for r in conn.execute(
         "SELECT id, text FROM drawers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
-        (_json_ids(picked),))]
+        (json_ids(picked),))]
 
 
 # Schema v10: a vector search resolves ~200 keys to drawers per recall (``owners_of``). Through
@@ -96,7 +96,7 @@ def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int
     source = "vectors" if is_pg(conn) else "vectors INDEXED BY vectors_owner"
     return {int(v): int(d) for v, d in conn.execute(
         f"SELECT id, drawer_id FROM {source} WHERE id IN (SELECT value FROM json_each(?))",
-        (_json_ids(vector_ids),))}
+        (json_ids(vector_ids),))}
 
 
 def vectors_after(conn: apsw.Connection, watermark: int) -> Iterator[tuple[int, bytes]]:
@@ -131,10 +131,5 @@ def drawer_vectors(conn: apsw.Connection, drawer_ids: Sequence[int]) -> list[tup
     return [(int(did), bytes(blob)) for did, blob in conn.execute(
         "SELECT drawer_id, vec FROM vectors WHERE drawer_id IN "
         "(SELECT value FROM json_each(?)) ORDER BY drawer_id, chunk",
-        (_json_ids(drawer_ids),),
+        (json_ids(drawer_ids),),
     )]
-
-
-def _json_ids(ids: Sequence[int]) -> str:
-    # One parameter for any number of ids: IN (SELECT value FROM json_each(?)).
-    return "[" + ",".join(str(int(i)) for i in ids) + "]"
