@@ -17,6 +17,7 @@ import apsw
 import numpy as np
 
 from palaced.fusion import ranking
+from palaced.periods import Period
 from palaced.reldates import resolved_date_words
 from palaced.replies import TAIL_CHARS, question_share
 from palaced.store import context as ctx
@@ -33,6 +34,8 @@ class Known:
     """What one hop of ``rank`` looked up about its candidates, reused by the next hop."""
 
     looked_up: set[int] = field(default_factory=set)
+    period: Period | None = None  # the span of time the query names (``palaced.periods``)
+    in_period: list[int] = field(default_factory=list)  # the newest drawers dated in it
     meta: dict[int, tuple[str, str, float, int, int, int]] = field(default_factory=dict)
     closet_hits: set[int] = field(default_factory=set)
     checked: set[int] = field(default_factory=set)  # candidates looked at for times

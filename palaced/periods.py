@@ -5,8 +5,10 @@ a Tuesday means Monday's drawers. ``query_period`` finds the relative expression
 and returns the span of time they name, as Unix milliseconds ``[start, end)``, with day,
 week (Monday to Sunday), month and year boundaries in the machine's local time zone (the
 daemon runs as the user on their machine: their "yesterday"). ``search.rank`` gives the
-candidates dated in that span ``RankParams.date_boost`` of the score range, as it does for a
-month the query names (``palaced.when``).
+drawers dated in that span a place among the candidates (``store.dated``: the newest,
+however few of the query's words they hold) and ``RankParams.date_boost`` of the score
+range, as it does for a month the query names (``palaced.when``); recall counts the words
+that named the span as matched by a drawer dated in it.
 
 Recognised: today, tonight, this morning/afternoon/evening; yesterday, last night, the day
 before yesterday; this/last week, month, year; N days/weeks/months/years ago; the last/past
@@ -18,6 +20,7 @@ regular-expression scan of the query.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
 from palaced.reldates import NUMBERS, WEEKDAYS, month_start
@@ -36,7 +39,17 @@ _PATTERN = re.compile(
     re.IGNORECASE,
 )
 
-Period = tuple[int, int]  # [start, end) in Unix milliseconds
+
+
+@dataclass(frozen=True)
+class Period:
+    """A span of time a query names: ``[start, end)`` in Unix milliseconds, and the words
+    of the query that named it ("yesterday", "last week"): a drawer dated in the span
+    matches those words by its date (``recall``'s relevance)."""
+
+    start: int
+    end: int
+    phrases: tuple[str, ...]
 
 
 def _ms(day: date, tz: tzinfo | None) -> int:
@@ -97,14 +110,17 @@ def query_period(query: str, now_ms: int, tz: tzinfo | None = None) -> Period | 
     day boundaries (None: the machine's local time zone). Never raises: a span outside the
     years 1-9999 is no span."""
     found: list[tuple[date, date]] = []
+    phrases: list[str] = []
     try:
         now = datetime.fromtimestamp(now_ms / 1000, tz=tz).astimezone(tz)
         for m in _PATTERN.finditer(query):
             span = _days(m, now.date())
             if span is not None:
                 found.append(span)
+                phrases.append(m.group(0))
         if not found:
             return None
-        return (_ms(min(s for s, _ in found), tz), _ms(max(e for _, e in found), tz))
+        return Period(_ms(min(s for s, _ in found), tz), _ms(max(e for _, e in found), tz),
+                      tuple(phrases))
     except (OverflowError, ValueError, OSError):
         return None

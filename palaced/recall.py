@@ -19,7 +19,7 @@ response carries, packed to a token budget (``packing.pack``) in this order:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -221,8 +221,11 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         unknown = _unknown_names(req.query, names, mentioned(c, names))
         # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
         # in the worker thread, so the event loop only ever handles the short excerpts.
+        dated = (fts_terms(" ".join(ranking.period.phrases))
+                 if ranking.period is not None else [])
         shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None,
-                               tmap=caches.text_map(did, str(d["text"])))
+                               tmap=caches.text_map(did, str(d["text"])),
+                               dated=dated if did in ranking.in_period else ())
                  for did, d in rows.items()}
         return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
                          unknown)
@@ -264,9 +267,11 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
              unknown: tuple[str, ...], *, hybrid: bool,
-             tmap: relevance.TextMap | None = None) -> dict[str, Any]:
+             tmap: relevance.TextMap | None = None,
+             dated: Sequence[str] = ()) -> dict[str, Any]:
     """Drawer ``d`` as a recall shows it: its 0-1 relevance ``score`` and ``below_floor``,
-    its ranking parts, and a long text cut to the passage around the query terms."""
+    its ranking parts, and a long text cut to the passage around the query terms.
+    ``dated``: the query's words its date matches (it lies in the span they name)."""
     did = int(d["id"])
     lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
     cos: float | None = None
@@ -275,7 +280,8 @@ def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor
     # pool is no closer than the pool's farthest.
     if hybrid and d.get("embedded", True):
         cos = vec if vec is not None else min(ranking.vector.values(), default=None)
-    rel = relevance.relevance(str(d["text"]), terms, cos, tmap, substring=ranking.substring)
+    rel = relevance.relevance(str(d["text"]), terms, cos, tmap, substring=ranking.substring,
+                              dated=dated)
     out = relevance.shorten(dict(d), terms, tmap)
     out["score"] = round(rel, 6)
     out["below_floor"] = bool(unknown) or rel < floor

@@ -169,10 +169,15 @@ def coverage(text: str, terms: Sequence[str], tmap: TextMap | None = None, *,
 
 
 def relevance(text: str, terms: Sequence[str], cosine: float | None,
-              tmap: TextMap | None = None, *, substring: bool = False) -> float:
+              tmap: TextMap | None = None, *, substring: bool = False,
+              dated: Sequence[str] = ()) -> float:
     """A drawer's 0-1 relevance: ``max(clip(cosine), coverage)``; coverage alone without one
-    (``substring``: see ``coverage``)."""
-    cov = coverage(text, terms, tmap, substring=substring)
+    (``substring``: see ``coverage``). ``dated``: the terms the drawer's date matches
+    ("yesterday" for a drawer of yesterday, ``palaced.periods``), found whatever its text."""
+    rest = [t for t in terms if t not in dated]
+    cov = coverage(text, rest, tmap, substring=substring)
+    if terms and len(rest) < len(terms):
+        cov = (cov * len(rest) + len(terms) - len(rest)) / len(terms)
     if cosine is None:
         return cov
     return max(min(max(cosine, 0.0), 1.0), cov)

@@ -41,8 +41,8 @@ from palaced.fusion import (
 from palaced.index import PgVectors, VectorIndex, brute_force
 from palaced.keyword_engine import KeywordEngine
 from palaced.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
-from palaced.periods import query_period
-from palaced.store import pg_search
+from palaced.periods import Period, query_period
+from palaced.store import dated, pg_search
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
@@ -125,6 +125,8 @@ class Ranking:
     closet_hits: set[int] = field(default_factory=set)
     mentioned_rooms: set[tuple[str, str]] = field(default_factory=set)
     substring: bool = False  # the keyword hits are substring matches (the fallback)
+    period: Period | None = None  # the span of time the query names
+    in_period: set[int] = field(default_factory=set)  # candidates dated in that span
 
 
 def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
@@ -239,6 +241,12 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
     known = Known(qvec=qvec)
+    if params.date_boost and (period := query_period(query, now_ms)) is not None:
+        # "What did we decide yesterday?": yesterday's drawers are candidates whatever words
+        # they hold (the newest ``pool`` of them), and gain the date boost in each hop.
+        known.period = period
+        known.in_period = dated.drawers_in_period(c, period.start, period.end, filters,
+                                                  now_ms, params.pool)
     first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
     first.substring = lexical_hits.substring
     if not first.order or first.substring or not HOP_WEIGHT:  # a weight of 0: no hop
@@ -270,9 +278,13 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
     if params.neighbour_vector and known.qvec is not None and vector:
         vector = with_neighbours(c, vector, params.neighbour_vector, known)
+    keyword = lexical  # what the query's words matched: what the Ranking reports
+    if known.in_period:  # the span's drawers join the keyword list at its lowest score
+        low = min(lexical.values(), default=0.0)
+        lexical = {**dict.fromkeys(known.in_period, low), **lexical}
     pool = list(dict.fromkeys([*lexical, *vector]))
     if not pool:
-        return Ranking([], {}, lexical, own, {}, [])
+        return Ranking([], {}, keyword, own, {}, [])
     new = [i for i in pool if i not in known.looked_up]
     known.looked_up.update(new)
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
@@ -287,7 +299,7 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                  vector_weight=params.vector_weight, weights_of=weights_of)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
-        return Ranking([], {}, lexical, own, {}, [])
+        return Ranking([], {}, keyword, own, {}, [])
     # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
     # a fifth to a third of the score range, and reading every candidate's text cost p95
     # +4 ms at 11k drawers. A candidate's own date needs no text.
@@ -295,9 +307,10 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
                params.when_boost, params.date_boost, known)
     if params.date_boost and (asked := query_dates(query)):
         known.dated.update(i for i in fused if date_matches(asked, {month_of(meta[i][3])}))
-    if params.date_boost and (period := query_period(query, now_ms)):
-        # "yesterday", "last week": the drawers dated in that span of the user's calendar.
-        known.dated.update(i for i in fused if period[0] <= meta[i][3] < period[1])
+    in_period: set[int] = set()
+    if known.period is not None:  # "yesterday", "last week": the user's calendar
+        in_period = {i for i in fused if known.period.start <= meta[i][3] < known.period.end}
+        known.dated |= in_period
     closet_hits = known.closet_hits & fused.keys()
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
@@ -329,4 +342,5 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, lexical, own, room_of, room_list, closet_hits, mentioned)
+    return Ranking(order, scores, keyword, own, room_of, room_list, closet_hits, mentioned,
+                   period=known.period, in_period=in_period)

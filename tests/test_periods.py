@@ -23,7 +23,7 @@ def _span(query: str, now_ms: int = NOW_MS, tz: ZoneInfo | None = None) -> tuple
         return None
     zone = tz or UTC
     return tuple(datetime.fromtimestamp(ms / 1000, zone).strftime("%Y-%m-%d %H:%M")
-                 for ms in got)  # type: ignore[return-value]
+                 for ms in (got.start, got.end))  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize(("query", "span"), [
@@ -69,14 +69,19 @@ def test_days_are_the_users_calendar_days() -> None:
     assert _span("yesterday", late, berlin) == ("2026-12-01 00:00", "2026-12-02 00:00")
     # Across a daylight-saving change the day is still midnight to midnight (25 hours).
     autumn = int(datetime(2026, 10, 26, 12, 0, tzinfo=berlin).timestamp() * 1000)
-    start, end = query_period("yesterday", autumn, berlin)  # type: ignore[misc]
-    assert end - start == 25 * 3600 * 1000
+    got = query_period("yesterday", autumn, berlin)
+    assert got is not None and got.end - got.start == 25 * 3600 * 1000
+
+
+def test_the_words_that_named_the_period() -> None:
+    got = query_period("What did we ship last week, and yesterday?", NOW_MS, UTC)
+    assert got is not None and got.phrases == ("last week", "yesterday")
 
 
 @given(st.text(max_size=200), st.integers(min_value=-(2**62), max_value=2**62))
 def test_never_raises_and_spans_are_ordered(query: str, now_ms: int) -> None:
     got = query_period(query, now_ms, UTC)
-    assert got is None or got[0] < got[1]
+    assert got is None or (got.start < got.end and all(p in query for p in got.phrases))
 
 
 def test_at_the_ends_of_the_calendar_there_is_no_span() -> None:
@@ -85,10 +90,11 @@ def test_at_the_ends_of_the_calendar_there_is_no_span() -> None:
     assert query_period("last year", first, UTC) is None
 
 
-def _local_noon(days_ago: int) -> str:
-    """Noon local time ``days_ago`` days before today, as the daemon (same TZ) reads it."""
+def _local_noon(days_ago: int, hour: int = 12) -> str:
+    """Noon (or ``hour``) local time ``days_ago`` days before today, as the daemon (same
+    TZ) reads it."""
     day = date.today() - timedelta(days=days_ago)
-    return datetime.combine(day, time(12)).astimezone().isoformat()
+    return datetime.combine(day, time(hour)).astimezone().isoformat()
 
 
 def test_recall_prefers_the_drawers_of_the_period_the_query_names(
@@ -112,3 +118,39 @@ def test_recall_prefers_the_drawers_of_the_period_the_query_names(
     assert lexical[older] > lexical[recent]  # the words alone prefer the older drawer
     assert plain[0]["text"] == older
     assert asked[0]["text"] == recent
+
+
+def test_a_period_query_finds_the_drawers_of_that_span_whatever_their_words(
+        keyword_daemon: DaemonProc) -> None:
+    """Keyword-only, through a real daemon: "what did we do yesterday?" shares no word with
+    yesterday's drawers, yet they are the answer, newest first, and count as relevant (their
+    date matches "yesterday"); the drawers of other days are not among them."""
+    yesterday = ["We moved CI to GitHub Actions.", "Alice reviewed the payment retries."]
+    items = [{"text": f"Standup note {i}: the build was green.", "room": "notes",
+              "occurred_at": _local_noon(3 + i)} for i in range(30)]
+    items += [{"text": t, "room": "notes", "occurred_at": _local_noon(1, 10 + k)}
+              for k, t in enumerate(yesterday)]
+    with keyword_daemon.client() as c:
+        c.create_palace("days")
+        c.remember_many("days", items)
+        got = c.recall_ex("days", "What did we do yesterday?", top_k=5)
+    texts = [r["text"] for r in got["results"]]
+    assert texts[:2] == yesterday[::-1]  # the later one first
+    assert not got["nothing_relevant"]
+    assert all(r["score"] == 1.0 for r in got["results"][:2])
+    assert all("Standup" not in t for t in texts[:2])
+
+
+def test_with_the_model_a_period_drawer_is_over_the_relevance_floor(daemon: DaemonProc) -> None:
+    """Hybrid: a drawer of yesterday whose words barely resemble the question is still
+    shown as relevant (its date answers "yesterday"), the day before's are ranked below."""
+    with daemon.client() as c:
+        c.create_palace("hdays")
+        c.remember_many("hdays", [
+            {"text": "Moved CI to GitHub Actions.", "occurred_at": _local_noon(1)},
+            {"text": "Ordered new chairs for the office.", "occurred_at": _local_noon(2)},
+            {"text": "Renamed the billing service.", "occurred_at": _local_noon(4)}])
+        got = c.recall_ex("hdays", "what did we do yesterday?", top_k=3)
+    first = got["results"][0]
+    assert first["text"] == "Moved CI to GitHub Actions."
+    assert not first["below_floor"] and not got["nothing_relevant"]

@@ -339,6 +339,33 @@ def test_a_v1_team_palace_gets_its_context_vectors_when_it_migrates(
         assert_same(got, expected(c))
 
 
+def test_drawers_in_period_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """The drawers of a span (``store.dated``, the candidates of "yesterday"): the same ids,
+    newest first, on PostgreSQL as on SQLite, filters and superseded drawers applied."""
+    from palaced.store import Store
+    from palaced.store.dated import drawers_in_period
+
+    local = Store(tmp_path / "d.db")
+    try:
+        for i in range(12):
+            item = NewDrawer(text=f"day note {i}", room="a" if i % 2 else "b",
+                             occurred_ms=1_700_000_000_000 + i * 3_600_000)
+
+            def put(c: Any, item: NewDrawer = item) -> int:
+                return int(drawers.insert_drawer(c, item, 1)[0])
+
+            assert put(pgc) == local.write(put)
+        local.write(lambda c: drawers.supersede(c, 6, 12, 2))
+        drawers.supersede(pgc, 6, 12, 2)
+        start, end = 1_700_000_000_000 + 2 * 3_600_000, 1_700_000_000_000 + 9 * 3_600_000
+        for filters in (Filters(), Filters(room="b")):
+            want = local.read(lambda c, f=filters: drawers_in_period(c, start, end, f, 0, 4))
+            assert drawers_in_period(pgc, start, end, filters, 0, 4) == want
+        assert want == [9, 7, 5, 3]  # room b (odd ids) of drawers 3-9, newest first
+    finally:
+        local.close()
+
+
 def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
     from palaced.store.pg_schema import claim_dims
 

@@ -31,6 +31,7 @@ import psycopg
 from palaced.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
 
 from .context import create_context_vectors
+from .dated import DDL as DATED_DDL
 
 SCHEMA_PREFIX = "palace_"
 _SAFE = re.compile(r"[^a-z0-9_]")
@@ -260,8 +261,10 @@ V1: Sequence[str] = (
     "CREATE TABLE policy(permission TEXT PRIMARY KEY, agents TEXT NOT NULL)",
 )
 
-# v2: each drawer's context vector (``store/context_vectors.py``), filled by its own code.
-MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [V1, (create_context_vectors,)]
+# v2: each drawer's context vector (``store/context_vectors.py``), filled by its own code;
+# v3: drawers by their own date (``store/dated.py``).
+MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [V1, (create_context_vectors,),
+                                                          DATED_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Tables whose ids an import may set explicitly (``sync_ids`` moves their sequences past).
 _ID_TABLES = ("drawers", "entities", "facts", "sources")

@@ -17,8 +17,8 @@ triggers, for substring search when the word search finds nothing) and ``drawers
 lifetime a drawer was given, so that a recall can restart it). v9: who did what: the agents that
 wrote drawers and facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
 palace's ``policy``. v10: ``vectors_owner``, a vector's drawer without reading the vector. v11:
-``fts_changes``, the log of full-text row changes the keyword engine follows. v12:
-``context_vectors``, each drawer's room neighbours' mean vector (``store/context_vectors.py``).
+``fts_changes``, the log the keyword engine follows. v12: ``context_vectors``, each drawer's room
+neighbours' mean vector. v13: ``drawers_occurred``, drawers by their own date (``store/dated``).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -39,6 +39,7 @@ from palaced.errors import SchemaTooNew, StorageError
 from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL
 from .context import create_context_vectors
+from .dated import DDL as DATED_DDL
 from .db import APPLICATION_ID, storage_errors
 from .fts_log import DDL as FTS_LOG_DDL
 from .policy import DDL as POLICY_DDL
@@ -356,7 +357,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL), _sql_step(UPKEEP_DDL),
     _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL), _sql_step(FTS_LOG_DDL),
-    create_context_vectors]
+    create_context_vectors, _sql_step(DATED_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
