@@ -198,7 +198,10 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
         hits = sql.fts_search(c, query, filters, params.pool, now_ms, stats, n_docs)
     if hits or not params.substring_fallback:
         return KeywordHits(hits, engine=engine)
-    return KeywordHits(sql.substring_search(c, query, filters, params.pool, now_ms), True)
+    found = sql.substring_search(c, query, filters, params.pool, now_ms)
+    # Substring matches only when there are some: a recall that finds none (or whose
+    # drawers come from elsewhere, a span the query names) must not say it shows them.
+    return KeywordHits(found, bool(found))
 
 
 def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
