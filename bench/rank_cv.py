@@ -14,7 +14,8 @@ Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it),
 (``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
 weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
 ``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
-(``RankParams.neighbour_vector``); two experiments that are not
+(``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``setspread``
+(``RankParams.set_spread``); experiments that are not
 the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
 ``--room-source closets``, added to the room scores), ``setroom`` (the room weight of
 questions that ask for a set), ``roomgap`` (room feedback scaled by how far the best room
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -64,6 +64,7 @@ from bench.locomo import (
 from palaced import fusion, multihop, recall, search
 from palaced.embedder import EmbedderSettings, FastEmbedder
 from palaced.palace import Palace
+from palaced.sets import asks_for_set
 from palaced.store import context as ctx
 from palaced.store import context_vectors
 from palaced.store import search as sql
@@ -86,12 +87,10 @@ GRIDS: dict[str, list[float]] = {
     "topn": [2.0, 3.0, 5.0, 8.0],
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
     "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3],
+    "setspread": [0.0, 0.05, 0.1, 0.2, 0.4],
 }
-# An experiment, not the engine: questions that ask for a set ("Which cities has John been
-# to?", "How many...", "both") rank with room weight ``setroom`` (-1: the default).
-SET_QUESTION = re.compile(
-    r"^\W*(?:how many|(?:what|which)(?: \w+){0,3}?(?: \w+s| people| children)(?: \w+)?? "
-    r"(?:has|have|does|do|did|are|were)\b)|\bboth\b", re.IGNORECASE)
+# An experiment, not the engine: questions that ask for a set (palaced/sets.py) rank with
+# room weight ``setroom`` (-1: the default).
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
@@ -99,7 +98,8 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "pool": float(search.RankParams().pool),
             "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
             "nvec": search.RankParams().neighbour_vector,
-            "qdrop": search.RankParams().question_drop}
+            "qdrop": search.RankParams().question_drop,
+            "setspread": search.RankParams().set_spread}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -246,7 +246,8 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
-                   question_drop=knobs["qdrop"], pool=int(knobs["pool"]))
+                   question_drop=knobs["qdrop"], pool=int(knobs["pool"]),
+                   set_spread=knobs["setspread"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
@@ -359,7 +360,7 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
         start = time.process_time()
         hits = search.lexical_search(c, q.question, Filters(), NOW_MS, params, None, n_docs)
         qparams = (replace(params, room_weight=SET_ROOM)
-                   if SET_ROOM >= 0 and SET_QUESTION.search(q.question) else params)
+                   if SET_ROOM >= 0 and asks_for_set(q.question) else params)
         r = search.rank(c, query=q.question, qvec=qvec, index=index, filters=Filters(),
                         now_ms=NOW_MS, params=qparams, rooms=rooms, lexical_hits=hits,
                         n_docs=n_docs)
