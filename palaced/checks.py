@@ -21,6 +21,7 @@ from palaced.errors import PalaceError, StorageError
 from palaced.index_file import file_entries, file_state
 from palaced.palace import DB_NAME, IDENTITY_NAME, INDEX_NAME, has_database
 from palaced.store import checks as sql
+from palaced.store.context import stale_contexts
 from palaced.store.db import open_connection, storage_error
 from palaced.store.schema import SCHEMA_VERSION
 from palaced.topics import extract_topics
@@ -73,6 +74,7 @@ class PalaceFacts:
     identity: str = "ok"  # ok | missing | "not a regular file"
     dir_mode: int = 0o700
     closet_mismatch: list[int] | None = None  # drawers whose closets differ (only --full)
+    context_stale: list[int] | None = None  # drawers whose room context differs (--full)
 
     @property
     def sound(self) -> bool:
@@ -162,6 +164,7 @@ def read_database(facts: PalaceFacts, *, full: bool, closed: bool) -> None:
                 facts.entities_fts = sql.entities_fts_problems(conn)
                 keys = sql.vector_keys(conn) if full else None
                 rows = sql.closet_rows(conn) if full else []
+                facts.context_stale = stale_contexts(conn) if full else None
     except apsw.Error as exc:
         facts.error = storage_error(exc, db, facts.name).message
     finally:

@@ -53,6 +53,7 @@ from palaced.store.checks import (
     vector_key_summary,
     vector_keys,
 )
+from palaced.store.context import stale_contexts
 from palaced.verdicts import Context, judge
 
 log = logging.getLogger("palaced.doctor")
@@ -140,6 +141,7 @@ async def _gather_open(palace: Palace, full: bool) -> PalaceFacts:
             if full:
                 rows = await palace.read(closet_rows)
                 facts.closet_mismatch = await anyio.to_thread.run_sync(closet_mismatches, rows)
+                facts.context_stale = await palace.read(stale_contexts)
     except PalaceError as exc:
         facts.error = exc.message
         return facts

@@ -4,9 +4,9 @@ Opening the palace already mends three things (``Palace.open``): an older schema
 migrated, a missing identity file is written, and a missing or stale vector index file is
 rebuilt from the database. The rest runs on the open palace's write hop: full-text rows and
 indexes are rebuilt, vectors of deleted drawers dropped, drawers that lost their vectors
-queued for embedding, closets refiled; then the in-memory vector index is rebuilt if the
-vectors changed and waiting drawers are embedded. Damage SQLite finds in the database itself
-is not touched: that takes a backup (``palace restore``).
+queued for embedding, closets refiled, room contexts recomputed; then the in-memory vector
+index is rebuilt if the vectors changed and waiting drawers are embedded. Damage SQLite
+finds in the database itself is not touched: that takes a backup (``palace restore``).
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
             texts = await palace.read(lambda c: get_drawers(c, ids))
             topics = await anyio.to_thread.run_sync(
                 lambda: {i: extract_topics(str(d["text"])) for i, d in texts.items()})
-        if todo & {"fts", "vectors", "closets"}:
-            done += await palace.write(partial(_mend_tables, palace, todo, topics))
+        if todo & {"fts", "vectors", "closets", "context"}:
+            stale = list(facts.context_stale or ())
+            done += await palace.write(partial(_mend_tables, palace, todo, topics, stale))
         if was_open and "index" in todo:
             palace.index_stale = True
         if palace.index_stale:
@@ -76,7 +77,8 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
     return done
 
 
-def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]]) -> list[str]:
+def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]],
+                 stale: list[int]) -> list[str]:
     """The table repairs, in one transaction under the write lock (worker thread)."""
     def tx(c: apsw.Connection) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -90,6 +92,8 @@ def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]]) -
             out["closets"] = repairs.drop_orphan_closets(c)
             for did, found in topics.items():
                 repairs.refile_closets(c, did, found)
+        if "context" in todo:
+            out["context"] = repairs.refresh_contexts(c, stale)
         return out
 
     # Derived data only: a backup taken before this repair lacks no content.
@@ -111,4 +115,7 @@ def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]]) -
     if "closets" in result:
         done.append(f"dropped {result['closets']} orphan topic entries, refiled "
                     f"{len(topics)} drawer(s)")
+    if "context" in result:
+        done.append(f"recomputed the room context of {len(stale)} drawer(s) "
+                    f"({result['context']} row(s) fixed)")
     return done

@@ -80,7 +80,7 @@ def judge(facts: PalaceFacts, ctx: Context) -> list[Check]:
     if schema.status != OK:
         return out
     out += [_fts(facts, check), _vectors(facts, check), _embeddings(facts, ctx, check),
-            _index(facts, ctx, check), _closets(facts, ctx, check),
+            _index(facts, ctx, check), _closets(facts, ctx, check), _context(facts, ctx, check),
             _embedder(facts, ctx, check), _identity(facts, check)]
     return out
 
@@ -208,6 +208,24 @@ def _closets(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
         return check("closets", WARN, "; ".join(issues), fixable=True)
     return check("closets", OK, "topics agree with the drawers" if ctx.full
                  else "no orphan topics (--full compares every drawer's topics)")
+
+
+def _context(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
+    found = facts.agreement
+    assert found is not None
+    issues = []
+    if found.context_orphans:
+        issues.append(f"{_n(found.context_orphans, 'context vector')} of drawers deleted or "
+                      "superseded")
+    if facts.context_stale:
+        some = ", ".join(map(str, facts.context_stale[:5]))
+        issues.append(f"{_n(len(facts.context_stale), 'drawer')} whose room context (the "
+                      f"neighbours' words or vectors) is not its neighbours' now (e.g. {some})")
+    if issues:
+        return check("context", WARN, "; ".join(issues) + ": recall scores them by what "
+                     "was around them before", fixable=True)
+    return check("context", OK, "every drawer's room context is its neighbours'" if ctx.full
+                 else "no orphan context vectors (--full recomputes every drawer's context)")
 
 
 def _embedder(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:

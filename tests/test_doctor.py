@@ -196,3 +196,48 @@ def test_unreachable_daemon_reports_what_the_client_can_check(home: Path) -> Non
     assert checks["config"]["status"] == "fail"
     human = d.cli("doctor")
     assert human.returncode == 3 and "(daemon unreachable)" in human.stdout
+
+
+def test_full_doctor_recomputes_room_context_and_repair_mends_it(daemon: DaemonProc) -> None:
+    d = daemon
+    texts = [f"Standup note {i}: the {w} service moved to the new cluster"
+             for i, w in enumerate(("billing", "search", "auth", "mail", "queue", "cache"))]
+    with d.client() as c:
+        c.create_palace("ctx")
+        ids = [c.remember("ctx", t) for t in texts]
+        c.remember("ctx", "A note in another room", room="elsewhere")
+    d.stop()
+    db = d.home / "palaces" / "ctx" / "palace.db"
+    _sql(db,
+         # A keyword context that is not the neighbours' words, a context vector that is
+         # not their mean, and one of a drawer that does not exist.
+         f"UPDATE drawers_fts SET context = 'stale words' WHERE rowid = {ids[1]}",
+         f"UPDATE context_vectors SET vec = zeroblob(768) WHERE drawer_id = {ids[4]}",
+         "INSERT INTO context_vectors(drawer_id, vec) VALUES(9999, zeroblob(768))")
+    d.start()
+    quick = _by_name(_doctor(d, "--palace", "ctx"), "ctx")["context"]
+    # Without --full only the orphan row is seen: the others need every drawer's context.
+    assert quick["status"] == "warn" and quick["fixable"], quick
+    assert "1 context vector of drawers deleted or superseded" in quick["detail"]
+    assert "room context" not in quick["detail"]
+    full = _by_name(_doctor(d, "--palace", "ctx", "--full"), "ctx")["context"]
+    assert "2 drawers whose room context" in full["detail"], full
+    assert f"e.g. {ids[1]}, {ids[4]}" in full["detail"]
+    fixed = _doctor(d, "--palace", "ctx", "--full", "--repair")
+    context = _by_name(fixed, "ctx")["context"]
+    assert context["status"] == "ok" and context["repaired"], context
+    assert any("room context of 2 drawer(s)" in r for r in fixed["repairs"]), fixed["repairs"]
+    again = _by_name(_doctor(d, "--palace", "ctx", "--full"), "ctx")["context"]
+    assert again["status"] == "ok" and "neighbours'" in again["detail"]
+    d.stop()
+    conn = apsw.Connection(str(db))
+    try:
+        context = conn.execute(f"SELECT context FROM drawers_fts WHERE rowid = {ids[1]}"
+                               ).fetchall()[0][0]
+        zero = conn.execute(f"SELECT vec = zeroblob(768) FROM context_vectors "
+                            f"WHERE drawer_id = {ids[4]}").fetchall()[0][0]
+        orphans = conn.execute("SELECT count(*) FROM context_vectors WHERE drawer_id = 9999"
+                               ).fetchall()[0][0]
+    finally:
+        conn.close()
+    assert context == "\n".join([texts[0], *texts[2:4]]) and not zero and orphans == 0

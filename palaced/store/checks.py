@@ -53,6 +53,7 @@ class Agreement:
     fts_orphans: int = 0  # full-text rows of drawers that no longer exist
     fts_stale: int = 0  # full-text rows whose text is not the drawer's
     orphan_closets: int = 0
+    context_orphans: int = 0  # context vectors of drawers gone or superseded
     facts: int = 0
     entities: int = 0
     examples: dict[str, list[int]] = field(default_factory=dict)
@@ -79,6 +80,9 @@ DERIVED_SQL = {
                  " WHERE f.text IS NOT d.text",
     "orphan_closets": "SELECT c.drawer_id FROM closets c WHERE NOT EXISTS"
                       " (SELECT 1 FROM drawers d WHERE d.id = c.drawer_id)",
+    "context_orphans": "SELECT c.drawer_id FROM context_vectors c WHERE NOT EXISTS"
+                       " (SELECT 1 FROM drawers d WHERE d.id = c.drawer_id"
+                       " AND d.superseded_by IS NULL)",
 }
 
 

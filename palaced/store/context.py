@@ -82,6 +82,28 @@ def rebuild_context_vectors(conn: apsw.Connection) -> int:
     return context_vectors.rebuild(conn, CONTEXT_NEIGHBOURS)
 
 
+def stale_contexts(conn: apsw.Connection) -> list[int]:
+    """Live drawers whose keyword context or context vector is not what their room
+    neighbours give now (the definitions ``refresh_context`` writes), for ``palace doctor
+    --full``. Reads every drawer's text and vectors, a batch at a time.
+    """
+    stale: list[int] = []
+    for window, batch in context_vectors.expected(conn, CONTEXT_NEIGHBOURS):
+        texts = {int(i): str(t) for i, t in conn.execute(
+            "SELECT id, text FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
+            (json_ids(window),))}
+        ids = [did for did, _, _ in batch]
+        context = {int(i): str(t) for i, t in conn.execute(
+            "SELECT rowid, context FROM drawers_fts "
+            "WHERE rowid IN (SELECT value FROM json_each(?))", (json_ids(ids),))}
+        rows = context_vectors.stored(conn, ids)
+        for did, near, mean in batch:
+            if (context.get(did) != "\n".join(texts[j] for j in near)
+                    or not context_vectors.agrees(rows.get(did), mean)):
+                stale.append(did)
+    return stale
+
+
 def vectors_changed(conn: apsw.Connection, drawer_id: int) -> None:
     """Recompute the context vectors the vectors of ``drawer_id`` are part of: its room
     neighbours'."""

@@ -118,12 +118,27 @@ REBUILD_BATCH = 2_048  # drawers whose context vectors ``rebuild`` computes per 
 def rebuild(conn: apsw.Connection, n: int) -> int:
     """Recompute every drawer's context vector from its ``n`` live room neighbours on each
     side; returns how many drawers have one. The same vectors ``refresh`` would give.
-
-    Room by room in time order, ``REBUILD_BATCH`` drawers at a time with their neighbours
-    on either side: memory stays that of one batch's vectors however large a room grows.
     """
     conn.execute("DELETE FROM context_vectors")
     made = 0
+    for _, batch in expected(conn, n):
+        for did, _, mean in batch:
+            if mean is not None:
+                _write(conn, did, mean)
+                made += 1
+    return made
+
+
+Batch = list[tuple[int, list[int], np.ndarray | None]]
+
+
+def expected(conn: apsw.Connection, n: int) -> Iterator[tuple[list[int], Batch]]:
+    """Every live drawer's ``n`` room neighbours on each side (time order) and the context
+    vector they give (None: none has vectors), as ``refresh`` computes it: per room,
+    ``REBUILD_BATCH`` drawers at a time, each batch with its window (the batch's drawers and
+    their neighbours on either side). Memory stays that of one batch's vectors however large
+    a room grows.
+    """
     rooms = conn.execute("SELECT DISTINCT wing, room FROM drawers").fetchall()
     for wing, room in rooms:
         live = [int(i) for (i,) in conn.execute(
@@ -131,14 +146,32 @@ def rebuild(conn: apsw.Connection, n: int) -> int:
             "ORDER BY occurred_ms, id", (wing, room))]
         for first in range(0, len(live), REBUILD_BATCH):
             last = min(first + REBUILD_BATCH, len(live))
-            means = mean_vectors(conn, live[max(first - n, 0):last + n])
+            window = live[max(first - n, 0):last + n]
+            means = mean_vectors(conn, window)
+            batch: Batch = []
             for k in range(first, last):
                 near = live[max(k - n, 0):k] + live[k + 1:k + 1 + n]
-                mean = _mean([means[j] for j in sorted(near) if j in means])  # as ``refresh``
-                if mean is not None:
-                    _write(conn, live[k], mean)
-                    made += 1
-    return made
+                batch.append((live[k], near,
+                              _mean([means[j] for j in sorted(near) if j in means])))
+            yield window, batch
+
+
+def stored(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, bytes]:
+    """The stored context vectors of those of ``ids`` that have one (raw half floats)."""
+    if not ids:
+        return {}
+    return {int(i): bytes(b) for i, b in conn.execute(
+        "SELECT drawer_id, vec FROM context_vectors "
+        "WHERE drawer_id IN (SELECT value FROM json_each(?))", (json_ids(ids),))}
+
+
+def agrees(row: bytes | None, mean: np.ndarray | None) -> bool:
+    """Whether a stored row is ``mean`` (both absent, or equal to half-float precision)."""
+    if row is None or mean is None:
+        return row is None and mean is None
+    got = np.frombuffer(row, dtype=STORED)
+    return len(got) == len(mean) and bool(np.allclose(got.astype(np.float32), mean,
+                                                      atol=2e-3))
 
 
 def cosines(conn: apsw.Connection, ids: Sequence[int], qvec: np.ndarray) -> dict[int, float]:

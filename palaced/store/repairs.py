@@ -2,7 +2,8 @@
 
 Only what can be derived again from ``drawers`` (and ``entities``) is repaired: the drawers'
 full-text rows and index, the entity index, vector rows of deleted drawers, the embedded
-flag of drawers whose vectors are gone, and closets. Each function takes the writer
+flag of drawers whose vectors are gone, the room context (keyword context and context
+vectors), and closets. Each function takes the writer
 connection inside the caller's transaction (``Store.write``) and returns how many rows it
 fixed. A damaged b-tree is beyond all of them: that takes a backup.
 """
@@ -65,6 +66,18 @@ def requeue_unembedded(conn: apsw.Connection) -> int:
     ids = _ids(conn, "embedded_without_vectors")
     conn.executemany("UPDATE drawers SET embedded = 0 WHERE id = ?", [(i,) for i in ids])
     return len(ids)
+
+
+def refresh_contexts(conn: apsw.Connection, ids: Iterable[int]) -> int:
+    """Drop context vectors of drawers gone or superseded, and recompute the keyword context
+    and context vector of the drawers ``ids`` (``context.stale_contexts``); returns how many
+    rows were fixed."""
+    orphans = _ids(conn, "context_orphans")
+    conn.executemany("DELETE FROM context_vectors WHERE drawer_id = ?", [(i,) for i in orphans])
+    redo = list(ids)
+    for did in redo:
+        refresh_context(conn, did)
+    return len(orphans) + len(redo)
 
 
 def drop_orphan_closets(conn: apsw.Connection) -> int:
