@@ -112,10 +112,11 @@ class RankParams:
     # conversation-out folds; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
     question_drop: float = 0.3
     # For a question that asks for a set ("Which cities has John been to?", palaced/sets.py)
-    # a drawer is placed with this share of the score range taken off for each better-placed
-    # drawer of its room: its answers were told in different sessions. LoCoMo dev, multi-hop
-    # turn R@5/R@10: none .362/.460, 0.05 .378/.481, 0.1 .385/.492, 0.2 .391/.499 (single-hop
-    # R@5 -.007); leave-one-conversation-out picks 0.1 in 4 of 5 folds (docs/benchmarks.md).
+    # a drawer after the best ``sets.SET_KEEP`` is placed with this share of the score range
+    # taken off for each better-placed drawer of its room: the answers were told in
+    # different sessions. LoCoMo dev multi-hop turn R@10: none .460, 0.05 .481, 0.1 .489,
+    # 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged; leave-one-conversation-out
+    # picks 0.1 in 3 of 5 folds (docs/benchmarks.md, "Connecting the dots").
     set_spread: float = 0.1
 
 
