@@ -15,7 +15,7 @@ Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it),
 weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
 ``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
 (``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``setspread``
-(``RankParams.set_spread``); experiments that are not
+(``RankParams.set_spread``), ``rlift`` (``RankParams.reply_lift``); experiments that are not
 the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
 ``--room-source closets``, added to the room scores), ``setroom`` (the room weight of
 questions that ask for a set), ``roomgap`` (room feedback scaled by how far the best room
@@ -88,6 +88,7 @@ GRIDS: dict[str, list[float]] = {
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
     "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3],
     "setspread": [0.0, 0.05, 0.1, 0.2, 0.4],
+    "rlift": [0.0, 0.05, 0.1, 0.15, 0.2],
 }
 # An experiment, not the engine: questions that ask for a set (palaced/sets.py) rank with
 # room weight ``setroom`` (-1: the default).
@@ -99,7 +100,8 @@ DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEI
             "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
             "nvec": search.RankParams().neighbour_vector,
             "qdrop": search.RankParams().question_drop,
-            "setspread": search.RankParams().set_spread}
+            "setspread": search.RankParams().set_spread,
+            "rlift": search.RankParams().reply_lift}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -247,7 +249,7 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
                    question_drop=knobs["qdrop"], pool=int(knobs["pool"]),
-                   set_spread=knobs["setspread"])
+                   set_spread=knobs["setspread"], reply_lift=knobs["rlift"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:

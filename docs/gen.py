@@ -233,6 +233,24 @@ TUNING: list[tuple[str, str, str]] = [
      ".445/.741/.832, 0.05 .501/.763/.842, 0.1 .500/.762/.844, 0.3 .499/.766/.845 "
      "(leave-one-conversation-out: 0.3 in 4 of 5 folds); sessions unchanged. Cost at 11k drawers: p50 +0.4 to +0.5 ms per rank, p95 +0.7 to +1.0 "
      "ms (`--cost --cost-with qdrop=0`)."),
+    ("palaced/search.py", "RankParams.reply_lift",
+     "Share of the score range a candidate among the best 30 gains when the drawer before "
+     "it in its room closes with a question: a reply (not for a \"when\" query). "
+     "`bench/rank_cv.py --sweep rlift`, LoCoMo dev turn R@1/5/10: none .499/.766/.849, 0.05 "
+     ".499/.770/.850, 0.1 .506/.772/.856, 0.15 .503/.771/.856, 0.2 .500/.770/.856 "
+     "(leave-one-conversation-out: 0.1 in 3 of 5 folds, 0.15 in 2; held out .502/.769/.854); "
+     "sessions unchanged."),
+    ("palaced/search.py", "RankParams.set_spread",
+     "For a question that asks for a set (`palaced/sets.py`), a drawer after the best "
+     "`SET_KEEP` loses this share of the score range for each better-placed drawer of its "
+     "room. `bench/rank_cv.py --sweep setspread`, LoCoMo dev multi-hop turn R@10: none .460, "
+     "0.05 .481, 0.1 .489, 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged "
+     "(leave-one-conversation-out: 0.1 in 3 of 5 folds)."),
+    ("palaced/sets.py", "SET_KEEP",
+     "The places a set question's ranking keeps. With `set_spread` 0.1, multi-hop and "
+     "single-hop turn R@5/R@10: keep 0 .385/.492 and .842/.916 (single-hop and adversarial "
+     "lower by .002-.005), keep 5 .362/.489 and .844/.919 (every question's R@1 and R@5 "
+     "as without the spread)."),
     ("palaced/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "

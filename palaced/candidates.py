@@ -2,8 +2,9 @@
 
 ``search.rank`` fuses the keyword and vector lists; these steps look up what that needs
 about the candidates: which state a time or are about a date the query names
-(``palaced.when``), their context vectors' cosines (``RankParams.neighbour_vector``), and
-which close with a question and what replied to it (``palaced.replies``). What one hop of
+(``palaced.when``), their context vectors' cosines (``RankParams.neighbour_vector``),
+which close with a question and what replied to it, and which reply to a question
+(``palaced.replies``). What one hop of
 the ranking looked up is kept in a ``Known`` and reused by the next hop. Synchronous, on
 the ranking's reader connection.
 """
@@ -46,6 +47,7 @@ class Known:
     tails: set[int] = field(default_factory=set)  # candidates whose ends were read
     reply_of: dict[int, int | None] = field(default_factory=dict)  # question -> next drawer
     asks: dict[int, float] = field(default_factory=dict)  # question -> its question share
+    prev_of: dict[int, int | None] = field(default_factory=dict)  # drawer -> the one before
 
 
 def find_times(c: apsw.Connection, query: str, ids: list[int], when_boost: float,
@@ -103,6 +105,32 @@ def pass_to_replies(c: apsw.Connection, query: str, scores: dict[int, float],
             out[j] = max(out[j], scores[i])
         out[i] -= known.asks[i] * question_drop * spread
     return out
+
+
+def lift_replies(c: apsw.Connection, query: str, scores: dict[int, float], spread: float,
+                 lift: float, known: Known) -> dict[int, float]:
+    """``scores`` with each of the best ``REPLY_CHECKED`` whose previous drawer in its room
+    closes with a question (``replies.question_share``) raised by ``lift`` times ``spread``
+    (``RankParams.reply_lift``). Not for a query that asks when: ``pass_to_replies`` raises
+    only a reply that states a time for those. Never raises but for the store's errors."""
+    if not lift or asks_when(query):
+        return scores
+    top = ranking(scores)[:REPLY_CHECKED]
+    new = [i for i in top if i not in known.prev_of]
+    if new:
+        known.prev_of.update(dict.fromkeys(new))
+        for i, near in ctx.neighbours_of(c, new, 1).items():
+            known.prev_of[i] = next((j for j, off in near if off == -1), None)
+        before = {j: i for i in new if (j := known.prev_of[i]) is not None}
+        unread = [j for j in before if j not in known.tails]
+        known.tails.update(unread)
+        for j, (tail, length) in sql.drawer_tails(c, unread, TAIL_CHARS).items():
+            if (share := question_share(tail, length)) > 0:
+                # Read as ``pass_to_replies`` reads a candidate: the drawer after a
+                # question is the one it precedes.
+                known.asks[j], known.reply_of[j] = share, before[j]
+    return {i: s + lift * spread if (j := known.prev_of.get(i)) is not None
+            and j in known.asks else s for i, s in scores.items()}
 
 
 def month_of(ms: int) -> tuple[int, int]:

@@ -83,8 +83,9 @@ async def test_the_reply_to_the_matching_turn_rises_by_its_neighbours(tmp_path: 
                                    filters=Filters(), now_ms=NOW_MS, params=params)
             return p.read(rank)
 
-        # The reply step (test_replies.py) would move the prompt, a question: off here.
-        base = replace(search.RankParams(), question_drop=0.0)
+        # The reply steps (test_replies.py) would move the prompt, a question, and lift
+        # its reply: off here.
+        base = replace(search.RankParams(), question_drop=0.0, reply_lift=0.0)
         on = await go(base)
         off = await go(replace(base, neighbour_vector=0.0))
         assert search.RankParams().neighbour_vector > 0

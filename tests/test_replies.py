@@ -57,7 +57,8 @@ def _rank(p: Palace, params: search.RankParams, query: str = "qqzx vvwk") -> Any
 async def test_the_reply_takes_the_place_of_the_question_it_answers(tmp_path: Path) -> None:
     p, ids = await _palace(tmp_path)
     try:
-        params = search.RankParams()
+        # The lift of a reply (below) off: this is the question's step alone.
+        params = replace(search.RankParams(), reply_lift=0.0)
         assert params.question_drop > 0
         on = await _rank(p, params)
         off = await _rank(p, replace(params, question_drop=0.0))
@@ -126,5 +127,28 @@ async def test_a_question_that_closes_its_room_only_drops(
         ask = off.order[0]
         assert on.scores[ask] < off.scores[ask]
         assert on.scores[on.order[1]] <= off.scores[off.order[1]] + 1e-9
+    finally:
+        await p.aclose()
+
+
+async def test_a_reply_gains_the_lift_and_nothing_else_moves(tmp_path: Path) -> None:
+    p, ids = await _palace(tmp_path)
+    try:
+        params = search.RankParams()
+        assert params.reply_lift > 0
+        on = await _rank(p, params)
+        off = await _rank(p, replace(params, reply_lift=0.0))
+        answer = ids[ANSWER]  # the drawer after PROMPT, which closes with a question
+        assert on.scores[answer] > off.scores[answer]
+        for i, s in off.scores.items():
+            if i != answer:
+                assert on.scores[i] == pytest.approx(s)
+        # Both steps off: the reply alone ranks below its question.
+        bare = await _rank(p, replace(params, reply_lift=0.0, question_drop=0.0))
+        assert bare.order.index(answer) > bare.order.index(ids[PROMPT])
+        # A query that asks when lifts no reply that states no time.
+        when_on = await _rank(p, params, "when qqzx vvwk")
+        when_off = await _rank(p, replace(params, reply_lift=0.0), "when qqzx vvwk")
+        assert when_on.scores == pytest.approx(when_off.scores)
     finally:
         await p.aclose()
