@@ -204,10 +204,8 @@ def _closets(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
     if facts.closet_mismatch:
         issues.append(f"{_n(len(facts.closet_mismatch), 'drawer')} filed under other topics "
                       "than its text yields")
-    if issues:
-        return check("closets", WARN, "; ".join(issues), fixable=True)
-    return check("closets", OK, "topics agree with the drawers" if ctx.full
-                 else "no orphan topics (--full compares every drawer's topics)")
+    return _derived(check, ctx, "closets", issues, "", "topics agree with the drawers",
+                    "no orphan topics (--full compares every drawer's topics)")
 
 
 def _context(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
@@ -221,11 +219,19 @@ def _context(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
         some = ", ".join(map(str, facts.context_stale[:5]))
         issues.append(f"{_n(len(facts.context_stale), 'drawer')} whose room context (the "
                       f"neighbours' words or vectors) is not its neighbours' now (e.g. {some})")
+    return _derived(check, ctx, "context", issues,
+                    ": recall scores them by what was around them before",
+                    "every drawer's room context is its neighbours'",
+                    "no orphan context vectors (--full recomputes every drawer's context)")
+
+
+def _derived(check: _Make, ctx: Context, name: str, issues: list[str], why: str,
+             full_ok: str, quick_ok: str) -> Check:
+    """A repairable derived table's check: ``warn`` with its ``issues`` (and ``why`` they
+    matter), else ``ok`` saying what was compared (everything with ``--full``)."""
     if issues:
-        return check("context", WARN, "; ".join(issues) + ": recall scores them by what "
-                     "was around them before", fixable=True)
-    return check("context", OK, "every drawer's room context is its neighbours'" if ctx.full
-                 else "no orphan context vectors (--full recomputes every drawer's context)")
+        return check(name, WARN, "; ".join(issues) + why, fixable=True)
+    return check(name, OK, full_ok if ctx.full else quick_ok)
 
 
 def _embedder(facts: PalaceFacts, ctx: Context, check: _Make) -> Check:
