@@ -506,10 +506,12 @@ async def cost(args: argparse.Namespace) -> None:
     # Each side's knobs are set again before each of its passes: some are module globals
     # (the hop's weight, BM25's column weights), not RankParams.
     if args.cost_with:  # the engine's defaults against the defaults with these knobs
-        sides = {"off": dict(DEFAULTS), "on": {**DEFAULTS, **args.cost_with}}
+        changed = ",".join(f"{k}={v:g}" for k, v in args.cost_with.items())
+        sides = {"defaults": dict(DEFAULTS), changed: {**DEFAULTS, **args.cost_with}}
     else:
-        sides = {"off": {**DEFAULTS, "when": 0.0, "date": 0.0}, "on": dict(DEFAULTS)}
-    times: dict[str, list[float]] = {"off": [], "on": []}
+        sides = {"no date boosts": {**DEFAULTS, "when": 0.0, "date": 0.0},
+                 "defaults": dict(DEFAULTS)}
+    times: dict[str, list[float]] = {label: [] for label in sides}
 
     def go(c: Any) -> int:
         n_docs = sql.drawer_count(c)
