@@ -5,7 +5,9 @@ defaults; for each question's best 50 candidates the signals the engine has are 
 (``FEATURES``), and a logistic regression (numpy, L2, Newton steps on standardised features)
 is fitted on four conversations and scored on the fifth, its probabilities reordering those
 50. Printed: the defaults and the held-out reranking, turn R@1 / R@5 / R@10 overall and per
-category, and the weights fitted on all five.
+category, and the weights fitted on all five. The same for the rooms (sessions): each
+question's best 10 rooms by the engine, reordered by a regression over ``ROOM_FEATURES``,
+session R@1.
 
     python bench/rerank_probe.py [--work DIR]
 
@@ -49,6 +51,11 @@ FEATURES = ("fused (z)", "log rank", "keyword (z)", "cosine (z)", "room score", 
             "neighbours' keyword (z)", "neighbours' cosine (z)", "place in room")
 
 
+ROOM_FEATURES = ("room score (z)", "log room rank", "candidates in it", "best drawer (z)",
+                 "best 3 drawers (z)", "best cosine", "best keyword", "holds the first",
+                 "in the best 5", "in the best 10", "log room size", "its first place")
+
+
 def _z(values: list[float]) -> list[float]:
     a = np.asarray(values, dtype=float)
     return ((a - a.mean()) / (a.std() or 1.0)).tolist()
@@ -59,8 +66,10 @@ def _asks(text: str) -> float:
 
 
 def _features(c: Any, conv: str, turns: dict[int, str], questions: list[Any],
-              qvecs: list[Any], index: Any) -> list[dict[str, Any]]:
-    """One row per (question, candidate) of the defaults' best ``DEPTH``."""
+              qvecs: list[Any], index: Any, rows_rooms: list[dict[str, Any]]
+              ) -> list[dict[str, Any]]:
+    """One row per (question, candidate) of the defaults' best ``DEPTH``; one per
+    (question, room) of its best 10 rooms appended to ``rows_rooms``."""
     info = {int(i): (str(r), str(t)) for i, r, t in
             c.execute("SELECT id, room, text FROM drawers ORDER BY room, occurred_ms, id")}
     prev: dict[int, int | None] = {}
@@ -75,7 +84,9 @@ def _features(c: Any, conv: str, turns: dict[int, str], questions: list[Any],
             nxt[i] = ids[k + 1] if k + 1 < len(ids) else None
             place[i] = k / max(1, len(ids) - 1)
     rooms, n = sql.all_rooms(c), sql.drawer_count(c)
-    rows = []
+    size = {str(room): int(k) for room, k in
+            c.execute("SELECT room, count(*) FROM drawers GROUP BY room")}
+    rows: list[dict[str, Any]] = []
     for qi, (q, qvec) in enumerate(zip(questions, qvecs, strict=True)):
         hits = search.lexical_search(c, q.question, Filters(), NOW_MS, search.RankParams(),
                                      None, n)
@@ -84,6 +95,7 @@ def _features(c: Any, conv: str, turns: dict[int, str], questions: list[Any],
         top = [i for i in r.order if i in turns][:DEPTH]
         if not top:
             continue
+        rows_rooms.extend(_room_rows(conv, qi, q, r, top, size))
         terms = sql.fts_terms(q.question)
         room_score = {room: s for _, room, s in r.rooms}
         room_rank = {room: k for k, (_, room, _) in enumerate(r.rooms)}
@@ -109,6 +121,27 @@ def _features(c: Any, conv: str, turns: dict[int, str], questions: list[Any],
                 max((lex.get(j, -3.0) for j in near), default=-3.0),
                 max((cos.get(j, -3.0) for j in near), default=-3.0), place[i]]})
     return rows
+
+
+def _room_rows(conv: str, qi: int, q: Any, r: Any, top: list[int],
+               size: dict[str, int]) -> list[dict[str, Any]]:
+    best = r.rooms[:10]
+    room_z = _z([s for _, _, s in best])
+    fused = dict(zip(top, _z([r.scores[i] for i in top]), strict=True))
+    floor = min(r.vector.values(), default=0.0)
+    out = []
+    for k, (_, room, _) in enumerate(best):
+        mine = [i for i in top if r.room_of.get(i, ("", ""))[1] == room]
+        places = [top.index(i) for i in mine]
+        out.append({"conv": conv, "q": qi, "cat": q.category, "turn": room,
+                    "gold": room in q.gold_sessions, "n_gold": len(q.gold_sessions), "f": [
+            room_z[k], math.log1p(k), float(len(mine)), max((fused[i] for i in mine), default=-3.0),
+            sum(sorted((fused[i] for i in mine), reverse=True)[:3]) if mine else -9.0,
+            max((r.vector.get(i, floor) for i in mine), default=floor),
+            max((r.lexical.get(i, 0.0) for i in mine), default=0.0), float(0 in places),
+            float(sum(1 for x in places if x < 5)), float(sum(1 for x in places if x < 10)),
+            math.log(size.get(room, 1)), float(min(places, default=DEPTH))]})
+    return out
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 25) -> np.ndarray:
@@ -139,7 +172,7 @@ def score(rows: list[dict[str, Any]], order: np.ndarray) -> dict[str, Any]:
         ranked.sort(key=lambda t: -t[0])
         first = rows[ranked[0][1]]
         gold = [rows[k]["turn"] for _, k in ranked if rows[k]["gold"]]
-        # Gold turns outside the best DEPTH count as missed: pad with placeholders.
+        # Gold outside the reranked rows counts as missed: pad with placeholders.
         gold += [f"missing-{m}" for m in range(first["n_gold"] - len(gold))]
         names = [rows[k]["turn"] for _, k in ranked]
         for kk in KS:
@@ -162,18 +195,27 @@ async def main_async(work: Path) -> None:
     svc = services(work, emb)
     built = await build(work, svc, json.loads(DEFAULT_DATA.read_text("utf-8")))
     rows: list[dict[str, Any]] = []
+    rooms: list[dict[str, Any]] = []
     for name, turns, questions in built:
         p = await Palace.open(name, work / "template" / name, svc, create=False)
         try:
             qvecs = [await recall.query_vector(p, q.question) for q in questions]
             rows += await p.read(lambda c, n=name, t=turns, qs=questions, v=qvecs, i=p.index:
-                                 _features(c, n, t, qs, v, i))
+                                 _features(c, n, t, qs, v, i, rooms))
         finally:
             await p.aclose()
+    print("turns, R@1 / R@5 / R@10:")
+    _probe(rows, FEATURES, FEATURES.index("log rank"))
+    print("rooms (sessions), R@1 (then R@5 and R@10 of the 10 rooms reordered):")
+    _probe(rooms, ROOM_FEATURES, ROOM_FEATURES.index("log room rank"))
+
+
+def _probe(rows: list[dict[str, Any]], names: tuple[str, ...], rank_column: int) -> None:
+    """The defaults, the held-out regression, and its weights fitted on all five."""
     x = np.asarray([r["f"] for r in rows], dtype=float)
     y = np.asarray([r["gold"] for r in rows], dtype=float)
     conv = np.asarray([r["conv"] for r in rows])
-    print(_line("defaults", score(rows, -x[:, FEATURES.index("log rank")])))
+    print(_line("defaults", score(rows, -x[:, rank_column])))
     held = np.zeros(len(rows))
     for name in sorted(set(conv)):
         train = conv != name
@@ -184,7 +226,7 @@ async def main_async(work: Path) -> None:
     mean, std = x.mean(0), x.std(0) + 1e-9
     w = fit((x - mean) / std, y)
     print("weights fitted on all five (standardised features):")
-    for feature, weight in sorted(zip(FEATURES, w[:-1], strict=True), key=lambda t: -abs(t[1])):
+    for feature, weight in sorted(zip(names, w[:-1], strict=True), key=lambda t: -abs(t[1])):
         print(f"  {feature:24s} {weight:+.3f}")
 
 
