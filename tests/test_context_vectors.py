@@ -18,7 +18,7 @@ from palaced.embedder import HashEmbedder
 from palaced.palace import Palace
 from palaced.store import audit, context_vectors, schema
 from palaced.store import drawers as m
-from palaced.store.context import CONTEXT_NEIGHBOURS, rebuild_context_vectors
+from palaced.store.context import CONTEXT_NEIGHBOURS, rebuild_context_vectors, stale_contexts
 from palaced.store.edits import Edit
 
 from .test_palace_unit import services
@@ -129,6 +129,37 @@ async def test_every_write_keeps_the_context_vectors_exact(tmp_path: Path) -> No
         room = await p.read(lambda c: m.get_drawer(c, ids[12]))
         await edits.update(p, ids[12], Edit(room="b" if room["room"] == "a" else "a"))
         await check(p)
+    finally:
+        await p.aclose()
+
+
+async def test_a_batch_computes_the_room_context_once_and_exactly(tmp_path: Path) -> None:
+    """``remember_many`` leaves the room context of a batch (keyword context and context
+    vectors) to one pass after its vectors are stored: batches out of time order, across
+    rooms, with a repeated text and a supersede inside, end exactly as the definitions say
+    (``check`` here, ``stale_contexts`` for the keyword context too)."""
+    rng = random.Random(11)
+    p = await Palace.open("cvb", tmp_path / "cvb", services(tmp_path, HashEmbedder(32)))
+
+    def item(k: int, **kw: Any) -> m.NewDrawer:
+        return m.NewDrawer(text=f"batch note {k} " + " ".join(
+            rng.choice(("tea", "rain", "boats", "maps", "kites")) for _ in range(6)),
+            room=rng.choice(("a", "b", "c")),
+            occurred_ms=1_700_000_000_000 + rng.randrange(200) * 60_000, **kw)
+
+    try:
+        first = await writes.remember_many(p, [item(k) for k in range(40)], dedup=False)
+        await check(p)
+        old = int(first["ids"][3])
+        again = [item(k) for k in range(40, 70)]
+        again.insert(10, again[0])  # the same text twice in one batch: stored once
+        again.append(item(70, supersedes=old))
+        out = await writes.remember_many(p, again, dedup=False)
+        assert sum(out["created"]) == 31
+        await check(p)
+        assert await p.read(stale_contexts) == []
+        assert old not in {int(i) for i in await p.read(
+            lambda c: [r[0] for r in c.execute("SELECT drawer_id FROM context_vectors")])}
     finally:
         await p.aclose()
 

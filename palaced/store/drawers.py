@@ -97,13 +97,15 @@ def find_by_hash(conn: apsw.Connection, digest: str) -> int | None:
 
 
 def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
-                  agent: str | None = None, *, chunks: int | None = None
-                  ) -> tuple[int, bool]:
+                  agent: str | None = None, *, chunks: int | None = None,
+                  context: bool = True) -> tuple[int, bool]:
     """Insert a drawer with its FTS row and closets; idempotent by content hash.
 
     ``agent`` is who stores it; ``chunks`` is how many pieces its text is embedded as, when
     known. Returns ``(id, created)``; ``created`` is False when the same content already
-    existed (its ``updated_ms`` and ``updated_by`` are refreshed).
+    existed (its ``updated_ms`` and ``updated_by`` are refreshed). ``context`` False leaves
+    the room context of it and its neighbours to the caller (``refresh_around`` once for a
+    batch, after its vectors are stored), in the same transaction.
     """
     digest = new.content_hash
     lock_room(conn, new.wing, new.room)
@@ -147,7 +149,8 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
         return winner, False
     drawer_id = int(rows[0][0])
     index_drawer(conn, drawer_id, new.text, occurred, new.topics)
-    refresh_around(conn, [drawer_id])
+    if context:
+        refresh_around(conn, [drawer_id])
     return drawer_id, True
 
 

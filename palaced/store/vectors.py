@@ -24,9 +24,11 @@ CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
 CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 
-def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
+def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes], *,
+                  context: bool = True) -> list[int]:
     """Replace a drawer's vectors (one per chunk), and the context vectors of its room
-    neighbours with them; returns the new vector ids.
+    neighbours with them (unless ``context`` is False: the caller refreshes them, as a
+    batch's ``drawers.refresh_around`` does); returns the new vector ids.
 
     The caller removes the ids returned by ``vector_ids`` beforehand from the index.
     """
@@ -43,7 +45,8 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
             (drawer_id, chunk, blob)).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
     conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
                  (len(ids), drawer_id))
-    vectors_changed(conn, drawer_id)
+    if context:
+        vectors_changed(conn, drawer_id)
     return ids
 
 
