@@ -1,0 +1,71 @@
+"""The write path alone: ``writes.remember_many`` in-process with hashed vectors (no model).
+
+A palace in a scratch directory takes 4,000 drawers in batches of 100 (20 rooms, in time
+order), and the script prints drawers per second and the share of the time spent keeping
+the context vectors (``store.context_vectors.refresh``). Embedding, which dominates a real
+daemon's ingest, is left out on purpose: this is what the store itself costs.
+
+    python bench/write_path.py [--drawers N] [--batch N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from palaced import writes
+from palaced.embedder import HashEmbedder
+from palaced.palace import Palace
+from palaced.store import context_vectors
+from palaced.store import drawers as m
+from tests.test_palace_unit import services
+
+
+async def run(n: int, batch: int) -> None:
+    spent = {"calls": 0, "s": 0.0}
+    refresh = context_vectors.refresh
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        start = time.perf_counter()
+        refresh(*args, **kwargs)
+        spent["s"] += time.perf_counter() - start
+        spent["calls"] += 1
+
+    context_vectors.refresh = timed  # type: ignore[assignment]
+    tmp = Path(tempfile.mkdtemp(prefix="palace-writes-"))
+    p = await Palace.open("w", tmp / "w", services(tmp, HashEmbedder(384)))
+    items = [m.NewDrawer(text=f"turn {i} about topic {i % 37} and things {i * 7 % 101}",
+                         room=f"s{i // 200}", occurred_ms=1_700_000_000_000 + i * 1000)
+             for i in range(n)]
+    try:
+        start = time.perf_counter()
+        for k in range(0, n, batch):
+            await writes.remember_many(p, items[k:k + batch])
+        took = time.perf_counter() - start
+    finally:
+        await p.aclose()
+        context_vectors.refresh = refresh
+    print(f"{n} drawers in batches of {batch}: {took:.2f} s = {n / took:.0f} drawers/s; "
+          f"context vectors refreshed {spent['calls']} times, {spent['s']:.2f} s "
+          f"({100 * spent['s'] / took:.1f} %)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--drawers", type=int, default=4000)
+    parser.add_argument("--batch", type=int, default=100)
+    args = parser.parse_args()
+    anyio.run(run, args.drawers, args.batch)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
