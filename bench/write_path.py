@@ -21,12 +21,12 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.access import services
 from palaced import writes
 from palaced.embedder import HashEmbedder
 from palaced.palace import Palace
 from palaced.store import context_vectors
 from palaced.store import drawers as m
-from tests.test_palace_unit import services
 
 
 async def run(n: int, batch: int) -> None:
@@ -41,7 +41,7 @@ async def run(n: int, batch: int) -> None:
 
     context_vectors.refresh = timed  # type: ignore[assignment]
     tmp = Path(tempfile.mkdtemp(prefix="palace-writes-"))
-    p = await Palace.open("w", tmp / "w", services(tmp, HashEmbedder(384)))
+    p = await Palace.open("w", tmp / "w", services(tmp, HashEmbedder(384)))  # type: ignore[arg-type]
     items = [m.NewDrawer(text=f"turn {i} about topic {i % 37} and things {i * 7 % 101}",
                          room=f"s{i // 200}", occurred_ms=1_700_000_000_000 + i * 1000)
              for i in range(n)]
