@@ -4,9 +4,8 @@
 about the candidates: which state a time or are about a date the query names
 (``palaced.when``), their context vectors' cosines (``RankParams.neighbour_vector``),
 which close with a question and what replied to it, and which reply to a question
-(``palaced.replies``). What one hop of
-the ranking looked up is kept in a ``Known`` and reused by the next hop. Synchronous, on
-the ranking's reader connection.
+(``palaced.replies``). What one hop of the ranking looked up is kept in a ``Known`` and
+reused by the next hop. Synchronous, on the ranking's reader connection.
 """
 
 from __future__ import annotations
