@@ -4,10 +4,10 @@ The LoCoMo dev palaces of ``bench/rank_cv.py`` (filled once, real model) are ran
 defaults; for each question's best 50 candidates the signals the engine has are read
 (``FEATURES``), and a logistic regression (numpy, L2, Newton steps on standardised features)
 is fitted on four conversations and scored on the fifth, its probabilities reordering those
-50. Printed: the defaults and the held-out reranking, turn R@1 / R@5 / R@10 overall and per
-category, and the weights fitted on all five. The same for the rooms (sessions): each
-question's best 10 rooms by the engine, reordered by a regression over ``ROOM_FEATURES``,
-session R@1.
+50. Printed: the defaults and the held-out reranking (also with the engine's first place
+kept), turn R@1 / R@5 / R@10 overall and per category, and the weights fitted on all five.
+The same for the rooms (sessions): each question's best 10 rooms by the engine, reordered
+by a regression over ``ROOM_FEATURES``.
 
     python bench/rerank_probe.py [--work DIR]
 
@@ -223,6 +223,9 @@ def _probe(rows: list[dict[str, Any]], names: tuple[str, ...], rank_column: int)
         w = fit((x[train] - mean) / std, y[train])
         held[~train] = ((x[~train] - mean) / std) @ w[:-1]
     print(_line("held out", score(rows, held)))
+    # The same with the engine's first place kept (the regression orders the rest).
+    first = x[:, rank_column] == 0.0
+    print(_line("1st kept", score(rows, np.where(first, np.inf, held))))
     mean, std = x.mean(0), x.std(0) + 1e-9
     w = fit((x - mean) / std, y)
     print("weights fitted on all five (standardised features):")
