@@ -79,12 +79,8 @@ class Registry:
 
     def names(self) -> list[str]:
         """Names of every palace on disk (damaged ones included), sorted."""
-        if not self.root.is_dir():
-            return []
-        return sorted(
-            p.name for p in self.root.iterdir()
-            if NAME_RE.fullmatch(p.name) and self.exists(p.name)
-        )
+        found = self.root.iterdir() if self.root.is_dir() else iter(())
+        return sorted(p.name for p in found if NAME_RE.fullmatch(p.name) and self.exists(p.name))
 
     @property
     def open_palaces(self) -> dict[str, Palace]:
@@ -197,8 +193,7 @@ class Registry:
             return info
         if not self.exists(name):
             raise PalaceNotFound(f"no palace named {name!r}", details={"palace": name})
-        damage = self.damage(name)
-        if damage is not None:
+        if (damage := self.damage(name)) is not None:
             raise damage
         current = self.services.model.embedder
         return await anyio.to_thread.run_sync(
@@ -220,13 +215,11 @@ class Registry:
         validate_name(name)
         async with self._admin:
             self._live(name)  # a handle whose directory was deleted must not be reused
-            damage = self.damage(name)
-            if damage is not None:
+            if (damage := self.damage(name)) is not None:
                 raise damage
             if self.exists(name):
                 if not exist_ok or (store is not None and not self.is_team(name)):
-                    raise PalaceExists(f"palace {name!r} already exists",
-                                       details={"palace": name})
+                    raise PalaceExists(f"palace {name!r} already exists", details={"palace": name})
                 return await self.get(name), False
             if store is not None:
                 async with self._opening.setdefault(name, anyio.Lock()):
@@ -248,8 +241,7 @@ class Registry:
             if not created:
                 # Another process on this data directory renamed its palace in first.
                 if not exist_ok:
-                    raise PalaceExists(f"palace {name!r} already exists",
-                                       details={"palace": name})
+                    raise PalaceExists(f"palace {name!r} already exists", details={"palace": name})
                 return await self.get(name), False
             log.info("created palace %s", name)
             return palace, True
@@ -385,16 +377,23 @@ class Registry:
                         log.info("closed idle palace %s", name)
 
     async def aclose(self) -> None:
-        """Close every palace (saves dirty indexes)."""
+        """Close every palace (saves dirty indexes), concurrently: a team palace whose server
+        is gone waits out its pool's timeout at its closing checkpoint, N of them N times."""
         with anyio.CancelScope(shield=True):
             for name in list(self._open):
                 self._live(name)
             for palace in self._vanished:
                 await palace.write(palace.discard_sync, wrote=False)
             self._vanished.clear()
-            for name, palace in list(self._open.items()):
-                try:
-                    await palace.aclose()
-                except Exception:
-                    log.exception("closing palace %s failed", name)
+            async with anyio.create_task_group() as tg:
+                for palace in self._open.values():
+                    tg.start_soon(_close_logged, palace)
             self._open.clear()
+
+
+async def _close_logged(palace: Palace) -> None:
+    """Close ``palace``, logging a failure (``Registry.aclose`` runs them at once)."""
+    try:
+        await palace.aclose()
+    except Exception:
+        log.exception("closing palace %s failed", palace.name)
