@@ -26,19 +26,19 @@ from datetime import date, datetime, time, timedelta, tzinfo
 from palaced.reldates import NUMBERS, WEEKDAYS, month_start
 
 # Longest first, so "a couple of" is taken whole rather than as "a".
-_COUNT = (r"(?P<count>\d{1,3}|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + ")")
+_WORDS = "|".join(sorted(NUMBERS, key=len, reverse=True))
+_COUNT = r"(?P<count>\d{1,3}|" + _WORDS + ")"
 _PATTERN = re.compile(
     r"\b(?:(?P<today>today|tonight|this (?:morning|afternoon|evening))"
     r"|(?P<before>the day before yesterday)"
     r"|(?P<yesterday>yesterday|last night)"
     r"|(?P<which>this|last) (?P<unit>week|month|year)"
-    r"|(?:the )?(?:last|past) (?:(?P<rcount>\d{1,3}|two|three|four|five|six|seven|eight|nine"
-    r"|ten|few|couple of) )?(?P<runit>days?|weeks?|months?)"
+    r"|(?:the )?(?:last|past) (?:(?P<rcount>\d{1,3}|" + _WORDS + r") )?"
+    r"(?P<runit>days?|weeks?|months?)"
     r"|" + _COUNT + r" (?P<agounit>days?|weeks?|months?|years?) ago"
     r"|(?:on|last) (?P<weekday>" + "|".join(WEEKDAYS) + r"))\b",
     re.IGNORECASE,
 )
-
 
 
 @dataclass(frozen=True)

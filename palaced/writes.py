@@ -39,6 +39,7 @@ from palaced.health import consolidation_hint
 from palaced.index import PgVectors, to_blob
 from palaced.palace import Palace, now_ms
 from palaced.store import audit, drawers, pg_search
+from palaced.store.context import vectors_changed
 from palaced.store.vectors import (
     awaits_vectors,
     owners_of,
@@ -326,10 +327,12 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
             if not awaits_vectors(c, did):
                 continue
             old = vector_ids(c, did)
-            vids = store_vectors(c, did, [to_blob(v) for v in vecs])
+            vids = store_vectors(c, did, [to_blob(v) for v in vecs], context=False)
             if old:
                 index.remove(old)
             added.append((did, vids, vecs))
+        # The neighbours' context vectors once for the batch, not once per drawer.
+        vectors_changed(c, [did for did, _, _ in added])
 
     palace.store.write(tx)
     for _did, vids, vecs in added:

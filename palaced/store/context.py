@@ -9,7 +9,7 @@ function takes an open ``apsw.Connection``; writers run inside the caller's tran
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 import apsw
@@ -104,10 +104,11 @@ def stale_contexts(conn: apsw.Connection) -> list[int]:
     return stale
 
 
-def vectors_changed(conn: apsw.Connection, drawer_id: int) -> None:
-    """Recompute the context vectors the vectors of ``drawer_id`` are part of: its room
-    neighbours'."""
-    for nid in room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS):
+def vectors_changed(conn: apsw.Connection, drawer_ids: Iterable[int]) -> None:
+    """Recompute the context vectors the vectors of ``drawer_ids`` are part of: their room
+    neighbours', each once (a batch of one room shares most of them)."""
+    near = {n for did in drawer_ids for n in room_neighbours(conn, did, CONTEXT_NEIGHBOURS)}
+    for nid in sorted(near):
         context_vectors.refresh(conn, nid, room_neighbours(conn, nid, CONTEXT_NEIGHBOURS))
 
 

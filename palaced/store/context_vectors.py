@@ -178,13 +178,8 @@ def cosines(conn: apsw.Connection, ids: Sequence[int], qvec: np.ndarray) -> dict
     """``{drawer_id: the query's cosine with its context vector}`` for those of ``ids`` that
     have one of the query's dimension (a context vector is the mean of unit vectors, so the
     dot product is the mean of the query's cosines with the neighbours)."""
-    if not ids:
-        return {}
-    rows = conn.execute(
-        "SELECT drawer_id, vec FROM context_vectors "
-        "WHERE drawer_id IN (SELECT value FROM json_each(?))", (json_ids(ids),)).fetchall()
     dims = qvec.shape[0]
-    rows = [(int(i), bytes(b)) for i, b in rows if len(b) == STORED.itemsize * dims]
+    rows = [(i, b) for i, b in stored(conn, ids).items() if len(b) == STORED.itemsize * dims]
     if not rows:
         return {}
     # One buffer, one product: a small array per row costs more than the product.

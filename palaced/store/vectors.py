@@ -27,8 +27,8 @@ CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes], *,
                   context: bool = True) -> list[int]:
     """Replace a drawer's vectors (one per chunk), and the context vectors of its room
-    neighbours with them (unless ``context`` is False: the caller refreshes them, as a
-    batch's ``drawers.refresh_around`` does); returns the new vector ids.
+    neighbours with them (unless ``context`` is False: a batch refreshes them once, with
+    ``context.vectors_changed`` or ``drawers.refresh_around``); returns the new vector ids.
 
     The caller removes the ids returned by ``vector_ids`` beforehand from the index.
     """
@@ -46,7 +46,7 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
     conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
                  (len(ids), drawer_id))
     if context:
-        vectors_changed(conn, drawer_id)
+        vectors_changed(conn, [drawer_id])
     return ids
 
 
