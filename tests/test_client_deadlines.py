@@ -174,12 +174,19 @@ def test_bad_timeout_variables_are_client_errors(value: str,
         Client("/nonexistent.sock", autostart=False)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_waiting_is_exit_130_without_a_traceback(silent: FakeDaemon,
                                                              home: Path) -> None:
     env = {**base_env(home, model=False), "PALACE_SOCKET": str(silent.path),
            "PALACE_CONNECT_TIMEOUT": "60"}
+    # A shell starts a background job with SIGINT ignored, and the child would inherit
+    # that: the CLI gets Python's own Ctrl-C handling whoever started the test run.
     proc = subprocess.Popen([sys.executable, "-m", "palace_client", "status", "--json"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     assert silent.accepted.wait(30)
     time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
