@@ -280,6 +280,10 @@ class TeamPalace(Palace):
     def _checkpoint_sync(self, force: bool) -> None:
         self.flush_touches_sync()
 
+    def _close_sync(self) -> None:
+        self.pg.closing()
+        super()._close_sync()
+
     @property
     def compaction_due(self) -> bool:
         return False

@@ -92,7 +92,10 @@ def test_sixteen_clients_remember_at_once_and_autostart_one_daemon(home: Path) -
 
 @pytest.mark.parametrize("damage", ["none", "delete", "corrupt"])
 def test_kill_9_keeps_acknowledged_writes_and_index_recovers(home: Path, damage: str) -> None:
-    d = DaemonProc(home, base_env(home))
+    # The index is saved once the palace has been idle this long (5 s by default): long
+    # enough still that the five writes below are all unsaved when the daemon is killed.
+    (home / "config.toml").write_text("[limits]\ncheckpoint_idle_s = 1.5\n")
+    d = DaemonProc(home, {**base_env(home), "PALACE_CONFIG": str(home / "config.toml")})
     d.start()
     with d.client() as c:
         c.create_palace("crash")

@@ -286,18 +286,19 @@ class PgStore(Store):
         # Since when the server is known unreachable (None: it is not): requests then probe
         # it with one connection attempt instead of waiting for the pool (see ``_pooled``).
         self._down: float | None = None
-        self._pool = self._new_pool()
+        # Set by ``closing``: every request then probes the server first, as while it is down.
+        self._closing = False
         try:
-            self._pool.open(wait=True, timeout=settings.connect_timeout_s)
-            with self._pool.connection() as conn:
+            # The schema is checked on a connection of its own: a server that refuses it (or
+            # lost the database) fails the open at once, where opening the pool retried until
+            # its timeout, for each team palace ``palace status`` lists during an outage.
+            with psycopg.connect(self._url, **self._kwargs) as conn:
                 self.created = migrate(conn, schema, palace=palace, create=create,
                                        wrap=PgConn) == 0
-        except PalaceError:
-            self._pool.close()
-            raise
-        except (psycopg.Error, PoolTimeout) as exc:
-            self._pool.close()
+        except psycopg.Error as exc:
             raise store_error(exc, self.server, palace) from exc
+        self._pool = self._new_pool()
+        self._pool.open(wait=False)
 
     def _new_pool(self) -> ConnectionPool:
         return ConnectionPool(
@@ -305,12 +306,18 @@ class PgStore(Store):
             timeout=self._timeout, check=ConnectionPool.check_connection,
             reconnect_timeout=0, kwargs=self._kwargs)
 
+    def closing(self) -> None:
+        """The palace is closing: its last writes (the closing checkpoint) try one direct
+        connection first, so a server that refuses them, or lost the database, fails them
+        at once instead of after the pool's connect timeout (a daemon's stop waited it)."""
+        self._closing = True
+
     def _pooled(self) -> Any:
-        """A connection of the pool (a context manager). While the server is known down, one
-        direct connection attempt first: refused at once, the request fails at once instead
-        of waiting the connect timeout for the pool; accepted, the server is back and a
-        fresh pool replaces the one backing off its reconnections."""
-        if self._down is not None:
+        """A connection of the pool (a context manager). While the server is known down (or
+        the palace is ``closing``), one direct connection attempt first: refused at once, the
+        request fails at once instead of waiting the connect timeout for the pool; accepted,
+        the server is back and a fresh pool replaces the one backing off its reconnections."""
+        if self._down is not None or self._closing:
             try:
                 psycopg.connect(self._url, **self._kwargs).close()
             except psycopg.Error as exc:
