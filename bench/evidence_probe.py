@@ -1,0 +1,343 @@
+"""A probe, not the engine: evidence issue 16 had not tried, each scored against the defaults.
+
+The LoCoMo dev palaces of ``bench/rank_cv.py`` (filled once, real model) are ranked in-process
+by ``search.rank`` as the daemon ranks them, once with the defaults and once per setting of
+each probe below; a probe replaces one step of the ranking for its run and puts it back after.
+None of them is palaced's: the rows they printed are in docs/benchmarks.md ("Connecting the
+dots", "new evidence"), each dropped or not kept.
+
+* ``window``: each turn embedded with its room neighbours as one text (the model reads the
+  previous drawer and the drawer, or previous + drawer + next), the query's cosine with it
+  added to the vector score times delta.
+* ``proximity``: pairs of consecutive query words (stopwords out) found near each other in a
+  candidate's text, beta times the pairs' IDF share, before the rooms are scored.
+* ``named``: a candidate that names something (a capitalised word after a lowercase word or a
+  comma, not a query word; or a quoted title) gains beta of the range: set questions, or every
+  question but "when".
+* ``roomq``: closing questions lowered in the scores the rooms are ranked by.
+* ``raise``: the replies step raises a reply to its question's score less (1 - question share)
+  x c x range, so a turn that mostly tells keeps its place above its reply.
+* ``irregular``: irregular verb forms added to the keyword query ("go" also finds "went").
+
+    python bench/evidence_probe.py [--work DIR] [--only window,proximity,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import re
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import rank_cv as rc
+from bench.locomo import DEFAULT_DATA, DEFAULT_MODEL_DIR
+from palaced import candidates, recall, search
+from palaced.embedder import EmbedderSettings, FastEmbedder
+from palaced.fusion import ranking
+from palaced.palace import Palace
+from palaced.replies import TAIL_CHARS, question_share
+from palaced.sets import asks_for_set
+from palaced.store import context as ctx
+from palaced.store import search as sql
+from palaced.when import asks_when
+
+Patch = Callable[[], contextlib.AbstractContextManager[None]]
+
+
+@contextlib.contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
+class Query:
+    """The connection and query of the hop being ranked (``search._rank_once`` wrapped), for
+    steps whose signature carries neither."""
+
+    c: Any = None
+    text = ""
+
+    @classmethod
+    @contextlib.contextmanager
+    def tracked(cls) -> Iterator[None]:
+        inner = search._rank_once
+
+        def once(c: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+            cls.c, cls.text = c, query
+            return inner(c, query, *args, **kwargs)
+
+        with patched(search, "_rank_once", once):
+            yield
+
+
+def _spread(scores: dict[int, float]) -> float:
+    return max(scores.values()) - min(scores.values()) or 1.0
+
+
+_TEXTS: dict[tuple[str, int], str] = {}
+
+
+def _texts(c: Any, ids: list[int]) -> dict[int, str]:
+    db = c.execute("PRAGMA database_list").fetchall()[0][2]
+    missing = [i for i in ids if (db, i) not in _TEXTS]
+    rows = c.execute(f"SELECT id, text FROM drawers WHERE id IN ({','.join('?' * len(missing))})",
+                     missing).fetchall() if missing else []
+    for i, text in rows:
+        _TEXTS[(db, i)] = text
+    return {i: _TEXTS[(db, i)] for i in ids if (db, i) in _TEXTS}
+
+
+# -- window: the model reads a turn with its neighbours -------------------------------------
+_WINDOWS: dict[tuple[str, str], dict[int, np.ndarray]] = {}
+EMBEDDER: list[FastEmbedder] = []
+
+
+def _windows(c: Any, sides: str) -> dict[int, np.ndarray]:
+    key = (c.execute("PRAGMA database_list").fetchall()[0][2], sides)
+    if key not in _WINDOWS:
+        text = dict(c.execute("SELECT id, text FROM drawers").fetchall())
+        near = ctx.neighbours_of(c, list(text), 1)
+        ids, docs = [], []
+        for i, own in text.items():
+            by = {off: j for j, off in near.get(i, [])}
+            parts = [text[by[-1]]] if -1 in by else []
+            parts.append(own)
+            if sides == "both" and 1 in by:
+                parts.append(text[by[1]])
+            ids.append(i)
+            docs.append("\n".join(parts))
+        vecs = EMBEDDER[0].embed_passages(docs)
+        _WINDOWS[key] = {i: v / (np.linalg.norm(v) or 1.0) for i, v in zip(ids, vecs)}
+    return _WINDOWS[key]
+
+
+def window(delta: float, sides: str) -> Patch:
+    inner = search.with_neighbours
+
+    def step(c: Any, vector: dict[int, float], weight: float, known: Any) -> dict[int, float]:
+        out = inner(c, vector, weight, known)
+        wins, q = _windows(c, sides), known.qvec / (np.linalg.norm(known.qvec) or 1.0)
+        return {i: s + (delta * float(q @ wins[i]) if i in wins else 0.0) for i, s in out.items()}
+
+    return lambda: patched(search, "with_neighbours", step)
+
+
+# -- proximity: query words near each other --------------------------------------------------
+_WORD = re.compile(r"\w+")
+
+
+def _norm(word: str) -> str:
+    word = word.lower().removesuffix("'s")
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def proximity(beta: float, within: int, ordered: bool = False, depth: int = 100) -> Patch:
+    inner = search.apply_boosts
+
+    def step(scores: dict[int, float], meta: Any, **kwargs: Any) -> dict[int, float]:
+        c, terms = Query.c, sql.fts_terms(Query.text)
+        if len(terms) >= 2 and scores:
+            n = sql.drawer_count(c)
+            idf = {t: math.log(1 + n / max(1, sql.text_doc_freq(c, t))) for t in terms}
+            pairs = [(_norm(a), _norm(b), min(idf[a], idf[b])) for a, b in zip(terms, terms[1:])]
+            total = sum(w for _, _, w in pairs) or 1.0
+            top = ranking(scores)[:depth]
+            spread, out = _spread(scores), dict(scores)
+            for i, text in _texts(c, top).items():
+                at: dict[str, list[int]] = {}
+                for k, w in enumerate(_WORD.findall(text)):
+                    at.setdefault(_norm(w), []).append(k)
+                got = sum(w for a, b, w in pairs if a in at and b in at and any(
+                    abs(x - y) <= within and (not ordered or y > x) for x in at[a] for y in at[b]))
+                out[i] += beta * spread * got / total
+            scores = out
+        return inner(scores, meta, **kwargs)
+
+    return lambda: patched(search, "apply_boosts", step)
+
+
+# -- named: candidates that name something ---------------------------------------------------
+_CAPITAL = re.compile(r"(?<=[a-z,;:] )([A-Z][\w'-]+)")
+_QUOTED = re.compile(r"[\"“][^\"”]{3,60}[\"”]")
+
+
+def _names_something(text: str, query_words: set[str]) -> bool:
+    for m in _CAPITAL.finditer(text):
+        word = m.group(1).lower().split("'")[0]
+        if word not in query_words and word != "i":
+            return True
+    return _QUOTED.search(text) is not None
+
+
+def named(beta: float, every_question: bool, depth: int = 50) -> Patch:
+    inner = search.feed_back_rooms
+
+    def step(scores: dict[int, float], room_key: Any, room_score: Any, weight: float
+             ) -> dict[int, float]:
+        q = Query.text
+        if scores and not asks_when(q) and (every_question or asks_for_set(q)):
+            words = {w.lower() for w in re.findall(r"[\w-]+", q)}
+            texts = _texts(Query.c, ranking(scores)[:depth])
+            spread = _spread(scores)
+            scores = {i: s + (beta * spread if i in texts and _names_something(texts[i], words)
+                              else 0.0) for i, s in scores.items()}
+        return inner(scores, room_key, room_score, weight)
+
+    return lambda: patched(search, "feed_back_rooms", step)
+
+
+# -- roomq: rooms ranked with their closing questions lowered --------------------------------
+def roomq(drop: float, depth: int = 30) -> Patch:
+    inner = search.room_scores
+
+    def step(scores: dict[int, float], room_key: Any, **kwargs: Any) -> dict[str, float]:
+        top = ranking(scores)[:depth]
+        tails = sql.drawer_tails(Query.c, top, TAIL_CHARS)
+        spread, lowered = _spread(scores), dict(scores)
+        for i, (tail, length) in tails.items():
+            lowered[i] -= drop * question_share(tail, length) * spread
+        return inner(lowered, room_key, **kwargs)
+
+    return lambda: patched(search, "room_scores", step)
+
+
+# -- raise: a turn that mostly tells keeps its place above its reply --------------------------
+def tell_aware(c_tell: float) -> Patch:
+    inner = search.pass_to_replies
+
+    def step(c: Any, query: str, scores: dict[int, float], spread: float, drop: float,
+             when_boost: float, known: Any) -> dict[int, float]:
+        out = inner(c, query, scores, spread, drop, when_boost, known)
+        for i in ranking(scores)[:candidates.REPLY_CHECKED]:
+            j = known.reply_of.get(i) if i in known.asks else None
+            if j is not None and j in scores and out[j] != scores[j]:  # the step raised it
+                out[j] = max(scores[j], scores[i] - (1 - known.asks[i]) * c_tell * spread)
+        return out
+
+    return lambda: patched(search, "pass_to_replies", step)
+
+
+# -- irregular: verb forms in the keyword query ----------------------------------------------
+IRREGULAR = (
+    "be was were been|begin began begun|break broke broken|bring brought|build built|buy bought|"
+    "catch caught|choose chose chosen|come came|do did done|draw drew drawn|drink drank drunk|"
+    "drive drove driven|eat ate eaten|fall fell fallen|feel felt|fight fought|find found|"
+    "fly flew flown|forget forgot forgotten|get got gotten|give gave given|go went gone|"
+    "grow grew grown|have had|hear heard|hold held|keep kept|know knew known|lead led|"
+    "leave left|lend lent|lose lost|make made|mean meant|meet met|pay paid|ride rode ridden|"
+    "ring rang rung|rise rose risen|run ran|say said|see saw seen|sell sold|send sent|"
+    "shake shook shaken|shine shone|shoot shot|show showed shown|sing sang sung|sit sat|"
+    "sleep slept|speak spoke spoken|spend spent|stand stood|steal stole stolen|swim swam swum|"
+    "take took taken|teach taught|tell told|think thought|throw threw thrown|"
+    "understand understood|wake woke woken|wear wore worn|win won|write wrote written")
+
+
+def irregular() -> Patch:
+    forms: dict[str, list[str]] = {}
+    for group in IRREGULAR.split("|"):
+        words = group.split()
+        for w in words:
+            forms[w] = [x for x in words if x != w]
+    inner = sql.fts_terms
+
+    def terms(query: str) -> list[str]:
+        own = inner(query)
+        extra = [f for w in own for f in forms.get(w, ())
+                 if f not in own and f not in sql.STOPWORDS]
+        return list(dict.fromkeys(own + extra))[:64]
+
+    return lambda: patched(sql, "fts_terms", terms)
+
+
+PROBES: dict[str, list[tuple[str, Patch]]] = {
+    "window": [(f"previous + drawer, delta {d}", window(d, "previous")) for d in (0.25, 0.5, 1.0)]
+    + [("previous + drawer + next, delta 0.25", window(0.25, "both"))],
+    "proximity": [(f"beta {b}, within {w}", proximity(b, w)) for b, w in ((0.1, 3), (0.2, 3),
+                                                                          (0.2, 8))]
+    + [("beta 0.1, within 3, in order", proximity(0.1, 3, ordered=True))],
+    "named": [(f"set questions, beta {b}", named(b, False)) for b in (0.1, 0.15, 0.2)]
+    + [(f"every question but when, beta {b}", named(b, True)) for b in (0.05, 0.1, 0.15)],
+    "roomq": [(f"drop {d}", roomq(d)) for d in (0.1, 0.2, 0.3, 0.5)],
+    "raise": [(f"c {c}", tell_aware(c)) for c in (0.02, 0.05, 0.1, 0.2)],
+    "irregular": [("67 verbs", irregular())],
+}
+
+
+def report(label: str, r: dict[str, Any]) -> None:
+    print(f"{label}\n  all: {rc.fmt(r)}", flush=True)
+    for line in rc.category_rows(r):
+        print(line)
+    print("  per conversation, turn R@1 / R@5 / R@10: " + "  ".join(
+        f"{v['turn']['recall@1']:.3f}/{v['turn']['recall@5']:.3f}/{v['turn']['recall@10']:.3f}"
+        for v in r["per_conversation"].values()), flush=True)
+
+
+async def main_async(work: Path, names: list[str]) -> None:
+    EMBEDDER.append(FastEmbedder.load(EmbedderSettings(model_path=DEFAULT_MODEL_DIR)))
+    svc = rc.services(work, EMBEDDER[0])
+    built = await rc.build(work, svc, json.loads(DEFAULT_DATA.read_text("utf-8")))
+    convs = []
+    for name, turns, questions in built:
+        p = await Palace.open(name, work / "template" / name, svc, create=False)
+        qvecs = [await recall.query_vector(p, q.question) for q in questions]
+        convs.append(rc.Conv(name, p, turns, questions, qvecs))
+    memo = rc.Memo()
+    memo.install()
+    timings: list[float] = []
+
+    def run_sync(conv: rc.Conv, params: search.RankParams) -> Any:
+        return anyio.from_thread.run(
+            conv.palace.read, lambda c: rc._rank_all(c, conv, memo, params, timings))
+
+    def sync() -> None:
+        report("defaults", rc.Runner(convs, memo, run_sync).score(dict(rc.DEFAULTS)))
+        for probe in names:
+            for label, patch in PROBES[probe]:
+                memo.cache.clear()  # the probes change what the store's reads are asked
+                with Query.tracked(), patch():
+                    r = rc.Runner(convs, memo, run_sync).score(dict(rc.DEFAULTS))
+                report(f"{probe}: {label}", r)
+
+    try:
+        await anyio.to_thread.run_sync(sync)
+    finally:
+        for conv in convs:
+            await conv.palace.aclose()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--work", type=Path, default=None,
+                        help="directory for the palaces (reused between runs)")
+    parser.add_argument("--only", default=",".join(PROBES),
+                        help=f"comma-separated probes (default all: {','.join(PROBES)})")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        parser.error(f"unknown probes {unknown}; known: {list(PROBES)}")
+    work = args.work or Path(tempfile.mkdtemp(prefix="palace-evidence-"))
+    anyio.run(main_async, work, names)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
