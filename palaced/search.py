@@ -52,6 +52,11 @@ from palaced.topics import query_topics
 from palaced.when import date_matches, query_dates
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
+# A keyword search narrowed by wing, room or tags asks the keyword engine for this many times
+# its limit and keeps the drawers that match; when fewer than the limit do, FTS5 runs it
+# (``engine_search``). bench/bm25_scale.py, 100k drawers, a wing of four: see
+# docs/benchmarks.md, "Keyword search at scale".
+NARROW_OVERFETCH = 8
 
 
 @dataclass(frozen=True)
@@ -205,9 +210,9 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
                    n_docs: int = 0, engine: KeywordEngine | None = None) -> KeywordHits:
     """BM25 over words, else substrings of 3+ characters when that finds nothing.
 
-    With ``engine`` (a large palace's keyword engine) a search without narrowing filters is
-    the engine's top-k; one with them, or a query the engine leaves to FTS5 (a damaged
-    engine too), runs in FTS5.
+    With ``engine`` (a large palace's keyword engine) the search is the engine's top-k of
+    the drawers that match ``filters`` (``engine_search``); a narrowing too few of its best
+    match, or a query the engine leaves to FTS5 (a damaged engine too), runs in FTS5.
     """
     hits = engine_search(c, engine, query, filters, params.pool, now_ms)
     if hits is None:
@@ -223,17 +228,24 @@ def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int
 
 def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
                   filters: Filters, limit: int, now_ms: int) -> list[tuple[int, float]] | None:
-    """``fts_search`` by the keyword engine: its top ``2 * limit`` in this snapshot, then,
-    as FTS5's over-fetch does, the superseded or expired ones dropped through ``drawers``;
-    None when there is no engine or it leaves the query to FTS5 (narrowing filters, a
-    phrase, a damaged base)."""
-    if engine is None or filters.narrows:
+    """``fts_search`` by the keyword engine: its top ``2 * limit`` in this snapshot
+    (``NARROW_OVERFETCH * limit`` for a search narrowed by wing, room or tags), then, as
+    FTS5's over-fetch does, the drawers that do not match ``filters`` (superseded, expired,
+    outside the narrowing) dropped through ``drawers``. Exact when ``limit`` of them are
+    left or the engine found fewer than it was asked for: every drawer it did not return
+    scores below those it did. None otherwise (FTS5 runs the query and joins the filter),
+    and when there is no engine or it leaves the query to FTS5 (a phrase, a damaged base)."""
+    if engine is None:
         return None
-    found = engine.search(c, sql.fts_terms(query), 2 * limit)
+    asked = (NARROW_OVERFETCH if filters.narrows else 2) * limit
+    found = engine.search(c, sql.fts_terms(query), asked)
     if found is None:
         return None
     keep = sql.matching_ids(c, [i for i, _ in found], filters, now_ms)
-    return [(i, s) for i, s in found if i in keep][:limit]
+    hits = [(i, s) for i, s in found if i in keep]
+    if len(hits) < limit and len(found) == asked:
+        return None  # too few of the engine's best match: only FTS5's join is exact
+    return hits[:limit]
 
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from palaced import keyword_engine as ke
 from palaced import keyword_file as kf
 from palaced import keywords as kw
+from palaced import search as ranking
 from palaced.palace_dir import KEYWORDS_NAME
 from palaced.store import Store, search
 from palaced.store import drawers as m
@@ -53,12 +54,14 @@ def zipf_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return s
 
 
-def fts5(s: Store, words: list[str], k: int) -> list[tuple[int, float]]:
+def fts5(s: Store, words: list[str], k: int, filters: m.Filters | None = None
+         ) -> list[tuple[int, float]]:
     """FTS5's own bm25 top-k with the informative terms the engine keeps too."""
     def run(c: Any) -> list[tuple[int, float]]:
         n = search.drawer_count(c)
         terms = search.TermStats().informative(c, words, n)
-        return search._bm25(c, search.fts_match(terms), m.Filters(), k, FAR_FUTURE_MS)
+        return search._bm25(c, search.fts_match(terms), filters or m.Filters(), k,
+                            FAR_FUTURE_MS)
 
     return s.read(run)
 
@@ -118,6 +121,35 @@ def test_maxscore_finds_the_exhaustive_top_k(zipf_store: Store, words: list[str]
     cut = want[-1][1] if want else 0.0
     assert {i for i, s in got if s > cut * (1 + 1e-6)} == {i for i, s in want
                                                            if s > cut * (1 + 1e-6)}
+
+
+def test_a_narrowed_search_is_the_engines_when_exact_else_fts5s(zipf_store: Store) -> None:
+    """A search narrowed to a room or a wing asks the engine for NARROW_OVERFETCH times its
+    limit: what it returns is FTS5's narrowed top-k; when too few of the engine's best are
+    in the narrowing, it leaves the search to FTS5 (None)."""
+    engine = _engine(zipf_store)
+    served = {"room": 0, "wing": 0}
+    left = 0
+    for words in queries(80, 11):
+        for kind, narrow in (("room", m.Filters(room="r3")), ("wing", m.Filters(wing="w"))):
+            got = zipf_store.read(lambda c, w=words, f=narrow: ranking.engine_search(
+                c, engine, " ".join(w), f, 20, FAR_FUTURE_MS))
+            if got is None:
+                left += 1
+                continue
+            served[kind] += 1
+            want = fts5(zipf_store, words, 20, narrow)
+            assert len(got) == len(want)
+            exact = dict(want)
+            for (gid, gs), (_, ws) in zip(got, want, strict=True):
+                assert gs == pytest.approx(ws, rel=1e-5)
+                assert exact.get(gid, want[-1][1]) == pytest.approx(gs, rel=1e-5)
+            if kind == "room":
+                rooms = zipf_store.read(lambda c, g=got: m.get_drawers(c, [i for i, _ in g]))
+                assert {d["room"] for d in rooms.values()} <= {"r3"}
+    # The wing holds every drawer: the engine serves it always. A room of 1/20 is served
+    # when its words are rare enough, and left to FTS5 when they are common.
+    assert served["wing"] == 80 and served["room"] > 0 and left > 0, (served, left)
 
 
 _ENGINES: dict[int, ke.KeywordEngine] = {}

@@ -105,3 +105,43 @@ def test_common_terms_are_scored_only_beside_selective_ones(tmp_path: Path,
     assert all(score == pytest.approx(full[did]) for did, score in only_common)
     mp.undo()
     st.close()
+
+
+def test_a_narrowing_without_the_selective_terms_still_finds_the_common_ones(
+        tmp_path: Path) -> None:
+    """A search narrowed to a room that holds none of the query's selective terms: the two
+    parts find nothing there, so the whole query ranks the room's drawers of common terms
+    (a split search answered nothing: keyword-only recall narrowed to that room was empty)."""
+    import random
+
+    import pytest
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(search, "SPLIT_MIN_POSTINGS", 100)
+    rnd = random.Random(5)
+    st = Store(tmp_path / "p.db")
+    n = 2_400
+
+    def fill(c):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            room = "quiet" if i % 12 == 0 else "busy"
+            words = ["harbour"] if rnd.random() < 0.08 else []
+            if room == "busy" and i % 97 == 1:
+                words.append("quokka")  # the selective term, never in the quiet room
+            words += [f"filler{rnd.randint(0, 3000)}" for _ in range(rnd.randint(3, 12))]
+            m.insert_drawer(c, m.NewDrawer(text=" ".join(words) + f" note {i}", room=room),
+                            1 + i)
+
+    st.write(fill)
+    stats = search.TermStats()
+    query = "quokka harbour"
+    terms = st.read(lambda c: stats.informative(c, search.fts_terms(query), n))
+    assert stats.common(terms, n) == ["harbour"]  # the search is split
+    quiet = m.Filters(room="quiet")
+    fast = st.read(lambda c: search.fts_search(c, query, quiet, 20, 10**13, stats, n))
+    exact = st.read(lambda c: search._bm25(c, search.fts_match(terms), quiet, 20, 10**13))
+    assert exact and [i for i, _ in fast] == [i for i, _ in exact]
+    # Unnarrowed, the selective part holds enough drawers for a small limit: still split.
+    assert st.read(lambda c: search.fts_search(c, query, m.Filters(), 5, 10**13, stats, n))
+    mp.undo()
+    st.close()

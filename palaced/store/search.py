@@ -150,8 +150,9 @@ def fts_search(
     IDFs either way, so the drawers of the second part get exactly the score of the whole
     query, and those of the first part that hold no common term have it too. Only drawers
     holding common terms alone are left out (each of those terms weighs little), and the
-    cost follows the selective terms' postings. In a query of common terms alone, the rarest
-    plays the selective part.
+    cost follows the selective terms' postings; when fewer than ``limit`` drawers hold a
+    selective term, the whole query runs. In a query of common terms alone, the rarest plays
+    the selective part.
     """
     terms = fts_terms(query)
     if stats is not None:
@@ -172,6 +173,11 @@ def fts_search(
             return _bm25(conn, fts_match(selective), filters, limit, now_ms)
     sel = fts_match(selective)
     scores = dict(_bm25(conn, sel, filters, 2 * limit, now_ms))
+    if len(scores) < limit:
+        # Fewer drawers hold a selective term than were asked for: the rest are drawers of
+        # common terms alone, ranked by the whole query. A narrowed search needs this most:
+        # its wing or room may hold no selective term at all, and the split found nothing.
+        return _bm25(conn, fts_match(terms), filters, limit, now_ms)
     scores.update(_bm25(conn, f"({sel}) AND ({fts_match(common)})", filters, 2 * limit,
                         now_ms))
     return sorted(scores.items(), key=lambda kv: -kv[1])[:limit]
