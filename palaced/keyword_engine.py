@@ -228,7 +228,29 @@ class KeywordEngine:
                 self.damaged = exc
                 return None
 
-    def _search(self, toks: list[str], k: int, exhaustive: bool) -> list[tuple[int, float]]:
+    def search_in(self, conn: apsw.Connection, words: Sequence[str], ids: Sequence[int],
+                  k: int) -> list[tuple[int, float]] | None:
+        """``search`` among the drawers ``ids`` alone (a narrowing's drawers): the best ``k``
+        of them that hold a query term, each scored exactly as ``search`` scores it (the
+        same term weights, over the whole palace). None as ``search``."""
+        toks = query_tokens(words)
+        if toks is None or self.damaged is not None:
+            return None
+        with self._lock:
+            try:
+                self.overlay.apply(conn, self.base)
+                terms, weights = self._terms(toks)
+                if not terms or k <= 0 or not ids:
+                    return []
+                return _top_in(self.base, self.overlay, np.unique(np.asarray(ids, np.int64)),
+                               terms, weights, k)
+            except (IndexError, ValueError) as exc:
+                self.damaged = exc
+                return None
+
+    def _terms(self, toks: list[str]) -> tuple[list[_Term], list[float]]:
+        """The query's terms as this snapshot counts them (df over base and overlay), those
+        in more than half of the rows left out unless none is left, with their BM25 IDF."""
         base, ov = self.base, self.overlay
         n_rows = base.n_rows - ov.masked_in_base + len(ov.rows)
         terms = []
@@ -243,15 +265,50 @@ class KeywordEngine:
             kept = [x for x in terms if x[4] * 2 <= n_rows]
             terms = kept or terms
         terms = [x for x in terms if x[4] > 0]
+        return terms, [idf(n_rows, x[4]) for x in terms]
+
+    def _search(self, toks: list[str], k: int, exhaustive: bool) -> list[tuple[int, float]]:
+        base, ov = self.base, self.overlay
+        terms, weights = self._terms(toks)
         if not terms or k <= 0:
             return []
-        weights = [idf(n_rows, x[4]) for x in terms]
         found = _top_base(base, ov.mask, [(x[1], x[2], x[3], w) for x, w in
                                           zip(terms, weights, strict=True)], k, exhaustive)
         if ov.rows:
             found = sorted([*found, *_top_overlay(ov, [x[5] for x in terms], weights,
                                                   base.avgdl, k)], key=lambda kv: -kv[1])[:k]
         return found
+
+
+# A query term as ``KeywordEngine._terms`` reads it: (token, base docs, impacts, max impact,
+# df in this snapshot, the overlay's {drawer: freq}).
+_Term = tuple[str, np.ndarray, np.ndarray, float, int, dict[int, float]]
+
+
+def _top_in(base: Base, ov: Overlay, ids: np.ndarray, terms: Sequence[_Term],
+            weights: Sequence[float], k: int) -> list[tuple[int, float]]:
+    """The best ``k`` of the drawers ``ids`` (sorted, unique) for ``terms``: base rows by
+    their postings' impacts (float32, as ``_top_base`` adds them), overlay rows by their
+    frequencies (as ``_top_overlay``); drawers that hold no term are left out."""
+    in_base = ids[(ids < base.span)]
+    in_base = in_base[~ov.mask[in_base]]
+    acc = np.zeros(len(in_base), dtype=np.float32)
+    hit_any = np.zeros(len(in_base), dtype=bool)
+    for (_, docs, imps, _, _, _), w in zip(terms, weights, strict=True):
+        if not len(docs) or not len(in_base):
+            continue
+        pos = np.searchsorted(docs, in_base)
+        pos[pos >= len(docs)] = 0
+        hit = docs[pos] == in_base
+        acc[hit] += imps[pos[hit]] * np.float32(w)
+        hit_any |= hit
+    found = list(zip(in_base[hit_any].tolist(), acc[hit_any].tolist(), strict=True))
+    rows = sorted(ov.rows.keys() & set(ids.tolist()))  # changed since the build
+    if rows:
+        buckets = [{d: x[5][d] for d in rows if d in x[5]} for x in terms]
+        found += _top_overlay(ov, buckets, weights, base.avgdl, len(rows))
+    found.sort(key=lambda kv: (-kv[1], kv[0]))  # ties: the older drawer first
+    return [(int(d), float(sc)) for d, sc in found[:k]]
 
 
 def _top_overlay(ov: Overlay, buckets: Sequence[dict[int, float]], weights: Sequence[float],

@@ -123,10 +123,14 @@ def test_maxscore_finds_the_exhaustive_top_k(zipf_store: Store, words: list[str]
                                                            if s > cut * (1 + 1e-6)}
 
 
-def test_a_narrowed_search_is_the_engines_when_exact_else_fts5s(zipf_store: Store) -> None:
+@pytest.mark.parametrize("set_max", [ranking.NARROW_SET_MAX, 0])
+def test_a_narrowed_search_is_fts5s_top_k(zipf_store: Store, set_max: int,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A search narrowed to a room or a wing asks the engine for NARROW_OVERFETCH times its
-    limit: what it returns is FTS5's narrowed top-k; when too few of the engine's best are
-    in the narrowing, it leaves the search to FTS5 (None)."""
+    limit and keeps the matching drawers; when too few match, a narrowing of at most
+    NARROW_SET_MAX drawers (a room of 125) has each of them scored, and a larger one is left
+    to FTS5 (None). Whatever the engine returns is FTS5's narrowed top-k."""
+    monkeypatch.setattr(ranking, "NARROW_SET_MAX", set_max)
     engine = _engine(zipf_store)
     served = {"room": 0, "wing": 0}
     left = 0
@@ -147,9 +151,13 @@ def test_a_narrowed_search_is_the_engines_when_exact_else_fts5s(zipf_store: Stor
             if kind == "room":
                 rooms = zipf_store.read(lambda c, g=got: m.get_drawers(c, [i for i, _ in g]))
                 assert {d["room"] for d in rooms.values()} <= {"r3"}
-    # The wing holds every drawer: the engine serves it always. A room of 1/20 is served
-    # when its words are rare enough, and left to FTS5 when they are common.
-    assert served["wing"] == 80 and served["room"] > 0 and left > 0, (served, left)
+    # The wing holds every drawer: the over-fetch serves it always. A room of 1/20 is served
+    # by it when its words are rare enough; else by scoring its drawers, or by FTS5.
+    assert served["wing"] == 80, served
+    if set_max:
+        assert served["room"] == 80, served
+    else:
+        assert served["room"] > 0 and left > 0, (served, left)
 
 
 _ENGINES: dict[int, ke.KeywordEngine] = {}
@@ -187,6 +195,15 @@ def test_overlay_follows_writes_in_the_snapshot(tmp_path: Path) -> None:
         assert got is not None and len(got) == len(want)
         # The engine's avgdl stays the build's while FTS5's moves with the writes: scores
         # within a little of FTS5's, and the same drawers above the cut.
+        assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=2e-3)
+        cut = want[-1][1] * 1.01 if want else 0.0
+        assert {i for i, x in want if x > cut} <= {i for i, _ in got}
+        # Among a room's drawers alone (base and overlay rows both), the same scores.
+        room = m.Filters(room="r2")
+        ids = s.read(lambda c, f=room: search.narrowed_ids(c, f, FAR_FUTURE_MS, 10_000))
+        want = fts5(s, words, 25, room)
+        got = s.read(lambda c, w=words, i=ids: engine.search_in(c, w, i, 25))
+        assert got is not None and len(got) == len(want)
         assert [x for _, x in got] == pytest.approx([x for _, x in want], rel=2e-3)
         cut = want[-1][1] * 1.01 if want else 0.0
         assert {i for i, x in want if x > cut} <= {i for i, _ in got}

@@ -279,6 +279,16 @@ def matching_ids(conn: apsw.Connection, ids: Sequence[int], filters: Filters, no
         f"SELECT d.id FROM drawers d WHERE d.id IN ({marks}) AND {where}", params)}
 
 
+def narrowed_ids(conn: apsw.Connection, filters: Filters, now_ms: int, cap: int
+                 ) -> list[int] | None:
+    """The ids of the drawers that match ``filters``; None when there are more than ``cap``
+    (one read of the index the filter's wing or room seeks, stopped past ``cap``)."""
+    where, params = filters.sql(now_ms)
+    ids = [int(r[0]) for r in conn.execute(
+        f"SELECT d.id FROM drawers d WHERE {where} LIMIT {int(cap) + 1}", params)]
+    return None if len(ids) > cap else ids
+
+
 def pool_meta(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_ms: int
               ) -> dict[int, tuple[str, str, float, int, int, int]]:
     """``{id: (wing, room, importance * weight, occurred_ms, access_count, characters)}`` of
