@@ -330,6 +330,16 @@ TUNING: list[tuple[str, str, str]] = [
      "R@1/5/10 .364/.660/.757 either way. Forced on LoCoMo's own ~600-drawer palaces (not "
      "done: the split needs 10,000 common postings) it would cost R@1 .401 -> .385."),
     ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
+    ("palaced/search.py", "NARROW_OVERFETCH",
+     "A keyword search narrowed by wing, room or tags asks the keyword engine for this many "
+     "times its limit and keeps the matching drawers (exact when at least the limit match). "
+     "`bench/bm25_scale.py --db`, the 100k needle palace, a wing of four: CPU p50 / p95 "
+     "14.7 / 40.3 ms on FTS5, 8.3 / 11.3 ms on the engine, every query served by it."),
+    ("palaced/search.py", "NARROW_SET_MAX",
+     "A narrowing the over-fetch leaves short, of at most this many drawers, has each of them "
+     "scored by the engine (the same cap as a filtered vector search's exact scan). The same "
+     "bench, a room of 1/200: 246.7 / 925.8 ms on FTS5, 5.7 / 13.4 ms, exact top 10 kept "
+     "100 %."),
     ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
      "Word maps of long drawers kept per open palace: 1.4 MB per 150,000 characters, so "
      "~37 MB at most. "
