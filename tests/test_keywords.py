@@ -258,6 +258,12 @@ def test_writes_after_the_build_are_seen_by_the_next_search(home: Path) -> None:
             assert state["covered"] == 300
             new = c.remember("p", "the zanzibar otter ate a quokka", room="r1")
             assert ids_of(c, "p", "zanzibar quokka")[:1] == [new]
+            # Narrowed to a room, on the engine too: that room's drawers alone, the written
+            # one among them, whether the query's rare word is elsewhere or its own.
+            narrowed = c.recall("p", "zanzibar things", room="r3", top_k=10)
+            assert len(narrowed) == 10 and {r["room"] for r in narrowed} == {"r3"}
+            walrus = c.remember("p", "a walrus among the things", room="r3")
+            assert [r["id"] for r in c.recall("p", "walrus things", room="r3")][:1] == [walrus]
             c.call("memory.update", "p", {"id": new, "text": "the pelican left at dawn"})
             assert new not in ids_of(c, "p", "zanzibar quokka")
             assert ids_of(c, "p", "pelican dawn")[:1] == [new]
