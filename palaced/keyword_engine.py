@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,33 +217,34 @@ class KeywordEngine:
         past the drawers: IndexError or ValueError) is recorded in ``damaged`` and the query
         left to FTS5 (None).
         """
-        toks = query_tokens(words)
-        if toks is None or self.damaged is not None:
-            return None
-        with self._lock:
-            try:
-                self.overlay.apply(conn, self.base)
-                return self._search(toks, k, exhaustive)
-            except (IndexError, ValueError) as exc:
-                self.damaged = exc
-                return None
+        return self._guarded(conn, words, lambda toks: self._search(toks, k, exhaustive))
 
     def search_in(self, conn: apsw.Connection, words: Sequence[str], ids: Sequence[int],
                   k: int) -> list[tuple[int, float]] | None:
         """``search`` among the drawers ``ids`` alone (a narrowing's drawers): the best ``k``
         of them that hold a query term, each scored exactly as ``search`` scores it (the
         same term weights, over the whole palace). None as ``search``."""
+        def run(toks: list[str]) -> list[tuple[int, float]]:
+            terms, weights = self._terms(toks)
+            if not terms or k <= 0 or not ids:
+                return []
+            return _top_in(self.base, self.overlay, np.unique(np.asarray(ids, np.int64)),
+                           terms, weights, k)
+
+        return self._guarded(conn, words, run)
+
+    def _guarded(self, conn: apsw.Connection, words: Sequence[str],
+                 run: Callable[[list[str]], list[tuple[int, float]]]
+                 ) -> list[tuple[int, float]] | None:
+        """``run(tokens)`` under the lock, the overlay caught up with this snapshot; None
+        for a query the engine does not serve or a damaged base (recorded in ``damaged``)."""
         toks = query_tokens(words)
         if toks is None or self.damaged is not None:
             return None
         with self._lock:
             try:
                 self.overlay.apply(conn, self.base)
-                terms, weights = self._terms(toks)
-                if not terms or k <= 0 or not ids:
-                    return []
-                return _top_in(self.base, self.overlay, np.unique(np.asarray(ids, np.int64)),
-                               terms, weights, k)
+                return run(toks)
             except (IndexError, ValueError) as exc:
                 self.damaged = exc
                 return None
@@ -280,8 +281,7 @@ class KeywordEngine:
         return found
 
 
-# A query term as ``KeywordEngine._terms`` reads it: (token, base docs, impacts, max impact,
-# df in this snapshot, the overlay's {drawer: freq}).
+# A query term as ``_terms`` reads it: (token, docs, impacts, max impact, df, overlay freqs).
 _Term = tuple[str, np.ndarray, np.ndarray, float, int, dict[int, float]]
 
 
