@@ -226,14 +226,14 @@ def test_purge_and_dedup_never_meet_the_trash(shared_daemon: DaemonProc,
 
 @pytest.fixture(scope="module")
 def short_keep() -> Iterator[DaemonProc]:
-    """A keyword-only palaced whose trash keeps drawers ~9 s and whose upkeep runs quickly."""
+    """A keyword-only palaced whose trash keeps drawers ~4 s and whose upkeep runs quickly."""
     import shutil
 
     from tests.conftest import short_home
 
     home = short_home()
     (home / "config.toml").write_text(
-        "[trash]\nkeep_days = 0.0001\n\n[limits]\ncheckpoint_idle_s = 0.2\n")
+        "[trash]\nkeep_days = 0.00005\n\n[limits]\ncheckpoint_idle_s = 0.2\n")
     env = {**base_env(home, model=False), "PALACE_CONFIG": str(home / "config.toml")}
     d = DaemonProc(home, env)
     d.start(wait_model=False)
@@ -258,7 +258,7 @@ def test_the_scheduler_empties_an_expired_trash(short_keep: DaemonProc, store: s
         c.create_palace(palace, store=store)
         did = c.remember(palace, "a memory to forget soon")
         keep = c.forget(palace, did)
-        assert keep["keep_days"] == 0.0001
+        assert keep["keep_days"] == 0.00005
         assert c.trash(palace)["total"] == 1
         purged = wait_for(lambda: [e for e in c.audit(palace, op="upkeep.empty_trash")[
             "entries"] if did in e["drawer_ids"]])
