@@ -336,8 +336,8 @@ TUNING: list[tuple[str, str, str]] = [
      "`bench/bm25_scale.py --db`, the 100k needle palace, a wing of four: CPU p50 / p95 "
      "14.7 / 40.3 ms on FTS5, 8.3 / 11.3 ms on the engine, every query served by it."),
     ("palaced/search.py", "NARROW_SET_MAX",
-     "A narrowing the over-fetch leaves short, of at most this many drawers, has each of them "
-     "scored by the engine (the same cap as a filtered vector search's exact scan). The same "
+     "A wing or room the over-fetch leaves short, of at most this many drawers, has each of "
+     "them scored by the engine (the cap of a filtered vector search's exact scan). The same "
      "bench, a room of 1/200: 246.7 / 925.8 ms on FTS5, 5.7 / 13.4 ms, exact top 10 kept "
      "100 %."),
     ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",

@@ -53,11 +53,11 @@ from palaced.when import date_matches, query_dates
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
 # A keyword search narrowed by wing, room or tags asks the keyword engine for this many times
-# its limit and keeps the drawers that match; when fewer than the limit do, FTS5 runs it
-# (``engine_search``). bench/bm25_scale.py, 100k drawers, a wing of four: see
-# docs/benchmarks.md, "Keyword search at scale".
+# its limit and keeps the drawers that match; when fewer than the limit do, a wing or room of
+# at most NARROW_SET_MAX drawers has each of them scored, and FTS5 runs the others
+# (``engine_search``; docs/benchmarks.md, "Keyword search at scale").
 NARROW_OVERFETCH = 8
-NARROW_SET_MAX = 20_000  # a narrowing of at most this many drawers is scored drawer by drawer
+NARROW_SET_MAX = 20_000
 
 
 @dataclass(frozen=True)
@@ -234,10 +234,10 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
     FTS5's over-fetch does, the drawers that do not match ``filters`` (superseded, expired,
     outside the narrowing) dropped through ``drawers``. Exact when ``limit`` of them are
     left or the engine found fewer than it was asked for: every drawer it did not return
-    scores below those it did. Else a narrowing of at most ``NARROW_SET_MAX`` drawers has
-    each of them scored (``KeywordEngine.search_in``); None otherwise (FTS5 runs the query
-    and joins the filter), and when there is no engine or it leaves the query to FTS5 (a
-    phrase, a damaged base)."""
+    scores below those it did. Else a wing or room of at most ``NARROW_SET_MAX`` drawers
+    has each of them scored (``KeywordEngine.search_in``); None otherwise (FTS5 runs the
+    query and joins the filter), and when there is no engine or it leaves the query to FTS5
+    (a phrase, a damaged base)."""
     if engine is None:
         return None
     asked = (NARROW_OVERFETCH if filters.narrows else 2) * limit
@@ -248,7 +248,9 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
     hits = [(i, s) for i, s in found if i in keep]
     if len(hits) >= limit or len(found) < asked:
         return hits[:limit]
-    if filters.narrows and (ids := sql.narrowed_ids(c, filters, now_ms, NARROW_SET_MAX)):
+    # A wing or room is an index seek; tags are not indexed, so a tag alone is left to FTS5.
+    if (filters.wing is not None or filters.room is not None) and not filters.tags and (
+            ids := sql.narrowed_ids(c, filters, now_ms, NARROW_SET_MAX)):
         return engine.search_in(c, sql.fts_terms(query), ids, limit)  # a room, say
     return None  # too few of the engine's best match: only FTS5's join is exact
 

@@ -282,7 +282,7 @@ def matching_ids(conn: apsw.Connection, ids: Sequence[int], filters: Filters, no
 def narrowed_ids(conn: apsw.Connection, filters: Filters, now_ms: int, cap: int
                  ) -> list[int] | None:
     """The ids of the drawers that match ``filters``; None when there are more than ``cap``
-    (one read of the index the filter's wing or room seeks, stopped past ``cap``)."""
+    (with a wing or room: one read of the index it seeks, stopped past ``cap``)."""
     where, params = filters.sql(now_ms)
     ids = [int(r[0]) for r in conn.execute(
         f"SELECT d.id FROM drawers d WHERE {where} LIMIT {int(cap) + 1}", params)]
