@@ -47,6 +47,7 @@ from palaced.sections import (
     unexpired,
 )
 from palaced.store import drawers
+from palaced.store.fts_log import last_seq
 from palaced.store.search import all_rooms, fts_terms, mentioned
 from palaced.team import TeamPalace, identity_in, strip_comments
 from palaced.topics import query_entities, spelled
@@ -168,7 +169,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     """
     caches = caches_of(palace)
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
-    lexical = search.KeywordHits([])
+    lexical, stamp, keyword_half = search.KeywordHits([]), 0, _lexical(palace, caches, req)
     vec_box: list[np.ndarray | None] = [None]
 
     async def embed() -> None:
@@ -177,17 +178,15 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(embed)
-            lexical = await palace.read(_lexical(palace, caches, req))
+            lexical, stamp = await palace.read(keyword_half)
     except BaseExceptionGroup as group:
-        # The task group wraps even the host's own exception: report the PalaceError
-        # inside (a StorageError stays STORAGE_ERROR), not an opaque INTERNAL.
+        # The group wraps even the host's own exception: report the PalaceError inside.
         leaf = first_palace_error(group)
         if leaf is None:
             raise
         raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
-    qvec = vec_box[0]
+    qvec, levels = vec_box[0], set(req.levels)
     index = palace.index if qvec is not None else None
-    levels = set(req.levels)
     # Caches are stamped with the write counter read *before* the snapshot: a write that
     # lands meanwhile bumps the counter and so invalidates what this read computes.
     counter = palace.write_counter
@@ -195,21 +194,24 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
     names = query_entities(req.query)
-    identity_path = palace.dir / IDENTITY_NAME
-    team = isinstance(palace, TeamPalace)
+    identity_path, team = palace.dir / IDENTITY_NAME, isinstance(palace, TeamPalace)
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
+        hits = lexical
+        if _stamp(palace, c) != stamp:
+            # A write landed between the hops (a supersede: the recall could see neither).
+            hits = keyword_half(c)[0]
         rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
         if rooms is None:
             rooms = all_rooms(c)
             caches.rooms = (counter, rooms)
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
                               filters=req.filters, now_ms=ts, rooms=rooms,
-                              lexical_hits=lexical, n_docs=doc_count)
+                              lexical_hits=hits, n_docs=doc_count)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
@@ -312,21 +314,28 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
 
 
 def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
-             ) -> Callable[[apsw.Connection], search.KeywordHits]:
-    """The keyword half of a recall, as a function for one read hop."""
+             ) -> Callable[[apsw.Connection], tuple[search.KeywordHits, int]]:
+    """The keyword half of a recall for one read hop: its hits and the snapshot's stamp."""
     counter = palace.write_counter
     team = isinstance(palace, TeamPalace)
 
-    def run(c: apsw.Connection) -> search.KeywordHits:
+    def run(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
         # A team palace's counter was just read at the start of this snapshot (PgStore.read).
         nonlocal counter
         counter = palace.write_counter if team else counter
         n_docs = caches.drawers(counter, c)
         engine = None if team else palace.keywords.engine_for(n_docs)
         return search.lexical_search(c, req.query, req.filters, now_ms(),
-                                     stats=caches.term_stats, n_docs=n_docs, engine=engine)
+                                     stats=caches.term_stats, n_docs=n_docs,
+                                     engine=engine), _stamp(palace, c)
 
     return run
+
+
+def _stamp(palace: Palace, c: apsw.Connection) -> int:
+    """What moves in a snapshot when a write committed before it may change keyword hits: the
+    full-text change log's newest entry (a team palace keeps none: its change counter)."""
+    return palace.write_counter if isinstance(palace, TeamPalace) else last_seq(c)
 
 
 async def query_vector(palace: Palace, query: str) -> np.ndarray | None:

@@ -1,0 +1,64 @@
+"""A recall reads twice: the keyword search while the query is embedded, then the ranking. A
+write that commits between the two (a supersede) must not leave the recall with neither
+drawer: the ranking drops the superseded one it was handed, so the keyword search is run
+again in the ranking's snapshot. In-process palace, the hashing embedder; the write is
+made to land exactly between the two reads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from palaced import recall, search, writes
+from palaced.config import load
+from palaced.embedder import HashEmbedder
+from palaced.palace import Palace
+from palaced.paths import Paths
+from palaced.services import ModelState, Services
+from palaced.store import drawers as m
+from palaced.tokens import Tokenizer
+
+
+@pytest.fixture
+async def palace(tmp_path: Path) -> AsyncIterator[Palace]:
+    paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
+                  tmp_path / "run" / "s.sock")
+    services = Services(config=load(paths),
+                        model=ModelState(state="ready", embedder=HashEmbedder()),
+                        tokenizer=Tokenizer.fallback("test"))
+    p = await Palace.open("snap", tmp_path / "palaces" / "snap", services)
+    yield p
+    await p.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_supersede_between_the_two_reads_is_seen(palace: Palace,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    old = int((await writes.remember(palace, m.NewDrawer(
+        text="The API rate limit is 100 requests per minute", room="api")))["id"])
+    new: list[int] = []
+    real = search.lexical_search
+
+    def keyword_then_write(c: Any, *args: Any, **kwargs: Any) -> search.KeywordHits:
+        hits = real(c, *args, **kwargs)
+        if not new:  # the first keyword search: the supersede commits right after it
+            def supersede(w: Any) -> None:
+                did, _ = m.insert_drawer(w, m.NewDrawer(
+                    text="The API rate limit is 300 requests per minute", room="api"), 2)
+                m.supersede(w, old, did, 2)
+                new.append(did)
+
+            palace.store.write(supersede)
+        return hits
+
+    monkeypatch.setattr(search, "lexical_search", keyword_then_write)
+    got = await recall.recall(palace, recall.RecallRequest(
+        query="API rate limit requests per minute", top_k=5))
+    ids = [int(r["id"]) for r in got.results]
+    assert new and old not in ids
+    # Before: the keyword hits of the first snapshot held only the old drawer, which the
+    # ranking then dropped as superseded, and the new one has no vector yet: nothing.
+    assert ids == new, ids
