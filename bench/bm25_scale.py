@@ -141,11 +141,9 @@ def zipf_check(db: Path, model: Path, overlay: int = 0) -> dict[str, Any]:
         for q in queries[20:]:
             want, t_fts = cpu_ms(lambda q=q, f=narrow: st.read(lambda c: search.fts_search(
                 c, q, f, 200, FAR_FUTURE_MS, stats, n_docs)))
-            got, t_eng = cpu_ms(lambda q=q, f=narrow: st.read(lambda c: (
-                engine_search(c, eng, q, f, 200, FAR_FUTURE_MS) or search.fts_search(
-                    c, q, f, 200, FAR_FUTURE_MS, stats, n_docs))))
-            served += st.read(lambda c, q=q, f=narrow: engine_search(
-                c, eng, q, f, 200, FAR_FUTURE_MS)) is not None
+            (by_engine, got), t_eng = cpu_ms(lambda q=q, f=narrow: st.read(
+                lambda c: _narrowed(c, eng, stats, q, f, n_docs)))
+            served += by_engine
             fts_lat.append(t_fts)
             eng_lat.append(t_eng)
             best = exact(st, stats, q, n_docs, 10, narrow)  # the exact narrowed top 10
@@ -175,6 +173,16 @@ def zipf_check(db: Path, model: Path, overlay: int = 0) -> dict[str, Any]:
                           **_zipf_round(st, stats, eng, queries[20:], n_docs, "overlay ")}
     st.close()
     return out
+
+
+def _narrowed(c: Any, eng: ke.KeywordEngine, stats: search.TermStats, query: str,
+              narrow: m.Filters, n_docs: int) -> tuple[bool, list[tuple[int, float]]]:
+    """A narrowed keyword search as ``search.lexical_search`` runs it: on the engine, else
+    on FTS5; and whether the engine served it."""
+    hits = engine_search(c, eng, query, narrow, 200, FAR_FUTURE_MS)
+    if hits is not None:
+        return True, hits
+    return False, search.fts_search(c, query, narrow, 200, FAR_FUTURE_MS, stats, n_docs)
 
 
 def tx_slice(c: Any, rows: list[str], start: int) -> None:

@@ -47,7 +47,7 @@ from palaced.sections import (
     unexpired,
 )
 from palaced.store import drawers
-from palaced.store.fts_log import last_seq
+from palaced.store.fts_log import change_stamp
 from palaced.store.search import all_rooms, fts_terms, mentioned
 from palaced.team import TeamPalace, identity_in, strip_comments
 from palaced.topics import query_entities, spelled
@@ -202,7 +202,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
         hits = lexical
-        if _stamp(palace, c) != stamp:
+        if change_stamp(c) != stamp:
             # A write landed between the hops (a supersede: the recall could see neither).
             hits = keyword_half(c)[0]
         rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
@@ -315,7 +315,7 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
 
 def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
              ) -> Callable[[apsw.Connection], tuple[search.KeywordHits, int]]:
-    """The keyword half of a recall for one read hop: its hits and the snapshot's stamp."""
+    """The keyword half of a recall for one read hop: its hits and ``change_stamp``."""
     counter = palace.write_counter
     team = isinstance(palace, TeamPalace)
 
@@ -327,15 +327,9 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
         engine = None if team else palace.keywords.engine_for(n_docs)
         return search.lexical_search(c, req.query, req.filters, now_ms(),
                                      stats=caches.term_stats, n_docs=n_docs,
-                                     engine=engine), _stamp(palace, c)
+                                     engine=engine), change_stamp(c)
 
     return run
-
-
-def _stamp(palace: Palace, c: apsw.Connection) -> int:
-    """What moves in a snapshot when a write committed before it may change keyword hits: the
-    full-text change log's newest entry (a team palace keeps none: its change counter)."""
-    return palace.write_counter if isinstance(palace, TeamPalace) else last_seq(c)
 
 
 async def query_vector(palace: Palace, query: str) -> np.ndarray | None:

@@ -240,8 +240,8 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
     (a phrase, a damaged base)."""
     if engine is None:
         return None
-    asked = (NARROW_OVERFETCH if filters.narrows else 2) * limit
-    found = engine.search(c, sql.fts_terms(query), asked)
+    asked, words = (NARROW_OVERFETCH if filters.narrows else 2) * limit, sql.fts_terms(query)
+    found = engine.search(c, words, asked)
     if found is None:
         return None
     keep = sql.matching_ids(c, [i for i, _ in found], filters, now_ms)
@@ -251,7 +251,7 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
     # A wing or room is an index seek; tags are not indexed, so a tag alone is left to FTS5.
     if (filters.wing is not None or filters.room is not None) and not filters.tags and (
             ids := sql.narrowed_ids(c, filters, now_ms, NARROW_SET_MAX)):
-        return engine.search_in(c, sql.fts_terms(query), ids, limit)  # a room, say
+        return engine.search_in(c, words, ids, limit)  # a room, say
     return None  # too few of the engine's best match: only FTS5's join is exact
 
 

@@ -425,18 +425,12 @@ class HashEmbedder:
 
 @pytest.fixture
 async def palace(tmp_path: Path) -> AsyncIterator[Any]:
-    from palaced.config import load
     from palaced.palace import Palace
-    from palaced.paths import Paths
-    from palaced.services import ModelState, Services
-    from palaced.tokens import Tokenizer
 
-    paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
-                  tmp_path / "run" / "s.sock")
-    services = Services(config=load(paths),
-                        model=ModelState(state="ready", embedder=HashEmbedder()),
-                        tokenizer=Tokenizer.fallback("test"))
-    p = await Palace.open("inproc", tmp_path / "palaces" / "inproc", services)
+    from .test_palace_unit import services
+
+    p = await Palace.open("inproc", tmp_path / "palaces" / "inproc",
+                          services(tmp_path, HashEmbedder()))
     yield p
     await p.aclose()
 

@@ -13,23 +13,16 @@ from typing import Any
 import pytest
 
 from palaced import recall, search, writes
-from palaced.config import load
 from palaced.embedder import HashEmbedder
 from palaced.palace import Palace
-from palaced.paths import Paths
-from palaced.services import ModelState, Services
 from palaced.store import drawers as m
-from palaced.tokens import Tokenizer
+
+from .test_palace_unit import services
 
 
 @pytest.fixture
 async def palace(tmp_path: Path) -> AsyncIterator[Palace]:
-    paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
-                  tmp_path / "run" / "s.sock")
-    services = Services(config=load(paths),
-                        model=ModelState(state="ready", embedder=HashEmbedder()),
-                        tokenizer=Tokenizer.fallback("test"))
-    p = await Palace.open("snap", tmp_path / "palaces" / "snap", services)
+    p = await Palace.open("snap", tmp_path / "snap", services(tmp_path, HashEmbedder()))
     yield p
     await p.aclose()
 

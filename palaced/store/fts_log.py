@@ -44,6 +44,15 @@ def last_seq(conn: apsw.Connection) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+def change_stamp(conn: apsw.Connection) -> int:
+    """A number that moves in this snapshot whenever a write that may change keyword hits
+    committed before it: the newest ``last_seq``; on PostgreSQL (no log) the palace's change
+    counter as read at the start of this read (``PgConn.changes``)."""
+    if is_pg(conn):
+        return int(getattr(conn, "changes", None) or 0)
+    return last_seq(conn)
+
+
 def changed_since(conn: apsw.Connection, seq: int) -> tuple[list[int], int]:
     """The distinct drawers whose rows changed after ``seq`` and the newest seq seen."""
     rows = conn.execute("SELECT seq, drawer_id FROM fts_changes WHERE seq > ? ORDER BY seq",

@@ -285,7 +285,7 @@ def narrowed_ids(conn: apsw.Connection, filters: Filters, now_ms: int, cap: int
     (with a wing or room: one read of the index it seeks, stopped past ``cap``)."""
     where, params = filters.sql(now_ms)
     ids = [int(r[0]) for r in conn.execute(
-        f"SELECT d.id FROM drawers d WHERE {where} LIMIT {int(cap) + 1}", params)]
+        f"SELECT d.id FROM drawers d WHERE {where} LIMIT :cap", {**params, "cap": cap + 1})]
     return None if len(ids) > cap else ids
 
 
