@@ -31,6 +31,71 @@ _SCRUB = ("PALACE", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL",
           "PALACE_EMBED_MODEL_PATH", "PALACE_TIKTOKEN_FILE", "PALACE_HOME")
 
 
+# --- Markers derived from what a test uses (docs/development.md, "Test loops") -------------
+#
+# ``daemon``: it runs palace's processes (a real palaced, the CLI, the MCP bridge, a bench
+# script): a fixture in its closure returns a ``DaemonProc``, or its module says
+# ``pytestmark = pytest.mark.daemon``. ``pg``: it needs the real PostgreSQL (a fixture in its
+# closure returns a ``PgServer``, or a parameter picks the ``team``/``pg`` backend). ``unit``:
+# everything else that is not ``slow``, in-process only: ``pytest -m unit`` is the inner loop.
+# ``_guarded_popen_init`` fails a unit test that starts a process of palace's, PostgreSQL's,
+# Python's or node's, so the marker cannot drift. ``slow`` stays hand-set.
+_PROCESS_TYPES = {"daemon": ("DaemonProc",), "pg": ("PgServer",)}
+_UNIT_SPAWN_WORDS = ("palace", "postgres", "initdb", "pg_ctl", "python", "node", "npx")
+_in_unit_test = False
+
+
+def _derived_kinds(item: pytest.Item) -> set[str]:
+    kinds = {m.name for m in item.iter_markers() if m.name in ("daemon", "pg")}
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        for fixturedef in defs:
+            annotation = str(getattr(fixturedef.func, "__annotations__", {}).get("return", ""))
+            kinds.update(kind for kind, names in _PROCESS_TYPES.items()
+                         if any(name in annotation for name in names))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and any(v in ("team", "pg") for v in callspec.params.values()):
+        kinds.add("pg")  # the parametrised backend is PostgreSQL (the `store` fixture's "team")
+    return kinds
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        kinds = _derived_kinds(item)
+        for kind in sorted(kinds):
+            item.add_marker(getattr(pytest.mark, kind))
+        if not kinds and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    global _in_unit_test
+    _in_unit_test = item.get_closest_marker("unit") is not None
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    global _in_unit_test
+    _in_unit_test = False
+
+
+_original_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self: subprocess.Popen[bytes], args: object, *rest: object,
+                        **kwargs: object) -> None:
+    if _in_unit_test:
+        argv = [str(a) for a in args] if isinstance(args, (list, tuple)) else [str(args)]
+        head = " ".join([os.path.basename(argv[0]) if argv else "", *argv[1:3]])
+        if any(word in head for word in _UNIT_SPAWN_WORDS):
+            pytest.fail(f"a test marked unit started {head!r}: give its module "
+                        "`pytestmark = pytest.mark.daemon` (or use a DaemonProc fixture)")
+    _original_popen_init(self, args, *rest, **kwargs)  # type: ignore[arg-type]
+
+
+subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[assignment,method-assign]
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Byte-compile palace once, as ``pip install`` does for an installed package: under
     ``PYTHONDONTWRITEBYTECODE`` (set on these machines) an editable checkout has no ``.pyc``

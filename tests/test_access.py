@@ -113,6 +113,7 @@ def _network_sockets(pid: int) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.daemon
 def test_no_network_listener_and_no_memory_text_in_any_log(home: Path) -> None:
     marker = f"zq{uuid.uuid4().hex}"
     env = base_env(home)

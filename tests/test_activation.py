@@ -111,6 +111,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
     return proc.wait(timeout=60)
 
 
+@pytest.mark.daemon
 def test_first_client_is_served_by_the_activated_daemon(home: Path,
                                                         notify: NotifySocket) -> None:
     sock = home / "run" / "palaced.sock"
@@ -146,6 +147,7 @@ def test_first_client_is_served_by_the_activated_daemon(home: Path,
         _stop(proc)
 
 
+@pytest.mark.daemon
 def test_activated_daemon_takes_over_from_an_on_demand_daemon(home: Path) -> None:
     """An on-demand daemon holds the lock; systemd then owns the path. The activated daemon
     asks the old one to stop, serves, and the old one leaves the new socket file alone."""
@@ -169,6 +171,7 @@ def test_activated_daemon_takes_over_from_an_on_demand_daemon(home: Path) -> Non
         old.stop()
 
 
+@pytest.mark.daemon
 def test_on_demand_daemon_leaves_a_managed_socket_alone(home: Path) -> None:
     """``palaced run`` started by hand while the manager listens on the path exits 0 without
     replacing the socket; the manager's daemon then serves."""

@@ -283,6 +283,7 @@ def _loaded_after(imports: str, watch: tuple[str, ...]) -> list[str]:
     return [m for m in res.stdout.strip().split(",") if m]
 
 
+@pytest.mark.daemon
 def test_sync_core_does_not_load_anyio_transitively() -> None:
     modules = sorted({".".join(p.relative_to(REPO).with_suffix("").parts)
                       for p in _sync_core_files()})
@@ -290,6 +291,7 @@ def test_sync_core_does_not_load_anyio_transitively() -> None:
 
 
 # -- (d) importing the clients loads no heavy library -------------------------------------------
+@pytest.mark.daemon
 def test_client_import_loads_no_heavy_library() -> None:
     loaded = _loaded_after("import palace_client, palace_client.cli, palace_client.mcp.stdio",
                            (*CLIENT_FORBIDDEN_AT_RUNTIME, "anyio", "tiktoken"))
@@ -297,6 +299,7 @@ def test_client_import_loads_no_heavy_library() -> None:
 
 
 # -- (e) usearch + onnxruntime in one process ---------------------------------------------------
+@pytest.mark.daemon
 def test_usearch_then_onnxruntime_does_not_crash() -> None:
     code = (
         "import numpy as np\n"

@@ -26,6 +26,7 @@ def _run(script: str, *args: str, timeout: float = 100) -> subprocess.CompletedP
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.daemon
 def test_fuzz_bounded_run_finds_nothing() -> None:
     res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--siege", "--seed", "1")
     out = res.stdout
@@ -41,6 +42,7 @@ def test_fuzz_bounded_run_finds_nothing() -> None:
     assert "RESULT: PASS" in out
 
 
+@pytest.mark.daemon
 def test_crash_bounded_run_loses_nothing() -> None:
     res = _run("crash.py", "--rounds", "2", "--seed", "1")
     out = res.stdout
@@ -52,6 +54,7 @@ def test_crash_bounded_run_loses_nothing() -> None:
     assert "RESULT: PASS" in out
 
 
+@pytest.mark.daemon
 @pytest.mark.timeout(300)
 def test_crash_storm_of_processes_loses_nothing() -> None:
     """kill -9 under 16 writer processes (2 rounds), during palace reembed and during a
@@ -71,6 +74,7 @@ def test_crash_storm_of_processes_loses_nothing() -> None:
     assert "RESULT: PASS" in out
 
 
+@pytest.mark.daemon
 @pytest.mark.timeout(180)
 def test_guard_quick_run_prints_its_table_and_a_verdict() -> None:
     """``bench/guard.py --quick`` (one round, 64 drawers, 15 queries, real model) prints its
@@ -88,6 +92,7 @@ def test_guard_quick_run_prints_its_table_and_a_verdict() -> None:
     assert (verdict[0].split()[1] == "PASS") == (res.returncode == 0), out
 
 
+@pytest.mark.slow
 def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> None:
     """``bench/scale.py --bulk`` (drawers written in their final state) leaves the same rows
     as the store layer's ``insert_drawer`` + ``store_vectors`` (neighbour contexts rewritten

@@ -145,6 +145,7 @@ def test_a_huge_drawer_does_not_slow_wake_up_or_recall(inproc: InProcDaemon) -> 
     assert recall_huge < 3 * recall_plain + 5, times
 
 
+@pytest.mark.daemon
 def test_real_model_big_remember_is_durable_across_kill_9(home: Path) -> None:
     """With the real model: a 40k-character remember returns before its ~70 chunks are
     embedded; a kill -9 right after loses nothing, and the next daemon embeds it."""

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from palaced.errors import PalaceError
 from tests.conftest import DaemonProc, base_env
 from tests.transcripts import Session, hook_input
@@ -98,6 +100,7 @@ def test_malformed_hook_input_exits_zero_and_logs_one_line(shared_daemon: Daemon
     assert res.returncode == 0 and "unknown argument" in log.read_text().splitlines()[-1]
 
 
+@pytest.mark.daemon
 def test_hook_with_the_daemon_down_exits_fast_and_delivers_later(home: Path) -> None:
     env = base_env(home, model=False)
     s = Session(home / "claude" / "s2.jsonl", cwd=str(home / "notes-app"))

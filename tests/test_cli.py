@@ -106,6 +106,7 @@ def test_dash_h_is_help_everywhere() -> None:
     assert "-h" in _help("kg", "-h")
 
 
+@pytest.mark.daemon
 def test_version_is_the_clients_and_offline(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["--version"], prog_name="palace")
     assert res.exit_code == 0 and res.output == f"palace {__version__}\n"
@@ -117,6 +118,7 @@ def test_version_is_the_clients_and_offline(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.daemon
 def test_shell_completion_is_offered_and_completes() -> None:
     root = _help("--help")
     assert "--install-completion" in root and "--show-completion" in root
@@ -271,6 +273,7 @@ def test_counts_in_the_output_agree_in_number(kd: DaemonProc) -> None:
 
 
 # -- palace daemon status|restart ----------------------------------------------------------------
+@pytest.mark.daemon
 def test_daemon_status_and_restart(home: Path) -> None:
     d = DaemonProc(home, base_env(home, model=False))
     try:

@@ -116,6 +116,7 @@ def test_a_silent_daemon_fails_the_handshake_within_the_connect_timeout(
     assert [r["op"] for r in silent.requests] == ["daemon.hello"]
 
 
+@pytest.mark.daemon
 def test_the_cli_fails_on_a_silent_daemon_within_palace_connect_timeout(
         silent: FakeDaemon, home: Path) -> None:
     env = {**base_env(home, model=False), "PALACE_SOCKET": str(silent.path),
@@ -178,6 +179,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@pytest.mark.daemon
 def test_ctrl_c_while_waiting_is_exit_130_without_a_traceback(silent: FakeDaemon,
                                                              home: Path) -> None:
     env = {**base_env(home, model=False), "PALACE_SOCKET": str(silent.path),

@@ -8,10 +8,13 @@ import struct
 from pathlib import Path
 
 import msgpack
+import pytest
 
 from palaced.protocol import HELLO_OP, frame, hello_args
 
 from .conftest import MODEL_DIR, TIKTOKEN_FILE, DaemonProc, base_env
+
+pytestmark = pytest.mark.daemon  # every test here runs palace's processes
 
 
 def test_config_file_supplies_model_tokenizer_and_limits(home: Path) -> None:

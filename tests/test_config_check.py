@@ -122,6 +122,7 @@ def _palaced(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.daemon
 def test_check_config_and_run_refuse_a_bad_file_alike(home: Path) -> None:
     (home / "config.toml").write_text('[embedder]\nthreads = "two"\nthraeds = 2\n')
     checked = _palaced(home, "check-config")

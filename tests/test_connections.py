@@ -153,6 +153,7 @@ def test_reserve_lets_status_and_stop_through_when_every_slot_is_stuck(
         s.close()
 
 
+@pytest.mark.daemon
 def test_connection_limits_are_checked_and_shown(home: Path) -> None:
     env = base_env(home, model=False)
     cmd = [sys.executable, "-m", "palaced", "check-config"]

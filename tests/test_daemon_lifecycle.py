@@ -75,6 +75,7 @@ def test_autostarted_daemon_is_detached_and_stop_is_quick(fresh: DaemonProc) -> 
         client.wait()
 
 
+@pytest.mark.daemon
 def test_stop_returns_when_the_daemon_is_left_a_zombie(home: Path) -> None:
     # This test process starts the daemon and does not reap it while `stop` runs, like a
     # long-lived client that spawned it: the exited daemon is a zombie until reaped.

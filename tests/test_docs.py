@@ -47,6 +47,7 @@ def _help_content(text: str) -> str:
     return " ".join(re.sub(r"[╭╮╰╯│─]", " ", text).split())
 
 
+@pytest.mark.slow
 def test_generated_docs_are_current() -> None:
     gen = _load_gen()
     rendered: dict[Path, str] = gen.render_all()
@@ -200,6 +201,7 @@ def _mask(text: str, home: Path | None = None) -> str:
     return _PID.sub("pid N", _SCRATCH.sub("$PALACE_HOME", text))
 
 
+@pytest.mark.daemon
 @pytest.mark.slow
 def test_readme_quickstart_prints_what_it_shows() -> None:
     steps = _quickstart()

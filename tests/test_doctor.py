@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 
 from .conftest import DaemonProc, base_env
 
@@ -178,6 +179,7 @@ def test_checks_of_an_open_palace_under_writes_report_no_false_damage(
     assert not bad, bad[:2]
 
 
+@pytest.mark.daemon
 def test_unreachable_daemon_reports_what_the_client_can_check(home: Path) -> None:
     env = base_env(home, model=False)
     elsewhere = home / "elsewhere"

@@ -14,6 +14,8 @@ import pytest
 
 from .conftest import DaemonProc, _wait_gone, base_env
 
+pytestmark = pytest.mark.daemon  # every test here runs palace's processes
+
 WRITER = textwrap.dedent("""
     import json, sys
     from palace_client import Client

@@ -39,6 +39,8 @@ from . import mounts
 from .conftest import MODEL_DIR, DaemonProc, base_env
 from .dbcheck import index_problems, integrity, texts
 
+pytestmark = pytest.mark.daemon  # every test here runs palace's processes
+
 
 def raises(fn: Callable[[], Any]) -> PalaceError:
     with pytest.raises(PalaceError) as info:

@@ -247,6 +247,7 @@ def ids_of(c: Any, palace: str, query: str) -> list[int]:
     return [int(r["id"]) for r in c.recall(palace, query, top_k=10)]
 
 
+@pytest.mark.daemon
 def test_writes_after_the_build_are_seen_by_the_next_search(home: Path) -> None:
     d = engine_daemon(home)
     try:
@@ -289,6 +290,7 @@ def test_writes_after_the_build_are_seen_by_the_next_search(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.daemon
 def test_a_damaged_engine_file_falls_back_and_is_rebuilt(home: Path) -> None:
     d = engine_daemon(home)
     try:
@@ -313,6 +315,7 @@ def test_a_damaged_engine_file_falls_back_and_is_rebuilt(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.daemon
 def test_a_grown_overlay_is_rebuilt_in_the_background_and_the_log_pruned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kw, "REBUILD_MIN", 50)
@@ -356,6 +359,7 @@ def test_a_grown_overlay_is_rebuilt_in_the_background_and_the_log_pruned(
     state.stop()
 
 
+@pytest.mark.daemon
 def test_a_damaged_base_is_dropped_and_rebuilt(zipf_store: Store, tmp_path: Path) -> None:
     """Postings that point past the drawers (a file damaged in place, its size intact): the
     search records the IndexError and leaves the query to FTS5; the owner then drops the
@@ -405,6 +409,7 @@ def test_a_palace_without_the_engine_drops_a_long_log(tmp_path: Path,
     assert s.read(lambda c: meta_get(c, kw.BUILD_KEY)) is None
 
 
+@pytest.mark.daemon
 def test_stale_temp_files_of_dead_builds_are_dropped(tmp_path: Path) -> None:
     import subprocess
     import sys

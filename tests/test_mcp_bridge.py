@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from palace_client.mcp import stdio as mcp_stdio
 from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
-from palace_client.mcp.stdio import MAX_LINE, serve
 from palace_client.mcp.results import render_error
+from palace_client.mcp.stdio import MAX_LINE, serve
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
 from palace_client.slug import (
@@ -852,6 +852,7 @@ def proc(bridge_env: dict[str, str]) -> Iterator[Proc]:
         p.p.communicate()
 
 
+@pytest.mark.daemon
 def test_process_handshake_and_errors(proc: Proc, home: Path) -> None:
     assert proc.request(initialize("2025-06-18"))["result"]["protocolVersion"] == "2025-06-18"
     proc.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -881,11 +882,13 @@ def proc_parse_message() -> str:
     raise AssertionError("unreachable")
 
 
+@pytest.mark.daemon
 def test_process_answers_unknown_version_with_newest(proc: Proc) -> None:
     answer = proc.request(initialize("2099-01-01"))
     assert answer["result"]["protocolVersion"] == LATEST_PROTOCOL_VERSION
 
 
+@pytest.mark.daemon
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_process_exits_zero_on_signal(proc: Proc, sig: signal.Signals) -> None:
     proc.request(initialize("2025-11-25"))
@@ -896,6 +899,7 @@ def test_process_exits_zero_on_signal(proc: Proc, sig: signal.Signals) -> None:
     assert b"Traceback" not in err
 
 
+@pytest.mark.daemon
 def test_process_exits_zero_on_eof(bridge_env: dict[str, str]) -> None:
     result = subprocess.run([*BRIDGE, "--palace", "t"], input=b"", capture_output=True,
                             env=bridge_env, timeout=30)
@@ -903,6 +907,7 @@ def test_process_exits_zero_on_eof(bridge_env: dict[str, str]) -> None:
     assert result.stdout == b""
 
 
+@pytest.mark.daemon
 def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, str]) -> None:
     """A client that prints and writes to fd 1 directly must not corrupt stdout."""
     script = (
@@ -931,6 +936,7 @@ def test_stray_output_never_reaches_the_protocol_stream(bridge_env: dict[str, st
     assert b"stray print" in result.stderr and b"raw fd1 write" in result.stderr
 
 
+@pytest.mark.daemon
 def test_signal_during_a_tool_call_exits_zero(bridge_env: dict[str, str]) -> None:
     script = (
         "import sys, time\n"
@@ -1011,6 +1017,7 @@ def test_process_claude_project_dir_beats_roots(shared_daemon: DaemonProc,
     assert rc == 0
 
 
+@pytest.mark.daemon
 def test_process_explicit_palace_never_asks_for_roots(bridge_env: dict[str, str]) -> None:
     p = Proc(["--palace", "pinned"], {**bridge_env, "CLAUDE_PROJECT_DIR": "/nonexistent"})
     try:
@@ -1091,6 +1098,7 @@ def test_daemon_argument_errors_name_the_argument_not_the_op() -> None:
     assert 'details: {"id": 9}' in other and "list_drawers" in other
 
 
+@pytest.mark.daemon
 def test_palace_mcp_does_not_load_the_typer_cli() -> None:
     # `palace mcp` starts every agent session: it goes straight to the bridge (no typer/rich).
     code = ("import sys\n"

@@ -11,7 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import DaemonProc, base_env
+
+pytestmark = pytest.mark.daemon  # every test here runs palace's processes
 
 OLD = "thenlper/gte-large"
 NEW_ID = "fastembed:sentence-transformers/all-MiniLM-L6-v2:384"

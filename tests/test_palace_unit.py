@@ -9,8 +9,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from palaced import config as config_mod
 from palaced import compaction, reads, recall, reembed, trash, writes
+from palaced import config as config_mod
 from palaced.embedder import HashEmbedder
 from palaced.errors import SchemaTooNew, StorageError
 from palaced.palace import Palace
@@ -113,6 +113,7 @@ async def test_reembed_of_a_current_palace_recomputes_while_recall_stays_hybrid(
     await p.aclose()
 
 
+@pytest.mark.daemon
 async def test_palace_lock_is_exclusive(tmp_path: Path) -> None:
     """While a palace is open, no other process can take its lock (single owner)."""
     import sys

@@ -79,6 +79,7 @@ def test_stop_start_and_kill9(pg_private: PgServer) -> None:
         assert conn.execute("SELECT x FROM t").fetchall() == [(1,)]
 
 
+@pytest.mark.daemon
 def test_close_leaves_nothing() -> None:
     server = PgServer()
     pid, root = server.pid, server.root

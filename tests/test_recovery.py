@@ -54,6 +54,7 @@ def open_paths(pid: int, under: Path) -> list[str]:
 
 
 # -- item 4: a failed open releases everything and the next request retries ---------------------
+@pytest.mark.daemon
 def test_failed_open_releases_the_lock_and_the_next_request_retries(home: Path) -> None:
     keyword = DaemonProc(home, base_env(home, model=False))
     keyword.start(wait_model=False)
@@ -194,6 +195,7 @@ def test_identity_fifo_is_ignored_instead_of_hanging(shared_keyword: DaemonProc)
 
 
 # -- item 9: recall reports a corrupt database as STORAGE_CORRUPT (a StorageError) --------
+@pytest.mark.daemon
 def test_recall_on_a_corrupt_database_is_storage_error_like_other_ops(home: Path) -> None:
     d = DaemonProc(home, base_env(home, model=False))
     d.start(wait_model=False)
@@ -241,6 +243,7 @@ def _can_make_read_only_mount() -> str | None:
         shutil.rmtree(probe, ignore_errors=True)
 
 
+@pytest.mark.daemon
 def test_read_only_palace_storage_is_a_clear_storage_error_and_recovers(home: Path) -> None:
     d = DaemonProc(home, base_env(home, model=False))
     d.start(wait_model=False)
@@ -402,6 +405,7 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     await p.aclose()
 
 
+@pytest.mark.daemon
 def test_interrupted_create_and_delete_leave_nothing_behind(home: Path) -> None:
     # A kill -9 inside a create or delete leaves its staging or trash directory: never a
     # half-made palace under the palace's name (which would read as damaged and block the

@@ -188,6 +188,7 @@ def test_cli_round_trip(shared_daemon: DaemonProc) -> None:
     assert d.cli("info", "--palace", "cli-work").returncode == 4
 
 
+@pytest.mark.daemon
 def test_daemon_unreachable_exit_code(home) -> None:  # type: ignore[no-untyped-def]
     from .conftest import base_env
 

@@ -155,6 +155,7 @@ def fake_server(victim: Victim) -> Iterator[Path]:
 
 
 # -- 1. a runtime dir / server of another uid ----------------------------------------------------
+@pytest.mark.daemon
 def test_client_sends_nothing_to_a_server_of_another_uid(victim: Victim,
                                                          fake_server: Path) -> None:
     r = _cli(victim.env, "remember", "my secret launch code", "--palace", "work")
@@ -174,6 +175,7 @@ def test_client_sends_nothing_to_a_server_of_another_uid(victim: Victim,
     assert fake_server.read_bytes() == b""
 
 
+@pytest.mark.daemon
 def test_daemon_refuses_a_runtime_dir_of_another_uid(victim: Victim) -> None:
     _need_second_uid()
     os.mkdir(victim.runtime)
@@ -195,6 +197,7 @@ def test_daemon_refuses_a_runtime_dir_of_another_uid(victim: Victim) -> None:
     assert os.listdir(victim.runtime) == []
 
 
+@pytest.mark.daemon
 def test_daemon_tightens_its_own_loose_runtime_dir(victim: Victim) -> None:
     """A runtime dir that is ours but 0777 (an old umask) is made 0700 and reported."""
     os.mkdir(victim.runtime)
@@ -224,6 +227,7 @@ def _wait_socket(sock: Path, d: DaemonProc, timeout: float = 20) -> None:
     raise TimeoutError("no socket")
 
 
+@pytest.mark.daemon
 @pytest.mark.parametrize("kind", ["symlink", "file", "foreign-socket"])
 def test_daemon_refuses_what_is_not_its_socket(home: Path, kind: str) -> None:
     """Something at the socket path that is not our socket is refused, not unlinked."""
@@ -254,6 +258,7 @@ def test_daemon_refuses_what_is_not_its_socket(home: Path, kind: str) -> None:
 
 
 # -- 2. symlinks are never followed --------------------------------------------------------------
+@pytest.mark.daemon
 def test_daemon_refuses_a_symlinked_runtime_dir(victim: Victim) -> None:
     public = victim.base / "public"
     public.mkdir()
@@ -271,6 +276,7 @@ def test_daemon_refuses_a_symlinked_runtime_dir(victim: Victim) -> None:
     assert _mode(public) == 0o755 and os.listdir(public) == []
 
 
+@pytest.mark.daemon
 def test_daemon_refuses_a_symlinked_lock_file(home: Path) -> None:
     """The lock is truncated and gets our pid: a link there must not reach its target."""
     precious = home / "precious.txt"
@@ -299,6 +305,7 @@ def _palace_files(home: Path) -> list[Path]:
             if p.is_file() and not p.is_symlink()]
 
 
+@pytest.mark.daemon
 def test_new_install_is_private_whatever_the_umask(home: Path) -> None:
     os.chmod(home, 0o755)  # like the directory holding ~/.local/share/palace
     root = home / "palace-root"
@@ -327,6 +334,7 @@ def test_new_install_is_private_whatever_the_umask(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.daemon
 def test_an_auto_started_install_has_nothing_to_tighten(home: Path) -> None:
     # The client that auto-starts the daemon creates its log (for the daemon's early stderr):
     # 0600 too, so a fresh install never reports a tightening it caused itself.
@@ -343,6 +351,7 @@ def test_an_auto_started_install_has_nothing_to_tighten(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.daemon
 def test_existing_install_is_tightened_on_start_and_status_says_so(home: Path) -> None:
     d = _start(home)
     try:

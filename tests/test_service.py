@@ -29,6 +29,7 @@ def _steps(out: str) -> list[tuple[str, str, str]]:
     return [(s["action"], s["target"], s["outcome"]) for s in json.loads(out)["steps"]]
 
 
+@pytest.mark.daemon
 def test_install_without_systemctl_writes_the_units_and_exits_9(world: World) -> None:
     res = world.palace("service", "install", "--json")
     assert res.returncode == 9, res.stderr
@@ -45,6 +46,7 @@ def test_install_without_systemctl_writes_the_units_and_exits_9(world: World) ->
     assert not any(action == "run" for action, _, _ in _steps(res.stdout))
 
 
+@pytest.mark.daemon
 def test_install_enables_socket_and_service_after_stopping_the_on_demand_daemon(
         world: World) -> None:
     world.fake("systemctl")
@@ -83,6 +85,7 @@ def test_install_enables_socket_and_service_after_stopping_the_on_demand_daemon(
     assert world.calls()[before:] == []
 
 
+@pytest.mark.daemon
 def test_install_without_a_user_manager_writes_the_units_and_exits_9(world: World) -> None:
     world.fake("systemctl", NO_BUS)
     res = world.palace("service", "install")
@@ -96,6 +99,7 @@ def test_install_without_a_user_manager_writes_the_units_and_exits_9(world: Worl
     assert "current" in st.stdout
 
 
+@pytest.mark.daemon
 def test_dry_run_lists_the_steps_and_changes_nothing(world: World) -> None:
     world.fake("systemctl")
     res = world.palace("service", "install", "--dry-run", "--json")
@@ -111,6 +115,7 @@ def test_dry_run_lists_the_steps_and_changes_nothing(world: World) -> None:
     assert world.calls() == ["--user show-environment"]  # the read-only probe only
 
 
+@pytest.mark.daemon
 def test_written_units_pass_systemd_analyze_verify(world: World, home: Path) -> None:
     analyze = shutil.which("systemd-analyze") or "/usr/bin/systemd-analyze"
     assert os.access(analyze, os.X_OK), (
@@ -170,6 +175,7 @@ def _darwin_host(tmp_path: Path, bin_dir: Path, stopped: list[int]) -> Host:
                 uid=501, stop_daemon=lambda: stopped.append(1) or None)
 
 
+@pytest.mark.daemon
 def test_launchd_install_writes_a_socket_agent_and_bootstraps_it(world: World,
                                                                  tmp_path: Path) -> None:
     world.fake("launchctl")

@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from palace_client.agents.record import recorded_projects
 
 from .conftest import DaemonProc
 from .service_support import World, world_fixture  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.daemon  # every test here runs palace's processes
 
 
 def _cursor_servers(path: Path) -> dict[str, object]:
