@@ -122,3 +122,44 @@ def test_export_over_a_symlink_replaces_the_link(keyword_daemon: DaemonProc, sha
     assert secret.read_bytes() == before
     assert not os.path.islink(shared / "out.jsonl")
     assert json.loads((shared / "out.jsonl").read_text().splitlines()[0])["record"] == "header"
+
+
+# -- palace import markdown DIR -----------------------------------------------------------------
+def _cli(d: DaemonProc, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI with a short deadline: an import that hangs on a FIFO fails the test quickly."""
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "palace_client", *args], env=d.env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_markdown_reads_only_regular_files_of_the_folder(keyword_daemon: DaemonProc,
+                                                         shared: Path, secret: Path) -> None:
+    """What another user placed in a shared notes folder: a symlink to the owner's secret, a
+    FIFO named ``*.md``, a symlink to ``/dev/zero``. None is read; each is reported."""
+    root = shared / "notes"
+    root.mkdir(mode=0o777)
+    (root / "plan.md").write_text("# Plan\n\nShip the importer on Friday.\n")
+    (root / "sub").mkdir()
+    (root / "sub" / "alias.md").symlink_to(root / "plan.md")  # inside the folder: read
+    planted = {"netrc.md": secret, "zero.md": Path("/dev/zero")}
+    for name, target in planted.items():
+        (root / name).symlink_to(target)
+        os.lchown(root / name, ATTACKER_UID, ATTACKER_UID)
+    os.mkfifo(root / "pipe.md")
+    os.chown(root / "pipe.md", ATTACKER_UID, ATTACKER_UID)
+
+    res = _cli(keyword_daemon, "import", "markdown", str(root), "--palace", "shared-md",
+               "--json", timeout=30)
+    assert res.returncode == 10, res.stderr
+    out = json.loads(res.stdout)
+    problems = {p["file"]: p["message"] for p in out["problems"]}
+    assert problems["netrc.md"] == (f"a symlink leading outside {root} (to {secret}): "
+                                    "not followed")
+    assert problems["zero.md"] == f"a symlink leading outside {root} (to /dev/zero): not followed"
+    assert problems["pipe.md"] == "cannot be read: it is a fifo, not a regular file"
+    assert set(problems) == {"netrc.md", "zero.md", "pipe.md"}
+    with keyword_daemon.client() as c:
+        drawers = c.drawers("shared-md", limit=100)["drawers"]
+    assert sorted(d["source"] for d in drawers) == ["plan.md#Plan", "sub/alias.md#Plan"]
+    assert not any("hunter2" in d["text"] for d in drawers)
