@@ -17,7 +17,7 @@ import typer
 
 from palace_client.render import counted
 from palaced import errors as E
-from palaced.private import private_file
+from palaced.safe_files import private_file
 
 from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, emit, fail, need_palace
 

@@ -59,6 +59,8 @@ class JsonlImport:
             header = json.loads(raw)
         except ValueError:
             header = None
+        except RecursionError:  # nested deeper than Python's parser goes: no header either
+            header = None
         if record_kind(header) != "header" or header.get("format") != FORMAT:
             raise E.InvalidContent(f"{self.source}:{self._line}: not a palace export (its first "
                                    f"record must be a {FORMAT!r} header)")
@@ -79,6 +81,8 @@ class JsonlImport:
             record = json.loads(raw)
         except ValueError as exc:
             return Problem(self._file, line, f"not JSON: {exc}")
+        except RecursionError:  # Python's parser recurses once per nesting level
+            return Problem(self._file, line, "JSON nested deeper than palace reads")
         kind = record_kind(record)
         if kind is None:
             return Problem(self._file, line, f"not an export record: a JSON object whose "

@@ -28,7 +28,7 @@ from typing import Any
 import pathspec
 
 from palaced import errors as E
-from palaced.private import read_beneath, read_regular
+from palaced.safe_files import read_beneath, read_regular
 
 from . import sections
 from .runner import Problem, Unit
