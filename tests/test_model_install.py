@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -336,3 +337,29 @@ def test_unpack_refuses_too_many_members(tmp_path: Path, monkeypatch: pytest.Mon
                     zf.writestr(f"f{i}.txt", b"x")
         with pytest.raises(InvalidContent, match="more than 3 members"):
             model_archive.unpack(archive, dest)
+
+
+def test_stage_files_copies_regular_files_only_and_bounded(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A model directory may be shared: a FIFO swapped in after ``locate`` looked is refused
+    (not waited on), a file past the cap is refused; a symlink to a regular file is followed
+    (a Hugging Face cache is made of them) and copied 0600."""
+    from palaced.errors import SourceUnreadable
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceUnreadable, match="it is a fifo, not a regular file"):
+        model_files.stage_files({"model.onnx": fifo}, staging)
+    monkeypatch.setattr(model_files, "MAX_FILE_BYTES", 1024, raising=False)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    with pytest.raises(InvalidContent, match="is larger than"):
+        model_files.stage_files({"tokenizer.json": big}, staging)
+    (tmp_path / "blob").write_text("{}")
+    (tmp_path / "config.json").symlink_to(tmp_path / "blob")
+    checked = model_files.stage_files({"config.json": tmp_path / "config.json"}, staging)
+    assert checked.files["config.json"] == hashlib.sha256(b"{}").hexdigest()
+    assert (staging / "config.json").stat().st_mode & 0o777 == 0o600
