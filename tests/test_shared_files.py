@@ -137,6 +137,7 @@ def test_markdown_reads_only_regular_files_of_the_folder(keyword_daemon: DaemonP
                                                          shared: Path, secret: Path) -> None:
     """What another user placed in a shared notes folder: a symlink to the owner's secret, a
     FIFO named ``*.md``, a symlink to ``/dev/zero``. None is read; each is reported."""
+    _need_second_uid()
     root = shared / "notes"
     root.mkdir(mode=0o777)
     (root / "plan.md").write_text("# Plan\n\nShip the importer on Friday.\n")
@@ -163,3 +164,33 @@ def test_markdown_reads_only_regular_files_of_the_folder(keyword_daemon: DaemonP
         drawers = c.drawers("shared-md", limit=100)["drawers"]
     assert sorted(d["source"] for d in drawers) == ["plan.md#Plan", "sub/alias.md#Plan"]
     assert not any("hunter2" in d["text"] for d in drawers)
+
+
+# -- palace init: config files in a (possibly shared) project ------------------------------------
+def test_init_writes_no_config_through_a_link_another_user_planted(shared: Path,
+                                                                   secret: Path) -> None:
+    """A project directory may be shared: a symlink another uid planted at a config's name,
+    or at the name of its ``.palace-bak`` backup, is never written through. (Links of the
+    user's own, from a dotfile manager, still are: tests/test_init.py.)"""
+    _need_second_uid()
+    from palace_client.agents.safe_write import atomic_write, backup_once
+
+    before = secret.read_bytes()
+    config = shared / ".mcp.json"
+    config.symlink_to(secret)
+    os.lchown(config, ATTACKER_UID, ATTACKER_UID)
+    with pytest.raises(PermissionError, match=f"symlink owned by uid {ATTACKER_UID}"):
+        backup_once(config)
+    with pytest.raises(PermissionError, match=f"symlink owned by uid {ATTACKER_UID}"):
+        atomic_write(config, '{"mcpServers": {}}\n')
+    assert secret.read_bytes() == before and config.is_symlink()
+
+    # A dangling link at the backup's name would have the config copied wherever it points.
+    config.unlink()
+    config.write_text('{"mcpServers": {}}\n')
+    where = secret.parent / "authorized_keys"
+    (shared / ".mcp.json.palace-bak").symlink_to(where)
+    os.lchown(shared / ".mcp.json.palace-bak", ATTACKER_UID, ATTACKER_UID)
+    backup_once(config)
+    assert not where.exists()
+    assert os.path.islink(shared / ".mcp.json.palace-bak")
