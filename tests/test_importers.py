@@ -167,6 +167,26 @@ def test_jsonl_deep_json_is_skipped_or_refused(kw: DaemonProc, tmp_path: Path) -
     assert "not a palace export" in res.stderr and "[INVALID_CONTENT]" in res.stderr
 
 
+def test_jsonl_reads_no_line_past_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """A line longer than the cap is a skipped record, read in chunks rather than whole; the
+    lines after it are read on, their numbers right."""
+    from palace_client.importers import jsonl
+    from palace_client.importers.runner import Problem, Unit
+    from palaced.export_format import FORMAT, VERSION
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1024, raising=False)
+    header = json.dumps({"record": "header", "format": FORMAT, "version": VERSION})
+    end = json.dumps({"record": "end"})
+    export = tmp_path / "long.jsonl"
+    export.write_text(f"{header}\n{'[' + ' ' * 5000 + ']'}\n{end}\n")
+    got = list(jsonl.JsonlImport(str(export)).parse())
+    assert isinstance(got[1], Problem) and got[1].line == 2
+    assert got[1].message == "longer than 1024 bytes: no record of an export is"
+    assert isinstance(got[2], Unit) and got[2].line == 3 and got[2].items == [{"record": "end"}]
+    assert len(got) == 3
+
+
 # -- markdown -----------------------------------------------------------------------------------
 def _docs(root: Path) -> Path:
     (root / "sub").mkdir(parents=True)
