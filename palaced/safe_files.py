@@ -41,7 +41,8 @@ def private_file(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
     """
     target = os.path.abspath(os.fspath(path))
     directory, name = os.path.split(target)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".partial")
+    # The name is cut so that the temporary one stays within NAME_MAX (255) as ``path`` does.
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name[:200]}.", suffix=".partial")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             yield out
