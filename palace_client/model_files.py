@@ -31,6 +31,7 @@ from typing import Any
 from palaced.errors import InvalidContent
 from palaced.paths import MODEL_RECORD, Paths, model_dir_name
 from palaced.private import make_private_dirs
+from palaced.safe_files import open_regular
 from palaced.vocab import DEFAULT_MODEL
 
 MODEL = DEFAULT_MODEL
@@ -55,6 +56,7 @@ KNOWN_EXPORTS: dict[str, dict[str, str]] = {
            **_TOKENIZER_FILES},
 }
 STAGING = ".staging-"
+MAX_FILE_BYTES = 4 * 1024**3  # the model is ~90 MB (as model_archive.MAX_UNPACKED)
 PREVIOUS = ".previous-"
 
 
@@ -144,12 +146,27 @@ def new_staging(paths: Paths) -> Path:
 
 def stage_files(found: dict[str, Path], staging: Path) -> Verdict:
     """Copy the located files into ``staging`` under their installed names (following
-    symlinks, as in a Hugging Face cache) and check them. Raises OSError."""
+    symlinks, as in a Hugging Face cache) and check them.
+
+    Each source is opened as a regular file (never waiting on a FIFO, never copying a device:
+    the directory may be shared) and copied at most ``MAX_FILE_BYTES``.
+
+    Raises:
+        SourceUnreadable: a source is not a regular file; InvalidContent: one is larger than
+            ``MAX_FILE_BYTES``; OSError: reading or writing failed.
+    """
     files: dict[str, str] = {}
     for name, src in found.items():
         dest = staging / name
-        shutil.copyfile(src, dest)
-        os.chmod(dest, 0o600)
+        with os.fdopen(open_regular(src, follow=True), "rb") as f, os.fdopen(os.open(
+                dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb") as out:
+            copied = 0
+            while chunk := f.read(1 << 20):
+                copied += len(chunk)
+                if copied > MAX_FILE_BYTES:
+                    raise InvalidContent(f"{src} is larger than {MAX_FILE_BYTES >> 30} GiB: no "
+                                         "file of the model is", details={"path": str(src)})
+                out.write(chunk)
         files[name] = sha256_of(dest)
     return verdict(files)
 

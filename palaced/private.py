@@ -30,7 +30,8 @@ def _kind(st: os.stat_result) -> str:
     mode = st.st_mode
     for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file"),
-                       (stat.S_ISFIFO, "a fifo")):
+                       (stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
         if test(mode):
             return name
     return "a special file"

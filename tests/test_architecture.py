@@ -33,11 +33,12 @@ DAEMON_DIR = REPO / "palaced"
 # What palace_client may import from palaced: the wire leaf modules and the version string.
 CLIENT_ALLOWED = frozenset({"palaced.args", "palaced.errors", "palaced.export_format",
                             "palaced.protocol", "palaced.paths", "palaced.private",
-                            "palaced.redact", "palaced.specs", "palaced.vocab"})
+                            "palaced.redact", "palaced.safe_files", "palaced.specs",
+                            "palaced.vocab"})
 CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
 LEAF_MODULES = ("args.py", "errors.py", "excerpts.py", "export_format.py", "memoir_specs.py",
-                "opspec.py", "paths.py", "private.py", "protocol.py", "redact.py", "specs.py",
-                "vocab.py")
+                "opspec.py", "paths.py", "private.py", "protocol.py", "redact.py",
+                "safe_files.py", "specs.py", "vocab.py")
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 SYNC_CORE = ("store/*.py", "index.py", "embedder.py", "fusion.py", "packing.py", "search.py",
              "chunking.py", "topics.py", "tokens.py", "rules.py", "timeparse.py", "multihop.py",

@@ -87,7 +87,8 @@ def test_chatgpt_malformed_conversations_are_skipped(kw: DaemonProc) -> None:
     assert "skipped chatgpt_malformed.json: conversation 2 is not a JSON object" in res.stderr
     assert "3 stored" in res.stdout and "2 skipped" in res.stdout
     bad = kw.cli("import", "chatgpt", str(FIXTURES / "nope.json"), "--palace", "gptbad")
-    assert bad.returncode == 1 and "cannot read" in bad.stderr
+    assert bad.returncode == 5 and "cannot read" in bad.stderr
+    assert "No such file or directory [SOURCE_UNREADABLE]" in bad.stderr
 
 
 def test_chatgpt_reads_the_export_zip(kw: DaemonProc, tmp_path: Path) -> None:
@@ -101,6 +102,89 @@ def test_chatgpt_reads_the_export_zip(kw: DaemonProc, tmp_path: Path) -> None:
                                                                       b"something_els"))
     res = kw.cli("import", "chatgpt", str(tmp_path / "other.zip"), "--dry-run")
     assert res.returncode == 5 and "without conversations.json" in res.stderr
+
+
+def _deep(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_chatgpt_deep_json_is_invalid_content(kw: DaemonProc, tmp_path: Path) -> None:
+    """JSON nested 100000 deep (Python's parser recurses per level): a typed input error."""
+    deep = tmp_path / "conversations.json"
+    deep.write_text(_deep(100_000))
+    res = kw.cli("import", "chatgpt", str(deep), "--dry-run")
+    assert res.returncode == 5, res.stderr
+    assert "nests JSON arrays or objects deeper than palace reads" in res.stderr
+    assert "[INVALID_CONTENT]" in res.stderr and "a bug in palace" not in res.stderr
+
+
+def test_chatgpt_reads_at_most_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                       ) -> None:
+    """conversations.json, alone or in the export's zip, is read up to the cap + 1 byte:
+    a larger one (a few MB of zip can hold GBs) is refused before it is parsed."""
+    from palace_client.importers import chatgpt
+    from palaced.errors import InvalidContent
+
+    monkeypatch.setattr(chatgpt, "MAX_JSON_BYTES", 1 << 20, raising=False)
+    big = "[" + " " * (2 << 20) + "]"
+    plain = tmp_path / "conversations.json"
+    plain.write_text(big)
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("conversations.json", big)
+    assert archive.stat().st_size < 20_000
+    for path in (plain, archive):
+        with pytest.raises(InvalidContent, match="larger than 1 MiB"):
+            chatgpt.ChatGptImport(str(path))
+    # Just under the cap is read as before.
+    plain.write_text("[" + " " * ((1 << 20) - 2) + "]")
+    assert chatgpt.ChatGptImport(str(plain)).total() == 0
+
+
+def test_chatgpt_fifo_is_refused_not_waited_on(kw: DaemonProc, tmp_path: Path) -> None:
+    fifo = tmp_path / "conversations.json"
+    os.mkfifo(fifo)
+    res = subprocess.run([sys.executable, "-m", "palace_client", "import", "chatgpt", str(fifo),
+                          "--dry-run"], env=kw.env, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 5, res.stderr
+    assert "it is a fifo, not a regular file [SOURCE_UNREADABLE]" in res.stderr
+
+
+def test_jsonl_deep_json_is_skipped_or_refused(kw: DaemonProc, tmp_path: Path) -> None:
+    """A 100000-deep line is one malformed record (skipped, reported); as the header, the
+    file is no export (INVALID_CONTENT). Neither is "a bug in palace"."""
+    from palaced.export_format import FORMAT, VERSION
+
+    header = json.dumps({"record": "header", "format": FORMAT, "version": VERSION})
+    export = tmp_path / "deep.jsonl"
+    export.write_text(f"{header}\n{_deep(100_000)}\n")
+    res = kw.cli("import", "jsonl", str(export), "--dry-run")
+    assert res.returncode == 10, res.stderr
+    assert "skipped deep.jsonl:2: JSON nested deeper than palace reads" in res.stderr
+    export.write_text(f"{_deep(100_000)}\n")
+    res = kw.cli("import", "jsonl", str(export), "--dry-run")
+    assert res.returncode == 5, res.stderr
+    assert "not a palace export" in res.stderr and "[INVALID_CONTENT]" in res.stderr
+
+
+def test_jsonl_reads_no_line_past_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """A line longer than the cap is a skipped record, read in chunks rather than whole; the
+    lines after it are read on, their numbers right."""
+    from palace_client.importers import jsonl
+    from palace_client.importers.runner import Problem, Unit
+    from palaced.export_format import FORMAT, VERSION
+
+    monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1024, raising=False)
+    header = json.dumps({"record": "header", "format": FORMAT, "version": VERSION})
+    end = json.dumps({"record": "end"})
+    export = tmp_path / "long.jsonl"
+    export.write_text(f"{header}\n{'[' + ' ' * 5000 + ']'}\n{end}\n")
+    got = list(jsonl.JsonlImport(str(export)).parse())
+    assert isinstance(got[1], Problem) and got[1].line == 2
+    assert got[1].message == "longer than 1024 bytes: no record of an export is"
+    assert isinstance(got[2], Unit) and got[2].line == 3 and got[2].items == [{"record": "end"}]
+    assert len(got) == 3
 
 
 # -- markdown -----------------------------------------------------------------------------------

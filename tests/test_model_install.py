@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -250,3 +251,115 @@ def test_unpack_refuses_names_escaping_the_directory(tmp_path: Path, name: str) 
     with pytest.raises(InvalidContent, match="outside the directory"):
         model_archive.unpack(archive, dest)
     assert list(dest.iterdir()) == []  # nothing written, not even the safe member
+
+
+def _small_tar(path: Path, members: list[tuple[str, bytes | None]]) -> Path:
+    """A tar of ``(name, data)`` members (data None: a directory), without the model."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_import_refuses_a_duplicate_member_with_a_typed_error(home: Path,
+                                                              tmp_path: Path) -> None:
+    """Two members of one name: which one is the model's is ambiguous. Refused as unsafe
+    (INVALID_CONTENT, exit 5) before anything is written; no daemon is needed for that."""
+    dup = _small_tar(tmp_path / "dup.tar.gz", [("m/model.onnx", b"first"),
+                                                ("m/tokenizer.json", b"{}"),
+                                                ("m/model.onnx", b"second")])
+    res = _cli(base_env(home, model=False), "model", "import", str(dup))
+    assert res.returncode == 5, res.stderr
+    assert "'m/model.onnx' appears twice in the archive" in res.stderr
+    assert "[INVALID_CONTENT]" in res.stderr and "a bug in palace" not in res.stderr
+    assert not list((home / "models").glob("*/**/model.onnx"))
+
+
+@pytest.mark.parametrize("members, why", [
+    ([("a/x.json", b"1"), ("./a/x.json", b"2")], "appears twice"),
+    ([("a", b"file"), ("a/x.json", b"{}")], "lies under a member that is a file"),
+    ([("a/x.json", b"{}"), ("a", b"file")], "appears twice"),
+    ([("a/", None), ("a", b"file")], "appears twice"),
+])
+def test_unpack_refuses_ambiguous_names(tmp_path: Path, members: list[tuple[str, bytes | None]],
+                                        why: str) -> None:
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(InvalidContent, match=why):
+        model_archive.unpack(_small_tar(tmp_path / "a.tar.gz", members), dest)
+    assert list(dest.iterdir()) == []
+
+
+def test_unpack_refuses_hard_links_zip_symlinks_and_damaged_archives(tmp_path: Path) -> None:
+    dest = tmp_path / "out"
+    dest.mkdir()
+    hard = tmp_path / "hard.tar"
+    with tarfile.open(hard, "w") as tar:
+        info = tarfile.TarInfo("model.onnx")
+        info.type, info.linkname = tarfile.LNKTYPE, "/etc/shadow"
+        tar.addfile(info)
+    with pytest.raises(InvalidContent, match="is a link, not a regular file"):
+        model_archive.unpack(hard, dest)
+    linked = tmp_path / "linked.zip"
+    with zipfile.ZipFile(linked, "w") as zf:
+        info = zipfile.ZipInfo("tokenizer.json")
+        info.external_attr = (0o120777 << 16)
+        zf.writestr(info, "/etc/passwd")
+    with pytest.raises(InvalidContent, match="is a link, not a regular file"):
+        model_archive.unpack(linked, dest)
+    # A gzip cut short: a typed error, not a crash.
+    whole = _small_tar(tmp_path / "whole.tar.gz", [("model.onnx", bytes(range(256)) * 4096)])
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(whole.read_bytes()[:2000])
+    with pytest.raises(InvalidContent) as got:
+        model_archive.unpack(cut, dest)
+    assert got.value.details["condition"] == "damaged-archive"
+    assert list(dest.iterdir()) == []
+
+
+def test_unpack_refuses_too_many_members(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    monkeypatch.setattr(model_archive, "MAX_MEMBERS", 3, raising=False)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    for archive in (_small_tar(tmp_path / "many.tar.gz",
+                               [(f"f{i}.txt", b"x") for i in range(4)]),
+                    tmp_path / "many.zip"):
+        if archive.suffix == ".zip":
+            with zipfile.ZipFile(archive, "w") as zf:
+                for i in range(4):
+                    zf.writestr(f"f{i}.txt", b"x")
+        with pytest.raises(InvalidContent, match="more than 3 members"):
+            model_archive.unpack(archive, dest)
+
+
+def test_stage_files_copies_regular_files_only_and_bounded(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A model directory may be shared: a FIFO swapped in after ``locate`` looked is refused
+    (not waited on), a file past the cap is refused; a symlink to a regular file is followed
+    (a Hugging Face cache is made of them) and copied 0600."""
+    from palaced.errors import SourceUnreadable
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    fifo = tmp_path / "model.onnx"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceUnreadable, match="it is a fifo, not a regular file"):
+        model_files.stage_files({"model.onnx": fifo}, staging)
+    monkeypatch.setattr(model_files, "MAX_FILE_BYTES", 1024, raising=False)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * 2048)
+    with pytest.raises(InvalidContent, match="is larger than"):
+        model_files.stage_files({"tokenizer.json": big}, staging)
+    (tmp_path / "blob").write_text("{}")
+    (tmp_path / "config.json").symlink_to(tmp_path / "blob")
+    checked = model_files.stage_files({"config.json": tmp_path / "config.json"}, staging)
+    assert checked.files["config.json"] == hashlib.sha256(b"{}").hexdigest()
+    assert (staging / "config.json").stat().st_mode & 0o777 == 0o600

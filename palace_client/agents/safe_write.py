@@ -8,8 +8,10 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
@@ -22,16 +24,35 @@ def _umask() -> int:
     return mask
 
 
+def _own_target(path: Path) -> Path:
+    """``path``, or for a symlink of ours its target (dotfile managers link configs).
+
+    A project's directory may be shared: a symlink another user planted at a config's name
+    is never written through (nor is its target copied to a backup).
+
+    Raises:
+        PermissionError: ``path`` is a symlink owned by another uid.
+    """
+    if not path.is_symlink():
+        return path
+    owner = path.lstat().st_uid
+    if owner != os.geteuid():
+        raise PermissionError(errno.EPERM, f"it is a symlink owned by uid {owner}, not by "
+                              "you; palace writes through your own links only", str(path))
+    return path.resolve()
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (temp file in the same directory + rename).
 
-    A symlinked config (dotfile managers) is written through to its target. The file keeps its
-    mode; a new file gets ``0o666 & ~umask``.
+    A symlinked config (dotfile managers) is written through to its target, when the link is
+    ours. The file keeps its mode; a new file gets ``0o666 & ~umask``.
 
     Raises:
-        OSError: the directory cannot be created or written.
+        OSError: the directory cannot be created or written; PermissionError: ``path`` is a
+            symlink owned by another uid.
     """
-    real = path.resolve() if path.is_symlink() else path
+    real = _own_target(path)
     real.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = real.stat().st_mode & 0o7777
@@ -52,16 +73,40 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def backup_path(path: Path) -> Path:
-    """Where the pre-palace copy of ``path`` is kept."""
-    real = path.resolve() if path.is_symlink() else path
+    """Where the pre-palace copy of ``path`` is kept.
+
+    Raises:
+        PermissionError: ``path`` is a symlink owned by another uid.
+    """
+    real = _own_target(path)
     return real.with_name(real.name + BACKUP_SUFFIX)
 
 
 def backup_once(path: Path) -> None:
-    """Copy ``path`` (if it exists) to ``backup_path(path)`` unless a backup is already there."""
+    """Copy ``path`` (if it exists) to ``backup_path(path)`` unless a backup is already there.
+
+    The backup is created with ``O_EXCL|O_NOFOLLOW``: anything already at its name (a backup
+    of an earlier run, or a dangling symlink another user planted to have the config copied
+    wherever it points) is left alone and never written through.
+
+    Raises:
+        OSError: the copy failed; PermissionError: ``path`` is a symlink owned by another uid.
+    """
+    real = _own_target(path)
+    if not real.exists():
+        return
     bak = backup_path(path)
-    if path.exists() and not bak.exists():
-        shutil.copy2(path.resolve(), bak)
+    try:
+        fd = os.open(bak, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "wb") as out, open(real, "rb") as src:
+        shutil.copyfileobj(src, out)
+        out.flush()  # before the times are set: a later write would move the mtime
+        st = os.fstat(src.fileno())
+        os.fchmod(out.fileno(), stat.S_IMODE(st.st_mode))
+        os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def drop_backup(path: Path) -> None:

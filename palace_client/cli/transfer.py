@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,6 +17,7 @@ import typer
 
 from palace_client.render import counted
 from palaced import errors as E
+from palaced.safe_files import private_file
 
 from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, emit, fail, need_palace
 
@@ -39,19 +39,13 @@ TagOpt = typer.Option([], "--tag", help="Tag every imported drawer (repeatable).
 
 @contextlib.contextmanager
 def _output(path: str | None) -> Iterator[IO[str]]:
-    """stdout, or a new private file (0600) renamed over ``path`` once complete."""
+    """stdout, or a new private file (0600) renamed over ``path`` once complete (made under
+    a random name with O_EXCL: nothing another user placed beside ``path`` is written to)."""
     if path is None:
         yield sys.stdout
         return
-    tmp = f"{path}.partial"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            yield out
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    with private_file(path) as out:
+        yield out
 
 
 @app.command("export")

@@ -21,30 +21,65 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from palace_client.slug import slugify
 from palaced import errors as E
+from palaced.safe_files import open_regular, read_capped
 
 from .runner import Problem, Unit
 
 DEFAULT_WING = "chatgpt"
 _TEXT_TYPES = ("text", "multimodal_text")
+# conversations.json is parsed whole; its Python objects take several times its size.
+MAX_JSON_BYTES = 1 << 30
+
+
+def _too_large(path: str) -> E.InvalidContent:
+    return E.InvalidContent(
+        f"{path}: conversations.json is larger than {MAX_JSON_BYTES >> 20} MiB, more than "
+        "palace reads at once", details={"path": path, "limit": MAX_JSON_BYTES})
 
 
 def _read(path: str) -> bytes:
-    """The bytes of ``conversations.json``: the file itself, or the export's zip holding it."""
-    if not zipfile.is_zipfile(path):
-        return Path(path).read_bytes()
-    with zipfile.ZipFile(path) as archive:
-        names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == "conversations.json"]
-        if not names:
-            raise E.InvalidContent(f"{path} is a zip without conversations.json: not a "
-                                   "ChatGPT data export")
-        return archive.read(min(names, key=len))
+    """The bytes of ``conversations.json``: the file itself, or the export's zip holding it;
+    at most ``MAX_JSON_BYTES`` of it, counted as they are read (a zip member is decompressed
+    as a stream, whatever size its header claims).
+
+    Raises:
+        SourceUnreadable: ``path`` is not a regular file (a FIFO is never waited on);
+        InvalidContent: too large, a zip without conversations.json, or a damaged zip;
+        OSError: reading failed.
+    """
+    with os.fdopen(open_regular(path, follow=True), "rb") as f:
+        if not zipfile.is_zipfile(f):
+            f.seek(0)
+            data = read_capped(f.read, MAX_JSON_BYTES)
+        else:
+            try:
+                with zipfile.ZipFile(f) as archive:
+                    names = [n for n in archive.namelist()
+                             if n.rsplit("/", 1)[-1] == "conversations.json"]
+                    if not names:
+                        raise E.InvalidContent(f"{path} is a zip without conversations.json: "
+                                               "not a ChatGPT data export")
+                    info = archive.getinfo(min(names, key=len))
+                    if info.file_size > MAX_JSON_BYTES:
+                        raise _too_large(path)
+                    with archive.open(info) as member:
+                        data = read_capped(member.read, MAX_JSON_BYTES)
+            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError,
+                    RuntimeError) as exc:  # damaged, encrypted, an unknown compression
+                raise E.InvalidContent(f"{path}: the zip cannot be read ({exc})",
+                                       details={"path": path}) from exc
+    if len(data) > MAX_JSON_BYTES:
+        raise _too_large(path)
+    return data
 
 
 def _load(path: str) -> list[Any]:
@@ -61,6 +96,10 @@ def _load(path: str) -> list[Any]:
     except ValueError as exc:
         raise E.InvalidContent(f"{path} is not JSON ({exc}): not a ChatGPT "
                                "conversations.json") from exc
+    except RecursionError as exc:  # Python's parser recurses once per nesting level
+        raise E.InvalidContent(f"{path} nests JSON arrays or objects deeper than palace "
+                               "reads: not a ChatGPT conversations.json",
+                               details={"path": path}) from exc
     if not isinstance(data, list):
         raise E.InvalidContent(f"{path} holds a JSON {type(data).__name__}, not the list of "
                                "conversations of a ChatGPT conversations.json")

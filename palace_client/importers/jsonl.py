@@ -20,6 +20,9 @@ from palaced.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kin
 
 from .runner import Problem, Unit
 
+MAX_LINE_BYTES = 64 << 20  # a record is sent in one request, whose frame is smaller (8 MiB)
+TOO_LONG = b"\x00 line too long"  # what _lines yields for a longer line (never real JSON)
+
 
 class JsonlImport:
     """The records of one export file (or stdin, ``-``), header first."""
@@ -47,8 +50,18 @@ class JsonlImport:
         palace = self.header.get("palace")
         self.palace = palace if isinstance(palace, str) else None  # the exported palace
 
+    def _lines(self) -> Iterator[bytes]:
+        """The stream's lines, each read at most ``MAX_LINE_BYTES`` + 1 bytes at a time: a
+        longer line is skipped in chunks, never held whole, and yields ``TOO_LONG``."""
+        while raw := self._stream.readline(MAX_LINE_BYTES + 1):
+            if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while (rest := self._stream.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+                raw = TOO_LONG
+            yield raw
+
     def _read_header(self) -> dict[str, Any]:
-        for raw in self._stream:
+        for raw in self._lines():
             self._line += 1
             if raw.strip():
                 self._first = raw
@@ -58,6 +71,8 @@ class JsonlImport:
         try:
             header = json.loads(raw)
         except ValueError:
+            header = None
+        except RecursionError:  # nested deeper than Python's parser goes: no header either
             header = None
         if record_kind(header) != "header" or header.get("format") != FORMAT:
             raise E.InvalidContent(f"{self.source}:{self._line}: not a palace export (its first "
@@ -75,10 +90,15 @@ class JsonlImport:
         return None
 
     def _unit(self, raw: bytes, line: int) -> Unit | Problem:
+        if raw is TOO_LONG:
+            return Problem(self._file, line, f"longer than {MAX_LINE_BYTES} bytes: no record "
+                           "of an export is")
         try:
             record = json.loads(raw)
         except ValueError as exc:
             return Problem(self._file, line, f"not JSON: {exc}")
+        except RecursionError:  # Python's parser recurses once per nesting level
+            return Problem(self._file, line, "JSON nested deeper than palace reads")
         kind = record_kind(record)
         if kind is None:
             return Problem(self._file, line, f"not an export record: a JSON object whose "
@@ -93,7 +113,7 @@ class JsonlImport:
         ended = False
         try:
             yield self._unit(self._first, self._line)
-            for raw in self._stream:
+            for raw in self._lines():
                 self._line += 1
                 if not raw.strip():
                     continue

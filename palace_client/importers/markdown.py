@@ -7,6 +7,13 @@ git's rules: deeper files and later lines win, ``!`` re-includes) are skipped, a
 hash of its bytes and of the import's options: a re-run sends only the files that changed
 (their sections are replaced: new ones stored, vanished ones deleted, unchanged ones kept)
 and deletes the drawers of files that are gone (or now ignored).
+
+The directory may be shared with other users, so nothing in it is trusted: only regular files
+are read (a FIFO or device named ``*.md`` is skipped, never opened for a blocking read), at
+most ``MAX_FILE_BYTES`` + 1 bytes of each, through directories opened one by one without
+following a symlink. A symlink to a file inside the directory is read as that file; one that
+leads outside it (say, to the owner's ``~/.netrc``) is skipped and reported, and drawers an
+earlier run stored from it are deleted.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 import pathspec
 
 from palaced import errors as E
+from palaced.safe_files import read_beneath, read_regular
 
 from . import sections
 from .runner import Problem, Unit
@@ -28,15 +36,21 @@ from .runner import Problem, Unit
 DEFAULT_WING = "docs"
 KINDS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text"}
 MAX_FILE_BYTES = 4 << 20  # larger files are no notes (and would not fit one request)
+MAX_GITIGNORE_BYTES = 1 << 20
+# Reasons a file is skipped for good (its drawers of an earlier run are deleted), rather than
+# for now (an I/O error, a file too large or not UTF-8 yet: its drawers are kept).
+_NOT_A_DOCUMENT = ("symlink", "not a regular file")
 _Specs = list[tuple[Path, pathspec.GitIgnoreSpec]]
 
 
 def _read_spec(directory: Path) -> pathspec.GitIgnoreSpec | None:
+    """The ``.gitignore`` of ``directory``; None when there is none or it is no regular file
+    (read capped and without blocking: only its patterns are used, so a link is followed)."""
     try:
-        lines = (directory / ".gitignore").read_text("utf-8", errors="replace").splitlines()
-    except OSError:
+        raw, _ = read_regular(directory / ".gitignore", MAX_GITIGNORE_BYTES, follow=True)
+    except E.SourceUnreadable:
         return None
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return pathspec.GitIgnoreSpec.from_lines(raw.decode("utf-8", "replace").splitlines())
 
 
 def _ignored(path: Path, is_dir: bool, specs: _Specs) -> bool:
@@ -90,20 +104,44 @@ class MarkdownImport:
         return len(self._files)
 
     def parse(self) -> Iterator[Unit | Problem]:
-        for path in self._files:
-            yield self._unit(path)
+        try:
+            root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise E.ClientError(f"cannot read {self.root}: {exc.strerror or exc}",
+                                details={"path": str(self.root)}) from exc
+        try:
+            for path in self._files:
+                yield self._unit(root_fd, path)
+        finally:
+            os.close(root_fd)
 
-    def _unit(self, path: Path) -> Unit | Problem:
+    def _parts(self, path: Path) -> tuple[str, ...] | str:
+        """The path under the root to read for ``path``: its own, or for a symlink its
+        target's when that lies inside the root; else why it is skipped."""
+        try:
+            if not os.path.islink(path):
+                return path.relative_to(self.root).parts
+            target = Path(os.path.realpath(path))
+        except OSError as exc:
+            return f"cannot be read: {exc.strerror or exc}"
+        if self.root not in target.parents:
+            return f"a symlink leading outside {self.root} (to {target}): not followed"
+        return target.relative_to(self.root).parts
+
+    def _unit(self, root_fd: int, path: Path) -> Unit | Problem:
         rel = path.relative_to(self.root).as_posix()
         key = str(path)
+        parts = self._parts(path)
+        if isinstance(parts, str):
+            return Problem(rel, None, parts, None if "symlink" in parts else key)
         try:
-            stat = path.stat()
-            if stat.st_size > MAX_FILE_BYTES:
-                return Problem(rel, None, f"larger than {MAX_FILE_BYTES >> 20} MiB", key)
-            raw = path.read_bytes()
+            raw, stat = read_beneath(root_fd, parts, MAX_FILE_BYTES)
             text = raw.decode("utf-8")
-        except OSError as exc:
-            return Problem(rel, None, f"cannot be read: {exc.strerror or exc}", key)
+        except E.SourceUnreadable as exc:
+            reason = str(exc.details["reason"])
+            gone = any(word in reason for word in _NOT_A_DOCUMENT)
+            return Problem(rel, None, reason if reason.startswith("larger") else
+                           f"cannot be read: {reason}", None if gone else key)
         except UnicodeDecodeError as exc:
             return Problem(rel, None, f"not UTF-8 text (byte {exc.start})", key)
         room = self._room or rel.rsplit(".", 1)[0][:200]
