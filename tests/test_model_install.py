@@ -267,6 +267,7 @@ def _small_tar(path: Path, members: list[tuple[str, bytes | None]]) -> Path:
     return path
 
 
+@pytest.mark.daemon
 def test_import_refuses_a_duplicate_member_with_a_typed_error(home: Path,
                                                               tmp_path: Path) -> None:
     """Two members of one name: which one is the model's is ambiguous. Refused as unsafe
