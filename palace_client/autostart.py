@@ -17,6 +17,7 @@ which survives the launcher, so whatever it prints before its log is set up stay
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -62,6 +63,7 @@ class Started:
 
     state: str
     code: int | None = None
+    said: str = ""  # the end of its stderr, for ``exited`` (why it left the socket alone)
 
 
 def _open_stderr_log(path: Path) -> tuple[int | None, int]:
@@ -151,12 +153,39 @@ def start_daemon(paths: Paths, wait_s: float) -> Started:
     if words[0] != "exited":
         return Started(words[0])
     code = int(words[1])
-    if code == 0:
-        return Started("exited", 0)
     tail = stderr_tail(log, offset) if fd is not None else ""
+    if code == 0:
+        return Started("exited", 0, tail)
     said = f":\n{tail}" if tail else " without a word on stderr"
     raise DaemonStartFailed(
         f"palaced exited with {describe_status(code)} before it answered{said}\n"
         f"(its stderr is kept in {log}; `palaced check-config` checks the config file)",
         details={"status": code, "stderr_log": str(log), "stderr_tail": tail,
                  "socket": str(paths.socket)})
+
+
+def lock_holder(lock_file: Path) -> int | None:
+    """The pid of the daemon holding ``lock_file`` (it writes its pid there), 0 when a
+    process holds it without having written a pid, None when nobody holds it.
+
+    Probed with a shared lock released at once, which conflicts with no other probe.
+    """
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return 0  # not ours to judge (a symlink, another uid's): the daemon says why
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            return None
+        try:
+            return int(os.read(fd, 64).decode().strip())
+        except (OSError, ValueError):
+            return 0
+    finally:
+        os.close(fd)  # closing drops the probe's lock, if it got one

@@ -12,6 +12,7 @@ our path gets nothing from us (``UntrustedDaemon``).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from palace_client.peer import verify_launchd_daemon, verify_server
 from palaced import __version__
 from palaced.errors import (
+    Busy,
     ClientError,
     DaemonUnreachable,
     DataDirMismatch,
@@ -72,6 +74,29 @@ def env_seconds(name: str, raw: str | None, default: float | None) -> float | No
         raise ClientError(f"{name} must be a number of seconds > 0, got {raw!r}",
                           details={"variable": name})
     return value
+
+
+class Backoff:
+    """Jittered exponential pauses until a deadline, for retrying a daemon that said BUSY.
+
+    Each pause is random in [delay/2, delay] (clients refused together do not come back
+    together), the delay doubling from ``first`` up to ``cap``; none outlasts the deadline.
+    """
+
+    def __init__(self, deadline: float, first: float = 0.05, cap: float = 1.0) -> None:
+        self.deadline = deadline
+        self._delay = first
+        self._cap = cap
+
+    def pause(self) -> bool:
+        """Sleep the next pause and return True; False (at once) when the deadline has
+        passed, so the caller gives up."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(random.uniform(self._delay / 2, self._delay), left))
+        self._delay = min(self._delay * 2, self._cap)
+        return True
 
 
 def _recv_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
@@ -305,8 +330,19 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     paths = paths or resolve()
 
     def attempt() -> Connection:
-        conn = Connection.open(paths.socket, client_name, connect_timeout, request_timeout)
-        return same_store(conn, paths) if check_store else conn
+        # BUSY here (every slot and the reserve taken) came before our hello was read: it is
+        # always safe to connect again, and slots free up as the daemon's handshake deadline
+        # closes silent connections.
+        backoff = Backoff(time.monotonic() + connect_timeout)
+        while True:
+            try:
+                conn = Connection.open(paths.socket, client_name, connect_timeout,
+                                       request_timeout)
+            except Busy:
+                if not backoff.pause():
+                    raise
+                continue
+            return same_store(conn, paths) if check_store else conn
 
     try:
         return attempt()
@@ -323,24 +359,44 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
     check_runtime_dir(paths.runtime_dir)
     deadline = time.monotonic() + start_timeout
-    # Raises at once if the daemon exits non-zero; "exited 0" means another daemon won the
-    # lock (it may still be starting), "starting" that ours did not listen in time.
     # Imported here: starting a daemon needs subprocess and more, which a connection to a
     # running daemon (the capture hook's, with its 200 ms budget) does not.
-    from palace_client.autostart import start_daemon
+    from palace_client.autostart import lock_holder, start_daemon
 
-    start_daemon(paths, start_timeout)
+    # Raises at once if the daemon exits non-zero; "exited 0" means another daemon holds this
+    # socket's lock (it may still be starting), "starting" that ours did not listen in time.
+    started = start_daemon(paths, start_timeout)
     delay = 0.01
+    probed = time.monotonic()
     last: Exception | None = None
     while True:
         try:
             return attempt()
         except _ABSENT as exc:
             last = exc
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             break
+        if started.state == "exited" and now - probed >= 0.25:
+            probed = now
+            if lock_holder(paths.lock_file) is None:
+                # The daemon ours deferred to let go of the lock without serving the socket
+                # (it failed, or was stopping): start one again rather than wait for nothing.
+                started = start_daemon(paths, deadline - now)
+                continue
         time.sleep(delay)
         delay = min(delay * 1.5, 0.2)
+    if started.state == "exited":
+        holder = lock_holder(paths.lock_file)
+        who = f"pid {holder}" if holder else "another process"
+        said = f"; it said:\n{started.said}" if started.said else ""
+        raise DaemonUnreachable(
+            f"started palaced, but it exited at once: {who} holds the lock {paths.lock_file} "
+            f"and did not answer on {paths.socket} within {start_timeout:g}s ({last}); see "
+            f"{paths.log_file} and {paths.stderr_log}{said}",
+            details={"socket": str(paths.socket), "lock": str(paths.lock_file),
+                     "lock_holder": holder, "log": str(paths.log_file),
+                     "stderr_log": str(paths.stderr_log), "stderr_tail": started.said})
     raise DaemonUnreachable(
         f"started palaced but it did not answer on {paths.socket} within "
         f"{start_timeout:g}s ({last}); see {paths.log_file} and {paths.stderr_log}",

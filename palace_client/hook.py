@@ -10,8 +10,10 @@ daemon only queues it) and exits. It must never cost the agent's turn anything:
   left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
   (``palace_client.entry``);
 * when the daemon is not running, or does not answer in time, it starts a detached
-  delivery process (``python -m palace_client.hook --deliver REQUEST``) that starts the
-  daemon as any client does, sends the request and logs a failure, and returns at once;
+  delivery process (``python -m palace_client.hook --deliver``) that starts the daemon as
+  any client does, sends the request and logs a failure, and returns at once. The request
+  (palace, transcript path, session id) reaches it on a pipe on its stdin, never on its
+  command line, which every local user can read in ``ps`` for as long as it runs;
 * anything that goes wrong (bad input, an error from the daemon) becomes one line in the
   clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
 
@@ -163,17 +165,47 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 
 
 def _defer(palace: str, args: dict[str, Any]) -> None:
-    """Start a detached process that starts the daemon if needed and delivers the request."""
+    """Start a detached process that starts the daemon if needed and delivers the request.
+
+    The request goes to it on a pipe (its stdin): argv is readable by every local user
+    (``/proc/PID/cmdline``, ``ps``), and it names the project, the transcript's path and the
+    session. A pipe is private to the two processes and leaves no file behind.
+
+    Raises:
+        OSError: the process could not be started, or it died before reading the request.
+    """
     import subprocess  # only on this path: it costs the hook a few milliseconds to import
 
-    payload = json.dumps({"palace": palace, "args": args})
-    subprocess.Popen(  # our own interpreter and module
-        [sys.executable, "-m", "palace_client.hook", "--deliver", payload],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    payload = json.dumps({"palace": palace, "args": args}).encode()
+    proc = subprocess.Popen(  # our own interpreter and module
+        [sys.executable, "-m", "palace_client.hook", "--deliver"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         close_fds=True, start_new_session=True, cwd="/")
+    stdin = proc.stdin
+    assert stdin is not None  # stdin=PIPE
+    try:
+        # Fits the pipe's buffer (64 KiB on Linux) unless the input is absurd; then the
+        # write waits for the child, which reads it before importing anything heavy.
+        stdin.write(payload)
+    finally:
+        stdin.close()
 
 
-def deliver(payload: str) -> int:
+def read_request(stdin_fd: int) -> bytes:
+    """The delivery's request: everything on ``stdin_fd`` up to end of file (at most
+    2 * MAX_INPUT bytes; the hook wrote it and closed the pipe)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= 2 * MAX_INPUT:
+        chunk = os.read(stdin_fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def deliver(payload: bytes | str) -> int:
     """The detached delivery: connect (starting the daemon, waiting for it) and send."""
     from palace_client.client import Client
     from palaced.errors import PalaceError
@@ -237,10 +269,16 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m palace_client.hook [--deliver REQUEST | capture args]``."""
+    """``python -m palace_client.hook [--deliver | capture args]`` (``--deliver`` reads the
+    request on stdin)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--deliver"] and len(args) == 2:
-        return deliver(args[1])
+    if args == ["--deliver"]:
+        try:
+            request = read_request(0)
+        except OSError as exc:
+            log_line(f"hook capture (deferred): cannot read the request: {exc}")
+            return 0
+        return deliver(request)
     return capture(args)
 
 
