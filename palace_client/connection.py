@@ -142,6 +142,7 @@ class Connection:
     Raises (constructor):
         DaemonUnreachable: no hello answer within ``hello_timeout``.
         UnsupportedProtocol: the daemon speaks another protocol.
+        Busy: the daemon has no connection slot free (it closes the connection).
         OSError: the connection broke during the handshake.
     """
 
@@ -153,8 +154,17 @@ class Connection:
         self.max_frame = DEFAULT_MAX_FRAME
         self.request_timeout = request_timeout
         try:
-            self._send_request(HELLO_OP, None, hello_args(client_name, __version__), None,
-                               time.monotonic() + hello_timeout)
+            try:
+                self._send_request(HELLO_OP, None, hello_args(client_name, __version__), None,
+                                   time.monotonic() + hello_timeout)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                # A daemon with no slot free answers BUSY and closes, perhaps before our hello
+                # arrived: its answer is still ours to read, and says more than a broken pipe.
+                try:
+                    self._read_response(time.monotonic() + hello_timeout)
+                except (OSError, ConnectionError):
+                    pass
+                raise exc from None
             hello = self._read_response(time.monotonic() + hello_timeout)
         except TimeoutError:
             raise DaemonUnreachable(
@@ -184,6 +194,7 @@ class Connection:
             UntrustedDaemon: the server runs as another uid (root included, unless we are
                 root); the connection is closed before a byte is sent.
             DaemonUnreachable: the connect or the handshake took longer than ``timeout``.
+            Busy: the daemon has no connection slot free.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -326,6 +337,8 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         UnsafePath: it is not running and its runtime directory is a symlink or another
             uid's (the daemon would refuse it; we say why at once rather than time out).
         DataDirMismatch: with ``check_store``, the daemon serves another data directory.
+        Busy: the daemon still had no connection slot free after ``connect_timeout`` of
+            retries (jittered exponential backoff).
     """
     paths = paths or resolve()
 

@@ -1,0 +1,102 @@
+"""A daemon whose connection slots are all taken answers BUSY; the client retries it.
+
+BUSY comes before anything runs: at connect when the normal slots and the reserve are full,
+or for a request other than status/stop on a reserve connection. The slots free up as the
+daemon's handshake deadline closes silent connections, so the client retries with backoff
+within its deadline instead of failing at once, and still says BUSY when the deadline ends.
+
+The daemon runs keyword-only with tiny limits (3 slots, 2 reserve, 1 s handshake deadline).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from palace_client import Client
+from palaced.errors import Busy
+
+from .conftest import DaemonProc, base_env, short_home
+from .wire import Raw
+
+LIMITS = {"handshake_timeout_s": 1, "frame_timeout_s": 0.5, "connection_idle_s": 60,
+          "max_connections": 3, "reserve_connections": 2}
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[DaemonProc]:
+    home = short_home()
+    body = "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
+    (home / "config.toml").write_text(f"[limits]\n{body}")
+    d = DaemonProc(home, base_env(home, model=False))
+    d.start()
+    try:
+        with d.client() as c:
+            c.create_palace("p")
+        yield d
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _silent(d: DaemonProc, n: int) -> list[Raw]:
+    """``n`` connections that never say hello (the daemon closes them after 1 s)."""
+    return [Raw.connect(d.socket, hello=False) for _ in range(n)]
+
+
+def _full(d: DaemonProc) -> None:
+    """Wait until a new connection is refused with BUSY (every slot and the reserve taken)."""
+    probe = Raw.connect(d.socket, hello=False)
+    reply = probe.read()
+    probe.close()
+    assert reply is not None and reply["error"]["name"] == "BUSY", reply
+
+
+def test_busy_at_connect_is_retried_until_a_slot_frees(small: DaemonProc) -> None:
+    silent = _silent(small, LIMITS["max_connections"] + LIMITS["reserve_connections"])
+    try:
+        _full(small)
+        started = time.monotonic()
+        with small.client() as c:
+            assert c.status()["pid"] == small.pid()
+            assert [p["name"] for p in c.list_palaces()] == ["p"]
+        assert time.monotonic() - started < 8
+    finally:
+        for s in silent:
+            s.close()
+
+
+def test_a_request_refused_on_a_reserve_connection_is_sent_again(small: DaemonProc) -> None:
+    # The normal slots are taken: the client's connection is a reserve one, where recall is
+    # answered BUSY (and not run) until the silent ones are closed.
+    silent = _silent(small, LIMITS["max_connections"])
+    try:
+        time.sleep(0.2)  # let the daemon admit them
+        with Client(small.socket, autostart=False, request_timeout=20) as c:
+            assert c.status()["connections"] == LIMITS["max_connections"]  # on the reserve
+            assert c.recall("p", "anything at all") == []
+            assert c.status()["connections"] == 1  # since moved to a normal slot
+    finally:
+        for s in silent:
+            s.close()
+
+
+def test_busy_is_still_the_error_when_the_deadline_ends(small: DaemonProc) -> None:
+    # Handshaken idle connections keep the normal slots (their idle deadline is 60 s).
+    held = [Raw.connect(small.socket) for _ in range(LIMITS["max_connections"])]
+    try:
+        time.sleep(0.2)
+        with Client(small.socket, autostart=False, request_timeout=1.5) as c:
+            assert c.status()["connections"] == LIMITS["max_connections"]
+            started = time.monotonic()
+            with pytest.raises(Busy) as err:
+                c.list_palaces()
+            took = time.monotonic() - started
+        assert 1.4 <= took < 8, took
+        assert err.value.name == "BUSY" and err.value.retryable
+    finally:
+        for s in held:
+            s.close()
