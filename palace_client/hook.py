@@ -9,7 +9,7 @@ daemon only queues it) and exits. It must never cost the agent's turn anything:
 * it takes at most about ``BUDGET_S`` of wall time: every socket wait is bounded by what is
   left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
   (``palace_client.entry``);
-* when the daemon is not running, or does not answer in time, it starts a detached
+* when the daemon is not running, does not answer in time or is BUSY, it starts a detached
   delivery process (``python -m palace_client.hook --deliver``) that starts the daemon as
   any client does, sends the request and logs a failure, and returns at once. The request
   (palace, transcript path, session id) reaches it on a pipe on its stdin, never on its
@@ -145,6 +145,8 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 
     Raises:
         ConnectionError, OSError: no daemon, or it did not answer in time.
+        DaemonUnreachable: it did not accept or handshake in time.
+        Busy: it has no connection slot free (the request did not run).
         PalaceError: the daemon refused the request.
     """
     from palace_client.connection import Connection, same_store
@@ -243,7 +245,7 @@ def _palace_arg(argv: Sequence[str]) -> str | None:
 
 def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.errors import PalaceError
+    from palaced.errors import Busy, DaemonUnreachable, PalaceError
 
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
@@ -255,7 +257,10 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         args = request_args(hook)
         try:
             _send(palace, args, deadline - 0.03)
-        except (OSError, ConnectionError) as exc:
+        except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:
+            # Not sent, or not answered within the budget (a handshake slower than what is
+            # left of it, BUSY: no connection slot free, which ran nothing): the delivery has
+            # the time to start the daemon, wait for it and retry.
             _defer(palace, args)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")

@@ -100,3 +100,26 @@ def test_busy_is_still_the_error_when_the_deadline_ends(small: DaemonProc) -> No
     finally:
         for s in held:
             s.close()
+
+
+def test_the_capture_hook_hands_a_busy_daemon_to_its_background_delivery(
+        small: DaemonProc) -> None:
+    """The hook has 200 ms: on BUSY it defers to its delivery process, which retries."""
+    from .test_capture_daemon import _has_drawers, run_hook, texts, wait_for
+    from .transcripts import Session, hook_input
+
+    s = Session(small.home / "claude" / "busy.jsonl", cwd=str(small.home / "busy-app"))
+    s.exchange("Which port?", "The API listens on port 8443.")
+    silent = _silent(small, LIMITS["max_connections"])
+    try:
+        time.sleep(0.2)  # the hook's connection gets a reserve slot: its capture is BUSY
+        res, _ = run_hook(small.env, hook_input(s), "--palace", "busy")
+        assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    finally:
+        for sock in silent:
+            sock.close()
+    log = (small.home / "state" / "palace.log").read_text()
+    assert "[BUSY]" not in log and "delivering in the background" in log
+    wait_for(lambda: _has_drawers(small, "busy"), 60)
+    assert texts(small, "busy") == ["User: Which port?\n\nAssistant: The API listens on port "
+                                    "8443."]
