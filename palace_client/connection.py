@@ -371,51 +371,11 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     except OSError as exc:
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
     check_runtime_dir(paths.runtime_dir)
-    deadline = time.monotonic() + start_timeout
     # Imported here: starting a daemon needs subprocess and more, which a connection to a
     # running daemon (the capture hook's, with its 200 ms budget) does not.
-    from palace_client.autostart import lock_holder, start_daemon
+    from palace_client.autostart import start_and_wait
 
-    # Raises at once if the daemon exits non-zero; "exited 0" means another daemon holds this
-    # socket's lock (it may still be starting), "starting" that ours did not listen in time.
-    started = start_daemon(paths, start_timeout)
-    delay = 0.01
-    probed = time.monotonic()
-    last: Exception | None = None
-    while True:
-        try:
-            return attempt()
-        except _ABSENT as exc:
-            last = exc
-        now = time.monotonic()
-        if now >= deadline:
-            break
-        if started.state == "exited" and now - probed >= 0.25:
-            probed = now
-            if lock_holder(paths.lock_file) is None:
-                # The daemon ours deferred to let go of the lock without serving the socket
-                # (it failed, or was stopping): start one again rather than wait for nothing.
-                started = start_daemon(paths, deadline - now)
-                continue
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-    if started.state == "exited":
-        holder = lock_holder(paths.lock_file)
-        who = f"pid {holder}" if holder else "another process"
-        said = f"; it said:\n{started.said}" if started.said else ""
-        raise DaemonUnreachable(
-            f"started palaced, but it exited at once: {who} holds the lock {paths.lock_file} "
-            f"and did not answer on {paths.socket} within {start_timeout:g}s ({last}); see "
-            f"{paths.log_file} and {paths.stderr_log}{said}",
-            details={"socket": str(paths.socket), "lock": str(paths.lock_file),
-                     "lock_holder": holder, "log": str(paths.log_file),
-                     "stderr_log": str(paths.stderr_log), "stderr_tail": started.said})
-    raise DaemonUnreachable(
-        f"started palaced but it did not answer on {paths.socket} within "
-        f"{start_timeout:g}s ({last}); see {paths.log_file} and {paths.stderr_log}",
-        details={"socket": str(paths.socket), "log": str(paths.log_file),
-                 "stderr_log": str(paths.stderr_log)},
-    )
+    return start_and_wait(paths, start_timeout, attempt, _ABSENT)
 
 
 def outcome_unknown(op: str, cause: Exception | None) -> OutcomeUnknown:
