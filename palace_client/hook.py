@@ -34,6 +34,7 @@ from typing import Any
 
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
+DELIVER_STDIN_WAIT_S = 10.0  # how long the delivery waits for the request on its stdin
 MAX_INPUT = 1 << 20  # bytes of hook input read at most
 OP = "capture.transcript"
 CLIENT_NAME = "palace-hook"
@@ -193,20 +194,6 @@ def _defer(palace: str, args: dict[str, Any]) -> None:
         stdin.close()
 
 
-def read_request(stdin_fd: int) -> bytes:
-    """The delivery's request: everything on ``stdin_fd`` up to end of file (at most
-    2 * MAX_INPUT bytes; the hook wrote it and closed the pipe)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= 2 * MAX_INPUT:
-        chunk = os.read(stdin_fd, 65536)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
 def deliver(payload: bytes | str) -> int:
     """The detached delivery: connect (starting the daemon, waiting for it) and send."""
     from palace_client.client import Client
@@ -279,8 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--deliver"]:
         try:
-            request = read_request(0)
-        except OSError as exc:
+            # Written whole by the hook before it returned: a generous wait, never needed.
+            request = read_input(0, DELIVER_STDIN_WAIT_S)
+        except (OSError, HookInputError) as exc:
             log_line(f"hook capture (deferred): cannot read the request: {exc}")
             return 0
         return deliver(request)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DaemonProc, base_env, short_home
+from .conftest import DaemonProc, _wait_gone, base_env, short_home
 
 
 def _palace(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
@@ -30,13 +30,7 @@ def _palace(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 def _stop(pid: int) -> None:
     """SIGTERM a daemon (not our child) and wait up to 30 s for it to exit."""
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
+    _wait_gone(pid)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ The daemon runs keyword-only with tiny limits (3 slots, 2 reserve, 1 s handshake
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -19,7 +18,8 @@ import pytest
 from palace_client import Client
 from palaced.errors import Busy
 
-from .conftest import DaemonProc, base_env, short_home
+from .conftest import DaemonProc
+from .test_connections import _daemon
 from .wire import Raw
 
 LIMITS = {"handshake_timeout_s": 1, "frame_timeout_s": 0.5, "connection_idle_s": 60,
@@ -28,18 +28,13 @@ LIMITS = {"handshake_timeout_s": 1, "frame_timeout_s": 0.5, "connection_idle_s":
 
 @pytest.fixture(scope="module")
 def small() -> Iterator[DaemonProc]:
-    home = short_home()
-    body = "".join(f"{k} = {v}\n" for k, v in LIMITS.items())
-    (home / "config.toml").write_text(f"[limits]\n{body}")
-    d = DaemonProc(home, base_env(home, model=False))
-    d.start()
-    try:
-        with d.client() as c:
-            c.create_palace("p")
-        yield d
-    finally:
-        d.stop()
-        shutil.rmtree(home, ignore_errors=True)
+    yield from _daemon(LIMITS)
+
+
+@pytest.fixture(autouse=True)
+def palace(small: DaemonProc) -> None:
+    with small.client() as c:
+        c.create_palace("p", exist_ok=True)
 
 
 def _silent(d: DaemonProc, n: int) -> list[Raw]:
