@@ -123,7 +123,7 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
                 payload = {**payload, **rule.retry_args}
             try:
                 conn = self._connection()
-            except DaemonUnreachable as exc:
+            except (DaemonUnreachable, Busy) as exc:
                 if delivered and rule.kind is not Retry.SAFE:
                     raise outcome_unknown(op, lost) from exc
                 raise
@@ -162,6 +162,8 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
                         if self.request_timeout is not None else None)
                     busy = Backoff(started + conn.deadline_s(budget_ms) - REPLY_GRACE_S)
                 if not busy.pause():
+                    if delivered and rule.kind is not Retry.SAFE:
+                        raise outcome_unknown(op, lost) from exc
                     raise
                 attempts -= 1  # not a lost connection: the resend budget is untouched
         if delivered and rule.kind is not Retry.SAFE:

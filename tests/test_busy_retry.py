@@ -10,15 +10,20 @@ The daemon runs keyword-only with tiny limits (3 slots, 2 reserve, 1 s handshake
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from palace_client import Client
-from palaced.errors import Busy
+from palaced.errors import Busy, OutcomeUnknown
+from palaced.protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, encode_response, unpack
 
 from .conftest import DaemonProc
+from .test_client_retry import _read_frame
 from .test_connections import _daemon
 from .wire import Raw
 
@@ -31,10 +36,12 @@ def small() -> Iterator[DaemonProc]:
     yield from _daemon(LIMITS)
 
 
-@pytest.fixture(autouse=True)
-def palace(small: DaemonProc) -> None:
+@pytest.fixture
+def with_p(small: DaemonProc) -> DaemonProc:
+    """The small daemon, with a palace ``p``."""
     with small.client() as c:
         c.create_palace("p", exist_ok=True)
+    return small
 
 
 def _silent(d: DaemonProc, n: int) -> list[Raw]:
@@ -50,7 +57,8 @@ def _full(d: DaemonProc) -> None:
     assert reply is not None and reply["error"]["name"] == "BUSY", reply
 
 
-def test_busy_at_connect_is_retried_until_a_slot_frees(small: DaemonProc) -> None:
+def test_busy_at_connect_is_retried_until_a_slot_frees(with_p: DaemonProc) -> None:
+    small = with_p
     silent = _silent(small, LIMITS["max_connections"] + LIMITS["reserve_connections"])
     try:
         _full(small)
@@ -64,7 +72,8 @@ def test_busy_at_connect_is_retried_until_a_slot_frees(small: DaemonProc) -> Non
             s.close()
 
 
-def test_a_request_refused_on_a_reserve_connection_is_sent_again(small: DaemonProc) -> None:
+def test_a_request_refused_on_a_reserve_connection_is_sent_again(with_p: DaemonProc) -> None:
+    small = with_p
     # The normal slots are taken: the client's connection is a reserve one, where recall is
     # answered BUSY (and not run) until the silent ones are closed.
     silent = _silent(small, LIMITS["max_connections"])
@@ -79,7 +88,8 @@ def test_a_request_refused_on_a_reserve_connection_is_sent_again(small: DaemonPr
             s.close()
 
 
-def test_busy_is_still_the_error_when_the_deadline_ends(small: DaemonProc) -> None:
+def test_busy_is_still_the_error_when_the_deadline_ends(with_p: DaemonProc) -> None:
+    small = with_p
     # Handshaken idle connections keep the normal slots (their idle deadline is 60 s).
     held = [Raw.connect(small.socket) for _ in range(LIMITS["max_connections"])]
     try:
@@ -118,3 +128,62 @@ def test_the_capture_hook_hands_a_busy_daemon_to_its_background_delivery(
     wait_for(lambda: _has_drawers(small, "busy"), 60)
     assert texts(small, "busy") == ["User: Which port?\n\nAssistant: The API listens on port "
                                     "8443."]
+
+
+class LostThenBusy:
+    """A stand-in daemon: the first connection's first request is swallowed (its reply lost
+    with the connection); every later connection is refused with BUSY, at connect
+    (``stage="connect"``) or in answer to its request (``stage="request"``)."""
+
+    def __init__(self, path: Path, stage: str) -> None:
+        self.stage = stage
+        self.requests: list[str] = []
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(path))
+        self._listener.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _hello(self, conn: socket.socket) -> None:
+        req = unpack(_read_frame(conn)[4:])  # type: ignore[index]
+        conn.sendall(encode_response(req["id"], {
+            "protocol": PROTOCOL_VERSION, "server": {"name": "fake", "pid": 0}, "ops": [],
+            "max_frame": DEFAULT_MAX_FRAME, "request_timeout_s": 5.0, "request_keys": []}))
+
+    def _accept(self) -> None:
+        first = True
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with conn:
+                if first or self.stage == "request":
+                    self._hello(conn)
+                    frame_ = _read_frame(conn)
+                    if frame_ is not None:
+                        req = unpack(frame_[4:])
+                        self.requests.append(req["op"])
+                        if not first:
+                            conn.sendall(encode_response(req["id"], Busy("no slot")))
+                else:
+                    conn.sendall(encode_response(None, Busy("too many connections")))
+                first = False
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.mark.parametrize("stage", ["connect", "request"])
+def test_busy_after_a_lost_reply_is_an_unknown_outcome_not_busy(stage: str,
+                                                                 tmp_path: Path) -> None:
+    """palace.create (CONVERGE) lost its reply, so it may have run: when the retry then meets
+    BUSY until its deadline, the caller must hear OUTCOME_UNKNOWN (check before repeating),
+    not BUSY (which says nothing ran)."""
+    server = LostThenBusy(tmp_path / "s.sock", stage)
+    try:
+        with Client(tmp_path / "s.sock", autostart=False, connect_timeout=0.5,
+                    request_timeout=0.5) as c, pytest.raises(OutcomeUnknown):
+            c.create_palace("x")
+        assert server.requests[0] == "palace.create"
+    finally:
+        server.close()
