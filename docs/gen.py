@@ -79,7 +79,8 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
         "(Long texts a remember left to the background are embedded at once, and under writes "
         "that never pause the index is still saved every 20 s.)",
     ("limits", "max_connections"): "Open client connections at most; past them (and the "
-        "reserve) a connection gets `BUSY` and is closed.",
+        "reserve) a connection gets `BUSY` and is closed (palace's clients retry it with "
+        "backoff until their deadline).",
     ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
         "only run `daemon.status` and `daemon.stop`, so the owner can always see and stop a "
         "daemon whose normal slots are full.",
@@ -128,7 +129,8 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                     "`/tmp/palace-<uid>-<hash>/` when that path is too long for a socket). Each "
                     "home has its own daemon."),
     "PALACE_SOCKET": ("daemon, clients", "Use this socket path; its directory also holds the "
-                      "daemon's lock file and must be yours and private (0700, no symlink): "
+                      "daemon's lock file (`<socket name>.lock`, so sockets in one directory "
+                      "get one daemon each) and must be yours and private (0700, no symlink): "
                       "`/tmp/x.sock` is refused. An explicit socket also skips the clients' "
                       "data-directory check."),
     "PALACE_CONFIG": ("daemon", "Read this config file instead of `<config_dir>/config.toml`."),

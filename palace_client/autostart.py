@@ -17,16 +17,22 @@ which survives the launcher, so whatever it prints before its log is set up stay
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from palaced.errors import DaemonStartFailed, DaemonUnreachable
 from palaced.paths import Paths
 from palaced.private import make_private_dirs
+
+T = TypeVar("T")
 
 # argv: wait_s, then the daemon's command line (``--ready-fd N`` is appended). Prints one line:
 # "ready", "exited CODE" or "starting" (still starting when wait_s ran out).
@@ -62,6 +68,7 @@ class Started:
 
     state: str
     code: int | None = None
+    said: str = ""  # the end of its stderr, for ``exited`` (why it left the socket alone)
 
 
 def _open_stderr_log(path: Path) -> tuple[int | None, int]:
@@ -151,12 +158,94 @@ def start_daemon(paths: Paths, wait_s: float) -> Started:
     if words[0] != "exited":
         return Started(words[0])
     code = int(words[1])
-    if code == 0:
-        return Started("exited", 0)
     tail = stderr_tail(log, offset) if fd is not None else ""
+    if code == 0:
+        return Started("exited", 0, tail)
     said = f":\n{tail}" if tail else " without a word on stderr"
     raise DaemonStartFailed(
         f"palaced exited with {describe_status(code)} before it answered{said}\n"
         f"(its stderr is kept in {log}; `palaced check-config` checks the config file)",
         details={"status": code, "stderr_log": str(log), "stderr_tail": tail,
                  "socket": str(paths.socket)})
+
+
+def lock_holder(lock_file: Path) -> int | None:
+    """The pid of the daemon holding ``lock_file`` (it writes its pid there), 0 when a
+    process holds it without having written a pid, None when nobody holds it.
+
+    Probed with a shared lock released at once, which conflicts with no other probe.
+    """
+    try:
+        fd = os.open(lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return 0  # not ours to judge (a symlink, another uid's): the daemon says why
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            return None
+        try:
+            return int(os.read(fd, 64).decode().strip())
+        except (OSError, ValueError):
+            return 0
+    finally:
+        os.close(fd)  # closing drops the probe's lock, if it got one
+
+
+def start_and_wait(paths: Paths, start_timeout: float, attempt: Callable[[], T],
+                   absent: tuple[type[BaseException], ...]) -> T:
+    """Start the daemon, then ``attempt()`` to connect until it succeeds, within
+    ``start_timeout``; ``absent`` are the errors of a socket nobody serves yet.
+
+    When the daemon started defers to another that holds the socket's lock (it exits 0), and
+    that one lets go of the lock without serving the socket (it failed, or was stopping), a
+    daemon is started again at once rather than waited for in vain.
+
+    Raises:
+        DaemonStartFailed: a daemon it started exited with a non-zero status (at once).
+        DaemonUnreachable: nothing answered within ``start_timeout``; when our daemon
+            deferred to a lock holder, the message names the lock and quotes its words.
+    """
+    deadline = time.monotonic() + start_timeout
+    # "exited" (0) means another daemon holds this socket's lock (it may still be starting),
+    # "starting" that ours did not listen in time.
+    started = start_daemon(paths, start_timeout)
+    delay = 0.01
+    probed = time.monotonic()
+    last: BaseException | None = None
+    while True:
+        try:
+            return attempt()
+        except absent as exc:
+            last = exc
+        now = time.monotonic()
+        if now >= deadline:
+            break
+        if started.state == "exited" and now - probed >= 0.25:
+            probed = now
+            if lock_holder(paths.lock_file) is None:
+                started = start_daemon(paths, deadline - now)
+                continue
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+    where = f"see {paths.log_file} and {paths.stderr_log}"
+    if started.state == "exited":
+        holder = lock_holder(paths.lock_file)
+        who = f"pid {holder}" if holder else "another process"
+        said = f"; it said:\n{started.said}" if started.said else ""
+        raise DaemonUnreachable(
+            f"started palaced, but it exited at once: {who} holds the lock {paths.lock_file} "
+            f"and did not answer on {paths.socket} within {start_timeout:g}s ({last}); "
+            f"{where}{said}",
+            details={"socket": str(paths.socket), "lock": str(paths.lock_file),
+                     "lock_holder": holder, "log": str(paths.log_file),
+                     "stderr_log": str(paths.stderr_log), "stderr_tail": started.said})
+    raise DaemonUnreachable(
+        f"started palaced but it did not answer on {paths.socket} within "
+        f"{start_timeout:g}s ({last}); {where}",
+        details={"socket": str(paths.socket), "log": str(paths.log_file),
+                 "stderr_log": str(paths.stderr_log)})

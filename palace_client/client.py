@@ -12,17 +12,20 @@ past its deadline is a lost reply that is not resent (``Timeout`` or ``OutcomeUn
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from palaced.errors import DaemonUnreachable, PalaceError, Timeout
+from palaced.errors import Busy, DaemonUnreachable, PalaceError, Timeout
 from palaced.paths import Paths, resolve
 from palaced.specs import Retry, retry_rule
 
 from .admin import Maintenance
 from .connection import (
     CONNECT_TIMEOUT_S,
+    REPLY_GRACE_S,
+    Backoff,
     Connection,
     ReplyLost,
     ReplyTimeout,
@@ -95,6 +98,8 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
         A broken connection is reopened and the request resent once, per the op's retry rule.
         The answer is awaited for the op's deadline (``timeout_ms``, else ``request_timeout``,
         else the daemon's default) plus 10 s; a late one is not resent (twice the wait).
+        A ``BUSY`` answer (no connection slot free) is retried with jittered exponential
+        backoff until the op's deadline: the daemon answers it before running anything.
 
         Raises:
             PalaceError: the daemon's typed error.
@@ -102,17 +107,23 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
             OutcomeUnknown: the connection broke (or the deadline passed) after the request
                 was sent, and the op may not be resent: it may or may not have been applied.
             Timeout: a read or SAFE write got no answer by its deadline (safe to send again).
+            Busy: the daemon still had no slot free when the op's deadline (or, connecting,
+                ``connect_timeout``) ran out.
         """
         payload = dict(args or {})
         rule = retry_rule(op)
         delivered = False  # an earlier attempt was written whole and its reply lost
         lost: Exception | None = None
-        for _attempt in range(2):
+        started = time.monotonic()
+        busy: Backoff | None = None
+        attempts = 0
+        while attempts < 2:
+            attempts += 1
             if delivered:
                 payload = {**payload, **rule.retry_args}
             try:
                 conn = self._connection()
-            except DaemonUnreachable as exc:
+            except (DaemonUnreachable, Busy) as exc:
                 if delivered and rule.kind is not Retry.SAFE:
                     raise outcome_unknown(op, lost) from exc
                 raise
@@ -139,7 +150,22 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
                     # The lost attempt did it: this "not found" is its success.
                     done = rule.done_result(palace, payload) if rule.done_result else {}
                     return {**done, "already_done": True}
-                raise
+                if exc.code != Busy.code:
+                    raise
+                # The daemon answers BUSY before dispatching (a reserve connection runs only
+                # status and stop) and closes the connection: nothing ran, so any op is sent
+                # again, on a new connection, which gets a normal slot once one frees up.
+                self.close()
+                if busy is None:
+                    budget_ms = timeout_ms if timeout_ms is not None else (
+                        max(int(self.request_timeout * 1000), 1)
+                        if self.request_timeout is not None else None)
+                    busy = Backoff(started + conn.deadline_s(budget_ms) - REPLY_GRACE_S)
+                if not busy.pause():
+                    if delivered and rule.kind is not Retry.SAFE:
+                        raise outcome_unknown(op, lost) from exc
+                    raise
+                attempts -= 1  # not a lost connection: the resend budget is untouched
         if delivered and rule.kind is not Retry.SAFE:
             raise outcome_unknown(op, lost)
         raise DaemonUnreachable(f"lost the connection to palaced twice: {lost}",

@@ -12,6 +12,7 @@ our path gets nothing from us (``UntrustedDaemon``).
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from palace_client.peer import verify_launchd_daemon, verify_server
 from palaced import __version__
 from palaced.errors import (
+    Busy,
     ClientError,
     DaemonUnreachable,
     DataDirMismatch,
@@ -74,6 +76,29 @@ def env_seconds(name: str, raw: str | None, default: float | None) -> float | No
     return value
 
 
+class Backoff:
+    """Jittered exponential pauses until a deadline, for retrying a daemon that said BUSY.
+
+    Each pause is random in [delay/2, delay] (clients refused together do not come back
+    together), the delay doubling from ``first`` up to ``cap``; none outlasts the deadline.
+    """
+
+    def __init__(self, deadline: float, first: float = 0.05, cap: float = 1.0) -> None:
+        self.deadline = deadline
+        self._delay = first
+        self._cap = cap
+
+    def pause(self) -> bool:
+        """Sleep the next pause and return True; False (at once) when the deadline has
+        passed, so the caller gives up."""
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(random.uniform(self._delay / 2, self._delay), left))
+        self._delay = min(self._delay * 2, self._cap)
+        return True
+
+
 def _recv_exactly(sock: socket.socket, n: int, deadline: float) -> bytes:
     chunks: list[bytes] = []
     remaining = n
@@ -117,6 +142,7 @@ class Connection:
     Raises (constructor):
         DaemonUnreachable: no hello answer within ``hello_timeout``.
         UnsupportedProtocol: the daemon speaks another protocol.
+        Busy: the daemon has no connection slot free (it closes the connection).
         OSError: the connection broke during the handshake.
     """
 
@@ -128,8 +154,17 @@ class Connection:
         self.max_frame = DEFAULT_MAX_FRAME
         self.request_timeout = request_timeout
         try:
-            self._send_request(HELLO_OP, None, hello_args(client_name, __version__), None,
-                               time.monotonic() + hello_timeout)
+            try:
+                self._send_request(HELLO_OP, None, hello_args(client_name, __version__), None,
+                                   time.monotonic() + hello_timeout)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                # A daemon with no slot free answers BUSY and closes, perhaps before our hello
+                # arrived: its answer is still ours to read, and says more than a broken pipe.
+                try:
+                    self._read_response(time.monotonic() + hello_timeout)
+                except (OSError, ConnectionError):
+                    pass
+                raise exc from None
             hello = self._read_response(time.monotonic() + hello_timeout)
         except TimeoutError:
             raise DaemonUnreachable(
@@ -159,6 +194,7 @@ class Connection:
             UntrustedDaemon: the server runs as another uid (root included, unless we are
                 root); the connection is closed before a byte is sent.
             DaemonUnreachable: the connect or the handshake took longer than ``timeout``.
+            Busy: the daemon has no connection slot free.
         """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -301,12 +337,25 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
         UnsafePath: it is not running and its runtime directory is a symlink or another
             uid's (the daemon would refuse it; we say why at once rather than time out).
         DataDirMismatch: with ``check_store``, the daemon serves another data directory.
+        Busy: the daemon still had no connection slot free after ``connect_timeout`` of
+            retries (jittered exponential backoff).
     """
     paths = paths or resolve()
 
     def attempt() -> Connection:
-        conn = Connection.open(paths.socket, client_name, connect_timeout, request_timeout)
-        return same_store(conn, paths) if check_store else conn
+        # BUSY here (every slot and the reserve taken) came before our hello was read: it is
+        # always safe to connect again, and slots free up as the daemon's handshake deadline
+        # closes silent connections.
+        backoff = Backoff(time.monotonic() + connect_timeout)
+        while True:
+            try:
+                conn = Connection.open(paths.socket, client_name, connect_timeout,
+                                       request_timeout)
+            except Busy:
+                if not backoff.pause():
+                    raise
+                continue
+            return same_store(conn, paths) if check_store else conn
 
     try:
         return attempt()
@@ -322,31 +371,11 @@ def connect(paths: Paths | None = None, *, autostart: bool = True,
     except OSError as exc:
         raise DaemonUnreachable(f"cannot reach palaced at {paths.socket}: {exc}") from None
     check_runtime_dir(paths.runtime_dir)
-    deadline = time.monotonic() + start_timeout
-    # Raises at once if the daemon exits non-zero; "exited 0" means another daemon won the
-    # lock (it may still be starting), "starting" that ours did not listen in time.
     # Imported here: starting a daemon needs subprocess and more, which a connection to a
     # running daemon (the capture hook's, with its 200 ms budget) does not.
-    from palace_client.autostart import start_daemon
+    from palace_client.autostart import start_and_wait
 
-    start_daemon(paths, start_timeout)
-    delay = 0.01
-    last: Exception | None = None
-    while True:
-        try:
-            return attempt()
-        except _ABSENT as exc:
-            last = exc
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.2)
-    raise DaemonUnreachable(
-        f"started palaced but it did not answer on {paths.socket} within "
-        f"{start_timeout:g}s ({last}); see {paths.log_file} and {paths.stderr_log}",
-        details={"socket": str(paths.socket), "log": str(paths.log_file),
-                 "stderr_log": str(paths.stderr_log)},
-    )
+    return start_and_wait(paths, start_timeout, attempt, _ABSENT)
 
 
 def outcome_unknown(op: str, cause: Exception | None) -> OutcomeUnknown:

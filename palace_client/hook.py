@@ -9,9 +9,11 @@ daemon only queues it) and exits. It must never cost the agent's turn anything:
 * it takes at most about ``BUDGET_S`` of wall time: every socket wait is bounded by what is
   left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
   (``palace_client.entry``);
-* when the daemon is not running, or does not answer in time, it starts a detached
-  delivery process (``python -m palace_client.hook --deliver REQUEST``) that starts the
-  daemon as any client does, sends the request and logs a failure, and returns at once;
+* when the daemon is not running, does not answer in time or is BUSY, it starts a detached
+  delivery process (``python -m palace_client.hook --deliver``) that starts the daemon as
+  any client does, sends the request and logs a failure, and returns at once. The request
+  (palace, transcript path, session id) reaches it on a pipe on its stdin, never on its
+  command line, which every local user can read in ``ps`` for as long as it runs;
 * anything that goes wrong (bad input, an error from the daemon) becomes one line in the
   clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
 
@@ -32,6 +34,7 @@ from typing import Any
 
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
+DELIVER_STDIN_WAIT_S = 10.0  # how long the delivery waits for the request on its stdin
 MAX_INPUT = 1 << 20  # bytes of hook input read at most
 OP = "capture.transcript"
 CLIENT_NAME = "palace-hook"
@@ -143,6 +146,8 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 
     Raises:
         ConnectionError, OSError: no daemon, or it did not answer in time.
+        DaemonUnreachable: it did not accept or handshake in time.
+        Busy: it has no connection slot free (the request did not run).
         PalaceError: the daemon refused the request.
     """
     from palace_client.connection import Connection, same_store
@@ -163,17 +168,33 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
 
 
 def _defer(palace: str, args: dict[str, Any]) -> None:
-    """Start a detached process that starts the daemon if needed and delivers the request."""
+    """Start a detached process that starts the daemon if needed and delivers the request.
+
+    The request goes to it on a pipe (its stdin): argv is readable by every local user
+    (``/proc/PID/cmdline``, ``ps``), and it names the project, the transcript's path and the
+    session. A pipe is private to the two processes and leaves no file behind.
+
+    Raises:
+        OSError: the process could not be started, or it died before reading the request.
+    """
     import subprocess  # only on this path: it costs the hook a few milliseconds to import
 
-    payload = json.dumps({"palace": palace, "args": args})
-    subprocess.Popen(  # our own interpreter and module
-        [sys.executable, "-m", "palace_client.hook", "--deliver", payload],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    payload = json.dumps({"palace": palace, "args": args}).encode()
+    proc = subprocess.Popen(  # our own interpreter and module
+        [sys.executable, "-m", "palace_client.hook", "--deliver"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         close_fds=True, start_new_session=True, cwd="/")
+    stdin = proc.stdin
+    assert stdin is not None  # stdin=PIPE
+    try:
+        # Fits the pipe's buffer (64 KiB on Linux) unless the input is absurd; then the
+        # write waits for the child, which reads it before importing anything heavy.
+        stdin.write(payload)
+    finally:
+        stdin.close()
 
 
-def deliver(payload: str) -> int:
+def deliver(payload: bytes | str) -> int:
     """The detached delivery: connect (starting the daemon, waiting for it) and send."""
     from palace_client.client import Client
     from palaced.errors import PalaceError
@@ -211,7 +232,7 @@ def _palace_arg(argv: Sequence[str]) -> str | None:
 
 def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.errors import PalaceError
+    from palaced.errors import Busy, DaemonUnreachable, PalaceError
 
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
@@ -223,7 +244,10 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         args = request_args(hook)
         try:
             _send(palace, args, deadline - 0.03)
-        except (OSError, ConnectionError) as exc:
+        except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:
+            # Not sent, or not answered within the budget (a handshake slower than what is
+            # left of it, BUSY: no connection slot free, which ran nothing): the delivery has
+            # the time to start the daemon, wait for it and retry.
             _defer(palace, args)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")
@@ -237,10 +261,17 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m palace_client.hook [--deliver REQUEST | capture args]``."""
+    """``python -m palace_client.hook [--deliver | capture args]`` (``--deliver`` reads the
+    request on stdin)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--deliver"] and len(args) == 2:
-        return deliver(args[1])
+    if args == ["--deliver"]:
+        try:
+            # Written whole by the hook before it returned: a generous wait, never needed.
+            request = read_input(0, DELIVER_STDIN_WAIT_S)
+        except (OSError, HookInputError) as exc:
+            log_line(f"hook capture (deferred): cannot read the request: {exc}")
+            return 0
+        return deliver(request)
     return capture(args)
 
 

@@ -75,7 +75,18 @@ class Paths:
 
     @property
     def lock_file(self) -> Path:
-        return self.runtime_dir / "palaced.lock"
+        """The single-instance lock of this socket, beside it: ``palaced.lock`` for the
+        default ``palaced.sock``, ``<socket name>.lock`` for any other name. Derived from the
+        socket, not the directory, so daemons of two sockets in one directory
+        (``PALACE_SOCKET``) each get their own lock instead of one refusing to start."""
+        return self.runtime_dir / lock_name(self.socket.name)
+
+
+def lock_name(socket_name: str) -> str:
+    """The lock file's name for a socket named ``socket_name`` (see ``Paths.lock_file``)."""
+    if socket_name == SOCKET_NAME:
+        return "palaced.lock"  # where it always was: tools, tests and older daemons look there
+    return f"{socket_name}.lock"
 
 
 def _home() -> Path | None:
