@@ -169,6 +169,7 @@ def test_a_client_waiting_on_a_lock_holder_starts_the_daemon_once_the_lock_frees
     assert took < 30, took
 
 
+@pytest.mark.daemon
 def test_daemons_of_two_sockets_in_one_directory_each_take_their_own_lock() -> None:
     """PALACE_SOCKET puts two roots' sockets in one directory: each daemon's lock is named
     after its socket, so the second starts (it used to find the first's lock, exit 0, and

@@ -48,6 +48,7 @@ def _deliverers(home: Path) -> list[int]:
     return found
 
 
+@pytest.mark.daemon
 def test_the_deferred_delivery_gets_its_request_on_a_pipe_not_on_its_command_line(
         cold_home: Path) -> None:
     env = base_env(cold_home, model=False)
