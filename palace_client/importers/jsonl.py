@@ -8,7 +8,6 @@ restored.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import IO, Any
 from palaced import errors as E
 from palaced.args import decode_args
 from palaced.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kind
+from palaced.protocol import loads_json
 
 from .runner import Problem, Unit
 
@@ -56,7 +56,7 @@ class JsonlImport:
         else:
             raise E.InvalidContent(f"{self.source} is empty: not a palace export")
         try:
-            header = json.loads(raw)
+            header = loads_json(raw)
         except ValueError:
             header = None
         if record_kind(header) != "header" or header.get("format") != FORMAT:
@@ -76,7 +76,7 @@ class JsonlImport:
 
     def _unit(self, raw: bytes, line: int) -> Unit | Problem:
         try:
-            record = json.loads(raw)
+            record = loads_json(raw)
         except ValueError as exc:
             return Problem(self._file, line, f"not JSON: {exc}")
         kind = record_kind(record)
