@@ -32,7 +32,7 @@ class JsonlImport:
 
         Raises:
             InvalidContent: the file does not start with the header of a palace export this
-                client reads.
+                client reads (its fields within their bounds).
             ClientError: the file cannot be read.
         """
         self.source = "stdin" if path == "-" else path
@@ -66,6 +66,11 @@ class JsonlImport:
             raise E.InvalidContent(f"{self.source}: export format version "
                                    f"{header.get('version')!r} is not one this palace reads "
                                    f"(1..{VERSION}); upgrade palace")
+        try:  # checked here: skipped like another record, it would leave nothing restorable
+            decode_args(RECORDS["header"], header)
+        except E.InvalidArgs as exc:
+            raise E.InvalidContent(f"{self.source}:{self._line}: {exc.message}",
+                                   details=exc.details) from None
         return dict(header)
 
     def total(self) -> int | None:

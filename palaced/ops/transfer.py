@@ -19,7 +19,8 @@ from palaced.timeparse import parse_when
 from palaced.topics import extract_topics
 
 _TIMES = ("created_ms", "updated_ms", "occurred_ms", "accessed_ms", "expires_ms",
-          "valid_from_ms", "valid_to_ms", "invalidated_ms", "imported_ms")
+          "valid_from_ms", "valid_to_ms", "invalidated_ms", "imported_ms", "exported_ms",
+          "decayed_ms")
 
 
 async def op_export(ctx: OpContext, palace: str | None, args: dict[str, Any]
