@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import apsw
 import pytest
 
 from palaced.errors import InvalidArgs, InvalidContent
 from palaced.export_format import MAX_COUNT, MAX_RESTORED_ID
 
 from .conftest import DaemonProc
+from .test_doctor import _sql
 
 INT64_MAX = 2**63 - 1
 
@@ -31,15 +31,6 @@ def _export(d: DaemonProc, palace: str, path: Path, n: int = 3) -> list[dict[str
 
 def _write(path: Path, records: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-
-
-def _sql(db: Path, *statements: str) -> None:
-    conn = apsw.Connection(str(db))
-    try:
-        for stmt in statements:
-            conn.execute(stmt)
-    finally:
-        conn.close()
 
 
 def test_ids_and_counts_at_the_int64_limit_are_refused(keyword_daemon: DaemonProc,

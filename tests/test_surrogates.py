@@ -7,8 +7,6 @@ alone."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import pytest
 from palace_client.hook import parse_input
 from palaced import ingest
 from palaced.protocol import HEADER, clean, loads_json
-from tests.conftest import DaemonProc, base_env, short_home
+from tests.conftest import DaemonProc
 from tests.inproc import InProcDaemon
 from tests.test_mcp_bridge import make_bridge
 from tests.transcripts import Session
@@ -26,17 +24,6 @@ from tests.wire import Raw
 
 CUT = "\\ud83d"  # a JSON escape of a lone high surrogate: half of 😀
 FFFD = "\ufffd"
-
-
-@pytest.fixture(scope="module")
-def kw() -> Iterator[DaemonProc]:
-    """One keyword-only daemon for the module (each test uses its own palaces)."""
-    home = short_home()
-    d = DaemonProc(home, base_env(home, model=False))
-    d.start()
-    yield d
-    d.stop()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def _texts(d: DaemonProc | InProcDaemon, palace: str) -> list[str]:
@@ -77,10 +64,10 @@ def test_an_exchange_that_still_fails_is_skipped_alone(inproc: InProcDaemon, tmp
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     real = ingest.to_drawer
 
-    def failing(ex: Any, **kw: Any) -> Any:
+    def failing(ex: Any, **args: Any) -> Any:
         if "poison" in ex.prompt.text:
             raise ValueError("a text this daemon cannot store")
-        return real(ex, **kw)
+        return real(ex, **args)
 
     monkeypatch.setattr(ingest, "to_drawer", failing)
     s = Session(tmp_path / "poison.jsonl")
@@ -110,7 +97,8 @@ def _conversation(cid: str, title: str, question: str, answer: str,
 
 
 def test_chatgpt_import_reads_past_a_cut_emoji_and_skips_one_bad_conversation(
-        kw: DaemonProc, tmp_path: Path) -> None:
+        keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    kw = keyword_daemon
     convs = [_conversation("c1", "Emoji CUT", "what about PLACEHOLDER", "fine"),
              _conversation("c2", "Huge time", "when", "never", when="HUGE"),
              _conversation("c3", "After", "later question", "later answer")]
@@ -126,8 +114,9 @@ def test_chatgpt_import_reads_past_a_cut_emoji_and_skips_one_bad_conversation(
         f"User: what about this {FFFD}\n\nAssistant: fine"]
 
 
-def test_jsonl_restore_takes_a_record_with_a_lone_surrogate(kw: DaemonProc,
+def test_jsonl_restore_takes_a_record_with_a_lone_surrogate(keyword_daemon: DaemonProc,
                                                             tmp_path: Path) -> None:
+    kw = keyword_daemon
     with kw.client() as c:
         c.create_palace("surr-orig")
         for i in range(3):
@@ -159,7 +148,8 @@ def test_the_hook_reads_a_lone_surrogate_as_fffd() -> None:
         f"/t/s{FFFD}.jsonl", f"/w{FFFD}", f"x{FFFD}")
 
 
-def test_the_msgpack_boundary_both_ways(kw: DaemonProc) -> None:
+def test_the_msgpack_boundary_both_ways(keyword_daemon: DaemonProc) -> None:
+    kw = keyword_daemon
     with kw.client() as c:  # a client sending a str with a lone surrogate
         c.create_palace("surr-wire")
         c.remember("surr-wire", "sent by the client \ud83d", room="r")
