@@ -13,8 +13,11 @@ import pytest
 
 from palaced.errors import InvalidArgs, InvalidContent
 from palaced.export_format import MAX_COUNT, MAX_RESTORED_ID
+from palaced.ops import transfer as ops_transfer
+from palaced.store import transfer as store_transfer
 
 from .conftest import DaemonProc
+from .inproc import InProcDaemon
 from .test_doctor import _sql
 
 INT64_MAX = 2**63 - 1
@@ -120,3 +123,36 @@ def test_an_access_count_at_the_limit_saturates(keyword_daemon: DaemonProc) -> N
         assert [h["id"] for h in c.recall("sat", "zebra crossing")] == [did]
         c.decay("sat")  # writes the recall's touches: was OverflowError, every checkpoint
         assert c.get("sat", did)["access_count"] == MAX_COUNT
+
+
+def test_a_record_that_fails_unforeseen_is_refused_alone(inproc: InProcDaemon,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    real_topics, real_restore = ops_transfer.extract_topics, store_transfer.restore_drawer
+
+    def topics(text: str) -> Any:
+        if "poison-check" in text:
+            raise RecursionError("a text no check foresaw")
+        return real_topics(text)
+
+    def restore(conn: Any, rec: Any, *args: Any) -> Any:
+        if "poison-write" in rec["text"]:
+            raise OverflowError("Python int too large to convert to SQLite INTEGER")
+        return real_restore(conn, rec, *args)
+
+    monkeypatch.setattr(ops_transfer, "extract_topics", topics)
+    monkeypatch.setattr(store_transfer, "restore_drawer", restore)
+    ms = 1_714_500_000_000
+    drawers = [{"record": "drawer", "id": i, "text": f"fact {i} {mark}", "wing": "w",
+                "room": "r", "importance": 0.5, "created_ms": ms, "updated_ms": ms,
+                "occurred_ms": ms}
+               for i, mark in enumerate(["fine", "poison-check", "poison-write", "fine"], 1)]
+    with inproc.client() as c:
+        c.create_palace("unforeseen")
+        res = c.import_records("unforeseen", [
+            {"record": "header", "format": "palace-export", "version": 1, "palace": "x",
+             "exported_ms": ms}, *drawers, {"record": "end"}])
+        assert res["stored"] == 2 and res["finished"], res
+        assert [(r["index"], r["name"]) for r in res["rejected"]] == [
+            (2, "INVALID_CONTENT"), (3, "INVALID_CONTENT")]
+        assert "RecursionError" in res["rejected"][0]["message"]
+        assert c.palace_info("unforeseen")["drawers"] == 2

@@ -102,7 +102,10 @@ async def op_import_records(ctx: OpContext, palace: str | None, args: dict[str, 
         rejected: list[dict[str, Any]] = []
         for i, raw in enumerate(records):
             try:
-                batch.append(prepare(i, raw, limits.max_text_chars))
+                try:
+                    batch.append(prepare(i, raw, limits.max_text_chars))
+                except transfer.UNFORESEEN as exc:
+                    raise transfer.unforeseen(i, exc) from None
             except PalaceError as exc:
                 if record_kind(raw) == "header":
                     exc.details["index"] = i
