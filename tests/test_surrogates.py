@@ -123,10 +123,13 @@ def test_jsonl_restore_takes_a_record_with_a_lone_surrogate(keyword_daemon: Daem
             c.remember("surr-orig", f"fact number {i} PLACEHOLDER", room="r")
     path = tmp_path / "x.jsonl"
     kw.cli("export", "--palace", "surr-orig", str(path), check=True)
-    path.write_text(path.read_text().replace("PLACEHOLDER", CUT))
+    lines = path.read_text().replace("PLACEHOLDER", CUT).splitlines()
+    lines.insert(3, "[" * 100_000)  # deeper than the decoder's stack: skipped alone
+    path.write_text("\n".join(lines) + "\n")
     res = kw.cli("import", "jsonl", str(path), "--palace", "surr-copy", "--json")
     out = json.loads(res.stdout)
-    assert (res.returncode, out["skipped"]) == (0, 0), res.stdout + res.stderr
+    assert (res.returncode, out["skipped"]) == (10, 1), res.stdout + res.stderr
+    assert out["problems"][0]["line"] == 4
     assert _texts(kw, "surr-copy") == [f"fact number {i} {FFFD}" for i in range(3)]
 
 

@@ -82,7 +82,7 @@ class JsonlImport:
     def _unit(self, raw: bytes, line: int) -> Unit | Problem:
         try:
             record = loads_json(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # too deep: one bad line, not the end
             return Problem(self._file, line, f"not JSON: {exc}")
         kind = record_kind(record)
         if kind is None:
