@@ -89,16 +89,17 @@ def socket_peer_uid(sock: socket.socket) -> int | None:
 
 # -- text entering ----------------------------------------------------------------------------
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# What may decode to a surrogate: a \uD800-\uDFFF escape, or (json.loads decodes bytes with
-# "surrogatepass") the UTF-8-style bytes of one; NUL bytes: UTF-16/32 input, always checked.
-_MAY_HOLD_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|\x00")
-_MAY_HOLD_STR = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    # isascii() is a flag of the string (O(1)): most texts never reach the regex.
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def clean_text(text: str) -> str:
     """``text`` with each lone UTF-16 surrogate replaced by U+FFFD (a high and a low one in
     a row, as CESU-8 bytes decode, join into their character). Never raises."""
-    if _SURROGATE.search(text) is None:
+    if not _has_surrogate(text):
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
@@ -119,7 +120,7 @@ def clean(value: Any) -> Any:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if any(isinstance(k, str) and _SURROGATE.search(k) for k in node):
+            if any(isinstance(k, str) and _has_surrogate(k) for k in node):
                 items = list(node.items())
                 node.clear()
                 node.update((clean_text(k) if isinstance(k, str) else k, v) for k, v in items)
@@ -140,17 +141,20 @@ def clean(value: Any) -> Any:
 
 def loads_json(data: str | bytes) -> Any:
     """``json.loads(data)`` with every string cleaned by :func:`clean` (only walked when the
-    input may hold a surrogate at all, so the common case costs one regex scan).
+    input may hold a surrogate at all: the common case costs a few substring searches).
 
     Raises:
         ValueError: not JSON (``json.JSONDecodeError``, or a ``UnicodeDecodeError``).
         RecursionError: nested deeper than the decoder's stack.
     """
     parsed = json.loads(data)
-    pattern = _MAY_HOLD_BYTES if isinstance(data, bytes | bytearray) else _MAY_HOLD_STR
-    if pattern.search(data) is None:  # type: ignore[arg-type]
-        return parsed
-    return clean(parsed)
+    # Only an escape, a non-ASCII text, or (bytes: json.loads decodes them with
+    # "surrogatepass") a surrogate's lead byte 0xED or the NULs of UTF-16/32 can yield one.
+    if isinstance(data, str):
+        may = "\\u" in data or not data.isascii()
+    else:
+        may = b"\\u" in data or b"\xed" in data or b"\x00" in data
+    return clean(parsed) if may else parsed
 
 
 # -- msgpack ----------------------------------------------------------------------------------
