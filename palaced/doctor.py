@@ -197,12 +197,12 @@ def edge_checks(facts: PalaceFacts) -> list[Check]:
     except apsw.Error as exc:
         return [check("numbers", FAIL,
                       f"could not be read: {storage_error(exc, db, facts.name).message}")]
-    high = {k: v for k, v in found.items() if k.endswith(("_id", "_seq")) and
-            v > MAX_RESTORED_ID}
-    out = [check("ids", FAIL, "ids beyond " + f"{MAX_RESTORED_ID}: " + ", ".join(
-        f"{k} {v}" for k, v in high.items()) + " (at 2**63-1 every new row fails with "
-        "STORAGE_FULL: not a disk problem)", advice="export the palace, give its records ids "
-        "below the bound, and import it into a new palace") if high else check(
+    high = ", ".join(f"{k} {v}" for k, v in found.items()
+                     if k.endswith(("_id", "_seq")) and v > MAX_RESTORED_ID)
+    out = [check("ids", FAIL, f"beyond {MAX_RESTORED_ID}: {high} (at 2**63-1 every new row "
+                 "fails with STORAGE_FULL, which is not a disk problem)",
+                 advice="export the palace, give its records ids below the bound, and "
+                 "import it into a new palace") if high else check(
         "ids", OK, f"highest drawer id {found['drawer_seq']}")]
     count = found["access_count"]
     out.append(check("access_counts", WARN, f"an access_count of {count}, beyond {MAX_COUNT} "

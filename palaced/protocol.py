@@ -10,10 +10,8 @@ hello is answered again.
 
 Which ops a client may resend after a lost reply is a fact of each op: see ``specs.py``.
 
-Text entering palace from outside (JSON a transcript, an importer, the MCP bridge or a hook
-reads; strings crossing this boundary) goes through :func:`clean_text` (or :func:`loads_json`,
-:func:`clean`): a lone UTF-16 surrogate, which JSON allows (``"\\ud83d"``, a string cut inside
-an emoji) but UTF-8 cannot encode, becomes U+FFFD instead of failing later in a hash or a frame.
+Text entering from outside (JSON read by the daemon or a client, strings crossing frames) goes
+through :func:`clean`: a lone UTF-16 surrogate (JSON allows ``"\\ud83d"``) becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -105,13 +103,9 @@ def clean_text(text: str) -> str:
 
 
 def clean(value: Any) -> Any:
-    """``value`` with :func:`clean_text` applied to every string in it, dictionary keys too.
-
-    Lists and dictionaries are cleaned in place (iteratively: no depth limit) and returned,
-    a tuple inside them becoming a list (as msgpack and JSON send it); a string is returned
-    cleaned; anything else as it is. Two keys that clean to the same text keep the later
-    value, as duplicate JSON keys do. Never raises.
-    """
+    """``value`` with :func:`clean_text` applied to every string and key in it: lists and
+    dicts in place (iteratively, any depth; a tuple in them becomes a list, as msgpack sends
+    it), keys cleaned alike keep the later value (as JSON's duplicates). Never raises."""
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, tuple):
@@ -148,8 +142,7 @@ def loads_json(data: str | bytes) -> Any:
         RecursionError: nested deeper than the decoder's stack.
     """
     parsed = json.loads(data)
-    # Only an escape, a non-ASCII text, or (bytes: json.loads decodes them with
-    # "surrogatepass") a surrogate's lead byte 0xED or the NULs of UTF-16/32 can yield one.
+    # Only an escape, non-ASCII text, or in bytes (decoded "surrogatepass") 0xED or NUL can.
     if isinstance(data, str):
         may = "\\u" in data or not data.isascii()
     else:
@@ -167,10 +160,8 @@ def pack(obj: Any) -> bytes:
     """
     try:
         return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
-    except UnicodeEncodeError:
-        pass  # rare: clean a copy (never the caller's own objects) and pack again
-    cleaned = clean(copy.deepcopy(obj))
-    return msgpack.packb(cleaned, use_bin_type=True)  # type: ignore[no-any-return]
+    except UnicodeEncodeError:  # rare: clean a copy (never the caller's objects), pack again
+        return msgpack.packb(clean(copy.deepcopy(obj)), use_bin_type=True)  # type: ignore[no-any-return]
 
 
 def unpack(data: bytes) -> Any:
