@@ -159,9 +159,9 @@ class RestoreResult:
 
 
 def unforeseen(index: int, exc: BaseException) -> InvalidContent:
-    """The refusal of record ``index`` for an exception its checks did not foresee (logged
-    with its traceback: a check is missing)."""
-    log.warning("restore: record %d refused: %s", index, exc, exc_info=exc)
+    """The refusal of record ``index`` for an exception its checks did not foresee (logged,
+    a check is missing, by its type only: its message may quote memory text)."""
+    log.warning("restore: record %d refused: %s", index, type(exc).__name__)
     return InvalidContent(f"record cannot be restored: {type(exc).__name__}: {exc}",
                           details={"index": index})
 
