@@ -96,8 +96,10 @@ def parse_input(raw: bytes) -> dict[str, Any]:
     Raises:
         HookInputError: not a JSON object with a string ``transcript_path``.
     """
+    from palaced.protocol import loads_json  # JSON strings cut inside an emoji: U+FFFD
+
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except ValueError:
         raise HookInputError(f"hook input is not JSON ({len(raw)} bytes)") from None
     if not isinstance(data, dict):

@@ -26,6 +26,7 @@ import apsw
 
 from palaced import rules
 from palaced.config import Upkeep
+from palaced.export_format import MAX_COUNT
 from palaced.store.drawers import store_touches, touch_rows
 from palaced.vocab import IMPORTANCE_PRESETS
 
@@ -78,7 +79,9 @@ def apply_touches(conn: apsw.Connection, counts: Mapping[int, int], now_ms: int,
     changed = False
     updates: list[tuple[int, float, float, int | None, int]] = []
     for did, imp, weight, count, expires, ttl, created in touch_rows(conn, list(counts)):
-        after = count + counts[did]
+        # Saturated: an imported count at the edge must not overflow SQLite's int64 and fail
+        # every checkpoint (the write of the touches) from then on.
+        after = min(count + counts[did], MAX_COUNT)
         new_imp = promoted(imp, count, after, policy)
         if new_imp != imp:
             changed = True

@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import apsw
 
 from palaced import __version__, team
 from palaced.backup import restore_hint
@@ -41,8 +42,9 @@ from palaced.checks import (
 )
 from palaced.config import DaemonConfig
 from palaced.errors import PalaceError, PalaceNotFound
+from palaced.export_format import MAX_COUNT, MAX_RESTORED_ID
 from palaced.layout import validate_name
-from palaced.palace import Palace
+from palaced.palace import DB_NAME, Palace
 from palaced.private import tighten_install
 from palaced.registry import Registry
 from palaced.repair import repair_palace
@@ -54,6 +56,8 @@ from palaced.store.checks import (
     vector_keys,
 )
 from palaced.store.context import stale_contexts
+from palaced.store.db import open_connection, storage_error
+from palaced.store.transfer import edge_numbers
 from palaced.verdicts import Context, judge
 
 log = logging.getLogger("palaced.doctor")
@@ -112,6 +116,8 @@ async def _check_all(registry: Registry, config: DaemonConfig, services: Service
                           restore_hint=restore_hint(config.backup_dir, name))
             facts[name] = found
             checks += judge(found, ctx)
+            if found.sound:
+                checks += await anyio.to_thread.run_sync(edge_checks, found)
         except Exception as exc:  # one palace must not hide the others
             log.exception("doctor: checking palace %s failed", name)
             checks.append(Check("palace", FAIL, f"could not be checked: {exc}", palace=name))
@@ -168,6 +174,46 @@ def _compare_locked(palace: Palace, facts: PalaceFacts, full: bool) -> None:
         else:
             count, _, top = palace.store.read(vector_key_summary)
             facts.live_index_agrees = count == len(index) and index.holds([top] if top else [])
+
+
+def edge_checks(facts: PalaceFacts) -> list[Check]:
+    """The numbers of a sound palace that an import may have pushed to the edge (worker
+    thread, a connection of its own): ids near SQLite's int64 limit (every insert then fails
+    with STORAGE_FULL, which no free space mends), access counts beyond ``MAX_COUNT``
+    (saturated there on the next recall) and ``superseded_by`` cycles (their drawers hidden
+    from every recall). Never raises: a failed read is a check of its own."""
+    def check(name: str, status: str, detail: str, advice: str | None = None) -> Check:
+        return Check(name, status, detail, palace=facts.name, advice=advice)
+
+    db = facts.directory / DB_NAME
+    try:
+        conn = open_connection(db, readonly=True, palace=facts.name)
+        try:
+            found = edge_numbers(conn)
+        finally:
+            conn.close()
+    except PalaceError as exc:
+        return [check("numbers", FAIL, f"could not be read: {exc.message}")]
+    except apsw.Error as exc:
+        return [check("numbers", FAIL,
+                      f"could not be read: {storage_error(exc, db, facts.name).message}")]
+    high = ", ".join(f"{k} {v}" for k, v in found.items()
+                     if k.endswith(("_id", "_seq")) and v > MAX_RESTORED_ID)
+    out = [check("ids", FAIL, f"beyond {MAX_RESTORED_ID}: {high} (at 2**63-1 every new row "
+                 "fails with STORAGE_FULL, which is not a disk problem)",
+                 advice="export the palace, give its records ids below the bound, and "
+                 "import it into a new palace") if high else check(
+        "ids", OK, f"highest drawer id {found['drawer_seq']}")]
+    count = found["access_count"]
+    out.append(check("access_counts", WARN, f"an access_count of {count}, beyond {MAX_COUNT} "
+                     "(saturated there on its next recall)") if count > MAX_COUNT else check(
+                     "access_counts", OK, f"highest {count}"))
+    cycles = found["cycles"]
+    out.append(check("supersede_cycles", FAIL, f"{cycles} drawers on a superseded_by cycle: "
+                     "no recall shows them", advice="palace update one of them to break the "
+                     "cycle (or restore the palace from a backup)") if cycles else check(
+                     "supersede_cycles", OK, "none"))
+    return out
 
 
 def _mode_check(name: str, path: Path, *, private: bool = True) -> Check:

@@ -14,7 +14,6 @@ Pure and synchronous (file reads only); the daemon runs it in a worker thread.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from palaced.errors import SourceUnreadable
+from palaced.protocol import loads_json
 from palaced.transcript import Answer, Malformed, Prompt, classify
 
 BLOCK = 1 << 20  # bytes read at a time
@@ -148,7 +148,7 @@ class TranscriptReader:
         if not raw.strip():
             return None
         try:
-            whole = isinstance(json.loads(raw), dict)
+            whole = isinstance(loads_json(raw), dict)
         except ValueError:
             whole = False
         if not whole:
@@ -193,7 +193,7 @@ class TranscriptReader:
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
+                record = loads_json(raw)  # a lone surrogate: U+FFFD, never a failure
                 event = classify(record)
             except (ValueError, Malformed, RecursionError):
                 if start >= self._scanned:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from palaced.args import MAX_ID, NO_LIMIT, Arg
+from palaced.args import NO_LIMIT, Arg
 
 FORMAT = "palace-export"
 VERSION = 1
@@ -26,6 +26,14 @@ KIND_KEY = "record"  # the key naming a record's kind ("type" is an entity field
 MAX_KEY_CHARS = 4_096  # an import ledger key (a file path, a conversation id)
 MAX_IDENTITY_CHARS = 65_536  # identity.txt is read up to 64 KiB
 MAX_SOURCE_DRAWERS = 100_000
+# The bounds of the numbers an export brings, in this one place (the client's dry run and the
+# daemon refuse the same records, naming the field and the bound). Ids (and ``drawer_seq``)
+# stay 2**63 - 2**53 below SQLite's int64 limit: at that limit every later insert fails with
+# SQLITE_FULL, a palace that can never be written again. 2**53 - 1 is also the largest integer
+# every JSON reader holds exactly. Counters stay as far from it, and the daemon saturates
+# them there (``access.apply_touches``) instead of overflowing.
+MAX_RESTORED_ID = 2**53 - 1
+MAX_COUNT = 2**53 - 1
 
 
 @dataclass(frozen=True)
@@ -39,8 +47,8 @@ class RecordSpec:
 _KIND = Arg("str", required=True, max_len=16)
 _MS = Arg("int", required=True)  # epoch milliseconds; the daemon checks years 1-9999
 _MS_OR_NONE = Arg("int")
-_ID = Arg("int", required=True, min=1, max=MAX_ID)
-_LINK = Arg("int", min=1, max=MAX_ID)
+_ID = Arg("int", required=True, min=1, max=MAX_RESTORED_ID)
+_LINK = Arg("int", min=1, max=MAX_RESTORED_ID)
 _LABEL = Arg("str", max_len=200)
 
 RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
@@ -53,7 +61,7 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         "exported_ms": _MS_OR_NONE,
         "schema": Arg("int", min=0, max=1_000),
         "embedder": Arg("str", max_len=200),
-        "drawer_seq": Arg("int", min=0, max=MAX_ID),
+        "drawer_seq": Arg("int", min=0, max=MAX_RESTORED_ID),
         "decayed_ms": _MS_OR_NONE,
         "palace_version": Arg("str", max_len=64),
         "counts": Arg("any"),
@@ -74,7 +82,7 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         "updated_ms": _MS,
         "occurred_ms": _MS,
         "accessed_ms": _MS_OR_NONE,
-        "access_count": Arg("int", default=0, min=0),
+        "access_count": Arg("int", default=0, min=0, max=MAX_COUNT),
         "weight": Arg("float", default=1.0, min=0.0, max=1.0),
         "expires_ms": _MS_OR_NONE,
         "superseded_by": _LINK,
@@ -112,7 +120,8 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         "key": Arg("str", required=True, max_len=MAX_KEY_CHARS),
         "hash": Arg("str", required=True, max_len=128),
         "imported_ms": _MS,
-        "drawers": Arg("intlist", default=[], min=1, max=MAX_ID, max_len=MAX_SOURCE_DRAWERS),
+        "drawers": Arg("intlist", default=[], min=1, max=MAX_RESTORED_ID,
+                       max_len=MAX_SOURCE_DRAWERS),
     }),
     RecordSpec("end", {KIND_KEY: _KIND}),
 )}

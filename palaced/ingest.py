@@ -139,8 +139,11 @@ async def _ingest(palace: Palace | None, job: CaptureJob, limit: int, reader: Tr
                 return report
             continue
         report.wing, report.room = wing, room
-        captured: list[Captured] = await anyio.to_thread.run_sync(
+        captured, exchanges, failed = await anyio.to_thread.run_sync(
             partial(_drawers, exchanges, wing, room, str(job.path), limit))
+        report.skipped += len(failed)
+        room_left = MAX_LISTED - len(report.skipped_lines)
+        report.skipped_lines.extend(failed[:max(room_left, 0)])
         items, drop, keep = _plan(captured, exchanges, tail, opened)
         for cap in items:
             report.redactions += cap.redactions
@@ -161,8 +164,22 @@ async def _ingest(palace: Palace | None, job: CaptureJob, limit: int, reader: Tr
 
 
 def _drawers(exchanges: list[Exchange], wing: str, room: str, path: str, limit: int
-             ) -> list[Captured]:
-    return [to_drawer(ex, wing=wing, room=room, path=path, limit=limit) for ex in exchanges]
+             ) -> tuple[list[Captured], list[Exchange], list[int]]:
+    """The drawers of ``exchanges``, the exchanges they stand for, and the first line of
+    each exchange that could not become a drawer: skipped alone, never the whole session."""
+    captured: list[Captured] = []
+    kept: list[Exchange] = []
+    failed: list[int] = []
+    for ex in exchanges:
+        try:
+            cap = to_drawer(ex, wing=wing, room=room, path=path, limit=limit)
+            _ = cap.drawer.content_hash  # encodes the text: fails here, not in the write
+        except (ValueError, OverflowError, RecursionError):
+            failed.append(ex.first_line)
+            continue
+        captured.append(cap)
+        kept.append(ex)
+    return captured, kept, failed
 
 
 def _without_open(state: CaptureState | None) -> CaptureState | None:

@@ -9,10 +9,16 @@ either side allocate. The first request on every connection is ``daemon.hello``;
 hello is answered again.
 
 Which ops a client may resend after a lost reply is a fact of each op: see ``specs.py``.
+
+Text entering from outside (JSON read by the daemon or a client, strings crossing frames) goes
+through :func:`clean`: a lone UTF-16 surrogate (JSON allows ``"\\ud83d"``) becomes U+FFFD.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 import socket
 import struct
 import sys
@@ -79,20 +85,97 @@ def socket_peer_uid(sock: socket.socket) -> int | None:
     return None
 
 
+# -- text entering ----------------------------------------------------------------------------
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(text: str) -> bool:
+    # isascii() is a flag of the string (O(1)): most texts never reach the regex.
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone UTF-16 surrogate replaced by U+FFFD (a high and a low one in
+    a row, as CESU-8 bytes decode, join into their character). Never raises."""
+    if not _has_surrogate(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def clean(value: Any) -> Any:
+    """``value`` with :func:`clean_text` applied to every string and key in it: lists and
+    dicts in place (iteratively, any depth; a tuple in them becomes a list, as msgpack sends
+    it), keys cleaned alike keep the later value (as JSON's duplicates). Never raises."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, tuple):
+        value = list(value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(isinstance(k, str) and _has_surrogate(k) for k in node):
+                items = list(node.items())
+                node.clear()
+                node.update((clean_text(k) if isinstance(k, str) else k, v) for k, v in items)
+            keys: Any = list(node)
+        elif isinstance(node, list):
+            keys = range(len(node))
+        else:
+            continue
+        for key in keys:
+            item = node[key]
+            if isinstance(item, str):
+                node[key] = clean_text(item)
+            elif isinstance(item, list | dict | tuple):
+                node[key] = item = list(item) if isinstance(item, tuple) else item
+                stack.append(item)
+    return value
+
+
+def loads_json(data: str | bytes) -> Any:
+    """``json.loads(data)`` with every string cleaned by :func:`clean` (only walked when the
+    input may hold a surrogate at all: the common case costs a few substring searches).
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``, or a ``UnicodeDecodeError``).
+        RecursionError: nested deeper than the decoder's stack.
+    """
+    parsed = json.loads(data)
+    # Only an escape, non-ASCII text, or in bytes (decoded "surrogatepass") 0xED or NUL can.
+    if isinstance(data, str):
+        may = "\\u" in data or not data.isascii()
+    else:
+        may = b"\\u" in data or b"\xed" in data or b"\x00" in data
+    return clean(parsed) if may else parsed
+
+
+# -- msgpack ----------------------------------------------------------------------------------
 def pack(obj: Any) -> bytes:
-    """Serialise one message to msgpack bytes (no framing)."""
-    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+    """Serialise one message to msgpack bytes (no framing); strings holding lone surrogates
+    are sent with U+FFFD in their place (see :func:`clean`).
+
+    Raises:
+        TypeError, ValueError, OverflowError: a value msgpack has no encoding for.
+    """
+    try:
+        return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
+    except UnicodeEncodeError:  # rare: clean a copy (never the caller's objects), pack again
+        return msgpack.packb(clean(copy.deepcopy(obj)), use_bin_type=True)  # type: ignore[no-any-return]
 
 
 def unpack(data: bytes) -> Any:
-    """Deserialise msgpack bytes, refusing trailing garbage and extension types.
+    """Deserialise msgpack bytes, refusing trailing garbage and extension types; a string
+    that is not valid UTF-8 (a surrogate's bytes among them) reads with U+FFFD in place of
+    its bad bytes.
 
     Raises:
         BadFrame: the bytes are not exactly one msgpack object.
     """
     try:
         return msgpack.unpackb(
-            data, raw=False, strict_map_key=True, use_list=True, ext_hook=_no_ext
+            data, raw=False, strict_map_key=True, use_list=True, ext_hook=_no_ext,
+            unicode_errors="replace",
         )
     except BadFrame:
         raise
@@ -176,9 +259,10 @@ def encode_request(req_id: int, op: str, palace: str | None = None,
 
     Raises:
         FrameTooLarge: the encoded request exceeds ``max_frame``.
-        InvalidArgs: an argument cannot be encoded: a text holding lone surrogates (the
-            undecodable bytes of a command-line argument or file name), or a value msgpack
-            has no type for (a set, an object).
+        InvalidArgs: an argument cannot be encoded: a value msgpack has no type for (a set,
+            an object). A text holding lone surrogates (the undecodable bytes of a
+            command-line argument, a JSON string cut inside an emoji) is sent with U+FFFD
+            in their place (``pack``).
     """
     env: dict[str, Any] = {"id": req_id, "op": op, "palace": palace, "args": args or {}}
     if timeout_ms is not None:
@@ -187,9 +271,6 @@ def encode_request(req_id: int, op: str, palace: str | None = None,
         env["agent"] = agent
     try:
         return frame(env, max_frame)
-    except UnicodeEncodeError as exc:
-        raise InvalidArgs(f"{op}: a text is not valid Unicode ({exc.reason}: undecodable "
-                          "bytes in an argument?)", details={"op": op}) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidArgs(f"{op}: an argument cannot be sent: {exc}",
                           details={"op": op}) from None

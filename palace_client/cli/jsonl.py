@@ -10,6 +10,7 @@ from typing import Any
 from palaced import errors as E
 from palaced.args import decode_args
 from palaced.errors import quote
+from palaced.protocol import loads_json
 from palaced.specs import REMEMBER_MANY_ITEM
 
 
@@ -45,7 +46,7 @@ def parse_jsonl(text: str) -> tuple[list[dict[str, Any]], list[int]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = loads_json(line)
         except json.JSONDecodeError as exc:
             raise E.InvalidArgs(f"line {lineno}: not JSON: {exc}",
                                 details={"line": lineno}) from None

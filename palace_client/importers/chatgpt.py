@@ -30,6 +30,7 @@ from typing import Any
 
 from palace_client.slug import slugify
 from palaced import errors as E
+from palaced.protocol import loads_json
 from palaced.safe_files import open_regular, read_capped
 
 from .runner import Problem, Unit
@@ -89,7 +90,7 @@ def _load(path: str) -> list[Any]:
         ClientError: the file cannot be read; InvalidContent: it is not a JSON list.
     """
     try:
-        data = json.loads(_read(path))
+        data = loads_json(_read(path))
     except (OSError, zipfile.BadZipFile) as exc:
         raise E.ClientError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}",
                             details={"path": path}) from exc
@@ -221,7 +222,17 @@ class ChatGptImport:
 
     def parse(self) -> Iterator[Unit | Problem]:
         for i, conv in enumerate(self._conversations):
-            yield self._unit(i, conv)
+            try:
+                got = self._unit(i, conv)
+            except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+                # One conversation the checks did not foresee (a time of 1e999...) is
+                # skipped alone; the others are still imported.
+                cid = (conv.get("conversation_id") or conv.get("id")) if isinstance(
+                    conv, dict) else None
+                got = Problem(self._file, None, f"conversation {i} cannot be read: "
+                              f"{type(exc).__name__}: {exc}",
+                              cid if isinstance(cid, str) else None)
+            yield got
 
     def _unit(self, i: int, conv: Any) -> Unit | Problem:
         where = self._file

@@ -8,7 +8,6 @@ restored.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import IO, Any
 from palaced import errors as E
 from palaced.args import decode_args
 from palaced.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kind
+from palaced.protocol import loads_json
 
 from .runner import Problem, Unit
 
@@ -35,7 +35,7 @@ class JsonlImport:
 
         Raises:
             InvalidContent: the file does not start with the header of a palace export this
-                client reads.
+                client reads (its fields within their bounds).
             ClientError: the file cannot be read.
         """
         self.source = "stdin" if path == "-" else path
@@ -69,7 +69,7 @@ class JsonlImport:
         else:
             raise E.InvalidContent(f"{self.source} is empty: not a palace export")
         try:
-            header = json.loads(raw)
+            header = loads_json(raw)
         except ValueError:
             header = None
         except RecursionError:  # nested deeper than Python's parser goes: no header either
@@ -81,6 +81,11 @@ class JsonlImport:
             raise E.InvalidContent(f"{self.source}: export format version "
                                    f"{header.get('version')!r} is not one this palace reads "
                                    f"(1..{VERSION}); upgrade palace")
+        try:  # checked here: skipped like another record, it would leave nothing restorable
+            decode_args(RECORDS["header"], header)
+        except E.InvalidArgs as exc:
+            raise E.InvalidContent(f"{self.source}:{self._line}: {exc.message}",
+                                   details=exc.details) from None
         return dict(header)
 
     def total(self) -> int | None:
@@ -94,8 +99,8 @@ class JsonlImport:
             return Problem(self._file, line, f"longer than {MAX_LINE_BYTES} bytes: no record "
                            "of an export is")
         try:
-            record = json.loads(raw)
-        except ValueError as exc:
+            record = loads_json(raw)
+        except (ValueError, RecursionError) as exc:  # too deep: one bad line, not the end
             return Problem(self._file, line, f"not JSON: {exc}")
         except RecursionError:  # Python's parser recurses once per nesting level
             return Problem(self._file, line, "JSON nested deeper than palace reads")

@@ -29,6 +29,7 @@ from typing import Any
 from palace_client import identity
 from palace_client.slug import root_palace, root_uri_path
 from palaced import __version__
+from palaced.protocol import loads_json
 
 from .toolbox import Toolbox
 
@@ -131,7 +132,7 @@ class Bridge:
         if not line:
             return None
         try:
-            message = json.loads(line.decode("utf-8"))
+            message = loads_json(line.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # too deep: parse error
             return encode(_error(None, PARSE_ERROR, f"Parse error: {exc}"))
         return self.answer(message)

@@ -9,7 +9,6 @@ is the only writer of stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import queue
 import signal
@@ -21,6 +20,7 @@ from types import FrameType
 from typing import Any, BinaryIO
 
 from palace_client.slug import default_palace, project_dir_palace
+from palaced.protocol import loads_json
 
 from .bridge import (
     INVALID_REQUEST,
@@ -106,7 +106,7 @@ def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line.decode("utf-8"))
+                message = loads_json(line.decode("utf-8"))
             except (UnicodeDecodeError, ValueError, RecursionError) as exc:
                 # RecursionError: nesting deeper than the decoder's stack, e.g. 100,000 "[";
                 # a parse error like any other, never the end of the session.

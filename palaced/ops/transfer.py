@@ -19,7 +19,8 @@ from palaced.timeparse import parse_when
 from palaced.topics import extract_topics
 
 _TIMES = ("created_ms", "updated_ms", "occurred_ms", "accessed_ms", "expires_ms",
-          "valid_from_ms", "valid_to_ms", "invalidated_ms", "imported_ms")
+          "valid_from_ms", "valid_to_ms", "invalidated_ms", "imported_ms", "exported_ms",
+          "decayed_ms")
 
 
 async def op_export(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -101,7 +102,10 @@ async def op_import_records(ctx: OpContext, palace: str | None, args: dict[str, 
         rejected: list[dict[str, Any]] = []
         for i, raw in enumerate(records):
             try:
-                batch.append(prepare(i, raw, limits.max_text_chars))
+                try:
+                    batch.append(prepare(i, raw, limits.max_text_chars))
+                except transfer.UNFORESEEN as exc:
+                    raise transfer.unforeseen(i, exc) from None
             except PalaceError as exc:
                 if record_kind(raw) == "header":
                     exc.details["index"] = i

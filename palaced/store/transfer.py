@@ -61,6 +61,8 @@ _FIELDS = {
 _SELECTS = {"drawer": _DRAWER_SELECT, "entity": _ENTITY_SELECT, "fact": _FACT_SELECT,
             "source": _SOURCE_SELECT}
 EXPORTED_KINDS = tuple(_SELECTS)  # the kinds listed row by row, in export order
+# superseded_by steps doctor follows from each drawer looking for a cycle (real chains: a few)
+_MAX_CHAIN = 1_000
 
 
 # -- export -----------------------------------------------------------------------------------
@@ -143,6 +145,12 @@ def restore_drawer(conn: apsw.Connection, rec: Mapping[str, Any], digest: str,
     if twin:
         raise _conflict(f"drawer {did} has the same wing, room and text as drawer "
                         f"{twin[0][0]}", id=did, twin=int(twin[0][0]))
+    if rec["superseded_by"] is not None and supersedes_back(conn, int(rec["superseded_by"]),
+                                                            did):
+        raise InvalidContent(
+            f"drawer {did} is superseded by drawer {rec['superseded_by']}, whose "
+            f"superseded_by chain leads back to drawer {did}: a cycle would hide every drawer "
+            "in it", details={"condition": "cycle", "id": did, "field": "superseded_by"})
     conn.execute(
         "INSERT INTO drawers(id, text, wing, room, tags, importance, source, kind, created_ms, "
         "updated_ms, occurred_ms, accessed_ms, access_count, weight, expires_ms, superseded_by, "
@@ -154,6 +162,35 @@ def restore_drawer(conn: apsw.Connection, rec: Mapping[str, Any], digest: str,
          rec["expires_ms"], rec["superseded_by"], rec["consolidated_into"], digest))
     index_drawer(conn, did, rec["text"], int(rec["occurred_ms"]), topics)
     return True
+
+
+def supersedes_back(conn: apsw.Connection, start: int, target: int) -> bool:
+    """Whether the ``superseded_by`` chain from drawer ``start`` (itself included) reaches
+    drawer ``target``. Ends on a cycle already stored (UNION keeps each id once)."""
+    return bool(conn.execute(
+        "WITH RECURSIVE chain(id) AS (SELECT CAST(? AS BIGINT) UNION SELECT d.superseded_by "
+        "FROM drawers d JOIN chain c ON d.id = c.id WHERE d.superseded_by IS NOT NULL) "
+        "SELECT 1 FROM chain WHERE id = ? LIMIT 1", (start, target)).fetchall())
+
+
+def edge_numbers(conn: apsw.Connection) -> dict[str, int]:
+    """The numbers that must stay clear of SQLite's int64 limit, for ``palace doctor``:
+    ``drawer_seq`` and the highest drawer, entity and fact ids, the highest
+    ``access_count``, and ``cycles``: drawers on a ``superseded_by`` cycle (hidden forever)."""
+    row = conn.execute(
+        "SELECT (SELECT max(id) FROM drawers), (SELECT max(id) FROM entities), "
+        "(SELECT max(id) FROM facts), (SELECT max(access_count) FROM drawers)").fetchall()[0]
+    out = dict(zip(("drawer_id", "entity_id", "fact_id", "access_count"),
+                   (int(v or 0) for v in row), strict=True))
+    out["drawer_seq"] = drawer_seq(conn)
+    out["cycles"] = int(conn.execute(
+        "WITH RECURSIVE walk(start, id, steps) AS (SELECT id, superseded_by, 1 FROM drawers "
+        "WHERE superseded_by IS NOT NULL UNION ALL SELECT w.start, d.superseded_by, w.steps + 1 "
+        "FROM walk w JOIN drawers d ON d.id = w.id WHERE d.superseded_by IS NOT NULL "
+        "AND w.id != w.start AND w.steps < ?) "
+        "SELECT count(DISTINCT start) FROM walk WHERE id = start", (_MAX_CHAIN,)
+    ).fetchall()[0][0])
+    return out
 
 
 def restore_entity(conn: apsw.Connection, rec: Mapping[str, Any]) -> bool:
