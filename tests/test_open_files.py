@@ -1,0 +1,176 @@
+"""Descriptor exhaustion: a daemon under a low ``RLIMIT_NOFILE`` with more palaces than fit.
+
+Each open palace holds several descriptors (lock file, SQLite writer and readers with their
+WAL and shared memory): the registry keeps the open ones under a budget derived from the soft
+limit (closing the least recently used idle palace), and the accept loop backs off on EMFILE
+instead of letting the error end the daemon.
+"""
+
+from __future__ import annotations
+
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+from palaced.config import Limits
+from palaced.palace import INDEX_NAME
+from palaced.registry import TEAM_PALACE_FDS, Registry, palace_budget
+
+from .conftest import DaemonProc, base_env
+from .inproc import InProcDaemon
+
+LIMIT = 128  # soft = hard: raising the soft limit at start cannot help
+PALACES = 40  # ~7 descriptors each: 280, twice what the limit allows
+
+
+def _limited_daemon(home: Path) -> DaemonProc:
+    """A keyword-only palaced started with RLIMIT_NOFILE soft = hard = LIMIT."""
+    d = DaemonProc(home, base_env(home, model=False))
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+
+    d.proc = subprocess.Popen(
+        [sys.executable, "-m", "palaced", "run", "--quiet"], env=d.env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=lower)
+    d.wait_ready(wait_model=False)
+    return d
+
+
+def _log(home: Path) -> str:
+    return (home / "state" / "palaced.log").read_text("utf-8", "replace")
+
+
+def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> None:
+    """40 palaces, room for a few: recall_all answers for each (opening and closing them in
+    turn), nothing is skipped, and new connections still work afterwards."""
+    d = DaemonProc(home, base_env(home, model=False))
+    d.start(wait_model=False)
+    names = [f"p{i:02d}" for i in range(PALACES)]
+    try:
+        with d.client() as c:
+            for name in names:
+                c.create_palace(name)
+                c.remember(name, f"the zebrafish notes of palace {name}")
+    finally:
+        d.stop()
+    d = _limited_daemon(home)
+    try:
+        with d.client() as c:
+            res = c.recall_all("zebrafish", top_k=PALACES)
+        assert res["skipped"] == []
+        assert sorted(res["palaces"]) == names
+        assert sorted(r["palace"] for r in res["results"]) == names
+        # Again, and from fresh connections: the daemon kept descriptors for them.
+        for _ in range(3):
+            with d.client() as c:
+                assert sorted(c.recall_all("zebrafish", top_k=PALACES)["palaces"]) == names
+                status = c.status()
+        # Never more open than the budget under this limit allows.
+        assert sum(bool(p.get("open")) for p in status["palaces"]) <= palace_budget(
+            LIMIT, Limits())
+        # Each palace's own recall opens it again when needed.
+        with d.client() as c:
+            for name in (names[0], names[-1], names[0]):
+                hits = c.recall(name, "zebrafish")
+                assert [h["text"] for h in hits] == [f"the zebrafish notes of palace {name}"]
+        assert d.proc is not None and d.proc.poll() is None
+    finally:
+        d.stop()
+
+
+def test_accept_survives_emfile(home: Path) -> None:
+    """More connections than descriptors: accept() fails with EMFILE; the daemon backs off
+    (logging it once), keeps running and serves new connections once descriptors free up."""
+    d = _limited_daemon(home)
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(LIMIT + 20):  # the kernel queues them; the daemon runs out accepting
+            socks.append(d.connect())
+        time.sleep(1.5)  # several accept attempts fail meanwhile
+        assert d.proc is not None and d.proc.poll() is None, _log(home)
+        for s in socks:
+            s.close()
+        socks.clear()
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with d.client() as c:
+                    assert c.status()["pid"] == d.pid()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        assert d.proc.poll() is None
+        log = _log(home)
+        assert log.count("cannot accept connections") == 1, log
+    finally:
+        for s in socks:
+            s.close()
+        d.stop()
+
+
+def test_budget_from_the_soft_limit() -> None:
+    """The budget leaves a reserve for connections, shrinks with the limit, never below one
+    palace, and a configured maximum caps it."""
+    limits = Limits()
+    assert palace_budget(1024, limits) < palace_budget(65536, limits)
+    assert palace_budget(1024, limits) * 12 + limits.max_connections <= 1024
+    assert palace_budget(16, limits) == 1
+    assert palace_budget(65536, Limits(max_open_palaces=5)) == 5
+    assert palace_budget(128, Limits(max_open_palaces=5000)) == palace_budget(128, limits)
+    from palaced.store.pg import POOL_MAX  # a team palace's pool counts
+
+    assert TEAM_PALACE_FDS == 1 + POOL_MAX
+
+
+def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) -> None:
+    """With room for two palaces, opening a third closes the least recently used idle one
+    (saving its index, as an idle close does), never one with a request in flight."""
+    assert inproc.daemon is not None
+    registry: Registry = inproc.daemon.registry
+    names = ["lru-a", "lru-b", "lru-c"]
+    with inproc.client() as c:
+        for name in names:
+            c.create_palace(name)
+            c.remember(name, f"lru drawer of {name}")
+
+    async def run() -> None:
+        old = registry.max_open
+        await registry.close_idle(0)
+        registry.max_open = 2
+        try:
+            a = await registry.get("lru-a")
+            await anyio.sleep(0.01)
+            b = await registry.get("lru-b")
+            (a.dir / INDEX_NAME).unlink(missing_ok=True)
+            a.in_flight += 1  # a request is running on a: b goes, though used later
+            try:
+                await registry.get("lru-c")
+            finally:
+                a.in_flight -= 1
+            assert b.closed and not a.closed
+            assert sorted(registry.open_palaces) == ["lru-a", "lru-c"]
+            await registry.get("lru-b")  # now a is the least recently used idle one
+            assert a.closed
+            assert (a.dir / INDEX_NAME).exists()  # saved at close
+            assert sorted(registry.open_palaces) == ["lru-b", "lru-c"]
+            async with registry.using("lru-a") as pa:  # pinned while used
+                await registry.get("lru-b")
+                await registry.get("lru-c")
+                assert not pa.closed
+        finally:
+            registry.max_open = old
+
+    assert inproc._portal is not None
+    inproc._portal.call(run)
+    with inproc.client() as c:
+        for name in names:
+            assert c.recall(name, "lru drawer")
