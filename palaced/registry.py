@@ -215,7 +215,7 @@ class Registry:
         finally:
             self.unpin(name)
         if passing and not was_open and self._full(SQLITE_PALACE_FDS):
-            await self._close_if_idle(palace)
+            await self._close_if_idle(palace, "after a pass over every palace", passing=True)
 
     def _cost(self, name: str) -> int:
         """Descriptors palace ``name`` will hold once open (see ``_fds``)."""
@@ -236,7 +236,7 @@ class Registry:
         for palace in sorted(self._open.values(), key=lambda p: p.last_used):
             if not self._full(need):
                 break
-            await self._close_if_idle(palace)
+            await self._close_if_idle(palace, "the least recently used")
         full = self._full(need)
         if full and not self._over_budget:
             log.warning("every one of the %d open palaces is in use: opening one more past "
@@ -244,9 +244,11 @@ class Registry:
                         len(self._open), self.max_open)
         self._over_budget = full
 
-    async def _close_if_idle(self, palace: Palace) -> None:
+    async def _close_if_idle(self, palace: Palace, why: str, *, passing: bool = False
+                             ) -> None:
         """Close ``palace`` (saving its index, as an idle close does) to make room, unless a
-        request, a pin, a write or an open/close/backup of it is under way."""
+        request, upkeep, a pin, a write, a re-embedding or an open/close/backup of it is
+        under way. ``why`` goes to the log."""
         name = palace.name
         lock = self._opening.setdefault(name, anyio.Lock())
         try:
@@ -255,11 +257,14 @@ class Registry:
             return
         try:
             if (self._open.get(name) is palace and palace.in_flight == 0
-                    and not self._pins[name] and not palace.write_lock.locked()):
+                    and not self._pins[name] and not palace.write_lock.locked()
+                    and not palace.reembed_lock.locked()):
                 del self._open[name]
                 await _close_logged(palace)
-                log.info("closed palace %s to stay within %s open palaces", name,
-                         self.max_open)
+                # Closing each palace of a pass is routine; pushing one out is worth a line.
+                log.log(logging.DEBUG if passing else logging.INFO,
+                        "closed palace %s (%s) to stay within %s open palaces", name, why,
+                        self.max_open)
         finally:
             lock.release()
 

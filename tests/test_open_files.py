@@ -9,6 +9,7 @@ instead of letting the error end the daemon.
 from __future__ import annotations
 
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -28,12 +29,12 @@ LIMIT = 128  # soft = hard: raising the soft limit at start cannot help
 PALACES = 40  # ~7 descriptors each: 280, twice what the limit allows
 
 
-def _limited_daemon(home: Path) -> DaemonProc:
-    """A keyword-only palaced started with RLIMIT_NOFILE soft = hard = LIMIT."""
+def _limited_daemon(home: Path, hard: int = LIMIT) -> DaemonProc:
+    """A keyword-only palaced started with RLIMIT_NOFILE soft = LIMIT (and ``hard``)."""
     d = DaemonProc(home, base_env(home, model=False))
 
     def lower() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, hard))
 
     d.proc = subprocess.Popen(
         [sys.executable, "-m", "palaced", "run", "--quiet"], env=d.env,
@@ -52,14 +53,16 @@ def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> No
     turn), nothing is skipped, and new connections still work afterwards."""
     d = DaemonProc(home, base_env(home, model=False))
     d.start(wait_model=False)
-    names = [f"p{i:02d}" for i in range(PALACES)]
     try:
         with d.client() as c:
-            for name in names:
-                c.create_palace(name)
-                c.remember(name, f"the zebrafish notes of palace {name}")
+            c.create_palace("p00")
+            c.remember("p00", "the zebrafish notes")
     finally:
         d.stop()
+    names = [f"p{i:02d}" for i in range(PALACES)]
+    palaces = home / "palaces"  # copies are faster than 40 creates
+    for name in names[1:]:
+        shutil.copytree(palaces / "p00", palaces / name)
     d = _limited_daemon(home)
     try:
         with d.client() as c:
@@ -67,11 +70,10 @@ def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> No
         assert res["skipped"] == []
         assert sorted(res["palaces"]) == names
         assert sorted(r["palace"] for r in res["results"]) == names
-        # Again, and from fresh connections: the daemon kept descriptors for them.
-        for _ in range(3):
-            with d.client() as c:
-                assert sorted(c.recall_all("zebrafish", top_k=PALACES)["palaces"]) == names
-                status = c.status()
+        # Again, from a fresh connection: the daemon kept descriptors for it.
+        with d.client() as c:
+            assert sorted(c.recall_all("zebrafish", top_k=PALACES)["palaces"]) == names
+            status = c.status()
         # Never more open than the budget under this limit allows.
         assert sum(bool(p.get("open")) for p in status["palaces"]) <= palace_budget(
             LIMIT, Limits())
@@ -79,7 +81,7 @@ def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> No
         with d.client() as c:
             for name in (names[0], names[-1], names[0]):
                 hits = c.recall(name, "zebrafish")
-                assert [h["text"] for h in hits] == [f"the zebrafish notes of palace {name}"]
+                assert [h["text"] for h in hits] == ["the zebrafish notes"]
         assert d.proc is not None and d.proc.poll() is None
     finally:
         d.stop()
@@ -114,6 +116,21 @@ def test_accept_survives_emfile(home: Path) -> None:
     finally:
         for s in socks:
             s.close()
+        d.stop()
+
+
+def test_soft_limit_raised_to_the_hard_one(home: Path) -> None:
+    """Started with soft 128 under a higher hard limit, the daemon raises its soft limit to
+    the hard one and sizes its budget from that."""
+    hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
+    assert hard > LIMIT
+    d = _limited_daemon(home, hard)
+    try:
+        assert resource.prlimit(d.pid(), resource.RLIMIT_NOFILE) == (hard, hard)
+        budget = palace_budget(hard, Limits())
+        assert f"open-files limit {hard} (raised from {LIMIT}): up to {budget} palaces" in _log(
+            home)
+    finally:
         d.stop()
 
 
