@@ -23,7 +23,6 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     checkpoint_idle_s = 5
     max_connections = 256
     reserve_connections = 8        # beyond max_connections, for status/stop only
-    max_open_palaces = 0           # 0: derived from the open-files limit
     handshake_timeout_s = 5        # accept -> complete daemon.hello
     frame_timeout_s = 10           # first byte of a frame -> its last (+1 s per MiB)
     connection_idle_s = 300        # no request for this long: the connection is closed
@@ -99,9 +98,7 @@ class Limits(_Bounded):
     # Connections accepted past max_connections that may only run the control ops (status,
     # stop): the owner always gets through, however many clients are stuck.
     reserve_connections: int = _above(8, 0, strict=False)
-    # Open palaces at most (0: as many as the descriptor budget allows, see
-    # palaced.registry.palace_budget); past it the least recently used idle one is closed.
-    max_open_palaces: int = _above(0, 0, strict=False)
+    max_open_palaces: int = _above(0, 0, strict=False)  # 0: see open_files.palace_budget
     # A silent or half-sent peer must not hold a slot: see palaced.server.
     handshake_timeout_s: float = _above(5.0, 0)
     frame_timeout_s: float = _above(10.0, 0)
@@ -174,7 +171,6 @@ class Key:
 
 
 DEFAULT_BACKUP_KEEP = 7
-
 
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {

@@ -24,7 +24,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import resource
 import signal
 import socket
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
 from palaced.model_loader import load_model
 from palaced.notify import Notifier
+from palaced.open_files import palace_budget, raise_open_files_limit, serve_listener
 from palaced.ops.capture import run_capture
 from palaced.ops.context import OpContext
 from palaced.ops.table import TABLE, dispatch
@@ -54,9 +54,9 @@ from palaced.private import (
     tighten_install,
 )
 from palaced.reembed import Reembedder
-from palaced.registry import Registry, palace_budget
+from palaced.registry import Registry
 from palaced.scheduler import Scheduler
-from palaced.server import ConnectionHandler, Gate, serve_listener
+from palaced.server import ConnectionHandler, Gate
 from palaced.services import ModelState, Services
 from palaced.tokens import Tokenizer
 
@@ -67,9 +67,6 @@ SHUTDOWN_GRACE_S = 10.0
 # grace period plus saving indexes and closing databases.
 TAKEOVER_TIMEOUT_S = SHUTDOWN_GRACE_S + 20.0
 PRIVATE_UMASK = 0o077  # files 0600, directories 0700, whatever umask we were started with
-# The soft open-files limit tried when the hard one is unlimited (macOS refuses more than
-# OPEN_MAX, 10240, as a soft limit); the budget also counts an unlimited soft limit as this.
-NOFILE_UNLIMITED = 10240
 
 
 class AlreadyRunning(Exception):
@@ -266,10 +263,11 @@ class Daemon:
         """Raise the open-files limit (``raise_open_files_limit``) and size the registry's
         budget of open palaces from it."""
         before, soft = raise_open_files_limit()
-        self.registry.max_open = palace_budget(soft, self.config.limits)
+        budget = self.registry.budget
+        budget.max_open = palace_budget(soft, self.config.limits)
         raised = f" (raised from {before})" if soft != before else ""
         log.info("open-files limit %d%s: up to %d palaces open at once", soft, raised,
-                 self.registry.max_open)
+                 budget.max_open)
 
     async def _listen(self, inherited: socket.socket | None) -> SocketListener:
         """The listener: the handed-over socket, or a new one bound at the socket path.
@@ -352,32 +350,6 @@ def setup_logging(log_file: Path, *, quiet: bool = False, level: str = "INFO") -
         sh = logging.StreamHandler()
         sh.setFormatter(fmt)
         root.addHandler(sh)
-
-
-def raise_open_files_limit() -> tuple[int, int]:
-    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit; ``(soft before, soft now)``, an
-    unlimited one counted as ``NOFILE_UNLIMITED``.
-
-    Every open palace holds several descriptors: the usual soft limit of 1024 runs out at
-    about 145 palaces, while the hard limit is what the administrator allows. Never raises:
-    a limit the kernel refuses is left as it is.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    now = soft
-    for want in (hard, NOFILE_UNLIMITED):
-        if soft == resource.RLIM_INFINITY or want == resource.RLIM_INFINITY or want <= soft:
-            continue
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-        except (ValueError, OSError):  # above the kernel's maximum (nr_open, OPEN_MAX)
-            continue
-        now = want
-        break
-
-    def counted(n: int) -> int:
-        return NOFILE_UNLIMITED if n == resource.RLIM_INFINITY else n
-
-    return counted(soft), counted(now)
 
 
 def _lock_holder(lock_file: Path) -> int | None:

@@ -1,12 +1,8 @@
 """Registry: the palaces of one data root — names, lazy open, create, delete, idle close.
 
 The catalogue is the directory itself (``<data>/palaces/<name>/palace.db``): a separate
-catalogue file could drift from what is on disk, and the directory cannot.
-
-Open palaces hold file descriptors (lock file, SQLite connections with their WAL and shared
-memory; a team palace its pool's sockets), and the daemon has a limited number: the open ones
-are kept under a budget (``palace_budget``, from the open-files limit), and opening one more
-closes the least recently used idle one first.
+catalogue file could drift from what is on disk, and the directory cannot. The open palaces
+stay within a budget of descriptors (``palaced.open_files``).
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import logging
 import os
 import shutil
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,12 +21,7 @@ import anyio
 import anyio.to_thread
 
 from palaced import peek, reads, team
-from palaced.config import Limits
-from palaced.errors import (
-    PalaceExists,
-    PalaceNotFound,
-    StorageError,
-)
+from palaced.errors import PalaceExists, PalaceNotFound, StorageError
 from palaced.layout import (
     NAME_RE,
     REPLACED_PREFIX,
@@ -41,60 +31,28 @@ from palaced.layout import (
     sync_dir,
     validate_name,
 )
+from palaced.open_files import OpenPalaces, close_logged
 from palaced.palace import Palace
 from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database, is_team
 from palaced.services import Services
-from palaced.store import MAX_READERS
 from palaced.store.db import storage_errors
 from palaced.store.reembed import next_model
 
 log = logging.getLogger("palaced.registry")
 
-# Descriptors an open SQLite palace may hold: its lock file, the writer's database and WAL,
-# the shared-memory file, and up to MAX_READERS readers with a database and WAL each (one
-# reader, the usual case, makes the 7 measured).
-SQLITE_PALACE_FDS = 4 + 2 * MAX_READERS
-# A team palace: its lock file and up to palaced.store.pg.POOL_MAX (8) pooled connections to
-# its server (not imported: psycopg loads only for team palaces).
-TEAM_PALACE_FDS = 1 + 8
-# What the daemon itself holds besides palaces and connections: stdio, log files, the
-# listener, the daemon lock, the event loop, the model and tokenizer files being read.
-DAEMON_FDS = 64
-
-
-def palace_budget(soft_limit: int, limits: Limits) -> int:
-    """How many SQLite palaces may be open at once under an open-files limit of
-    ``soft_limit``: what the limit leaves after a reserve for the daemon and its connections
-    (at most half of it), at ``SQLITE_PALACE_FDS`` each, capped by ``max_open_palaces`` when
-    set; at least one."""
-    reserve = min(DAEMON_FDS + limits.max_connections + limits.reserve_connections,
-                  soft_limit // 2)
-    fit = max((soft_limit - reserve) // SQLITE_PALACE_FDS, 1)
-    return min(fit, limits.max_open_palaces) if limits.max_open_palaces else fit
-
-
-def _fds(palace: Palace) -> int:
-    """Descriptors ``palace`` may hold, in SQLite palaces (a team palace's pool counts)."""
-    return TEAM_PALACE_FDS if palace.store.shared else SQLITE_PALACE_FDS
-
-
 class Registry:
-    """Owns every open Palace of the daemon, at most ``max_open`` of them (in SQLite
-    palaces' worth of descriptors; None: no cap) unless all are in use."""
+    """Owns every open Palace of the daemon."""
 
-    def __init__(self, root: Path, services: Services, max_open: int | None = None) -> None:
+    def __init__(self, root: Path, services: Services) -> None:
         self.root = root
         self.services = services
-        self.max_open = max_open
         self._open: dict[str, Palace] = {}
-        # Names a request is using (``pin``): never closed to make room, even before open.
-        self._pins: Counter[str] = Counter()
-        self._over_budget = False  # logged once until back under it
         self._opening: dict[str, anyio.Lock] = {}
         self._guards: dict[str, anyio.Lock] = {}
         self._admin = anyio.Lock()
         # Handles whose directory was deleted or replaced under them, closed once idle.
         self._vanished: list[Palace] = []
+        self.budget = OpenPalaces(self._open, self._opening, self.get)
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -176,97 +134,12 @@ class Registry:
                         f"no palace named {name!r}{why}; create it with "
                         f"`palace create {name}`", details={"palace": name},
                     )
-                await self._make_room(self._cost(name))
+                await self.budget.make_room(self.is_team(name))
                 palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
             palace.last_used = time.monotonic()
             return palace
-
-    def pin(self, name: str | None) -> None:
-        """Mark palace ``name`` as used by a request (None: no palace) until ``unpin``: it is
-        not closed to make room meanwhile, whether or not it is open yet."""
-        if name is not None:
-            self._pins[name] += 1
-
-    def unpin(self, name: str | None) -> None:
-        """End one ``pin`` of ``name``."""
-        if name is not None:
-            self._pins[name] -= 1
-            if self._pins[name] <= 0:
-                del self._pins[name]
-
-    @asynccontextmanager
-    async def using(self, name: str, *, passing: bool = False) -> AsyncIterator[Palace]:
-        """The open palace ``name`` (opened if needed), pinned while the block runs.
-
-        With ``passing`` (a pass over every palace, as ``memory.recall_all`` makes), a palace
-        this call had to open is closed again afterwards when no other would fit the budget:
-        the pass then opens each palace in turn instead of pushing out the ones in use.
-
-        Raises:
-            What ``get`` raises.
-        """
-        self.pin(name)
-        try:
-            was_open = name in self._open
-            palace = await self.get(name)
-            yield palace
-        finally:
-            self.unpin(name)
-        if passing and not was_open and self._full(SQLITE_PALACE_FDS):
-            await self._close_if_idle(palace, "after a pass over every palace", passing=True)
-
-    def _cost(self, name: str) -> int:
-        """Descriptors palace ``name`` will hold once open (see ``_fds``)."""
-        return TEAM_PALACE_FDS if self.is_team(name) else SQLITE_PALACE_FDS
-
-    def _full(self, need: int) -> bool:
-        """Whether a palace holding ``need`` more descriptors would pass the budget."""
-        if self.max_open is None:
-            return False
-        held = sum(_fds(p) for p in self._open.values())
-        return held + need > self.max_open * SQLITE_PALACE_FDS
-
-    async def _make_room(self, need: int) -> None:
-        """Close the least recently used idle palaces until one holding ``need`` descriptors
-        fits the budget. When every open palace is in use it opens past the budget (warned
-        once until back under it): its reserve is there for that, and a refused open would
-        fail a request that the descriptors may well allow."""
-        for palace in sorted(self._open.values(), key=lambda p: p.last_used):
-            if not self._full(need):
-                break
-            await self._close_if_idle(palace, "the least recently used")
-        full = self._full(need)
-        if full and not self._over_budget:
-            log.warning("every one of the %d open palaces is in use: opening one more past "
-                        "the budget of %s (limits.max_open_palaces, the open-files limit)",
-                        len(self._open), self.max_open)
-        self._over_budget = full
-
-    async def _close_if_idle(self, palace: Palace, why: str, *, passing: bool = False
-                             ) -> None:
-        """Close ``palace`` (saving its index, as an idle close does) to make room, unless a
-        request, upkeep, a pin, a write, a re-embedding or an open/close/backup of it is
-        under way. ``why`` goes to the log."""
-        name = palace.name
-        lock = self._opening.setdefault(name, anyio.Lock())
-        try:
-            lock.acquire_nowait()  # held by a backup, restore, delete...: leave it be
-        except anyio.WouldBlock:
-            return
-        try:
-            if (self._open.get(name) is palace and palace.in_flight == 0
-                    and not self._pins[name] and not palace.write_lock.locked()
-                    and not palace.reembed_lock.locked()):
-                del self._open[name]
-                await _close_logged(palace)
-                # Closing each palace of a pass is routine; pushing one out is worth a line.
-                log.log(logging.DEBUG if passing else logging.INFO,
-                        "closed palace %s (%s) to stay within %s open palaces", name, why,
-                        self.max_open)
-        finally:
-            lock.release()
 
     async def _register(self, palace: Palace) -> None:
         """Make a freshly opened palace visible; closes it again if attaching fails."""
@@ -350,7 +223,7 @@ class Registry:
                 return await self.get(name), False
             if store is not None:
                 async with self._opening.setdefault(name, anyio.Lock()):
-                    await self._make_room(TEAM_PALACE_FDS)
+                    await self.budget.make_room(True)
                     p, new = await team.open_new(name, self.path_of(name), self.services, store)
                     await self._register(p)
                 return p, new
@@ -361,7 +234,7 @@ class Registry:
             # between would open the new palace itself, and this open would then find its
             # lock taken (PALACE_LOCKED).
             async with lock:
-                await self._make_room(SQLITE_PALACE_FDS)
+                await self.budget.make_room(False)
                 created = await self._build(name)
                 if created:
                     palace = await Palace.open(name, self.path_of(name), self.services,
@@ -516,13 +389,5 @@ class Registry:
             self._vanished.clear()
             async with anyio.create_task_group() as tg:
                 for palace in self._open.values():
-                    tg.start_soon(_close_logged, palace)
+                    tg.start_soon(close_logged, palace)
             self._open.clear()
-
-
-async def _close_logged(palace: Palace) -> None:
-    """Close ``palace``, logging a failure (``Registry.aclose`` runs them at once)."""
-    try:
-        await palace.aclose()
-    except Exception:
-        log.exception("closing palace %s failed", palace.name)

@@ -10,24 +10,21 @@ No peer can hold a connection by stalling: the hello frame must arrive within
 its frame deadline, a response must be taken within its frame deadline, and a connection with
 no request for ``idle_timeout_s`` is closed (clients reconnect transparently). Connections
 accepted beyond the normal limit are reserve connections that may only run ``CONTROL_OPS``
-(``Gate`` admits connections and keeps that count). ``serve_listener`` accepts them, and
-outlives a shortage of file descriptors.
+(``Gate`` admits connections and keeps that count).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import socket
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, SocketListener
+from anyio.abc import ByteStream, SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from palaced import __version__
@@ -65,13 +62,6 @@ CONTROL_OPS = frozenset({HELLO_OP, "daemon.status", "daemon.stop"})
 FRAME_BYTES_PER_S = 1 << 20
 # Telling a peer why its connection closes must never keep us waiting on that peer.
 CLOSING_SEND_S = 1.0
-# accept() failing for want of descriptors or memory: the connection waits in the kernel's
-# queue, and a descriptor freed by a closing connection or palace lets it in. Retried after
-# a back-off doubling from the first to the second value (seconds); warned at most once per
-# ACCEPT_WARN_EVERY_S.
-SHORTAGE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-ACCEPT_BACKOFF_S = (0.05, 1.0)
-ACCEPT_WARN_EVERY_S = 300.0
 
 
 class _Stalled(Exception):
@@ -317,55 +307,6 @@ class ConnectionHandler:
         except TimeoutError:
             raise Timeout(f"{req.op} did not finish within {timeout:.1f}s",
                           details={"op": req.op, "timeout_s": timeout}) from None
-
-
-def _shortage(exc: BaseException) -> bool:
-    """Whether an accept() failure is a shortage of descriptors or memory (anyio reports the
-    OSError as the cause of a BrokenResourceError)."""
-    for err in (exc, exc.__cause__):
-        if isinstance(err, OSError) and err.errno in SHORTAGE_ERRNOS:
-            return True
-    return False
-
-
-async def serve_listener(listener: SocketListener,
-                         handler: Callable[[ByteStream], Coroutine[Any, Any, None]]
-                         ) -> None:
-    """Accept connections on ``listener`` and serve each with ``handler`` in its own task,
-    until cancelled.
-
-    An accept() failing with EMFILE, ENFILE, ENOBUFS or ENOMEM is retried after a short
-    back-off (``ACCEPT_BACKOFF_S``) rather than ending the daemon, which would also lose the
-    unsaved indexes: descriptors come back as connections and palaces close. It is logged
-    once per ``ACCEPT_WARN_EVERY_S``, not per attempt.
-
-    Raises:
-        anyio.BrokenResourceError, OSError: the listener failed otherwise.
-    """
-    delay = 0.0
-    warned_at = -ACCEPT_WARN_EVERY_S
-    failures = 0
-    async with anyio.create_task_group() as tg:
-        while True:
-            try:
-                stream = await listener.accept()
-            except (anyio.BrokenResourceError, OSError) as exc:
-                if not _shortage(exc):
-                    raise
-                failures += 1
-                if time.monotonic() - warned_at >= ACCEPT_WARN_EVERY_S:
-                    warned_at = time.monotonic()
-                    log.warning("cannot accept connections: %s (the open-files limit, "
-                                "`ulimit -n`, is too low for the connections and palaces "
-                                "open); retrying until descriptors free up",
-                                exc.__cause__ or exc)
-                delay = min(max(delay * 2, ACCEPT_BACKOFF_S[0]), ACCEPT_BACKOFF_S[1])
-                await anyio.sleep(delay)
-                continue
-            if failures:
-                log.info("accepting connections again (%d attempts failed)", failures)
-                delay, failures = 0.0, 0
-            tg.start_soon(handler, stream)
 
 
 class Gate:

@@ -19,8 +19,9 @@ from pathlib import Path
 import anyio
 
 from palaced.config import Limits
+from palaced.open_files import TEAM_PALACE_FDS, palace_budget
 from palaced.palace import INDEX_NAME
-from palaced.registry import TEAM_PALACE_FDS, Registry, palace_budget
+from palaced.registry import Registry
 
 from .conftest import DaemonProc, base_env
 from .inproc import InProcDaemon
@@ -160,9 +161,9 @@ def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) ->
             c.remember(name, f"lru drawer of {name}")
 
     async def run() -> None:
-        old = registry.max_open
+        old = registry.budget.max_open
         await registry.close_idle(0)
-        registry.max_open = 2
+        registry.budget.max_open = 2
         try:
             a = await registry.get("lru-a")
             await anyio.sleep(0.01)
@@ -179,12 +180,12 @@ def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) ->
             assert a.closed
             assert (a.dir / INDEX_NAME).exists()  # saved at close
             assert sorted(registry.open_palaces) == ["lru-b", "lru-c"]
-            async with registry.using("lru-a") as pa:  # pinned while used
+            async with registry.budget.using("lru-a") as pa:  # pinned while used
                 await registry.get("lru-b")
                 await registry.get("lru-c")
                 assert not pa.closed
         finally:
-            registry.max_open = old
+            registry.budget.max_open = old
 
     assert inproc._portal is not None
     inproc._portal.call(run)

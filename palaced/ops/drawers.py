@@ -85,7 +85,7 @@ async def op_recall_all(ctx: OpContext, palace: str | None, args: dict[str, Any]
     modes: set[str] = set()
     for name in ctx.registry.names():
         try:
-            async with ctx.registry.using(name, passing=True) as p:
+            async with ctx.registry.budget.using(name, passing=True) as p:
                 found = await recall.recall(p, req)
         except PalaceError as exc:
             skipped.append({"palace": name, "error": exc.name, "message": exc.message})
