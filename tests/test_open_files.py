@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -84,6 +85,8 @@ def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> No
                 hits = c.recall(name, "zebrafish")
                 assert [h["text"] for h in hits] == ["the zebrafish notes"]
         assert d.proc is not None and d.proc.poll() is None
+        # No upkeep ran on a palace closed under it (the scheduler pins what it works on).
+        assert "Traceback" not in _log(home), _log(home)
     finally:
         d.stop()
 
@@ -192,3 +195,44 @@ def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) ->
     with inproc.client() as c:
         for name in names:
             assert c.recall(name, "lru drawer")
+
+
+def test_upkeep_keeps_its_palace_open(inproc: InProcDaemon) -> None:
+    """A palace whose upkeep is running is not closed to make room for another (before, the
+    upkeep then failed on the closed database)."""
+    assert inproc.daemon is not None and inproc._portal is not None
+    registry: Registry = inproc.daemon.registry
+    scheduler = inproc.daemon.scheduler
+    with inproc.client() as c:
+        for name in ("up-a", "up-b"):
+            c.create_palace(name)
+            c.remember(name, f"upkeep drawer of {name}")
+
+    async def run() -> None:
+        await registry.close_idle(0)
+        started, release = anyio.Event(), anyio.Event()
+        real = scheduler._work
+
+        async def slow(name: str, up: Any, now: float) -> None:
+            if name == "up-a":
+                started.set()
+                await release.wait()
+            await real(name, up, now)
+
+        old = registry.budget.max_open
+        scheduler._work = slow  # type: ignore[method-assign]
+        registry.budget.max_open = 1
+        try:
+            a = await registry.get("up-a")  # its first upkeep is due at once
+            scheduler.wake()
+            with anyio.fail_after(10):
+                await started.wait()
+            await registry.get("up-b")
+            assert not a.closed
+            release.set()
+        finally:
+            release.set()
+            scheduler._work = real  # type: ignore[method-assign]
+            registry.budget.max_open = old
+
+    inproc._portal.call(run)
