@@ -8,6 +8,9 @@ instead of letting the error end the daemon.
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import resource
 import shutil
 import socket
@@ -18,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from palaced.config import Limits
-from palaced.open_files import TEAM_PALACE_FDS, palace_budget
+from palaced.open_files import TEAM_PALACE_FDS, palace_budget, serve_listener
 from palaced.palace import INDEX_NAME
 from palaced.registry import Registry
 
@@ -236,3 +240,51 @@ def test_upkeep_keeps_its_palace_open(inproc: InProcDaemon) -> None:
             registry.budget.max_open = old
 
     inproc._portal.call(run)
+
+
+def _refused(code: int) -> anyio.BrokenResourceError:
+    """What anyio's accept() raises for an OSError ``code``."""
+    exc = anyio.BrokenResourceError()
+    exc.__cause__ = OSError(code, os.strerror(code))
+    return exc
+
+
+class _Listener:
+    """A listener whose accept() raises ``failures`` in turn, then hands out one stream."""
+
+    def __init__(self, failures: list[BaseException]) -> None:
+        self.failures = failures
+        self.handed = False
+
+    async def accept(self) -> object:
+        if self.failures:
+            raise self.failures.pop(0)
+        if not self.handed:
+            self.handed = True
+            return "stream"
+        await anyio.sleep_forever()
+        raise AssertionError
+
+
+def test_accept_loop_waits_out_enfile_and_raises_other_errors(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """ENFILE (the system's table full) is waited out like EMFILE, warned once; any other
+    accept() failure still ends the loop."""
+    served: list[object] = []
+
+    async def handler(stream: Any) -> None:
+        served.append(stream)
+
+    async def run(listener: _Listener) -> None:
+        with anyio.move_on_after(2):
+            await serve_listener(listener, handler)  # type: ignore[arg-type]
+
+    shortage = _Listener([_refused(errno.ENFILE), _refused(errno.EMFILE), _refused(errno.ENFILE)])
+    with caplog.at_level(logging.INFO, logger="palaced.open_files"):
+        anyio.run(run, shortage)
+    assert served == ["stream"]
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "cannot accept connections", "accepting connections again (3 attempts failed)"]
+    with pytest.raises(BaseExceptionGroup) as raised:  # out of serve_listener's task group
+        anyio.run(run, _Listener([_refused(errno.EBADF)]))
+    assert raised.group_contains(anyio.BrokenResourceError)
