@@ -24,7 +24,13 @@ import anyio
 import pytest
 
 from palaced.config import Limits
-from palaced.open_files import TEAM_PALACE_FDS, palace_budget, serve_listener
+from palaced.open_files import (
+    SQLITE_PALACE_FDS,
+    TEAM_PALACE_FDS,
+    OpenPalaces,
+    palace_budget,
+    serve_listener,
+)
 from palaced.palace import INDEX_NAME
 from palaced.registry import Registry
 
@@ -288,3 +294,26 @@ def test_accept_loop_waits_out_enfile_and_raises_other_errors(
     with pytest.raises(BaseExceptionGroup) as raised:  # out of serve_listener's task group
         anyio.run(run, _Listener([_refused(errno.EBADF)]))
     assert raised.group_contains(anyio.BrokenResourceError)
+
+
+def test_team_palaces_count_their_pool() -> None:
+    """A team palace counts its lock file and connection pool against the budget (in SQLite
+    palaces' worth of descriptors)."""
+    from types import SimpleNamespace
+
+    def fake(shared: bool) -> Any:
+        return SimpleNamespace(store=SimpleNamespace(shared=shared))
+
+    open_: dict[str, Any] = {}
+
+    async def get(name: str) -> Any:
+        raise AssertionError(name)
+
+    budget = OpenPalaces(open_, {}, get)
+    budget.max_open = 2  # 24 descriptors
+    open_["team"] = fake(True)
+    assert not budget._full(SQLITE_PALACE_FDS)  # 9 + 12
+    open_["local"] = fake(False)
+    assert budget._full(TEAM_PALACE_FDS)  # 9 + 12 + 9
+    del open_["team"]
+    assert not budget._full(TEAM_PALACE_FDS)  # 12 + 9
