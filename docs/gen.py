@@ -84,6 +84,12 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("limits", "reserve_connections"): "Connections accepted beyond `max_connections` that may "
         "only run `daemon.status` and `daemon.stop`, so the owner can always see and stop a "
         "daemon whose normal slots are full.",
+    ("limits", "max_open_palaces"): "Open palaces at most. 0 (the default): as many as the "
+        "open-files limit leaves room for (the daemon raises its soft `RLIMIT_NOFILE` to the "
+        "hard limit at start, keeps room for `max_connections` + `reserve_connections` + 64 "
+        "descriptors, and counts 12 per palace, 9 per team palace); a larger value is capped "
+        "by that budget. Opening one more closes the least recently used idle palace (index "
+        "saved, as `idle_close_s` does); a palace with a request in flight is never closed.",
     ("limits", "handshake_timeout_s"): "Seconds from accept to a complete `daemon.hello`; a "
         "slower peer gets `TIMEOUT` and is closed.",
     ("limits", "frame_timeout_s"): "Seconds from a frame's first byte to its last (plus 1 s per "

@@ -98,6 +98,7 @@ class Limits(_Bounded):
     # Connections accepted past max_connections that may only run the control ops (status,
     # stop): the owner always gets through, however many clients are stuck.
     reserve_connections: int = _above(8, 0, strict=False)
+    max_open_palaces: int = _above(0, 0, strict=False)  # 0: see open_files.palace_budget
     # A silent or half-sent peer must not hold a slot: see palaced.server.
     handshake_timeout_s: float = _above(5.0, 0)
     frame_timeout_s: float = _above(10.0, 0)
@@ -170,7 +171,6 @@ class Key:
 
 
 DEFAULT_BACKUP_KEEP = 7
-
 
 # Every key the file may hold, by section: the one list the check and docs/gen.py read.
 SCHEMA: dict[str, dict[str, Key]] = {

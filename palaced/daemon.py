@@ -41,6 +41,7 @@ from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
 from palaced.model_loader import load_model
 from palaced.notify import Notifier
+from palaced.open_files import palace_budget, raise_open_files_limit, serve_listener
 from palaced.ops.capture import run_capture
 from palaced.ops.context import OpContext
 from palaced.ops.table import TABLE, dispatch
@@ -206,6 +207,7 @@ class Daemon:
         """
         paths = self.config.paths
         os.umask(PRIVATE_UMASK)
+        self._budget_open_files()
         inherited = inherited_listener(paths.socket)
         try:
             await self._lock(take_over=inherited is not None)
@@ -233,7 +235,7 @@ class Daemon:
                     tg.start_soon(self.reembedder.run)
                     tg.start_soon(self.captures.run)
                     tg.start_soon(self._signals)
-                    tg.start_soon(listener.serve, self.gate)
+                    tg.start_soon(serve_listener, listener, self.gate)
                     tg.start_soon(self._watchdog)
                     # Non-blocking datagram sends: fine on the event loop.
                     self.notifier.ready(f"serving {paths.socket} (model loading)")
@@ -256,6 +258,16 @@ class Daemon:
                 log.info("stopped")
         finally:
             self._release_lock()
+
+    def _budget_open_files(self) -> None:
+        """Raise the open-files limit (``raise_open_files_limit``) and size the registry's
+        budget of open palaces from it."""
+        before, soft = raise_open_files_limit()
+        budget = self.registry.budget
+        budget.max_open = palace_budget(soft, self.config.limits)
+        raised = f" (raised from {before})" if soft != before else ""
+        log.info("open-files limit %d%s: up to %d palaces open at once", soft, raised,
+                 budget.max_open)
 
     async def _listen(self, inherited: socket.socket | None) -> SocketListener:
         """The listener: the handed-over socket, or a new one bound at the socket path.

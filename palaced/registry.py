@@ -1,7 +1,8 @@
 """Registry: the palaces of one data root — names, lazy open, create, delete, idle close.
 
 The catalogue is the directory itself (``<data>/palaces/<name>/palace.db``): a separate
-catalogue file could drift from what is on disk, and the directory cannot.
+catalogue file could drift from what is on disk, and the directory cannot. The open palaces
+stay within a budget of descriptors (``palaced.open_files``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,7 @@ import anyio
 import anyio.to_thread
 
 from palaced import peek, reads, team
-from palaced.errors import (
-    PalaceExists,
-    PalaceNotFound,
-    StorageError,
-)
+from palaced.errors import PalaceExists, PalaceNotFound, StorageError
 from palaced.layout import (
     NAME_RE,
     REPLACED_PREFIX,
@@ -34,6 +31,7 @@ from palaced.layout import (
     sync_dir,
     validate_name,
 )
+from palaced.open_files import OpenPalaces, close_logged
 from palaced.palace import Palace
 from palaced.palace_dir import DB_NAME, LOCK_NAME, has_database, is_team
 from palaced.services import Services
@@ -54,6 +52,7 @@ class Registry:
         self._admin = anyio.Lock()
         # Handles whose directory was deleted or replaced under them, closed once idle.
         self._vanished: list[Palace] = []
+        self.budget = OpenPalaces(self._open, self._opening, self.get)
 
     def path_of(self, name: str) -> Path:
         return self.root / validate_name(name)
@@ -135,6 +134,7 @@ class Registry:
                         f"no palace named {name!r}{why}; create it with "
                         f"`palace create {name}`", details={"palace": name},
                     )
+                await self.budget.make_room(self.is_team(name))
                 palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
@@ -223,6 +223,7 @@ class Registry:
                 return await self.get(name), False
             if store is not None:
                 async with self._opening.setdefault(name, anyio.Lock()):
+                    await self.budget.make_room(True)
                     p, new = await team.open_new(name, self.path_of(name), self.services, store)
                     await self._register(p)
                 return p, new
@@ -233,6 +234,7 @@ class Registry:
             # between would open the new palace itself, and this open would then find its
             # lock taken (PALACE_LOCKED).
             async with lock:
+                await self.budget.make_room(False)
                 created = await self._build(name)
                 if created:
                     palace = await Palace.open(name, self.path_of(name), self.services,
@@ -387,13 +389,5 @@ class Registry:
             self._vanished.clear()
             async with anyio.create_task_group() as tg:
                 for palace in self._open.values():
-                    tg.start_soon(_close_logged, palace)
+                    tg.start_soon(close_logged, palace)
             self._open.clear()
-
-
-async def _close_logged(palace: Palace) -> None:
-    """Close ``palace``, logging a failure (``Registry.aclose`` runs them at once)."""
-    try:
-        await palace.aclose()
-    except Exception:
-        log.exception("closing palace %s failed", palace.name)

@@ -127,7 +127,11 @@ class Scheduler:
             if up is None:
                 up = self._palaces[name] = _Upkeep(palace)
             if self._next_run(up, now) <= now:
-                await self._work(name, up, now)
+                palace.in_flight += 1  # not closed to make room for another while it works
+                try:
+                    await self._work(name, up, now)
+                finally:
+                    palace.in_flight -= 1
                 after = time.monotonic()
                 if self._next_run(up, after) <= after:
                     # Still due: the work failed or its cause did not clear. Retry, never spin.

@@ -69,7 +69,9 @@ async def op_recall_all(ctx: OpContext, palace: str | None, args: dict[str, Any]
     """Rank every palace for the query and merge by relevance (one scale for all palaces).
 
     A palace that cannot be opened or searched (damaged, needs a reembed...) is listed in
-    ``skipped`` with its error instead of failing the whole recall.
+    ``skipped`` with its error instead of failing the whole recall. Palaces are searched one
+    at a time, each kept open only while searched when the open-palace budget is reached, so
+    every palace answers however many there are.
     """
     query = check_query(args["query"])
     filters = filters_from_args(args)
@@ -83,7 +85,8 @@ async def op_recall_all(ctx: OpContext, palace: str | None, args: dict[str, Any]
     modes: set[str] = set()
     for name in ctx.registry.names():
         try:
-            found = await recall.recall(await ctx.registry.get(name), req)
+            async with ctx.registry.budget.using(name, passing=True) as p:
+                found = await recall.recall(p, req)
         except PalaceError as exc:
             skipped.append({"palace": name, "error": exc.name, "message": exc.message})
             continue

@@ -151,6 +151,7 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         palace = validate_name(palace)
     ctx = replace(ctx, agent=agent or UNKNOWN_AGENT, op=op.name)
     ctx.in_flight.enter()
+    ctx.registry.budget.pin(palace)  # not closed to make room for another while in use
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
         opened.in_flight += 1
@@ -176,4 +177,5 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     finally:
         if opened is not None:
             opened.in_flight -= 1
+        ctx.registry.budget.unpin(palace)
         ctx.in_flight.leave()
