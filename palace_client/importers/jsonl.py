@@ -100,9 +100,9 @@ class JsonlImport:
                            "of an export is")
         try:
             record = loads_json(raw)
-        except (ValueError, RecursionError) as exc:  # too deep: one bad line, not the end
+        except ValueError as exc:
             return Problem(self._file, line, f"not JSON: {exc}")
-        except RecursionError:  # Python's parser recurses once per nesting level
+        except RecursionError:  # too deep for Python's parser: one bad line, not the end
             return Problem(self._file, line, "JSON nested deeper than palace reads")
         kind = record_kind(record)
         if kind is None:
