@@ -35,6 +35,7 @@ from palaced.private import make_private_dirs
 from palaced.registry import Registry
 from palaced.store.backup import SnapshotCopy, inspect_copy
 from palaced.store.db import storage_errors
+from palaced.store.schema_check import summary
 
 MANIFEST = "manifest.json"
 FORMAT = "palace-backup"
@@ -228,6 +229,12 @@ def _seal(staging: Path, source: Path, name: str, copy: SnapshotCopy) -> dict[st
         raise StorageError(
             f"palace {name!r} is damaged, so no backup was made: {facts.problems[0]}; run "
             f"`palace doctor --palace {name}`", details={"palace": name, "condition": "corrupt"})
+    if facts.deviations:
+        raise StorageError(
+            f"palace {name!r} holds schema objects palace did not make "
+            f"({summary(list(facts.deviations))}), so no backup was made; run "
+            f"`palace doctor --palace {name} --repair`",
+            details={"palace": name, "condition": "foreign_schema"})
     with storage_errors(staging, name):
         _fsync(db)
         files = [DB_NAME]

@@ -54,6 +54,7 @@ from palaced.store.checks import (
     vector_keys,
 )
 from palaced.store.context import stale_contexts
+from palaced.store.schema_check import summary
 from palaced.verdicts import Context, judge
 
 log = logging.getLogger("palaced.doctor")
@@ -112,6 +113,7 @@ async def _check_all(registry: Registry, config: DaemonConfig, services: Service
                           restore_hint=restore_hint(config.backup_dir, name))
             facts[name] = found
             checks += judge(found, ctx)
+            checks += schema_objects_check(found, ctx.restore_hint)
         except Exception as exc:  # one palace must not hide the others
             log.exception("doctor: checking palace %s failed", name)
             checks.append(Check("palace", FAIL, f"could not be checked: {exc}", palace=name))
@@ -168,6 +170,27 @@ def _compare_locked(palace: Palace, facts: PalaceFacts, full: bool) -> None:
         else:
             count, _, top = palace.store.read(vector_key_summary)
             facts.live_index_agrees = count == len(index) and index.holds([top] if top else [])
+
+
+def schema_objects_check(facts: PalaceFacts, restore_hint: str | None) -> list[Check]:
+    """The check that the palace's schema objects are exactly palace's own for its version
+    (none when they could not be read): a foreign trigger or view would run inside it, so
+    the palace refuses to open until ``--repair`` has dropped them."""
+    found = facts.deviations
+    if found is None:
+        return []
+    if not found:
+        return [Check("schema_objects", OK, "only palace's own tables, indexes and triggers",
+                      palace=facts.name)]
+    stuck = [d for d in found if not d.fixable]
+    advice = None
+    if stuck:
+        advice = (f"{summary(stuck)} cannot be mended without losing data: restore it from "
+                  "a backup: " + (restore_hint or f"palace restore BACKUP_DIR --palace "
+                                  f"{facts.name} --force"))
+    return [Check("schema_objects", FAIL, f"{summary(found)}: the palace is not opened "
+                  "until they are gone", palace=facts.name, fixable=len(stuck) < len(found),
+                  advice=advice)]
 
 
 def _mode_check(name: str, path: Path, *, private: bool = True) -> Check:

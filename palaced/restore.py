@@ -4,7 +4,9 @@ Nothing is trusted before it is checked: the manifest must be palace's and name 
 files a backup holds; each file is copied into a staging directory beside the palaces and
 checked against the manifest's size and sha256 as it is copied (so what is checked is what
 is restored); the copied database must pass SQLite's quick_check, be a palace database of a
-schema this palaced knows, and hold the counts the manifest lists. Only then is the palace
+schema this palaced knows, hold exactly palace's schema objects for that version (no planted
+trigger, view, index or table, none of palace's redefined) and hold the counts the manifest
+lists. Only then is the palace
 closed and its directory swapped for the staging one (``Registry.replace``), refusing to
 replace a palace written after the backup unless forced. The palace is opened again at the
 end, which rebuilds its vector index from the restored database.
@@ -42,6 +44,7 @@ from palaced.store.backup import inspect_copy
 from palaced.store.checks import holds_nothing, last_write
 from palaced.store.db import APPLICATION_ID, open_connection, storage_errors
 from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.schema_check import summary
 
 MAX_MANIFEST_BYTES = 1 << 20
 RESTORED_FILES = (DB_NAME, IDENTITY_NAME)  # what a manifest may name; nothing else is copied
@@ -161,6 +164,11 @@ def _stage(source: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, A
         raise SchemaTooNew(f"the backup's schema v{facts.schema} is newer than this palaced "
                            f"(v{SCHEMA_VERSION}); upgrade palace",
                            details={"found": facts.schema, "supported": SCHEMA_VERSION})
+    if facts.deviations:
+        found = list(facts.deviations)
+        raise _invalid(source, f"its database's schema is not palace's: {summary(found)}; "
+                       "such objects would run inside the restored palace",
+                       objects=[d.wire() for d in found])
     wrong = {k: [v, facts.counts.get(k)] for k, v in manifest["counts"].items()
              if facts.counts.get(k) != v}
     if wrong:

@@ -1,0 +1,142 @@
+"""Crafted backups and palace files against a real (keyword-only) daemon: schema objects palace
+did not make are refused by restore and by every open, and ``doctor --repair`` removes them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import apsw
+import pytest
+
+from palaced.errors import BackupInvalid, StorageError
+
+from .conftest import DaemonProc
+
+WIPE_DRAWERS = ("CREATE TRIGGER w AFTER INSERT ON drawers BEGIN "
+                "DELETE FROM drawers WHERE id <> NEW.id; END")
+WIPE_AUDIT = "CREATE TRIGGER wa AFTER INSERT ON drawers BEGIN DELETE FROM audit; END"
+# Objects a crafted file may carry, each with the name the refusal must give.
+PLANTED = {
+    "trigger": ([WIPE_DRAWERS, WIPE_AUDIT], "'w'"),
+    "view": (["CREATE VIEW v AS SELECT * FROM drawers"], "'v'"),
+    "index": (["CREATE INDEX extra ON drawers(text)"], "'extra'"),
+    "table": (["CREATE TABLE stash(x)"], "'stash'"),
+    "fts5": (["CREATE VIRTUAL TABLE evil USING fts5(x)"], "'evil'"),
+    # palace's own trigger, same name, another body: a changed definition
+    "changed-trigger": (["DROP TRIGGER drawers_ttl",
+                         "CREATE TRIGGER drawers_ttl AFTER INSERT ON drawers BEGIN "
+                         "DELETE FROM trash; END"], "'drawers_ttl'"),
+    "missing-trigger": (["DROP TRIGGER drawers_trigram_insert"], "'drawers_trigram_insert'"),
+}
+
+
+def _plant(db: Path, statements: list[str]) -> None:
+    conn = apsw.Connection(str(db))
+    try:
+        for stmt in statements:
+            conn.execute(stmt)
+    finally:
+        conn.close()
+
+
+def _resign(backup: Path) -> None:
+    """Make the manifest say what the (altered) database now is, as an attacker would."""
+    manifest = json.loads((backup / "manifest.json").read_text())
+    data = (backup / "palace.db").read_bytes()
+    manifest["files"]["palace.db"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                      "bytes": len(data)}
+    (backup / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _crafted(made: Path, dst: Path, statements: list[str]) -> Path:
+    shutil.copytree(made, dst)
+    dst.chmod(0o700)
+    _plant(dst / "palace.db", statements)
+    _resign(dst)
+    return dst
+
+
+def test_restore_refuses_a_backup_with_foreign_schema_objects(
+        keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("victim")
+        for i in range(3):
+            c.remember("victim", f"restored drawer number {i}")
+        made = Path(c.backup("victim", to=tmp_path / "bk")["backups"][0]["path"])
+        for how, (statements, named) in PLANTED.items():
+            bad = _crafted(made, tmp_path / how, statements)
+            with pytest.raises(BackupInvalid) as err:
+                c.restore(bad, palace=f"fresh-{how}")
+            assert named in err.value.message and "schema" in err.value.message, how
+            assert not (d.home / "palaces" / f"fresh-{how}").exists()
+        with pytest.raises(BackupInvalid):
+            c.restore(tmp_path / "trigger", force=True)  # the palace itself is untouched
+        c.remember("victim", "a later drawer")
+        assert c.palace_info("victim")["drawers"] == 4
+        assert c.restore(made, palace="clean")["counts"]["drawers"] == 3  # the real one works
+    assert not [p for p in (d.home / "palaces").iterdir() if p.name.startswith(".")]
+
+
+def test_open_refuses_foreign_objects_and_doctor_repair_removes_them(
+        keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("planted")
+        for i in range(3):
+            c.remember("planted", f"planted palace drawer {i}")
+        c.create_palace("bystander")
+        c.remember("bystander", "the bystander keeps working")
+    d.stop()
+    db = d.home / "palaces" / "planted" / "palace.db"
+    _plant(db, [*PLANTED["trigger"][0], *PLANTED["view"][0], *PLANTED["fts5"][0],
+                *PLANTED["changed-trigger"][0], *PLANTED["missing-trigger"][0]])
+    d.start()
+    with d.client() as c:
+        with pytest.raises(StorageError) as err:  # refused: the trigger never ran
+            c.remember("planted", "a write that would have wiped the others")
+        assert "'w'" in err.value.message and "palace doctor" in err.value.message
+        assert err.value.details["condition"] == "foreign_schema"
+        c.remember("bystander", "still writable")
+        report = c.doctor("planted")
+        check = next(x for x in report["checks"] if x["name"] == "schema_objects")
+        assert check["status"] == "fail" and check["fixable"], check
+        assert "'w'" in check["detail"] and "'evil'" in check["detail"]
+        fixed = c.doctor("planted", repair=True)
+        assert fixed["healthy"], fixed
+        assert any("dropped the foreign trigger 'w'" in r for r in fixed["repairs"])
+        c.remember("planted", "a write after the repair")
+        assert c.palace_info("planted")["drawers"] == 4  # nothing was wiped
+    conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema")}
+        ttl = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'drawers_ttl'"
+                           ).fetchall()[0][0]
+    finally:
+        conn.close()
+    assert not names & {"w", "wa", "v", "evil", "evil_data"}
+    assert "drawers_trigram_insert" in names and "trash" not in ttl
+
+
+def test_a_changed_table_is_refused_and_not_mended(keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("altered")
+        c.remember("altered", "one drawer")
+    d.stop()
+    db = d.home / "palaces" / "altered" / "palace.db"
+    _plant(db, ["PRAGMA writable_schema=ON",
+                "UPDATE sqlite_schema SET sql = replace(sql, 'importance <= 1', "
+                "'importance <= 9') WHERE name = 'drawers'",
+                "PRAGMA writable_schema=OFF"])
+    d.start()
+    with d.client() as c:
+        with pytest.raises(StorageError, match="table 'drawers'"):
+            c.palace_info("altered")
+        report = c.doctor("altered", repair=True)
+        check = next(x for x in report["checks"] if x["name"] == "schema_objects")
+        assert check["status"] == "fail" and not check["fixable"]
+        assert "restore" in check["advice"]
