@@ -123,18 +123,35 @@ def read_manifest(source: Path) -> dict[str, Any]:
 
 def _copy_checked(source: Path, staging: Path, fname: str, entry: dict[str, Any]) -> None:
     """Copy one file of the backup, hashing what is copied; raises BackupInvalid when its
-    size or sha256 is not the manifest's."""
+    size or sha256 is not the manifest's.
+
+    A file larger than the manifest says is refused before anything is copied, and the copy
+    stops one byte past the declared size whatever the file does meanwhile: a crafted
+    backup (a huge sparse file) must not fill the disk the palaces share.
+    """
     fd = _open_own(source / fname, source)
+    declared = int(entry["bytes"])
+    on_disk = os.fstat(fd).st_size
+    if on_disk > declared:
+        os.close(fd)
+        raise _invalid(source, f"{fname} does not match the manifest ({on_disk} bytes; "
+                       f"expected {declared}): the backup is damaged or was changed; "
+                       "nothing was copied", file=fname)
     h = hashlib.sha256()
     size = 0
     with os.fdopen(fd, "rb") as src, open(staging / fname, "xb") as dst:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
+        while size <= declared:
+            chunk = src.read(min(1 << 20, declared + 1 - size))
+            if not chunk:
+                break
             h.update(chunk)
             size += len(chunk)
+            if size > declared:
+                break  # grew while being copied: never write past the declared size
             dst.write(chunk)
         dst.flush()
         os.fsync(dst.fileno())
-    if size != entry["bytes"] or h.hexdigest() != entry["sha256"]:
+    if size != declared or h.hexdigest() != entry["sha256"]:
         raise _invalid(source, f"{fname} does not match the manifest ({size} bytes, sha256 "
                        f"{h.hexdigest()[:12]}…; expected {entry['bytes']} bytes, "
                        f"{entry['sha256'][:12]}…): the backup is damaged or was changed",

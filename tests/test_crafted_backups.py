@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import resource
 import shutil
 from pathlib import Path
 
@@ -140,3 +142,29 @@ def test_a_changed_table_is_refused_and_not_mended(keyword_daemon: DaemonProc) -
         check = next(x for x in report["checks"] if x["name"] == "schema_objects")
         assert check["status"] == "fail" and not check["fixable"]
         assert "restore" in check["advice"]
+
+
+def test_restore_refuses_a_database_larger_than_declared_before_copying_it(
+        keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("small")
+        c.remember("small", "a palace of one drawer")
+        made = Path(c.backup("small", to=tmp_path / "bk")["backups"][0]["path"])
+    bad = tmp_path / "huge"
+    shutil.copytree(made, bad)
+    bad.chmod(0o700)
+    os.truncate(bad / "palace.db", 300 << 20)  # sparse: 300 MB that take no disk here
+    # Stands in for a small disk: a daemon that copied the file whole would fail to write
+    # past 32 MiB (a storage error) instead of refusing the backup.
+    resource.prlimit(d.pid(), resource.RLIMIT_FSIZE, (32 << 20, resource.RLIM_INFINITY))
+    try:
+        with d.client() as c:
+            with pytest.raises(BackupInvalid, match="nothing was copied"):
+                c.restore(bad, palace="restored")
+            assert c.remember("small", "writes elsewhere still work") == 2
+    finally:
+        resource.prlimit(d.pid(), resource.RLIMIT_FSIZE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert not (d.home / "palaces" / "restored").exists()
+    assert not [p for p in (d.home / "palaces").iterdir() if p.name.startswith(".")]
