@@ -7,7 +7,8 @@ snapshot of the database, made through SQLite's backup API while the palace keep
 each file). The vector index is left out: it is a cache, rebuilt from the database when the
 restored palace opens. The copy is made under a hidden ``.partial-`` name and renamed into
 place once complete and verified, so a listed backup is always whole; older ones beyond
-``keep`` are then deleted (only directories this module made).
+``keep`` (by the time in their manifests) are then deleted, never the one just made (only
+directories this module made).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from palaced.store.db import storage_errors
 from palaced.store.schema_check import summary
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # larger manifests are refused (a real one is ~1 KB)
 FORMAT = "palace-backup"
 FORMAT_VERSION = 1
 PARTIAL_PREFIX = ".partial-"
@@ -60,7 +62,11 @@ def iso(ms: int) -> str:
 
 
 def backups_of(root: Path, name: str) -> list[Path]:
-    """The complete backups of palace ``name`` under ``root``, newest first (none: [])."""
+    """The complete backups of palace ``name`` under ``root``, newest first (none: []).
+
+    Newest by the time in each manifest, not by directory name: a directory's name can say
+    anything (a backup copied in, one made under a clock that was ahead).
+    """
     base = root / name
     try:
         entries = list(os.scandir(base))
@@ -68,7 +74,24 @@ def backups_of(root: Path, name: str) -> list[Path]:
         return []
     found = [Path(e.path) for e in entries if STAMP_RE.fullmatch(e.name)
              and e.is_dir(follow_symlinks=False) and os.path.isfile(Path(e.path) / MANIFEST)]
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return sorted(found, key=lambda p: (_created_ms(p), p.name), reverse=True)
+
+
+def _created_ms(backup_dir: Path) -> int:
+    """The creation time (ms) in a backup's manifest; -1 when it cannot be read (such a
+    backup counts as the oldest)."""
+    try:
+        fd = os.open(backup_dir / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return -1
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        found = json.loads(raw) if len(raw) <= MAX_MANIFEST_BYTES else None
+    except (OSError, ValueError):
+        return -1
+    created = found.get("created_ms") if isinstance(found, dict) else None
+    return created if type(created) is int else -1
 
 
 def restore_hint(root: Path, name: str) -> str | None:
@@ -209,7 +232,8 @@ async def backup(registry: Registry, config: DaemonConfig, name: str, *,
         finally:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
-        removed = await anyio.to_thread.run_sync(prune_backups, root, name, keep)
+        removed = await anyio.to_thread.run_sync(
+            prune_backups, root, name, keep, Path(written["path"]))
     manifest = written["manifest"]
     return {"palace": name, "path": written["path"], "created_at": manifest["created_at"],
             "seconds": round(time.monotonic() - started, 3), "bytes": written["bytes"],
@@ -263,9 +287,12 @@ def _seal(staging: Path, source: Path, name: str, copy: SnapshotCopy) -> dict[st
             "manifest": manifest}
 
 
-def prune_backups(root: Path, name: str, keep: int) -> list[Path]:
-    """Delete the backups of ``name`` beyond the newest ``keep``; returns what was deleted."""
-    gone = backups_of(root, name)[keep:]
+def prune_backups(root: Path, name: str, keep: int, made: Path) -> list[Path]:
+    """Delete the backups of ``name`` beyond the newest ``keep`` (``backups_of``), never
+    ``made``, the one just written, which counts as one of them; returns what was deleted.
+    """
+    others = [p for p in backups_of(root, name) if p != made]
+    gone = others[max(keep - 1, 0):]
     for path in gone:
         shutil.rmtree(path, ignore_errors=True)
     return gone

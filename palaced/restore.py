@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced.backup import FORMAT, FORMAT_VERSION, MANIFEST
+from palaced.backup import FORMAT, FORMAT_VERSION, MANIFEST, MAX_MANIFEST_BYTES
 from palaced.errors import (
     BackupInvalid,
     InvalidArgs,
@@ -46,7 +46,6 @@ from palaced.store.db import APPLICATION_ID, open_connection, storage_errors
 from palaced.store.schema import SCHEMA_VERSION
 from palaced.store.schema_check import summary
 
-MAX_MANIFEST_BYTES = 1 << 20
 RESTORED_FILES = (DB_NAME, IDENTITY_NAME)  # what a manifest may name; nothing else is copied
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

@@ -168,3 +168,41 @@ def test_restore_refuses_a_database_larger_than_declared_before_copying_it(
                          (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     assert not (d.home / "palaces" / "restored").exists()
     assert not [p for p in (d.home / "palaces").iterdir() if p.name.startswith(".")]
+
+
+def _created_ms(backup: Path) -> int:
+    return int(json.loads((backup / "manifest.json").read_text())["created_ms"])
+
+
+def _copy_as(made: Path, name: str, created_ms: int) -> Path:
+    """A copy of backup ``made`` under directory name ``name``, its manifest saying
+    ``created_ms`` (a backup copied in, or made under a clock that was off)."""
+    dst = made.parent / name
+    shutil.copytree(made, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["created_ms"] = created_ms
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+def test_pruning_orders_by_manifest_time_and_never_deletes_the_new_backup(
+        keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    d = keyword_daemon
+    root = tmp_path / "bk"
+    with d.client() as c:
+        c.create_palace("kept")
+        c.remember("kept", "worth keeping")
+        first = c.backup("kept", to=root, keep=5)["backups"][0]
+        made = Path(first["path"])
+        # Named as if taken in 2999, yet its manifest says it is older than the real one.
+        renamed = _copy_as(made, "29991231T235959.000Z", _created_ms(made) - 60_000)
+        second = c.backup("kept", to=root, keep=2)["backups"][0]
+        assert second["removed"] == [str(renamed)]
+        assert Path(second["path"]).is_dir() and made.is_dir()
+        # A backup stamped in the future (clock skew) in name and manifest alike.
+        future = _copy_as(made, "29991231T235959.001Z", _created_ms(made) + 10 ** 12)
+        for _ in range(2):
+            third = c.backup("kept", to=root, keep=1)["backups"][0]
+            assert Path(third["path"]).is_dir(), third  # what it reports is there
+        assert not future.exists()
+        assert [p.name for p in (root / "kept").iterdir()] == [Path(third["path"]).name]
