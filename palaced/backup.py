@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -38,11 +39,17 @@ from palaced.store.backup import SnapshotCopy, inspect_copy
 from palaced.store.db import storage_errors
 from palaced.store.schema_check import summary
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "manifest.json"
 MAX_MANIFEST_BYTES = 1 << 20  # larger manifests are refused (a real one is ~1 KB)
 FORMAT = "palace-backup"
 FORMAT_VERSION = 1
 PARTIAL_PREFIX = ".partial-"
+PARTIAL_RE = re.compile(re.escape(PARTIAL_PREFIX) + r"\d+")  # exactly what ``backup`` names
+# A staging copy untouched this long belongs to a killed backup (a running one writes its
+# copy every step, and finishes within minutes even for large palaces).
+STALE_PARTIAL_S = 3600
 STAMP_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z(?:-\d+)?")
 # Pages copied per step of the backup API (4 MiB at SQLite's default 4 KiB pages); between
 # steps the worker thread is handed back, so a deadline can stop the copy.
@@ -296,3 +303,50 @@ def prune_backups(root: Path, name: str, keep: int, made: Path) -> list[Path]:
     for path in gone:
         shutil.rmtree(path, ignore_errors=True)
     return gone
+
+
+def sweep_partials(root: Path, *, older_than: float = STALE_PARTIAL_S) -> list[Path]:
+    """Delete the staging copies killed backups left under the backup root ``root`` (at
+    daemon start, worker thread); returns what was deleted. Never raises.
+
+    Only what this module makes: directories named ``.partial-<digits>`` in a palace's
+    directory of a root that is ours and private (``_own_dir``), ours themselves and not
+    links, and untouched (they and what they hold) for ``older_than`` seconds, so that a
+    backup another daemon is writing into a shared root is left alone.
+    """
+    try:
+        _own_dir(root)
+        palaces = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except (OSError, UnsafePath):
+        return []  # no root yet, or one palace must not delete in
+    now = time.time()
+    gone: list[Path] = []
+    for palace in palaces:
+        try:
+            entries = list(os.scandir(palace.path))
+        except OSError:
+            continue
+        for entry in entries:
+            if not PARTIAL_RE.fullmatch(entry.name):
+                continue
+            path = Path(entry.path)
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+                        or now - _last_touched(path, st.st_mtime) < older_than):
+                    continue
+                shutil.rmtree(path)
+            except OSError as exc:
+                log.warning("cannot remove the leftover backup copy %s: %s", path, exc)
+                continue
+            log.info("removed %s, the copy of a backup that did not finish", path)
+            gone.append(path)
+    return gone
+
+
+def _last_touched(path: Path, mtime: float) -> float:
+    """The newest modification time of directory ``path`` (``mtime``) and its entries."""
+    with os.scandir(path) as entries:
+        for entry in entries:
+            mtime = max(mtime, entry.stat(follow_symlinks=False).st_mtime)
+    return mtime

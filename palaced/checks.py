@@ -23,8 +23,8 @@ from palaced.palace import DB_NAME, IDENTITY_NAME, INDEX_NAME, has_database
 from palaced.store import checks as sql
 from palaced.store.context import stale_contexts
 from palaced.store.db import open_connection, storage_error
-from palaced.store.schema import SCHEMA_VERSION, schema_deviations
-from palaced.store.schema_check import Deviation
+from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.schema_check import Deviation, schema_deviations
 from palaced.topics import extract_topics
 
 OK, WARN, FAIL = "ok", "warn", "fail"

@@ -29,7 +29,6 @@ from palaced.services import Services
 from palaced.store import repairs, schema_check
 from palaced.store.db import open_connection, storage_error
 from palaced.store.drawers import get_drawers
-from palaced.store.schema import schema_deviations
 from palaced.topics import extract_topics
 
 T = TypeVar("T")
@@ -101,7 +100,7 @@ async def _mend_schema(registry: Registry, facts: PalaceFacts) -> tuple[list[str
         StorageError: SQLite refused (e.g. a virtual table of a module it does not have).
     """
     def tx(conn: apsw.Connection) -> tuple[list[str], bool]:
-        found = schema_deviations(conn)
+        found = schema_check.schema_deviations(conn)
         done = schema_check.mend(conn, found)
         return done, any(not d.fixable for d in found)
 

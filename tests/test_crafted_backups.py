@@ -8,12 +8,16 @@ import json
 import os
 import resource
 import shutil
+import time
 from pathlib import Path
 
 import apsw
 import pytest
 
 from palaced.errors import BackupInvalid, StorageError
+from palaced.store.db import APPLICATION_ID
+from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from palaced.store.schema_check import refuse_foreign, schema_deviations
 
 from .conftest import DaemonProc
 
@@ -59,6 +63,26 @@ def _crafted(made: Path, dst: Path, statements: list[str]) -> Path:
     _plant(dst / "palace.db", statements)
     _resign(dst)
     return dst
+
+
+def test_a_palace_made_at_any_older_version_and_migrated_has_exactly_palaces_schema(
+        tmp_path: Path) -> None:
+    for start in range(SCHEMA_VERSION + 1):
+        conn = apsw.Connection(str(tmp_path / f"v{start}.db"))
+        try:
+            for step in range(start):
+                with conn:
+                    MIGRATIONS[step](conn)
+                    conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                    conn.execute(f"PRAGMA user_version={step + 1}")
+            refuse_foreign(conn)  # as an older palaced left it
+            migrate(conn)
+            assert schema_deviations(conn) == [], start
+            conn.execute(WIPE_DRAWERS)
+            with pytest.raises(StorageError, match="foreign trigger 'w' on drawers"):
+                refuse_foreign(conn, "p")
+        finally:
+            conn.close()
 
 
 def test_restore_refuses_a_backup_with_foreign_schema_objects(
@@ -206,3 +230,24 @@ def test_pruning_orders_by_manifest_time_and_never_deletes_the_new_backup(
             assert Path(third["path"]).is_dir(), third  # what it reports is there
         assert not future.exists()
         assert [p.name for p in (root / "kept").iterdir()] == [Path(third["path"]).name]
+
+
+def test_daemon_start_sweeps_old_partial_copies_of_killed_backups(
+        keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("swept")
+        c.backup("swept")
+    d.stop()
+    base = d.home / "backups" / "swept"
+    old, fresh, other = base / ".partial-1000", base / ".partial-2000", base / ".partial-x"
+    for path in (old, fresh, other):
+        path.mkdir(mode=0o700)
+        (path / "palace.db").write_bytes(b"half a copy")
+    hours_ago = time.time() - 2 * 3600
+    for path in (old / "palace.db", old, other):
+        os.utime(path, (hours_ago, hours_ago))
+    d.start()
+    assert not old.exists()  # a killed backup's copy, untouched for hours
+    assert fresh.exists()  # may be a backup another daemon is writing into this root
+    assert other.exists()  # not a name palace gives

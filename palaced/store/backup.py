@@ -20,8 +20,7 @@ import apsw
 from .checks import header, integrity_problems
 from .db import open_connection, storage_error
 from .meta import last_write_ms, meta_get
-from .schema import schema_deviations
-from .schema_check import Deviation
+from .schema_check import Deviation, schema_deviations
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,9 @@ A step, once released, never changes: a new schema is a new step.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import apsw
@@ -44,7 +43,6 @@ from .dated import DDL as DATED_DDL
 from .db import APPLICATION_ID, storage_errors
 from .fts_log import DDL as FTS_LOG_DDL
 from .policy import DDL as POLICY_DDL
-from .schema_check import Deviation, SchemaObject, compare, read_objects, summary
 from .trash import DDL as TRASH_DDL
 from .vectors import CHUNKS_DDL, OWNER_DDL
 
@@ -363,52 +361,12 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-@functools.cache
-def expected_objects(version: int) -> Mapping[tuple[str, str], SchemaObject]:
-    """The schema objects of a palace database at ``version``: what the migrations up to it
-    make, read back from an in-memory database they ran on (so never a hand-kept list)."""
-    conn = apsw.Connection(":memory:")
-    try:
-        for step in MIGRATIONS[:version]:
-            with conn:
-                step(conn)
-        return read_objects(conn)
-    finally:
-        conn.close()
-
-
-def schema_deviations(conn: apsw.Connection, version: int | None = None) -> list[Deviation]:
-    """How the database's schema objects differ from palace's own at ``version`` (default:
-    its ``user_version``; one newer than this palaced's is not compared). Only reads."""
-    if version is None:
-        version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
-    if not 0 <= version <= SCHEMA_VERSION:
-        return []
-    return compare(read_objects(conn), expected_objects(version))
-
-
-def foreign_schema_error(deviations: list[Deviation], path: str | None,
-                         palace: str | None = None) -> StorageError:
-    """The error that refuses to open a database whose schema is not palace's."""
-    repair = f"palace doctor --palace {palace} --repair" if palace else "palace doctor --repair"
-    return StorageError(
-        f"refusing to open {path}: its schema is not palace's ({summary(deviations)}); "
-        f"nothing in it was run or changed. `{repair}` removes objects palace did not make",
-        details={"condition": "foreign_schema", "path": path,
-                 "objects": [d.wire() for d in deviations]})
-
-
 def migrate(conn: apsw.Connection) -> int:
     """Bring the database to SCHEMA_VERSION; returns the version found before.
 
-    The schema found must be exactly palace's own for its version (``schema_deviations``):
-    checked before any statement runs, so that no trigger planted in the file ever fires.
-
     Raises:
         SchemaTooNew: written by a newer palace.
-        StorageError: not a palace database (foreign application_id), schema objects palace
-            did not make or defined otherwise (condition ``foreign_schema``, naming them),
-            or SQLite failed.
+        StorageError: not a palace database (foreign application_id) or SQLite failed.
     """
     with storage_errors(Path(conn.filename) if conn.filename else None):
         app_id = conn.execute("PRAGMA application_id").fetchall()[0][0]
@@ -424,9 +382,6 @@ def migrate(conn: apsw.Connection) -> int:
                 "upgrade palace",
                 details={"found": version, "supported": SCHEMA_VERSION},
             )
-        deviations = schema_deviations(conn, version)
-        if deviations:
-            raise foreign_schema_error(deviations, conn.filename)
         for target in range(version + 1, SCHEMA_VERSION + 1):
             # Logged: v8's trigram index takes ~30 s at 1M drawers, a slow open to explain.
             started = time.monotonic()

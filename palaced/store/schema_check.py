@@ -5,9 +5,9 @@ A database file can come from anywhere (a backup, a copied-in palace, a hand edi
 objects palace did not make would run or be read as if they were palace's: a trigger planted
 on ``drawers`` deletes every drawer on the next remember, one on ``audit`` wipes the log. So
 the objects of ``sqlite_schema`` (type, name, table and SQL text) must be exactly the ones
-palace's migrations make for the database's schema version: ``schema.expected_objects``
-derives them by running the migrations themselves on an in-memory database, so the expected
-set cannot drift from the DDL (FTS5's shadow tables, SQLite's automatic indexes and
+palace's migrations make for the database's schema version: ``expected_objects`` derives
+them by running the migrations themselves on an in-memory database, so the expected set
+cannot drift from the DDL (FTS5's shadow tables, SQLite's automatic indexes and
 ``sqlite_sequence`` included). Reading ``sqlite_schema`` fires nothing, so the comparison is
 safe on any file. SQLite's statistics tables (``ANALYZE``) are SQLite's own and accepted.
 
@@ -16,10 +16,17 @@ Synchronous; each function takes an open ``apsw.Connection``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import apsw
+
+from palaced.errors import StorageError
+
+from .db import APPLICATION_ID, storage_errors
+from .schema import MIGRATIONS, SCHEMA_VERSION
 
 # Tables SQLite itself makes on ANALYZE: they carry no code and cannot have triggers.
 SQLITE_STATS = frozenset({"sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"})
@@ -101,6 +108,57 @@ def compare(found: Mapping[tuple[str, str], SchemaObject],
             out.append(Deviation("changed", obj, expected[key]))
     out += [Deviation("missing", None, obj) for key, obj in expected.items() if key not in found]
     return out
+
+
+@functools.cache
+def expected_objects(version: int) -> Mapping[tuple[str, str], SchemaObject]:
+    """The schema objects of a palace database at ``version``: what the migrations up to it
+    make, read back from an in-memory database they ran on (so never a hand-kept list)."""
+    conn = apsw.Connection(":memory:")
+    try:
+        for step in MIGRATIONS[:version]:
+            with conn:
+                step(conn)
+        return read_objects(conn)
+    finally:
+        conn.close()
+
+
+def schema_deviations(conn: apsw.Connection, version: int | None = None) -> list[Deviation]:
+    """How the database's schema objects differ from palace's own at ``version`` (default:
+    its ``user_version``; a version this palaced does not know is not compared). Only reads.
+    """
+    if version is None:
+        version = int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+    if not 0 <= version <= SCHEMA_VERSION:
+        return []
+    return compare(read_objects(conn), expected_objects(version))
+
+
+def refuse_foreign(conn: apsw.Connection, palace: str | None = None) -> None:
+    """Refuse a palace database whose schema objects are not palace's own for its version,
+    before anything (a migration, a write) runs in it and could fire a planted trigger.
+
+    A database that is not palace's (application_id) or of a newer schema is left to
+    ``schema.migrate``, which refuses it with its own error.
+
+    Raises:
+        StorageError: condition ``foreign_schema``, naming the objects and pointing at
+            ``palace doctor --repair``; or SQLite failed.
+    """
+    path = conn.filename or None
+    with storage_errors(Path(path) if path else None, palace):
+        app_id = int(conn.execute("PRAGMA application_id").fetchall()[0][0])
+        if app_id not in (0, APPLICATION_ID):
+            return
+        deviations = schema_deviations(conn)
+    if deviations:
+        repair = "palace doctor" + (f" --palace {palace}" if palace else "") + " --repair"
+        raise StorageError(
+            f"refusing to open {path}: its schema is not palace's ({summary(deviations)}); "
+            f"nothing in it was run or changed. `{repair}` removes the objects palace did "
+            "not make", details={"condition": "foreign_schema", "path": path,
+                                 "palace": palace, "objects": [d.wire() for d in deviations]})
 
 
 def summary(deviations: list[Deviation]) -> str:
