@@ -42,7 +42,7 @@ from palaced.checks import (
 from palaced.config import DaemonConfig
 from palaced.errors import PalaceError, PalaceNotFound
 from palaced.layout import validate_name
-from palaced.palace import Palace
+from palaced.palace import DB_NAME, Palace
 from palaced.private import tighten_install
 from palaced.registry import Registry
 from palaced.repair import repair_palace
@@ -59,8 +59,15 @@ from palaced.verdicts import Context, judge
 
 log = logging.getLogger("palaced.doctor")
 
-DISK_FAIL_BYTES = 100 << 20  # below this a write may fail at any moment
-DISK_WARN_BYTES = 1 << 30
+# Free space is judged against what the palaces need, not as an absolute size: a small
+# filesystem with room to spare is fine. Below the floor a write may fail at any moment (a
+# batch of remembers grows the WAL by megabytes); a tenth of the largest palace on top is the
+# growth a large import or index rebuild of it can take before its next checkpoint.
+DISK_FAIL_BYTES = 16 << 20
+DISK_FAIL_SHARE = 10
+# Warned below room for a copy of the largest palace (a backup into the default root, a
+# migration that builds an index of it) plus twice the floor.
+DISK_WARN_FLOOR = 2 * DISK_FAIL_BYTES
 REPAIR_ROUNDS = 2  # a migrated palace is checked in full, and mended, only after it opened
 
 
@@ -235,23 +242,52 @@ def daemon_checks(config: DaemonConfig, services: Services) -> list[Check]:
     out.append(Check("tokenizer", OK, tok.name) if tok.exact else Check(
         "tokenizer", WARN, f"{tok.name}: {tok.reason}",
         advice="set [tokenizer] bpe_file (or PALACE_TIKTOKEN_FILE) to cl100k_base.tiktoken"))
-    out.append(_disk_check(paths.data_dir))
+    out.append(_disk_check(paths.palaces_dir))
     return out
 
 
 def _disk_check(path: Path) -> Check:
+    """Free space where the palaces live (``path``), against what the largest one needs
+    (``DISK_FAIL_BYTES`` and the constants beside it)."""
     probe = path if path.exists() else path.parent
     try:
         usage = shutil.disk_usage(probe)
     except OSError as exc:
         return Check("disk", FAIL, f"free space of {probe} unknown: {exc.strerror}")
-    free = f"{usage.free / (1 << 30):.1f} GiB free of {usage.total / (1 << 30):.1f} GiB"
-    if usage.free < DISK_FAIL_BYTES:
-        return Check("disk", FAIL, f"{free} at {probe}: writes may fail",
+    largest = _largest_palace(path)
+    free = (f"{_size(usage.free)} free of {_size(usage.total)} at {probe}; the largest palace "
+            f"takes {_size(largest)}")
+    if usage.free < DISK_FAIL_BYTES + largest // DISK_FAIL_SHARE:
+        return Check("disk", FAIL, f"{free}: writes may fail",
                      advice="free some space (old backups, other files)")
-    if usage.free < DISK_WARN_BYTES:
-        return Check("disk", WARN, f"{free} at {probe}", advice="free some space soon")
-    return Check("disk", OK, f"{free} at {probe}")
+    if usage.free < DISK_WARN_FLOOR + largest:
+        return Check("disk", WARN, f"{free}: a backup or rebuild of it would not fit",
+                     advice="free some space soon")
+    return Check("disk", OK, free)
+
+
+def _largest_palace(palaces_dir: Path) -> int:
+    """Bytes of the largest palace's database and WAL under ``palaces_dir`` (0: none).
+    Links are not followed; what cannot be read counts as nothing."""
+    largest = 0
+    try:
+        entries = list(os.scandir(palaces_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        total = 0
+        for name in (DB_NAME, f"{DB_NAME}-wal"):
+            try:
+                st = os.lstat(Path(entry.path) / name)
+            except OSError:
+                continue
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+        largest = max(largest, total)
+    return largest
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 async def _repair(registry: Registry, config: DaemonConfig, services: Services,
