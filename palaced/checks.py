@@ -93,7 +93,9 @@ def inspect_database(conn: apsw.Connection, facts: PalaceFacts, *, full: bool) -
     schema objects, counts and disagreements, the index record and the last write.
 
     The deeper reads are skipped when the check finds damage, the database is not a
-    palace's or its schema is not this palaced's (an older one is migrated on open).
+    palace's or its schema is not this palaced's (an older one is migrated on open), or
+    it holds schema objects palace did not make (a view of any cost may stand in for a
+    table: nothing of the file's is run before ``--repair`` has removed them).
 
     Raises:
         apsw.Error: SQLite failed (the caller reports it as an unreadable database).
@@ -103,7 +105,7 @@ def inspect_database(conn: apsw.Connection, facts: PalaceFacts, *, full: bool) -
     facts.application_id, facts.schema = sql.header(conn)
     if not facts.problems:
         facts.deviations = schema_deviations(conn, facts.schema)
-    if facts.problems or facts.schema != SCHEMA_VERSION:
+    if facts.problems or facts.schema != SCHEMA_VERSION or facts.deviations:
         return
     facts.agreement = sql.agreement(conn)
     facts.record = sql.index_record(conn)

@@ -251,3 +251,27 @@ def test_daemon_start_sweeps_old_partial_copies_of_killed_backups(
     assert not old.exists()  # a killed backup's copy, untouched for hours
     assert fresh.exists()  # may be a backup another daemon is writing into this root
     assert other.exists()  # not a name palace gives
+
+
+def test_doctor_never_reads_a_view_standing_in_for_a_palace_table(
+        keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("wedge")
+        c.remember("wedge", "one drawer")
+    d.stop()
+    _plant(d.home / "palaces" / "wedge" / "palace.db", [
+        "DROP TABLE context_vectors",  # read by doctor's counts: endless if it were
+        "CREATE VIEW context_vectors(drawer_id, vec) AS WITH RECURSIVE n(x) AS "
+        "(SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x, x FROM n"])
+    d.start()
+    from palace_client import Client
+
+    with Client(d.socket, autostart=False, request_timeout=30) as c:
+        report = c.doctor("wedge", repair=True)
+    checks = {x["name"]: x for x in report["checks"] if x["palace"] == "wedge"}
+    found = checks["schema_objects"]
+    assert found["status"] == "fail" and not found["fixable"], found
+    assert "missing table 'context_vectors'" in found["detail"]  # that takes a backup
+    assert any("dropped the foreign view 'context_vectors'" in r for r in report["repairs"])
+    assert "fts" not in checks  # nothing that reads the tables ran
