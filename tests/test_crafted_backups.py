@@ -275,3 +275,18 @@ def test_doctor_never_reads_a_view_standing_in_for_a_palace_table(
     assert "missing table 'context_vectors'" in found["detail"]  # that takes a backup
     assert any("dropped the foreign view 'context_vectors'" in r for r in report["repairs"])
     assert "fts" not in checks  # nothing that reads the tables ran
+
+
+def test_repair_drops_objects_planted_in_an_open_palace(keyword_daemon: DaemonProc) -> None:
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("live")
+        for i in range(3):
+            c.remember("live", f"live palace drawer {i}")
+        _plant(d.home / "palaces" / "live" / "palace.db", PLANTED["trigger"][0])
+        check = next(x for x in c.doctor("live")["checks"] if x["name"] == "schema_objects")
+        assert check["status"] == "fail" and "'w'" in check["detail"], check
+        fixed = c.doctor("live", repair=True)
+        assert fixed["healthy"], fixed
+        c.remember("live", "a write after the repair")
+        assert c.palace_info("live")["drawers"] == 4
