@@ -20,6 +20,7 @@ from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from palaced.store.schema_check import refuse_foreign, schema_deviations
 
 from .conftest import DaemonProc
+from .test_doctor import _sql
 
 WIPE_DRAWERS = ("CREATE TRIGGER w AFTER INSERT ON drawers BEGIN "
                 "DELETE FROM drawers WHERE id <> NEW.id; END")
@@ -40,12 +41,7 @@ PLANTED = {
 
 
 def _plant(db: Path, statements: list[str]) -> None:
-    conn = apsw.Connection(str(db))
-    try:
-        for stmt in statements:
-            conn.execute(stmt)
-    finally:
-        conn.close()
+    _sql(db, *statements)
 
 
 def _resign(backup: Path) -> None:
