@@ -4,11 +4,11 @@ Opening the palace already mends three things (``Palace.open``): an older schema
 migrated, a missing identity file is written, and a missing or stale vector index file is
 rebuilt from the database. Schema objects palace did not make are dropped first, before
 anything opens the palace (which refuses to open with them). The rest runs on the open
-palace's write hop: full-text rows and
-indexes are rebuilt, vectors of deleted drawers dropped, drawers that lost their vectors
-queued for embedding, closets refiled, room contexts recomputed; then the in-memory vector
-index is rebuilt if the vectors changed and waiting drawers are embedded. Damage SQLite
-finds in the database itself is not touched: that takes a backup (``palace restore``).
+palace's write hop: full-text rows and indexes are rebuilt, vectors of deleted drawers
+dropped, drawers that lost their vectors queued for embedding, closets refiled, room
+contexts recomputed; then the in-memory vector index is rebuilt if the vectors changed and
+waiting drawers are embedded. Damage SQLite finds in the database itself is not touched:
+that takes a backup (``palace restore``).
 """
 
 from __future__ import annotations
