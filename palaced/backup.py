@@ -7,13 +7,15 @@ snapshot of the database, made through SQLite's backup API while the palace keep
 each file). The vector index is left out: it is a cache, rebuilt from the database when the
 restored palace opens. The copy is made under a hidden ``.partial-`` name and renamed into
 place once complete and verified, so a listed backup is always whole; older ones beyond
-``keep`` are then deleted (only directories this module made).
+``keep`` (by the time in their manifests) are then deleted, never the one just made (only
+directories this module made).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -35,11 +37,19 @@ from palaced.private import make_private_dirs
 from palaced.registry import Registry
 from palaced.store.backup import SnapshotCopy, inspect_copy
 from palaced.store.db import storage_errors
+from palaced.store.schema_check import summary
+
+log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # larger manifests are refused (a real one is ~1 KB)
 FORMAT = "palace-backup"
 FORMAT_VERSION = 1
 PARTIAL_PREFIX = ".partial-"
+PARTIAL_RE = re.compile(re.escape(PARTIAL_PREFIX) + r"\d+")  # exactly what ``backup`` names
+# A staging copy untouched this long belongs to a killed backup (a running one writes its
+# copy every step, and finishes within minutes even for large palaces).
+STALE_PARTIAL_S = 3600
 STAMP_RE = re.compile(r"\d{8}T\d{6}\.\d{3}Z(?:-\d+)?")
 # Pages copied per step of the backup API (4 MiB at SQLite's default 4 KiB pages); between
 # steps the worker thread is handed back, so a deadline can stop the copy.
@@ -59,7 +69,11 @@ def iso(ms: int) -> str:
 
 
 def backups_of(root: Path, name: str) -> list[Path]:
-    """The complete backups of palace ``name`` under ``root``, newest first (none: [])."""
+    """The complete backups of palace ``name`` under ``root``, newest first (none: []).
+
+    Newest by the time in each manifest, not by directory name: a directory's name can say
+    anything (a backup copied in, one made under a clock that was ahead).
+    """
     base = root / name
     try:
         entries = list(os.scandir(base))
@@ -67,7 +81,24 @@ def backups_of(root: Path, name: str) -> list[Path]:
         return []
     found = [Path(e.path) for e in entries if STAMP_RE.fullmatch(e.name)
              and e.is_dir(follow_symlinks=False) and os.path.isfile(Path(e.path) / MANIFEST)]
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return sorted(found, key=lambda p: (_created_ms(p), p.name), reverse=True)
+
+
+def _created_ms(backup_dir: Path) -> int:
+    """The creation time (ms) in a backup's manifest; -1 when it cannot be read (such a
+    backup counts as the oldest)."""
+    try:
+        fd = os.open(backup_dir / MANIFEST, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return -1
+    try:
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+        found = json.loads(raw) if len(raw) <= MAX_MANIFEST_BYTES else None
+    except (OSError, ValueError):
+        return -1
+    created = found.get("created_ms") if isinstance(found, dict) else None
+    return created if type(created) is int else -1
 
 
 def restore_hint(root: Path, name: str) -> str | None:
@@ -208,7 +239,8 @@ async def backup(registry: Registry, config: DaemonConfig, name: str, *,
         finally:
             if staging.exists():
                 await anyio.to_thread.run_sync(shutil.rmtree, staging, True)
-        removed = await anyio.to_thread.run_sync(prune_backups, root, name, keep)
+        removed = await anyio.to_thread.run_sync(
+            prune_backups, root, name, keep, Path(written["path"]))
     manifest = written["manifest"]
     return {"palace": name, "path": written["path"], "created_at": manifest["created_at"],
             "seconds": round(time.monotonic() - started, 3), "bytes": written["bytes"],
@@ -228,6 +260,12 @@ def _seal(staging: Path, source: Path, name: str, copy: SnapshotCopy) -> dict[st
         raise StorageError(
             f"palace {name!r} is damaged, so no backup was made: {facts.problems[0]}; run "
             f"`palace doctor --palace {name}`", details={"palace": name, "condition": "corrupt"})
+    if facts.deviations:
+        raise StorageError(
+            f"palace {name!r} holds schema objects palace did not make "
+            f"({summary(list(facts.deviations))}), so no backup was made; run "
+            f"`palace doctor --palace {name} --repair`",
+            details={"palace": name, "condition": "foreign_schema"})
     with storage_errors(staging, name):
         _fsync(db)
         files = [DB_NAME]
@@ -256,9 +294,59 @@ def _seal(staging: Path, source: Path, name: str, copy: SnapshotCopy) -> dict[st
             "manifest": manifest}
 
 
-def prune_backups(root: Path, name: str, keep: int) -> list[Path]:
-    """Delete the backups of ``name`` beyond the newest ``keep``; returns what was deleted."""
-    gone = backups_of(root, name)[keep:]
+def prune_backups(root: Path, name: str, keep: int, made: Path) -> list[Path]:
+    """Delete the backups of ``name`` beyond the newest ``keep`` (``backups_of``), never
+    ``made``, the one just written, which counts as one of them; returns what was deleted.
+    """
+    others = [p for p in backups_of(root, name) if p != made]
+    gone = others[max(keep - 1, 0):]
     for path in gone:
         shutil.rmtree(path, ignore_errors=True)
     return gone
+
+
+def sweep_partials(root: Path, *, older_than: float = STALE_PARTIAL_S) -> list[Path]:
+    """Delete the staging copies killed backups left under the backup root ``root`` (at
+    daemon start, worker thread); returns what was deleted. Never raises.
+
+    Only what this module makes: directories named ``.partial-<digits>`` in a palace's
+    directory of a root that is ours and private (``_own_dir``), ours themselves and not
+    links, and untouched (they and what they hold) for ``older_than`` seconds, so that a
+    backup another daemon is writing into a shared root is left alone.
+    """
+    try:
+        _own_dir(root)
+        palaces = [e for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
+    except (OSError, UnsafePath):
+        return []  # no root yet, or one palace must not delete in
+    now = time.time()
+    gone: list[Path] = []
+    for palace in palaces:
+        try:
+            entries = list(os.scandir(palace.path))
+        except OSError:
+            continue
+        for entry in entries:
+            if not PARTIAL_RE.fullmatch(entry.name):
+                continue
+            path = Path(entry.path)
+            try:
+                st = entry.stat(follow_symlinks=False)
+                if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid()
+                        or now - _last_touched(path, st.st_mtime) < older_than):
+                    continue
+                shutil.rmtree(path)
+            except OSError as exc:
+                log.warning("cannot remove the leftover backup copy %s: %s", path, exc)
+                continue
+            log.info("removed %s, the copy of a backup that did not finish", path)
+            gone.append(path)
+    return gone
+
+
+def _last_touched(path: Path, mtime: float) -> float:
+    """The newest modification time of directory ``path`` (``mtime``) and its entries."""
+    with os.scandir(path) as entries:
+        for entry in entries:
+            mtime = max(mtime, entry.stat(follow_symlinks=False).st_mtime)
+    return mtime

@@ -24,6 +24,7 @@ from palaced.store import checks as sql
 from palaced.store.context import stale_contexts
 from palaced.store.db import open_connection, storage_error
 from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.schema_check import Deviation, schema_deviations
 from palaced.topics import extract_topics
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -75,20 +76,26 @@ class PalaceFacts:
     dir_mode: int = 0o700
     closet_mismatch: list[int] | None = None  # drawers whose closets differ (only --full)
     context_stale: list[int] | None = None  # drawers whose room context differs (--full)
+    # Schema objects that are not palace's own for its version (None: not read).
+    deviations: list[Deviation] | None = None
 
     @property
     def sound(self) -> bool:
-        """Whether the database opened, passed its check (FTS5 aside) and has our schema."""
+        """Whether the database opened, passed its check (FTS5 aside) and has our schema
+        (with no object palace did not make: the checks that write, even to an FTS5 table,
+        are skipped until they are gone)."""
         return (self.damage is None and self.error is None and not self.problems
-                and self.agreement is not None)
+                and self.agreement is not None and not self.deviations)
 
 
 def inspect_database(conn: apsw.Connection, facts: PalaceFacts, *, full: bool) -> None:
     """Fill ``facts`` from one read transaction on ``conn``: the integrity check, header,
-    counts and disagreements, the index record and the last write.
+    schema objects, counts and disagreements, the index record and the last write.
 
     The deeper reads are skipped when the check finds damage, the database is not a
-    palace's or its schema is not this palaced's (an older one is migrated on open).
+    palace's or its schema is not this palaced's (an older one is migrated on open), or
+    it holds schema objects palace did not make (a view of any cost may stand in for a
+    table: nothing of the file's is run before ``--repair`` has removed them).
 
     Raises:
         apsw.Error: SQLite failed (the caller reports it as an unreadable database).
@@ -96,7 +103,9 @@ def inspect_database(conn: apsw.Connection, facts: PalaceFacts, *, full: bool) -
     for line in sql.integrity_problems(conn, full=full):
         (facts.fts_index if sql.FTS_PROBLEM_MARK in line else facts.problems).append(line)
     facts.application_id, facts.schema = sql.header(conn)
-    if facts.problems or facts.schema != SCHEMA_VERSION:
+    if not facts.problems:
+        facts.deviations = schema_deviations(conn, facts.schema)
+    if facts.problems or facts.schema != SCHEMA_VERSION or facts.deviations:
         return
     facts.agreement = sql.agreement(conn)
     facts.record = sql.index_record(conn)

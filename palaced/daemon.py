@@ -36,6 +36,7 @@ from anyio.abc import SocketListener, TaskStatus
 
 from palaced import __version__
 from palaced.activation import inherited_listener, socket_in_use
+from palaced.backup import sweep_partials
 from palaced.capture_queue import CaptureQueue
 from palaced.config import DaemonConfig
 from palaced.embedder import Embedder
@@ -223,6 +224,7 @@ class Daemon:
             make_private_dirs(paths.palaces_dir)
             # We hold the lock: staging/trash dirs of a killed daemon's create/delete are ours.
             await anyio.to_thread.run_sync(self.registry.sweep_leftovers)
+            await anyio.to_thread.run_sync(sweep_partials, self.config.backup_dir)
             listener = await self._listen(inherited)
             self.load_tokenizer()
             how = "socket handed over by the service manager" if inherited else "socket"

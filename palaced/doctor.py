@@ -57,13 +57,21 @@ from palaced.store.checks import (
 )
 from palaced.store.context import stale_contexts
 from palaced.store.db import open_connection, storage_error
+from palaced.store.schema_check import summary
 from palaced.store.transfer import edge_numbers
 from palaced.verdicts import Context, judge
 
 log = logging.getLogger("palaced.doctor")
 
-DISK_FAIL_BYTES = 100 << 20  # below this a write may fail at any moment
-DISK_WARN_BYTES = 1 << 30
+# Free space is judged against what the palaces need, not as an absolute size: a small
+# filesystem with room to spare is fine. Below the floor a write may fail at any moment (a
+# batch of remembers grows the WAL by megabytes); a tenth of the largest palace on top is the
+# growth a large import or index rebuild of it can take before its next checkpoint.
+DISK_FAIL_BYTES = 16 << 20
+DISK_FAIL_SHARE = 10
+# Warned below room for a copy of the largest palace (a backup into the default root, a
+# migration that builds an index of it) plus twice the floor.
+DISK_WARN_FLOOR = 2 * DISK_FAIL_BYTES
 REPAIR_ROUNDS = 2  # a migrated palace is checked in full, and mended, only after it opened
 
 
@@ -116,7 +124,8 @@ async def _check_all(registry: Registry, config: DaemonConfig, services: Service
                           restore_hint=restore_hint(config.backup_dir, name))
             facts[name] = found
             checks += judge(found, ctx)
-            if found.sound:
+            checks += schema_objects_check(found, ctx.restore_hint)
+            if found.sound:  # not with foreign objects: a view may stand in for a table
                 checks += await anyio.to_thread.run_sync(edge_checks, found)
         except Exception as exc:  # one palace must not hide the others
             log.exception("doctor: checking palace %s failed", name)
@@ -216,6 +225,27 @@ def edge_checks(facts: PalaceFacts) -> list[Check]:
     return out
 
 
+def schema_objects_check(facts: PalaceFacts, restore_hint: str | None) -> list[Check]:
+    """The check that the palace's schema objects are exactly palace's own for its version
+    (none when they could not be read): a foreign trigger or view would run inside it, so
+    the palace refuses to open until ``--repair`` has dropped them."""
+    found = facts.deviations
+    if found is None:
+        return []
+    if not found:
+        return [Check("schema_objects", OK, "only palace's own tables, indexes and triggers",
+                      palace=facts.name)]
+    stuck = [d for d in found if not d.fixable]
+    advice = None
+    if stuck:
+        advice = (f"{summary(stuck)} cannot be mended without losing data: restore it from "
+                  "a backup: " + (restore_hint or f"palace restore BACKUP_DIR --palace "
+                                  f"{facts.name} --force"))
+    return [Check("schema_objects", FAIL, f"{summary(found)}: the palace is not opened "
+                  "until they are gone", palace=facts.name, fixable=len(stuck) < len(found),
+                  advice=advice)]
+
+
 def _mode_check(name: str, path: Path, *, private: bool = True) -> Check:
     try:
         st = os.lstat(path)
@@ -258,23 +288,52 @@ def daemon_checks(config: DaemonConfig, services: Services) -> list[Check]:
     out.append(Check("tokenizer", OK, tok.name) if tok.exact else Check(
         "tokenizer", WARN, f"{tok.name}: {tok.reason}",
         advice="set [tokenizer] bpe_file (or PALACE_TIKTOKEN_FILE) to cl100k_base.tiktoken"))
-    out.append(_disk_check(paths.data_dir))
+    out.append(_disk_check(paths.palaces_dir))
     return out
 
 
 def _disk_check(path: Path) -> Check:
+    """Free space where the palaces live (``path``), against what the largest one needs
+    (``DISK_FAIL_BYTES`` and the constants beside it)."""
     probe = path if path.exists() else path.parent
     try:
         usage = shutil.disk_usage(probe)
     except OSError as exc:
         return Check("disk", FAIL, f"free space of {probe} unknown: {exc.strerror}")
-    free = f"{usage.free / (1 << 30):.1f} GiB free of {usage.total / (1 << 30):.1f} GiB"
-    if usage.free < DISK_FAIL_BYTES:
-        return Check("disk", FAIL, f"{free} at {probe}: writes may fail",
+    largest = _largest_palace(path)
+    free = (f"{_size(usage.free)} free of {_size(usage.total)} at {probe}; the largest palace "
+            f"takes {_size(largest)}")
+    if usage.free < DISK_FAIL_BYTES + largest // DISK_FAIL_SHARE:
+        return Check("disk", FAIL, f"{free}: writes may fail",
                      advice="free some space (old backups, other files)")
-    if usage.free < DISK_WARN_BYTES:
-        return Check("disk", WARN, f"{free} at {probe}", advice="free some space soon")
-    return Check("disk", OK, f"{free} at {probe}")
+    if usage.free < DISK_WARN_FLOOR + largest:
+        return Check("disk", WARN, f"{free}: a backup or rebuild of it would not fit",
+                     advice="free some space soon")
+    return Check("disk", OK, free)
+
+
+def _largest_palace(palaces_dir: Path) -> int:
+    """Bytes of the largest palace's database and WAL under ``palaces_dir`` (0: none).
+    Links are not followed; what cannot be read counts as nothing."""
+    largest = 0
+    try:
+        entries = list(os.scandir(palaces_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        total = 0
+        for name in (DB_NAME, f"{DB_NAME}-wal"):
+            try:
+                st = os.lstat(Path(entry.path) / name)
+            except OSError:
+                continue
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+        largest = max(largest, total)
+    return largest
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
 async def _repair(registry: Registry, config: DaemonConfig, services: Services,

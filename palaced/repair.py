@@ -2,31 +2,36 @@
 
 Opening the palace already mends three things (``Palace.open``): an older schema is
 migrated, a missing identity file is written, and a missing or stale vector index file is
-rebuilt from the database. The rest runs on the open palace's write hop: full-text rows and
-indexes are rebuilt, vectors of deleted drawers dropped, drawers that lost their vectors
-queued for embedding, closets refiled, room contexts recomputed; then the in-memory vector
-index is rebuilt if the vectors changed and waiting drawers are embedded. Damage SQLite
-finds in the database itself is not touched: that takes a backup (``palace restore``).
+rebuilt from the database. Schema objects palace did not make are dropped first, before
+anything opens the palace (which refuses to open with them). The rest runs on the open
+palace's write hop: full-text rows and indexes are rebuilt, vectors of deleted drawers
+dropped, drawers that lost their vectors queued for embedding, closets refiled, room
+contexts recomputed; then the in-memory vector index is rebuilt if the vectors changed and
+waiting drawers are embedded. Damage SQLite finds in the database itself is not touched:
+that takes a backup (``palace restore``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 import apsw
 
 from palaced import compaction, writes
 from palaced.checks import OK, Check, PalaceFacts
-from palaced.palace import Palace
+from palaced.palace import DB_NAME, Palace
 from palaced.registry import Registry
 from palaced.services import Services
-from palaced.store import repairs
+from palaced.store import repairs, schema_check
+from palaced.store.db import open_connection, storage_error
 from palaced.store.drawers import get_drawers
 from palaced.topics import extract_topics
+
+T = TypeVar("T")
 
 # What opening the palace mends by itself.
 MENDED_BY_OPEN = {"schema": "migrated its schema", "identity": "wrote a new identity.txt",
@@ -42,6 +47,11 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
     """
     todo = {c.name for c in checks if c.fixable and c.status != OK}
     done: list[str] = []
+    if "schema_objects" in todo:
+        dropped, stuck = await _mend_schema(registry, facts)
+        done += dropped
+        if stuck:
+            return done  # it cannot be opened: nothing else here can run
     was_open = facts.open
     palace = await registry.get(facts.name)
     if not was_open:
@@ -75,6 +85,43 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
     finally:
         palace.in_flight -= 1
     return done
+
+
+async def _mend_schema(registry: Registry, facts: PalaceFacts) -> tuple[list[str], bool]:
+    """Drop the schema objects palace did not make and remake its own changed or missing
+    indexes, triggers and views (``schema_check.mend``), before anything opens the palace
+    (which refuses it meanwhile); ``(what was done, whether deviations remain)``.
+
+    Works on a connection of its own while the palace stays closed, or on the open palace's
+    writer under its write lock; the objects are read again there, so what is dropped is
+    what is in the file now.
+
+    Raises:
+        StorageError: SQLite refused (e.g. a virtual table of a module it does not have).
+    """
+    def tx(conn: apsw.Connection) -> tuple[list[str], bool]:
+        found = schema_check.schema_deviations(conn)
+        done = schema_check.mend(conn, found)
+        return done, any(not d.fixable for d in found)
+
+    async with registry.held(facts.name) as palace:
+        if palace is None:
+            return await anyio.to_thread.run_sync(_mend_closed, facts, tx)
+    return await palace.write(lambda: palace.store.write(tx, stamp=False), wrote=False)
+
+
+def _mend_closed(facts: PalaceFacts, tx: Callable[[apsw.Connection], T]) -> T:
+    """Run ``tx`` in one transaction on a connection of its own to the palace's database
+    (worker thread; the caller keeps the palace closed)."""
+    path = facts.directory / DB_NAME
+    conn = open_connection(path, palace=facts.name)
+    try:
+        with conn:
+            return tx(conn)
+    except apsw.Error as exc:
+        raise storage_error(exc, path, facts.name) from exc
+    finally:
+        conn.close()
 
 
 def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]],

@@ -4,7 +4,9 @@ Nothing is trusted before it is checked: the manifest must be palace's and name 
 files a backup holds; each file is copied into a staging directory beside the palaces and
 checked against the manifest's size and sha256 as it is copied (so what is checked is what
 is restored); the copied database must pass SQLite's quick_check, be a palace database of a
-schema this palaced knows, and hold the counts the manifest lists. Only then is the palace
+schema this palaced knows, hold exactly palace's schema objects for that version (no planted
+trigger, view, index or table, none of palace's redefined) and hold the counts the manifest
+lists. Only then is the palace
 closed and its directory swapped for the staging one (``Registry.replace``), refusing to
 replace a palace written after the backup unless forced. The palace is opened again at the
 end, which rebuilds its vector index from the restored database.
@@ -26,7 +28,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from palaced.backup import FORMAT, FORMAT_VERSION, MANIFEST
+from palaced.backup import FORMAT, FORMAT_VERSION, MANIFEST, MAX_MANIFEST_BYTES
 from palaced.errors import (
     BackupInvalid,
     InvalidArgs,
@@ -42,8 +44,8 @@ from palaced.store.backup import inspect_copy
 from palaced.store.checks import holds_nothing, last_write
 from palaced.store.db import APPLICATION_ID, open_connection, storage_errors
 from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.schema_check import summary
 
-MAX_MANIFEST_BYTES = 1 << 20
 RESTORED_FILES = (DB_NAME, IDENTITY_NAME)  # what a manifest may name; nothing else is copied
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -120,18 +122,35 @@ def read_manifest(source: Path) -> dict[str, Any]:
 
 def _copy_checked(source: Path, staging: Path, fname: str, entry: dict[str, Any]) -> None:
     """Copy one file of the backup, hashing what is copied; raises BackupInvalid when its
-    size or sha256 is not the manifest's."""
+    size or sha256 is not the manifest's.
+
+    A file larger than the manifest says is refused before anything is copied, and the copy
+    stops one byte past the declared size whatever the file does meanwhile: a crafted
+    backup (a huge sparse file) must not fill the disk the palaces share.
+    """
     fd = _open_own(source / fname, source)
+    declared = int(entry["bytes"])
+    on_disk = os.fstat(fd).st_size
+    if on_disk > declared:
+        os.close(fd)
+        raise _invalid(source, f"{fname} does not match the manifest ({on_disk} bytes; "
+                       f"expected {declared}): the backup is damaged or was changed; "
+                       "nothing was copied", file=fname)
     h = hashlib.sha256()
     size = 0
     with os.fdopen(fd, "rb") as src, open(staging / fname, "xb") as dst:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
+        while size <= declared:
+            chunk = src.read(min(1 << 20, declared + 1 - size))
+            if not chunk:
+                break
             h.update(chunk)
             size += len(chunk)
+            if size > declared:
+                break  # grew while being copied: never write past the declared size
             dst.write(chunk)
         dst.flush()
         os.fsync(dst.fileno())
-    if size != entry["bytes"] or h.hexdigest() != entry["sha256"]:
+    if size != declared or h.hexdigest() != entry["sha256"]:
         raise _invalid(source, f"{fname} does not match the manifest ({size} bytes, sha256 "
                        f"{h.hexdigest()[:12]}…; expected {entry['bytes']} bytes, "
                        f"{entry['sha256'][:12]}…): the backup is damaged or was changed",
@@ -161,6 +180,11 @@ def _stage(source: Path, staging: Path, manifest: dict[str, Any]) -> dict[str, A
         raise SchemaTooNew(f"the backup's schema v{facts.schema} is newer than this palaced "
                            f"(v{SCHEMA_VERSION}); upgrade palace",
                            details={"found": facts.schema, "supported": SCHEMA_VERSION})
+    if facts.deviations:
+        found = list(facts.deviations)
+        raise _invalid(source, f"its database's schema is not palace's: {summary(found)}; "
+                       "such objects would run inside the restored palace",
+                       objects=[d.wire() for d in found])
     wrong = {k: [v, facts.counts.get(k)] for k, v in manifest["counts"].items()
              if facts.counts.get(k) != v}
     if wrong:

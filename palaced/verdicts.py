@@ -77,7 +77,7 @@ def judge(facts: PalaceFacts, ctx: Context) -> list[Check]:
     out.append(check("sqlite", OK, f"{pragma} ok"))
     schema = _schema(facts, check)
     out.append(schema)
-    if schema.status != OK:
+    if schema.status != OK or facts.agreement is None:  # None: not read (schema objects)
         return out
     out += [_fts(facts, check), _vectors(facts, check), _embeddings(facts, ctx, check),
             _index(facts, ctx, check), _closets(facts, ctx, check), _context(facts, ctx, check),

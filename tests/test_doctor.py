@@ -11,6 +11,9 @@ from typing import Any
 import apsw
 import pytest
 
+from palaced.doctor import _disk_check
+
+from . import mounts
 from .conftest import DaemonProc, base_env
 
 
@@ -243,3 +246,28 @@ def test_full_doctor_recomputes_room_context_and_repair_mends_it(daemon: DaemonP
     finally:
         conn.close()
     assert context == "\n".join([texts[0], *texts[2:4]]) and not zero and orphans == 0
+
+
+def test_disk_check_judges_free_space_against_what_the_palaces_need(home: Path) -> None:
+    """A small filesystem with room to spare is fine (before: any under 100 MiB failed);
+    one filled to the last bytes fails."""
+    (home / "palaces").mkdir(mode=0o700)
+    d = DaemonProc(home, base_env(home, model=False))
+    with mounts.PrivateTmpfs(home / "palaces", "48m") as fs:
+        # The judgment alone (the daemon's below): 48 MiB free of 48 is plenty here.
+        assert _disk_check(fs.view()).status == "ok"
+        fs.start_daemon(d)
+        try:
+            with d.client() as c:
+                c.create_palace("small")
+                c.remember("small", "a palace on a small disk")
+            disk = _by_name(_doctor(d))["disk"]
+            assert disk["status"] == "ok", disk
+            assert "MiB free of 48.0 MiB" in disk["detail"]
+            filler = fs.fill()
+            disk = _by_name(_doctor(d, code=11))["disk"]
+            assert disk["status"] == "fail" and "writes may fail" in disk["detail"], disk
+            filler.unlink()
+            assert _by_name(_doctor(d))["disk"]["status"] == "ok"
+        finally:
+            d.stop()

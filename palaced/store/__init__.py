@@ -23,6 +23,7 @@ import apsw
 from .db import open_connection, storage_error, storage_errors
 from .meta import stamp_write
 from .schema import migrate
+from .schema_check import refuse_foreign
 
 T = TypeVar("T")
 
@@ -43,12 +44,14 @@ class Store:
         ``palace`` names the owner in error messages.
 
         Raises:
-            StorageError, SchemaTooNew: see ``open_connection`` and ``migrate``.
+            StorageError, SchemaTooNew: see ``open_connection``, ``refuse_foreign`` (schema
+                objects palace did not make) and ``migrate``.
         """
         self.path = path
         self.palace = palace
         self._writer = open_connection(path, palace=palace)
         try:
+            refuse_foreign(self._writer, palace)  # before anything runs in the file
             migrate(self._writer)
         except BaseException:
             self._writer.close()

@@ -20,6 +20,7 @@ import apsw
 from .checks import header, integrity_problems
 from .db import open_connection, storage_error
 from .meta import last_write_ms, meta_get
+from .schema_check import Deviation, schema_deviations
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class CopyFacts:
     last_write_ms: int | None
     counts: dict[str, int]
     problems: tuple[str, ...] = ()
+    # How its schema objects differ from palace's own for its version (``inspect_copy``).
+    deviations: tuple[Deviation, ...] = ()
 
 
 def _counts(conn: apsw.Connection) -> dict[str, int]:
@@ -42,11 +45,12 @@ def _counts(conn: apsw.Connection) -> dict[str, int]:
             "entities": int(row[3])}
 
 
-def _facts(conn: apsw.Connection, problems: tuple[str, ...] = ()) -> CopyFacts:
+def _facts(conn: apsw.Connection, problems: tuple[str, ...] = (),
+           deviations: tuple[Deviation, ...] = ()) -> CopyFacts:
     app_id, version = header(conn)
     return CopyFacts(schema=version, application_id=app_id, embedder=meta_get(conn, "embedder"),
                      last_write_ms=last_write_ms(conn), counts=_counts(conn),
-                     problems=problems)
+                     problems=problems, deviations=deviations)
 
 
 class SnapshotCopy:
@@ -137,7 +141,9 @@ def inspect_copy(path: Path, *, full: bool = False) -> CopyFacts:
     """Open a database copy and report its header, meta, counts and integrity problems.
 
     ``problems`` lists what ``PRAGMA quick_check`` (``integrity_check`` with ``full``) found;
-    the counts are only read when there are none.
+    the counts are only read when there are none. ``deviations`` lists the schema objects
+    that are not palace's own for the copy's version (read first: nothing of the file's
+    runs, and a foreign view is never read as a table of palace's).
 
     Raises:
         StorageError: the file is not a database SQLite can open, or is not a palace's.
@@ -150,6 +156,11 @@ def inspect_copy(path: Path, *, full: bool = False) -> CopyFacts:
                 app_id, version = header(conn)
                 return CopyFacts(schema=version, application_id=app_id, embedder=None,
                                  last_write_ms=None, counts={}, problems=problems)
+            deviations = tuple(schema_deviations(conn))
+            if deviations:
+                app_id, version = header(conn)
+                return CopyFacts(schema=version, application_id=app_id, embedder=None,
+                                 last_write_ms=None, counts={}, deviations=deviations)
             return _facts(conn)
     except apsw.Error as exc:
         raise storage_error(exc, path) from exc
