@@ -248,6 +248,7 @@ def test_full_doctor_recomputes_room_context_and_repair_mends_it(daemon: DaemonP
     assert context == "\n".join([texts[0], *texts[2:4]]) and not zero and orphans == 0
 
 
+@pytest.mark.daemon
 def test_disk_check_judges_free_space_against_what_the_palaces_need(home: Path) -> None:
     """A small filesystem with room to spare is fine (before: any under 100 MiB failed);
     one filled to the last bytes fails."""
