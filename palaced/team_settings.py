@@ -19,8 +19,12 @@ class TeamSettings:
     timeout and how long a connection may take (``[team]``), and the named connections of
     ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
 
-    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
-    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
+    # Bounds as config.bounds writes them (this leaf cannot import it): under 0.1 s a statement
+    # timeout rounds to 0 ms, which PostgreSQL reads as "no timeout".
+    statement_timeout_s: float = field(default=5.0, metadata={
+        "bound": 0.1, "strict": False, "max": 3600})
+    connect_timeout_s: float = field(default=3.0, metadata={
+        "bound": 0.1, "strict": False, "max": 3600})
     stores: dict[str, str] = field(default_factory=dict)
 
 
