@@ -560,13 +560,14 @@ def render_ops() -> str:
 def _config_keys() -> list[tuple[str, str, str, str]]:
     """``(section, key, type, default)`` of every key of ``palaced.config.SCHEMA``."""
     from palaced import config
+    from palaced.config_bounds import describe_bound
 
     rows = []
     for section, keys in config.SCHEMA.items():
         for key, spec in keys.items():
             kind = spec.kind
             if spec.bound:
-                kind += " " + config.describe_bound(spec.bound)
+                kind += " " + describe_bound(spec.bound)
             if spec.default is None:
                 default = "unset"
             elif isinstance(spec.default, bool):

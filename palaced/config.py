@@ -47,13 +47,13 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from palaced.config_bounds import bounds, out_of_bound
 from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
@@ -72,12 +72,6 @@ def _above(default: Any, bound: float, high: float, *, strict: bool = True) -> A
     ``<= high``: every number has both ends, so that no value (inf, 1e20, 1e-300) can wedge
     the daemon."""
     return field(default=default, metadata=bounds(bound, high, strict=strict))
-
-
-def bounds(low: float, high: float, *, strict: bool = True) -> dict[str, Any]:
-    """The bound of a numeric key (``Key.bound``, a field's metadata): ``> low`` (``>= low``
-    unless ``strict``) and ``<= high``."""
-    return {"bound": low, "strict": strict, "max": high}
 
 
 class _Bounded:
@@ -140,29 +134,6 @@ class Retention(_Bounded):
     @property
     def audit_keep_ms(self) -> int:
         return int(self.audit_keep_days * 86_400_000)
-
-
-def _number(x: float) -> str:
-    """A bound as written in a message or the docs: ``604800``, ``0.1``."""
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
-def describe_bound(bound: dict[str, Any]) -> str:
-    """A bound in words: ``> 0 and <= 604800`` (docs/gen.py shows the same)."""
-    above = f"{'>' if bound['strict'] else '>='} {_number(bound['bound'])}"
-    return above if bound.get("max") is None else f"{above} and <= {_number(bound['max'])}"
-
-
-def out_of_bound(value: Any, bound: Any) -> str:
-    """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}`` and an
-    optional inclusive ``"max"``, see ``bounds``), or "". NaN and infinities never pass."""
-    if "bound" not in bound:
-        return ""
-    low, strict, high = bound["bound"], bound["strict"], bound.get("max")
-    ok = (value > low if strict else value >= low) and (high is None or value <= high)
-    if ok and math.isfinite(value):
-        return ""
-    return f"must be {describe_bound(bound)}, got {value!r}"
 
 
 @dataclass(frozen=True)

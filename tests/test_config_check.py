@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from palaced import config
+from palaced.config_bounds import describe_bound, out_of_bound
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths
 from palaced.toml_lines import key_lines, line_of
@@ -154,14 +155,14 @@ def test_every_number_has_finite_bounds() -> None:
         assert low is not None and high is not None, f"[{section}] {key} has no bounds"
         assert math.isfinite(low) and math.isfinite(high) and low < high, (section, key)
         if spec.default is not None:
-            assert not config.out_of_bound(spec.default, spec.bound), (section, key)
+            assert not out_of_bound(spec.default, spec.bound), (section, key)
 
 
 @pytest.mark.parametrize(("section", "key", "spec"), NUMERIC,
                          ids=[f"{s}.{k}" for s, k, _ in NUMERIC])
 def test_every_number_refuses_inf_nan_and_absurd_values(tmp_path: Path, section: str,
                                                         key: str, spec: config.Key) -> None:
-    bound = config.describe_bound(spec.bound)
+    bound = describe_bound(spec.bound)
     over = int(spec.bound["max"]) * 10 + 1
     low = spec.bound["bound"]
     under = low - 1 if spec.kind == "integer" else low / 1e300 if low else -1.0
