@@ -159,7 +159,9 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                      "else `user:<login>`."),
     "PALACE_CONNECT_TIMEOUT": ("clients", "Seconds to connect to the daemon and complete the "
                                "handshake (default 10); a daemon that accepts and stays silent "
-                               "longer fails the call with `DAEMON_UNREACHABLE`."),
+                               "longer fails the call with `DAEMON_UNREACHABLE`. > 0 and "
+                               "<= 604800 (a week), like `PALACE_REQUEST_TIMEOUT`; another "
+                               "value is a `CLIENT_ERROR` naming the variable."),
     "PALACE_REQUEST_TIMEOUT": ("clients", "Seconds a request may run when the command sets "
                                "none (default: the daemon's `request_timeout_s`); the client "
                                "waits 10 s more for the answer, then fails with `TIMEOUT` "
@@ -566,15 +568,14 @@ def render_ops() -> str:
 def _config_keys() -> list[tuple[str, str, str, str]]:
     """``(section, key, type, default)`` of every key of ``palaced.config.SCHEMA``."""
     from palaced import config
+    from palaced.config_bounds import describe_bound
 
     rows = []
     for section, keys in config.SCHEMA.items():
         for key, spec in keys.items():
             kind = spec.kind
             if spec.bound:
-                kind += f" {'>' if spec.bound['strict'] else '>='} {spec.bound['bound']:g}"
-                if spec.bound.get("max") is not None:
-                    kind += f", <= {spec.bound['max']:g}"
+                kind += " " + describe_bound(spec.bound)
             if spec.default is None:
                 default = "unset"
             elif isinstance(spec.default, bool):

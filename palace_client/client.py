@@ -30,6 +30,7 @@ from .connection import (
     ReplyLost,
     ReplyTimeout,
     RequestNotSent,
+    checked_seconds,
     connect,
     env_seconds,
     outcome_unknown,
@@ -54,6 +55,10 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
             (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
         agent: who the requests come from (else ``PALACE_AGENT``, else ``user:<login>``).
 
+    Raises:
+        ClientError: a timeout (argument or variable) is not a number of seconds > 0 and
+            <= a week (``connection.MAX_WAIT_S``).
+
     Every method raises a ``palaced.errors.PalaceError`` subclass on failure
     (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
     methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, memoirs from
@@ -76,11 +81,14 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
         self._autostart = autostart
         self._client_name = client_name
         self._conn: Connection | None = None
-        self.connect_timeout = connect_timeout or env_seconds(
-            "PALACE_CONNECT_TIMEOUT", os.environ.get("PALACE_CONNECT_TIMEOUT"),
-            CONNECT_TIMEOUT_S) or CONNECT_TIMEOUT_S
-        self.request_timeout = request_timeout or env_seconds(
-            "PALACE_REQUEST_TIMEOUT", os.environ.get("PALACE_REQUEST_TIMEOUT"), None)
+        self.connect_timeout = (
+            checked_seconds("connect_timeout", connect_timeout) if connect_timeout
+            else env_seconds("PALACE_CONNECT_TIMEOUT", os.environ.get("PALACE_CONNECT_TIMEOUT"),
+                             CONNECT_TIMEOUT_S) or CONNECT_TIMEOUT_S)
+        self.request_timeout = (
+            checked_seconds("request_timeout", request_timeout) if request_timeout
+            else env_seconds("PALACE_REQUEST_TIMEOUT", os.environ.get("PALACE_REQUEST_TIMEOUT"),
+                             None))
 
     # -- plumbing ---------------------------------------------------------------------------
     def _connection(self) -> Connection:

@@ -54,14 +54,18 @@ START_TIMEOUT_S = 20.0
 REPLY_GRACE_S = 10.0
 # The daemon's default request deadline, for a daemon too old to state it in its hello.
 DEFAULT_REQUEST_TIMEOUT_S = 120.0
+# The longest any wait of the client may be (a week, the daemon's own cap on its deadlines):
+# a socket refuses a timeout past ~1e9 s (OverflowError), so an absurd setting, or a daemon
+# stating an infinite deadline, would fail every call instead of waiting.
+MAX_WAIT_S = 7 * 86_400.0
 
 
 def env_seconds(name: str, raw: str | None, default: float | None) -> float | None:
-    """The positive number of seconds ``raw`` (environment variable ``name``), else
-    ``default`` when it is unset or empty.
+    """The number of seconds ``raw`` (environment variable ``name``), else ``default`` when it
+    is unset or empty.
 
     Raises:
-        ClientError: the variable is set but is not a positive number.
+        ClientError: the variable is set but is not a number of seconds > 0 and <= MAX_WAIT_S.
     """
     raw = (raw or "").strip()
     if not raw:
@@ -70,8 +74,19 @@ def env_seconds(name: str, raw: str | None, default: float | None) -> float | No
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0 < value < float("inf"):
-        raise ClientError(f"{name} must be a number of seconds > 0, got {raw!r}",
+    return checked_seconds(name, value, raw)
+
+
+def checked_seconds(name: str, value: float, shown: object = None) -> float:
+    """``value``, a number of seconds set as ``name`` (a variable or an argument).
+
+    Raises:
+        ClientError: it is not > 0 and <= MAX_WAIT_S (NaN and infinities never are); the
+            message names ``name``, the value (``shown``, else ``value``) and the bounds.
+    """
+    if not 0 < value <= MAX_WAIT_S:  # False for NaN too
+        raise ClientError(f"{name} must be a number of seconds > 0 and <= {MAX_WAIT_S:.0f}, "
+                          f"got {value if shown is None else shown!r}",
                           details={"variable": name})
     return value
 
@@ -218,8 +233,8 @@ class Connection:
     def deadline_s(self, timeout_ms: int | None) -> float:
         """How long the client waits for the reply to a request sent with ``timeout_ms``."""
         if timeout_ms is None:
-            return self._daemon_timeout + REPLY_GRACE_S
-        return min(timeout_ms / 1000, self._daemon_max_timeout) + REPLY_GRACE_S
+            return min(self._daemon_timeout, MAX_WAIT_S) + REPLY_GRACE_S
+        return min(timeout_ms / 1000, self._daemon_max_timeout, MAX_WAIT_S) + REPLY_GRACE_S
 
     def _send_request(self, op: str, palace: str | None, args: dict[str, Any],
                       timeout_ms: int | None, deadline: float, agent: str | None = None

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 from palaced.errors import InvalidArgs, quote
 
 # Structural bounds, applied by ``decode_args`` even where a spec names none: every integer
-# must fit SQLite's signed 64-bit INTEGER (apsw raises OverflowError beyond it), and no string
-# or list may be unbounded.
+# must fit SQLite's signed 64-bit INTEGER (apsw raises OverflowError beyond it), no string
+# or list may be unbounded, and no string holds a NUL (PostgreSQL text cannot: a team palace
+# failed a filter with STORAGE_ERROR where SQLite matched nothing).
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 MAX_ID = INT64_MAX  # drawer, fact and vector ids are positive SQLite rowids
@@ -41,7 +42,8 @@ class Arg:
     characters of a string or the items of a list. The decoder narrows, never widens, its
     structural bounds with them: integers always fit in INT64_MIN..INT64_MAX, floats are
     always finite, strings default to DEFAULT_MAX_STR characters (strlist items too) and lists
-    to DEFAULT_MAX_ITEMS items.
+    to DEFAULT_MAX_ITEMS items, and strings never hold a NUL (INVALID_ARGS) unless ``content``:
+    a text whose handler refuses NUL itself, as INVALID_CONTENT (``ops.fields.check_text``).
     """
 
     kind: str  # "str" | "int" | "float" | "bool" | "strlist" | "intlist" | "any" | "list"
@@ -52,6 +54,7 @@ class Arg:
     max: float | None = None
     max_len: int | None = None
     help: str = ""  # one line for CLI --help and MCP schemas
+    content: bool = False
 
 
 
@@ -184,6 +187,8 @@ def _check_value(op: Signature, name: str, spec: Arg, value: Any) -> Any:
             raise InvalidArgs(f"{where} is longer than {limit} characters ({len(value)})",
                               details={"op": op.name, "arg": name, "max_len": limit,
                                        "len": len(value)})
+        if not spec.content:
+            _refuse_nul(op, name, value, where)
     elif isinstance(value, list):
         limit = DEFAULT_MAX_ITEMS if spec.max_len is None else spec.max_len
         if len(value) > limit:
@@ -203,10 +208,20 @@ def _check_item(op: Signature, name: str, spec: Arg, i: int, item: Any) -> None:
             raise InvalidArgs(f"{where} must be {range_text(lo, hi)}, got {quote(item, 40)}",
                               details={"op": op.name, "arg": name, "index": i,
                                        "min": lo, "max": hi})
-    elif spec.kind == "strlist" and len(item) > DEFAULT_MAX_STR:
-        raise InvalidArgs(f"{where} is longer than {DEFAULT_MAX_STR} characters ({len(item)})",
-                          details={"op": op.name, "arg": name, "index": i,
-                                   "max_len": DEFAULT_MAX_STR, "len": len(item)})
+    elif spec.kind == "strlist":
+        if len(item) > DEFAULT_MAX_STR:
+            raise InvalidArgs(f"{where} is longer than {DEFAULT_MAX_STR} characters "
+                              f"({len(item)})", details={"op": op.name, "arg": name, "index": i,
+                                                         "max_len": DEFAULT_MAX_STR,
+                                                         "len": len(item)})
+        _refuse_nul(op, name, item, where)
+
+
+def _refuse_nul(op: Signature, name: str, value: str, where: str) -> None:
+    """Raises InvalidArgs when string ``value`` (argument ``name``) holds a NUL character."""
+    if "\x00" in value:
+        raise InvalidArgs(f"{where} contains a NUL character",
+                          details={"op": op.name, "arg": name, "at": value.index("\x00")})
 
 
 def client_bounds(arg: Arg) -> tuple[float | None, float | None]:

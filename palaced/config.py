@@ -47,13 +47,13 @@ spawn: a daemon auto-started from a bridge still finds its model through the fil
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from palaced.config_bounds import bounds, out_of_bound
 from palaced.embedder import EmbedderSettings, settings_from_env
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths, resolve
@@ -62,10 +62,16 @@ from palaced.team_settings import STORES_SECTION, TeamSettings, check_stores, te
 from palaced.toml_lines import key_lines, line_of
 from palaced.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
+CENTURY_DAYS = 36_500
 
-def _above(default: Any, bound: float, *, strict: bool = True) -> Any:
-    """A Limits field whose value must be ``> bound`` (``>= bound`` unless ``strict``)."""
-    return field(default=default, metadata={"bound": bound, "strict": strict})
+
+def _above(default: Any, bound: float, high: float, *, strict: bool = True) -> Any:
+    """A settings field whose value must be ``> bound`` (``>= bound`` unless ``strict``) and
+    ``<= high``: every number has both ends, so that no value (inf, 1e20, 1e-300) can wedge
+    the daemon."""
+    return field(default=default, metadata=bounds(bound, high, strict=strict))
 
 
 class _Bounded:
@@ -87,26 +93,29 @@ class Limits(_Bounded):
         ValueError: a value is out of its bound (``load`` reports it with the file's line).
     """
 
-    max_frame: int = _above(DEFAULT_MAX_FRAME, 4096, strict=False)
-    max_text_chars: int = _above(200_000, 0)
-    max_batch: int = _above(10_000, 0)
-    request_timeout_s: float = _above(120.0, 0)
-    max_request_timeout_s: float = _above(3600.0, 0)
-    idle_close_s: float = _above(600.0, 0)
-    checkpoint_idle_s: float = _above(5.0, 0)
-    max_connections: int = _above(256, 0)
+    # Upper ends: a frame's length is 4 bytes on the wire and a whole frame is held in memory
+    # (1 GiB); a deadline beyond a week is a mistake, and beyond ~1e9 s the socket refuses it.
+    # Lower ends of times: a deadline of 1e-300 s times every request out.
+    max_frame: int = _above(DEFAULT_MAX_FRAME, 4096, 1 << 30, strict=False)
+    max_text_chars: int = _above(200_000, 0, 100_000_000)
+    max_batch: int = _above(10_000, 0, 1_000_000)
+    request_timeout_s: float = _above(120.0, 0.1, WEEK_S, strict=False)
+    max_request_timeout_s: float = _above(3600.0, 0.1, WEEK_S, strict=False)
+    idle_close_s: float = _above(600.0, 0.1, WEEK_S, strict=False)
+    checkpoint_idle_s: float = _above(5.0, 0.1, DAY_S, strict=False)
+    max_connections: int = _above(256, 0, 100_000)
     # Connections accepted past max_connections that may only run the control ops (status,
     # stop): the owner always gets through, however many clients are stuck.
-    reserve_connections: int = _above(8, 0, strict=False)
-    max_open_palaces: int = _above(0, 0, strict=False)  # 0: see open_files.palace_budget
+    reserve_connections: int = _above(8, 0, 10_000, strict=False)
+    max_open_palaces: int = _above(0, 0, 1_000_000, strict=False)  # 0: open_files.palace_budget
     # A silent or half-sent peer must not hold a slot: see palaced.server.
-    handshake_timeout_s: float = _above(5.0, 0)
-    frame_timeout_s: float = _above(10.0, 0)
+    handshake_timeout_s: float = _above(5.0, 0.1, DAY_S, strict=False)
+    frame_timeout_s: float = _above(10.0, 0.1, DAY_S, strict=False)
     # An MCP bridge may hold its connection open for hours; closing it when idle costs the
     # client one reconnect on its next call.
-    connection_idle_s: float = _above(300.0, 0)
+    connection_idle_s: float = _above(300.0, 1, WEEK_S, strict=False)
     # Palaces of this many drawers or more search keywords on palaced/keywords.py (0: all).
-    keyword_engine_min_drawers: int = _above(20_000, 0, strict=False)
+    keyword_engine_min_drawers: int = _above(20_000, 0, 1_000_000_000, strict=False)
 
 
 @dataclass(frozen=True)
@@ -114,9 +123,10 @@ class Retention(_Bounded):
     """How long a palace keeps forgotten drawers (its trash) and its audit log."""
 
     # 0: a forgotten drawer is gone at once (never listed, never restorable).
-    trash_keep_days: float = _above(30.0, 0, strict=False)
-    audit_keep_days: float = _above(365.0, 0)
-    audit_max_entries: int = _above(100_000, 0)
+    # Days as milliseconds must stay a 64-bit integer: a century is plenty.
+    trash_keep_days: float = _above(30.0, 0, CENTURY_DAYS, strict=False)
+    audit_keep_days: float = _above(365.0, 0, CENTURY_DAYS)
+    audit_max_entries: int = _above(100_000, 0, 1_000_000_000)
 
     @property
     def trash_keep_ms(self) -> int:
@@ -125,19 +135,6 @@ class Retention(_Bounded):
     @property
     def audit_keep_ms(self) -> int:
         return int(self.audit_keep_days * 86_400_000)
-
-
-def out_of_bound(value: Any, bound: Any) -> str:
-    """What is wrong with number ``value`` under ``bound`` (``{"bound", "strict"}`` and an
-    optional inclusive ``"max"``), or ""."""
-    if "bound" not in bound:
-        return ""
-    low, strict, high = bound["bound"], bound["strict"], bound.get("max")
-    ok = (value > low if strict else value >= low) and (high is None or value <= high)
-    if ok and not (isinstance(value, float) and math.isnan(value)):
-        return ""
-    above = f"{'>' if strict else '>='} {low:g}"
-    return f"must be {above}{'' if high is None else f' and <= {high:g}'}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -151,12 +148,12 @@ class Upkeep(_Bounded):
     that returns a drawer with a ttl pushes its expiry to recall time + its ttl.
     """
 
-    consolidate_hint_at: int = _above(7, 0, strict=False)
+    consolidate_hint_at: int = _above(7, 0, 1_000_000, strict=False)
     # LoCoMo dev, every question asked twice (bench/access.py "repeat", the ranking before
     # the second hop, access boost 0.05), turn R@1/5/10: never .403/.728/.821, 20
     # .401/.729/.821, 10 .395/.726/.821 (fresh .401/.730/.823).
-    promote_after: int = _above(20, 0, strict=False)
-    promote_max: float = field(default=0.8, metadata={"bound": 0, "strict": False, "max": 1})
+    promote_after: int = _above(20, 0, 1_000_000, strict=False)
+    promote_max: float = field(default=0.8, metadata=bounds(0, 1, strict=False))
     recall_extends_ttl: bool = True
 
 
@@ -177,12 +174,12 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "embedder": {
         "model": Key("string", DEFAULT_MODEL),
         "model_path": Key("path"),
-        "threads": Key("integer", bound={"bound": 0, "strict": False}),
+        "threads": Key("integer", bound=bounds(0, 1024, strict=False)),
         "allow_download": Key("boolean", True),
     },
     "tokenizer": {"bpe_file": Key("path")},
     "backup": {"dir": Key("path"),
-               "keep": Key("integer", DEFAULT_BACKUP_KEEP, {"bound": 0, "strict": True})},
+               "keep": Key("integer", DEFAULT_BACKUP_KEEP, bounds(0, MAX_BACKUP_KEEP))},
     "limits": {f.name: Key("integer" if f.type in ("int", int) else "number",
                            f.default, dict(f.metadata)) for f in fields(Limits)},
     # Retention fields are "<section>_<key>": trash_keep_days is [trash] keep_days.
@@ -384,17 +381,13 @@ def load(paths: Paths | None = None) -> DaemonConfig:
 
 
 def _backup(table: dict[str, Any], source: Path) -> BackupSettings:
-    """The settings of a checked [backup] table.
+    """The settings of a checked [backup] table (``keep`` is within its bound).
 
     Raises:
-        InvalidArgs: ``dir`` is not an absolute path (``~`` allowed) or ``keep`` is above
-            MAX_BACKUP_KEEP.
+        InvalidArgs: ``dir`` is not an absolute path (``~`` allowed).
     """
     directory, keep = table.get("dir"), table.get("keep", DEFAULT_BACKUP_KEEP)
     path = Path(str(directory)).expanduser() if directory else None
     if path is not None and not path.is_absolute():
         raise InvalidArgs(f"bad config file {source}: [backup] dir must be an absolute path")
-    if keep > MAX_BACKUP_KEEP:
-        raise InvalidArgs(f"bad config file {source}: [backup] keep must be at most "
-                          f"{MAX_BACKUP_KEEP}")
     return BackupSettings(dir=path, keep=int(keep))

@@ -89,7 +89,7 @@ _KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
 MAX_EXPORT_PAGE = 10_000
 
 DRAWER_ARGS: dict[str, Arg] = {
-    "text": Arg("str", required=True, max_len=NO_LIMIT),
+    "text": Arg("str", required=True, max_len=NO_LIMIT, content=True),
     "wing": _LABEL,
     "room": _LABEL,
     "tags": _TAGS,
@@ -255,7 +255,7 @@ _ALL: tuple[OpSpec, ...] = (
     # A resend finds the values already there and changes nothing.
     OpSpec("memory.update", {
         "id": _ID,
-        "text": Arg("str", max_len=NO_LIMIT),
+        "text": Arg("str", max_len=NO_LIMIT, content=True),
         "wing": _LABEL,
         "room": _LABEL,
         "tags": Arg("strlist", max_len=64),
@@ -339,7 +339,7 @@ _ALL: tuple[OpSpec, ...] = (
            doc="Move low/medium drawers whose weight fell below threshold to the trash."),
     OpSpec("memory.consolidate", {
         "room": Arg("str", required=True, max_len=MAX_FIELD_CHARS),
-        "summary": Arg("str", required=True, max_len=NO_LIMIT),
+        "summary": Arg("str", required=True, max_len=NO_LIMIT, content=True),
         "wing": _LABEL,
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER, permission="write",

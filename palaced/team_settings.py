@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from palaced.config_bounds import bounds
+
 # ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
 # checked apart from config.SCHEMA (their names are the user's).
 STORES_SECTION = "stores"
@@ -19,8 +21,9 @@ class TeamSettings:
     timeout and how long a connection may take (``[team]``), and the named connections of
     ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
 
-    statement_timeout_s: float = field(default=5.0, metadata={"bound": 0, "strict": True})
-    connect_timeout_s: float = field(default=3.0, metadata={"bound": 0, "strict": True})
+    # Under 0.1 s a statement timeout rounds to 0 ms, which PostgreSQL reads as "no timeout".
+    statement_timeout_s: float = field(default=5.0, metadata=bounds(0.1, 3600, strict=False))
+    connect_timeout_s: float = field(default=3.0, metadata=bounds(0.1, 3600, strict=False))
     stores: dict[str, str] = field(default_factory=dict)
 
 

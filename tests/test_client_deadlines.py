@@ -167,12 +167,41 @@ def test_a_request_timeout_is_sent_and_waited_for(mute: FakeDaemon,
     assert sent == [300, 1000]
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-1", "inf"])
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "inf", "nan", "1e10", "604801"])
 def test_bad_timeout_variables_are_client_errors(value: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PALACE_CONNECT_TIMEOUT", value)
-    with pytest.raises(ClientError, match="PALACE_CONNECT_TIMEOUT must be a number"):
+    with pytest.raises(ClientError, match=r"PALACE_CONNECT_TIMEOUT must be a number of seconds "
+                       rf"> 0 and <= 604800, got '{value}'"):
         Client("/nonexistent.sock", autostart=False)
+    monkeypatch.delenv("PALACE_CONNECT_TIMEOUT")
+    monkeypatch.setenv("PALACE_REQUEST_TIMEOUT", value)
+    with pytest.raises(ClientError, match="PALACE_REQUEST_TIMEOUT must be"):
+        Client("/nonexistent.sock", autostart=False)
+    monkeypatch.delenv("PALACE_REQUEST_TIMEOUT")
+    explicit = -1.0 if value in ("abc", "0") else float(value)  # 0 means "not given"
+    with pytest.raises(ClientError, match="request_timeout must be a number of seconds"):
+        Client("/nonexistent.sock", autostart=False, request_timeout=explicit)
+
+
+def test_a_daemon_stating_an_endless_deadline_still_gets_a_bounded_wait(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deadline of inf (or 1e20 s) in the hello once failed every call, `daemon stop`
+    included, with an OverflowError from the socket: the client waits at most MAX_WAIT_S."""
+    fake = FakeDaemon(home / "run" / "palaced.sock",
+                      hello={**HELLO, "request_timeout_s": float("inf"),
+                             "max_request_timeout_s": 1e20})
+    try:
+        monkeypatch.setattr(connection, "MAX_WAIT_S", 0.3)  # a week, in the product
+        monkeypatch.setattr(connection, "REPLY_GRACE_S", 0.2)
+        client = Client(fake.path, autostart=False)
+        for timeout_ms in (None, 10**15):
+            started = time.monotonic()
+            with pytest.raises(Timeout, match=r"within 0\.5s"):
+                client.call("daemon.status", timeout_ms=timeout_ms)
+            assert time.monotonic() - started < 3
+    finally:
+        fake.close()
 
 
 def _default_sigint() -> None:

@@ -5,6 +5,7 @@ with the same message `palaced check-config` prints; environment variables overr
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from palaced import config
+from palaced.config_bounds import describe_bound, out_of_bound
 from palaced.errors import InvalidArgs
 from palaced.paths import Paths
 from palaced.toml_lines import key_lines, line_of
@@ -45,17 +47,18 @@ def _problems(tmp_path: Path, text: str) -> list[str]:
       "[tokenizer], [backup], [limits], [trash], [audit], [upkeep], [team]"]),
     ("[upkeep]\npromote_max = 1.5\nconsolidate_hint_at = -1\n",
      ["2: [upkeep] promote_max must be >= 0 and <= 1, got 1.5",
-      "3: [upkeep] consolidate_hint_at must be >= 0, got -1"]),
+      "3: [upkeep] consolidate_hint_at must be >= 0 and <= 1000000, got -1"]),
     ("[limits]\nbpe_file = 'x'\n",
      ["2: unknown key 'bpe_file' in [limits] ('bpe_file' belongs in [tokenizer])"]),
     ("threads = 2\n", ["1: 'threads' belongs in the [embedder] section"]),
     ("[embedder]\nallow_download = 1\n",
      ["2: [embedder] allow_download must be true or false, got the integer 1"]),
     ("[limits]\nmax_connections = 0\nrequest_timeout_s = true\nmax_frame = 12\n",
-     ["2: [limits] max_connections must be > 0, got 0",
+     ["2: [limits] max_connections must be > 0 and <= 100000, got 0",
       "3: [limits] request_timeout_s must be a number, got the boolean true",
-      "4: [limits] max_frame must be >= 4096, got 12"]),
-    ("[limits]\nidle_close_s = nan\n", ["2: [limits] idle_close_s must be > 0, got nan"]),
+      "4: [limits] max_frame must be >= 4096 and <= 1073741824, got 12"]),
+    ("[limits]\nidle_close_s = nan\n",
+     ["2: [limits] idle_close_s must be >= 0.1 and <= 604800, got nan"]),
     ("[tokenizer]\nbpe_file = ['a']\n",
      ["2: [tokenizer] bpe_file must be a string (a path), got an array"]),
     ("embedder = 3\n", ["1: [embedder] must be a table, got the integer 3"]),
@@ -140,3 +143,51 @@ def test_check_config_and_run_refuse_a_bad_file_alike(home: Path) -> None:
     res = _palaced(home, "run", "--log-level", "loud")
     assert res.returncode == 2 and "--log-level must be one of" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+NUMERIC = [(section, key, spec) for section, keys in config.SCHEMA.items()
+           for key, spec in keys.items() if spec.kind in ("integer", "number")]
+
+
+def test_every_number_has_finite_bounds() -> None:
+    """A new numeric key gets both ends too (its metadata: ``config.bounds``)."""
+    for section, key, spec in NUMERIC:
+        low, high = spec.bound.get("bound"), spec.bound.get("max")
+        assert low is not None and high is not None, f"[{section}] {key} has no bounds"
+        assert math.isfinite(low) and math.isfinite(high) and low < high, (section, key)
+        if spec.default is not None:
+            assert not out_of_bound(spec.default, spec.bound), (section, key)
+
+
+@pytest.mark.parametrize(("section", "key", "spec"), NUMERIC,
+                         ids=[f"{s}.{k}" for s, k, _ in NUMERIC])
+def test_every_number_refuses_inf_nan_and_absurd_values(tmp_path: Path, section: str,
+                                                        key: str, spec: config.Key) -> None:
+    bound = describe_bound(spec.bound)
+    over = int(spec.bound["max"]) * 10 + 1
+    low = spec.bound["bound"]
+    under = low - 1 if spec.kind == "integer" else low / 1e300 if low else -1.0
+    values = [over, int(under)] if spec.kind == "integer" else [
+        "inf", "-inf", "nan", str(float(over)), repr(under)]
+    for value in values:
+        want = [f"2: [{section}] {key} must be {bound}, got {value!r}"] if spec.kind == (
+            "integer") else [f"2: [{section}] {key} must be {bound}, got {float(value)!r}"]
+        assert _problems(tmp_path, f"[{section}]\n{key} = {value}\n") == want
+
+
+def test_check_config_names_the_values_that_wedged_the_daemon(home: Path) -> None:
+    """Each of these once passed the check and then broke every request, checkpoint or
+    ``forget`` of the daemon it started."""
+    (home / "config.toml").write_text(
+        "[trash]\nkeep_days = inf\n[audit]\nkeep_days = inf\n[limits]\n"
+        "request_timeout_s = inf\nmax_frame = 100000000000000000000\n"
+        "frame_timeout_s = 1e-300\n")
+    res = _palaced(home, "check-config")
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr
+    lines = [line.removeprefix(f"{home / 'config.toml'}:") for line in res.stderr.splitlines()[1:]]
+    assert lines == [
+        "2: [trash] keep_days must be >= 0 and <= 36500, got inf",
+        "4: [audit] keep_days must be > 0 and <= 36500, got inf",
+        "6: [limits] request_timeout_s must be >= 0.1 and <= 604800, got inf",
+        "7: [limits] max_frame must be >= 4096 and <= 1073741824, got 100000000000000000000",
+        "8: [limits] frame_timeout_s must be >= 0.1 and <= 86400, got 1e-300"]

@@ -853,6 +853,18 @@ def proc(bridge_env: dict[str, str]) -> Iterator[Proc]:
 
 
 @pytest.mark.daemon
+def test_a_byte_order_mark_before_the_first_message_is_ignored(proc: Proc) -> None:
+    """Only the stream's first bytes may be a BOM: one before a later message is still an
+    error, as JSON has none."""
+    assert proc.request(b"\xef\xbb\xbf" + json.dumps(initialize("2025-06-18")).encode())[
+        "result"]["protocolVersion"] == "2025-06-18"
+    assert proc.request({"jsonrpc": "2.0", "id": 1, "method": "ping"})["result"] == {}
+    assert proc.request(b'\xef\xbb\xbf{"jsonrpc": "2.0", "id": 2, "method": "ping"}')[
+        "error"]["code"] == -32700
+    assert proc.close()[0] == 0
+
+
+@pytest.mark.daemon
 def test_process_handshake_and_errors(proc: Proc, home: Path) -> None:
     assert proc.request(initialize("2025-06-18"))["result"]["protocolVersion"] == "2025-06-18"
     proc.send({"jsonrpc": "2.0", "method": "notifications/initialized"})

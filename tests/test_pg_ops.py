@@ -181,6 +181,38 @@ def test_recall_all_spans_local_and_team_palaces(team_daemon: DaemonProc, pg_url
         c.delete_palace(team, purge=True)
 
 
+def test_a_nul_in_a_filter_is_invalid_args_on_team_and_local_palaces(
+        team_daemon: DaemonProc, pg_url: str) -> None:
+    """PostgreSQL text cannot hold NUL: an audit or import-ledger filter with one once failed
+    a team palace with STORAGE_ERROR where SQLite matched nothing. The argument layer refuses
+    a NUL in any argument (but texts, INVALID_CONTENT) for every palace, before a store sees
+    it."""
+    team, local = _name("t"), _name("l")
+    nul = "a\x00b"
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("palace.audit", {}, "agent"), ("palace.audit", {}, "op"),
+        ("source.list", {"importer": "markdown"}, "prefix"),
+        ("source.list", {"importer": "markdown"}, "after"),
+        ("source.sync", {"importer": "markdown", "key": "k", "items": []}, "hash"),
+        ("memory.recall", {"query": "deploy"}, "wing"), ("memory.list", {}, "room"),
+        ("graph.query", {}, "subject")]
+    with team_daemon.client() as c:
+        c.create_palace(team, store=pg_url)
+        c.create_palace(local)
+        for palace in (team, local):
+            c.remember(palace, "The deploy checklist lives in the wiki", tags=["ops"])
+            for op, args, arg in cases:
+                with pytest.raises(E.InvalidArgs, match="contains a NUL character") as info:
+                    c.call(op, palace, {**args, arg: nul})
+                assert info.value.details["arg"] == arg, (palace, op)
+            with pytest.raises(E.InvalidArgs, match="item 1 of argument 'tags' contains a NUL"):
+                c.call("memory.recall", palace, {"query": "deploy", "tags": ["ops", nul]})
+            with pytest.raises(E.InvalidContent):  # a text's NUL stays a content error
+                c.remember(palace, nul)
+            assert c.call("palace.audit", palace, {"agent": "*"})  # without NUL: answered
+        c.delete_palace(team, purge=True)
+
+
 # -- the store functions on PostgreSQL ------------------------------------------------------
 @pytest.fixture
 def pgc(pg_url: str) -> Iterator[Any]:

@@ -89,3 +89,11 @@ def test_counts_add_up_and_redaction_is_idempotent() -> None:
     out, count = redact(text)
     assert count == 3
     assert redact(out) == (out, 0)
+
+
+def test_private_key_blocks_end_at_their_first_end_line_or_their_base64() -> None:
+    head = "-----BEGIN PRIVATE KEY-----"
+    text = (f"a {head}\nQUJDREVGR0g=\n-----END PRIVATE KEY----- b {head} c {head}\n"
+            "QUJDREVGR0g=\n-----END RSA PRIVATE KEY----- d " + f"{head}\nQUJDREVGR0g=\nprose " * 2)
+    assert redact(text) == ("a [REDACTED:private_key] b [REDACTED:private_key] d "
+                            + "[REDACTED:private_key]\nprose " * 2, 4)

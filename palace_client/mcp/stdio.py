@@ -34,6 +34,9 @@ from .toolbox import DaemonClient, Toolbox
 MAX_LINE = 16 * 1024 * 1024
 READ_CHUNK = 64 * 1024
 INBOX_SIZE = 32  # messages read ahead of the one being answered
+# Some clients (Windows tools, editors' "UTF-8 with BOM") start the stream with a byte order
+# mark; JSON has none, so the first message would be a parse error.
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class _Stop(BaseException):
@@ -95,10 +98,15 @@ _Inbox = queue.Queue[tuple[str, Any]]
 
 
 def _read_loop(bridge: Bridge, stdin: BinaryIO, inbox: _Inbox) -> None:
-    """Reader thread: decode every input line; answers to the bridge's own requests go to
-    the bridge at once, everything else to the main thread, in order."""
+    """Reader thread: decode every input line (a BOM before the first is dropped); answers
+    to the bridge's own requests go to the bridge at once, everything else to the main
+    thread, in order."""
+    first = True
     try:
         for line in _lines(stdin):
+            if first and line is not None:
+                line = line.removeprefix(UTF8_BOM)
+            first = False
             if line is None:
                 inbox.put(("answer", encode(_error(
                     None, INVALID_REQUEST, f"Invalid Request: longer than {MAX_LINE} bytes"))))

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import apsw
 
+from palaced.errors import StorageError
+
 from .checks import header, integrity_problems
 from .db import open_connection, storage_error
 from .meta import last_write_ms, meta_get
@@ -67,6 +69,7 @@ class SnapshotCopy:
             StorageError: the source cannot be read or the destination cannot be created.
         """
         self._path = source
+        self._dest_path = dest
         self._palace = palace
         self._src = open_connection(source, palace=palace)
         self._dest: apsw.Connection | None = None
@@ -80,7 +83,7 @@ class SnapshotCopy:
             self._backup = self._dest.backup("main", self._src, "main")
         except apsw.Error as exc:
             self.close()
-            raise storage_error(exc, source, palace) from exc
+            raise self._error(exc) from exc
         except BaseException:
             self.close()
             raise
@@ -103,7 +106,7 @@ class SnapshotCopy:
         try:
             return bool(self._backup.step(pages))
         except apsw.Error as exc:
-            raise storage_error(exc, self._path, self._palace) from exc
+            raise self._error(exc) from exc
 
     def finish(self) -> None:
         """Complete the copy and make it a stand-alone file (rollback journal, not WAL).
@@ -120,7 +123,14 @@ class SnapshotCopy:
             self._backup = None
             self._dest.execute("PRAGMA journal_mode=DELETE")
         except apsw.Error as exc:
-            raise storage_error(exc, self._path, self._palace) from exc
+            raise self._error(exc) from exc
+
+    def _error(self, exc: apsw.Error) -> StorageError:
+        """The StorageError for ``exc``: only the copy is written, so a full or read-only
+        disk is the destination's, not the palace's."""
+        if isinstance(exc, apsw.FullError | apsw.ReadOnlyError):
+            return storage_error(exc, self._dest_path)
+        return storage_error(exc, self._path, self._palace)
 
     def close(self) -> None:
         """Release both connections (and abandon an unfinished copy). Never raises."""

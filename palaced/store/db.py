@@ -103,6 +103,29 @@ def _describe(exc: apsw.Error | OSError, path: Path | None) -> tuple[str, str]:
     return "sqlite", "failed"
 
 
+# SQLite's own text of each result code (sqlite3_errstr), for an error whose message SQLite
+# had already reset when apsw read it: apsw then says "not an error" (the text of SQLITE_OK),
+# as an online backup's step does on a full disk.
+_RESULT_TEXT: dict[type[apsw.Error], str] = {
+    apsw.FullError: "database or disk is full",
+    apsw.ReadOnlyError: "attempt to write a readonly database",
+    apsw.CorruptError: "database disk image is malformed",
+    apsw.NotADBError: "file is not a database",
+    apsw.CantOpenError: "unable to open database file",
+    apsw.IOError: "disk I/O error",
+    apsw.PermissionsError: "access permission denied",
+}
+
+
+def _sqlite_cause(exc: apsw.Error) -> str:
+    """What SQLite said about ``exc``: its message, or its result code's text (else the
+    error's class) when the message is SQLite's stale "not an error"."""
+    message = str(exc)
+    if message.strip().lower() == "not an error":
+        message = _RESULT_TEXT.get(type(exc), type(exc).__name__)
+    return f"SQLite: {message}"
+
+
 # The typed errors of the conditions a client can act on; the others are plain StorageError.
 _CLASSES: dict[str, type[StorageError]] = {
     "read_only": StorageReadOnly, "full": StorageFull, "corrupt": StorageCorrupt}
@@ -120,7 +143,7 @@ def storage_error(exc: apsw.Error | OSError, path: Path | None = None,
     condition, what = _describe(exc, path)
     owner = f"palace {palace!r}'s storage" if palace else "storage"
     where = f" ({path})" if path is not None else ""
-    cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else f"SQLite: {exc}"
+    cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else _sqlite_cause(exc)
     hint = {
         "read_only": "; make it writable, then retry",
         "full": "; free some space, then retry",
