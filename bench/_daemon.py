@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from palace_client import Client
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"

@@ -28,7 +28,7 @@ from typing import Any
 import msgpack
 
 from palace_client import Client
-from palaced.protocol import HELLO_OP, hello_args
+from palaced.wire.protocol import HELLO_OP, hello_args
 
 SIEGE_LIMITS = {"handshake_timeout_s": 1.5, "frame_timeout_s": 1.5, "max_connections": 48,
                 "reserve_connections": 4}

@@ -40,13 +40,13 @@ from _daemon import PrivateDaemon, all_drawers
 from _dbcheck import index_problems, integrity, texts
 
 from palace_client import Client
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 PALACE = "storm"
 WRITER = Path(__file__).with_name("_storm_writer.py")
 PAUSE_LIMIT_S = 60.0
 SETTLE_LIMIT_S = 120.0  # restart, model load and backfill after a kill
-BATCH = 256  # drawers per transaction of remember_many (palaced.writes.REMEMBER_BATCH)
+BATCH = 256  # drawers per transaction of remember_many (palaced.memory.writes.REMEMBER_BATCH)
 
 
 @dataclass

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from palace_client import Client
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 PLACES = ("river", "forest", "harbor", "mountain", "meadow", "glacier", "desert", "marsh")
 THINGS = ("otters", "herons", "pumps", "bridges", "lanterns", "orchards", "turbines", "ferries")

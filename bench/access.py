@@ -57,14 +57,19 @@ from bench.locomo import (  # noqa: E402
     evaluate,
     session_ranking,
 )
-from palaced import config as config_mod  # noqa: E402
-from palaced import recall, search, writes  # noqa: E402
-from palaced.embedder import EmbedderSettings, FastEmbedder  # noqa: E402
+from palaced.config import settings as config_mod  # noqa: E402
+from palaced.config.model import EmbedderSettings  # noqa: E402
+from palaced.engine.embedder import FastEmbedder  # noqa: E402
+from palaced.engine.services import ModelState, Services  # noqa: E402
+from palaced.engine.tokens import Tokenizer  # noqa: E402
+from palaced.memory import writes
 from palaced.ops.fields import drawers_from_items  # noqa: E402
-from palaced.palace import Palace  # noqa: E402
-from palaced.paths import Paths  # noqa: E402
-from palaced.services import ModelState, Services  # noqa: E402
-from palaced.tokens import Tokenizer  # noqa: E402
+from palaced.palace.handle import Palace  # noqa: E402
+from palaced.retrieval import (
+    recall,  # noqa: E402
+    search,
+)
+from palaced.wire.paths import Paths  # noqa: E402
 
 TOP_K = 50
 

@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
 
-from palaced.index import to_blob
+from palaced.index.vectors import to_blob
 from palaced.store import Store
 from palaced.store.drawers import NewDrawer, insert_drawer
 from palaced.store.meta import claim_embedder
 from palaced.store.vectors import store_vectors
-from palaced.topics import extract_topics
+from palaced.text.topics import extract_topics
 
 WORDS = ("deploy pipeline billing staging database auth middleware search index cache "
          "gateway warehouse postgres redis kubernetes region rust go webhook queue terraform "

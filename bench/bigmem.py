@@ -4,14 +4,14 @@ huge drawer slows wake-up and recall.
 Three parts, each printing a table:
 
 1. **Stages of one remember**, in this process, for each size: validating the fields and
-   extracting topics (``drawer_from_args``), chunking (``palaced.chunking``), embedding the
+   extracting topics (``drawer_from_args``), chunking (``palaced.text.chunking``), embedding the
    chunks with the raw fastembed model (``embed_passages``, no daemon), and the SQLite write
    (drawer, full-text row, neighbour context, closets; then the vectors), against a scratch
    store holding a few neighbours in the same room.
 2. **Through a private daemon** with the same model: the time ``memory.remember`` takes to
    answer, and the time until the drawer's vectors are in (``palace.info`` polled until no
    embedding is pending), against the raw embedding time of part 1. Texts over the inline
-   threshold (``palaced.writes.INLINE_MAX_CHUNKS``) answer once committed and are embedded in
+   threshold (``palaced.memory.writes.INLINE_MAX_CHUNKS``) answer once committed and are embedded in
    the background.
 3. **Wake-up and recall with a huge drawer**: two palaces of the same 300 LoCoMo turns, one
    with a 150,000-character drawer more (importance 1, so it is in L1, and made of turns, so
@@ -81,12 +81,13 @@ def ms(seconds: float) -> str:
 
 def stages(pool: list[str], sizes: list[int], model: Path) -> list[dict[str, Any]]:
     """Part 1: each stage of a remember, timed in this process."""
-    from palaced.chunking import chunk_text
-    from palaced.embedder import EmbedderSettings, FastEmbedder
-    from palaced.index import to_blob
+    from palaced.config.model import EmbedderSettings
+    from palaced.engine.embedder import FastEmbedder
+    from palaced.index.vectors import to_blob
     from palaced.ops.fields import drawer_from_args
     from palaced.store import Store, drawers
     from palaced.store.vectors import store_vectors
+    from palaced.text.chunking import chunk_text
 
     emb = FastEmbedder.load(EmbedderSettings(model_path=model))
     emb.embed_passages(["warm up the session"] * 4)

@@ -87,8 +87,8 @@ def synthetic_corpus(root: Path, exchanges: int, seed: int = 5) -> list[Path]:
 
 def rendered_texts(paths: list[Path], limit: int = 200_000) -> list[str]:
     """The drawer texts the import stores for ``paths`` (the daemon's own rendering code)."""
-    from palaced.capture import to_drawer
-    from palaced.exchanges import TranscriptReader, open_transcript
+    from palaced.capture.drawers import to_drawer
+    from palaced.text.exchanges import TranscriptReader, open_transcript
 
     texts = []
     for path in paths:
@@ -103,8 +103,9 @@ def rendered_texts(paths: list[Path], limit: int = 200_000) -> list[str]:
 
 def raw_embedder_rate(texts: list[str], model_dir: Path) -> dict[str, Any]:
     """Texts/s of the model alone on ``texts``, chunked as the daemon does."""
-    from palaced.embedder import EmbedderSettings, FastEmbedder
-    from palaced.writes import chunk_text
+    from palaced.config.model import EmbedderSettings
+    from palaced.engine.embedder import FastEmbedder
+    from palaced.memory.writes import chunk_text
 
     emb = FastEmbedder.load(EmbedderSettings(model_path=model_dir, allow_download=False))
     chunks = sorted((c for t in texts for c in chunk_text(t)), key=len)

@@ -57,7 +57,7 @@ CATEGORIES = (
     ("SQLite writes (remember/forget)", ("store/drawers.py", "store/vectors.py",
                                          "store/context.py", "Store.write")),
     ("vector search (usearch)", ("index.py",)),
-    ("ranking / fusion / packing", ("fusion.py", "packing.py", "palaced/search.py",
+    ("ranking / fusion / packing", ("fusion.py", "packing.py", "palaced/retrieval/search.py",
                                     "recall.py")),
     ("msgpack (de)serialisation", ("msgpack", "protocol.py")),
     ("event loop / transport (asyncio, anyio)", ("asyncio", "anyio", "server.py")),

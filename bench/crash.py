@@ -64,8 +64,8 @@ from typing import Any
 from _daemon import PrivateDaemon, add_daemon_args, all_drawers, launch, wait_ready
 
 from palace_client import Client
-from palace_client.connection import Connection
-from palaced.errors import MemoryNotFound, PalaceError
+from palace_client.transport.connection import Connection
+from palaced.wire.errors import MemoryNotFound, PalaceError
 
 PALACE = "crash"
 WORKER_STUCK_S = 60.0

@@ -3,7 +3,7 @@
 Embeds hand-written pairs of memories with the real model: true near-duplicates (rephrasings,
 typo fixes, reordered words of the same memory) and false ones (related but different facts:
 another number, a negation, an opposite word). Prints the cosine distributions, the best
-cosine-only threshold, and the same with the lexical guard of ``palaced.rules``
+cosine-only threshold, and the same with the lexical guard of ``palaced.text.rules``
 (``is_near_duplicate``), then one JSON line with the numbers.
 
     python bench/dedup_threshold.py [--model-dir PATH]
@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from palaced.rules import DEDUP_THRESHOLD, lexical_guard  # noqa: E402
+from palaced.text.rules import DEDUP_THRESHOLD, lexical_guard  # noqa: E402
 
 DEFAULT_MODEL = ROOT.parent / "shared/models/all-MiniLM-L6-v2-onnx-int8"
 

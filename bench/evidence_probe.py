@@ -42,15 +42,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import rank_cv as rc
 from bench.locomo import DEFAULT_DATA, DEFAULT_MODEL_DIR
-from palaced import candidates, recall, search
-from palaced.embedder import EmbedderSettings, FastEmbedder
-from palaced.fusion import ranking
-from palaced.palace import Palace
-from palaced.replies import TAIL_CHARS, question_share
-from palaced.sets import asks_for_set
+from palaced.config.model import EmbedderSettings
+from palaced.engine.embedder import FastEmbedder
+from palaced.palace.handle import Palace
+from palaced.retrieval import candidates, recall, search
+from palaced.retrieval.fusion import ranking
+from palaced.retrieval.replies import TAIL_CHARS, question_share
+from palaced.retrieval.sets import asks_for_set
+from palaced.retrieval.when import asks_when
 from palaced.store import context as ctx
 from palaced.store import search as sql
-from palaced.when import asks_when
 
 Patch = Callable[[], contextlib.AbstractContextManager[None]]
 

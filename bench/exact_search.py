@@ -1,4 +1,4 @@
-"""Exact against graph search in the vector index (``palaced.index``), by index size.
+"""Exact against graph search in the vector index (``palaced.index.vectors``), by index size.
 
 For each size N: N unit vectors in 64 clusters (384 dims, notes that read alike), added to a
 ``VectorIndex`` of palace's parameters (half floats, connectivity 16, expansion 128 / 64).
@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from palaced.index import EXACT_SEARCH_MAX, new_usearch
+from palaced.index.vectors import EXACT_SEARCH_MAX, new_usearch
 
 DIMS, K, QUERIES, SAMPLE = 384, 200, 300, 2_000
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _daemon import launch, private_env, stop_daemon, wait_ready
 
 from palace_client import Client
-from palaced.index import to_blob
+from palaced.index.vectors import to_blob
 from palaced.store import Store
 from palaced.store.drawers import NewDrawer, insert_drawer
 from palaced.store.vectors import store_vectors

@@ -2,7 +2,7 @@
 
 For each LoCoMo conversation the turns are embedded as the daemon stores them (text
 ``{speaker} said, "{text}"``, one chunk each: turns are short) and every question is embedded
-as a query. The relevance of a turn for a question is ``palaced.relevance.relevance`` (the
+as a query. The relevance of a turn for a question is ``palaced.text.relevance.relevance`` (the
 daemon's own function: ``max(clipped cosine, query-word coverage)``), with the exact cosine
 over all turns (the daemon's HNSW pool holds the same best cosines). Then, for a candidate
 floor ``f``:
@@ -14,7 +14,7 @@ floor ``f``:
   conversations (the spread).
 
 Each is measured with the floor alone (``none``) and combined with a rule on the names the
-question asks about (``palaced.topics.query_entities``: "Caroline", "Postgres", "config.py"),
+question asks about (``palaced.text.topics.query_entities``: "Caroline", "Postgres", "config.py"),
 looked up in the palace: the question answers "nothing relevant" (and all its gold hits count
 as flagged) when the rule fires, whatever the floor. Variants:
 
@@ -50,11 +50,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.locomo import DEFAULT_DATA, DEFAULT_MODEL_DIR, build_drawers, build_questions  # noqa: E402
-from palaced.embedder import EmbedderSettings, FastEmbedder  # noqa: E402
-from palaced.relevance import relevance  # noqa: E402
+from palaced.config.model import EmbedderSettings  # noqa: E402
+from palaced.engine.embedder import FastEmbedder  # noqa: E402
 from palaced.store.schema import V1  # noqa: E402
 from palaced.store.search import fts_terms, mentioned  # noqa: E402
-from palaced.topics import query_entities  # noqa: E402
+from palaced.text.relevance import relevance  # noqa: E402
+from palaced.text.topics import query_entities  # noqa: E402
 
 GRID = [round(x, 3) for x in np.arange(0.10, 0.701, 0.025)]
 

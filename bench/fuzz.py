@@ -84,10 +84,10 @@ from _mcp_fuzz import McpFuzzer, McpTally
 from _siege import SIEGE_LIMITS, run_siege
 
 from palace_client import Client
-from palaced.args import Arg
-from palaced.errors import PalaceError
-from palaced.protocol import HEADER, HELLO_OP, PROTOCOL_VERSION, hello_args
-from palaced.specs import SPECS
+from palaced.wire.args import Arg
+from palaced.wire.errors import PalaceError
+from palaced.wire.protocol import HEADER, HELLO_OP, PROTOCOL_VERSION, hello_args
+from palaced.wire.specs import SPECS
 
 KEEP = "fuzz-keep"
 PLAY = "fuzz-play"

@@ -22,15 +22,20 @@ import anyio
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from palaced import audit, policy, trash, writes  # noqa: E402
-from palaced.config import Retention, load  # noqa: E402
-from palaced.embedder import HashEmbedder  # noqa: E402
-from palaced.palace import Palace, now_ms  # noqa: E402
-from palaced.paths import Paths  # noqa: E402
-from palaced.services import ModelState, Services  # noqa: E402
+from palaced.config.settings import Retention, load  # noqa: E402
+from palaced.engine.embedder import HashEmbedder  # noqa: E402
+from palaced.engine.services import ModelState, Services  # noqa: E402
+from palaced.engine.tokens import Tokenizer  # noqa: E402
+from palaced.memory import (
+    audit,  # noqa: E402
+    policy,
+    trash,
+    writes,
+)
+from palaced.palace.handle import Palace, now_ms  # noqa: E402
 from palaced.store import audit as audit_sql  # noqa: E402
 from palaced.store import drawers as m  # noqa: E402
-from palaced.tokens import Tokenizer  # noqa: E402
+from palaced.wire.paths import Paths  # noqa: E402
 
 ME = audit_sql.Actor("bench", "bench")
 KEEP = 30 * 86_400_000

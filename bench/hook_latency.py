@@ -11,7 +11,7 @@ exit. Two cases:
   delivery process (which fails and logs) and exits. This is the path a hook takes when the
   daemon is not running, without a daemon coming up between runs.
 
-The hook's budget is 200 ms (``palace_client.hook.BUDGET_S``).
+The hook's budget is 200 ms (``palace_client.hooks.capture.BUDGET_S``).
 
     python bench/hook_latency.py [--runs 40] [--keyword-only] [--json out.json]
 """

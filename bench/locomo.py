@@ -301,7 +301,7 @@ def run(data_path: Path, *, top_k: int, conversations: int | None,
     (a PostgreSQL URL or named store), the palaces are team palaces there.
 
     Raises:
-        palaced.errors.PalaceError: the daemon refused or failed a request.
+        palaced.wire.errors.PalaceError: the daemon refused or failed a request.
         OSError, ValueError: the data file cannot be read or parsed.
     """
     from palace_client import Client

@@ -24,7 +24,7 @@ status=0
 cleanup() {
     "$PY" - <<'EOF' || true
 from palace_client import Client
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 try:
     Client(autostart=False).stop_daemon()
 except (PalaceError, OSError):

@@ -212,7 +212,7 @@ def tools_list_size(bpe: Path) -> dict[str, Any]:
     """The tools/list answer as the bridge sends it: tools, bytes and cl100k tokens."""
     from palace_client.mcp.bridge import Bridge
     from palace_client.mcp.toolbox import Toolbox
-    from palaced.tokens import Tokenizer
+    from palaced.engine.tokens import Tokenizer
 
     def no_daemon() -> Any:
         raise AssertionError("tools/list needs no daemon")
@@ -227,7 +227,7 @@ def tools_list_size(bpe: Path) -> dict[str, Any]:
 def stop_daemon() -> None:
     """Stop the bench daemon (if one runs) and wait until its socket stops answering."""
     from palace_client import Client
-    from palaced.errors import PalaceError
+    from palaced.wire.errors import PalaceError
 
     probe = Client(autostart=False)
     try:

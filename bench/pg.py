@@ -79,7 +79,7 @@ def timed_ms(fn: Callable[[], Any]) -> float:
 def recall_ms(c: Any, name: str, q: str, errors: dict[str, int]) -> float:
     """One recall's latency; a failed one (e.g. STORE_UNAVAILABLE past the statement
     timeout) counts in ``errors`` and still enters the latencies with the time it took."""
-    from palaced.errors import PalaceError
+    from palaced.wire.errors import PalaceError
 
     t = time.perf_counter()
     try:
@@ -131,7 +131,7 @@ class Filler:
         """Drawers ``start``..``end`` into ``store``; returns drawers/s. With ``threads`` > 1
         (a team palace: PostgreSQL takes concurrent writers), each thread writes the drawers
         of its own rooms, so their neighbour-context updates never touch the same rows."""
-        from palaced.index import to_blob
+        from palaced.index.vectors import to_blob
         from palaced.store import drawers
         from palaced.store.vectors import store_vectors
 
@@ -169,7 +169,7 @@ def open_store(home: Path, name: str, kind: str, url: str) -> Any:
         from palaced.store.pg_schema import schema_name
 
         return PgStore(url, schema_name(name), palace=name)
-    from palaced.palace import DB_NAME
+    from palaced.palace.handle import DB_NAME
     from palaced.store import Store
 
     return Store(home / "palaces" / name / DB_NAME, palace=name)
@@ -177,8 +177,8 @@ def open_store(home: Path, name: str, kind: str, url: str) -> Any:
 
 def rebuild_sqlite_index(home: Path, name: str) -> float:
     """The SQLite palace's usearch index rebuilt and saved with the daemon's code; seconds."""
-    from palaced.index_file import open_index
-    from palaced.palace import DB_NAME, INDEX_NAME
+    from palaced.index.vector_file import open_index
+    from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
 
     pdir = home / "palaces" / name

@@ -61,10 +61,11 @@ from bench.locomo import (
     evaluate,
     session_ranking,
 )
-from palaced import fusion, multihop, recall, search
-from palaced.embedder import EmbedderSettings, FastEmbedder
-from palaced.palace import Palace
-from palaced.sets import asks_for_set
+from palaced.config.model import EmbedderSettings
+from palaced.engine.embedder import FastEmbedder
+from palaced.palace.handle import Palace
+from palaced.retrieval import fusion, multihop, recall, search
+from palaced.retrieval.sets import asks_for_set
 from palaced.store import context as ctx
 from palaced.store import context_vectors
 from palaced.store import search as sql
@@ -90,7 +91,7 @@ GRIDS: dict[str, list[float]] = {
     "setspread": [0.0, 0.05, 0.1, 0.2, 0.4],
     "rlift": [0.0, 0.05, 0.1, 0.15, 0.2],
 }
-# An experiment, not the engine: questions that ask for a set (palaced/sets.py) rank with
+# An experiment, not the engine: questions that ask for a set (palaced/retrieval/sets.py) rank with
 # room weight ``setroom`` (-1: the default).
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
@@ -481,8 +482,8 @@ async def cost(args: argparse.Namespace) -> None:
     ``--cost-with``), in interleaved rounds over 333 dev questions, on 11,040 drawers (the
     dev turns four times over, one wing per copy and conversation; hashed 384-dim vectors)."""
     from bench.locomo import build_drawers, build_questions
-    from palaced import writes
-    from palaced.embedder import HashEmbedder
+    from palaced.engine.embedder import HashEmbedder
+    from palaced.memory import writes
     from palaced.ops.fields import drawers_from_items
     from palaced.store.drawers import Filters as F
 

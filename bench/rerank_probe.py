@@ -35,14 +35,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.access import build, services
 from bench.locomo import DEFAULT_DATA, DEFAULT_MODEL_DIR, recall_at_k
 from bench.rank_cv import NOW_MS
-from palaced import recall, relevance, search
-from palaced.embedder import EmbedderSettings, FastEmbedder
-from palaced.palace import Palace
-from palaced.replies import question_share
-from palaced.sets import asks_for_set
+from palaced.config.model import EmbedderSettings
+from palaced.engine.embedder import FastEmbedder
+from palaced.palace.handle import Palace
+from palaced.retrieval import recall, search
+from palaced.retrieval.replies import question_share
+from palaced.retrieval.sets import asks_for_set
+from palaced.retrieval.when import asks_when, states_time
 from palaced.store import search as sql
 from palaced.store.drawers import Filters
-from palaced.when import asks_when, states_time
+from palaced.text import relevance
 
 DEPTH = 50  # candidates reranked per question
 KS = (1, 5, 10)

@@ -8,7 +8,7 @@ would), with Zipfian texts (``perf.py --vocabulary zipf``) and synthetic unit ve
 clustered around 256 random centres, so the HNSW graph is built over data with some
 structure, as real embeddings have. The palace claims the real model's identity, so the
 daemon serves it in hybrid mode. Its vector index is then built and saved with
-``palaced.index.open_index`` (the daemon's own code), and that build is timed: it is what a
+``palaced.index.vectors.open_index`` (the daemon's own code), and that build is timed: it is what a
 first open without a usable index file costs.
 
 Then, against a private ``palaced`` with the real model (``--model-dir``):
@@ -85,9 +85,9 @@ def follow_index(home: Path, done: Any, out: Any) -> None:
     and nothing is left; then save it with the daemon's ``save_index``. The file is the one
     a rebuild makes (``index_file.build_index``: the same vectors added in the same order),
     ready when the fill ends instead of long after."""
-    from palaced.index import VectorIndex
-    from palaced.index_file import save_index
-    from palaced.palace import DB_NAME, INDEX_NAME
+    from palaced.index.vector_file import save_index
+    from palaced.index.vectors import VectorIndex
+    from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
 
     pdir = home / "palaces" / PALACE
@@ -146,10 +146,10 @@ def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.nda
     and values, ``tests/test_bench_checks.py`` compares both builds); only the FTS5 index's
     internal segments differ (written once here, rewritten there).
     """
-    from palaced.index import to_blob
-    from palaced.reldates import resolved_date_words
+    from palaced.index.vectors import to_blob
     from palaced.store.context import CONTEXT_NEIGHBOURS, date_words
     from palaced.store.drawers import content_hash
+    from palaced.text.reldates import resolved_date_words
 
     offsets = [k * ROOMS for k in range(-CONTEXT_NEIGHBOURS, CONTEXT_NEIGHBOURS + 1) if k]
     for j in range(count):
@@ -179,8 +179,8 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False,
     already stored are kept and the build goes on from their count. With ``follow`` the
     vector index is built alongside (``follow_index``) instead of after the fill.
     """
-    from palaced.index import to_blob
-    from palaced.palace import DB_NAME, IDENTITY_NAME, IDENTITY_TEMPLATE
+    from palaced.index.vectors import to_blob
+    from palaced.palace.handle import DB_NAME, IDENTITY_NAME, IDENTITY_TEMPLATE
     from palaced.store import Store, drawers
     from palaced.store.meta import claim_embedder
     from palaced.store.vectors import store_vectors
@@ -270,13 +270,13 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False,
 
 def build_index(home: Path) -> dict[str, Any]:
     """Rebuild and save the palace's vector index with the daemon's own code; timed."""
-    from palaced.palace import DB_NAME, INDEX_NAME
+    from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
 
     try:
-        from palaced.index_file import open_index
+        from palaced.index.vector_file import open_index
     except ImportError:  # palaced before index_file.py
-        from palaced.index import open_index  # type: ignore[no-redef]
+        from palaced.index.vectors import open_index  # type: ignore[no-redef]
     pdir = home / "palaces" / PALACE
     store = Store(pdir / DB_NAME, palace=PALACE)
     t1 = time.perf_counter()
@@ -288,7 +288,7 @@ def build_index(home: Path) -> dict[str, Any]:
 
 def hello_ok(sock: Path) -> bool:
     """One raw ``daemon.hello`` round trip (what a client does first)."""
-    from palaced import protocol
+    from palaced.wire import protocol
 
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:

@@ -83,7 +83,7 @@ from _daemon import (
 )
 
 from palace_client import Client
-from palaced.errors import MemoryNotFound, PalaceError
+from palaced.wire.errors import MemoryNotFound, PalaceError
 
 HUGE_ID = 10**12  # no drawer or fact of a soak ever gets an id this large
 ROOMS = ("deploy", "billing", "auth", "search", "mobile", "infra")

@@ -36,14 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.perf import DEFAULT_MODEL, zipf_texts, zipf_vocabulary  # noqa: E402
-from palaced import config as config_mod  # noqa: E402
-from palaced import search, writes  # noqa: E402
+from palaced.config import settings as config_mod  # noqa: E402
+from palaced.engine.services import ModelState, Services  # noqa: E402
+from palaced.engine.tokens import Tokenizer  # noqa: E402
+from palaced.memory import writes
 from palaced.ops.fields import drawers_from_items  # noqa: E402
-from palaced.palace import Palace  # noqa: E402
-from palaced.paths import Paths  # noqa: E402
-from palaced.services import ModelState, Services  # noqa: E402
+from palaced.palace.handle import Palace  # noqa: E402
+from palaced.retrieval import search  # noqa: E402
 from palaced.store.drawers import Filters  # noqa: E402
-from palaced.tokens import Tokenizer  # noqa: E402
+from palaced.wire.paths import Paths  # noqa: E402
 
 QUERIES = {"word hit": "postgres", "miss": "zqxjv", "substring hit": "ostgre",
            "common substring": "ing"}

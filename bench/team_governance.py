@@ -5,7 +5,7 @@ embedding) serves a local palace and a team palace on a PostgreSQL 18 + pgvector
 script starts (``tests/pgserver.py``, the tests' server on a Unix socket). For each: ``n``
 remembers, forgets into the trash, restores, audit reads (an agent glob: GLOB on SQLite, a
 regular expression on PostgreSQL), policy reads (cached for a local palace, read per request
-for a team palace: ``palaced/policy.py``) and remembers under a policy. Prints p50/p95 in ms
+for a team palace: ``palaced/memory/policy.py``) and remembers under a policy. Prints p50/p95 in ms
 per op and kind.
 
     python bench/team_governance.py [--n 60] [--json out.json]

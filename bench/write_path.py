@@ -24,9 +24,9 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.access import services
-from palaced import writes
-from palaced.embedder import HashEmbedder
-from palaced.palace import Palace
+from palaced.engine.embedder import HashEmbedder
+from palaced.memory import writes
+from palaced.palace.handle import Palace
 from palaced.store import context_vectors
 from palaced.store import drawers as m
 

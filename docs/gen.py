@@ -7,9 +7,9 @@ What it writes:
 
 * ``docs/cli.md`` (whole file): the real ``--help`` of every ``palace`` and ``palaced``
   command, rendered in-process by typer at a fixed width of 100 columns without colour;
-* ``docs/protocol.md``: the error table (``palaced/errors.py``), the CLI exit codes
-  (``palace_client/cli/``) and the op specs (``palaced/specs.py``);
-* ``docs/configuration.md``: every ``config.toml`` key (read from ``palaced/config.py``) and
+* ``docs/protocol.md``: the error table (``palaced/wire/errors.py``), the CLI exit codes
+  (``palace_client/cli/``) and the op specs (``palaced/wire/specs.py``);
+* ``docs/configuration.md``: every ``config.toml`` key (read from ``palaced/config/settings.py``) and
   every environment variable the code reads (scanned from ``palaced/`` and ``palace_client/``);
 * ``docs/python-api.md``: the methods of ``palace_client.Client``;
 * ``docs/agents.md``: the MCP tools (``palace_client/mcp/tools.py``);
@@ -49,7 +49,7 @@ HELP_WIDTH = 100
 REGENERATE = "python docs/gen.py"
 
 # -- facts the code does not state ----------------------------------------------------------------
-# [section] key -> meaning. Types and defaults come from palaced/config.py itself.
+# [section] key -> meaning. Types and defaults come from palaced/config/settings.py itself.
 CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("embedder", "model"): "Embedding model name (fastembed). `\"none\"`, `\"off\"` or `\"\"` "
         "turns embedding off: keyword-only recall, no model is loaded.",
@@ -206,77 +206,77 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
 
 # Tuning constants: (file, symbol, what was measured). Value and line come from the code.
 TUNING: list[tuple[str, str, str]] = [
-    ("palaced/search.py", "RankParams.pool",
+    ("palaced/retrieval/search.py", "RankParams.pool",
      "Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60 "
      ".396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool)."),
-    ("palaced/search.py", "RankParams.lexical_weight",
+    ("palaced/retrieval/search.py", "RankParams.lexical_weight",
      "With `vector_weight`. LoCoMo dev turn R@1/5/10, context ±1: 0.5/0.5 .376/.684/.786, "
      "0.6/0.4 .389/.697/.797; context ±2 and room weight 0.4: 0.7/0.3 .395/.730/.823, "
      "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone."),
-    ("palaced/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
-    ("palaced/search.py", "RankParams.room_weight",
+    ("palaced/retrieval/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
+    ("palaced/retrieval/search.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
-    ("palaced/search.py", "RankParams.when_boost",
-     "Share of the score range a candidate that states a time (`palaced/when.py`) gains when "
+    ("palaced/retrieval/search.py", "RankParams.when_boost",
+     "Share of the score range a candidate that states a time (`palaced/retrieval/when.py`) gains when "
      "the query asks when or how long, after rooms are scored. `bench/rank_cv.py --sweep "
      "when`, LoCoMo dev turn R@1/5/10 with `date_boost` 0.3: none .419/.729/.828, 0.1 "
      ".425/.731/.829, 0.2 .431/.730/.829, 0.3 .431/.731/.830 (chosen in every "
      "leave-one-conversation-out fold); temporal R@1 .647 -> .715; sessions unchanged."),
-    ("palaced/search.py", "RankParams.date_boost",
+    ("palaced/retrieval/search.py", "RankParams.date_boost",
      "Share of the score range a candidate about a month or year the query names gains (its "
      "own date or a resolved relative time). `bench/rank_cv.py --sweep date`, LoCoMo dev turn "
      "R@1/5/10 and session R@1 with `when_boost` 0.3: none .427/.729/.828, .734; 0.1 "
      ".429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation "
      "loses .005 R@5/R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds."),
-    ("palaced/search.py", "RankParams.neighbour_vector",
+    ("palaced/retrieval/search.py", "RankParams.neighbour_vector",
      "A vector hit's cosine gains this times the mean cosine of its ±2 room neighbours (the "
      "drawers of its keyword context) before fusion. `bench/rank_cv.py --sweep nvec`, LoCoMo "
      "dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3 .440/.739/.833, .746; 0.5 "
      ".445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-conversation-out picks 0.5 in "
      "4 of 5 folds (held out .445/.739/.832); multi-hop R@10 .463 -> .454. Cost at 11k "
      "drawers: p50 +2.3 to +2.6 ms per rank (`--cost --cost-with nvec=0`)."),
-    ("palaced/search.py", "RankParams.question_drop",
-     "A candidate among the best 30 that closes with a question (`palaced/replies.py`) gives "
+    ("palaced/retrieval/search.py", "RankParams.question_drop",
+     "A candidate among the best 30 that closes with a question (`palaced/retrieval/replies.py`) gives "
      "its place to the drawer after it in its room (raised to its score; for a \"when\" "
      "query only a reply that states a time) and loses this times its question share of the "
      "score range. `bench/rank_cv.py --sweep qdrop`, LoCoMo dev turn R@1/5/10: none "
      ".445/.741/.832, 0.05 .501/.763/.842, 0.1 .500/.762/.844, 0.3 .499/.766/.845 "
      "(leave-one-conversation-out: 0.3 in 4 of 5 folds); sessions unchanged. Cost at 11k drawers: p50 +0.4 to +0.5 ms per rank, p95 +0.7 to +1.0 "
      "ms (`--cost --cost-with qdrop=0`)."),
-    ("palaced/search.py", "RankParams.reply_lift",
+    ("palaced/retrieval/search.py", "RankParams.reply_lift",
      "Share of the score range a candidate among the best 30 gains when the drawer before "
      "it in its room closes with a question: a reply (not for a \"when\" query). "
      "`bench/rank_cv.py --sweep rlift`, LoCoMo dev turn R@1/5/10: none .499/.766/.849, 0.05 "
      ".499/.770/.850, 0.1 .506/.772/.856, 0.15 .503/.771/.856, 0.2 .500/.770/.856 "
      "(leave-one-conversation-out: 0.1 in 3 of 5 folds, 0.15 in 2; held out .502/.769/.854); "
      "sessions unchanged."),
-    ("palaced/search.py", "RankParams.set_spread",
-     "For a question that asks for a set (`palaced/sets.py`), a drawer after the best "
+    ("palaced/retrieval/search.py", "RankParams.set_spread",
+     "For a question that asks for a set (`palaced/retrieval/sets.py`), a drawer after the best "
      "`SET_KEEP` loses this share of the score range for each better-placed drawer of its "
      "room. `bench/rank_cv.py --sweep setspread`, LoCoMo dev multi-hop turn R@10: none .460, "
      "0.05 .481, 0.1 .489, 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged "
      "(leave-one-conversation-out: 0.1 in 3 of 5 folds)."),
-    ("palaced/sets.py", "SET_KEEP",
+    ("palaced/retrieval/sets.py", "SET_KEEP",
      "The places a set question's ranking keeps. With `set_spread` 0.1, multi-hop and "
      "single-hop turn R@5/R@10: keep 0 .385/.492 and .842/.916 (single-hop and adversarial "
      "lower by .002-.005), keep 5 .362/.489 and .844/.919 (every question's R@1 and R@5 "
      "as without the spread)."),
-    ("palaced/multihop.py", "HOP_WEIGHT",
+    ("palaced/retrieval/multihop.py", "HOP_WEIGHT",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
      ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
      "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
-    ("palaced/fusion.py", "DEFAULT_ACCESS_WEIGHT",
+    ("palaced/retrieval/fusion.py", "DEFAULT_ACCESS_WEIGHT",
      "Share of the score range a drawer gains from use (full at 20 recalls). "
      "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .415/.728/.826: 0.025 organic use "
      ".415/.729/.824, every question asked twice .414/.728/.825, gold turns used before "
      ".421/.734/.827; 0.05 twice .410/.729/.825 (R@1 -.005), gold .428/.739/.831."),
-    ("palaced/keywords.py", "REBUILD_MAX",
+    ("palaced/palace/keywords.py", "REBUILD_MAX",
      "The keyword engine is rebuilt once 5 % of the palace (at least 2,000, at most this many "
      "drawers) changed since its build: each search scores the changed rows that hold its "
      "words. `bench/bm25_scale.py --overlay 5000`, 100k drawers: engine p50/p95 2.0/3.4 ms "
      "CPU right after the build, 3.4/5.2 ms after 5,000 remembers (5,400 rows changed)."),
-    ("palaced/index.py", "EXACT_SEARCH_MAX",
+    ("palaced/index/vectors.py", "EXACT_SEARCH_MAX",
      "Vector index keys up to which a search scans every vector exactly instead of walking "
      "the HNSW graph (which misses a few vectors even when searched for with their own "
      "vector: 1 of 2,000 at 10k, 5 of 2,000 at 50k). `bench/exact_search.py`, k = 200: "
@@ -299,36 +299,36 @@ TUNING: list[tuple[str, str, str]] = [
      "keyword query in palaces of at least this many drawers: Zipfian 10k palace 6.5 -> 1.9 ms "
      "per query. Smaller palaces keep them (LoCoMo dev, ~600-drawer palaces: turn R@1 .401 "
      "with them, .399 without)."),
-    ("palaced/embedder.py", "BATCH_SIZE",
+    ("palaced/engine/embedder.py", "BATCH_SIZE",
      "Texts sorted by length, embedded this many at a time. LoCoMo turns (~150 chars), 2 cores: "
      "batch 16 138 texts/s, 64 131/s, 256 53/s, unsorted 64 25/s."),
-    ("palaced/embedder.py", "_stop_spinning",
+    ("palaced/engine/embedder.py", "_stop_spinning",
      "ONNX thread spinning off: embedding + BM25 in parallel 11.2 ms with spinning, 6.8 ms "
      "without (sequential 8.9 ms), 2 cores."),
-    ("palaced/rules.py", "DEDUP_THRESHOLD",
+    ("palaced/text/rules.py", "DEDUP_THRESHOLD",
      "Cosine at or above which a new memory may repeat one in its room (plus a lexical guard). "
      "`bench/dedup_threshold.py`, int8 model, 53 near-duplicate and 57 different pairs: "
      "near-duplicates min .757, median .936; different facts min .526, median .898, up to .991. "
      "Cosine alone at .85 catches 50/53 and merges 35/57; with the guard .85 catches 47/53 and "
      "merges 0/57 (lowest zero-merge threshold .81)."),
-    ("palaced/chunking.py", "chunk_text",
+    ("palaced/text/chunking.py", "chunk_text",
      "Windows of at most 200 estimated wordpieces (the model saw 256 in training; fastembed "
      "truncates beyond). The estimate is within a few percent on chat text (median "
      "real/estimate 0.95) and under-counts code by ~15 % at p95."),
-    ("palaced/palace.py", "COMPACT_MIN_DEAD",
+    ("palaced/palace/handle.py", "COMPACT_MIN_DEAD",
      "Tombstones before an idle-time index compaction (and a twentieth of the index); a "
      "compaction rebuilds from a read snapshot at ~0.5 s per 1,000 vectors on 2 cores while "
      "writes go on, then catches up under the write lock."),
-    ("palaced/palace.py", "SAVE_INTERVAL_S",
+    ("palaced/palace/handle.py", "SAVE_INTERVAL_S",
      "Under writes that never pause, the vector index is still saved this often (and never "
      "more than a tenth of the time): a kill -9 replays at most this long of writes. "
      "`bench/scale.py --drawers 50000`: 500 remembers in 23 s, then kill -9: 58 vectors "
      "replayed (a save fell inside them), first recall 0.41 s; before: full rebuild, 132 s."),
-    ("palaced/index.py", "INDEX_DTYPE",
+    ("palaced/index/vectors.py", "INDEX_DTYPE",
      "Half-precision vectors in the HNSW index (SQLite keeps float32). 100k vectors, 2 cores: "
      "file 92 MB instead of 169 MB, load 73 ms instead of 114, add 2,150/s instead of 1,400/s "
      "(random unit vectors); LoCoMo dev R@1/5/10 unchanged (.401/.730/.823)."),
-    ("palaced/writes.py", "INLINE_MAX_CHUNKS",
+    ("palaced/memory/writes.py", "INLINE_MAX_CHUNKS",
      "Longer texts (~9,000 characters) are embedded in the background after the remember "
      "returns: 16 windows are ~0.5 s of model time on 2 quiet cores (~30/s). "
      "`bench/bigmem.py`: 200,000 characters answer in 0.59 s instead of 38 s (vectors in "
@@ -340,30 +340,30 @@ TUNING: list[tuple[str, str, str]] = [
      "R@1/5/10 .364/.660/.757 either way. Forced on LoCoMo's own ~600-drawer palaces (not "
      "done: the split needs 10,000 common postings) it would cost R@1 .401 -> .385."),
     ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
-    ("palaced/search.py", "NARROW_OVERFETCH",
+    ("palaced/retrieval/search.py", "NARROW_OVERFETCH",
      "A keyword search narrowed by wing, room or tags asks the keyword engine for this many "
      "times its limit and keeps the matching drawers (exact when at least the limit match). "
      "`bench/bm25_scale.py --db`, the 100k needle palace, a wing of four: CPU p50 / p95 "
      "14.7 / 40.3 ms on FTS5, 8.3 / 11.3 ms on the engine, every query served by it."),
-    ("palaced/search.py", "NARROW_SET_MAX",
+    ("palaced/retrieval/search.py", "NARROW_SET_MAX",
      "A wing or room the over-fetch leaves short, of at most this many drawers, has each of "
      "them scored by the engine (the cap of a filtered vector search's exact scan). The same "
      "bench, a room of 1/200: 246.7 / 925.8 ms on FTS5, 5.7 / 13.4 ms, exact top 10 kept "
      "100 %."),
-    ("palaced/recall_caches.py", "TEXT_MAPS_CHARS",
+    ("palaced/retrieval/recall_caches.py", "TEXT_MAPS_CHARS",
      "Word maps of long drawers kept per open palace: 1.4 MB per 150,000 characters, so "
      "~37 MB at most. "
      "`bench/bigmem.py`: with one 150,000-character drawer, deep recall 25 ms instead of "
      "423 ms (16 ms without the drawer); a 150k map takes 30-85 ms to build, once."),
-    ("palaced/reembed.py", "BACKGROUND_SHARE",
+    ("palaced/maintenance/reembed.py", "BACKGROUND_SHARE",
      "Share of the time the background re-embedding after a model change embeds. "
      "`bench/reembed.py --drawers 1000`, 2 shared cores (load ~10), recalls and writes on "
      "another palace without pause: share 1.0 re-embeds 42 drawers/s, recall p50 20.0 ms "
      "(4.9 after the pass), remember p50 62 ms (11); share 0.5 20 drawers/s, recall p50 7.9 ms "
      "(5.2), remember p50 28 ms (14). Alone, share 0.5 re-embeds 31 drawers/s there."),
-    ("palaced/tokens.py", "COUNT_CACHE_SIZE",
+    ("palaced/engine/tokens.py", "COUNT_CACHE_SIZE",
      "Token counts memoised: without it counting is ~1 ms of every recall."),
-    ("palaced/fusion.py", "normalize",
+    ("palaced/retrieval/fusion.py", "normalize",
      "Plain float math: `statistics.pstdev`'s exact fractions cost ~0.3 ms per list."),
     ("palaced/ops/drawers.py", "op_remember",
      "Topic extraction of a long text takes up to ~150 ms: it runs in a worker thread."),
@@ -503,14 +503,14 @@ def _exit_meanings() -> dict[int, str]:
 
 
 def _error_classes() -> list[type[Any]]:
-    from palaced import errors
+    from palaced.wire import errors
 
     return [cls for _, cls in sorted(errors.error_classes().items())]
 
 
 def render_errors() -> str:
     from palace_client.cli.common import exit_code_for
-    from palaced import errors
+    from palaced.wire import errors
 
     rows = [[str(cls.code), f"`{cls.name}`", f"`{cls.__name__}`",
              "yes" if cls.retryable else "no", str(exit_code_for(cls("x"))),
@@ -550,14 +550,14 @@ def _arg_text(name: str, arg: Any) -> str:
 
 
 def render_ops() -> str:
-    from palaced.specs import SPECS
+    from palaced.wire.specs import SPECS
 
     rows = []
     for name in sorted(SPECS):
         op = SPECS[name]
         about = op.doc
         if not about:
-            raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/specs.py a doc=")
+            raise GenError(f"op {name} has no doc: give its OpSpec(...) in palaced/wire/specs.py a doc=")
         args = "; ".join(_arg_text(n, a) for n, a in op.args.items()) or "-"
         need = {"required": "yes", "optional": "optional"}.get(op.palace, "no")
         rows.append([f"`{name}`", need, op.permission or "-", about, args])
@@ -566,9 +566,9 @@ def render_ops() -> str:
 
 # -- configuration --------------------------------------------------------------------------
 def _config_keys() -> list[tuple[str, str, str, str]]:
-    """``(section, key, type, default)`` of every key of ``palaced.config.SCHEMA``."""
-    from palaced import config
-    from palaced.config_bounds import describe_bound
+    """``(section, key, type, default)`` of every key of ``palaced.config.settings.SCHEMA``."""
+    from palaced.config import settings as config
+    from palaced.config.bounds import describe_bound
 
     rows = []
     for section, keys in config.SCHEMA.items():
@@ -671,7 +671,7 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    # Client's own methods, then those of its mixins (``palace_client.transfer``, ...).
+    # Client's own methods, then those of its mixins (``palace_client.api.transfer``, ...).
     members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
     order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
     for name in dict.fromkeys(order):

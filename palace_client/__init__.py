@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 if TYPE_CHECKING:
-    from .client import Client
+    from palace_client.api.client import Client
 
 __all__ = ["Client", "PalaceError"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "Client":
-        from .client import Client
+        from palace_client.api.client import Client
 
         return Client
     raise AttributeError(f"module 'palace_client' has no attribute {name!r}")

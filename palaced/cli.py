@@ -65,8 +65,8 @@ def run(
         typer.echo(f"palaced: palaced is already running (lock {taken})", err=True)
         raise typer.Exit(0)
 
-    from palaced import config as config_mod
-    from palaced.errors import PalaceError, UnsafePath
+    from palaced.config import settings as config_mod
+    from palaced.wire.errors import PalaceError, UnsafePath
 
     level = log_level.upper()
     if level not in logging.getLevelNamesMapping():
@@ -84,8 +84,8 @@ def run(
 
     import anyio
 
-    from palaced.activation import ActivationError
-    from palaced.daemon import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
+    from palaced.daemon.activation import ActivationError
+    from palaced.daemon.core import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
 
     # Before anything is created (log, state dir): palace's files are for this user only.
     os.umask(PRIVATE_UMASK)
@@ -126,7 +126,7 @@ def _lock_taken() -> str | None:
 
     if sys.platform == "darwin" or "LISTEN_FDS" in os.environ:
         return None
-    from palaced.paths import resolve
+    from palaced.wire.paths import resolve
 
     lock = resolve().lock_file
     try:
@@ -147,7 +147,7 @@ def _lock_taken() -> str | None:
 @app.command("print-paths")
 def print_paths() -> None:
     """Print the resolved data, state, config, runtime and socket paths."""
-    from palaced.paths import resolve
+    from palaced.wire.paths import resolve
 
     p = resolve()
     typer.echo(json.dumps({
@@ -167,8 +167,8 @@ def check_config() -> None:
     """
     from dataclasses import asdict
 
-    from palaced import config as config_mod
-    from palaced.errors import PalaceError
+    from palaced.config import settings as config_mod
+    from palaced.wire.errors import PalaceError
 
     try:
         cfg = config_mod.load()

@@ -1,6 +1,6 @@
 """The daemon core in-process, for fast op-behaviour tests.
 
-``InProcDaemon`` builds the real composition (``palaced.daemon.Daemon``: services, registry, op
+``InProcDaemon`` builds the real composition (``palaced.daemon.core.Daemon``: services, registry, op
 context and table, scheduler, connection handler) with the hashing embedder instead of the
 model, and runs its event loop in a background thread (an anyio blocking portal). Each
 connection is a socketpair: the daemon's own ``ConnectionHandler`` serves one end, the real
@@ -27,12 +27,12 @@ import anyio.from_thread
 from anyio.abc import UNIXSocketStream
 
 from palace_client import Client
-from palace_client.connection import Connection
-from palaced import config as config_mod
-from palaced.daemon import Daemon
-from palaced.embedder import Embedder, HashEmbedder
-from palaced.model_loader import load_model
-from palaced.paths import Paths
+from palace_client.transport.connection import Connection
+from palaced.config import settings as config_mod
+from palaced.daemon.core import Daemon
+from palaced.engine.embedder import Embedder, HashEmbedder
+from palaced.maintenance.model_loader import load_model
+from palaced.wire.paths import Paths
 
 
 class InProcClient(Client):

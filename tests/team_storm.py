@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 WHO = ["Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivo", "Jun",
        "Kofi", "Lena", "Mateo", "Nadia", "Omar", "Priya"]

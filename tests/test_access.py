@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from palaced.errors import PalaceError
-from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.wire.errors import PalaceError
+from palaced.wire.protocol import HELLO_OP, frame, hello_args
 
 from .conftest import DaemonProc, base_env
 from .test_security import ATTACKER_PYTHON, ATTACKER_UID, _need_second_uid

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from palace_client import Client
-from palaced.activation import (
+from palaced.daemon.activation import (
     ActivationError,
     check_listener,
     socket_in_use,
     systemd_listener,
 )
-from palaced.notify import Notifier, notify_address
+from palaced.daemon.notify import Notifier, notify_address
 
 from .conftest import REPO, TIKTOKEN_FILE, DaemonProc, base_env
 
@@ -274,8 +274,8 @@ def test_a_root_listener_is_checked_after_the_hello_on_macos_only(
         monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     """launchd (root) listens on a LaunchAgent's socket: on macOS the client lets the hello
     through and then checks the process that answered; elsewhere root's listener is refused."""
-    from palace_client import peer
-    from palaced.errors import UntrustedDaemon
+    from palace_client.transport import peer
+    from palaced.wire.errors import UntrustedDaemon
 
     monkeypatch.setattr(peer, "socket_peer_uid", lambda sock: 0)
     monkeypatch.setattr(peer.os, "geteuid", lambda: 1000)

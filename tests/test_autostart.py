@@ -109,9 +109,9 @@ def test_a_daemon_that_never_listens_fails_the_call_after_the_start_timeout(
     """The lock is held by a process that serves nothing: the daemon a client starts finds
     it taken and exits 0 (another daemon "owns" the socket), so the client waits for that one
     until its start timeout, then names the lock and quotes its daemon's words."""
-    from palace_client.connection import connect
-    from palaced.errors import DaemonStartFailed, DaemonUnreachable
-    from palaced.paths import resolve
+    from palace_client.transport.connection import connect
+    from palaced.wire.errors import DaemonStartFailed, DaemonUnreachable
+    from palaced.wire.paths import resolve
 
     for key, value in cold.env.items():
         monkeypatch.setenv(key, value)
@@ -149,8 +149,8 @@ def test_a_client_waiting_on_a_lock_holder_starts_the_daemon_once_the_lock_frees
     """The daemon it started deferred to the lock's holder, which then let go without ever
     serving the socket (it failed, or was stopping): the client starts one again at once
     instead of waiting out its start timeout."""
-    from palace_client.connection import connect
-    from palaced.paths import resolve
+    from palace_client.transport.connection import connect
+    from palaced.wire.paths import resolve
 
     for key, value in cold.env.items():
         monkeypatch.setenv(key, value)

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from palaced.errors import BackupInvalid, InvalidArgs, PalaceExists, PalaceNotFound
+from palaced.wire.errors import BackupInvalid, InvalidArgs, PalaceExists, PalaceNotFound
 
 from .conftest import DaemonProc
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palaced import errors as E
-from palaced.protocol import HELLO_OP
+from palaced.wire import errors as E
+from palaced.wire.protocol import HELLO_OP
 
 from .inproc import InProcDaemon
 from .wire import Raw

@@ -1,4 +1,4 @@
-"""Micro-batched embedding (``palaced.batching``): callers waiting at once share one run.
+"""Micro-batched embedding (``palaced.engine.batching``): callers waiting at once share one run.
 
 Unit tests drive ``EmbedBatcher`` with a fake model whose runs are held open by a gate, so
 which requests queue during a run is certain; the last tests use the real model, in-process
@@ -16,7 +16,7 @@ import anyio
 import numpy as np
 import pytest
 
-from palaced.batching import EmbedBatcher
+from palaced.engine.batching import EmbedBatcher
 
 from .conftest import DaemonProc
 
@@ -214,8 +214,8 @@ async def test_the_budget_bounds_a_run_in_arrival_order() -> None:
 
 
 async def test_lanes_give_each_concurrent_query_its_own_vector() -> None:
-    from palaced.embedder import HashEmbedder
-    from palaced.services import EmbedLanes
+    from palaced.engine.embedder import HashEmbedder
+    from palaced.engine.services import EmbedLanes
 
     lanes, emb = EmbedLanes(), HashEmbedder(32)
     texts = [f"query number {i} about topic {i % 7}" for i in range(40)]
@@ -234,7 +234,8 @@ async def test_lanes_give_each_concurrent_query_its_own_vector() -> None:
 
 
 def test_real_model_batched_queries_match_single_ones() -> None:
-    from palaced.embedder import EmbedderSettings, FastEmbedder
+    from palaced.config.model import EmbedderSettings
+    from palaced.engine.embedder import FastEmbedder
 
     from .conftest import MODEL_DIR
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palaced.embedder import HashEmbedder
-from palaced.writes import INLINE_MAX_CHUNKS
+from palaced.engine.embedder import HashEmbedder
+from palaced.memory.writes import INLINE_MAX_CHUNKS
 
 from .conftest import TIKTOKEN_FILE, DaemonProc, base_env, short_home
 from .inproc import InProcDaemon, inproc_daemon

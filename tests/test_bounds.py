@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import args as A
-from palaced import errors as E
-from palaced import specs
 from palaced.ops.fields import parse_ttl
-from palaced.protocol import HELLO_OP, hello_args
-from palaced.specs import MAX_TTL_S
-from palaced.timeparse import parse_when
+from palaced.text.timeparse import parse_when
+from palaced.wire import args as A
+from palaced.wire import errors as E
+from palaced.wire import specs
+from palaced.wire.protocol import HELLO_OP, hello_args
+from palaced.wire.specs import MAX_TTL_S
 
 from .inproc import InProcDaemon
 from .wire import Raw

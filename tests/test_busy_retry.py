@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from palace_client import Client
-from palaced.errors import Busy, OutcomeUnknown
-from palaced.protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, encode_response, unpack
+from palaced.wire.errors import Busy, OutcomeUnknown
+from palaced.wire.protocol import DEFAULT_MAX_FRAME, PROTOCOL_VERSION, encode_response, unpack
 
 from .conftest import DaemonProc
 from .test_client_retry import _read_frame

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from palaced.errors import InvalidArgs, PalaceNotFound, SourceUnreadable
+from palaced.wire.errors import InvalidArgs, PalaceNotFound, SourceUnreadable
 from tests.inproc import InProcDaemon
 from tests.transcripts import Session
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 from tests.conftest import DaemonProc, base_env
 from tests.transcripts import Session, hook_input
 

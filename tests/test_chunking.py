@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced.chunking import chunk_spans, chunk_text, estimate_wordpieces
+from palaced.text.chunking import chunk_spans, chunk_text, estimate_wordpieces
 
 
 def _sentences(n: int) -> str:

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from palace_client.cli import app
 from palace_client.cli.common import flag_message, flag_names
 from palace_client.cli.memory import page_footer
-from palace_client.render import counted, excerpt
+from palace_client.render.results import counted, excerpt
 from palaced import __version__
 from tests.cli_commands import COMMANDS, ROOT
 from tests.conftest import DaemonProc, base_env

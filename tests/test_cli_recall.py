@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from palace_client.agents.setup import hook_command
-from palaced.tokens import Tokenizer
+from palaced.engine.tokens import Tokenizer
 from tests.conftest import TIKTOKEN_FILE, DaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]

@@ -19,9 +19,9 @@ from typing import Any
 import msgpack
 import pytest
 
-import palace_client.connection as connection
+import palace_client.transport.connection as connection
 from palace_client import Client
-from palaced.errors import ClientError, DaemonUnreachable, OutcomeUnknown, Timeout
+from palaced.wire.errors import ClientError, DaemonUnreachable, OutcomeUnknown, Timeout
 
 from .conftest import base_env, short_home
 from .inproc import InProcDaemon

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from palaced import errors as E
-from palaced.protocol import HELLO_OP, frame, hello_args, unpack
-from palaced.specs import NEVER, SAFE, SPECS, Retry, retry_rule
+from palaced.wire import errors as E
+from palaced.wire.protocol import HELLO_OP, frame, hello_args, unpack
+from palaced.wire.specs import NEVER, SAFE, SPECS, Retry, retry_rule
 
 from .conftest import TIKTOKEN_FILE, DaemonProc
 
@@ -220,10 +220,10 @@ def test_a_second_hello_is_answered(keyword_daemon: DaemonProc) -> None:
 
 @pytest.mark.anyio
 async def test_reembed_while_the_model_loads_says_so(tmp_path: Path) -> None:
-    from palaced import config as config_mod
-    from palaced.daemon import Daemon
+    from palaced.config import settings as config_mod
+    from palaced.daemon.core import Daemon
     from palaced.ops.table import dispatch
-    from palaced.paths import Paths
+    from palaced.wire.paths import Paths
 
     paths = Paths(tmp_path, tmp_path / "state", tmp_path / "config.toml", tmp_path / "run",
                   tmp_path / "run" / "palaced.sock")

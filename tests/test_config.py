@@ -10,7 +10,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.wire.protocol import HELLO_OP, frame, hello_args
 
 from .conftest import MODEL_DIR, TIKTOKEN_FILE, DaemonProc, base_env
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from palaced import config
-from palaced.config_bounds import describe_bound, out_of_bound
-from palaced.errors import InvalidArgs
-from palaced.paths import Paths
-from palaced.toml_lines import key_lines, line_of
+from palaced.config import settings as config
+from palaced.config.bounds import describe_bound, out_of_bound
+from palaced.config.toml_lines import key_lines, line_of
+from palaced.wire.errors import InvalidArgs
+from palaced.wire.paths import Paths
 
 from .conftest import TIKTOKEN_FILE, base_env
 

@@ -13,9 +13,10 @@ import apsw
 import numpy as np
 import pytest
 
-from palaced import edits, search, trash, writes
-from palaced.embedder import HashEmbedder
-from palaced.palace import Palace
+from palaced.engine.embedder import HashEmbedder
+from palaced.memory import edits, trash, writes
+from palaced.palace.handle import Palace
+from palaced.retrieval import search
 from palaced.store import audit, context_vectors, schema
 from palaced.store import drawers as m
 from palaced.store.context import CONTEXT_NEIGHBOURS, rebuild_context_vectors, stale_contexts

@@ -14,10 +14,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from palaced.errors import BackupInvalid, StorageError
 from palaced.store.db import APPLICATION_ID
 from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from palaced.store.schema_check import refuse_foreign, schema_deviations
+from palaced.wire.errors import BackupInvalid, StorageError
 
 from .conftest import DaemonProc
 from .test_doctor import _sql

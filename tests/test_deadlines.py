@@ -4,7 +4,7 @@ A 199k-character drawer is ~300-500 chunks: seconds of model time on two cores. 
 in short slices, so a remember's deadline is enforced between slices (and it writes nothing),
 and a recall's query embedding runs beside the slices instead of behind all of them. A single
 long text is not embedded in the request at all (it is committed and embedded in the
-background, ``palaced.writes.INLINE_MAX_CHUNKS``): the inline embedding a deadline can cut is
+background, ``palaced.memory.writes.INLINE_MAX_CHUNKS``): the inline embedding a deadline can cut is
 that of many shorter texts in one ``remember_many``.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from palaced import errors as E
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc
 

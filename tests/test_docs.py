@@ -66,7 +66,7 @@ def test_generated_docs_are_current() -> None:
 
 
 def test_generator_covers_every_command_and_error() -> None:
-    from palaced import errors
+    from palaced.wire import errors
 
     cli = (DOCS / "cli.md").read_text("utf-8")
     for name in ("remember", "recall", "wake-up", "kg assert", "daemon stop", "init", "mcp"):

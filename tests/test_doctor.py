@@ -11,7 +11,7 @@ from typing import Any
 import apsw
 import pytest
 
-from palaced.doctor import _disk_check
+from palaced.maintenance.doctor import _disk_check
 
 from . import mounts
 from .conftest import DaemonProc, base_env

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from palaced.errors import InvalidArgs
-from palaced.export_format import RECORDS
+from palaced.wire.errors import InvalidArgs
+from palaced.wire.export_format import RECORDS
 
 from .conftest import DaemonProc, base_env, short_home
 

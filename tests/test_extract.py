@@ -1,10 +1,10 @@
-"""Rule-based extraction (``palaced.extract``): each category is marked, plain chat is not."""
+"""Rule-based extraction (``palaced.text.extract``): each category is marked, plain chat is not."""
 
 from __future__ import annotations
 
 import pytest
 
-from palaced.extract import BASE_IMPORTANCE, IMPORTANCE, extract, sentences
+from palaced.text.extract import BASE_IMPORTANCE, IMPORTANCE, extract, sentences
 
 
 @pytest.mark.parametrize(("text", "tag"), [

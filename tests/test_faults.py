@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from palaced.errors import (
+from palaced.wire.errors import (
     PalaceError,
     PalaceNotFound,
     StorageCorrupt,

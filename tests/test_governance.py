@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from palaced import errors as E
+from palaced.wire import errors as E
 from tests.conftest import DaemonProc, base_env
 from tests.transcripts import Session
 
@@ -477,7 +477,7 @@ def test_the_agent_envelope_is_checked_and_announced(shared_daemon: DaemonProc) 
 
 
 def test_retention_config_is_checked(tmp_path: Path) -> None:
-    from palaced.config import check
+    from palaced.config.settings import check
 
     text = "[trash]\nkeep_days = -1\n\n[audit]\nmax_entries = 0\nkeep = 3\n"
     with pytest.raises(E.InvalidArgs) as bad:

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import timeparse, vocab
-from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.store import entities
 from palaced.store.dialect import is_pg
 from palaced.store.entities import upsert_entity
@@ -28,7 +26,10 @@ from palaced.store.facts import (
 )
 from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
 from palaced.store.schema import GOVERNANCE_DDL, GRAPH_DDL
-from palaced.timeparse import parse_when
+from palaced.text import timeparse
+from palaced.text.timeparse import parse_when
+from palaced.wire import vocab
+from palaced.wire.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound
 
 from .pgstore_support import pg_conn
 

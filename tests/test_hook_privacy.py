@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from palace_client.slug import palace_name_for
+from palace_client.api.slug import palace_name_for
 
 from .conftest import DaemonProc, base_env, short_home
 from .test_capture_daemon import _has_drawers, run_hook, texts, wait_for
@@ -43,7 +43,7 @@ def _deliverers(home: Path) -> list[int]:
             environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"palace_client.hook" in cmdline and f"PALACE_HOME={home}".encode() in environ:
+        if b"palace_client.hooks.capture" in cmdline and f"PALACE_HOME={home}".encode() in environ:
             found.append(int(entry.name))
     return found
 
@@ -75,7 +75,7 @@ def test_the_deferred_delivery_gets_its_request_on_a_pipe_not_on_its_command_lin
             time.sleep(0.02)
         (pid,) = pids
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        assert cmdline.split(b"\0")[-3:] == [b"palace_client.hook", b"--deliver", b""], cmdline
+        assert cmdline.split(b"\0")[-3:] == [b"palace_client.hooks.capture", b"--deliver", b""], cmdline
         for secret in (palace, "zircon", str(s.path), "quartz-transcript", session_id):
             assert secret.encode() not in cmdline, (secret, cmdline)
         # Let go of the lock: the delivery sees it free, starts the daemon and delivers.

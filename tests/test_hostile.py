@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palaced.protocol import HELLO_OP
+from palaced.wire.protocol import HELLO_OP
 
 from .conftest import DaemonProc, base_env, short_home
 from .wire import Raw

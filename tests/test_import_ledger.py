@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from palaced.errors import Forbidden, InvalidArgs, InvalidContent, PalaceNotEmpty
-from palaced.export_format import FORMAT, VERSION
+from palaced.wire.errors import Forbidden, InvalidArgs, InvalidContent, PalaceNotEmpty
+from palaced.wire.export_format import FORMAT, VERSION
 from tests.inproc import InProcDaemon
 
 

@@ -123,7 +123,7 @@ def test_chatgpt_reads_at_most_its_cap(tmp_path: Path, monkeypatch: pytest.Monke
     """conversations.json, alone or in the export's zip, is read up to the cap + 1 byte:
     a larger one (a few MB of zip can hold GBs) is refused before it is parsed."""
     from palace_client.importers import chatgpt
-    from palaced.errors import InvalidContent
+    from palaced.wire.errors import InvalidContent
 
     monkeypatch.setattr(chatgpt, "MAX_JSON_BYTES", 1 << 20, raising=False)
     big = "[" + " " * (2 << 20) + "]"
@@ -153,7 +153,7 @@ def test_chatgpt_fifo_is_refused_not_waited_on(kw: DaemonProc, tmp_path: Path) -
 def test_jsonl_deep_json_is_skipped_or_refused(kw: DaemonProc, tmp_path: Path) -> None:
     """A 100000-deep line is one malformed record (skipped, reported); as the header, the
     file is no export (INVALID_CONTENT). Neither is "a bug in palace"."""
-    from palaced.export_format import FORMAT, VERSION
+    from palaced.wire.export_format import FORMAT, VERSION
 
     header = json.dumps({"record": "header", "format": FORMAT, "version": VERSION})
     export = tmp_path / "deep.jsonl"
@@ -173,7 +173,7 @@ def test_jsonl_reads_no_line_past_its_cap(tmp_path: Path, monkeypatch: pytest.Mo
     lines after it are read on, their numbers right."""
     from palace_client.importers import jsonl
     from palace_client.importers.runner import Problem, Unit
-    from palaced.export_format import FORMAT, VERSION
+    from palaced.wire.export_format import FORMAT, VERSION
 
     monkeypatch.setattr(jsonl, "MAX_LINE_BYTES", 1024, raising=False)
     header = json.dumps({"record": "header", "format": FORMAT, "version": VERSION})

@@ -1,5 +1,5 @@
 """The vector index after a crash: the saved file plus a replay of what SQLite changed since
-(``palaced/index_file.py``), a rebuild only when the file cannot serve. In-process with the
+(``palaced/index/vector_file.py``), a rebuild only when the file cannot serve. In-process with the
 hashing embedder; the kill -9 of a real daemon is in ``test_durability.py``."""
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palaced import compaction, reads, recall, trash, writes
-from palaced.embedder import HashEmbedder
-from palaced.index import VectorIndex
-from palaced.index_file import SAVES_KEY, open_index
-from palaced.palace import Palace
-from palaced.palace_dir import INDEX_NAME, release_lock
-from palaced.recall import RecallRequest
+from palaced.engine.embedder import HashEmbedder
+from palaced.index.vector_file import SAVES_KEY, open_index
+from palaced.index.vectors import VectorIndex
+from palaced.maintenance import compaction
+from palaced.memory import trash, writes
+from palaced.palace import reads
+from palaced.palace.directory import INDEX_NAME, release_lock
+from palaced.palace.handle import Palace
+from palaced.retrieval import recall
+from palaced.retrieval.recall import RecallRequest
 from palaced.store import drawers as m
 from palaced.store.audit import SYSTEM
 from palaced.store.meta import meta_get, meta_set
@@ -224,7 +227,7 @@ async def test_compaction_builds_while_writes_go_on(tmp_path: Path,
 
     import anyio
 
-    from palaced import palace as palace_mod
+    from palaced.palace import handle as palace_mod
 
     svc = services(tmp_path, HashEmbedder(32))
     p = await Palace.open("p", tmp_path / "p", svc)
@@ -266,7 +269,7 @@ def test_a_small_index_finds_every_vector_by_itself() -> None:
     misses some vectors even when searched for with themselves (6-14 of 3,000 at k=20
     here); an index of at most ``EXACT_SEARCH_MAX`` keys is searched exactly, so each is
     found, first, with its own cosine."""
-    from palaced.index import EXACT_SEARCH_MAX
+    from palaced.index.vectors import EXACT_SEARCH_MAX
 
     n = 3_000
     assert n <= EXACT_SEARCH_MAX

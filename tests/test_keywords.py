@@ -1,4 +1,4 @@
-"""The keyword engine (``palaced/keywords.py``): its scores are FTS5's bm25, MaxScore finds
+"""The keyword engine (``palaced/palace/keywords.py``): its scores are FTS5's bm25, MaxScore finds
 the exhaustive top-k, writes after a build are seen by the next search (through a real
 daemon, after a kill -9 too), and a damaged file only costs a rebuild."""
 
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import keyword_engine as ke
-from palaced import keyword_file as kf
-from palaced import keywords as kw
-from palaced import search as ranking
-from palaced.palace_dir import KEYWORDS_NAME
+from palaced.index import keyword_engine as ke
+from palaced.index import keyword_file as kf
+from palaced.palace import keywords as kw
+from palaced.palace.directory import KEYWORDS_NAME
+from palaced.retrieval import search as ranking
 from palaced.store import Store, search
 from palaced.store import drawers as m
 from palaced.store.meta import meta_get, meta_set

@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from palaced import errors as E
-from palaced import graph, health, reads, upkeep, writes
-from palaced.rules import IMPORTANCE_PRESETS, MS_PER_DAY
+from palaced.memory import graph, health, upkeep, writes
+from palaced.palace import reads
 from palaced.store import drawers as m
-from palaced.timeparse import parse_when
+from palaced.text.rules import IMPORTANCE_PRESETS, MS_PER_DAY
+from palaced.text.timeparse import parse_when
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc
 from .inproc import InProcDaemon
@@ -425,7 +426,7 @@ class HashEmbedder:
 
 @pytest.fixture
 async def palace(tmp_path: Path) -> AsyncIterator[Any]:
-    from palaced.palace import Palace
+    from palaced.palace.handle import Palace
 
     from .test_palace_unit import services
 
@@ -512,7 +513,7 @@ async def test_prune_and_health_over_time(palace: Any) -> None:
 
 @pytest.mark.anyio
 async def test_sweep_expired_deletes_drawers_and_vectors(palace: Any) -> None:
-    from palaced.palace import now_ms
+    from palaced.palace.handle import now_ms
 
     now = now_ms()
     gone = await _store(palace, "temporary token abc", "medium", expires_ms=now - 1000)

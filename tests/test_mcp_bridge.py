@@ -16,13 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace_client.mcp import stdio as mcp_stdio
-from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
-from palace_client.mcp.results import render_error
-from palace_client.mcp.stdio import MAX_LINE, serve
-from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
-from palace_client.mcp.tools import TOOLS
-from palace_client.slug import (
+from palace_client.api.slug import (
     default_palace,
     is_palace_name,
     palace_name_for,
@@ -31,7 +25,13 @@ from palace_client.slug import (
     root_uri_path,
     slugify,
 )
-from palaced.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
+from palace_client.mcp import stdio as mcp_stdio
+from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
+from palace_client.mcp.results import render_error
+from palace_client.mcp.stdio import MAX_LINE, serve
+from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
+from palace_client.mcp.tools import TOOLS
+from palaced.wire.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
 from tests.conftest import DaemonProc, base_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,7 +283,7 @@ MAX_TOOLS_LIST_TOKENS = 1700
 
 def test_tools_list_is_lean() -> None:
     """At most ten tools, and the whole tools/list answer within 1,700 cl100k tokens."""
-    from palaced.tokens import Tokenizer
+    from palaced.engine.tokens import Tokenizer
     from tests.conftest import TIKTOKEN_FILE
 
     tokenizer = Tokenizer.load(TIKTOKEN_FILE)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from palace_client.slug import palace_name_for
+from palace_client.api.slug import palace_name_for
 from tests.conftest import REPO, DaemonProc
 
 # The first run installs the other SDK major (a download), within the test's time.

@@ -14,9 +14,9 @@ import apsw
 import pytest
 
 from palace_client import Client
-from palaced import errors as E
 from palaced.store import Store
-from palaced.vocab import TYPED_RELATIONS, typed_relation
+from palaced.wire import errors as E
+from palaced.wire.vocab import TYPED_RELATIONS, typed_relation
 
 from .conftest import DaemonProc
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from palaced import errors as E
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc
 

@@ -24,9 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from palace_client import model_archive, model_fetch, model_files
-from palaced.errors import InvalidContent
-from palaced.paths import MODEL_RECORD
+from palace_client.models import archive as model_archive
+from palace_client.models import fetch as model_fetch
+from palace_client.models import files as model_files
+from palaced.wire.errors import InvalidContent
+from palaced.wire.paths import MODEL_RECORD
 
 from .conftest import MODEL_DIR, DaemonProc, base_env
 
@@ -346,7 +348,7 @@ def test_stage_files_copies_regular_files_only_and_bounded(tmp_path: Path,
     """A model directory may be shared: a FIFO swapped in after ``locate`` looked is refused
     (not waited on), a file past the cap is refused; a symlink to a regular file is followed
     (a Hugging Face cache is made of them) and copied 0600."""
-    from palaced.errors import SourceUnreadable
+    from palaced.wire.errors import SourceUnreadable
 
     staging = tmp_path / "staging"
     staging.mkdir()

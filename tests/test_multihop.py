@@ -1,8 +1,8 @@
-"""The second hop of recall (palaced.multihop): names the first hits mention, searched in turn."""
+"""The second hop of recall (palaced.retrieval.multihop): names the first hits mention, searched in turn."""
 
 from __future__ import annotations
 
-from palaced.multihop import MAX_DF_SHARE, hop_terms
+from palaced.retrieval.multihop import MAX_DF_SHARE, hop_terms
 from tests.conftest import DaemonProc
 
 

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from palaced import search, writes
-from palaced.embedder import HashEmbedder
-from palaced.palace import Palace
+from palaced.engine.embedder import HashEmbedder
+from palaced.memory import writes
+from palaced.palace.handle import Palace
+from palaced.retrieval import search
 from palaced.store import context
 from palaced.store import drawers as m
 from palaced.store.drawers import Filters

@@ -23,16 +23,16 @@ from typing import Any
 import anyio
 import pytest
 
-from palaced.config import Limits
-from palaced.open_files import (
+from palaced.config.settings import Limits
+from palaced.palace.handle import INDEX_NAME
+from palaced.palace.open_files import (
     SQLITE_PALACE_FDS,
     TEAM_PALACE_FDS,
     OpenPalaces,
     palace_budget,
     serve_listener,
 )
-from palaced.palace import INDEX_NAME
-from palaced.registry import Registry
+from palaced.palace.registry import Registry
 
 from .conftest import DaemonProc, base_env
 from .inproc import InProcDaemon
@@ -286,7 +286,7 @@ def test_accept_loop_waits_out_enfile_and_raises_other_errors(
             await serve_listener(listener, handler)  # type: ignore[arg-type]
 
     shortage = _Listener([_refused(errno.ENFILE), _refused(errno.EMFILE), _refused(errno.ENFILE)])
-    with caplog.at_level(logging.INFO, logger="palaced.open_files"):
+    with caplog.at_level(logging.INFO, logger="palaced.palace.open_files"):
         anyio.run(run, shortage)
     assert served == ["stream"]
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [

@@ -9,19 +9,22 @@ from pathlib import Path
 import apsw
 import pytest
 
-from palaced import compaction, reads, recall, reembed, trash, writes
-from palaced import config as config_mod
-from palaced.embedder import HashEmbedder
-from palaced.errors import SchemaTooNew, StorageError
-from palaced.palace import Palace
-from palaced.paths import resolve
-from palaced.recall import RecallRequest
-from palaced.services import ModelState, Services
+from palaced.config import settings as config_mod
+from palaced.engine.embedder import HashEmbedder
+from palaced.engine.services import ModelState, Services
+from palaced.engine.tokens import Tokenizer
+from palaced.maintenance import compaction, reembed
+from palaced.memory import trash, writes
+from palaced.palace import reads
+from palaced.palace.handle import Palace
+from palaced.retrieval import recall
+from palaced.retrieval.recall import RecallRequest
 from palaced.store import Store
 from palaced.store import drawers as m
 from palaced.store.audit import SYSTEM
 from palaced.store.schema import SCHEMA_VERSION
-from palaced.tokens import Tokenizer
+from palaced.wire.errors import SchemaTooNew, StorageError
+from palaced.wire.paths import resolve
 
 pytestmark = pytest.mark.anyio
 
@@ -170,7 +173,8 @@ def test_fast_embedder_matches_plain_fastembed() -> None:
     import numpy as np
     from fastembed import TextEmbedding
 
-    from palaced.embedder import EmbedderSettings, FastEmbedder
+    from palaced.config.model import EmbedderSettings
+    from palaced.engine.embedder import FastEmbedder
 
     from .conftest import MODEL_DIR
 
@@ -190,7 +194,7 @@ async def test_forget_leaves_tombstones_until_compaction(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """usearch's remove is never called: forgotten vectors are skipped, saved as tombstones
     (the next open counts them again), then compacted once there are enough of them."""
-    from palaced import palace as palace_mod
+    from palaced.palace import handle as palace_mod
 
     svc = services(tmp_path, HashEmbedder(32))
     p = await Palace.open("p", tmp_path / "p", svc)
@@ -226,7 +230,7 @@ async def test_background_embedding_waits_for_interactive_work() -> None:
     import anyio
     import numpy as np
 
-    from palaced.services import EmbedLanes
+    from palaced.engine.services import EmbedLanes
 
     order: list[str] = []
 

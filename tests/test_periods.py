@@ -1,4 +1,4 @@
-"""Periods a query names relative to now (palaced.periods), and how recall ranks by them."""
+"""Periods a query names relative to now (palaced.text.periods), and how recall ranks by them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palaced.periods import query_period
+from palaced.text.periods import query_period
 from tests.conftest import DaemonProc
 
 # Tuesday 1 December 2026, 15:00 UTC.
@@ -54,7 +54,7 @@ def test_query_period(query: str, span: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("query", [
     "What did we decide recently?", "a while ago", "When did Caroline go to the group?",
-    "Where did Melanie go camping in June?",  # a month named: palaced.when's
+    "Where did Melanie go camping in June?",  # a month named: palaced.retrieval.when's
     "the last commit", "todays", "weekday", "",
 ])
 def test_no_period(query: str) -> None:

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from palaced import config
-from palaced import errors as E
+from palaced.config import settings as config
 from palaced.store import drawers, search
 from palaced.store.drawers import Filters, NewDrawer
 from palaced.store.pg_search import vector_search
 from palaced.store.vectors import store_vectors
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc, base_env, short_home
 from .pgstore_support import pg_conn

@@ -1,4 +1,4 @@
-"""What recall keeps between requests (``palaced/recall_caches.py``): the drawer count BM25's
+"""What recall keeps between requests (``palaced/retrieval/recall_caches.py``): the drawer count BM25's
 informative-word test uses is exact every RECOUNT_WRITES writes and follows inserts between
 counts without scanning (a count costs ~10 ms at a million drawers)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palaced.recall_caches import RECOUNT_WRITES, RecallCaches
+from palaced.retrieval.recall_caches import RECOUNT_WRITES, RecallCaches
 from palaced.store import Store
 from palaced.store import drawers as m
 

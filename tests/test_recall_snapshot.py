@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from palaced import recall, search, writes
-from palaced.embedder import HashEmbedder
-from palaced.palace import Palace
+from palaced.engine.embedder import HashEmbedder
+from palaced.memory import writes
+from palaced.palace.handle import Palace
+from palaced.retrieval import recall, search
 from palaced.store import drawers as m
 
 from .test_palace_unit import services

@@ -1,7 +1,7 @@
 """What recalls do to the drawers they return: access counts, promotion, TTL renewal and the
 access boost of ranking; and the v4 migration that made room for them.
 
-The rules are pure functions (``palaced.access``, ``palaced.fusion``); the behaviour runs
+The rules are pure functions (``palaced.palace.access``, ``palaced.retrieval.fusion``); the behaviour runs
 through a real palaced with the real model whose checkpointer flushes touches quickly.
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 import apsw
 import pytest
 
-from palaced.access import TOUCH_TOP, promoted, renewed_expiry
-from palaced.config import Upkeep
-from palaced.fusion import (
+from palaced.config.settings import Upkeep
+from palaced.palace.access import TOUCH_TOP, promoted, renewed_expiry
+from palaced.retrieval.fusion import (
     ACCESS_SATURATION,
     DrawerMeta,
     access_share,

@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
-from palaced.errors import PalaceError, StorageError
+from palaced.wire.errors import PalaceError, StorageError
 
 from .conftest import DaemonProc, base_env, short_home
 
@@ -300,10 +300,10 @@ async def test_scheduler_logs_a_persistent_checkpoint_failure_once_per_condition
     """A mount that turns read-only under a running daemon cannot be reproduced literally:
     the real scheduler runs against a real palace whose WAL checkpoint fails the way it
     fails on such a mount, then on a full disk, then works again."""
-    from palaced import config as config_mod
-    from palaced import daemon as daemon_mod
-    from palaced import scheduler as scheduler_mod
-    from palaced.paths import resolve
+    from palaced.config import settings as config_mod
+    from palaced.daemon import core as daemon_mod
+    from palaced.daemon import scheduler as scheduler_mod
+    from palaced.wire.paths import resolve
 
     monkeypatch.setenv("PALACE_HOME", str(tmp_path))
     monkeypatch.setenv("PALACE_EMBED_MODEL", "none")
@@ -365,15 +365,16 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In process: a create that fails after the database was made leaves only the lock
     file (so the next create starts over), and neither failure keeps the flock."""
-    from palaced import config as config_mod
-    from palaced import palace as palace_mod
-    from palaced import reads, writes
-    from palaced.embedder import HashEmbedder
-    from palaced.errors import IndexError_
-    from palaced.paths import resolve
-    from palaced.services import ModelState, Services
+    from palaced.config import settings as config_mod
+    from palaced.engine.embedder import HashEmbedder
+    from palaced.engine.services import ModelState, Services
+    from palaced.engine.tokens import Tokenizer
+    from palaced.memory import writes
+    from palaced.palace import handle as palace_mod
+    from palaced.palace import reads
     from palaced.store.drawers import NewDrawer
-    from palaced.tokens import Tokenizer
+    from palaced.wire.errors import IndexError_
+    from palaced.wire.paths import resolve
 
     monkeypatch.setenv("PALACE_HOME", str(tmp_path))
     model = ModelState()

@@ -1,10 +1,10 @@
-"""Secret redaction (``palaced.redact``): every shape it knows is replaced, prose is not."""
+"""Secret redaction (``palaced.wire.redact``): every shape it knows is replaced, prose is not."""
 
 from __future__ import annotations
 
 import pytest
 
-from palaced.redact import redact
+from palaced.wire.redact import redact
 
 # Assembled at run time so that no scanner mistakes these test values for real secrets.
 OPENAI = "sk-" + "proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"

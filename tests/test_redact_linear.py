@@ -2,7 +2,7 @@
 
 A rule that rescans the rest of the text from each of many starts is quadratic: the private-key
 pattern once took 9.4 s of CPU for a 200k-character text of repeated headers (a 5.7 MB
-transcript: 264 s of daemon CPU). For each rule of ``palaced.redact.RULES`` this builds
+transcript: 264 s of daemon CPU). For each rule of ``palaced.wire.redact.RULES`` this builds
 adversarial texts (repeated prefixes, long runs that almost match) at 50k and 400k characters
 and checks that the CPU time grows about 8-fold (a quadratic rule: 64-fold) and stays small
 (the linear rules take at most about 10 ms and 75 ms of CPU on the two sizes).
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from palaced.redact import RULES
+from palaced.wire.redact import RULES
 
 SMALL, LARGE = 50_000, 400_000
 # Units repeated to the size: for each rule, its prefix again and again, or a long run that

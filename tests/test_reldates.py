@@ -1,4 +1,4 @@
-"""Relative times resolved against when a memory was said (palaced.reldates), and their use."""
+"""Relative times resolved against when a memory was said (palaced.text.reldates), and their use."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from palaced.reldates import MAX_RESOLVED, resolved_date_words
+from palaced.text.reldates import MAX_RESOLVED, resolved_date_words
 from tests.conftest import DaemonProc
 
 

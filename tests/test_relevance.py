@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palaced.relevance import EXCERPT_CHARS, coverage, excerpt, relevance, shorten
+from palaced.text.relevance import EXCERPT_CHARS, coverage, excerpt, relevance, shorten
 from tests.inproc import InProcDaemon
 
 
@@ -77,7 +77,7 @@ def _naive_best_window(text: str, terms: list[str], limit: int) -> int:
     agree with (ties to the earliest; words counted when whole inside the window)."""
     import re
 
-    from palaced.relevance import _found
+    from palaced.text.relevance import _found
 
     starts = [0] + [m.end() for m in re.finditer(r"\n+|(?<=[.!?])\s+", text)
                     if m.end() < len(text)]
@@ -94,7 +94,7 @@ def _naive_best_window(text: str, terms: list[str], limit: int) -> int:
 def test_best_window_agrees_with_scanning_every_window() -> None:
     import random
 
-    from palaced.relevance import TextMap
+    from palaced.text.relevance import TextMap
 
     rnd = random.Random(4)
     vocab = ["otter", "river", "researching", "research", "kayak", "bridge", "north",
@@ -116,7 +116,7 @@ def test_excerpt_of_a_huge_drawer_costs_what_its_matches_cost() -> None:
     rescan the text: 150k characters, a few milliseconds at most."""
     import time
 
-    from palaced.relevance import TextMap
+    from palaced.text.relevance import TextMap
 
     filler = " ".join(f"Paragraph {i} covers badge access and the coffee machine." for i in
                       range(1300))

@@ -1,4 +1,4 @@
-"""Questions and their replies (``palaced.replies``, ``RankParams.question_drop``): a drawer
+"""Questions and their replies (``palaced.retrieval.replies``, ``RankParams.question_drop``): a drawer
 that closes with a question gives its place in the ranking to the drawer after it in its
 room. A real palace (SQLite, vector index) in-process, with hand-made vectors."""
 
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from palaced import search, writes
-from palaced.palace import Palace
-from palaced.replies import TAIL_CHARS, question_share
+from palaced.memory import writes
+from palaced.palace.handle import Palace
+from palaced.retrieval import search
+from palaced.retrieval.replies import TAIL_CHARS, question_share
 from palaced.store import drawers as m
 from palaced.store import search as sql
 from palaced.store.drawers import Filters

@@ -1,4 +1,4 @@
-"""Score fusion, boosts, room scoring (palaced.fusion) and budget packing (palaced.packing)."""
+"""Score fusion, boosts, room scoring (palaced.retrieval.fusion) and budget packing (palaced.retrieval.packing)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from palaced.fusion import (
+from palaced.engine.tokens import Tokenizer
+from palaced.retrieval.fusion import (
     DrawerMeta,
     apply_boosts,
     feed_back_rooms,
@@ -21,7 +22,7 @@ from palaced.fusion import (
     rrf_fusion,
     standardized_fusion,
 )
-from palaced.packing import (
+from palaced.retrieval.packing import (
     ITEM_OVERHEAD_TOKENS,
     MIN_ITEM_TOKENS,
     SECTION_OVERHEAD_TOKENS,
@@ -30,7 +31,6 @@ from palaced.packing import (
     Section,
     pack,
 )
-from palaced.tokens import Tokenizer
 
 BPE_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/tiktoken/cl100k_base.tiktoken"
 DAY_MS = 86_400_000

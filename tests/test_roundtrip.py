@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from palaced import errors as E
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc
 

@@ -1,4 +1,4 @@
-"""Memory rules (palaced.rules): importance, decay, pruning and near-duplicate detection."""
+"""Memory rules (palaced.text.rules): importance, decay, pruning and near-duplicate detection."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palaced.errors import InvalidArgs
-from palaced.rules import (
+from palaced.text.rules import (
     DEDUP_THRESHOLD,
     HALF_LIFE_DAYS,
     MS_PER_DAY,
@@ -28,6 +27,7 @@ from palaced.rules import (
     prune_candidates,
     weight,
 )
+from palaced.wire.errors import InvalidArgs
 
 MODEL_DIR = Path(__file__).resolve().parents[1].parent / "shared/models/all-MiniLM-L6-v2-onnx-int8"
 

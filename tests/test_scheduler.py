@@ -12,14 +12,14 @@ from typing import Any
 import anyio
 import pytest
 
-from palaced import config as config_mod
-from palaced.daemon import Daemon
-from palaced.embedder import HashEmbedder
-from palaced.model_loader import load_model
+from palaced.config import settings as config_mod
+from palaced.daemon.core import Daemon
+from palaced.daemon.scheduler import Scheduler
+from palaced.engine.embedder import HashEmbedder
+from palaced.maintenance.model_loader import load_model
 from palaced.ops.context import InFlight
 from palaced.ops.table import dispatch
-from palaced.paths import Paths
-from palaced.scheduler import Scheduler
+from palaced.wire.paths import Paths
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,7 @@ async def test_writes_that_never_pause_still_get_the_index_saved(
         core: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without an idle moment the checkpoint never comes; the index is saved anyway once
     SAVE_INTERVAL_S passed, so a kill -9 replays a bounded stretch of writes."""
-    from palaced import palace as palace_mod
+    from palaced.palace import handle as palace_mod
 
     monkeypatch.setattr(palace_mod, "SAVE_INTERVAL_S", 0.5)
     async with anyio.create_task_group() as tg:
@@ -120,7 +120,7 @@ async def test_a_request_wakes_the_scheduler(core: Daemon) -> None:
 
 
 async def test_decay_is_due_once_a_day_and_read_from_the_palace(core: Daemon) -> None:
-    from palaced import upkeep
+    from palaced.memory import upkeep
 
     await dispatch(core.ctx, "palace.create", "d", {})
     await dispatch(core.ctx, "memory.remember", "d", {"text": "a note to decay"})

@@ -165,7 +165,7 @@ def test_client_sends_nothing_to_a_server_of_another_uid(victim: Victim,
     r = _cli(victim.env, "recall", "launch code", "--palace", "work")
     assert r.returncode != 0 and "UNTRUSTED_DAEMON" in r.stderr, r.stderr
     from palace_client import Client
-    from palaced.errors import UntrustedDaemon
+    from palaced.wire.errors import UntrustedDaemon
 
     with pytest.raises(UntrustedDaemon) as info:
         Client(victim.socket, autostart=False).status()
@@ -401,9 +401,9 @@ def test_a_client_of_another_store_is_told_instead_of_using_it(keyword_daemon: D
                                                                tmp_path: Path) -> None:
     # The default socket does not depend on HOME but the data directory does: a client whose
     # data directory differs from the daemon's must hear so, not read another store.
-    from palace_client.connection import connect
-    from palaced.errors import DataDirMismatch
-    from palaced.paths import Paths
+    from palace_client.transport.connection import connect
+    from palaced.wire.errors import DataDirMismatch
+    from palaced.wire.paths import Paths
 
     d = keyword_daemon
     theirs = Paths(tmp_path / "other-data", tmp_path / "state", tmp_path / "config.toml",

@@ -19,7 +19,7 @@ import pytest
 
 from palace_client.service import units
 from palace_client.service.manager import Host, install, status, uninstall
-from palaced.paths import Paths
+from palaced.wire.paths import Paths
 
 from .conftest import DaemonProc
 from .service_support import NO_BUS, PALACED, World, world_fixture  # noqa: F401 (fixture)

@@ -1,4 +1,4 @@
-"""Questions that ask for a set (``palaced.sets``, ``RankParams.set_spread``): after the
+"""Questions that ask for a set (``palaced.retrieval.sets``, ``RankParams.set_spread``): after the
 best few, their answers are spread over rooms."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palaced.sets import SET_KEEP, asks_for_set, spread_over_rooms
+from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
 from tests.conftest import DaemonProc
 
 

@@ -3,9 +3,9 @@
 A shared directory (a team's export drop, a shared notes folder) may hold whatever another
 local user put there: a file pre-created under the name palace is about to write, a symlink
 to one of the owner's secrets, a FIFO, a link to a device. ``palace export`` writes through
-a private temporary file made exclusively (``palaced.safe_files.private_file``), and ``palace
+a private temporary file made exclusively (``palaced.wire.safe_files.private_file``), and ``palace
 import markdown`` reads regular files only, at most its size cap, and no symlink that leaves
-the imported directory (``palaced.safe_files.read_beneath``).
+the imported directory (``palaced.wire.safe_files.read_beneath``).
 
 The other uid runs as in ``tests/test_security.py`` (root in CI switches a child to an unused
 uid); the shared directory is a 0777 directory without the sticky bit, where the kernel's

@@ -1,4 +1,4 @@
-"""The client side agrees with the op specs (``palaced.specs``), the one definition of what
+"""The client side agrees with the op specs (``palaced.wire.specs``), the one definition of what
 every op accepts.
 
 * MCP input schemas are generated from the specs; checked here against the specs by rules
@@ -19,12 +19,12 @@ from typing import Any
 import click
 import pytest
 
-from palace_client.client import Client
+from palace_client.api.client import Client
 from palace_client.mcp.schema import ToolSpec, op_property
 from palace_client.mcp.tools import TOOLS
-from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
-from palaced.specs import MAX_BUDGET, MAX_TOP_K, SPECS
-from palaced.vocab import MAX_DEPTH, TYPED_RELATIONS
+from palaced.wire.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
+from palaced.wire.specs import MAX_BUDGET, MAX_TOP_K, SPECS
+from palaced.wire.vocab import MAX_DEPTH, TYPED_RELATIONS
 from tests.cli_commands import COMMANDS as CLI_COMMANDS
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from palaced.errors import StorageFull
+from palaced.wire.errors import StorageFull
 
 from . import mounts
 from .conftest import DaemonProc, base_env

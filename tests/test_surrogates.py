@@ -13,9 +13,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from palace_client.hook import parse_input
-from palaced import ingest
-from palaced.protocol import HEADER, clean, loads_json
+from palace_client.hooks.capture import parse_input
+from palaced.capture import ingest
+from palaced.wire.protocol import HEADER, clean, loads_json
 from tests.conftest import DaemonProc
 from tests.inproc import InProcDaemon
 from tests.test_mcp_bridge import make_bridge

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from palaced import errors as E
 from palaced.store.dialect import glob_regex
+from palaced.wire import errors as E
 
 from .conftest import DaemonProc, base_env, short_home
 

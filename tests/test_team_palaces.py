@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from palaced.errors import PalaceError
+from palaced.wire.errors import PalaceError
 
 from .conftest import DaemonProc, base_env, short_home
 from .pgserver import PgServer, dbname_of

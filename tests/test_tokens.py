@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced import tokens
-from palaced.tokens import CL100K_CACHE_NAME, CL100K_SHA256, Tokenizer, parse_tiktoken_bpe
+from palaced.engine import tokens
+from palaced.engine.tokens import CL100K_CACHE_NAME, CL100K_SHA256, Tokenizer, parse_tiktoken_bpe
 
 BPE_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/tiktoken/cl100k_base.tiktoken"
 

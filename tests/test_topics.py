@@ -1,4 +1,4 @@
-"""Rule-based topic extraction for closets (palaced.topics)."""
+"""Rule-based topic extraction for closets (palaced.text.topics)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced.topics import (
+from palaced.text.topics import (
     DEFAULT_LIMIT,
     extract_topics,
     fold_plural,

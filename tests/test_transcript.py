@@ -1,5 +1,5 @@
-"""Reading Claude Code transcripts (``palaced.transcript``, ``palaced.exchanges``,
-``palaced.capture``): records to exchanges to drawers, on a fixture in Claude Code's format."""
+"""Reading Claude Code transcripts (``palaced.text.transcript``, ``palaced.text.exchanges``,
+``palaced.capture.drawers``): records to exchanges to drawers, on a fixture in Claude Code's format."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from palaced import exchanges as ex_mod
-from palaced.capture import answer_text, room_name, source_label, to_drawer
-from palaced.errors import SourceUnreadable
-from palaced.exchanges import TranscriptReader, open_transcript
-from palaced.transcript import Answer, Malformed, Prompt, classify, tool_line
+from palaced.capture.drawers import answer_text, room_name, source_label, to_drawer
+from palaced.text import exchanges as ex_mod
+from palaced.text.exchanges import TranscriptReader, open_transcript
+from palaced.text.transcript import Answer, Malformed, Prompt, classify, tool_line
+from palaced.wire.errors import SourceUnreadable
 from tests.transcripts import Session
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude-code-session.jsonl"

@@ -13,21 +13,23 @@ import anyio
 import apsw
 import pytest
 
-from palaced import audit, edits, graph, policy, reads, reembed, trash, upkeep, writes
-from palaced.config import Retention, load
-from palaced.embedder import HashEmbedder
-from palaced.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.config.settings import Retention, load
+from palaced.engine.embedder import HashEmbedder
+from palaced.engine.services import ModelState, Services
+from palaced.engine.tokens import Tokenizer
+from palaced.maintenance import reembed
+from palaced.memory import audit, edits, graph, policy, trash, upkeep, writes
 from palaced.ops.governance import since_ms
-from palaced.palace import Palace, now_ms
-from palaced.paths import Paths
-from palaced.services import ModelState, Services
+from palaced.palace import reads
+from palaced.palace.handle import Palace, now_ms
 from palaced.store import Store
 from palaced.store import audit as audit_sql
 from palaced.store import drawers as m
 from palaced.store.db import open_connection
 from palaced.store.edits import Edit
 from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION
-from palaced.tokens import Tokenizer
+from palaced.wire.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
+from palaced.wire.paths import Paths
 
 pytestmark = pytest.mark.anyio
 DAY = 86_400_000
@@ -228,8 +230,8 @@ def test_every_change_of_a_palace_needs_a_permission() -> None:
     Exempt (docs/concepts.md): creating a palace (no policy yet), and doctor and backup,
     which change no memory and run on every palace at once.
     """
-    from palaced.specs import SPECS
-    from palaced.vocab import PERMISSIONS
+    from palaced.wire.specs import SPECS
+    from palaced.wire.vocab import PERMISSIONS
 
     exempt = {"palace.create", "palace.doctor", "palace.backup"}
     for spec in SPECS.values():
@@ -251,7 +253,7 @@ def test_the_agent_goes_only_to_a_daemon_that_takes_it(keys: list[str] | None) -
     import threading
     import time
 
-    from palace_client.connection import Connection
+    from palace_client.transport.connection import Connection
     from tests.conftest import short_home
     from tests.test_client_deadlines import HELLO, FakeDaemon
 

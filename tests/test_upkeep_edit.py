@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from palaced import errors as E
+from palaced.wire import errors as E
 from tests.conftest import DaemonProc, base_env, short_home
 from tests.test_mcp_knowledge import Bridge
 

@@ -1,10 +1,10 @@
-"""Questions that ask when and name dates (palaced.when), and how recall ranks them."""
+"""Questions that ask when and name dates (palaced.retrieval.when), and how recall ranks them."""
 
 from __future__ import annotations
 
 import pytest
 
-from palaced.when import (
+from palaced.retrieval.when import (
     MAX_QUERY_DATES,
     asks_when,
     date_matches,

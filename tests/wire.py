@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from palaced.protocol import HELLO_OP, frame, hello_args
+from palaced.wire.protocol import HELLO_OP, frame, hello_args
 
 
 class Raw:

@@ -13,7 +13,7 @@ import re
 import tomllib
 from typing import Any
 
-from .entries import merge_entry
+from palace_client.agents.entries import merge_entry
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ANY_HEADER = re.compile(r"^\s*\[")

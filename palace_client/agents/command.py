@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from palaced.errors import UsageError
+from palaced.wire.errors import UsageError
 
 
 class Scope(StrEnum):
@@ -46,7 +46,7 @@ def init_command(
 ) -> None:
     """Register the palace MCP server with the coding agents on this machine."""
     # Imported here so that the other commands do not load the config writers (cold start).
-    from .setup import InitOptions, format_changes, init_agents
+    from palace_client.agents.setup import InitOptions, format_changes, init_agents
 
     try:
         options = InitOptions(
@@ -80,10 +80,9 @@ def init_command(
 
 def _record(project_dir: Path) -> None:
     """Note the project in the record ``palace uninstall`` undoes; a failure only warns."""
-    from palace_client.slug import find_project_root
-    from palaced.paths import resolve
-
-    from .record import record_project
+    from palace_client.agents.record import record_project
+    from palace_client.api.slug import find_project_root
+    from palaced.wire.paths import resolve
 
     try:
         record_project(resolve().state_dir, find_project_root(project_dir) or project_dir)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The variables palace reads (palaced.paths, palaced.config, palaced.embedder); the path ones
-# are made absolute, since clients start the bridge from any directory.
+# The variables palace reads (palaced.wire.paths, palaced.config.settings, palaced.config.model);
+# the path ones are made absolute, since clients start the bridge from any directory.
 PATH_VARS = ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
              "PALACE_TIKTOKEN_FILE")
 VALUE_VARS = ("PALACE_EMBED_MODEL",)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .codex_toml import TomlEditError, has_server, set_server_table
-from .entries import HOOK_EVENTS, is_our_hook, merge_entry
-from .jsonc import STRICT, Dialect, JsonEditError, dumps, parse, rewrite
-from .safe_write import backup_path
+from palace_client.agents.codex_toml import TomlEditError, has_server, set_server_table
+from palace_client.agents.entries import HOOK_EVENTS, is_our_hook, merge_entry
+from palace_client.agents.jsonc import STRICT, Dialect, JsonEditError, dumps, parse, rewrite
+from palace_client.agents.safe_write import backup_path
 
 SERVER_KEY = "palace"
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from palaced.private import make_private_dirs
-
-from .safe_write import atomic_write
+from palace_client.agents.safe_write import atomic_write
+from palaced.wire.private import make_private_dirs
 
 RECORD_NAME = "init-projects.json"
 

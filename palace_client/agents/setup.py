@@ -24,9 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from palace_client.slug import find_project_root, palace_name_for
-
-from .entries import (
+from palace_client.agents.entries import (
     HOOK_EVENTS,
     bridge_command,
     hook_line,
@@ -34,12 +32,13 @@ from .entries import (
     palace_env,
     palace_executable,
 )
-from .plans import CommandPlan, FilePlan
-from .safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
-from .safe_write import atomic_write as atomic_write
-from .safe_write import backup_once, drop_backup
-from .safe_write import backup_path as backup_path
-from .targets import AGENTS, LABELS, PLANNERS, Ctx, Skip, detect_agents
+from palace_client.agents.plans import CommandPlan, FilePlan
+from palace_client.agents.safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
+from palace_client.agents.safe_write import atomic_write as atomic_write
+from palace_client.agents.safe_write import backup_once, drop_backup
+from palace_client.agents.safe_write import backup_path as backup_path
+from palace_client.agents.targets import AGENTS, LABELS, PLANNERS, Ctx, Skip, detect_agents
+from palace_client.api.slug import find_project_root, palace_name_for
 
 SCOPES: tuple[str, ...] = ("project", "local", "user")
 _ALIASES = {

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .entries import Which
-from .jsonc import COMMENTS, JSONC, STRICT, Dialect
-from .plans import (
+from palace_client.agents.entries import Which
+from palace_client.agents.jsonc import COMMENTS, JSONC, STRICT, Dialect
+from palace_client.agents.plans import (
     SERVER_KEY,
     CommandPlan,
     FilePlan,

@@ -26,7 +26,7 @@ The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace
 ``backups``, ``transfer`` (``palace export``, ``palace import``), ``governance`` (trash, audit,
 policy) and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
 come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace
-service`` and ``palace uninstall`` from ``palace_client.service.command``. ``palace --agent
+service`` and ``palace uninstall`` from ``palace_client.cli.service``. ``palace --agent
 NAME`` (or ``PALACE_AGENT``) names who the requests come from.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
@@ -45,10 +45,7 @@ import sys
 import typer
 
 from palace_client.agents.command import init_command
-from palace_client.mcp.command import mcp_command
-from palace_client.service.command import service_app, uninstall_command
-
-from . import (
+from palace_client.cli import (
     backups,
     daemon,
     doctor,
@@ -63,6 +60,8 @@ from . import (
     transfer,
     upkeep,
 )
+from palace_client.cli.service import service_app, uninstall_command
+from palace_client.mcp.command import mcp_command
 
 app = typer.Typer(
     add_completion=True,
@@ -133,7 +132,7 @@ _one_line_summaries(app)
 def main() -> None:
     """Console-script entry point: runs the command, reports any failure (see
     ``failures``) and exits with its code."""
-    from .failures import run
+    from palace_client.cli.failures import run
 
     sys.exit(run(app, "palace"))
 

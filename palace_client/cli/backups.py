@@ -6,9 +6,8 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted
-
-from .common import EXIT_ERROR, JsonOpt, client, emit, op_argument, op_option
+from palace_client.cli.common import EXIT_ERROR, JsonOpt, client, emit, op_argument, op_option
+from palace_client.render.results import counted
 
 app = typer.Typer()
 

@@ -1,7 +1,7 @@
 """What every ``palace`` command shares: exit codes, common options, the client, output.
 
 Options and arguments that carry an op's argument are made by ``op_option``/``op_argument``
-from the op's spec (``palaced.specs``): their default and numeric range are the daemon's, so
+from the op's spec (``palaced.wire.specs``): their default and numeric range are the daemon's, so
 the CLI cannot drift from it. An out-of-range value is a usage error (exit 2) before any
 request is sent. They also remember which op argument they carry, so that an error the daemon
 reports about an argument (``details["arg"] == "top_k"``) names the command's flag
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 import typer
 
-from palaced import errors as E
-from palaced.args import Arg, client_bounds
-from palaced.specs import SPECS
+from palaced.wire import errors as E
+from palaced.wire.args import Arg, client_bounds
+from palaced.wire.specs import SPECS
 
 if TYPE_CHECKING:
-    from palace_client.client import Client
+    from palace_client.api.client import Client
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -228,7 +228,7 @@ def fail(exc: E.PalaceError, as_json: bool) -> NoReturn:
 def client(as_json: bool, *, autostart: bool = True) -> Iterator[Client]:
     """A daemon client for one command; its PalaceErrors end the command (see ``fail``)."""
     # Imported here so that `palace --help` and usage errors never load the connection code.
-    from palace_client.client import Client
+    from palace_client.api.client import Client
 
     try:
         c = Client(client_name="palace-cli", autostart=autostart)

@@ -14,10 +14,9 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted, pending_chunks
-from palaced import errors as E
-
-from .common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
+from palace_client.cli.common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
+from palace_client.render.results import counted, pending_chunks
+from palaced.wire import errors as E
 
 app = typer.Typer()
 daemon_app = typer.Typer(no_args_is_help=True,

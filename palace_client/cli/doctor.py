@@ -16,12 +16,18 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted
-from palaced import errors as E
-from palaced.paths import Paths
-from palaced.private import check_runtime_dir
-
-from .common import EXIT_UNHEALTHY, EXIT_UNREACHABLE, JsonOpt, client, emit, op_option
+from palace_client.cli.common import (
+    EXIT_UNHEALTHY,
+    EXIT_UNREACHABLE,
+    JsonOpt,
+    client,
+    emit,
+    op_option,
+)
+from palace_client.render.results import counted
+from palaced.wire import errors as E
+from palaced.wire.paths import Paths
+from palaced.wire.private import check_runtime_dir
 
 app = typer.Typer()
 

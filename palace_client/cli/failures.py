@@ -15,9 +15,8 @@ from typing import Any
 
 import click
 
-from palaced import errors as E
-
-from .common import EXIT_ERROR, report
+from palace_client.cli.common import EXIT_ERROR, report
+from palaced.wire import errors as E
 
 EXIT_INTERRUPTED = 130  # what typer exits with on Ctrl-C, the shell's 128 + SIGINT
 

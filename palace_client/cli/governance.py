@@ -7,12 +7,7 @@ from typing import Any
 
 import typer
 
-from palace_client import governance_render, render
-from palace_client.render import counted, format_time
-from palaced import errors as E
-from palaced.vocab import PERMISSIONS
-
-from .common import (
+from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
@@ -23,7 +18,12 @@ from .common import (
     op_argument,
     op_option,
 )
-from .memory import DRAWERS_PAGE, page_footer
+from palace_client.cli.memory import DRAWERS_PAGE, page_footer
+from palace_client.render import governance as governance_render
+from palace_client.render import results as render
+from palace_client.render.results import counted, format_time
+from palaced.wire import errors as E
+from palaced.wire.vocab import PERMISSIONS
 
 app = typer.Typer()
 trash_app = typer.Typer(no_args_is_help=True,

@@ -1,7 +1,7 @@
 """``palace hook capture``: the Claude Code hook, as typer documents it.
 
 Claude Code runs it after every turn, so ``palace_client.entry`` dispatches it to
-``palace_client.hook`` before typer is even imported; this command is what ``--help`` (and
+``palace_client.hooks.capture`` before typer is even imported; this command is what ``--help`` (and
 an unusual command line typer parses first) reaches, and it runs the same code.
 """
 
@@ -25,6 +25,6 @@ def capture(palace: str | None = typer.Option(
     about 200 ms whatever happens, printing nothing: problems go to the clients' log
     (palace.log beside the daemon's log). Installed for PreCompact, Stop and SessionEnd.
     """
-    from palace_client.hook import capture as run_hook
+    from palace_client.hooks.capture import capture as run_hook
 
     raise typer.Exit(run_hook(["--palace", palace] if palace else []))

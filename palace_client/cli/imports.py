@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, need_palace, op_option
+from palace_client.cli.common import (
+    EXIT_OK,
+    EXIT_SKIPPED,
+    JsonOpt,
+    PalaceOpt,
+    client,
+    need_palace,
+    op_option,
+)
 
 
 def claude_code(

@@ -7,11 +7,11 @@ import json
 import sys
 from typing import Any
 
-from palaced import errors as E
-from palaced.args import decode_args
-from palaced.errors import quote
-from palaced.protocol import loads_json
-from palaced.specs import REMEMBER_MANY_ITEM
+from palaced.wire import errors as E
+from palaced.wire.args import decode_args
+from palaced.wire.errors import quote
+from palaced.wire.protocol import loads_json
+from palaced.wire.specs import REMEMBER_MANY_ITEM
 
 
 def read_stdin() -> str:

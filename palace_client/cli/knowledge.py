@@ -10,10 +10,7 @@ from typing import Any
 
 import typer
 
-from palace_client import render
-from palaced.vocab import TYPED_RELATIONS
-
-from .common import (
+from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
@@ -23,6 +20,8 @@ from .common import (
     op_argument,
     op_option,
 )
+from palace_client.render import results as render
+from palaced.wire.vocab import TYPED_RELATIONS
 
 app = typer.Typer(no_args_is_help=True,
                   help="Knowledge graph: temporal facts and relations between concepts.")

@@ -12,12 +12,7 @@ from typing import Any
 
 import typer
 
-from palace_client import memoir_render as mr
-from palace_client.render import counted
-from palaced import errors as E
-from palaced.vocab import TYPED_RELATIONS
-
-from .common import (
+from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
@@ -28,6 +23,10 @@ from .common import (
     op_argument,
     op_option,
 )
+from palace_client.render import memoirs as mr
+from palace_client.render.results import counted
+from palaced.wire import errors as E
+from palaced.wire.vocab import TYPED_RELATIONS
 
 app = typer.Typer(no_args_is_help=True,
                   help="Memoirs: curated concepts (definition, labels, confidence) and typed "

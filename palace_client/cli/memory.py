@@ -7,13 +7,8 @@ from typing import Any
 
 import typer
 
-from palace_client import governance_render, render
-from palace_client.render import counted
-from palace_client.slug import default_palace
-from palaced import errors as E
-from palaced.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
-
-from .common import (
+from palace_client.api.slug import default_palace
+from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
@@ -25,7 +20,12 @@ from .common import (
     op_argument,
     op_option,
 )
-from .jsonl import parse_jsonl, read_stdin
+from palace_client.cli.jsonl import parse_jsonl, read_stdin
+from palace_client.render import governance as governance_render
+from palace_client.render import results as render
+from palace_client.render.results import counted
+from palaced.wire import errors as E
+from palaced.wire.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
 app = typer.Typer()
 

@@ -2,7 +2,7 @@
 
 ``fetch`` downloads the default model from the model hub, ``import`` installs a local copy (a
 directory or an archive); both check the files' sha256 against the manifest
-(``palace_client.model_files``), install them where the daemon looks
+(``palace_client.models.files``), install them where the daemon looks
 (``<data_dir>/models/``) and send ``model.load``. A copy the daemon cannot load is rolled
 back. ``load`` only sends ``model.load`` (after editing the config file, say).
 """
@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from palaced import errors as E
-from palaced.paths import Paths, resolve
-
-from .common import JsonOpt, client, emit, fail
+from palace_client.cli.common import JsonOpt, client, emit, fail
+from palaced.wire import errors as E
+from palaced.wire.paths import Paths, resolve
 
 if TYPE_CHECKING:
-    from palace_client.model_files import Verdict
+    from palace_client.models.files import Verdict
 
 # A model.load may have the daemon download the model (no installed copy, allow_download on).
 LOAD_TIMEOUT_MS = 600_000
@@ -39,7 +38,8 @@ def fetch(timeout: float = typer.Option(10.0, "--timeout", min=0.1,
 
     Fails fast, naming the host, when the hub is unreachable: then use `palace model import`.
     """
-    from palace_client import model_fetch, model_files
+    from palace_client.models import fetch as model_fetch
+    from palace_client.models import files as model_files
 
     base = model_fetch.endpoint()
     try:
@@ -69,7 +69,8 @@ def import_(path: str = typer.Argument(..., help="A directory holding the model 
     A copy that is no export palace knows is installed with a warning when it is complete and
     the daemon loads it; an archive with a member escaping its directory is refused.
     """
-    from palace_client import model_archive, model_files
+    from palace_client.models import archive as model_archive
+    from palace_client.models import files as model_files
 
     source = Path(path).expanduser().absolute()
     paths = resolve()
@@ -110,7 +111,7 @@ def load(as_json: bool = JsonOpt) -> None:
 def _install_and_load(paths: Paths, staging: Path, checked: Verdict, source: str,
                       as_json: bool) -> None:
     """Swap the staged copy in and have the daemon load it; roll back if it cannot."""
-    from palace_client import model_files
+    from palace_client.models import files as model_files
 
     try:
         installed = model_files.install(paths, staging, checked, source)

@@ -6,10 +6,9 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted, pending_chunks
-from palaced import errors as E
-
-from .common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
+from palace_client.cli.common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
+from palace_client.render.results import counted, pending_chunks
+from palaced.wire import errors as E
 
 app = typer.Typer()
 

@@ -15,14 +15,22 @@ from typing import IO, TYPE_CHECKING, Any
 
 import typer
 
-from palace_client.render import counted
-from palaced import errors as E
-from palaced.safe_files import private_file
-
-from .common import EXIT_OK, EXIT_SKIPPED, JsonOpt, PalaceOpt, client, emit, fail, need_palace
+from palace_client.cli.common import (
+    EXIT_OK,
+    EXIT_SKIPPED,
+    JsonOpt,
+    PalaceOpt,
+    client,
+    emit,
+    fail,
+    need_palace,
+)
+from palace_client.render.results import counted
+from palaced.wire import errors as E
+from palaced.wire.safe_files import private_file
 
 if TYPE_CHECKING:
-    from palace_client.client import Client
+    from palace_client.api.client import Client
     from palace_client.importers.runner import Importer, Sink
 
 app = typer.Typer()

@@ -8,10 +8,7 @@ from typing import Any
 
 import typer
 
-from palace_client.render import counted
-from palaced import errors as E
-
-from .common import (
+from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
@@ -22,7 +19,9 @@ from .common import (
     op_argument,
     op_option,
 )
-from .jsonl import read_stdin
+from palace_client.cli.jsonl import read_stdin
+from palace_client.render.results import counted
+from palaced.wire import errors as E
 
 app = typer.Typer()
 

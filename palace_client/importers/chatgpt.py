@@ -28,12 +28,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.slug import slugify
-from palaced import errors as E
-from palaced.protocol import loads_json
-from palaced.safe_files import open_regular, read_capped
-
-from .runner import Problem, Unit
+from palace_client.api.slug import slugify
+from palace_client.importers.runner import Problem, Unit
+from palaced.wire import errors as E
+from palaced.wire.protocol import loads_json
+from palaced.wire.safe_files import open_regular, read_capped
 
 DEFAULT_WING = "chatgpt"
 _TEXT_TYPES = ("text", "multimodal_text")

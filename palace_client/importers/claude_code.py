@@ -21,10 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from palaced.errors import PalaceError, SourceUnreadable
-
-from .progress import Progress
-from .runner import Problem, Tally
+from palace_client.importers.progress import Progress
+from palace_client.importers.runner import Problem, Tally
+from palaced.wire.errors import PalaceError, SourceUnreadable
 
 OP = "capture.transcript"
 REQUEST_TIMEOUT_MS = 3_600_000  # one transcript may be long; the daemon caps it (1 hour)

@@ -1,6 +1,6 @@
 """``palace import jsonl``: restore a palace export (``docs/export-format.md``).
 
-Every line is checked here against the record specs (``palaced.export_format``) before it is
+Every line is checked here against the record specs (``palaced.wire.export_format``) before it is
 sent, so a dry run finds what the daemon would refuse; a malformed line is skipped and
 reported with its line number. The header must open the file: without it nothing can be
 restored.
@@ -13,12 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from palaced import errors as E
-from palaced.args import decode_args
-from palaced.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kind
-from palaced.protocol import loads_json
-
-from .runner import Problem, Unit
+from palace_client.importers.runner import Problem, Unit
+from palaced.wire import errors as E
+from palaced.wire.args import decode_args
+from palaced.wire.export_format import FORMAT, KIND_KEY, RECORDS, VERSION, record_kind
+from palaced.wire.protocol import loads_json
 
 MAX_LINE_BYTES = 64 << 20  # a record is sent in one request, whose frame is smaller (8 MiB)
 TOO_LONG = b"\x00 line too long"  # what _lines yields for a longer line (never real JSON)

@@ -27,11 +27,10 @@ from typing import Any
 
 import pathspec
 
-from palaced import errors as E
-from palaced.safe_files import read_beneath, read_regular
-
-from . import sections
-from .runner import Problem, Unit
+from palace_client.importers import sections
+from palace_client.importers.runner import Problem, Unit
+from palaced.wire import errors as E
+from palaced.wire.safe_files import read_beneath, read_regular
 
 DEFAULT_WING = "docs"
 KINDS = {".md": "markdown", ".markdown": "markdown", ".rst": "rst", ".txt": "text"}

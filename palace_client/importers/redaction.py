@@ -2,12 +2,12 @@
 
 Every ledger importer (markdown, chatgpt...) sends each drawer text through :func:`redact`
 first (``runner.run``); restores of an export do not (an export holds what its palace held).
-The rules are the daemon's own (``palaced.redact``, a wire leaf), so text captured by the
+The rules are the daemon's own (``palaced.wire.redact``, a wire leaf), so text captured by the
 daemon (Claude Code transcripts) and text imported here are masked alike.
 """
 
 from __future__ import annotations
 
-from palaced.redact import redact
+from palaced.wire.redact import redact
 
 __all__ = ["redact"]

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from . import redaction
-from .progress import Progress
+from palace_client.importers import redaction
+from palace_client.importers.progress import Progress
 
 MAX_LISTED = 100  # problems kept for the report (all are counted)
 MAX_PRINTED = 20  # problems printed on stderr by a human report

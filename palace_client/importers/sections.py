@@ -8,7 +8,7 @@ between lines, then anywhere), each later piece starting with its heading's titl
 still says what it is about. Sections without text under their heading are left out.
 
 This is drawer granularity, the client's business: the daemon still cuts every drawer into
-the embedding windows of ``palaced.chunking``.
+the embedding windows of ``palaced.text.chunking``.
 """
 
 from __future__ import annotations

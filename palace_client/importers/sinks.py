@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from palaced import errors as E
-
-from .runner import Problem, Tally, Unit
+from palace_client.importers.runner import Problem, Tally, Unit
+from palaced.wire import errors as E
 
 if TYPE_CHECKING:
-    from palace_client.client import Client
+    from palace_client.api.client import Client
 
 RESTORE_BATCH = 500  # records per palace.import_records request ...
 REQUEST_SHARE = 4  # ... and at most 1/4 of the daemon's max_frame of text in one request

@@ -26,12 +26,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from palace_client import identity
-from palace_client.slug import root_palace, root_uri_path
+from palace_client.api import identity
+from palace_client.api.slug import root_palace, root_uri_path
+from palace_client.mcp.toolbox import Toolbox
 from palaced import __version__
-from palaced.protocol import loads_json
-
-from .toolbox import Toolbox
+from palaced.wire.protocol import loads_json
 
 SUPPORTED_PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]

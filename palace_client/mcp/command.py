@@ -14,6 +14,6 @@ def mcp_command(
 ) -> None:
     """Serve the palace tools over MCP on stdin/stdout (started by an agent, not by hand)."""
     # Imported here so that the other commands do not load the bridge (cold start).
-    from .stdio import run
+    from palace_client.mcp.stdio import run
 
     raise typer.Exit(run(palace, compact))

@@ -1,7 +1,7 @@
 """The ``memoir`` MCP tool: one tool whose ``action`` picks the memoir op it runs.
 
 ``run_memoir`` checks the arguments against the chosen op (``schema.action_args``), sends it
-and words the answer for an agent with ``palace_client.memoir_render``. The tool's schema is
+and words the answer for an agent with ``palace_client.render.memoirs``. The tool's schema is
 declared in ``tools`` (``MEMOIR_ACTIONS``).
 """
 
@@ -11,11 +11,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from palace_client.memoir_render import link_line, memoir_line, render_concept, render_concepts
-from palace_client.render import counted
-
-from .schema import action_args
-from .tools import TOOLS_BY_NAME
+from palace_client.mcp.schema import action_args
+from palace_client.mcp.tools import TOOLS_BY_NAME
+from palace_client.render.memoirs import link_line, memoir_line, render_concept, render_concepts
+from palace_client.render.results import counted
 
 OpCall = Callable[[str, "str | None", "Mapping[str, Any] | None"], dict[str, Any]]
 

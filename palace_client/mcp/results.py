@@ -6,9 +6,8 @@ import json
 import re
 from typing import Any
 
-from palaced.errors import DaemonUnreachable, InternalError, PalaceError
-
-from .schema import ToolArgumentError
+from palace_client.mcp.schema import ToolArgumentError
+from palaced.wire.errors import DaemonUnreachable, InternalError, PalaceError
 
 
 def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:

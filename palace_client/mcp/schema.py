@@ -2,7 +2,7 @@
 
 A tool property that is an argument of the tool's op is declared with ``param`` (its
 agent-facing description and, optionally, narrowing) and its JSON Schema is generated from the
-op's ``palaced.specs.Arg``: type, bounds, lengths and default come from the one definition the
+op's ``palaced.wire.specs.Arg``: type, bounds, lengths and default come from the one definition the
 daemon validates against, so the schemas cannot drift from the daemon. Narrowing may only make
 a schema stricter (a union kind reduced to one member, an enum, a minimum length, tighter
 bounds); ``op_property`` refuses anything else.
@@ -20,8 +20,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from palaced.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, client_bounds, range_text
-from palaced.specs import SPECS
+from palaced.wire.args import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_STR,
+    NO_LIMIT,
+    client_bounds,
+    range_text,
+)
+from palaced.wire.specs import SPECS
 
 # Op argument kinds as JSON Schema types (union kinds must be narrowed to one member first).
 JSON_TYPES: dict[str, str] = {"str": "string", "int": "integer", "float": "number",

@@ -19,17 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, BinaryIO
 
-from palace_client.slug import default_palace, project_dir_palace
-from palaced.protocol import loads_json
-
-from .bridge import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    Bridge,
-    _error,
-    encode,
-)
-from .toolbox import DaemonClient, Toolbox
+from palace_client.api.slug import default_palace, project_dir_palace
+from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, encode
+from palace_client.mcp.toolbox import DaemonClient, Toolbox
+from palaced.wire.protocol import loads_json
 
 MAX_LINE = 16 * 1024 * 1024
 READ_CHUNK = 64 * 1024
@@ -194,7 +187,7 @@ def _set_signal_handlers(state: _LoopState | None) -> None:
 
 def _default_client() -> DaemonClient:
     # Imported on the first tool call only: tools/list never needs the connection code.
-    from palace_client.client import Client
+    from palace_client.api.client import Client
 
     return Client(client_name="palace-mcp")
 

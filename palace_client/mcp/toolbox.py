@@ -4,7 +4,7 @@ Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'``
 ``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
 ``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
 (``memoir_tool``, ``upkeep_tool``).
-Results are rendered as plain text for an agent (``palace_client.render``); failures become
+Results are rendered as plain text for an agent (``palace_client.render.results``); failures become
 ``isError`` results the agent can act on (``results``), never protocol errors. The tools'
 names, descriptions and schemas live in ``tools``.
 """
@@ -15,7 +15,12 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from palace_client.render import (
+from palace_client.mcp.memoir_tool import run_memoir
+from palace_client.mcp.results import forgotten_text, render_error, text_result
+from palace_client.mcp.schema import ToolArgumentError, check_arguments
+from palace_client.mcp.tools import RETIRED, TOOLS, TOOLS_BY_NAME
+from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
+from palace_client.render.results import (
     excerpt,
     format_time,
     nothing_relevant,
@@ -25,15 +30,9 @@ from palace_client.render import (
     render_neighbours,
     render_sections,
 )
-from palaced.errors import PalaceError, ShuttingDown
-from palaced.specs import SPECS
-from palaced.vocab import MULTI_VALUED
-
-from .memoir_tool import run_memoir
-from .results import forgotten_text, render_error, text_result
-from .schema import ToolArgumentError, check_arguments
-from .tools import RETIRED, TOOLS, TOOLS_BY_NAME
-from .upkeep_tool import consolidation_hint, run_upkeep
+from palaced.wire.errors import PalaceError, ShuttingDown
+from palaced.wire.specs import SPECS
+from palaced.wire.vocab import MULTI_VALUED
 
 NUDGE_AFTER = 10
 NUDGE_TEXT = (

@@ -2,7 +2,7 @@
 
 ``tools/list`` is answered from ``TOOLS``; ``toolbox.Toolbox`` runs them. Each tool names the
 daemon op it runs, and its properties are that op's arguments (``param``): their JSON Schemas
-(types, bounds, defaults) are generated from ``palaced.specs`` by ``schema.op_property``, so
+(types, bounds, defaults) are generated from ``palaced.wire.specs`` by ``schema.op_property``, so
 only the wording lives here. The tool-only properties (``recall``'s ``scope``,
 ``kg_query``'s ``history`` and ``depth``, ``memoir``'s and ``upkeep``'s ``action``) choose
 which op the tool runs and are written out in ``extra``.
@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced.vocab import TYPED_RELATIONS
-
-from .schema import Param, ToolSpec, op_property, param
+from palace_client.mcp.schema import Param, ToolSpec, op_property, param
+from palaced.wire.vocab import TYPED_RELATIONS
 
 _WING = param("Area, e.g. 'backend'.")
 _ROOM = param("Topic, e.g. 'auth'.")
@@ -78,7 +77,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "wing": _WING,
             "tags": param(),
             # Agents get the numeric scale; the daemon also takes the names of the presets
-            # (palaced.vocab.IMPORTANCE_PRESETS), which are points on it.
+            # (palaced.wire.vocab.IMPORTANCE_PRESETS), which are points on it.
             "importance": param("1 = critical.",
                                 kind="float", minimum=0.0, maximum=1.0),
             "occurred_at": _when("ISO 8601; default now."),

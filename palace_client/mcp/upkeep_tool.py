@@ -13,10 +13,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from palace_client.render import one_line
-
-from .schema import action_args
-from .tools import TOOLS_BY_NAME
+from palace_client.mcp.schema import action_args
+from palace_client.mcp.tools import TOOLS_BY_NAME
+from palace_client.render.results import one_line
 
 OpCall = Callable[[str, "str | None", "Mapping[str, Any] | None"], dict[str, Any]]
 LISTED = 5  # stale drawers and duplicate pairs shown per room

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from palace_client.agents.safe_write import atomic_write
-from palaced.paths import Paths, resolve
-from palaced.private import make_private_dirs
-
-from . import units
+from palace_client.service import units
+from palaced.wire.paths import Paths, resolve
+from palaced.wire.private import make_private_dirs
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 RUN_TIMEOUT_S = 60.0

@@ -23,8 +23,7 @@ from typing import Any
 
 from palace_client.agents.record import recorded_projects
 from palace_client.agents.setup import Change, InitOptions, format_changes, init_agents
-
-from .manager import Host, uninstall
+from palace_client.service.manager import Host, uninstall
 
 AGENT_ACTIONS = ("created", "updated", "deleted", "error")
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palaced.paths import ACTIVATION_NAME, Paths
+from palaced.wire.paths import ACTIVATION_NAME, Paths
 
 SOCKET_UNIT = "palaced.socket"
 SERVICE_UNIT = "palaced.service"

@@ -2,7 +2,7 @@
 
 The request is checked before anything is queued (palace name, an absolute path to a
 readable regular file, labels), so a hook's mistakes come back as typed errors at once;
-without ``wait`` the capture is only queued (``palaced.capture_queue``).
+without ``wait`` the capture is only queued (``palaced.capture.worker``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import team
-from palaced.errors import InternalError, InvalidArgs, PalaceNotFound
-from palaced.exchanges import open_transcript
-from palaced.ingest import CaptureJob, Report, ingest
+from palaced.capture.ingest import CaptureJob, Report, ingest
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, need_palace
+from palaced.palace import team
+from palaced.text.exchanges import open_transcript
+from palaced.wire.errors import InternalError, InvalidArgs, PalaceNotFound
 
 
 def _check_path(raw: str) -> Path:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from palaced.capture_queue import CaptureQueue
-from palaced.config import DaemonConfig
-from palaced.registry import Registry
-from palaced.services import Services
+from palaced.capture.worker import CaptureQueue
+from palaced.config.settings import DaemonConfig
+from palaced.engine.services import Services
+from palaced.palace.registry import Registry
 from palaced.store.audit import UNKNOWN_AGENT, Actor
 
 

@@ -43,7 +43,7 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         "model": ctx.services.model.as_dict(),
         "mode": "hybrid" if ctx.services.model.ready else "keyword-only",
         # Embedding runs since start, and the requests they served: under concurrency one
-        # run serves several waiting queries or slices (palaced.batching).
+        # run serves several waiting queries or slices (palaced.engine.batching).
         "embedding": ctx.services.embeds.as_dict(),
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": ctx.connections(),

@@ -9,8 +9,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import edits, reads, recall, trash, writes
-from palaced.errors import InvalidArgs, MemoryNotFound, PalaceError
+from palaced.memory import edits, trash, writes
 from palaced.ops.context import OpContext
 from palaced.ops.fields import (
     check_query,
@@ -20,8 +19,11 @@ from palaced.ops.fields import (
     filters_from_args,
     need_palace,
 )
-from palaced.recall import RecallRequest
-from palaced.timeparse import iso
+from palaced.palace import reads
+from palaced.retrieval import recall
+from palaced.retrieval.recall import RecallRequest
+from palaced.text.timeparse import iso
+from palaced.wire.errors import InvalidArgs, MemoryNotFound, PalaceError
 
 
 async def op_remember(ctx: OpContext, palace: str | None, args: dict[str, Any]

@@ -1,4 +1,4 @@
-"""Field checks shared by op handlers: what the generic decoder (``palaced.args``) cannot
+"""Field checks shared by op handlers: what the generic decoder (``palaced.wire.args``) cannot
 check (labels, texts, durations, times), and the drawer and filter values built from them.
 
 Every failure is a typed PalaceError (INVALID_ARGS, INVALID_CONTENT or TEXT_TOO_LARGE).
@@ -9,16 +9,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from palaced.args import MAX_TIME_CHARS, decode_args
-from palaced.errors import InvalidArgs, InvalidContent, PalaceError, TextTooLarge, quote
-from palaced.layout import validate_name
-from palaced.rules import parse_importance
-from palaced.specs import MAX_TTL_S, REMEMBER_MANY_ITEM
+from palaced.palace.layout import validate_name
 from palaced.store import drawers as m
 from palaced.store.edits import Edit
-from palaced.timeparse import parse_when
-from palaced.topics import extract_topics
-from palaced.vocab import MAX_FIELD_CHARS
+from palaced.text.rules import parse_importance
+from palaced.text.timeparse import parse_when
+from palaced.text.topics import extract_topics
+from palaced.wire.args import MAX_TIME_CHARS, decode_args
+from palaced.wire.errors import InvalidArgs, InvalidContent, PalaceError, TextTooLarge, quote
+from palaced.wire.specs import MAX_TTL_S, REMEMBER_MANY_ITEM
+from palaced.wire.vocab import MAX_FIELD_CHARS
 
 
 def check_label(value: str | None, what: str) -> str | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from palaced import audit, policy, trash
+from palaced.memory import audit, policy, trash
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace, parse_ttl
-from palaced.palace import Palace
-from palaced.timeparse import parse_when
+from palaced.palace.handle import Palace
+from palaced.text.timeparse import parse_when
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:

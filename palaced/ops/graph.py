@@ -1,7 +1,7 @@
 """Handlers of the knowledge-graph ops (``graph.*``).
 
 Handlers validate what the generic decoder cannot (times, queries) and call
-``palaced.graph``; every failure is a typed PalaceError.
+``palaced.memory.graph``; every failure is a typed PalaceError.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from palaced import graph
+from palaced.memory import graph
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, need_palace, when
-from palaced.palace import Palace
+from palaced.palace.handle import Palace
 
 
 def _now() -> int:

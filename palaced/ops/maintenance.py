@@ -1,8 +1,8 @@
 """Handlers of the maintenance ops: ``palace.doctor``, ``palace.backup``, ``palace.restore``.
 
 Each takes an optional palace: doctor and backup cover every palace without one, restore
-defaults to the palace the backup was taken of. The work is in ``palaced.doctor``,
-``palaced.backup`` and ``palaced.restore``.
+defaults to the palace the backup was taken of. The work is in ``palaced.maintenance.doctor``,
+``palaced.maintenance.backup`` and ``palaced.maintenance.restore``.
 
 Policy (docs/concepts.md): doctor and backup need no permission (they change no memory);
 a restore needs ``admin`` of the palace it replaces. The op table checks the palace named in
@@ -16,10 +16,12 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import backup, doctor, policy, restore, team
-from palaced.errors import PalaceError
-from palaced.layout import validate_name
+from palaced.maintenance import backup, doctor, restore
+from palaced.memory import policy
 from palaced.ops.context import OpContext
+from palaced.palace import team
+from palaced.palace.layout import validate_name
+from palaced.wire.errors import PalaceError
 
 
 async def op_doctor(ctx: OpContext, palace: str | None, args: dict[str, Any]

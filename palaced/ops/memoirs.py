@@ -1,6 +1,6 @@
 """Handlers of the memoir ops (``memoir.*``): curated concept graphs.
 
-The generic decoder has checked types and bounds against ``palaced.specs``; names, labels,
+The generic decoder has checked types and bounds against ``palaced.wire.specs``; names, labels,
 relations and sources are checked by ``palaced.store`` (typed errors, nothing changed).
 """
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import memoirs, team
+from palaced.memory import memoirs
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_query, need_palace
-from palaced.palace import Palace
+from palaced.palace import team
+from palaced.palace.handle import Palace
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:

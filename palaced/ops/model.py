@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from palaced import config as config_mod
-from palaced.model_loader import reload_model
+from palaced.config import settings as config_mod
+from palaced.maintenance.model_loader import reload_model
 from palaced.ops.context import OpContext
 
 

@@ -6,10 +6,12 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import audit, reads, reembed, team
-from palaced.errors import EmbedderUnavailable
+from palaced.maintenance import reembed
+from palaced.memory import audit
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
+from palaced.palace import reads, team
+from palaced.wire.errors import EmbedderUnavailable
 
 
 async def op_palace_list(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -53,7 +55,8 @@ async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any
 
 async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
-    """Re-embed a palace with the loaded model now (see ``palaced.reembed.reembed_now``).
+    """Re-embed a palace with the loaded model now (see
+    ``palaced.maintenance.reembed.reembed_now``).
 
     Raises:
         EmbedderUnavailable: the model is still loading (retry shortly) or unavailable (the

@@ -1,4 +1,4 @@
-"""The op table (each op's spec in ``palaced.specs`` bound to its handler) and dispatch.
+"""The op table (each op's spec in ``palaced.wire.specs`` bound to its handler) and dispatch.
 
 ``dispatch`` is the one way into a handler: it decodes the arguments against the op's spec
 (bad input is refused with INVALID_ARGS before anything runs), checks the palace name, hands
@@ -14,10 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from palaced import policy
-from palaced.args import decode_args
-from palaced.errors import PalaceError, PalaceNotFound, UnknownOp, quote
-from palaced.layout import validate_name
+from palaced.memory import policy
 from palaced.ops import (
     capture,
     daemon_ops,
@@ -33,15 +30,18 @@ from palaced.ops import (
 )
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
-from palaced.specs import SPECS, OpSpec
+from palaced.palace.layout import validate_name
 from palaced.store.audit import UNKNOWN_AGENT
+from palaced.wire.args import decode_args
+from palaced.wire.errors import PalaceError, PalaceNotFound, UnknownOp, quote
+from palaced.wire.specs import SPECS, OpSpec
 
 Handler = Callable[[OpContext, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
 class Op:
-    """An op the daemon serves: its spec (``palaced.specs``) bound to its handler."""
+    """An op the daemon serves: its spec (``palaced.wire.specs``) bound to its handler."""
 
     spec: OpSpec
     handler: Handler
@@ -52,7 +52,7 @@ class Op:
 
 
 class OpTable:
-    """The ops the daemon serves, one per spec in ``palaced.specs.SPECS``."""
+    """The ops the daemon serves, one per spec in ``palaced.wire.specs.SPECS``."""
 
     def __init__(self, handlers: Iterable[tuple[str, Handler]]) -> None:
         """Bind each ``(op name, handler)``.

@@ -8,15 +8,16 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced import sources, transfer
-from palaced.args import decode_args
-from palaced.errors import InvalidArgs, InvalidContent, PalaceError
-from palaced.export_format import FORMAT, RECORDS, VERSION, record_kind
+from palaced.maintenance import transfer
+from palaced.memory import sources
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, check_text, drawers_from_items, need_palace
 from palaced.store.drawers import SUMMARY_KIND, content_hash
-from palaced.timeparse import parse_when
-from palaced.topics import extract_topics
+from palaced.text.timeparse import parse_when
+from palaced.text.topics import extract_topics
+from palaced.wire.args import decode_args
+from palaced.wire.errors import InvalidArgs, InvalidContent, PalaceError
+from palaced.wire.export_format import FORMAT, RECORDS, VERSION, record_kind
 
 _TIMES = ("created_ms", "updated_ms", "occurred_ms", "accessed_ms", "expires_ms",
           "valid_from_ms", "valid_to_ms", "invalidated_ms", "imported_ms", "exported_ms",

@@ -2,18 +2,18 @@
 ``memory.consolidate`` and ``memory.health``.
 
 Handlers validate what the generic decoder cannot (labels, texts, ids) and call
-``palaced.upkeep`` and ``palaced.health``; every failure is a typed PalaceError.
+``palaced.memory.upkeep`` and ``palaced.memory.health``; every failure is a typed PalaceError.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from palaced import health, upkeep
-from palaced.errors import InvalidArgs
+from palaced.memory import health, upkeep
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, check_text, need_palace
-from palaced.palace import Palace
+from palaced.palace.handle import Palace
+from palaced.wire.errors import InvalidArgs
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import apsw
 
-from palaced.errors import StorageError
+from palaced.wire.errors import StorageError
 
 from .checks import header, integrity_problems
 from .db import open_connection, storage_error

@@ -3,7 +3,7 @@
 Each function takes an open ``apsw.Connection`` and only reads, so it runs on a reader
 snapshot (``Store.read``) or on a connection of its own to a palace that is not open; the one
 exception, ``entities_fts_problems``, runs an FTS5 command that needs a write transaction.
-What is wrong is returned as data: the caller judges it (``palaced.checks``).
+What is wrong is returned as data: the caller judges it (``palaced.maintenance.checks``).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidArgs, InvalidContent, quote
-from palaced.vocab import MAX_DEPTH, MAX_LIMIT, TYPED_RELATIONS, typed_relation
+from palaced.wire.errors import InvalidArgs, InvalidContent, quote
+from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT, TYPED_RELATIONS, typed_relation
 
 from .concepts import concept_by_id, concept_id, concepts_matching
 from .graph_walk import bounded_walk

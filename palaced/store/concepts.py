@@ -21,7 +21,8 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import (
+from palaced.text.relevance import coverage
+from palaced.wire.errors import (
     ConceptExists,
     ConceptNotFound,
     InvalidArgs,
@@ -29,8 +30,7 @@ from palaced.errors import (
     MemoryNotFound,
     quote,
 )
-from palaced.relevance import coverage
-from palaced.vocab import (
+from palaced.wire.vocab import (
     DEFAULT_CONCEPT_CONFIDENCE,
     DEFAULT_LABEL_NAMESPACE,
     LABEL_NAMESPACE,

@@ -1,7 +1,7 @@
 """Drawers by their own date (``occurred_ms``): the candidates of a span a query names.
 
 "What did we decide yesterday?" is about yesterday's drawers whatever words they hold, so
-``search.rank`` takes the newest drawers dated in the span (``palaced.periods``) into its
+``search.rank`` takes the newest drawers dated in the span (``palaced.text.periods``) into its
 candidate pool beside the keyword and vector hits. Schema (SQLite v13, PostgreSQL v3): an
 index on ``occurred_ms``, so a span is a range seek at any size.
 """

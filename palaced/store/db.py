@@ -17,7 +17,7 @@ from pathlib import Path
 
 import apsw
 
-from palaced.errors import (
+from palaced.wire.errors import (
     PalaceError,
     StorageCorrupt,
     StorageError,

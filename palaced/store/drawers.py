@@ -20,7 +20,7 @@ from typing import Any
 
 import apsw
 
-from palaced.reldates import resolved_date_words
+from palaced.text.reldates import resolved_date_words
 
 from . import context_vectors
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
@@ -220,7 +220,7 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
         MemoryNotFound: no drawer ``old_id``.
         InvalidContent: it is ``new_id`` itself or already superseded.
     """
-    from palaced.errors import InvalidContent, MemoryNotFound
+    from palaced.wire.errors import InvalidContent, MemoryNotFound
 
     rows = conn.execute("SELECT superseded_by FROM drawers WHERE id = ?", (old_id,)).fetchall()
     if not rows:

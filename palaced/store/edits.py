@@ -18,7 +18,7 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidContent
+from palaced.wire.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, refresh_context, room_neighbours
 from .drawers import content_hash, find_by_hash, get_drawer, refresh_around

@@ -18,8 +18,8 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidArgs, InvalidContent
-from palaced.vocab import MAX_LIMIT, MAX_NAME_CHARS
+from palaced.wire.errors import InvalidArgs, InvalidContent
+from palaced.wire.vocab import MAX_LIMIT, MAX_NAME_CHARS
 
 MAX_DEFINITION_CHARS = 4_000
 MAX_LABELS = 32

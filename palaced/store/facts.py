@@ -22,9 +22,9 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
-from palaced.timeparse import parse_when
-from palaced.vocab import (
+from palaced.text.timeparse import parse_when
+from palaced.wire.errors import FactNotFound, InvalidArgs, InvalidContent, MemoryNotFound, quote
+from palaced.wire.vocab import (
     MAX_NAME_CHARS,
     MAX_PREDICATE_CHARS,
     MAX_VALUE_CHARS,

@@ -2,7 +2,7 @@
 of those rows the keyword engine is built from.
 
 Every write of a ``drawers_fts`` row (insert, delete, text or context rewrite) appends the
-drawer's id here in the same transaction, so the keyword engine (``palaced.keywords``, a
+drawer's id here in the same transaction, so the keyword engine (``palaced.palace.keywords``, a
 rebuildable cache of those rows) learns in any later snapshot which rows changed past the
 sequence number it was built at, without rebuilding per write. ``seq`` is AUTOINCREMENT:
 never reused, so a watermark stays meaningful after pruning. On PostgreSQL (team palaces,

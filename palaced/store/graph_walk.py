@@ -18,9 +18,9 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidArgs
-from palaced.timeparse import parse_when
-from palaced.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
+from palaced.text.timeparse import parse_when
+from palaced.wire.errors import InvalidArgs
+from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
 
 from .dialect import is_pg
 from .entities import (

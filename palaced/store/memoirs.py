@@ -18,8 +18,8 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidArgs, InvalidContent, MemoirExists, MemoirNotFound, quote
-from palaced.vocab import (
+from palaced.wire.errors import InvalidArgs, InvalidContent, MemoirExists, MemoirNotFound, quote
+from palaced.wire.vocab import (
     DEFAULT_CONSOLIDATION_THRESHOLD,
     MAX_CONSOLIDATION_THRESHOLD,
     MAX_DESCRIPTION_CHARS,

@@ -37,8 +37,8 @@ import psycopg.errors
 from psycopg import conninfo as pg_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from palaced.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
-from palaced.team_settings import TeamSettings
+from palaced.config.team_settings import TeamSettings
+from palaced.wire.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
 
 from . import Store
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from palaced.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
+from palaced.wire.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
 
 from .context import create_context_vectors
 from .dated import DDL as DATED_DDL

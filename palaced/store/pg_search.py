@@ -1,11 +1,11 @@
 """Keyword search of a team palace, inside PostgreSQL: BM25 as FTS5 computes it.
 
 ``store.search`` calls these in place of its FTS5 queries when the connection is PostgreSQL
-(``dialect.is_pg``), so recall's ranking (``palaced.search``, ``palaced.fusion``) is fed the
-same kind of candidate list on both backends. The score is FTS5's ``bm25()`` with the same
-column weights (``search.BM25_WEIGHTS``: text, neighbour context, date words), k1 = 1.2,
-b = 0.75, over ``fts_postings`` (the words of ``drawers_fts.tsv`` per drawer, with their
-counts in each column and the row's token count ``ntok``, kept by a trigger):
+(``dialect.is_pg``), so recall's ranking (``palaced.retrieval.search``,
+``palaced.retrieval.fusion``) is fed the same kind of candidate list on both backends. The score is
+FTS5's ``bm25()`` with the same column weights (``search.BM25_WEIGHTS``: text, neighbour context,
+date words), k1 = 1.2, b = 0.75, over ``fts_postings`` (the words of ``drawers_fts.tsv`` per drawer,
+with their counts in each column and the row's token count ``ntok``, kept by a trigger):
 
     score = sum over query terms t of
             idf(t) * f(t) * (k1 + 1) / (f(t) + k1 * (1 - b + b * D / avgdl))

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import apsw
 
-from palaced.errors import SchemaTooNew, StorageError
+from palaced.wire.errors import SchemaTooNew, StorageError
 
 from .audit import DDL as AUDIT_DDL
 from .captures import DDL as CAPTURES_DDL

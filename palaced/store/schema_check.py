@@ -23,7 +23,7 @@ from pathlib import Path
 
 import apsw
 
-from palaced.errors import StorageError
+from palaced.wire.errors import StorageError
 
 from .db import APPLICATION_ID, storage_errors
 from .schema import MIGRATIONS, SCHEMA_VERSION

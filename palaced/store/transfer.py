@@ -4,7 +4,7 @@ An export lists each kind of row after a given id (keyset pages: a page costs th
 start and at the end of a million drawers). A restore inserts rows with the ids, times and
 counters the export gave, so that links between them (``superseded_by``,
 ``consolidated_into``, a fact's ``source_drawer``) need no remapping. The record shapes are
-``palaced.export_format``'s; the field checks that need no database run before these.
+``palaced.wire.export_format``'s; the field checks that need no database run before these.
 
 Every function takes an open ``apsw.Connection``; writers run inside the caller's transaction.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidContent
-from palaced.vocab import MAX_NAME_CHARS, MAX_VALUE_CHARS
+from palaced.wire.errors import InvalidContent
+from palaced.wire.vocab import MAX_NAME_CHARS, MAX_VALUE_CHARS
 
 from .dialect import is_pg
 from .drawers import index_drawer

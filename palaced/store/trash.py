@@ -24,7 +24,7 @@ from typing import Any
 
 import apsw
 
-from palaced.errors import InvalidContent
+from palaced.wire.errors import InvalidContent
 
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
 from .dialect import for_update, json_ids

@@ -1,7 +1,7 @@
 """Synchronous queries of memory upkeep: decay weights, expiry, consolidation, health rows.
 
 The rules (what weight a drawer has, what to prune, what counts as a duplicate) live in
-``palaced.rules`` and the async verbs in ``palaced.upkeep``; this module only reads and
+``palaced.text.rules`` and the async verbs in ``palaced.memory.upkeep``; this module only reads and
 writes the rows they need. Every function takes an open ``apsw.Connection``; writers run
 inside the caller's transaction.
 """

@@ -1,0 +1,407 @@
+"""``palace_client.Client``: the synchronous Python API over the daemon socket.
+
+Importable without apsw, usearch, fastembed or numpy. Every method is one request. A broken
+connection (daemon restarted or killed) is reopened once and the request retried when that is
+correct, as each op's spec (``palaced.wire.specs``, with the reasoning) says: a request that was
+never written whole is always resent; after a lost reply, reads and idempotent writes are
+resent, ``forget``/``palace.create``/``palace.delete`` are resent and an "already done" answer
+counts as success, and the rest raise ``OutcomeUnknown`` rather than run twice. A reply late
+past its deadline is a lost reply that is not resent (``Timeout`` or ``OutcomeUnknown``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from palace_client.api.admin import Maintenance
+from palace_client.api.governance import GovernanceMethods
+from palace_client.api.identity import resolve as resolve_agent
+from palace_client.api.lifecycle import Lifecycle
+from palace_client.api.memoirs import MemoirMethods
+from palace_client.api.payloads import drawer_args
+from palace_client.api.transfer import Transfers
+from palace_client.transport.connection import (
+    CONNECT_TIMEOUT_S,
+    REPLY_GRACE_S,
+    Backoff,
+    Connection,
+    ReplyLost,
+    ReplyTimeout,
+    RequestNotSent,
+    checked_seconds,
+    connect,
+    env_seconds,
+    outcome_unknown,
+)
+from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError, Timeout
+from palaced.wire.paths import Paths, resolve
+from palaced.wire.specs import Retry, retry_rule
+
+
+class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle):
+    """A connection to the machine's palaced, started on demand.
+
+    Args:
+        socket_path: talk to this socket instead of the resolved default.
+        autostart: start the daemon when it is not running (default True).
+        client_name: reported to the daemon in the handshake.
+        connect_timeout: seconds to connect and handshake (``PALACE_CONNECT_TIMEOUT``, 10).
+        request_timeout: seconds a request may run when its method sets none
+            (``PALACE_REQUEST_TIMEOUT``, else the daemon's default); see ``call``.
+        agent: who the requests come from (else ``PALACE_AGENT``, else ``user:<login>``).
+
+    Raises:
+        ClientError: a timeout (argument or variable) is not a number of seconds > 0 and
+            <= a week (``connection.MAX_WAIT_S``).
+
+    Every method raises a ``palaced.wire.errors.PalaceError`` subclass on failure
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
+    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, memoirs from
+    ``memoirs.MemoirMethods``, editing and upkeep (update, decay, prune, consolidate, health)
+    from ``lifecycle.Lifecycle``.
+    """
+
+    def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
+                 client_name: str = "palace-client", connect_timeout: float | None = None,
+                 request_timeout: float | None = None, agent: str | None = None) -> None:
+        self._agent = resolve_agent(agent)
+        paths = resolve()
+        if socket_path is not None:
+            sock = Path(socket_path)
+            paths = Paths(paths.data_dir, paths.state_dir, paths.config_file, sock.parent, sock)
+        self.paths = paths
+        # A socket chosen explicitly (argument or PALACE_SOCKET) means "that daemon"; a derived
+        # one must belong to a daemon of the data directory this client resolved.
+        self._check_store = socket_path is None and not os.environ.get("PALACE_SOCKET")
+        self._autostart = autostart
+        self._client_name = client_name
+        self._conn: Connection | None = None
+        self.connect_timeout = (
+            checked_seconds("connect_timeout", connect_timeout) if connect_timeout
+            else env_seconds("PALACE_CONNECT_TIMEOUT", os.environ.get("PALACE_CONNECT_TIMEOUT"),
+                             CONNECT_TIMEOUT_S) or CONNECT_TIMEOUT_S)
+        self.request_timeout = (
+            checked_seconds("request_timeout", request_timeout) if request_timeout
+            else env_seconds("PALACE_REQUEST_TIMEOUT", os.environ.get("PALACE_REQUEST_TIMEOUT"),
+                             None))
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            self._conn = connect(self.paths, autostart=self._autostart,
+                                 client_name=self._client_name, check_store=self._check_store,
+                                 connect_timeout=self.connect_timeout,
+                                 request_timeout=self.request_timeout)
+        return self._conn
+
+    def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
+             *, timeout_ms: int | None = None) -> dict[str, Any]:
+        """Send one raw request and return its result map.
+
+        A broken connection is reopened and the request resent once, per the op's retry rule.
+        The answer is awaited for the op's deadline (``timeout_ms``, else ``request_timeout``,
+        else the daemon's default) plus 10 s; a late one is not resent (twice the wait).
+        A ``BUSY`` answer (no connection slot free) is retried with jittered exponential
+        backoff until the op's deadline: the daemon answers it before running anything.
+
+        Raises:
+            PalaceError: the daemon's typed error.
+            DaemonUnreachable: the connection broke and the retry could not get through.
+            OutcomeUnknown: the connection broke (or the deadline passed) after the request
+                was sent, and the op may not be resent: it may or may not have been applied.
+            Timeout: a read or SAFE write got no answer by its deadline (safe to send again).
+            Busy: the daemon still had no slot free when the op's deadline (or, connecting,
+                ``connect_timeout``) ran out.
+        """
+        payload = dict(args or {})
+        rule = retry_rule(op)
+        delivered = False  # an earlier attempt was written whole and its reply lost
+        lost: Exception | None = None
+        started = time.monotonic()
+        busy: Backoff | None = None
+        attempts = 0
+        while attempts < 2:
+            attempts += 1
+            if delivered:
+                payload = {**payload, **rule.retry_args}
+            try:
+                conn = self._connection()
+            except (DaemonUnreachable, Busy) as exc:
+                if delivered and rule.kind is not Retry.SAFE:
+                    raise outcome_unknown(op, lost) from exc
+                raise
+            try:
+                return conn.call(op, palace, payload, timeout_ms, self._agent)
+            except RequestNotSent as exc:
+                self.close()
+                lost = exc
+            except ReplyTimeout as exc:
+                self.close()  # a late reply would be read as the next request's
+                if rule.kind is Retry.SAFE:
+                    raise Timeout(f"{exc} (the client's deadline); it is safe to send again",
+                                  details={"op": op, "timeout_s": exc.timeout_s,
+                                           "client_deadline": True}) from None
+                raise outcome_unknown(op, exc) from None
+            except ReplyLost as exc:
+                self.close()
+                lost = exc
+                if rule.kind is Retry.NEVER or (delivered and rule.kind is not Retry.SAFE):
+                    raise outcome_unknown(op, exc) from exc
+                delivered = True
+            except PalaceError as exc:
+                if delivered and rule.done_code is not None and exc.code == rule.done_code:
+                    # The lost attempt did it: this "not found" is its success.
+                    done = rule.done_result(palace, payload) if rule.done_result else {}
+                    return {**done, "already_done": True}
+                if exc.code != Busy.code:
+                    raise
+                # The daemon answers BUSY before dispatching (a reserve connection runs only
+                # status and stop) and closes the connection: nothing ran, so any op is sent
+                # again, on a new connection, which gets a normal slot once one frees up.
+                self.close()
+                if busy is None:
+                    budget_ms = timeout_ms if timeout_ms is not None else (
+                        max(int(self.request_timeout * 1000), 1)
+                        if self.request_timeout is not None else None)
+                    busy = Backoff(started + conn.deadline_s(budget_ms) - REPLY_GRACE_S)
+                if not busy.pause():
+                    if delivered and rule.kind is not Retry.SAFE:
+                        raise outcome_unknown(op, lost) from exc
+                    raise
+                attempts -= 1  # not a lost connection: the resend budget is untouched
+        if delivered and rule.kind is not Retry.SAFE:
+            raise outcome_unknown(op, lost)
+        raise DaemonUnreachable(f"lost the connection to palaced twice: {lost}",
+                                details={"op": op, "socket": str(self.paths.socket)})
+
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """The daemon's hello answer (protocol, server, ops, max_frame)."""
+        return self._connection().server_info
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- palaces ----------------------------------------------------------------------------
+    def create_palace(self, name: str, *, exist_ok: bool = False, store: str | None = None
+                      ) -> dict[str, Any]:
+        """Create a palace; returns its info. With ``store`` (a PostgreSQL URL without a
+        password, or a ``[stores.NAME]`` name) a team palace, or attach to an existing one."""
+        args: dict[str, Any] = {"exist_ok": exist_ok}
+        if store is not None:
+            args["store"] = store
+        return self.call("palace.create", name, args)
+
+    def delete_palace(self, name: str, *, purge: bool = False) -> dict[str, Any]:
+        """Delete a palace and all its drawers (a team palace: detach it, unless ``purge``
+        drops its schema too)."""
+        return self.call("palace.delete", name, {"purge": True} if purge else {})
+
+    def list_palaces(self) -> list[dict[str, Any]]:
+        """Return one dict per palace (name, path, open)."""
+        return list(self.call("palace.list")["palaces"])
+
+    def palace_info(self, name: str) -> dict[str, Any]:
+        """Counts, embedder identity and index state of one palace."""
+        return self.call("palace.info", name)
+
+    # -- drawers ----------------------------------------------------------------------------
+    def remember(self, palace: str, text: str, *, wing: str | None = None,
+                 room: str | None = None, tags: Iterable[str] = (), importance: float = 0.5,
+                 source: str | None = None, occurred_at: str | None = None,
+                 **extra: Any) -> int:
+        """Store one drawer; returns its id (the existing id if the same text is stored)."""
+        return int(self.remember_ex(palace, text, wing=wing, room=room, tags=tags,
+                                    importance=importance, source=source,
+                                    occurred_at=occurred_at, **extra)["id"])
+
+    def remember_ex(self, palace: str, text: str, *, wing: str | None = None,
+                    room: str | None = None, tags: Iterable[str] = (), importance: float = 0.5,
+                    source: str | None = None, occurred_at: str | None = None,
+                    **extra: Any) -> dict[str, Any]:
+        """Like ``remember`` but returns the full result (``id``, ``created``, ...)."""
+        args = drawer_args(text=text, wing=wing, room=room, tags=tags, importance=importance,
+                            source=source, occurred_at=occurred_at, **extra)
+        return self.call("memory.remember", palace, args)
+
+    def remember_many(self, palace: str, items: Sequence[Mapping[str, Any]],
+                      **options: Any) -> list[int]:
+        """Store many drawers in one batch; returns their ids in input order."""
+        # An item without a text goes as is: the daemon refuses it with INVALID_ARGS naming
+        # the item, where the keyword call would raise a bare TypeError.
+        payload = [drawer_args(**dict(item)) if "text" in item else dict(item)
+                   for item in items]
+        result = self.call("memory.remember_many", palace, {"items": payload, **options},
+                           timeout_ms=600_000)
+        return [int(i) for i in result["ids"]]
+
+    def recall(self, palace: str, query: str, *, top_k: int = 10, wing: str | None = None,
+               room: str | None = None, tags: Iterable[str] = (),
+               **extra: Any) -> list[dict[str, Any]]:
+        """Hybrid search; returns result dicts (``id``, ``text``, ``score``, ``wing``, ``room``)."""
+        return list(self.recall_ex(palace, query, top_k=top_k, wing=wing, room=room, tags=tags,
+                                   **extra)["results"])
+
+    def recall_ex(self, palace: str, query: str, *, top_k: int = 10, wing: str | None = None,
+                  room: str | None = None, tags: Iterable[str] = (),
+                  **extra: Any) -> dict[str, Any]:
+        """Like ``recall`` but returns the whole response (results, mode, sections...)."""
+        args: dict[str, Any] = {"query": query, "top_k": top_k}
+        if wing is not None:
+            args["wing"] = wing
+        if room is not None:
+            args["room"] = room
+        tag_list = list(tags)
+        if tag_list:
+            args["tags"] = tag_list
+        args.update(extra)
+        return self.call("memory.recall", palace, args)
+
+    def recall_all(self, query: str, *, top_k: int = 10, wing: str | None = None,
+                   room: str | None = None, tags: Iterable[str] = (),
+                   **extra: Any) -> dict[str, Any]:
+        """Recall across every palace (``memory.recall_all``): the merged ``results``, each
+        with its ``palace``, plus ``palaces`` searched and ``skipped`` ones.
+
+        Raises:
+            PalaceError: the daemon refused the request (e.g. INVALID_ARGS).
+        """
+        args: dict[str, Any] = {"query": query, "top_k": top_k}
+        if wing is not None:
+            args["wing"] = wing
+        if room is not None:
+            args["room"] = room
+        if list(tags):
+            args["tags"] = list(tags)
+        args.update(extra)
+        return self.call("memory.recall_all", None, args)
+
+    def wake_up(self, palace: str, *, budget: int = 800) -> dict[str, Any]:
+        """L0 identity + L1 essential drawers packed into ``budget`` tokens (session start).
+
+        Returns ``{"sections", "tokens_used", "budget", "cut", "tokenizer"}``.
+        """
+        return self.call("memory.wake_up", palace, {"budget": budget})
+
+    def get(self, palace: str, drawer_id: int, *, history: bool = False) -> dict[str, Any]:
+        """Return one drawer (``versions``: 1 + its edits); with ``history`` also its earlier
+        versions as ``history``, newest first (see ``update``)."""
+        args: dict[str, Any] = {"id": drawer_id, **({"history": True} if history else {})}
+        return dict(self.call("memory.get", palace, args)["drawer"])
+
+    def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
+                limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """List drawers newest first: ``{"drawers": [...], "total": n, "next_offset": m|None}``."""
+        args: dict[str, Any] = {"limit": limit, "offset": offset}
+        if wing is not None:
+            args["wing"] = wing
+        if room is not None:
+            args["room"] = room
+        return self.call("memory.list", palace, args)
+
+    # -- daemon -----------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """Daemon version, pid, uptime, model state and per-palace counts."""
+        return self.call("daemon.status")
+
+    def stop_daemon(self) -> None:
+        """Ask the daemon to shut down gracefully (never starts one, never retries)."""
+        # A held connection may have been closed by the daemon as idle, and a send that fails
+        # on it would pass for the daemon closing while it stops: use a fresh one.
+        self.close()
+        try:
+            conn = self._connection()
+            conn.call("daemon.stop")
+        except (ConnectionError, OSError):
+            pass  # the daemon closed the socket while stopping: that is success
+        finally:
+            self.close()
+
+    # -- knowledge (issue 5) --
+    def kg_assert(self, palace: str, subject: str, predicate: str, obj: str, *,
+                  valid_from: str | int | None = None, confidence: float | None = None,
+                  source_drawer: int | None = None, source_url: str | None = None,
+                  source_agent: str | None = None, literal: bool = False,
+                  multi: bool | None = None) -> dict[str, Any]:
+        """Record the fact ``subject predicate obj`` from ``valid_from`` (ISO 8601 or epoch
+        ms; default now); returns the fact. A single-valued predicate closes the previous
+        fact's interval; ``multi`` chooses (default: the typed relations but
+        ``superseded_by`` keep several objects, other predicates one). ``literal`` stores
+        ``obj`` as a value instead of an entity.
+
+        Raises ``InvalidContent`` for a self-link or an invalid name, predicate or date, and
+        ``MemoryNotFound`` when ``source_drawer`` names no drawer.
+        """
+        args = self._some(subject=subject, predicate=predicate, object=obj,
+                          valid_from=valid_from, confidence=confidence,
+                          source_drawer=source_drawer, source_url=source_url,
+                          source_agent=source_agent, multi=multi)
+        args["literal"] = literal
+        return dict(self.call("graph.assert", palace, args)["fact"])
+
+    def kg_invalidate(self, palace: str, fact_id: int, *, at: str | int | None = None
+                      ) -> dict[str, Any]:
+        """End an active fact at ``at`` (default now); returns the fact.
+
+        Raises ``FactNotFound`` for an unknown id.
+        """
+        return dict(self.call("graph.invalidate", palace, self._some(id=fact_id, at=at))["fact"])
+
+    def kg_query(self, palace: str, subject: str, *, as_of: str | int | None = None
+                 ) -> dict[str, Any]:
+        """Facts about ``subject``: the active ones, or those valid at ``as_of``.
+
+        Returns ``{"subject", "entity", "as_of_ms", "facts"}``.
+        """
+        return self.call("graph.query", palace, self._some(subject=subject, as_of=as_of))
+
+    def kg_timeline(self, palace: str, subject: str) -> dict[str, Any]:
+        """Every fact about ``subject`` (as subject or object), closed ones too, oldest first.
+
+        Returns ``{"subject", "entity", "facts"}``.
+        """
+        return self.call("graph.timeline", palace, {"subject": subject})
+
+    def kg_link(self, palace: str, a: str, relation: str, b: str, *,
+                valid_from: str | int | None = None, confidence: float | None = None,
+                source_drawer: int | None = None, source_url: str | None = None,
+                source_agent: str | None = None) -> dict[str, Any]:
+        """Relate two concepts (``part_of``, ``depends_on``, ``related_to``, ...); returns
+        the fact. Raises ``InvalidContent`` when ``a`` and ``b`` are the same concept.
+        """
+        args = self._some(a=a, relation=relation, b=b, valid_from=valid_from,
+                          confidence=confidence, source_drawer=source_drawer,
+                          source_url=source_url, source_agent=source_agent)
+        return dict(self.call("graph.link", palace, args)["fact"])
+
+    def kg_neighbors(self, palace: str, entity: str, *, depth: int = 1,
+                     relation: str | None = None, as_of: str | int | None = None
+                     ) -> dict[str, Any]:
+        """Entities within ``depth`` hops: ``{"entity", "nodes", "edges", "truncated"}``."""
+        return self.call("graph.neighbors", palace,
+                         self._some(entity=entity, depth=depth, relation=relation, as_of=as_of))
+
+    def kg_path(self, palace: str, a: str, b: str, *, max_depth: int | None = None,
+                as_of: str | int | None = None) -> dict[str, Any]:
+        """A shortest chain of facts from ``a`` to ``b``:
+        ``{"from", "to", "found", "length", "path"}`` (``path`` None when not found).
+        """
+        return self.call("graph.path", palace,
+                         self._some(a=a, b=b, max_depth=max_depth, as_of=as_of))
+
+    def kg_search(self, palace: str, query: str, *, limit: int = 20) -> list[dict[str, Any]]:
+        """Entities matching ``query`` by name, definition or labels, best first."""
+        res = self.call("graph.search", palace, {"query": query, "limit": limit})
+        return list(res["entities"])

@@ -1,0 +1,3 @@
+"""Agent hooks: dispatched before typer loads, so they start fast.
+
+Layers: docs/development.md."""

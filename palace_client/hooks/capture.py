@@ -1,0 +1,281 @@
+"""``palace hook capture``: the Claude Code hook that has the daemon capture the session.
+
+Installed by ``palace init --hooks`` for the ``PreCompact``, ``Stop`` and ``SessionEnd``
+events. Claude Code writes the hook input on stdin (``session_id``, ``transcript_path``,
+``cwd``, ``hook_event_name``); the hook sends ``capture.transcript`` without ``wait`` (the
+daemon only queues it) and exits. It must never cost the agent's turn anything:
+
+* it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
+* it takes at most about ``BUDGET_S`` of wall time: every socket wait is bounded by what is
+  left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
+  (``palace_client.entry``);
+* when the daemon is not running, does not answer in time or is BUSY, it starts a detached
+  delivery process (``python -m palace_client.hooks.capture --deliver``) that starts the daemon as
+  any client does, sends the request and logs a failure, and returns at once. The request
+  (palace, transcript path, session id) reaches it on a pipe on its stdin, never on its
+  command line, which every local user can read in ``ps`` for as long as it runs;
+* anything that goes wrong (bad input, an error from the daemon) becomes one line in the
+  clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
+
+The palace is ``--palace``, else ``PALACE``, else the project of ``CLAUDE_PROJECT_DIR``, else
+of the input's ``cwd``, else of the working directory (created when it does not exist).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BUDGET_S = 0.2  # wall time the hook may take, start-up included
+STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
+DELIVER_STDIN_WAIT_S = 10.0  # how long the delivery waits for the request on its stdin
+MAX_INPUT = 1 << 20  # bytes of hook input read at most
+OP = "capture.transcript"
+CLIENT_NAME = "palace-hook"
+
+
+class HookInputError(ValueError):
+    """The hook input is not what Claude Code sends (the message says what is wrong)."""
+
+
+def log_line(message: str) -> None:
+    """Append one line to the clients' log; never raises (the hook must exit 0 regardless)."""
+    try:
+        from palaced.wire.paths import resolve
+        from palaced.wire.private import make_private_dirs
+
+        path = resolve().client_log_file
+        make_private_dirs(path.parent)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        line = f"{stamp} pid {os.getpid()} {' '.join(message.split())}\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+    except Exception:  # nowhere left to report to
+        pass
+
+
+def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
+    """The hook input on ``stdin_fd``: what arrives until end of file, at most ``wait_s``.
+
+    Raises:
+        HookInputError: stdin is a terminal, or nothing complete arrived in time.
+    """
+    if os.isatty(stdin_fd):
+        raise HookInputError("stdin is a terminal, not hook input from Claude Code")
+    deadline = time.monotonic() + wait_s
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_INPUT:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HookInputError("the hook input did not end in time")
+        ready, _, _ = select.select([stdin_fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(stdin_fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def parse_input(raw: bytes) -> dict[str, Any]:
+    """The fields the hook uses: ``transcript_path`` (absolute), ``session_id``, ``cwd``,
+    ``hook_event_name``.
+
+    Raises:
+        HookInputError: not a JSON object with a string ``transcript_path``.
+    """
+    from palaced.wire.protocol import loads_json  # JSON strings cut inside an emoji: U+FFFD
+
+    try:
+        data = loads_json(raw)
+    except ValueError:
+        raise HookInputError(f"hook input is not JSON ({len(raw)} bytes)") from None
+    if not isinstance(data, dict):
+        raise HookInputError("hook input is not a JSON object")
+    path = data.get("transcript_path")
+    if not isinstance(path, str) or not path.strip():
+        raise HookInputError("hook input has no transcript_path")
+    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(cwd or os.getcwd(), path)
+    session = data.get("session_id")
+    event = data.get("hook_event_name")
+    return {"transcript_path": os.path.abspath(path),
+            "session_id": session if isinstance(session, str) and session else None,
+            "cwd": cwd, "event": event if isinstance(event, str) else "?"}
+
+
+def palace_for(pinned: str | None, cwd: str | None) -> str:
+    """The palace to capture into (see the module docstring)."""
+    from palace_client.api.slug import DEFAULT_PALACE, palace_name_for, project_dir_palace
+
+    if pinned:
+        return pinned
+    if os.environ.get("PALACE"):
+        return os.environ["PALACE"]
+    found = project_dir_palace()
+    if found is not None:
+        return found
+    try:
+        return palace_name_for(Path(cwd) if cwd else Path.cwd())
+    except OSError:
+        return DEFAULT_PALACE
+
+
+def request_args(hook: dict[str, Any]) -> dict[str, Any]:
+    """The ``capture.transcript`` arguments for one hook input."""
+    args: dict[str, Any] = {"path": hook["transcript_path"], "create": True}
+    if hook["session_id"]:
+        args["session_id"] = hook["session_id"]
+    return args
+
+
+def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
+    """Send the request to a running daemon, every wait bounded by ``deadline``.
+
+    Raises:
+        ConnectionError, OSError: no daemon, or it did not answer in time.
+        DaemonUnreachable: it did not accept or handshake in time.
+        Busy: it has no connection slot free (the request did not run).
+        PalaceError: the daemon refused the request.
+    """
+    from palace_client.api.identity import resolve as resolve_agent
+    from palace_client.transport.connection import Connection, same_store
+    from palaced.wire.paths import resolve
+
+    paths = resolve()
+    left = max(deadline - time.monotonic(), 0.01)
+    conn = Connection.open(paths.socket, CLIENT_NAME, timeout=left)
+    try:
+        if not os.environ.get("PALACE_SOCKET"):
+            same_store(conn, paths)
+        conn.set_timeout(max(deadline - time.monotonic(), 0.01))
+        # The agent as for any `palace` command: PALACE_AGENT, else the user.
+        conn.call(OP, palace, args, agent=resolve_agent())
+    finally:
+        conn.close()
+
+
+def _defer(palace: str, args: dict[str, Any]) -> None:
+    """Start a detached process that starts the daemon if needed and delivers the request.
+
+    The request goes to it on a pipe (its stdin): argv is readable by every local user
+    (``/proc/PID/cmdline``, ``ps``), and it names the project, the transcript's path and the
+    session. A pipe is private to the two processes and leaves no file behind.
+
+    Raises:
+        OSError: the process could not be started, or it died before reading the request.
+    """
+    import subprocess  # only on this path: it costs the hook a few milliseconds to import
+
+    payload = json.dumps({"palace": palace, "args": args}).encode()
+    proc = subprocess.Popen(  # our own interpreter and module
+        [sys.executable, "-m", "palace_client.hooks.capture", "--deliver"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        close_fds=True, start_new_session=True, cwd="/")
+    stdin = proc.stdin
+    assert stdin is not None  # stdin=PIPE
+    try:
+        # Fits the pipe's buffer (64 KiB on Linux) unless the input is absurd; then the
+        # write waits for the child, which reads it before importing anything heavy.
+        stdin.write(payload)
+    finally:
+        stdin.close()
+
+
+def deliver(payload: bytes | str) -> int:
+    """The detached delivery: connect (starting the daemon, waiting for it) and send."""
+    from palace_client.api.client import Client
+    from palaced.wire.errors import PalaceError
+
+    try:
+        request = json.loads(payload)
+        with Client(client_name=CLIENT_NAME) as client:
+            client.call(OP, request["palace"], request["args"])
+    except PalaceError as exc:
+        log_line(f"hook capture (deferred): {exc.message} [{exc.name}]")
+    except Exception as exc:  # a detached process: the log is all there is
+        log_line(f"hook capture (deferred): {type(exc).__name__}: {exc}")
+    return 0
+
+
+def _palace_arg(argv: Sequence[str]) -> str | None:
+    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv``.
+
+    Raises:
+        HookInputError: any other argument.
+    """
+    pinned = None
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("--palace", "-p") and args:
+            pinned = args.pop(0)
+        elif arg.startswith("--palace="):
+            pinned = arg.split("=", 1)[1]
+        else:
+            raise HookInputError(f"unknown argument {arg!r} (usage: palace hook capture "
+                                 "[--palace NAME])")
+    return pinned
+
+
+def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
+    """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
+    from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError
+
+    deadline = (started if started is not None else time.monotonic()) + BUDGET_S
+    event = "?"
+    try:
+        pinned = _palace_arg(argv)
+        hook = parse_input(read_input(stdin_fd))
+        event = hook["event"]
+        palace = palace_for(pinned, hook["cwd"])
+        args = request_args(hook)
+        try:
+            _send(palace, args, deadline - 0.03)
+        except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:
+            # Not sent, or not answered within the budget (a handshake slower than what is
+            # left of it, BUSY: no connection slot free, which ran nothing): the delivery has
+            # the time to start the daemon, wait for it and retry.
+            _defer(palace, args)
+            log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
+                     f"{exc}); delivering in the background")
+    except PalaceError as exc:
+        log_line(f"hook capture {event}: {exc.message} [{exc.name}]")
+    except HookInputError as exc:
+        log_line(f"hook capture {event}: {exc}")
+    except BaseException as exc:  # a hook must never fail the agent's turn
+        log_line(f"hook capture {event}: unexpected {type(exc).__name__}: {exc}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m palace_client.hooks.capture [--deliver | capture args]`` (``--deliver`` reads the
+    request on stdin)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--deliver"]:
+        try:
+            # Written whole by the hook before it returned: a generous wait, never needed.
+            request = read_input(0, DELIVER_STDIN_WAIT_S)
+        except (OSError, HookInputError) as exc:
+            log_line(f"hook capture (deferred): cannot read the request: {exc}")
+            return 0
+        return deliver(request)
+    return capture(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

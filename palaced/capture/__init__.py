@@ -1,0 +1,3 @@
+"""Transcripts into drawers: exchanges filed as drawers, ingest, the background worker.
+
+Layers: docs/development.md."""

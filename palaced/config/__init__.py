@@ -1,0 +1,3 @@
+"""The daemon's configuration: defaults < config.toml < environment, with bounds.
+
+Layers: docs/development.md."""

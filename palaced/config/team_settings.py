@@ -1,0 +1,50 @@
+"""The settings of team palaces (PostgreSQL, docs/teams.md) in config.toml: ``[team]``
+timeouts and the named connections of ``[stores.NAME] url = ...``. Leaf module of
+``palaced.config.settings``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from palaced.config.bounds import bounds
+
+# ``[stores.NAME]``: named PostgreSQL connections, ``url`` each (a libpq URL, no password);
+# checked apart from config.SCHEMA (their names are the user's).
+STORES_SECTION = "stores"
+
+
+@dataclass(frozen=True)
+class TeamSettings:
+    """How the daemon talks to the PostgreSQL servers of team palaces: every statement's
+    timeout and how long a connection may take (``[team]``), and the named connections of
+    ``[stores.NAME] url = ...`` (``palace create NAME --store NAME``)."""
+
+    # Under 0.1 s a statement timeout rounds to 0 ms, which PostgreSQL reads as "no timeout".
+    statement_timeout_s: float = field(default=5.0, metadata=bounds(0.1, 3600, strict=False))
+    connect_timeout_s: float = field(default=3.0, metadata=bounds(0.1, 3600, strict=False))
+    stores: dict[str, str] = field(default_factory=dict)
+
+
+def team_settings(data: dict[str, Any]) -> TeamSettings:
+    """The settings of a checked config file's ``[team]`` and ``[stores.NAME]`` tables."""
+    return TeamSettings(**{k: float(v) for k, v in data.get("team", {}).items()},
+                        stores={name: str(t["url"])
+                                for name, t in data.get(STORES_SECTION, {}).items()})
+
+
+def check_stores(table: dict[str, Any], problem: Callable[[tuple[str, ...], str], None],
+                 what: Callable[[Any], str]) -> None:
+    """Check ``[stores.NAME]`` tables: each holds a string ``url`` and nothing else;
+    ``problem(key path, message)`` reports, ``what(value)`` names a value's type."""
+    for name, store in table.items():
+        where = (STORES_SECTION, name)
+        if not isinstance(store, dict) or "url" not in store:
+            problem(where, f"[stores.{name}] has no url")
+        for key, value in (store if isinstance(store, dict) else {}).items():
+            if key != "url":
+                problem((*where, key), f"unknown key {key!r} in [stores.{name}] (only url)")
+            elif not isinstance(value, str):
+                problem((*where, key), f"[stores.{name}] url must be a string, got "
+                        f"{what(value)}")

@@ -1,0 +1,3 @@
+"""Whole-palace jobs: backup, restore, doctor, repair, re-embedding, export/import, model loading.
+
+Layers: docs/development.md."""

@@ -1,0 +1,341 @@
+"""Writes of drawers to an open palace: remember and embedding what waits for it.
+
+Each verb is an async function taking the ``Palace`` handle. Embedding (the slow part) runs
+before the write lock is taken, through the daemon's embedding lanes; the write itself is one
+``Palace.write`` hop: drawers, their full-text rows, closets, vectors and the audit entry
+commit in one transaction, then the in-memory vector index is updated in the same hop.
+``remember`` may refresh a near-duplicate instead of storing a new drawer
+(``rules.is_near_duplicate``); forgetting is the trash's (``palaced.memory.trash``).
+
+Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
+outside the index), so remembering the same text again stores a new drawer with a new id,
+and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
+Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
+it, ``palaced.maintenance.reembed``) drawers are stored without vectors and embedded later.
+
+A text of more than ``INLINE_MAX_CHUNKS`` chunks is not embedded inline either: it is
+committed without vectors, the remember returns, and the scheduler embeds it in the
+background at once (``embed_pending``); until its vectors land, recall finds it by its words
+alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+import apsw
+import numpy as np
+
+from palaced.engine.embedder import Embedder
+from palaced.index.vectors import PgVectors, to_blob
+from palaced.memory.health import consolidation_hint
+from palaced.palace.handle import Palace, now_ms
+from palaced.store import audit, drawers, pg_search
+from palaced.store.context import vectors_changed
+from palaced.store.vectors import (
+    awaits_vectors,
+    owners_of,
+    pending_embeddings,
+    store_vectors,
+    vector_ids,
+)
+from palaced.text import rules
+from palaced.text.chunking import chunk_text as split
+from palaced.wire.errors import EmbedderUnavailable
+
+log = logging.getLogger("palaced.palace.handle")
+
+EMBED_BATCH = 64  # pending drawers looked at per background step
+EMBED_CHUNKS = 128  # chunks embedded per background step (one write each; one drawer at least)
+REMEMBER_BATCH = 256  # drawers per transaction of remember_many
+# Longer texts are embedded in the background after the remember returns. 16 chunks (~9,000
+# characters) are ~0.5 s of model time on 2 cores (bench/bigmem.py: ~30 chunks/s); up to
+# that a remember embeds inline as before, and can refresh a near-duplicate.
+INLINE_MAX_CHUNKS = 16
+
+
+def chunk_text(text: str) -> list[str]:
+    """Split a drawer into the pieces that get a vector each."""
+    return split(text) or [text]
+
+
+async def _embed(palace: Palace, emb: Embedder, texts: list[str], *,
+                 background: bool = False) -> np.ndarray:
+    """Passage vectors, embedded slice by slice (the caller's deadline applies between;
+    ``background`` slices let interactive ones go first)."""
+    return await palace.services.embeds.passages(emb, texts, background=background)
+
+
+# -- remember ---------------------------------------------------------------------------------
+async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True,
+                   actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
+    """Store one drawer for ``actor``; returns ``{id, created, embedded, deduplicated}``, plus
+    ``pending_chunks`` when its text is embedded in the background and ``consolidate``
+    (``health.consolidation_hint``) when its room is due a consolidation.
+
+    Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
+    the same wing/room refreshes that drawer instead (``deduplicated: true``); a text
+    embedded in the background is never merged (it has no vector yet to compare).
+
+    Raises:
+        MemoryNotFound: ``new.supersedes`` names no drawer.
+    """
+    outcome = (await _insert_many(palace, [new], dedup=dedup, actor=actor))[0]
+    hint = await consolidation_hint(palace, new.wing, new.room)
+    if hint is not None:
+        outcome["consolidate"] = hint
+    return outcome
+
+
+async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
+                        dedup: bool = False, actor: audit.Actor = audit.SYSTEM
+                        ) -> dict[str, Any]:
+    """Store many drawers, one transaction per batch of 256; ids in input order.
+
+    Raises:
+        MemoryNotFound: an item supersedes no drawer.
+    """
+    outcomes: list[dict[str, Any]] = []
+    step = REMEMBER_BATCH
+    for start in range(0, len(items), step):
+        outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup,
+                                           actor=actor))
+    return {
+        "ids": [o["id"] for o in outcomes],
+        "created": [o["created"] for o in outcomes],
+        "deduplicated": [o["deduplicated"] for o in outcomes],
+        "embedded": all(o["embedded"] for o in outcomes),
+    }
+
+
+@dataclass(frozen=True)
+class TxHooks:
+    """Work that must commit in the same transaction as a batch of drawers.
+
+    ``before(conn)`` runs first and returns the vector ids of drawers it deleted (dropped from
+    the index after the commit); ``after(conn, outcomes)`` runs last, with each item's
+    ``{id, created, ...}``. A capture uses them to replace the drawer of an exchange that
+    grew and to advance its transcript offset together with the drawers it covers.
+    """
+
+    before: Callable[[apsw.Connection], list[int]] | None = None
+    after: Callable[[apsw.Connection, list[dict[str, Any]]], None] | None = None
+
+
+async def remember_captured(palace: Palace, items: Sequence[drawers.NewDrawer],
+                            hooks: TxHooks, actor: audit.Actor = audit.SYSTEM
+                            ) -> list[dict[str, Any]]:
+    """Store ``items`` for ``actor`` (no near-duplicate merging) and run ``hooks``, all in one
+    transaction (the audit entry too).
+
+    Raises:
+        StorageError: SQLite failed (nothing of the batch is stored).
+    """
+    return await _insert_many(palace, items, dedup=False, actor=actor, hooks=hooks)
+
+
+async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, dedup: bool,
+                       actor: audit.Actor, hooks: TxHooks | None = None
+                       ) -> list[dict[str, Any]]:
+    emb = palace.vector_embedder()
+    hashes = [it.content_hash for it in items]
+    known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
+    # Chunking a 200k-character text takes ~0.1 s: not on the event loop. Texts are chunked
+    # even without a model: their chunk count is the pending work recorded for later.
+    chunk_lists: list[list[str]] = await anyio.to_thread.run_sync(lambda: [
+        [] if it.content_hash in known else chunk_text(it.text) for it in items])
+    inline = [emb is not None and 0 < len(chunks) <= INLINE_MAX_CHUNKS
+              for chunks in chunk_lists]
+    flat = [c for chunks, now in zip(chunk_lists, inline, strict=True) if now for c in chunks]
+    # A deadline that passes while embedding cancels here, before anything is written.
+    vectors = await _embed(palace, emb, flat) if (emb is not None and flat) else None
+    identity = emb.identity if emb is not None else None
+    outcomes = await palace.write(
+        lambda: _insert_sync(palace, items, chunk_lists, inline, vectors, identity, dedup,
+                             actor, hooks))
+    if any(not o["embedded"] for o in outcomes):
+        palace.maybe_pending = True
+        # Left to the background on purpose (not for want of a model): start at once.
+        palace.embed_soon = palace.embed_soon or any("pending_chunks" in o for o in outcomes)
+    return outcomes
+
+
+def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
+                 chunk_lists: list[list[str]], inline: list[bool], vectors: np.ndarray | None,
+                 identity: str | None, dedup: bool, actor: audit.Actor,
+                 hooks: TxHooks | None = None
+                 ) -> list[dict[str, Any]]:
+    """The write half of remember: runs in a worker thread under ``write_lock``."""
+    # The palace may have switched models (palaced.maintenance.reembed) while we embedded.
+    if identity is not None and identity != palace.embedder_identity:
+        raise EmbedderUnavailable("embedder changed during the write; retry")
+    ts = now_ms()
+    outcomes: list[dict[str, Any]] = []
+    added: list[tuple[int, list[int], np.ndarray]] = []
+    removed: list[int] = []
+
+    def tx(c: apsw.Connection) -> None:
+        if hooks is not None and hooks.before is not None:
+            removed.extend(hooks.before(c))
+        offset = 0
+        superseded: list[int] = []
+        new_ids: list[int] = []
+        for it, chunks, now in zip(items, chunk_lists, inline, strict=True):
+            vecs = None
+            if now and vectors is not None:
+                vecs = vectors[offset:offset + len(chunks)]
+                offset += len(chunks)
+            dup = None
+            if dedup and vecs is not None and len(vecs) and palace.index is not None:
+                dup = near_duplicate(palace, c, it, vecs[0], ts)
+            if dup is not None:
+                did, sim = dup
+                drawers.refresh_duplicate(c, did, it.importance, ts, actor.agent)
+                outcomes.append({"id": did, "created": False, "deduplicated": True,
+                                 "similarity": round(sim, 4), "embedded": True})
+                continue
+            # The room context (keyword context, context vectors) of the new drawers and
+            # their neighbours is computed once, after the loop, with every vector stored:
+            # per drawer it cost five context-vector refreshes, ~20 % of a write.
+            did, created = drawers.insert_drawer(c, it, ts, actor.agent,
+                                                 chunks=len(chunks) or None, context=False)
+            if created:
+                new_ids.append(did)
+            if created and vecs is not None and len(vecs):
+                vids = store_vectors(c, did, [to_blob(v) for v in vecs], context=False)
+                added.append((did, vids, vecs))
+            if created and it.supersedes is not None:
+                drawers.supersede(c, it.supersedes, did, ts, actor.agent)
+                superseded.append(it.supersedes)
+            out = {"id": did, "created": created, "deduplicated": False,
+                   "embedded": vecs is not None if created else identity is not None}
+            if created and vecs is None and identity is not None:
+                out["pending_chunks"] = len(chunks)
+            outcomes.append(out)
+        drawers.refresh_around(c, new_ids)
+        if hooks is not None and hooks.after is not None:
+            hooks.after(c, outcomes)
+        _audit(c, actor, outcomes, superseded, ts)
+
+    palace.store.write(tx)
+    if palace.index is not None:
+        try:
+            if removed:
+                palace.index.remove(removed)
+            for _did, vids, vecs in added:
+                palace.index.add(vids, vecs)
+        except Exception:
+            # Data is committed; the checkpointer rebuilds the cache from SQLite.
+            log.exception("palace %s: index add failed; marking stale", palace.name)
+            palace.index_stale = True
+    return outcomes
+
+
+def _audit(c: apsw.Connection, actor: audit.Actor, outcomes: Sequence[dict[str, Any]],
+           superseded: Sequence[int], ts: int) -> None:
+    """One audit entry for a remember transaction: the ids (those stored, then those they
+    superseded), and what became of them."""
+    created = sum(1 for o in outcomes if o["created"])
+    merged = sum(1 for o in outcomes if o["deduplicated"])
+    if len(outcomes) == 1:
+        outcome = "created" if created else "deduplicated" if merged else "exists"
+    else:
+        outcome = "stored"
+    audit.append(c, actor, outcome, ts,
+                 drawer_ids=[int(o["id"]) for o in outcomes] + list(superseded),
+                 detail={"created": created, "deduplicated": merged,
+                         "existing": len(outcomes) - created - merged,
+                         "superseded": len(superseded)})
+
+
+def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
+                   vec: np.ndarray, ts: int) -> tuple[int, float] | None:
+    """An active drawer of the same wing/room that ``new`` nearly repeats, if any.
+
+    Candidates are the index's nearest vectors at or above ``rules.DEDUP_THRESHOLD``; the
+    first that passes ``rules.is_near_duplicate`` wins. Needs the index (worker thread).
+    """
+    assert palace.index is not None
+    if isinstance(palace.index, PgVectors):
+        hits = pg_search.vector_search(c, pg_search.vector_literal(vec), palace.index.dims,
+                                       None, 10, ts)
+    else:
+        hits = palace.index.search(vec, 10, lambda keys: owners_of(c, keys))
+    candidates = [(i, s) for i, s in hits if s >= rules.DEDUP_THRESHOLD]
+    if not candidates:
+        return None
+    rows = drawers.get_drawers(c, [i for i, _ in candidates])
+    for did, sim in candidates:
+        d = rows.get(did)
+        if (d is None or d["wing"] != new.wing or d["room"] != new.room
+                or d["superseded_by"] is not None
+                or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
+            continue
+        if rules.is_near_duplicate(sim, new.text, str(d["text"])):
+            return did, sim
+    return None
+
+
+# -- embedding --------------------------------------------------------------------------------
+async def embed_pending(palace: Palace, *, background: bool = False) -> int:
+    """Embed drawers stored without vectors (a keyword-only period, or long texts left to
+    the background), oldest first, ``EMBED_CHUNKS`` chunks per write; returns how many.
+
+    ``background`` (the scheduler) lets every remember's embedding go before its slices.
+    """
+    total = 0
+    while True:
+        emb = palace.vector_embedder()
+        if emb is None or palace.closed:
+            return total
+        batch = await palace.read(lambda c: pending_embeddings(c, EMBED_BATCH, EMBED_CHUNKS))
+        if not batch:
+            palace.maybe_pending = False
+            return total
+        per_drawer = await anyio.to_thread.run_sync(_chunk_all, [text for _, text in batch])
+        vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks],
+                               background=background)
+        await palace.write(partial(_store_pending_sync, palace, batch, per_drawer, vectors,
+                                   emb.identity))
+        total += len(batch)
+
+
+def _chunk_all(texts: list[str]) -> list[list[str]]:
+    return [chunk_text(text) for text in texts]
+
+
+def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
+                        per_drawer: list[list[str]], vectors: np.ndarray, identity: str
+                        ) -> None:
+    """Write vectors computed for pending drawers (worker thread, under write_lock)."""
+    index = palace.index
+    if identity != palace.embedder_identity or index is None or palace.closed:
+        return
+    added: list[tuple[int, list[int], np.ndarray]] = []
+
+    def tx(c: apsw.Connection) -> None:
+        offset = 0
+        for (did, _), chunks in zip(batch, per_drawer, strict=True):
+            vecs = vectors[offset:offset + len(chunks)]
+            offset += len(chunks)
+            # Skip drawers forgotten or embedded meanwhile.
+            if not awaits_vectors(c, did):
+                continue
+            old = vector_ids(c, did)
+            vids = store_vectors(c, did, [to_blob(v) for v in vecs], context=False)
+            if old:
+                index.remove(old)
+            added.append((did, vids, vecs))
+        # The neighbours' context vectors once for the batch, not once per drawer.
+        vectors_changed(c, [did for did, _, _ in added])
+
+    palace.store.write(tx)
+    for _did, vids, vecs in added:
+        index.add(vids, vecs)
+
+

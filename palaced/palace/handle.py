@@ -1,0 +1,400 @@
+"""Palace: the handle of one open palace directory.
+
+Owns the palace's Store (SQLite), VectorIndex (usearch cache), identity file and lock, and the
+state the daemon's upkeep reads (``checkpoint_due``, ``index_stale``, ``last_write``...). It
+does four things: its lifetime (``open``, ``aclose``), binding the embedding model
+(``attach``, the one place the index is loaded, rebuilt or dropped for a model; a palace whose
+vectors are another model's is switched over by ``reembed``), one read hop
+(``read``: a worker-thread call on a reader snapshot) and one write hop (``write``: a
+worker-thread call under ``write_lock``, shielded so a disconnecting client never leaves a
+half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
+
+What a palace does lives in modules by concern, as functions taking the handle: ``writes``
+(remember, forget, embedding), ``edits`` (update in place), ``recall`` (recall, wake-up),
+``reads`` (get, list, info, identity), ``graph`` (the knowledge graph) and ``upkeep`` (decay,
+prune, expiry, consolidation, health); ``access`` is what a recall's touches do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+import apsw
+
+from palaced.engine.embedder import Embedder
+from palaced.engine.services import Services
+from palaced.index.vector_file import IndexLoad, open_index, save_index
+from palaced.index.vectors import VectorIndex
+from palaced.palace.access import apply_touches
+from palaced.palace.directory import (
+    DB_NAME,
+    IDENTITY_NAME,
+    IDENTITY_TEMPLATE,
+    INDEX_NAME,
+    LOCK_NAME,
+    db_identity,
+    has_database,
+    not_found,
+    release_lock,
+    take_lock,
+    undo_create,
+)
+from palaced.palace.keywords import KeywordState
+from palaced.store import Store
+from palaced.store import reembed as next_vectors
+from palaced.store.db import storage_errors
+from palaced.store.meta import claim_embedder, meta_get
+from palaced.wire.errors import StorageCorrupt, StorageError
+
+log = logging.getLogger("palaced.palace.handle")
+T = TypeVar("T")
+
+__all__ = ["DB_NAME", "IDENTITY_NAME", "IDENTITY_TEMPLATE", "INDEX_NAME", "LOCK_NAME", "Palace",
+           "has_database", "now_ms"]
+COMPACT_MIN_DEAD = 256  # tombstones in the vector index before an idle-time compaction
+# While writes go on without a pause, the index is still saved this often, so a kill -9
+# replays at most this long of writes; never more than a tenth of the time goes to saving.
+SAVE_INTERVAL_S = 20.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Palace:
+    """One open palace. Create with ``await Palace.open(...)``; close with ``aclose``."""
+
+    def __init__(self, name: str, directory: Path, store: Store, lock_fd: int,
+                 services: Services) -> None:
+        self.name = name
+        self.dir = directory
+        self.store = store
+        self.services = services
+        self._lock_fd = lock_fd
+        self.write_lock = anyio.Lock()
+        self.index: VectorIndex | None = None
+        self.embedder_identity: str | None = None  # the model of the live vectors
+        # one re-embedding pass at a time (palaced.maintenance.reembed)
+        self.reembed_lock = anyio.Lock()
+        self.index_stale = False
+        self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        self.keywords = KeywordState.of(store, directory, services)  # keyword engine
+        self.last_save = time.monotonic()
+        self.save_seconds = 0.0  # how long the last index save took
+        self.write_counter = 0
+        self.last_used = time.monotonic()
+        self.last_write = 0.0
+        self.in_flight = 0
+        self._pending_touch: Counter[int] = Counter()
+        self._promoted = False  # a flush changed importances: bump write_counter after it
+        self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
+        self.embed_soon = False  # long texts were left to the background: embed them now
+        self.closed = False
+        self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
+        # Set once SQLite reports the database corrupt: writes are refused from then on, so
+        # nothing acknowledged is piled onto a damaged file; reads are still tried.
+        self.corrupt: StorageCorrupt | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @classmethod
+    async def open(cls, name: str, directory: Path, services: Services, *,
+                   create: bool = True) -> Palace:
+        """Open palace ``name`` in ``directory``; with ``create``, make it if nothing is there.
+
+        The registry passes ``create`` explicitly: True only from ``Registry.create``, the one
+        way a new palace comes to be (the default serves in-process callers and tests). Even
+        with ``create``, a directory that holds palace files but no usable database is
+        damaged: it is reported, never turned into a fresh empty palace, and none of its files
+        is touched. A failed open releases the lock and every connection it took (and undoes
+        a failed create), so the next request simply retries.
+
+        Raises:
+            PalaceNotFound: nothing of a palace is there and ``create`` is false.
+            PalaceLocked: another process holds the palace lock.
+            StorageError: a damaged directory, read-only or full storage, SQLite failed.
+            SchemaTooNew: the database was written by a newer palaced.
+            IndexError_: the vector index could not be rebuilt or saved.
+        """
+        return await anyio.to_thread.run_sync(
+            partial(cls._open_sync, name, directory, services, create))
+
+    @classmethod
+    def _open_sync(cls, name: str, directory: Path, services: Services, create: bool
+                   ) -> Palace:
+        # A damaged directory is refused before anything (even the lock file) is created.
+        if not has_database(name, directory) and not create:
+            raise not_found(name)
+        if create:
+            with storage_errors(directory, name):
+                directory.mkdir(parents=True, exist_ok=True)
+        fd = take_lock(name, directory)
+        store: Store | None = None
+        created = False  # only then is everything in the directory ours to undo
+        try:
+            # Again under the lock: another process may have created or damaged it meanwhile.
+            if not has_database(name, directory):
+                if not create:
+                    raise not_found(name)
+                created = True
+            store = Store(directory / DB_NAME, palace=name)
+            identity = directory / IDENTITY_NAME
+            with storage_errors(identity, name):
+                if not os.path.lexists(identity):
+                    identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
+            palace = cls(name, directory, store, fd, services)
+            with storage_errors(directory, name):
+                palace.db_id = db_identity(directory)
+            palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
+            if services.model.embedder is not None:
+                with storage_errors(directory, name):
+                    palace._attach_sync(services.model.embedder)
+            return palace
+        except BaseException:
+            if store is not None:
+                store.close()
+            if created:
+                undo_create(directory)
+            release_lock(fd)
+            raise
+
+    # -- the model -------------------------------------------------------------------------
+    def _attach_sync(self, embedder: Embedder) -> None:
+        """Bind the palace to the loaded model: load or rebuild the index of its vectors, or,
+        when they are another model's, drop the index (``palaced.maintenance.reembed`` switches
+        it)."""
+        stored, target = self.store.read(
+            lambda c: (meta_get(c, "embedder"), next_vectors.next_model(c)))
+        if stored is None:
+            self.store.write(lambda c: claim_embedder(c, embedder.identity, embedder.dims))
+            stored = embedder.identity
+        self.embedder_identity = stored
+        if stored != embedder.identity:
+            # Keyword-only until palaced.maintenance.reembed has built this model's vectors; the old
+            # model's stay untouched (and valid for it) until then.
+            self.index = None
+            return
+        if target is not None and target != stored:
+            # A switch toward a model the daemon no longer runs: its vectors would only age.
+            try:
+                self.store.write(next_vectors.abandon)
+            except StorageError as exc:  # read-only storage: harmless leftovers
+                log.warning("palace %s: cannot drop an abandoned re-embedding: %s",
+                            self.name, exc.message)
+        if self.index is None or self.index.dims != embedder.dims:
+            self.load_index_sync(embedder.dims)
+
+    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
+        """Load the saved index of the live vectors and replay what changed since its save,
+        or rebuild it (worker thread, under ``write_lock``). Raises IndexError_ or
+        StorageError."""
+        index, load = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
+        if load.how == "rebuilt":
+            log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
+                     len(index), load.seconds, load.reason)
+            self.last_save = time.monotonic()
+        elif load.how == "replayed":
+            log.info("palace %s: loaded the vector index and replayed %d added and %d removed "
+                     "vectors since its save (%.2fs)", self.name, load.replayed, load.removed,
+                     load.seconds)
+        self.index = index
+        self.index_load = load
+        self.index_stale = False
+
+    async def attach(self, embedder: Embedder) -> None:
+        """Bind to ``embedder``, the model loaded now (idempotent; after a model change too)."""
+        await self.write(partial(self._attach_unless_closed_sync, embedder), wrote=False)
+
+    def _attach_unless_closed_sync(self, embedder: Embedder) -> None:
+        if not self.closed:
+            self._attach_sync(embedder)
+
+    def vector_embedder(self) -> Embedder | None:
+        """The embedder to use for this palace now, or None in keyword-only mode."""
+        emb = self.services.model.embedder
+        if emb is None or self.index is None or emb.identity != self.embedder_identity:
+            return None
+        return emb
+
+    @property
+    def mismatch(self) -> str | None:
+        """Why the vectors cannot serve the loaded model (they are another model's), or None."""
+        emb = self.services.model.embedder
+        if emb is None or self.embedder_identity in (None, emb.identity):
+            return None
+        return (f"palace {self.name!r} holds vectors of {self.embedder_identity}; it is being "
+                f"re-embedded for {emb.identity} in the background")
+
+    # -- checkpoint and close --------------------------------------------------------------
+    def save_index_sync(self) -> None:
+        if self.index is not None:
+            started = time.monotonic()
+            save_index(self.index, self.store, self.dir / INDEX_NAME)
+            self.last_save = time.monotonic()
+            self.save_seconds = self.last_save - started
+
+    async def checkpoint(self, *, force: bool = False) -> None:
+        """Save the index if dirty, rebuild it if stale, flush batched touches."""
+        await self.write(partial(self._checkpoint_sync, force), wrote=False)
+        if self._promoted:  # importances changed: caches ordered by them (L1) are stale
+            self._promoted, self.write_counter = False, self.write_counter + 1
+
+    def _checkpoint_sync(self, force: bool) -> None:
+        """Flush touches; save the index when it changed; fold the WAL.
+
+        ``force`` (at close) saves it even when nothing changed since it was loaded, and
+        rebuilds a stale one first: a save records the file as complete up to its watermark.
+        """
+        self.flush_touches_sync()
+        self.keywords.prune_sync()
+        index = self.index
+        if index is not None:
+            if self.index_stale and force:
+                self.load_index_sync(index.dims, rebuild=True)
+            elif not self.index_stale and (index.dirty or force):
+                self.save_index_sync()
+        self.store.checkpoint()
+
+    @property
+    def compaction_due(self) -> bool:
+        """Whether the index needs rebuilding (``compaction.compact``): it lacks vectors
+        (``index_stale``), or a twentieth of it (at least ``COMPACT_MIN_DEAD``) is
+        tombstones."""
+        index = self.index
+        return index is not None and (self.index_stale or self._many_dead(index))
+
+    @staticmethod
+    def _many_dead(index: VectorIndex) -> bool:
+        return index.dead >= max(COMPACT_MIN_DEAD, len(index) // 20)
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether an idle-time checkpoint has work: touches, a save or a compaction."""
+        dirty = self.index is not None and self.index.dirty
+        return bool(self._pending_touch) or dirty or self.keywords.prune_due
+
+    def save_due_at(self) -> float:
+        """When (monotonic) vectors added under writes that never pause are saved anyway.
+
+        At least ``SAVE_INTERVAL_S`` after the last save, and ten times the last save's
+        duration: saving a large index holds writes up for a while.
+        """
+        index = self.index
+        if index is None or not index.unsaved:
+            return float("inf")
+        return self.last_save + max(SAVE_INTERVAL_S, 10 * self.save_seconds)
+
+    async def aclose(self) -> None:
+        """Save the index, close connections and release the lock."""
+        if self.closed:
+            return
+        await self.write(self._close_sync, wrote=False)
+
+    def _close_sync(self) -> None:
+        if self.closed:
+            return
+        self.keywords.stop()  # a build reads the store being closed
+        try:
+            self._checkpoint_sync(True)
+        except Exception:
+            log.exception("palace %s: checkpoint at close failed", self.name)
+        self.store.close()
+        release_lock(self._lock_fd)
+        self.closed = True
+
+    def vanished(self) -> bool:
+        """Whether the palace's database is no longer the file this handle opened (its
+        directory was deleted, moved or replaced under the daemon). Cheap: one stat; a stat
+        that fails for another reason (permissions, I/O) is no evidence: False."""
+        if self.closed:
+            return False
+        try:
+            return db_identity(self.dir) != self.db_id
+        except OSError:
+            return False
+
+    def discard_sync(self) -> None:
+        """Close a vanished palace without touching what is now at its path: no checkpoint,
+        no index save, and SQLite must not delete the WAL by name (it may be another palace's
+        now). Worker thread, under ``write_lock``."""
+        if self.closed:
+            return
+        self.keywords.stop()
+        self.store.abandon()
+        release_lock(self._lock_fd)
+        self.closed = True
+
+    # -- the two hops ----------------------------------------------------------------------
+    async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
+        """Run ``fn(conn)`` in a worker thread on one reader snapshot; raises what it raises."""
+        try:
+            return await anyio.to_thread.run_sync(self.store.read, fn)
+        except StorageCorrupt as exc:
+            self.corrupt = exc
+            raise
+
+    async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
+        """Run ``fn`` in a worker thread under ``write_lock``, shielded from cancellation.
+
+        ``fn`` opens its own transactions (``self.store.write``) and may update the index in
+        the same hop. With ``wrote`` (the default) ``write_counter`` is bumped afterwards, so
+        caches stamped with it are invalidated; a dry run passes False. Raises what ``fn``
+        raises (the counter is then not bumped).
+
+        Raises:
+            StorageCorrupt: the database was found corrupt and ``wrote`` (upkeep, which passes
+                False, still runs: closing must work).
+        """
+        if wrote and self.corrupt is not None:
+            raise StorageCorrupt(
+                f"palace {self.name!r}'s database {self.dir / DB_NAME} is corrupt; writes are "
+                "refused until it is restored from a backup or the palace is deleted",
+                details=self.corrupt.details)
+        async with self.write_lock:
+            with anyio.CancelScope(shield=True):
+                try:
+                    result = await anyio.to_thread.run_sync(fn)
+                except StorageCorrupt as exc:
+                    self.corrupt = exc
+                    raise
+        if wrote:
+            self.write_counter += 1
+            self.last_write = time.monotonic()
+        return result
+
+    async def transact(self, fn: Callable[[apsw.Connection], T]) -> T:
+        """``write`` of one transaction: ``fn(conn)`` on the writer connection."""
+        return await self.write(partial(self.store.write, fn))
+
+    async def refresh(self) -> None:
+        """Catch up with writes made elsewhere (``team.TeamPalace``): none for a local one."""
+
+    # -- touches ----------------------------------------------------------------------------
+    def note_touched(self, ids: Sequence[int]) -> None:
+        """Count recalled ids; flushed to SQLite by the checkpointer, off the hot path."""
+        self._pending_touch.update(ids)
+
+    def flush_touches_sync(self) -> None:
+        """Write the counted accesses (worker thread, under ``write_lock``; ``access``)."""
+        if not self._pending_touch:
+            return
+        ids, self._pending_touch = self._pending_touch, Counter()
+        ts, policy = now_ms(), self.services.config.upkeep
+        try:
+            self._promoted |= self.store.write(lambda c: apply_touches(c, ids, ts, policy),
+                                               stamp=False)
+        except BaseException:
+            self._pending_touch.update(ids)  # a full disk must not lose them: the next run
+            raise                            # retries
+
+    def pending_check_due(self) -> bool:
+        """True while drawers stored without vectors may be waiting for the model."""
+        return self.maybe_pending and self.vector_embedder() is not None

@@ -1,0 +1,51 @@
+"""What a closed palace's database says, read without opening the palace (no index load, no
+lock, no caches): ``palace status`` lists every palace, and opening them all would load every
+vector index into memory just to count rows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from palaced.palace import reads
+from palaced.palace.directory import DB_NAME
+from palaced.store.db import open_connection
+from palaced.store.drawers import counts
+from palaced.store.meta import meta_get
+from palaced.store.reembed import progress
+
+
+def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
+    """The model identity the palace at ``path`` records, and the one it is being
+    re-embedded for (None when no switch is under way).
+
+    Raises:
+        StorageError: the database cannot be read.
+    """
+    conn = open_connection(path / DB_NAME, readonly=True, palace=name)
+    try:
+        with conn:
+            return meta_get(conn, "embedder"), progress(conn)[0]
+    finally:
+        conn.close()
+
+
+def closed_info(path: Path, name: str, current: str | None) -> dict[str, Any]:
+    """The counts and model of the closed palace at ``path``, shaped like ``reads.info``
+    (``current``: the identity of the daemon's model, for the re-embedding progress).
+
+    Raises:
+        StorageError: the database cannot be read.
+    """
+    conn = open_connection(path / DB_NAME, readonly=True, palace=name)
+    try:
+        with conn:
+            found = counts(conn)
+            embedder = meta_get(conn, "embedder")
+            moving = progress(conn)
+    finally:
+        conn.close()
+    return {"name": name, "path": str(path), **found, "index": None,
+            "consistent": None, "embedder": embedder, "mismatch": None, "open": False,
+            "reembedding": reads.reembedding(embedder, moving, current)}

@@ -1,0 +1,357 @@
+"""Team palaces: a palace whose drawers live in PostgreSQL, shared by several daemons.
+
+The local directory of a team palace holds ``store.toml`` (which server: a libpq URL without a
+password, or the name of a ``[stores.NAME]`` connection of config.toml; and the schema) and
+the lock file, nothing else. ``TeamPalace`` is a ``Palace`` whose store is a ``PgStore`` and
+whose vector index is a ``PgVectors`` (pgvector searched in SQL), so every op module runs on
+it unchanged. What differs lives here:
+
+- the model is recorded in the palace (meta ``embedder``/``dims``): a daemon running another
+  model refuses writes (``EmbedderMismatch``) and recalls keyword-only, instead of mixing
+  vector spaces (no background re-embedding of a shared palace);
+- ``write_counter``, which recall's caches key on, is the palace's change counter in the
+  database as this daemon last saw it (``PgStore.changes``), so one daemon's write
+  invalidates every daemon's caches; ``refresh`` reads it before a cached value is used;
+- L0, the identity text, is meta ``identity``, shared by every daemon;
+- nothing is saved, rebuilt or checkpointed locally; "vanished" means ``store.toml`` went.
+
+Design and limits: docs/teams.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tomllib
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from palaced.config.team_settings import TeamSettings
+from palaced.engine.embedder import Embedder
+from palaced.engine.services import Services
+from palaced.index.vectors import PgVectors
+from palaced.palace.directory import STORE_NAME, is_team, release_lock, take_lock
+from palaced.palace.handle import IDENTITY_TEMPLATE, Palace
+from palaced.store.db import storage_errors
+from palaced.store.meta import claim_embedder, meta_get, meta_init, meta_set
+from palaced.wire.errors import EmbedderMismatch, InvalidArgs, StorageError, TeamUnsupported
+
+log = logging.getLogger("palaced.palace.team")
+T = TypeVar("T")
+IDENTITY_KEY = "identity"
+
+
+@dataclass(frozen=True)
+class TeamRef:
+    """What ``store.toml`` holds: ``store`` (a URL or a ``[stores]`` name) and ``schema``."""
+
+    store: str
+    schema: str
+
+
+def is_url(store: str) -> bool:
+    return "://" in store or "=" in store
+
+
+def resolve(store: str, settings: TeamSettings) -> str:
+    """The libpq URL of ``store``: itself, or the url of ``[stores.<store>]``.
+
+    Raises:
+        InvalidArgs: an unknown store name, or a URL holding a password.
+    """
+    from palaced.store.pg import check_url  # psycopg: only for team palaces
+
+    if is_url(store):
+        url = store
+    else:
+        found = settings.stores.get(store)
+        if found is None:
+            known = ", ".join(sorted(settings.stores)) or "none is configured"
+            raise InvalidArgs(f"no store named {store!r} in config.toml ([stores.{store}] "
+                              f"url = ...); the named stores: {known}",
+                              details={"store": store})
+        url = found
+    check_url(url)
+    return url
+
+
+def read_ref(directory: Path, name: str) -> TeamRef:
+    """The ``store.toml`` of a team palace directory.
+
+    Raises:
+        StorageError: it cannot be read or lacks ``store``/``schema``.
+    """
+    path = directory / STORE_NAME
+    with storage_errors(path, name):
+        data = tomllib.loads(path.read_text("utf-8"))
+    store, schema = data.get("store"), data.get("schema")
+    if not isinstance(store, str) or not isinstance(schema, str):
+        raise StorageError(f"team palace {name!r}: {path} lacks store or schema",
+                           details={"palace": name, "path": str(path), "condition": "damaged"})
+    return TeamRef(store, schema)
+
+
+def write_ref(directory: Path, name: str, ref: TeamRef) -> None:
+    """Write ``store.toml`` atomically (a temporary file renamed into place)."""
+    path = directory / STORE_NAME
+    text = ("# A team palace: its drawers live in PostgreSQL (docs/teams.md). No credentials\n"
+            "# here: give them through PGPASSWORD, ~/.pgpass or a pg_service.conf service.\n"
+            f"store = {json.dumps(ref.store)}\nschema = {json.dumps(ref.schema)}\n")
+    tmp = directory / f".{STORE_NAME}.{os.getpid()}"
+    with storage_errors(path, name):
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, "utf-8")
+        os.replace(tmp, path)
+
+
+def unsupported(name: str, what: str, instead: str) -> TeamUnsupported:
+    """The error of ``what`` (an op on a local palace's files) asked of team palace ``name``."""
+    return TeamUnsupported(f"{what} works on a local palace's files; {name!r} is a team "
+                           f"palace, which lives in PostgreSQL: {instead}",
+                           details={"palace": name, "op": what})
+
+
+async def open_existing(name: str, directory: Path, services: Services) -> Palace:
+    """Open the palace in ``directory``: a team palace when it holds ``store.toml``."""
+    if is_team(directory):
+        return (await TeamPalace.open_team(name, directory, services))[0]
+    return await Palace.open(name, directory, services, create=False)
+
+
+def refuse(registry: Any, name: str, what: str, instead: str) -> None:
+    """Raise TeamUnsupported when ``name`` of ``registry`` is a team palace (``what`` is an
+    op on a local palace's files; ``instead`` says what to do)."""
+    if registry.exists(name) and registry.is_team(name):
+        raise unsupported(name, what, instead)
+
+
+async def open_new(name: str, directory: Path, services: Services, store: str
+                   ) -> tuple[TeamPalace, bool]:
+    """Create team palace ``name`` in ``store`` (a URL or a ``[stores]`` name) with its local
+    ``directory``, or attach to its schema made by another daemon: ``(palace, created)``.
+    Nothing is left in ``directory`` when it fails.
+
+    Raises:
+        InvalidArgs: a bad store. StoreUnavailable: the server is unreachable.
+        StorageError, SchemaTooNew.
+    """
+    try:
+        return await TeamPalace.open_team(name, directory, services, create=True, store=store)
+    except BaseException:
+        if not is_team(directory):  # nothing of a palace was made: leave no trace
+            await anyio.to_thread.run_sync(shutil.rmtree, directory, True)
+        raise
+
+
+class TeamPalace(Palace):
+    """One open team palace (see the module docstring). ``await TeamPalace.open_team(...)``."""
+
+    def __init__(self, name: str, directory: Path, store: Any, lock_fd: int,
+                 services: Services, ref: TeamRef) -> None:
+        super().__init__(name, directory, store, lock_fd, services)
+        self.ref = ref
+        self.pg = store  # the PgStore, typed as what it is
+
+    # The change counter of the palace in the database, as last seen by this daemon.
+    @property
+    def write_counter(self) -> int:
+        return int(getattr(getattr(self, "pg", None), "changes", 0))
+
+    @write_counter.setter
+    def write_counter(self, value: int) -> None:
+        """Ignored: the database counts writes (``PgStore.write``)."""
+
+    @classmethod
+    async def open_team(cls, name: str, directory: Path, services: Services, *,
+                        create: bool = False, store: str | None = None) -> tuple[TeamPalace, bool]:
+        """Open team palace ``name`` from ``directory/store.toml``; with ``store`` (a URL or
+        a ``[stores]`` name) write that file first, creating the schema if it is not there
+        (``create``) or attaching to it. Returns ``(palace, whether the schema was created)``.
+
+        Raises:
+            InvalidArgs: a bad store. StoreUnavailable: the server is unreachable.
+            PalaceNotFound: the schema is gone. PalaceLocked, StorageError, SchemaTooNew.
+        """
+        return await anyio.to_thread.run_sync(
+            partial(cls._open_team_sync, name, directory, services, create, store))
+
+    @classmethod
+    def _open_team_sync(cls, name: str, directory: Path, services: Services, create: bool,
+                        store: str | None) -> tuple[TeamPalace, bool]:
+        from palaced.store.pg import PgStore
+        from palaced.store.pg_schema import schema_name
+
+        settings = services.config.team
+        if store is not None:
+            ref = TeamRef(store, schema_name(name))
+            url = resolve(store, settings)
+        else:
+            ref = read_ref(directory, name)
+            url = resolve(ref.store, settings)
+        if store is not None:
+            with storage_errors(directory, name):
+                directory.mkdir(parents=True, exist_ok=True)
+        fd = take_lock(name, directory)
+        pg: PgStore | None = None
+        try:
+            pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create)
+            created = pg.created
+            if created:
+                pg.write(lambda c: meta_init(c, IDENTITY_KEY,
+                                             IDENTITY_TEMPLATE.format(name=name)))
+            if store is not None:
+                write_ref(directory, name, ref)
+            palace = cls(name, directory, pg, fd, services, ref)
+            palace.embedder_identity = pg.read(lambda c: meta_get(c, "embedder"))
+            if services.model.embedder is not None:
+                palace._attach_sync(services.model.embedder)
+            log.info("team palace %s: %s schema %s on %s", name,
+                     "created" if created else "attached", ref.schema, pg.server)
+            return palace, created
+        except BaseException:
+            if pg is not None:
+                pg.close()
+            release_lock(fd)
+            raise
+
+    # -- the model -------------------------------------------------------------------------
+    def _attach_sync(self, embedder: Embedder) -> None:
+        """Record the model in the palace if none is; serve vectors only when it is ours."""
+        from palaced.store.pg_schema import claim_dims
+
+        stored = self.pg.read(lambda c: meta_get(c, "embedder"))
+        if stored is None:
+            def claim(c: Any) -> str:
+                found = meta_get(c, "embedder")  # another daemon may have claimed it first
+                if found is None:
+                    claim_embedder(c, embedder.identity, embedder.dims)
+                    claim_dims(c, embedder.dims)
+                    return embedder.identity
+                return found
+            stored = self.pg.write(claim)
+        self.embedder_identity = stored
+        self.index = PgVectors(embedder.dims) if stored == embedder.identity else None
+
+    @property
+    def mismatch(self) -> str | None:
+        emb = self.services.model.embedder
+        if emb is None or self.embedder_identity in (None, emb.identity):
+            return None
+        return (f"team palace {self.name!r} holds vectors of {self.embedder_identity}; this "
+                f"daemon runs {emb.identity}: writes are refused and recall is keyword-only "
+                "(configure the same model on every daemon sharing it)")
+
+    def _refuse_mismatch(self) -> None:
+        why = self.mismatch
+        if why is not None:
+            raise EmbedderMismatch(why, details={"palace": self.name,
+                                                 "palace_model": self.embedder_identity,
+                                                 "daemon_model": self.services.model.embedder
+                                                 and self.services.model.embedder.identity})
+
+    async def write(self, fn: Any, *, wrote: bool = True) -> Any:
+        """``Palace.write``, refused while the daemon's model is not the palace's."""
+        if wrote:
+            self._refuse_mismatch()
+        return await super().write(fn, wrote=wrote)
+
+    async def refresh(self) -> None:
+        """Read the palace's change counter now (before using what is cached on it)."""
+        await self.read(lambda c: None)
+
+    async def identity(self) -> str:
+        """L0, shared by every daemon (meta ``identity``), without comment lines."""
+        return strip_comments(await self.read(identity_in))
+
+    # -- what a local palace keeps on disk: nothing here --------------------------------------
+    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
+        self.index = PgVectors(dims)
+
+    def save_index_sync(self) -> None:
+        """Nothing to save: the vectors are in PostgreSQL."""
+
+    def _checkpoint_sync(self, force: bool) -> None:
+        self.flush_touches_sync()
+
+    def _close_sync(self) -> None:
+        self.pg.closing()
+        super()._close_sync()
+
+    @property
+    def compaction_due(self) -> bool:
+        return False
+
+    def vanished(self) -> bool:
+        return not self.closed and not is_team(self.dir)
+
+    def discard_sync(self) -> None:
+        if self.closed:
+            return
+        self.store.close()
+        release_lock(self._lock_fd)
+        self.closed = True
+
+
+def identity_in(c: Any) -> str:
+    """The raw identity text of a team palace (comments kept), in one read."""
+    return meta_get(c, IDENTITY_KEY) or ""
+
+
+def strip_comments(text: str) -> str:
+    """An identity text without its ``#`` comment lines (as ``reads.read_identity``)."""
+    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")).strip()
+
+
+def set_identity(c: Any, text: str) -> None:
+    """Replace a team palace's identity text (in a write transaction)."""
+    meta_set(c, IDENTITY_KEY, text)
+
+
+def sync_ids(c: Any) -> None:
+    """Move a team palace's id sequences past ids an import inserted explicitly."""
+    from palaced.store.pg_schema import sync_ids as sync
+
+    sync(c)
+
+
+def purge_ref(name: str, directory: Path) -> TeamRef:
+    """What ``purge_sync`` will drop, read before the palace is detached (worker thread).
+
+    Raises:
+        InvalidArgs: ``name`` is a local palace. StorageError: an unreadable store.toml.
+    """
+    if not is_team(directory):
+        raise InvalidArgs(f"palace {name!r} is a local palace: --purge is for team palaces "
+                          "(deleting a local palace removes everything already)",
+                          details={"palace": name})
+    return read_ref(directory, name)
+
+
+def purge_sync(name: str, ref: TeamRef, settings: TeamSettings) -> bool:
+    """Drop team palace ``name``'s schema (every daemon's data of it), after this daemon
+    closed and detached it; False when it was already gone.
+
+    Raises:
+        StoreUnavailable: the server is unreachable (the schema stays: attach and purge again).
+    """
+    import psycopg  # here: psycopg is loaded only once a team palace is used
+
+    from palaced.store.pg import check_url, store_error, where
+    from palaced.store.pg_schema import drop
+
+    url = resolve(ref.store, settings)
+    server = where(check_url(url))
+    try:
+        with psycopg.connect(url, autocommit=True,
+                             connect_timeout=max(1, int(settings.connect_timeout_s + 0.999))
+                             ) as conn:
+            return drop(conn, ref.schema)
+    except psycopg.Error as exc:
+        raise store_error(exc, server, name) from exc

@@ -1,0 +1,395 @@
+"""Recall and wake-up of an open palace: the ranking, the L0-L3 sections and their packing.
+
+``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused,
+boosted by closets, importance, recency and rooms), gives each a 0-1 relevance
+(``relevance``) and flags those under the relevance floor, then builds the sections a
+response carries, packed to a token budget (``packing.pack``) in this order:
+
+* the hits: the query's best ``top_k`` drawers, with their relevance (always first);
+* L0, the palace's identity text (``reads.read_identity``);
+* L1, the essential drawers (importance, then recency), cached until the next write; only
+  when asked for (``wake_up`` is where they belong);
+* L2, where the query points: the memoir concepts it names or matches (with their strongest
+  links), the drawers inside the rooms/closets it names, and facts about entities it names;
+* L3, deep search: the ranking beyond the hits, always with ``deep``, else when L2 is thin.
+
+``choose_levels`` owns which ranked drawers go to L2 and L3. ``wake_up`` is L0 and L1 alone
+(session start). Both return typed results whose ``to_wire()`` is the response dict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import apsw
+import numpy as np
+
+from palaced.engine.embedder import INSTALL_HINT
+from palaced.palace.access import read_ids
+from palaced.palace.directory import IDENTITY_NAME
+from palaced.palace.handle import Palace, now_ms
+from palaced.palace.reads import identity_text, read_identity
+from palaced.palace.team import TeamPalace, identity_in, strip_comments
+from palaced.retrieval import search
+from palaced.retrieval.packing import Item, Section
+from palaced.retrieval.recall_caches import RecallCaches, caches_of
+from palaced.retrieval.sections import (
+    HITS,
+    Sections,
+    drawer_item,
+    essential_section,
+    identity_section,
+    l2_knowledge,
+    pack_sections,
+    unexpired,
+)
+from palaced.store import drawers
+from palaced.store.fts_log import change_stamp
+from palaced.store.search import all_rooms, fts_terms, mentioned
+from palaced.text import relevance
+from palaced.text.topics import query_entities, spelled
+from palaced.wire.errors import PalaceError
+
+L1_SIZE = 15
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    """A validated recall."""
+
+    query: str
+    top_k: int = 10
+    filters: drawers.Filters = field(default_factory=drawers.Filters)
+    levels: tuple[int, ...] = (0, 2, 3)
+    budget: int = 1500
+    deep: bool = False
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What a recall found: the ranked drawers, the rooms and the packed sections.
+
+    ``results`` are drawer dicts with ``score`` (the 0-1 relevance), ``rank_score`` (the fused
+    ranking score), ``lexical`` and ``vector``, best first; ``rooms`` are ``(wing, room,
+    score)`` best first; ``notice`` says why a recall ran keyword-only; ``floor`` is the
+    relevance floor applied (0: none) and ``nothing_relevant`` is true when no drawer reached
+    it, or when the query names things no drawer mentions (``unknown_names``, as the query
+    spells them; see ``_unknown_names``); ``substring``: no word matched, substrings did.
+    """
+
+    results: list[dict[str, Any]]
+    rooms: list[tuple[str, str, float]]
+    hybrid: bool
+    notice: str | None
+    sections: Sections
+    floor: float = 0.0
+    nothing_relevant: bool = False
+    unknown_names: tuple[str, ...] = ()
+    substring: bool = False  # no word matched: the keyword hits are substring matches
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``memory.recall`` response."""
+        out: dict[str, Any] = {
+            "results": self.results,
+            "rooms": [{"wing": w, "room": r, "score": round(sc, 6)} for w, r, sc in self.rooms],
+            "mode": "hybrid" if self.hybrid else "keyword",
+            "floor": self.floor,
+            "nothing_relevant": self.nothing_relevant,
+        }
+        out.update({"unknown_names": list(self.unknown_names)} if self.unknown_names else {})
+        out.update({"substring": True} if self.substring else {})
+        if self.notice is not None:
+            out["notice"] = self.notice
+        out.update(self.sections.to_wire())
+        return out
+
+
+# -- recall -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Gathered:
+    """What recall's one read hop brings back from the worker thread."""
+
+    ranking: search.Ranking
+    shown: dict[int, dict[str, Any]]  # drawers as presented: scored, long texts excerpted
+    top: list[int]
+    l2: list[int]
+    l3: list[int]
+    concepts: list[Item]  # L2: memoir concepts (before its drawers) ...
+    facts: list[Item]  # ... and knowledge-graph facts (after them)
+    l1: list[dict[str, Any]] | None
+    identity: str | None
+    unknown_names: tuple[str, ...]
+
+
+def choose_levels(ranking: search.Ranking, req: RecallRequest
+                  ) -> tuple[list[int], list[int], list[int]]:
+    """The ranked drawer ids of a recall's results, its L2 and its L3, each best first.
+
+    Results are the top ``top_k``. L2 (when asked, and when filters do not already narrow
+    the results to where the query points): the best ``top_k`` drawers beyond the results
+    among those filed under a topic the query names or inside a room or wing it names. L3
+    (when asked): the next ``top_k`` of the ranking after the results, with ``deep`` or when
+    L2 holds fewer than ``top_k`` drawers.
+    """
+    levels = set(req.levels)
+    top = ranking.order[: req.top_k]
+    shown = set(top)
+    l2_ids: list[int] = []
+    if 2 in levels and not req.filters.narrows:
+        pointed = ranking.closet_hits | {
+            i for i, room in ranking.room_of.items() if room in ranking.mentioned_rooms}
+        l2_ids = [i for i in ranking.order if i in pointed and i not in shown][: req.top_k]
+    l3_ids: list[int] = []
+    if 3 in levels and (req.deep or len(l2_ids) < req.top_k):
+        l3_ids = ranking.order[req.top_k: 2 * req.top_k]
+    return top, l2_ids, l3_ids
+
+
+async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
+    """Progressive recall: ranked ``results`` plus hits-first ``sections`` packed to a budget.
+
+    ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
+    closets, importance, recency and room strength) under the request's filters, each with
+    its 0-1 relevance as ``score``; drawers under the relevance floor are kept but flagged
+    ``below_floor`` (a long drawer's chunks can score low on meaning yet be the answer), and
+    ``nothing_relevant`` says no drawer reached the floor. The
+    sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
+    (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
+    matching concepts and facts), L3 the ranking beyond the hits (with ``deep``, else when L2
+    is thin).
+    Every requested section with content appears, cut to fit when the budget is small.
+
+    Keyword-only (with a ``notice`` saying why) while no model is loaded or the palace is
+    being re-embedded for the loaded one.
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    caches = caches_of(palace)
+    # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
+    lexical, stamp, keyword_half = search.KeywordHits([]), 0, _lexical(palace, caches, req)
+    vec_box: list[np.ndarray | None] = [None]
+
+    async def embed() -> None:
+        vec_box[0] = await query_vector(palace, req.query)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(embed)
+            lexical, stamp = await palace.read(keyword_half)
+    except BaseExceptionGroup as group:
+        # The group wraps even the host's own exception: report the PalaceError inside.
+        leaf = first_palace_error(group)
+        if leaf is None:
+            raise
+        raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
+    qvec, levels = vec_box[0], set(req.levels)
+    index = palace.index if qvec is not None else None
+    # Caches are stamped with the write counter read *before* the snapshot: a write that
+    # lands meanwhile bumps the counter and so invalidates what this read computes.
+    counter = palace.write_counter
+    l1_cached = caches.l1_valid(counter) if 1 in levels else None
+    need_l1 = 1 in levels and l1_cached is None
+    rooms_cache = caches.rooms
+    names = query_entities(req.query)
+    identity_path, team = palace.dir / IDENTITY_NAME, isinstance(palace, TeamPalace)
+    terms = fts_terms(req.query)
+    floor = relevance.floor_for(qvec is not None)
+    doc_count = caches.doc_count[1] if caches.doc_count else None
+
+    def run(c: apsw.Connection) -> _Gathered:
+        ts = now_ms()
+        hits = lexical
+        if change_stamp(c) != stamp:
+            # A write landed between the hops (a supersede: the recall could see neither).
+            hits = keyword_half(c)[0]
+        rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
+        if rooms is None:
+            rooms = all_rooms(c)
+            caches.rooms = (counter, rooms)
+        ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
+                              filters=req.filters, now_ms=ts, rooms=rooms,
+                              lexical_hits=hits, n_docs=doc_count)
+        top, l2_ids, l3_ids = choose_levels(ranking, req)
+        want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
+        rows = drawers.get_drawers(c, want)
+        concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
+        l1 = _essential(c, ts) if need_l1 else None
+        # Read L0 in this same worker-thread hop.
+        identity = (None if 0 not in levels else strip_comments(identity_in(c)) if team
+                    else read_identity(identity_path))
+        unknown = _unknown_names(req.query, names, mentioned(c, names))
+        # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
+        # in the worker thread, so the event loop only ever handles the short excerpts.
+        dated = (fts_terms(" ".join(ranking.period.phrases))
+                 if ranking.period is not None else [])
+        shown = {did: _present(d, ranking, terms, floor, unknown, hybrid=qvec is not None,
+                               tmap=caches.text_map(did, str(d["text"])),
+                               dated=dated if did in ranking.in_period else ())
+                 for did, d in rows.items()}
+        return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
+                         unknown)
+
+    got = await palace.read(run)
+    ranking = got.ranking
+    if got.l1 is not None:
+        caches.l1 = (counter, got.l1)
+        l1_cached = got.l1
+    unknown = got.unknown_names
+
+    results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
+    palace.note_touched(read_ids(results))  # what the agent reads counts as used
+    parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
+                                                           for d in results])]
+    if 0 in levels:
+        parts.append(identity_section(palace.name, got.identity or ""))
+    if 1 in levels:
+        parts.append(essential_section(unexpired(l1_cached or [])))
+    if 2 in levels:
+        items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
+                                  if d), *got.facts]
+        parts.append(Section(2, "Where the query points", items))
+    if 3 in levels:
+        items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
+        parts.append(Section(3, "Deep search", items))
+    return RecallResult(
+        results=results,
+        rooms=ranking.rooms[: max(req.top_k, 10)],
+        hybrid=qvec is not None,
+        notice=None if qvec is not None else keyword_reason(palace),
+        sections=await pack_sections(palace, parts, req.budget),
+        floor=floor,
+        nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
+        unknown_names=unknown,
+        substring=ranking.substring,
+    )
+
+
+def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
+             unknown: tuple[str, ...], *, hybrid: bool,
+             tmap: relevance.TextMap | None = None,
+             dated: Sequence[str] = ()) -> dict[str, Any]:
+    """Drawer ``d`` as a recall shows it: its 0-1 relevance ``score`` and ``below_floor``,
+    its ranking parts, and a long text cut to the passage around the query terms.
+    ``dated``: the query's words its date matches (it lies in the span they name)."""
+    did = int(d["id"])
+    lex, vec = ranking.lexical.get(did), ranking.vector.get(did)
+    cos: float | None = None
+    # A drawer still waiting for its vectors (stored before the model loaded) has no cosine
+    # yet: it is judged by its words alone, against the same floor. One outside the vector
+    # pool is no closer than the pool's farthest.
+    if hybrid and d.get("embedded", True):
+        cos = vec if vec is not None else min(ranking.vector.values(), default=None)
+    rel = relevance.relevance(str(d["text"]), terms, cos, tmap, substring=ranking.substring,
+                              dated=dated)
+    out = relevance.shorten(dict(d), terms, tmap)
+    out["score"] = round(rel, 6)
+    out["below_floor"] = bool(unknown) or rel < floor
+    out["rank_score"] = round(ranking.scores.get(did, 0.0), 6)
+    out["lexical"] = None if lex is None else round(lex, 6)
+    out["vector"] = None if vec is None else round(vec, 6)
+    return out
+
+
+def _essential(c: apsw.Connection, ts: int) -> list[dict[str, Any]]:
+    """The L1 drawers, long texts already cut to their start: cut in the read hop and cached
+    that way, so a wake-up never scans a 150k-character drawer on the event loop."""
+    return [relevance.shorten(d, ()) for d in drawers.essential(c, L1_SIZE, ts)]
+
+
+def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, ...]:
+    """The query's names, as it spells them, when it names something and no drawer mentions
+    any of them (then nothing in the palace is about the query); else ().
+
+    One known name is enough to let the relevance floor decide: "Caroline's trip to Paris"
+    is worth answering from a palace that knows Caroline but not Paris.
+    """
+    if not names or known:
+        return ()
+    # "Caroline Smith" stands for its words "caroline" and "smith" too.
+    inside = {w for n in names if " " in n for w in n.split()}
+    return tuple(dict.fromkeys(spelled(query, n) for n in names if n not in inside))
+
+
+def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
+             ) -> Callable[[apsw.Connection], tuple[search.KeywordHits, int]]:
+    """The keyword half of a recall for one read hop: its hits and ``change_stamp``."""
+    counter = palace.write_counter
+    team = isinstance(palace, TeamPalace)
+
+    def run(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
+        # A team palace's counter was just read at the start of this snapshot (PgStore.read).
+        nonlocal counter
+        counter = palace.write_counter if team else counter
+        n_docs = caches.drawers(counter, c)
+        engine = None if team else palace.keywords.engine_for(n_docs)
+        return search.lexical_search(c, req.query, req.filters, now_ms(),
+                                     stats=caches.term_stats, n_docs=n_docs,
+                                     engine=engine), change_stamp(c)
+
+    return run
+
+
+async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
+    """The query's embedding (cached daemon-wide), or None in keyword-only mode."""
+    emb = palace.vector_embedder()
+    if emb is None:
+        return None
+    key = (emb.identity, query)
+    cache = palace.services.query_vectors
+    vec = cache.get(key)
+    if vec is None:
+        vec = await palace.services.embeds.query(emb, query)
+        cache[key] = vec
+    return cast(np.ndarray, vec)
+
+
+def keyword_reason(palace: Palace) -> str:
+    """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
+    model = palace.services.model
+    if isinstance(palace, TeamPalace) and palace.mismatch:  # shared: never re-embedded here
+        return f"keyword-only: {palace.mismatch}"
+    if palace.mismatch and model.embedder is not None:
+        return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "
+                f"{model.embedder.identity} (its vectors are {palace.embedder_identity}'s); "
+                "`palace status` shows the progress, `palace reembed --palace "
+                f"{palace.name}` finishes it now")
+    if model.state == "loading":
+        return "keyword-only: the embedding model is still loading"
+    if model.embedder is None:
+        # A reason from a failed load already says how to install the model.
+        hint = "" if model.disabled or INSTALL_HINT in (model.reason or "") else (
+            f"; {INSTALL_HINT}")
+        return f"keyword-only: no embedding model ({model.reason}){hint}"
+    return "keyword-only: vector index not ready"
+
+
+def first_palace_error(group: BaseExceptionGroup[Any]) -> PalaceError | None:
+    """The first PalaceError inside a (possibly nested) exception group, if any."""
+    for exc in group.exceptions:
+        found = first_palace_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, PalaceError):
+            return found
+    return None
+
+
+# -- wake-up ----------------------------------------------------------------------------------
+async def wake_up(palace: Palace, budget: int) -> Sections:
+    """L0 identity + L1 essential drawers within ``budget`` tokens (session start).
+
+    Raises:
+        StorageError: SQLite failed.
+    """
+    caches = caches_of(palace)
+    await palace.refresh()
+    counter = palace.write_counter
+    cached = caches.l1_valid(counter)
+    if cached is None:
+        cached = await palace.read(lambda c: _essential(c, now_ms()))
+        caches.l1 = (counter, cached)
+    parts = [identity_section(palace.name, await identity_text(palace)),
+             essential_section(unexpired(cached))]
+    return await pack_sections(palace, parts, budget)

@@ -1,0 +1,3 @@
+"""Pure text understanding: topics, chunks, rules, relevance, dates, transcripts.
+
+Layers: docs/development.md."""
