@@ -28,7 +28,7 @@ from tests.cli_commands import COMMANDS, ROOT
 from tests.conftest import DaemonProc, base_env
 
 CLI_SOURCES = [*sorted((Path(__file__).parents[1] / "palace_client" / "cli").glob("*.py")),
-               Path(__file__).parents[1] / "palace_client" / "render.py"]
+               Path(__file__).parents[1] / "palace_client" / "render" / "results.py"]
 
 
 

@@ -175,6 +175,7 @@ def test_every_number_refuses_inf_nan_and_absurd_values(tmp_path: Path, section:
         assert _problems(tmp_path, f"[{section}]\n{key} = {value}\n") == want
 
 
+@pytest.mark.daemon
 def test_check_config_names_the_values_that_wedged_the_daemon(home: Path) -> None:
     """Each of these once passed the check and then broke every request, checkpoint or
     ``forget`` of the daemon it started."""

@@ -60,6 +60,7 @@ def _log(home: Path) -> str:
     return (home / "state" / "palaced.log").read_text("utf-8", "replace")
 
 
+@pytest.mark.daemon
 def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> None:
     """40 palaces, room for a few: recall_all answers for each (opening and closing them in
     turn), nothing is skipped, and new connections still work afterwards."""
@@ -101,6 +102,7 @@ def test_recall_all_answers_for_every_palace_under_a_low_limit(home: Path) -> No
         d.stop()
 
 
+@pytest.mark.daemon
 def test_accept_survives_emfile(home: Path) -> None:
     """More connections than descriptors: accept() fails with EMFILE; the daemon backs off
     (logging it once), keeps running and serves new connections once descriptors free up."""
@@ -133,6 +135,7 @@ def test_accept_survives_emfile(home: Path) -> None:
         d.stop()
 
 
+@pytest.mark.daemon
 def test_soft_limit_raised_to_the_hard_one(home: Path) -> None:
     """Started with soft 128 under a higher hard limit, the daemon raises its soft limit to
     the hard one and sizes its budget from that."""

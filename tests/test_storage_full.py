@@ -14,6 +14,7 @@ from . import mounts
 from .conftest import DaemonProc, base_env
 
 
+@pytest.mark.daemon
 def test_a_backup_onto_a_full_disk_is_storage_full_of_the_backup(home: Path) -> None:
     why = mounts.why_not()
     assert why is None, f"cannot mount a private tmpfs here: {why}"
