@@ -671,7 +671,7 @@ def render_python_api() -> str:
 
     init = _signature(Client.__init__, "Client").removesuffix(" -> None")
     lines = [f"- `{init}`: {_first_paragraph(Client.__doc__)}"]
-    # Client's own methods, then those of its mixins (``palace_client.api.transfer``, ...).
+    # Client's methods in their order in the class (the MRO kept for subclasses).
     members = {n: m for cls in reversed(Client.__mro__[:-1]) for n, m in cls.__dict__.items()}
     order = [n for cls in Client.__mro__[:-1] for n in cls.__dict__]
     for name in dict.fromkeys(order):

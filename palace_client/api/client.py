@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.api.admin import Maintenance
-from palace_client.api.governance import GovernanceMethods
+from palace_client.api import identity
 from palace_client.api.identity import resolve as resolve_agent
-from palace_client.api.lifecycle import Lifecycle
-from palace_client.api.memoirs import MemoirMethods
 from palace_client.api.payloads import drawer_args
-from palace_client.api.transfer import Transfers
 from palace_client.transport.connection import (
     CONNECT_TIMEOUT_S,
     REPLY_GRACE_S,
@@ -41,8 +37,13 @@ from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError, Timeout
 from palaced.wire.paths import Paths, resolve
 from palaced.wire.specs import Retry, retry_rule
 
+BULK_TIMEOUT_MS = 600_000  # a batch may embed thousands of texts
+# Whole-palace work (a backup or check of a large palace, a restore that rebuilds the vector
+# index) may take minutes: the longest deadline the daemon grants.
+MAINTENANCE_TIMEOUT_MS = 3_600_000
 
-class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle):
+
+class Client:
     """A connection to the machine's palaced, started on demand.
 
     Args:
@@ -59,10 +60,9 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
             <= a week (``connection.MAX_WAIT_S``).
 
     Every method raises a ``palaced.wire.errors.PalaceError`` subclass on failure
-    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). Bulk and maintenance
-    methods come from the mixins ``transfer.Transfers`` and ``admin.Maintenance``, memoirs from
-    ``memoirs.MemoirMethods``, editing and upkeep (update, decay, prune, consolidate, health)
-    from ``lifecycle.Lifecycle``.
+    (e.g. ``PalaceNotFound``, ``InvalidArgs``, ``DaemonUnreachable``). The methods come by
+    concern: palaces, drawers, the daemon, knowledge, bulk transfers, maintenance, memoirs,
+    governance, editing and upkeep.
     """
 
     def __init__(self, socket_path: str | Path | None = None, *, autostart: bool = True,
@@ -329,7 +329,7 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
         finally:
             self.close()
 
-    # -- knowledge (issue 5) --
+    # -- knowledge (issue 5) -------------------------------------------------------------------
     def kg_assert(self, palace: str, subject: str, predicate: str, obj: str, *,
                   valid_from: str | int | None = None, confidence: float | None = None,
                   source_drawer: int | None = None, source_url: str | None = None,
@@ -405,3 +405,285 @@ class Client(Transfers, Maintenance, MemoirMethods, GovernanceMethods, Lifecycle
         """Entities matching ``query`` by name, definition or labels, best first."""
         res = self.call("graph.search", palace, {"query": query, "limit": limit})
         return list(res["entities"])
+
+    # -- bulk: export, restore, the import ledger, capture -----------------------------------
+    def export(self, palace: str, *, limit: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every record of the palace's export (``docs/export-format.md``), header first and
+        ``end`` last, fetched ``limit`` records a page: write them out as they come."""
+        cursor: str | None = None
+        while True:
+            page = self.call("palace.export", palace, {"cursor": cursor, "limit": limit})
+            yield from page["records"]
+            cursor = page["next"]
+            if cursor is None:
+                return
+
+    def import_records(self, palace: str, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Restore a batch of export records (the first batch starts with the header):
+        ``{"stored", "unchanged", "rejected", "dropped_links", "resumed", "finished"}``.
+
+        Raises ``PalaceNotEmpty`` when the palace holds other memories.
+        """
+        return self.call("palace.import_records", palace, {"records": list(records)},
+                         timeout_ms=BULK_TIMEOUT_MS)
+
+    def sources(self, palace: str, importer: str, *, prefix: str = "",
+                limit: int = 1000) -> Iterator[dict[str, Any]]:
+        """Every source ``importer`` recorded whose key starts with ``prefix``, by key:
+        ``{"key", "hash", "imported_ms", "drawers"}``."""
+        after: str | None = None
+        while True:
+            args: dict[str, Any] = {"importer": importer, "prefix": prefix, "limit": limit}
+            if after is not None:
+                args["after"] = after
+            page = self.call("source.list", palace, args)
+            yield from page["sources"]
+            after = page["next"]
+            if after is None:
+                return
+
+    def sync_source(self, palace: str, importer: str, key: str, digest: str,
+                    items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Make ``items`` (maps with the ``remember`` arguments) the drawers of source ``key``
+        unless its recorded hash is ``digest``:
+        ``{"changed", "stored", "unchanged", "removed", "ids"}``."""
+        return self.call("source.sync", palace, {"importer": importer, "key": key,
+                                                 "hash": digest, "items": list(items)},
+                         timeout_ms=BULK_TIMEOUT_MS)
+
+    def drop_source(self, palace: str, importer: str, key: str) -> dict[str, Any]:
+        """Forget source ``key``: delete the drawers no other source claims
+        (``{"found", "removed"}``)."""
+        return self.call("source.drop", palace, {"importer": importer, "key": key})
+
+    def capture_transcript(self, palace: str, path: str | os.PathLike[str], **args: Any
+                           ) -> dict[str, Any]:
+        """Capture what is new in a Claude Code transcript (one drawer per exchange): queued,
+        or with ``wait=True`` done and counted; other ``capture.transcript`` arguments by name
+        (``session_id``, ``wing``, ``project_wing``, ``create``, ``dry_run``)."""
+        return self.call("capture.transcript", palace,
+                         {**args, "path": os.path.abspath(os.fspath(path))},
+                         timeout_ms=BULK_TIMEOUT_MS if args.get("wait") else None)
+
+    # -- maintenance: reembed, doctor, backup, restore ----------------------------------------
+    def reembed(self, name: str) -> dict[str, Any]:
+        """Re-embed every drawer of palace ``name`` with the daemon's current model now."""
+        return self.call("palace.reembed", name, timeout_ms=MAINTENANCE_TIMEOUT_MS)
+
+    def doctor(self, palace: str | None = None, *, repair: bool = False, full: bool = False
+               ) -> dict[str, Any]:
+        """Check the daemon and every palace (or ``palace``); with ``repair`` mend what is
+        derivable and check again. Returns ``{"healthy", "summary", "checks", "repairs",
+        ...}``: each check has ``name``, ``palace``, ``status`` (ok/warn/fail), ``detail``,
+        ``fixable``, ``advice`` and ``repaired``.
+        """
+        return self.call("palace.doctor", palace, {"repair": repair, "full": full},
+                         timeout_ms=MAINTENANCE_TIMEOUT_MS)
+
+    def backup(self, palace: str | None = None, *, to: str | Path | None = None,
+               keep: int | None = None) -> dict[str, Any]:
+        """Back up every palace (or ``palace``) online under ``to`` (default: the daemon's
+        ``[backup] dir``), keeping the newest ``keep`` of each: ``{"backups": [...],
+        "failed": [...]}``, each backup with its ``path``, ``counts`` and ``removed`` ones.
+        """
+        args: dict[str, Any] = {}
+        if to is not None:
+            args["to"] = os.path.abspath(os.fspath(to))
+        if keep is not None:
+            args["keep"] = keep
+        return self.call("palace.backup", palace, args, timeout_ms=MAINTENANCE_TIMEOUT_MS)
+
+    def restore(self, path: str | Path, *, palace: str | None = None, force: bool = False
+                ) -> dict[str, Any]:
+        """Verify the backup at ``path`` and restore it as ``palace`` (default: the palace it
+        was taken of). Raises ``BackupInvalid`` for a damaged or altered backup and
+        ``PalaceExists`` when the palace was written after the backup (``force`` replaces
+        it anyway).
+        """
+        return self.call("palace.restore", palace,
+                         {"path": os.path.abspath(os.fspath(path)), "force": force},
+                         timeout_ms=MAINTENANCE_TIMEOUT_MS)
+
+    # -- memoirs: named containers of concepts linked by typed relations (docs/concepts.md) --
+    def memoir_create(self, palace: str, memoir: str, *,
+                      description: str | None = None,
+                      consolidation_threshold: int | None = None, exist_ok: bool = False
+                      ) -> dict[str, Any]:
+        """Create a memoir: ``{"memoir", "created"}``. Raises ``MemoirExists`` unless
+        ``exist_ok`` (then an existing memoir comes back unchanged, ``created`` False)."""
+        return self.call("memoir.create", palace, self._some(
+            memoir=memoir, description=description,
+            consolidation_threshold=consolidation_threshold, exist_ok=exist_ok))
+
+    def memoir_list(self, palace: str) -> list[dict[str, Any]]:
+        """Every memoir of the palace with its ``concepts`` and ``links`` counts."""
+        return list(self.call("memoir.list", palace)["memoirs"])
+
+    def memoir_show(self, palace: str, memoir: str, *, limit: int = 100,
+                    offset: int = 0) -> dict[str, Any]:
+        """A memoir and a page of its concepts: ``{"memoir", "stats", "concepts",
+        "next_offset"}``. Raises ``MemoirNotFound``."""
+        return self.call("memoir.show", palace, {"memoir": memoir, "limit": limit,
+                                                 "offset": offset})
+
+    def memoir_delete(self, palace: str, memoir: str) -> dict[str, Any]:
+        """Delete a memoir with its concepts and links: ``{"memoir", "concepts", "links",
+        "deleted"}``. Raises ``MemoirNotFound``."""
+        return self.call("memoir.delete", palace, {"memoir": memoir})
+
+    def memoir_add_concept(self, palace: str, memoir: str, concept: str,
+                           definition: str, *, labels: Sequence[str] | None = None,
+                           confidence: float | None = None,
+                           sources: Sequence[int] | None = None) -> dict[str, Any]:
+        """Add a concept: ``{"concept", "created"}`` (the same definition again: unchanged,
+        ``created`` False). Raises ``ConceptExists`` for another definition under that name,
+        ``InvalidContent`` for a bad label, ``MemoryNotFound`` for an unknown source drawer."""
+        return self.call("memoir.add_concept", palace, self._some(
+            memoir=memoir, name=concept, definition=definition,
+            labels=None if labels is None else list(labels), confidence=confidence,
+            sources=None if sources is None else list(sources)))
+
+    def memoir_refine(self, palace: str, memoir: str, concept: str, definition: str,
+                      *, labels: Sequence[str] | None = None,
+                      sources: Sequence[int] | None = None) -> dict[str, Any]:
+        """Refine a concept: ``{"concept", "changed"}``; a change bumps its revision and adds
+        0.1 to its confidence (max 1). Raises ``ConceptNotFound``."""
+        return self.call("memoir.refine", palace, self._some(
+            memoir=memoir, name=concept, definition=definition,
+            labels=None if labels is None else list(labels),
+            sources=None if sources is None else list(sources)))
+
+    def memoir_search(self, palace: str, query: str | None = None, *,
+                      label: str | None = None, memoir: str | None = None, limit: int = 20
+                      ) -> list[dict[str, Any]]:
+        """Concepts matching ``query`` and/or carrying ``label``, in ``memoir`` or all of
+        them, best first (each with its ``memoir`` and ``score``)."""
+        return list(self.call("memoir.search", palace, self._some(
+            query=query, label=label, memoir=memoir, limit=limit))["concepts"])
+
+    def memoir_inspect(self, palace: str, memoir: str, concept: str, *, depth: int = 1,
+                       max_nodes: int | None = None) -> dict[str, Any]:
+        """A concept and its neighbourhood within ``depth`` links: ``{"concept", "nodes",
+        "links", "truncated"}``. Raises ``ConceptNotFound``."""
+        return self.call("memoir.inspect", palace, self._some(
+            memoir=memoir, name=concept, depth=depth, max_nodes=max_nodes))
+
+    def memoir_link(self, palace: str, memoir: str, concept: str, relation: str,
+                    to: str, *, weight: float | None = None) -> dict[str, Any]:
+        """Link ``concept`` to the concept ``to`` (``depends_on``, ``part_of``, ... or camelCase):
+        ``{"link", "created"}``. Raises ``InvalidContent`` for a self-link or another
+        relation."""
+        return self.call("memoir.link", palace, self._some(
+            memoir=memoir, name=concept, relation=relation, to=to, weight=weight))
+
+    def memoir_unlink(self, palace: str, memoir: str, concept: str, relation: str,
+                      to: str) -> dict[str, Any]:
+        """Remove a link: ``{"removed", "link"}`` (``removed`` False when there was none)."""
+        return self.call("memoir.unlink", palace, {"memoir": memoir, "name": concept,
+                                                   "relation": relation, "to": to})
+
+    # -- governance: forget into the trash, restore, the trash, the audit log, the policy -----
+    _agent: str
+
+    @property
+    def agent(self) -> str:
+        """Who this client says it is in every request (see ``palace_client.api.identity``)."""
+        return self._agent
+
+    @agent.setter
+    def agent(self, name: str) -> None:
+        """Raises ``InvalidArgs`` for a name that is not 1-200 printable characters."""
+        self._agent = identity.checked(name)
+
+    def forget(self, palace: str, drawer_id: int, *, purge: bool = False) -> dict[str, Any]:
+        """Move one drawer to the trash (restorable for the daemon's ``[trash] keep_days``);
+        with ``purge`` delete it, or its trash entry, for good. Returns ``{"id", "trashed",
+        "purged", "restorable_until_ms", ...}``."""
+        return self.call("memory.forget", palace, {"id": drawer_id, "purge": purge})
+
+    def restore_drawer(self, palace: str, drawer_id: int) -> dict[str, Any]:
+        """Bring a drawer back from the trash: ``{"id", "restored", "embedded"}``.
+
+        Raises ``MemoryNotFound`` when it is not in the trash (any more), ``InvalidContent``
+        when the same text was stored again in the same room meanwhile.
+        """
+        return self.call("memory.restore", palace, {"id": drawer_id})
+
+    def trash(self, palace: str, *, limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """The restorable drawers, most recently forgotten first:
+        ``{"drawers", "total", "next_offset", "keep_days"}``."""
+        return self.call("memory.trash", palace, {"limit": limit, "offset": offset})
+
+    def empty_trash(self, palace: str) -> dict[str, Any]:
+        """Delete every drawer in the trash for good: ``{"purged": [ids]}``."""
+        return self.call("memory.empty_trash", palace)
+
+    def audit(self, palace: str, *, since: str | int | None = None, agent: str | None = None,
+              op: str | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """Audit entries newest first: ``{"entries", "total", "next_offset"}``; ``since`` is a
+        time or a duration back from now (``7d``), ``agent`` and ``op`` are globs."""
+        args = {k: v for k, v in (("since", since), ("agent", agent), ("op", op))
+                if v is not None}
+        return self.call("palace.audit", palace, {**args, "limit": limit, "offset": offset})
+
+    def policy(self, palace: str) -> dict[str, Any]:
+        """The palace's policy and what this client's agent may do:
+        ``{"policy": {permission: [globs]}, "agent", "allowed": {permission: bool}}``."""
+        return self.call("palace.policy", palace)
+
+    def set_policy(self, palace: str, permission: str, agents: Iterable[str]) -> dict[str, Any]:
+        """Grant ``permission`` (write, delete, admin) to exactly these agent globs (none:
+        nobody); answers like ``policy``. Raises ``Forbidden`` without admin."""
+        return self.call("palace.policy_set", palace,
+                         {"permission": permission, "agents": list(agents)})
+
+    # -- editing and upkeep: update, decay, prune, consolidate, health ------------------------
+    @staticmethod
+    def _some(**values: Any) -> dict[str, Any]:
+        """The arguments that were given (None means "use the daemon's default")."""
+        return {k: v for k, v in values.items() if v is not None}
+
+    def update(self, palace: str, drawer_id: int, *, text: str | None = None,
+               wing: str | None = None, room: str | None = None,
+               tags: Iterable[str] | None = None, importance: float | str | None = None
+               ) -> dict[str, Any]:
+        """Edit a drawer in place (same id): only the fields given change; a new text is
+        re-embedded and the replaced version kept (``get(..., history=True)``).
+
+        Returns ``{"id", "changed", "version", "embedded"}`` (``changed`` empty: nothing to
+        change). Raises ``MemoryNotFound``, or ``InvalidContent`` when another drawer already
+        holds the new text in that wing/room.
+        """
+        return self.call("memory.update", palace, self._some(
+            id=drawer_id, text=text, wing=wing, room=room,
+            tags=None if tags is None else list(tags), importance=importance))
+
+    def decay(self, palace: str) -> dict[str, Any]:
+        """Recompute every drawer's decayed weight: ``{"drawers", "updated", "decay_ms"}``."""
+        return self.call("memory.decay", palace)
+
+    def prune(self, palace: str, *, threshold: float | None = None, dry_run: bool = False
+              ) -> dict[str, Any]:
+        """Delete (or with ``dry_run`` only list) low/medium drawers whose weight is below
+        ``threshold``: ``{"threshold", "dry_run", "ids", "candidates", "pruned"}``.
+        """
+        return self.call("memory.prune", palace, self._some(threshold=threshold, dry_run=dry_run))
+
+    def consolidate(self, palace: str, room: str, summary: str, *, wing: str | None = None,
+                    ids: Iterable[int] | None = None) -> dict[str, Any]:
+        """Store ``summary`` as a summary drawer in ``room`` and mark the sources (``ids``,
+        or the room's active drawers) consolidated into it; sources stay retrievable.
+
+        Returns ``{"summary_id", "created", "wing", "room", "source_ids", "missing"}``.
+        """
+        id_list = None if ids is None else [int(i) for i in ids]
+        return self.call("memory.consolidate", palace,
+                         self._some(room=room, summary=summary, wing=wing, ids=id_list))
+
+    def health(self, palace: str, *, threshold: float | None = None,
+               stale_days: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        """Per-room drawer counts, stale drawers, duplicate candidates and consolidation
+        hints: ``{"rooms": [...], "totals": {...}, ...}``.
+        """
+        return self.call("memory.health", palace,
+                         self._some(threshold=threshold, stale_days=stale_days, limit=limit))
