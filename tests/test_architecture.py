@@ -51,7 +51,7 @@ CLIENT_ALLOWED_NAMES = frozenset({"__version__"})
 HEAVY = frozenset({"apsw", "usearch", "fastembed", "numpy", "tiktoken", "anyio"})
 CLIENT_FORBIDDEN_AT_RUNTIME = ("apsw", "usearch", "fastembed", "numpy", "onnxruntime")
 TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client && mypy "
-                "&& python -m pytest -q")
+                "&& python -m pytest -q -n 2 --dist loadfile")
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
