@@ -1,0 +1,68 @@
+"""The daemon's C heap: keep glibc malloc from holding on to freed memory (``tune``).
+
+glibc serves a request of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at start) with a
+private mapping it unmaps on ``free``. By default that threshold is dynamic: each time such
+a mapping is freed it rises to the freed size (up to 32 MiB), so from then on buffers of
+that size come from the heap arenas, and freeing them leaves holes that small live objects
+around them keep resident. In the daemon the large transient buffers are the embedding runs'
+(onnxruntime tensors, the token and vector arrays of a batch) and request texts. glibc also
+gives each thread that allocates its own arena, up to 8 per core, each with its own holes:
+SQLite's page caches, filled and dropped by the reader threads, spread over all of them.
+Under the soak's mixed multi-client load (``bench/soak.py``; ``docs/benchmarks.md``, Soak)
+the arenas held ~120 MB of freed memory at the end of the prefill alone and ~280 MB after
+six minutes; pinned threshold and two arenas: 9-21 MB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+
+# glibc's mallopt parameter numbers (malloc.h).
+M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+# glibc's start value; set explicitly, it no longer moves.
+MMAP_THRESHOLD = 128 * 1024
+# The daemon's allocating threads mostly run Python (under the GIL) or wait on SQLite and
+# onnxruntime, which lock their own structures: two arenas cost no throughput measured.
+ARENA_MAX = 2
+
+# parameter -> (its glibc environment variable, its glibc tunable): the user's choice wins.
+_USER_SET = {
+    M_MMAP_THRESHOLD: ("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"),
+    M_ARENA_MAX: ("MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
+}
+
+
+def tune() -> list[int]:
+    """Pin glibc's mmap threshold at ``MMAP_THRESHOLD`` and cap its arenas at
+    ``ARENA_MAX`` for this process; returns the parameters set.
+
+    A parameter the user set through the environment (``MALLOC_*_`` or ``GLIBC_TUNABLES``)
+    is left alone; nothing is set on a C library other than glibc (musl, macOS: no such
+    parameters). Never raises.
+    """
+    if not _glibc():
+        return []
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return []
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    done = []
+    for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_ARENA_MAX, ARENA_MAX)):
+        env, tunable = _USER_SET[param]
+        if not os.environ.get(env) and tunable not in tunables and mallopt(param, value):
+            done.append(param)
+    return done
+
+
+def _glibc() -> bool:
+    """Whether this process runs on glibc (``os.confstr`` is cheap; ``platform.libc_ver``
+    reads the interpreter's binary)."""
+    with contextlib.suppress(ValueError, OSError):
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    return False
