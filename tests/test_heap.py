@@ -8,6 +8,10 @@ import os
 import subprocess
 import sys
 
+from palace_client import Client
+
+from .conftest import DaemonProc
+
 # After one freed 16 MiB mapping (glibc then raises its dynamic threshold to 16 MiB), 64
 # buffers of 1 MiB with a small live allocation after each are freed: how many MB of RSS
 # stay. The small ones pin the freed buffers' holes when those came from the heap.
@@ -52,3 +56,16 @@ def test_a_threshold_the_user_set_is_kept() -> None:
     tuned, kept = _retained("tune", MALLOC_MMAP_THRESHOLD_="33554432")
     assert not tuned
     assert kept >= 48  # the user's 32 MiB threshold: the buffers come from the heap
+
+
+def test_status_reports_sqlite_heap(keyword_daemon: DaemonProc) -> None:
+    """``daemon.status`` says how much of the daemon's memory is SQLite's (its page caches
+    fill up to 16 MB per connection): the soak judges RSS without it."""
+    with Client(keyword_daemon.socket, autostart=False) as c:
+        before = c.status()["sqlite_mb"]
+        c.create_palace("heap")
+        c.remember_many("heap", [{"text": f"note {i} " + "word " * 200} for i in range(200)])
+        c.recall("heap", "note word")
+        after = c.status()["sqlite_mb"]
+    assert isinstance(before, float) and isinstance(after, float)
+    assert after > before
