@@ -28,12 +28,6 @@ MMAP_THRESHOLD = 128 * 1024
 # onnxruntime, which lock their own structures: two arenas cost no throughput measured.
 ARENA_MAX = 2
 
-# parameter -> (its glibc environment variable, its glibc tunable): the user's choice wins.
-_USER_SET = {
-    M_MMAP_THRESHOLD: ("MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"),
-    M_ARENA_MAX: ("MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
-}
-
 
 def tune() -> list[int]:
     """Pin glibc's mmap threshold at ``MMAP_THRESHOLD`` and cap its arenas at
@@ -51,13 +45,15 @@ def tune() -> list[int]:
         return []
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int
+    # What the user set through glibc's environment variables or tunables wins.
     tunables = os.environ.get("GLIBC_TUNABLES", "")
-    done = []
-    for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_ARENA_MAX, ARENA_MAX)):
-        env, tunable = _USER_SET[param]
-        if not os.environ.get(env) and tunable not in tunables and mallopt(param, value):
-            done.append(param)
-    return done
+    wanted = []
+    if not (os.environ.get("MALLOC_MMAP_THRESHOLD_")
+            or "glibc.malloc.mmap_threshold" in tunables):
+        wanted.append((M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+    if not os.environ.get("MALLOC_ARENA_MAX") and "glibc.malloc.arena_max" not in tunables:
+        wanted.append((M_ARENA_MAX, ARENA_MAX))
+    return [param for param, value in wanted if mallopt(param, value)]
 
 
 def _glibc() -> bool:
