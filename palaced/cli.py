@@ -96,6 +96,7 @@ def run(
         typer.echo(f"palaced: {exc.message}", err=True)
         raise typer.Exit(2) from None
     heap.tune()  # before the model's and the palaces' buffers: freed ones go back at once
+    heap.start_trimmer()
     try:
         anyio.run(Daemon(cfg, on_ready=on_ready).run, backend="asyncio")
     except AlreadyRunning as exc:
