@@ -38,14 +38,20 @@ SIGTERM makes the daemon exit 0 within 30 s and remove its socket.
 PASS/FAIL: FAIL on any unexpected error, invariant violation, inconsistent palace, failed
 end check, stall or hung worker, daemon death, ERROR line in the daemon log, fd growth > 20
 (end of workload vs the baseline, both with only the control client connected), more than
-one daemon connection left at the end, a leftover scratch palace, a bad shutdown, or an RSS
-leak. RSS leak rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model
-arenas, SQLite page caches, the 2048-entry query-vector LRU, palaces reaching their cap). Over
-the remaining samples (at least 6 needed, else the rule is reported as not evaluated), FAIL
-only when all three hold: the least-squares slope of RSS over cumulative ops exceeds
-``--rss-slope`` MB per 10k ops (0.5), the medians of the first, middle and last thirds rise
-strictly, and the last third's median is more than ``--rss-rise`` MB (8) above the first's.
-A plateau or a one-off step passes; a steady climb fails.
+one daemon connection left at the end, a leftover scratch palace, a bad shutdown, SQLite's
+heap beyond its bound, or an RSS leak. SQLite's heap (``sqlite_mb`` of ``daemon.status``,
+read with every sample) is its page caches filling up to 16 MB per open connection (PRAGMA
+cache_size, five connections per palace: the writer's fills as the trash of forgotten drawers
+grows the file), schemas and statements: bounded (SQLITE_MB_PER_CONNECTION per open
+``palace.db``), it is checked against that bound and left out of the leak rule. RSS leak
+rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model arenas, palaces
+reaching their cap, the 2048-entry query-vector LRU and the 20,000 token counts filling).
+Over the remaining samples (at least 6 needed, else the rule is reported as not evaluated),
+FAIL only when all three hold for RSS without SQLite's heap: the least-squares slope over
+cumulative ops exceeds ``--rss-slope`` MB per 10k ops (0.5), the medians of the first, middle
+and last thirds rise strictly, and the last third's median is more than ``--rss-rise`` MB (8)
+above the first's. A plateau or a one-off step passes; a steady climb fails. The slope of
+RSS itself is reported beside it.
 
     python bench/soak.py [--minutes 5] [--clients 4] [--palaces 3] [--json out.json]
     python bench/soak.py --minutes 3 --json /tmp/soak.json
