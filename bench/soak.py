@@ -17,14 +17,16 @@ whole run (no restart, no daemon.stop). The run stops by itself at the time limi
 forgets replace remembers).
 
 Checked while running: recall/wake_up never return a drawer forgotten, superseded or expired
-before the request was sent, ``tokens_used <= budget``, wing/room filters hold, exact repeats
-return the same id, a new drawer never gets the id of a forgotten one, kg ``version`` facts
-keep exactly one active value. Errors are counted by name, expected (bad input) apart from
-unexpected. Every ``--sample-every`` s (10) the daemon's VmRSS, open fds, threads and CPU time
-are read from ``/proc/PID``. A watchdog stops the run when a request has had no answer for
-``--stall-s`` s (60), then records which daemon threads burn CPU and, when ``py-spy`` is
-installed, the daemon's Python stacks. ``--mix op=weight,...`` replaces the op mix (to focus
-on one subsystem).
+before the request was sent (expired: past the lifetime the client knows, unless a recall sent
+before then returned it, since a recall renews a lifetime by default, ``recall_extends_ttl``;
+such late reads are counted as ``ttl_renewed_reads``), ``tokens_used <= budget``, wing/room
+filters hold, exact repeats return the same id, a new drawer never gets the id of a forgotten
+one, kg ``version`` facts keep exactly one active value. Errors are counted by name, expected
+(bad input) apart from unexpected. Every ``--sample-every`` s (10) the daemon's VmRSS, open
+fds, threads and CPU time are read from ``/proc/PID``. A watchdog stops the run when a request
+has had no answer for ``--stall-s`` s (60), then records which daemon threads burn CPU and,
+when ``py-spy`` is installed, the daemon's Python stacks. ``--mix op=weight,...`` replaces the
+op mix (to focus on one subsystem).
 
 At the end: waits (at most ``--expiry-wait`` s) for the expiry sweep to delete short-ttl
 drawers; checks each palace's ``palace_info`` (drawers == vectors == index, consistent, no
@@ -36,14 +38,20 @@ SIGTERM makes the daemon exit 0 within 30 s and remove its socket.
 PASS/FAIL: FAIL on any unexpected error, invariant violation, inconsistent palace, failed
 end check, stall or hung worker, daemon death, ERROR line in the daemon log, fd growth > 20
 (end of workload vs the baseline, both with only the control client connected), more than
-one daemon connection left at the end, a leftover scratch palace, a bad shutdown, or an RSS
-leak. RSS leak rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model
-arenas, SQLite page caches, the 2048-entry query-vector LRU, palaces reaching their cap). Over
-the remaining samples (at least 6 needed, else the rule is reported as not evaluated), FAIL
-only when all three hold: the least-squares slope of RSS over cumulative ops exceeds
-``--rss-slope`` MB per 10k ops (0.5), the medians of the first, middle and last thirds rise
-strictly, and the last third's median is more than ``--rss-rise`` MB (8) above the first's.
-A plateau or a one-off step passes; a steady climb fails.
+one daemon connection left at the end, a leftover scratch palace, a bad shutdown, SQLite's
+heap beyond its bound, or an RSS leak. SQLite's heap (``sqlite_mb`` of ``daemon.status``,
+read with every sample) is its page caches filling up to 16 MB per open connection (PRAGMA
+cache_size, five connections per palace: the writer's fills as the trash of forgotten drawers
+grows the file), schemas and statements: bounded (SQLITE_MB_PER_CONNECTION per open
+``palace.db``), it is checked against that bound and left out of the leak rule. RSS leak
+rule: samples in the first ``max(60 s, 25 % of the run)`` are warm-up (model arenas, palaces
+reaching their cap, the 2048-entry query-vector LRU and the 20,000 token counts filling).
+Over the remaining samples (at least 6 needed, else the rule is reported as not evaluated),
+FAIL only when all three hold for RSS without SQLite's heap: the least-squares slope over
+cumulative ops exceeds ``--rss-slope`` MB per 10k ops (0.5), the medians of the first, middle
+and last thirds rise strictly, and the last third's median is more than ``--rss-rise`` MB (8)
+above the first's. A plateau or a one-off step passes; a steady climb fails. The slope of
+RSS itself is reported beside it.
 
     python bench/soak.py [--minutes 5] [--clients 4] [--palaces 3] [--json out.json]
     python bench/soak.py --minutes 3 --json /tmp/soak.json
@@ -83,6 +91,7 @@ from _daemon import (
 )
 
 from palace_client import Client
+from palaced.palace.access import read_ids
 from palaced.wire.errors import MemoryNotFound, PalaceError
 
 HUGE_ID = 10**12  # no drawer or fact of a soak ever gets an id this large
@@ -92,6 +101,9 @@ TAGS = ("ops", "db", "team", "security", "perf")
 RESERVOIR = 20_000  # latency samples kept per op (reservoir sampling beyond that)
 MAX_EXAMPLES = 20  # messages kept per worker for unexpected errors and violations
 FD_GROWTH_LIMIT = 20
+# SQLite's heap per open connection at most: its page cache (PRAGMA cache_size=-16000, KiB,
+# palaced/store/db.py) plus ~1 MB of schema and prepared statements.
+SQLITE_MB_PER_CONNECTION = 16000 / 1024 + 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
 
@@ -166,6 +178,12 @@ class Sample:
     fds: int
     threads: int
     cpu_s: float  # the daemon's CPU time so far (user + system)
+    sqlite_mb: float | None = None  # SQLite's heap (daemon.status): page caches filling up
+
+    @property
+    def own_mb(self) -> float:
+        """RSS without SQLite's heap (all of RSS when that was not read)."""
+        return self.rss_mb - (self.sqlite_mb or 0.0)
 
 
 def cpu_seconds(stat_path: str) -> float:
@@ -174,7 +192,7 @@ def cpu_seconds(stat_path: str) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def proc_sample(pid: int, t_s: float, ops: int) -> Sample:
+def proc_sample(pid: int, t_s: float, ops: int, sqlite_mb: float | None = None) -> Sample:
     rss_kb = threads = 0
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -183,7 +201,25 @@ def proc_sample(pid: int, t_s: float, ops: int) -> Sample:
             threads = int(line.split()[1])
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     return Sample(round(t_s, 1), ops, round(rss_kb / 1024, 1), fds, threads,
-                  round(cpu_seconds(f"/proc/{pid}/stat"), 2))
+                  round(cpu_seconds(f"/proc/{pid}/stat"), 2), sqlite_mb)
+
+
+class SqliteMemory:
+    """Reads SQLite's heap from ``daemon.status`` on the control client; gives up (None from
+    then on) when the daemon does not answer in time, so the watchdog still runs."""
+
+    def __init__(self, ctl: Client) -> None:
+        self.ctl: Client | None = ctl
+
+    def __call__(self) -> float | None:
+        ctl = self.ctl
+        if ctl is None:
+            return None
+        try:
+            return float(guarded(lambda: ctl.status()["sqlite_mb"], 20.0, "status"))
+        except Unresponsive:
+            self.ctl = None
+            return None
 
 
 def busy_threads(pid: int, window_s: float = 2.0) -> list[str]:
@@ -258,12 +294,13 @@ def warm_pools(sock: Path, palaces: list[str], seconds: float) -> int:
     return done["requests"]
 
 
-def slope_per_10k(points: list[Sample]) -> float | None:
-    """Least-squares slope of RSS (MB) over cumulative ops, per 10k ops."""
+def slope_per_10k(points: list[Sample], own: bool = False) -> float | None:
+    """Least-squares slope of RSS (MB; ``own``: without SQLite's heap) over cumulative ops,
+    per 10k ops."""
     if len(points) < 2:
         return None
     xs = [float(s.ops) for s in points]
-    ys = [s.rss_mb for s in points]
+    ys = [s.own_mb if own else s.rss_mb for s in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     var = sum((x - mx) ** 2 for x in xs)
     if var == 0:
@@ -273,16 +310,20 @@ def slope_per_10k(points: list[Sample]) -> float | None:
 
 def rss_verdict(samples: list[Sample], warmup_s: float, max_slope: float, max_rise: float
                 ) -> dict[str, Any]:
-    """Apply the documented RSS rule to the post-warm-up samples."""
+    """Apply the documented RSS rule to the post-warm-up samples: to RSS without SQLite's
+    heap when every sample has it (``judged`` says which), else to RSS."""
     post = [s for s in samples if s.t_s >= warmup_s]
+    own = bool(post) and all(s.sqlite_mb is not None for s in post)
     out: dict[str, Any] = {"warmup_s": warmup_s, "post_warmup_samples": len(post),
+                           "judged": "rss - sqlite" if own else "rss",
                            "slope_mb_per_10k_ops": None, "thirds_mb": None, "leak": False,
+                           "rss_slope_mb_per_10k_ops": _round(slope_per_10k(post), 3),
                            "evaluated": len(post) >= 6}
     if len(post) < 6:
         return out
-    slope = slope_per_10k(post)
+    slope = slope_per_10k(post, own)
     n = len(post) // 3
-    thirds = [statistics.median(s.rss_mb for s in part)
+    thirds = [statistics.median(s.own_mb if own else s.rss_mb for s in part)
               for part in (post[:n], post[n:len(post) - n], post[len(post) - n:])]
     out["slope_mb_per_10k_ops"] = None if slope is None else round(slope, 3)
     out["thirds_mb"] = [round(t, 1) for t in thirds]
@@ -302,6 +343,9 @@ class Event:
     text: str
     superseded_at: float | None = None
     expires_sure_ms: int | None = None  # wall ms after which the drawer is surely expired
+    # A recall sent before expires_sure_ms returned it: the daemon may have renewed its
+    # lifetime (``recall_extends_ttl``, on by default), so that bound no longer holds.
+    renewable: bool = False
 
 
 class Shared:
@@ -334,6 +378,17 @@ class Shared:
     def latest(self, palace: str, did: int) -> Event | None:
         with self.lock:
             return self.events[palace].get(did)
+
+    def mark_recalled(self, palace: str, ids: Iterable[int], sent_wall_ms: int) -> None:
+        """A recall sent at ``sent_wall_ms`` returned ``ids`` as read (``access.read_ids``):
+        the daemon renews the lifetime of each of them not expired yet when it flushes the
+        recall's touches, a moment the client cannot know."""
+        with self.lock:
+            for did in ids:
+                ev = self.events[palace].get(did)
+                if (ev is not None and ev.expires_sure_ms is not None
+                        and sent_wall_ms < ev.expires_sure_ms):
+                    ev.renewable = True
 
     def mark_superseded(self, palace: str, did: int, at: float) -> None:
         with self.lock:
@@ -383,6 +438,9 @@ class Worker(threading.Thread):
         self._names = list(weights)
         self._weights = [weights[n] for n in self._names]
         self.current: tuple[str, str, float] | None = None  # (op, palace, since) in flight
+        # (palace, id, text, where, ms late): returned after the expiry known here; a
+        # violation unless a recall may have renewed it (``settle_expired``, at the end).
+        self.late_reads: list[tuple[str, int, str, str, int]] = []
         self.recall_times: list[tuple[float, float]] = []  # (monotonic, ms): latency drift
         self._palace = ""
         self._bad: list[tuple[str, str, Callable[[str], object]]] = self._bad_ops()
@@ -488,9 +546,20 @@ class Worker(threading.Thread):
                                                   f"{sent - ev.superseded_at:.2f}s after "
                                                   "it was superseded")
         if ev.expires_sure_ms is not None and ev.expires_sure_ms < wall_ms:
-            self.violation(f"{where}_expired", f"{palace}: drawer {did} returned "
-                                               f"{(wall_ms - ev.expires_sure_ms) / 1000:.2f}s "
-                                               "after it expired")
+            # Judged at the end: the recall that renewed it may still be on its way back.
+            self.late_reads.append((palace, did, text, where, wall_ms - ev.expires_sure_ms))
+
+    def settle_expired(self) -> None:
+        """Count the late reads of drawers no recall renewed as violations (every recall
+        that could have renewed one was sent before that read, so has been recorded)."""
+        for palace, did, text, where, late_ms in self.late_reads:
+            ev = self.shared.latest(palace, did)
+            if ev is not None and ev.text == text and ev.renewable:
+                self.counts["ttl_renewed_reads"] += 1
+            else:
+                self.violation(f"{where}_expired", f"{palace}: drawer {did} returned "
+                                                   f"{late_ms / 1000:.2f}s after it expired")
+        self.late_reads.clear()
 
     def check_sections(self, palace: str, res: dict[str, Any], budget: int, sent: float,
                        wall_ms: int, where: str, include_superseded: bool = False) -> None:
@@ -633,6 +702,7 @@ class Worker(threading.Thread):
             sent, wall = time.monotonic(), int(time.time() * 1000)
             res = self.client.recall_ex(p, q, top_k=top_k, **kw)
             results = res["results"]
+            self.shared.mark_recalled(p, read_ids(results), wall)
             if len(results) > top_k:
                 self.violation("top_k", f"{p}: {len(results)} results for top_k {top_k}")
             for r in results:
@@ -1008,10 +1078,11 @@ class Run:
 
 
 def drive(proc: subprocess.Popen[bytes], pid: int, workers: list[Worker], shared: Shared,
-          duration: float, sample_every: float, stall_s: float) -> Run:
+          duration: float, sample_every: float, stall_s: float,
+          sqlite: Callable[[], float | None]) -> Run:
     """Start the workers, sample the daemon, and stop on time, on death or on a stall."""
     t0 = time.monotonic()
-    run = Run([proc_sample(pid, 0.0, 0)], 0.0, t0)
+    run = Run([proc_sample(pid, 0.0, 0, sqlite())], 0.0, t0)
     shared.deadline = t0 + duration
     for w in workers:
         w.start()
@@ -1023,7 +1094,7 @@ def drive(proc: subprocess.Popen[bytes], pid: int, workers: list[Worker], shared
             run.died = True
             break
         if now >= next_sample:
-            run.samples.append(proc_sample(pid, now - t0, shared.ops))
+            run.samples.append(proc_sample(pid, now - t0, shared.ops, sqlite()))
             next_sample += sample_every
         stuck = [f"{w.name}: {c[0]} on {c[1]} for {now - c[2]:.0f}s" for w in workers
                  if (c := w.current) is not None and now - c[2] > stall_s]
@@ -1128,8 +1199,9 @@ def main() -> int:
         fds_start = fd_kinds(pid)
 
         # -- workload --
+        sqlite = SqliteMemory(control)
         run = drive(proc, pid, workers, shared, args.minutes * 60, args.sample_every,
-                    args.stall_s)
+                    args.stall_s, sqlite)
         report.update(elapsed_s=round(run.elapsed, 1), ops=shared.ops,
                       ops_per_s=round(shared.ops / run.elapsed, 1) if run.elapsed else None)
         if run.died:
@@ -1147,7 +1219,7 @@ def main() -> int:
             if hung:
                 fails.append(f"workers stuck in a request after the deadline: {hung}")
             time.sleep(1.0)  # the workers' connections close on the daemon side
-        end = proc_sample(pid, run.elapsed, shared.ops)
+        end = proc_sample(pid, run.elapsed, shared.ops, None if run.stall else sqlite())
         samples = [*run.samples, end]
         fds_end = fd_kinds(pid)
         if wedged:
@@ -1178,6 +1250,7 @@ def main() -> int:
         counts: Counter[str] = Counter()
         lat: dict[str, Latency] = {}
         for w in workers:
+            w.settle_expired()
             expected.update(w.expected)
             unexpected.update(w.unexpected)
             violations.update(w.violations)
@@ -1199,7 +1272,10 @@ def main() -> int:
         rss = rss_verdict(samples, warmup, args.rss_slope, args.rss_rise)
         rss.update(start_mb=samples[0].rss_mb, end_mb=end.rss_mb, after_checks_mb=final.rss_mb,
                    peak_mb=max(s.rss_mb for s in samples),
-                   slope_all_mb_per_10k_ops=_round(slope_per_10k(samples), 3))
+                   slope_all_mb_per_10k_ops=_round(slope_per_10k(samples), 3),
+                   sqlite_start_mb=samples[0].sqlite_mb, sqlite_end_mb=end.sqlite_mb,
+                   sqlite_bound_mb=round(SQLITE_MB_PER_CONNECTION
+                                         * fds_end.get("palace.db", 0), 1))
         log_errors = scan_log(home / "state" / "palaced.log")
         if sum(unexpected.values()):
             fails.append(f"unexpected errors: {dict(unexpected)}")
@@ -1208,8 +1284,12 @@ def main() -> int:
         if end.fds - samples[0].fds > FD_GROWTH_LIMIT:
             fails.append(f"open fds grew {samples[0].fds} -> {end.fds}")
         if rss["leak"]:
-            fails.append(f"RSS keeps rising after warm-up: slope {rss['slope_mb_per_10k_ops']}"
-                         f" MB/10k ops, thirds {rss['thirds_mb']} MB")
+            fails.append(f"RSS ({rss['judged']}) keeps rising after warm-up: slope "
+                         f"{rss['slope_mb_per_10k_ops']} MB/10k ops, thirds {rss['thirds_mb']}"
+                         " MB")
+        if end.sqlite_mb is not None and end.sqlite_mb > rss["sqlite_bound_mb"]:
+            fails.append(f"SQLite's heap {end.sqlite_mb} MB is beyond its page caches' bound "
+                         f"{rss['sqlite_bound_mb']} MB")
         if log_errors:
             fails.append(f"{len(log_errors)} ERROR lines in the daemon log")
         busy = end.cpu_s - samples[0].cpu_s
@@ -1276,10 +1356,12 @@ def print_report(r: dict[str, Any]) -> None:
         rss = r["rss"]
         print(f"daemon RSS {rss['start_mb']} -> {rss['end_mb']} MB (peak {rss['peak_mb']}, "
               f"{r['rss_boot_mb']} at boot before palaces, {rss['after_checks_mb']} after the "
-              f"idle end checks); slope "
-              f"{rss['slope_mb_per_10k_ops']} MB/10k ops after {rss['warmup_s']:.0f} s warm-up "
-              f"(whole run {rss['slope_all_mb_per_10k_ops']}); thirds {rss['thirds_mb']}; "
-              f"leak={rss['leak']}")
+              f"idle end checks), SQLite's heap in it {rss['sqlite_start_mb']} -> "
+              f"{rss['sqlite_end_mb']} MB (bound {rss['sqlite_bound_mb']}); after "
+              f"{rss['warmup_s']:.0f} s warm-up: RSS slope {rss['rss_slope_mb_per_10k_ops']} "
+              f"MB/10k ops (whole run {rss['slope_all_mb_per_10k_ops']}), judged on "
+              f"{rss['judged']}: slope {rss['slope_mb_per_10k_ops']}, thirds "
+              f"{rss['thirds_mb']}; leak={rss['leak']}")
         print(f"fds {r['fds']['start']} -> {r['fds']['end']} (after checks {r['fds']['final']})"
               f"; threads {r['threads']['start']} -> {r['threads']['end']} "
               f"(after checks {r['threads']['final']}); connections at end "
@@ -1287,8 +1369,10 @@ def print_report(r: dict[str, Any]) -> None:
         if r["fds"]["start_kinds"] != r["fds"]["end_kinds"]:
             print(f"fd kinds start {r['fds']['start_kinds']}")
             print(f"fd kinds end   {r['fds']['end_kinds']}")
-        print("rss samples (s:MB) " + " ".join(f"{s['t_s']:.0f}:{s['rss_mb']}"
-                                               for s in r["samples"]))
+        print("rss samples (s:MB[:sqlite MB]) " + " ".join(
+            f"{s['t_s']:.0f}:{s['rss_mb']}" + ("" if s["sqlite_mb"] is None
+                                               else f":{s['sqlite_mb']}")
+            for s in r["samples"]))
     if "expiry" in r:
         print(f"expiry {r['expiry']}")
     for p, row in r.get("palace_checks", {}).items():

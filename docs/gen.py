@@ -152,6 +152,13 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "HF_ENDPOINT": ("daemon, `palace model fetch`", "Model hub (a mirror) probed before a "
                     "download, and the one `palace model fetch` downloads from; default "
                     "`https://huggingface.co`."),
+    "MALLOC_MMAP_THRESHOLD_": ("daemon", "glibc's mmap threshold; when set the daemon keeps "
+                               "it, else it pins it at 128 KiB (freed large buffers go back "
+                               "to the system at once)."),
+    "MALLOC_ARENA_MAX": ("daemon", "glibc's number of malloc arenas; when set the daemon keeps "
+                         "it, else it caps them at 2 (less freed memory held per thread)."),
+    "GLIBC_TUNABLES": ("daemon", "glibc's tunables; a `glibc.malloc.mmap_threshold` or "
+                       "`glibc.malloc.arena_max` in it is kept as the two variables above."),
     "PALACE": ("`palace` CLI", "Default palace of the commands that take `--palace`."),
     "PALACE_AGENT": ("clients", "Who the requests come from (as `palace --agent`): recorded "
                      "on every write and in the audit log, checked against the palace's "

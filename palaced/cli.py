@@ -84,6 +84,7 @@ def run(
 
     import anyio
 
+    from palaced.daemon import heap
     from palaced.daemon.activation import ActivationError
     from palaced.daemon.core import PRIVATE_UMASK, AlreadyRunning, Daemon, setup_logging
 
@@ -94,6 +95,8 @@ def run(
     except PalaceError as exc:
         typer.echo(f"palaced: {exc.message}", err=True)
         raise typer.Exit(2) from None
+    heap.tune()  # before the model's and the palaces' buffers: freed ones go back at once
+    heap.start_trimmer()
     try:
         anyio.run(Daemon(cfg, on_ready=on_ready).run, backend="asyncio")
     except AlreadyRunning as exc:

@@ -173,3 +173,34 @@ async def test_in_flight_waits_on_an_event() -> None:
         with anyio.fail_after(1):
             await done.wait()
     assert ended == [1, 0]
+
+
+async def test_writes_that_never_pause_still_get_the_index_compacted(
+        core: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an idle moment the idle-time rebuild never comes; once the index holds as many
+    tombstones as live vectors it is rebuilt anyway, so the vectors of removed drawers do not
+    pile up in memory (``bench/soak.py``)."""
+    from palaced import palace as palace_mod
+
+    monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 4)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(core.scheduler.run)
+        await dispatch(core.ctx, "palace.create", "p", {})
+        palace = core.registry.open_palaces["p"]
+        for i in range(4):
+            await dispatch(core.ctx, "memory.remember", "p", {"text": f"kept otter {i}"})
+        assert palace.index is not None and palace.index_load is not None
+        assert palace.index_load.how != "rebuilt"
+        i = 0
+        with anyio.fail_after(10):
+            while palace.index_load.how != "rebuilt":
+                # A remember and a forget every 50 ms: never idle for checkpoint_idle_s.
+                did = (await dispatch(core.ctx, "memory.remember", "p",
+                                      {"text": f"passing otter {i}"}))["id"]
+                await dispatch(core.ctx, "memory.forget", "p", {"id": did})
+                core.scheduler.wake()
+                i += 1
+                await anyio.sleep(0.05)
+        assert time.monotonic() - palace.last_write < 0.2  # rebuilt while writes went on
+        assert i >= 4 and palace.index.dead < 4 and len(palace.index) == 4
+        tg.cancel_scope.cancel()

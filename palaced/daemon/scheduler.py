@@ -7,7 +7,8 @@ For every open palace it
   never pause are due a save anyway (``Palace.save_due_at``: what a kill -9 would have to
   replay stays bounded);
 * rebuilds the vector index (``compaction.compact``, in the background: writes go on) once idle
-  when tombstones pile up, at once when it lacks vectors;
+  when tombstones pile up, at once when it lacks vectors or holds as many tombstones as live
+  vectors (``Palace.compaction_pressing``: writes that never pause);
 * embeds drawers stored without vectors once the model is ready: those of keyword-only
   periods once idle, long texts a remember left to the background at once; in a task of its
   own per palace, so the other upkeep goes on meanwhile;
@@ -157,7 +158,7 @@ class Scheduler:
             if palace.index_stale:
                 due.append(now)
             elif palace.compaction_due:
-                due.append(idle_at)
+                due.append(now if palace.compaction_pressing else idle_at)
         due.append(palace.save_due_at())
         if palace.checkpoint_due:
             due.append(idle_at)
@@ -183,7 +184,8 @@ class Scheduler:
             if stale or (idle and palace.checkpoint_due) or palace.save_due_at() <= now:
                 worked = True
                 await palace.checkpoint()
-            if (palace.index_stale or idle) and palace.compaction_due:
+            if ((palace.index_stale or idle or palace.compaction_pressing)
+                    and palace.compaction_due):
                 worked = True
                 await self._start(name, up, "compact", partial(compaction.compact, palace))
             if ((idle or palace.embed_soon) and self._model.ready

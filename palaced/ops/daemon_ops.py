@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 import anyio
+import apsw
 
 from palaced import __version__
 from palaced.ops.context import OpContext
@@ -47,6 +48,9 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         "embedding": ctx.services.embeds.as_dict(),
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": ctx.connections(),
+        # SQLite's heap (page caches, schemas, statements): up to 16 MB of page cache per
+        # connection (palaced.store.db), five per open palace; part of the RSS that fills up.
+        "sqlite_mb": round(apsw.memory_used() / 2**20, 1),
         # Background transcript captures: waiting, and finished (failed ones among them).
         "captures": ({"waiting": ctx.captures.waiting, "done": ctx.captures.done,
                       "failed": ctx.captures.failed} if ctx.captures is not None else None),

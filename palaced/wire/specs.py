@@ -170,7 +170,8 @@ _O = "optional"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
     OpSpec("daemon.status", read_only=True, retry=SAFE,
-           doc="Version, pid, uptime, socket, model and tokenizer state, per-palace counts."),
+           doc="Version, pid, uptime, socket, model and tokenizer state, SQLite's memory "
+               "(sqlite_mb), per-palace counts."),
     # A resend would stop (or first auto-start) the successor daemon.
     OpSpec("daemon.stop", retry=NEVER,
            doc="Stop gracefully: finish requests, save indexes, close databases."),
