@@ -1,6 +1,6 @@
-"""The daemon's C heap (``palaced/daemon/heap.py``): with glibc's mmap threshold pinned, freed large
-buffers go back to the system instead of staying resident as heap holes (the soak's RSS
-climb, ``bench/soak.py``)."""
+"""The daemon's C heap (``palaced/daemon/heap.py``): with glibc's mmap threshold pinned,
+freed large buffers go back to the system instead of staying resident as heap holes (the
+soak's RSS climb, ``bench/soak.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from palace_client import Client
 
 from .conftest import DaemonProc
+
+pytestmark = pytest.mark.daemon  # each test runs a Python process or a daemon
 
 # After one freed 16 MiB mapping (glibc then raises its dynamic threshold to 16 MiB), 64
 # buffers of 1 MiB with a small live allocation after each are freed: how many MB of RSS

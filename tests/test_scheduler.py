@@ -180,7 +180,7 @@ async def test_writes_that_never_pause_still_get_the_index_compacted(
     """Without an idle moment the idle-time rebuild never comes; once the index holds as many
     tombstones as live vectors it is rebuilt anyway, so the vectors of removed drawers do not
     pile up in memory (``bench/soak.py``)."""
-    from palaced import palace as palace_mod
+    from palaced.palace import handle as palace_mod
 
     monkeypatch.setattr(palace_mod, "COMPACT_MIN_DEAD", 4)
     async with anyio.create_task_group() as tg:
