@@ -1,4 +1,4 @@
-"""Access-aware ranking and length-adaptive fusion on the LoCoMo dev split (in-process).
+"""Access-aware ranking on the LoCoMo dev split (in-process).
 
 The daemon's own code runs in this process (``Palace``, ``writes.remember_many``,
 ``recall.recall``, ``access.apply_touches``) with the real model: one palace per conversation,
@@ -21,13 +21,11 @@ patterns. Each ranking variant (``RankParams.access_weight``) runs these passes:
 * ``noise``: the same number of random non-gold turns recalled ``--k`` times instead (use
   unrelated to the question: the worst case).
 
-``--length`` instead measures the length-adaptive vector weight (``RankParams.length_alpha``,
-fresh passes) over a grid, with leave-one-conversation-out: for each conversation the alpha
-best on the other four (by turn R@5 + R@10) is scored on it.
+The length-adaptive vector weight this script also measured (``--length``, docs/benchmarks.md,
+"Length-adaptive fusion") was not kept and is gone from the ranking, and so from here.
 
     python bench/access.py [--work DIR] [--weights 0,0.05,0.1] [--k 5] [--promote-after N]
                            [--scenarios fresh,organic,repeat,gold,noise] [--json out.json]
-    python bench/access.py --length [--alphas 0,0.25,0.5,0.75,1]
 """
 
 from __future__ import annotations
@@ -190,8 +188,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
     convs = await build(work, svc, samples)
     report: dict[str, Any] = {"k": args.k, "policy": policy.__dict__, "runs": {}}
-    if args.length:
-        return await length_grid(work, svc, convs, args, report)
     for weight in args.weights:
         use_params(replace(search.RankParams(), access_weight=weight))
         for promote in ((True, False) if args.no_promotion else (True,)):
@@ -204,38 +200,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 r = await run_scenario(work, svc, convs, scenario, args.k, args.seed)
                 report["runs"][label] = r
                 print(row(label, r), flush=True)
-    return report
-
-
-async def length_grid(work: Path, svc: Services, convs: list[Any], args: argparse.Namespace,
-                      report: dict[str, Any]) -> dict[str, Any]:
-    """Fresh passes over the alpha grid, then leave-one-conversation-out."""
-    by_alpha: dict[float, dict[str, Any]] = {}
-    for alpha in args.alphas:
-        use_params(replace(search.RankParams(), length_alpha=alpha))
-        r = await run_scenario(work, svc, convs, "fresh", args.k, args.seed)
-        by_alpha[alpha] = r
-        report["runs"][f"alpha={alpha:g}"] = r
-        print(row(f"alpha={alpha:g}", r), flush=True)
-
-    def fit(conv_results: list[dict[str, Any]]) -> float:
-        n = sum(c["questions"] for c in conv_results)
-        return sum(c["questions"] * (c["turn"]["recall@5"] + c["turn"]["recall@10"])
-                   for c in conv_results) / n
-
-    names = [name for name, _, _ in convs]
-    chosen: dict[str, float] = {}
-    for held in names:
-        chosen[held] = max(args.alphas, key=lambda a: fit(
-            [by_alpha[a]["per_conversation"][n] for n in names if n != held]))
-    keys = ("recall@1", "recall@5", "recall@10")
-    total = sum(by_alpha[chosen[n]]["per_conversation"][n]["questions"] for n in names)
-    loco = {level: {k: sum(by_alpha[chosen[n]]["per_conversation"][n]["questions"]
-                           * by_alpha[chosen[n]]["per_conversation"][n][level][k]
-                           for n in names) / total for k in keys}
-            for level in ("turn", "session")}
-    report["loco"] = {"chosen": chosen, **loco}
-    print(row("leave-one-out", loco), "chosen", chosen)
     return report
 
 
@@ -256,9 +220,6 @@ def main() -> int:
                         default=["fresh", "organic", "repeat", "gold", "noise"])
     parser.add_argument("--no-promotion", action="store_true",
                         help="also run the touched passes without promotion")
-    parser.add_argument("--length", action="store_true", help="measure length_alpha instead")
-    parser.add_argument("--alphas", type=lambda s: [float(x) for x in s.split(",")],
-                        default=[0.0, 0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     report = anyio.run(main_async, args)

@@ -22,8 +22,6 @@ from palaced.retrieval.fusion import (
     DrawerMeta,
     access_share,
     apply_boosts,
-    fuse,
-    length_weights,
 )
 from palaced.store import Store
 from palaced.store import drawers as m
@@ -69,20 +67,6 @@ def test_access_boost_is_bounded() -> None:
     assert apply_boosts(scores, meta, now_ms=0, access_weight=0.0) == apply_boosts(
         scores, unused, now_ms=0)
     assert apply_boosts(scores, meta, now_ms=0)[3] == pytest.approx(0.025)  # on by default
-
-
-def test_length_weights_override_the_fusion_weights() -> None:
-    """The measured-and-not-kept length adaptation (RankParams.length_alpha, default 0)."""
-    assert length_weights(150, 0.25, ref_chars=150, alpha=1) == (0.75, 0.25)
-    assert length_weights(50, 0.25, ref_chars=150, alpha=1) == pytest.approx((0.25, 0.75))
-    assert length_weights(5, 0.25, ref_chars=150, alpha=1) == pytest.approx((0.05, 0.95))
-    assert length_weights(5, 0.25, ref_chars=150, alpha=0) == (0.75, 0.25)
-    lexical, vector = {1: 3.0, 2: 1.0}, {1: 0.1, 2: 0.9}
-    plain = fuse(lexical, vector, lexical_weight=0.75, vector_weight=0.25)
-    assert plain[1] > plain[2]
-    leaning = fuse(lexical, vector, lexical_weight=0.75, vector_weight=0.25,
-                   weights_of={1: (0.25, 0.75), 2: (0.25, 0.75)})
-    assert leaning[2] > leaning[1]
 
 
 def test_v3_palace_migrates_with_trigrams_and_lifetimes(tmp_path: Path) -> None:

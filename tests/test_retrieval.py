@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from palaced.engine.tokens import Tokenizer
 from palaced.retrieval.fusion import (
     DrawerMeta,
+    Normalization,
     apply_boosts,
     feed_back_rooms,
     fuse,
@@ -19,7 +20,6 @@ from palaced.retrieval.fusion import (
     rank_rooms,
     ranking,
     room_scores,
-    rrf_fusion,
     standardized_fusion,
 )
 from palaced.retrieval.packing import (
@@ -35,6 +35,13 @@ from palaced.retrieval.packing import (
 BPE_FILE = Path(__file__).resolve().parents[1].parent / "shared/data/tiktoken/cl100k_base.tiktoken"
 DAY_MS = 86_400_000
 NOW_MS = 1_700_000_000_000
+
+
+def fuse_even(lexical: dict[int, float], vector: dict[int, float],
+              normalization: Normalization = "zscore") -> dict[int, float]:
+    """``fuse`` with equal weights, for the tests of the maths (recall's are RankParams')."""
+    return fuse(lexical, vector, lexical_weight=0.5, vector_weight=0.5,
+                normalization=normalization)
 
 
 @pytest.fixture(scope="module")
@@ -61,23 +68,21 @@ def test_ranking_breaks_ties_by_id() -> None:
 def test_agreeing_lists_keep_their_order() -> None:
     lexical = {1: 10.0, 2: 5.0, 3: 1.0}
     vector = {1: 0.9, 2: 0.5, 3: 0.1}
-    for method in ("standardized", "rrf"):
-        assert ranking(fuse(lexical, vector, method=method)) == [1, 2, 3]
+    assert ranking(fuse_even(lexical, vector)) == [1, 2, 3]
 
 
-def test_standardized_respects_margins_that_rrf_ignores() -> None:
-    # Lexical is sure about 1; the vector list nearly ties 2 > 3 > 1.
+def test_standardized_fusion_respects_margins() -> None:
+    # Lexical is sure about 1; the vector list nearly ties 2 > 3 > 1 (ranks alone, as
+    # reciprocal-rank fusion reads them, would put 2 first).
     lexical = {1: 20.0, 2: 2.0, 3: 1.0, 4: 0.5}
     vector = {2: 0.62, 3: 0.61, 1: 0.60, 4: 0.10}
-    assert ranking(fuse(lexical, vector)) == [1, 2, 3, 4]
-    # RRF: 2 = 1/62 + 1/61 > 1 = 1/61 + 1/63 > 3 = 1/63 + 1/62
-    assert ranking(fuse(lexical, vector, method="rrf")) == [2, 1, 3, 4]
+    assert ranking(fuse_even(lexical, vector)) == [1, 2, 3, 4]
 
 
 def test_minmax_fusion_values_and_floor_for_missing() -> None:
     lexical = {1: 5.0, 2: 3.0, 3: 1.0}  # -> 1, 0.5, 0 ; floor 0
     vector = {4: 0.9, 1: 0.5, 2: 0.4}  # -> 1, 0.2, 0 ; floor 0
-    fused = fuse(lexical, vector, normalization="minmax")
+    fused = fuse_even(lexical, vector, normalization="minmax")
     assert fused == pytest.approx({1: 0.6, 2: 0.25, 3: 0.0, 4: 0.5})
     assert ranking(fused) == [1, 4, 2, 3]
 
@@ -93,7 +98,7 @@ def test_zscore_floor_is_the_worst_hit() -> None:
 def test_single_value_lists_only_signal_presence() -> None:
     assert normalize({7: 3.0}) == ({7: 1.0}, -1.0)
     assert normalize({7: 3.0, 8: 3.0}, "minmax") == ({7: 1.0, 8: 1.0}, 0.0)
-    fused = fuse({7: 3.0}, {7: 0.5, 8: 0.4})
+    fused = fuse_even({7: 3.0}, {7: 0.5, 8: 0.4})
     assert fused == pytest.approx({7: 0.5 * 1.0 + 0.5 * 1.0, 8: 0.5 * -1.0 + 0.5 * -1.0})
     # A lone exact keyword hit is not drowned by the other list's spread.
     fused = fuse({9: 2.0}, {8: 0.9, 9: 0.2, 10: 0.1, 11: 0.1}, lexical_weight=0.6,
@@ -103,33 +108,23 @@ def test_single_value_lists_only_signal_presence() -> None:
 
 def test_empty_list_leaves_the_other_in_charge() -> None:
     lexical = {1: 2.0, 2: 9.0, 3: 4.0}
-    assert ranking(fuse(lexical, {})) == [2, 3, 1]
-    assert ranking(fuse({}, {5: 0.1, 6: 0.7})) == [6, 5]
-    assert fuse({}, {}) == {}
-    assert ranking(fuse(lexical, {}, method="rrf")) == [2, 3, 1]
-
-
-def test_rrf_exact_values_and_weights() -> None:
-    fused = rrf_fusion([{1: 9.0, 2: 1.0}, {2: 0.9}], k=10, weights=[1.0, 2.0])
-    assert fused == pytest.approx({1: 1 / 11, 2: 1 / 12 + 2 / 11})
+    assert ranking(fuse_even(lexical, {})) == [2, 3, 1]
+    assert ranking(fuse_even({}, {5: 0.1, 6: 0.7})) == [6, 5]
+    assert fuse_even({}, {}) == {}
 
 
 def test_zero_weight_ignores_a_list() -> None:
     lexical = {1: 1.0, 2: 2.0}
     vector = {1: 0.9, 2: 0.1}
-    assert ranking(fuse(lexical, vector, vector_weight=0.0)) == [2, 1]
-    assert ranking(fuse(lexical, vector, lexical_weight=0.0)) == [1, 2]
+    assert ranking(fuse(lexical, vector, lexical_weight=0.5, vector_weight=0.0)) == [2, 1]
+    assert ranking(fuse(lexical, vector, lexical_weight=0.0, vector_weight=0.5)) == [1, 2]
 
 
 def test_bad_fusion_arguments_raise() -> None:
     with pytest.raises(ValueError):
-        fuse({1: 1.0}, {}, method="bogus")  # type: ignore[arg-type]
+        fuse_even({1: 1.0}, {}, normalization="bogus")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        fuse({1: 1.0}, {}, normalization="bogus")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        fuse({1: 1.0}, {}, lexical_weight=-1.0)
-    with pytest.raises(ValueError):
-        rrf_fusion([{1: 1.0}], k=-1)
+        fuse({1: 1.0}, {}, lexical_weight=-1.0, vector_weight=0.5)
     with pytest.raises(ValueError):
         standardized_fusion([{1: 1.0}], weights=[1.0, 2.0])
 
@@ -138,12 +133,11 @@ _scores = st.dictionaries(st.integers(0, 30), st.floats(-50, 50), max_size=25)
 
 
 @settings(max_examples=200, deadline=None)
-@given(lexical=_scores, vector=_scores, method=st.sampled_from(["standardized", "rrf"]),
-       normalization=st.sampled_from(["zscore", "minmax"]))
+@given(lexical=_scores, vector=_scores, normalization=st.sampled_from(["zscore", "minmax"]))
 def test_fusion_is_monotone_and_covers_the_union(lexical: dict[int, float],
-                                                 vector: dict[int, float], method: str,
+                                                 vector: dict[int, float],
                                                  normalization: str) -> None:
-    fused = fuse(lexical, vector, method=method, normalization=normalization)  # type: ignore[arg-type]
+    fused = fuse_even(lexical, vector, normalization=normalization)  # type: ignore[arg-type]
     assert set(fused) == set(lexical) | set(vector)
     both = sorted(set(lexical) & set(vector))
     for a in both:
@@ -212,7 +206,7 @@ def test_feed_back_rooms_lifts_strong_rooms() -> None:
 
 
 def test_room_pipeline_on_fused_scores() -> None:
-    fused = fuse({1: 3.0, 2: 2.95, 3: 2.9, 4: 0.0}, {1: 0.5, 2: 0.49, 3: 0.48, 4: 0.0})
+    fused = fuse_even({1: 3.0, 2: 2.95, 3: 2.9, 4: 0.0}, {1: 0.5, 2: 0.49, 3: 0.48, 4: 0.0})
     rooms: dict[int, str | None] = {1: "x", 2: "y", 3: "y", 4: "z"}
     assert ranking(fused) == [1, 2, 3, 4]
     strength = room_scores(fused, rooms)

@@ -12,7 +12,7 @@ run it in a worker thread and the tests can drive it with hand-made numbers. Ran
 Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**. SQLite
 FTS5's ``bm25()`` is the opposite (negative, lower is better): pass it through
 :func:`lexical_from_bm25` first. Vector scores are cosine similarities. Fused scores are on an
-arbitrary scale (z-scores or RRF sums), so the boosts below are expressed as fractions of the
+arbitrary scale (sums of weighted z-scores), so the boosts below are expressed as fractions of the
 current score range rather than absolute amounts, which keeps them small whatever the fusion.
 """
 
@@ -23,12 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-FusionMethod = Literal["standardized", "rrf"]
 Normalization = Literal["zscore", "minmax"]
 
-DEFAULT_RRF_K = 60
-DEFAULT_LEXICAL_WEIGHT = 0.5
-DEFAULT_VECTOR_WEIGHT = 0.5
 DEFAULT_IMPORTANCE_WEIGHT = 0.1
 DEFAULT_RECENCY_WEIGHT = 0.05
 # LoCoMo dev through bench/access.py, turn R@1/5/10 (fresh .415/.728/.826): 0.025 organic
@@ -94,93 +90,45 @@ def normalize(scores: Mapping[int, float],
 
 def standardized_fusion(score_lists: Sequence[Mapping[int, float]], *,
                         weights: Sequence[float] | None = None,
-                        normalization: Normalization = "zscore",
-                        weights_of: Mapping[int, Sequence[float]] | None = None
-                        ) -> dict[int, float]:
+                        normalization: Normalization = "zscore") -> dict[int, float]:
     """Fuse hit lists by a weighted sum of per-list standardised scores.
 
     Each list is normalised with :func:`normalize`; a drawer missing from a non-empty list
     gets that list's floor. Empty lists are ignored (they say nothing about anyone).
-    ``weights_of`` gives some drawers their own weights (one per list) instead of ``weights``.
 
     Raises:
         ValueError: ``weights`` has a different length than ``score_lists`` or a negative
             weight, or ``normalization`` is unknown.
     """
     weights = _check_weights(score_lists, weights)
-    prepared = [(normalize(scores, normalization), w, k)
-                for k, (scores, w) in enumerate(zip(score_lists, weights, strict=True))
-                if scores]
+    prepared = [(normalize(scores, normalization), w)
+                for scores, w in zip(score_lists, weights, strict=True) if scores]
     ids = _union(scores for scores in score_lists)
-    own = weights_of or {}
     return {
-        drawer_id: sum((own[drawer_id][k] if drawer_id in own else w)
-                       * normed.get(drawer_id, floor) for (normed, floor), w, k in prepared)
+        drawer_id: sum(w * normed.get(drawer_id, floor) for (normed, floor), w in prepared)
         for drawer_id in ids
     }
 
 
-def rrf_fusion(score_lists: Sequence[Mapping[int, float]], *, k: int = DEFAULT_RRF_K,
-               weights: Sequence[float] | None = None) -> dict[int, float]:
-    """Reciprocal-rank fusion: ``sum(w / (k + rank))`` over the lists that returned a drawer.
-
-    Ranks start at 1 and come from each list's scores via :func:`ranking`.
-
-    Raises:
-        ValueError: ``k < 0``, or ``weights`` has the wrong length or a negative weight.
-    """
-    if k < 0:
-        raise ValueError(f"rrf k must be >= 0, got {k}")
-    weights = _check_weights(score_lists, weights)
-    fused: dict[int, float] = {}
-    for scores, w in zip(score_lists, weights, strict=True):
-        for rank, drawer_id in enumerate(ranking(scores), 1):
-            fused[drawer_id] = fused.get(drawer_id, 0.0) + w / (k + rank)
-    return fused
-
-
 def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
-         method: FusionMethod = "standardized",
-         lexical_weight: float = DEFAULT_LEXICAL_WEIGHT,
-         vector_weight: float = DEFAULT_VECTOR_WEIGHT,
-         normalization: Normalization = "zscore",
-         rrf_k: int = DEFAULT_RRF_K,
-         weights_of: Mapping[int, Sequence[float]] | None = None) -> dict[int, float]:
-    """Fuse lexical and vector hits into one higher-is-better score per drawer.
+         lexical_weight: float, vector_weight: float,
+         normalization: Normalization = "zscore") -> dict[int, float]:
+    """Fuse lexical and vector hits into one higher-is-better score per drawer: the weighted
+    sum of their standardised scores (:func:`standardized_fusion`). The weights are the
+    ranking's (``search.RankParams``), the one place they are set.
 
     Args:
         lexical: ``{drawer_id: score}``, higher is better (negate FTS5 bm25 first with
             :func:`lexical_from_bm25`). Empty in vector-only mode.
         vector: ``{drawer_id: cosine similarity}``. Empty in keyword-only mode.
-        method: "standardized" (default; see :func:`standardized_fusion`) or "rrf".
         lexical_weight, vector_weight: the weight of each list.
-        normalization: per-list normalisation for "standardized".
-        rrf_k: the RRF constant for "rrf".
-        weights_of: ``{drawer_id: (lexical, vector)}`` weights overriding the two above for
-            those drawers ("standardized" only).
+        normalization: per-list normalisation.
 
     Raises:
-        ValueError: unknown ``method`` or ``normalization``, negative weight, or ``rrf_k < 0``.
+        ValueError: unknown ``normalization``, or a negative weight.
     """
-    lists = (lexical, vector)
-    weights = (lexical_weight, vector_weight)
-    if method == "standardized":
-        return standardized_fusion(lists, weights=weights, normalization=normalization,
-                                   weights_of=weights_of)
-    if method == "rrf":
-        return rrf_fusion(lists, k=rrf_k, weights=weights)
-    raise ValueError(f"unknown fusion method {method!r}")
-
-
-def length_weights(chars: int, vector_weight: float, *, ref_chars: float, alpha: float
-                   ) -> tuple[float, float]:
-    """``(lexical, vector)`` weights of a drawer of ``chars`` characters that sum to 1: the
-    vector weight is ``vector_weight * (ref_chars / chars) ** alpha``, kept in 0.05..0.95, so
-    short drawers lean on meaning and long ones on their words (alpha 0: ``vector_weight``).
-    """
-    share = vector_weight * (ref_chars / max(chars, 1)) ** alpha
-    share = min(0.95, max(0.05, share))
-    return 1.0 - share, share
+    return standardized_fusion((lexical, vector), weights=(lexical_weight, vector_weight),
+                               normalization=normalization)
 
 
 def _check_weights(score_lists: Sequence[Mapping[int, float]],

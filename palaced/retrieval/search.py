@@ -31,11 +31,9 @@ from palaced.retrieval.fusion import (
     DEFAULT_IMPORTANCE_WEIGHT,
     DEFAULT_RECENCY_WEIGHT,
     DrawerMeta,
-    FusionMethod,
     apply_boosts,
     feed_back_rooms,
     fuse,
-    length_weights,
     rank_rooms,
     ranking,
     room_scores,
@@ -72,7 +70,6 @@ class RankParams:
     # 0.75/0.25 -> .401/.730/.823. Queries with no keyword hit rank by vectors alone.
     lexical_weight: float = 0.75
     vector_weight: float = 0.25
-    fusion: FusionMethod = "standardized"
     closet_boost: float = 0.05
     importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT
     recency_weight: float = DEFAULT_RECENCY_WEIGHT
@@ -81,11 +78,6 @@ class RankParams:
     # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
     # measured: fusion.DEFAULT_ACCESS_WEIGHT).
     access_weight: float = DEFAULT_ACCESS_WEIGHT
-    # Vector weight by drawer length (fusion.length_weights; 0: the same for every drawer).
-    # LoCoMo dev, leave-one-conversation-out: +.007 turn R@1, -.004 R@10 and session R@5
-    # (docs/benchmarks.md, "Length-adaptive fusion"): not kept.
-    length_alpha: float = 0.0
-    length_ref_chars: float = 150.0
     # A keyword search that finds nothing falls back to substrings (store.search).
     substring_fallback: bool = True
     # Share of the score range a candidate that states a time gains when the query asks
@@ -339,13 +331,8 @@ def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
     known.meta.update(sql.pool_meta(c, new, filters, now_ms))
     known.closet_hits |= closet_matches(c, query, [i for i in new if i in known.meta])
     meta = {i: known.meta[i] for i in pool if i in known.meta}
-    weights_of = None
-    if params.length_alpha and vector:
-        weights_of = {i: length_weights(v[5], params.vector_weight, alpha=params.length_alpha,
-                                        ref_chars=params.length_ref_chars)
-                      for i, v in meta.items()}
-    fused = fuse(lexical, vector, method=params.fusion, lexical_weight=params.lexical_weight,
-                 vector_weight=params.vector_weight, weights_of=weights_of)
+    fused = fuse(lexical, vector, lexical_weight=params.lexical_weight,
+                 vector_weight=params.vector_weight)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
         return Ranking([], {}, keyword, own, {}, [])
