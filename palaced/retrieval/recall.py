@@ -186,7 +186,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         if leaf is None:
             raise
         raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
-    qvec, levels = vec_box[0], set(req.levels)
+    qvec = vec_box[0]
+    levels = set(req.levels)
     index = palace.index if qvec is not None else None
     # Caches are stamped with the write counter read *before* the snapshot: a write that
     # lands meanwhile bumps the counter and so invalidates what this read computes.
@@ -195,7 +196,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
     names = query_entities(req.query)
-    identity_path, team = palace.dir / IDENTITY_NAME, isinstance(palace, TeamPalace)
+    identity_path = palace.dir / IDENTITY_NAME
+    team = isinstance(palace, TeamPalace)
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
