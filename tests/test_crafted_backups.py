@@ -273,6 +273,34 @@ def test_doctor_never_reads_a_view_standing_in_for_a_palace_table(
     assert "fts" not in checks  # nothing that reads the tables ran
 
 
+def test_status_never_reads_a_closed_palace_with_foreign_objects(
+        keyword_daemon: DaemonProc) -> None:
+    """``palace status`` counts a closed palace's rows without opening it: a view standing in
+    for one of its tables must not run (a recursive one would spin forever), so the palace
+    is listed with the refusal and the others with their counts."""
+    d = keyword_daemon
+    with d.client() as c:
+        c.create_palace("peeked")
+        c.remember("peeked", "one drawer")
+        c.create_palace("fine")
+        c.remember("fine", "another drawer")
+    d.stop()
+    _plant(d.home / "palaces" / "peeked" / "palace.db", [
+        "DROP TABLE vectors",
+        "CREATE VIEW vectors(id) AS WITH RECURSIVE n(x) AS "
+        "(SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x FROM n"])
+    d.start()
+    from palace_client import Client
+
+    started = time.monotonic()
+    with Client(d.socket, autostart=False, request_timeout=20) as c:
+        listed = {p["name"]: p for p in c.status()["palaces"]}
+    assert time.monotonic() - started < 10
+    assert "foreign view 'vectors'" in listed["peeked"]["error"], listed["peeked"]
+    assert "palace doctor --palace peeked --repair" in listed["peeked"]["error"]
+    assert listed["fine"]["drawers"] == 1 and "error" not in listed["fine"]
+
+
 def test_repair_drops_objects_planted_in_an_open_palace(keyword_daemon: DaemonProc) -> None:
     d = keyword_daemon
     with d.client() as c:

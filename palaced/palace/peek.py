@@ -1,6 +1,7 @@
 """What a closed palace's database says, read without opening the palace (no index load, no
 lock, no caches): ``palace status`` lists every palace, and opening them all would load every
-vector index into memory just to count rows.
+vector index into memory just to count rows. The schema is checked first, as an open does: a
+view planted in place of one of palace's tables would run (a recursive one forever).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from palaced.store.db import open_connection
 from palaced.store.drawers import counts
 from palaced.store.meta import meta_get
 from palaced.store.reembed import progress
+from palaced.store.schema_check import refuse_foreign
 
 
 def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
@@ -21,10 +23,12 @@ def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
     re-embedded for (None when no switch is under way).
 
     Raises:
-        StorageError: the database cannot be read.
+        StorageError: the database cannot be read, or holds schema objects palace did not
+            make (condition ``foreign_schema``).
     """
     conn = open_connection(path / DB_NAME, readonly=True, palace=name)
     try:
+        refuse_foreign(conn, name)
         with conn:
             return meta_get(conn, "embedder"), progress(conn)[0]
     finally:
@@ -36,10 +40,12 @@ def closed_info(path: Path, name: str, current: str | None) -> dict[str, Any]:
     (``current``: the identity of the daemon's model, for the re-embedding progress).
 
     Raises:
-        StorageError: the database cannot be read.
+        StorageError: the database cannot be read, or holds schema objects palace did not
+            make (condition ``foreign_schema``).
     """
     conn = open_connection(path / DB_NAME, readonly=True, palace=name)
     try:
+        refuse_foreign(conn, name)
         with conn:
             found = counts(conn)
             embedder = meta_get(conn, "embedder")
