@@ -25,6 +25,7 @@ import numpy as np
 from palaced.index.keyword_engine import K1, B, Base, term_key, tokens
 from palaced.store.fts_log import all_rows, in_snapshot, last_seq
 from palaced.store.search import BM25_WEIGHTS
+from palaced.wire.safe_files import sync_dir
 
 MAGIC = b"PALKW001"
 BATCH_ROWS = 20_000  # rows tokenised per numpy pass while building (bounded memory)
@@ -169,11 +170,7 @@ def save(base: Base, path: Path) -> int:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        sync_dir(path.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -42,6 +42,7 @@ from palaced.store.db import is_read_only, storage_error
 from palaced.store.meta import meta_delete, meta_get, meta_set
 from palaced.store.vectors import vector_count, vector_id_sample, vectors_after
 from palaced.wire.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
+from palaced.wire.safe_files import sync_dir
 
 log = logging.getLogger("palaced.index.vectors")
 
@@ -263,7 +264,7 @@ def save_index(index: VectorIndex, store: Store, path: Path) -> None:
 
         store.write(remember, stamp=False)  # a cache, not content: no backup is outdated
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        sync_dir(path.parent)  # the rename is durable only once the entry is
     except Exception as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -342,11 +343,3 @@ def file_state(path: Path, saves: list[dict[str, Any]], vectors: int, top: int,
     except Exception:  # unreadable or refused by usearch: rebuilt at the next open
         return "stale"
 
-
-def _fsync_dir(directory: Path) -> None:
-    # The rename is durable only once the directory entry is.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

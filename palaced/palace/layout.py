@@ -68,11 +68,3 @@ def sweep_leftovers(root: Path) -> list[str]:
         log.info("removed %d leftover(s) of interrupted creates/deletes", len(gone))
     return gone
 
-
-def sync_dir(path: Path) -> None:
-    """fsync a directory, so that renames in it survive a power loss."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -6,8 +6,11 @@ view planted in place of one of palace's tables would run (a recursive one forev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import apsw
 
 from palaced.palace import reads
 from palaced.palace.directory import DB_NAME
@@ -17,10 +20,12 @@ from palaced.store.meta import meta_get
 from palaced.store.reembed import progress
 from palaced.store.schema_check import refuse_foreign
 
+T = TypeVar("T")
 
-def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
-    """The model identity the palace at ``path`` records, and the one it is being
-    re-embedded for (None when no switch is under way).
+
+def _read(path: Path, name: str, read: Callable[[apsw.Connection], T]) -> T:
+    """``read`` in one read transaction on the closed palace's database, once its schema is
+    palace's own.
 
     Raises:
         StorageError: the database cannot be read, or holds schema objects palace did not
@@ -30,9 +35,19 @@ def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
     try:
         refuse_foreign(conn, name)
         with conn:
-            return meta_get(conn, "embedder"), progress(conn)[0]
+            return read(conn)
     finally:
         conn.close()
+
+
+def recorded_models(path: Path, name: str) -> tuple[str | None, str | None]:
+    """The model identity the palace at ``path`` records, and the one it is being
+    re-embedded for (None when no switch is under way).
+
+    Raises:
+        StorageError: as :func:`_read`.
+    """
+    return _read(path, name, lambda c: (meta_get(c, "embedder"), progress(c)[0]))
 
 
 def closed_info(path: Path, name: str, current: str | None) -> dict[str, Any]:
@@ -40,18 +55,10 @@ def closed_info(path: Path, name: str, current: str | None) -> dict[str, Any]:
     (``current``: the identity of the daemon's model, for the re-embedding progress).
 
     Raises:
-        StorageError: the database cannot be read, or holds schema objects palace did not
-            make (condition ``foreign_schema``).
+        StorageError: as :func:`_read`.
     """
-    conn = open_connection(path / DB_NAME, readonly=True, palace=name)
-    try:
-        refuse_foreign(conn, name)
-        with conn:
-            found = counts(conn)
-            embedder = meta_get(conn, "embedder")
-            moving = progress(conn)
-    finally:
-        conn.close()
+    found, embedder, moving = _read(
+        path, name, lambda c: (counts(c), meta_get(c, "embedder"), progress(c)))
     return {"name": name, "path": str(path), **found, "index": None,
             "consistent": None, "embedder": embedder, "mismatch": None, "open": False,
             "reembedding": reads.reembedding(embedder, moving, current)}

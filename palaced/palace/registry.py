@@ -30,13 +30,13 @@ from palaced.palace.layout import (
     STAGING_PREFIX,
     TRASH_PREFIX,
     sweep_leftovers,
-    sync_dir,
     validate_name,
 )
 from palaced.palace.open_files import OpenPalaces, close_logged
 from palaced.store.db import storage_errors
 from palaced.store.reembed import next_model
 from palaced.wire.errors import PalaceExists, PalaceNotFound, StorageError
+from palaced.wire.safe_files import sync_dir
 
 log = logging.getLogger("palaced.palace.registry")
 

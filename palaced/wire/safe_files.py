@@ -4,7 +4,8 @@ Leaf module (stdlib): the daemon and the clients both use it. A shared directory
 of ``palace export FILE``, a shared notes folder an importer reads) may hold whatever another
 uid put there: a file pre-created under the name palace is about to write, a symlink to one
 of the owner's secrets, a FIFO, a link to a device. :func:`private_file` writes a new 0600
-file made exclusively under a random name and renamed over the target once complete;
+file made exclusively under a random name and renamed over the target once complete
+(:func:`sync_dir` makes such a rename durable, for every writer of palace);
 :func:`open_regular`, :func:`read_regular` and :func:`read_beneath` open regular files only,
 never block on a FIFO and never read more than asked (:func:`read_capped`).
 """
@@ -53,18 +54,22 @@ def private_file(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _sync_dir(directory)
+    with contextlib.suppress(OSError):  # best effort: some file systems refuse it
+        sync_dir(directory)
 
 
-def _sync_dir(directory: str) -> None:
-    """fsync a directory so that a rename in it survives a crash (best effort: some file
-    systems refuse to fsync a directory)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def sync_dir(directory: str | os.PathLike[str]) -> None:
+    """fsync a directory, so that a rename or create in it survives a power loss: the one
+    helper for it, daemon and clients alike.
+
+    Raises:
+        OSError: the directory cannot be opened or synced.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unreadable(path: str | os.PathLike[str], reason: str) -> SourceUnreadable:
