@@ -43,6 +43,8 @@ import os
 import sys
 
 import typer
+from rich.markup import escape
+from typer.models import ParameterInfo
 
 from palace_client.agents.command import init_command
 from palace_client.cli import (
@@ -114,19 +116,41 @@ transfer.imports.command("claude-code")(imports.claude_code)
 app.add_typer(hooks.app, name="hook")
 
 
-def _one_line_summaries(group: typer.Typer) -> None:
-    """Join the lines of each command's first help paragraph: rich help keeps a docstring's
-    line breaks, which would split a command's summary in the listing mid-sentence."""
+def _plain_help(group: typer.Typer, seen: set[int] | None = None) -> None:
+    """Make every help text of ``group`` print as written, at any width.
+
+    Rich help keeps a docstring's single line breaks, so a paragraph wrapped at 96 columns in
+    the source came out ragged at 80 (or split a command's summary in the listing
+    mid-sentence): each paragraph becomes one line for rich to wrap. And rich reads ``[...]``
+    as markup, which ate ``[trash]`` and ``[stores.NAME]``: brackets are escaped (help text
+    here never uses markup). ``seen`` keeps options shared by many commands (``--json``) from
+    being escaped twice.
+    """
+    seen = set() if seen is None else seen
     for info in group.registered_commands:
-        text = info.help or inspect.getdoc(info.callback) or ""
-        first, sep, rest = text.partition("\n\n")
-        info.help = " ".join(first.split()) + sep + rest
+        info.help = _reflowed(info.help or inspect.getdoc(info.callback) or "")
+        for parameter in inspect.signature(info.callback).parameters.values() \
+                if info.callback else ():
+            param = parameter.default
+            if isinstance(param, ParameterInfo) and param.help and id(param) not in seen:
+                seen.add(id(param))
+                param.help = escape(param.help)
     for sub in group.registered_groups:
+        if sub.help:
+            sub.help = _reflowed(sub.help)
         if sub.typer_instance is not None:
-            _one_line_summaries(sub.typer_instance)
+            if isinstance(sub.typer_instance.info.help, str):
+                sub.typer_instance.info.help = _reflowed(sub.typer_instance.info.help)
+            _plain_help(sub.typer_instance, seen)
 
 
-_one_line_summaries(app)
+def _reflowed(text: str) -> str:
+    """``text`` with each paragraph on one line and rich markup escaped."""
+    return "\n\n".join(" ".join(p.split()) for p in escape(text).split("\n\n"))
+
+
+_plain_help(app)
+app.info.help = _reflowed(app.info.help) if isinstance(app.info.help, str) else app.info.help
 
 
 def main() -> None:

@@ -1,9 +1,10 @@
 """``palace doctor``: the daemon's checks of itself and every palace, or (when no daemon can
 be reached or started) what the client can check on its own.
 
-Exit codes: 0 when no check failed (warnings allowed), 9 when a check failed (after
-``--repair``: one it could not fix), 3 when no daemon could be reached (the client's own
-checks are printed first).
+Exit codes: 0 when no check failed (warnings allowed), ``EXIT_UNHEALTHY`` (11) when a check
+failed (after ``--repair``: one it could not fix), ``EXIT_UNREACHABLE`` (3) when no daemon could
+be reached (the client's own checks are printed first). The help text is made from the same
+constants.
 """
 
 from __future__ import annotations
@@ -114,7 +115,13 @@ def render(report: dict[str, Any]) -> None:
                + ("" if report.get("daemon_reachable", True) else " (daemon unreachable)"))
 
 
-@app.command("doctor")
+@app.command("doctor", help=(
+    "Check the daemon and every palace: permissions, SQLite integrity, full-text and vector "
+    "indexes, embeddings, schema, model, disk.\n\n"
+    f"Exits 0 when nothing failed (warnings allowed), {EXIT_UNHEALTHY} when a check failed "
+    "(after --repair: one it could not fix; the advice says what to do, e.g. which backup to "
+    f"restore), {EXIT_UNREACHABLE} when no daemon could be reached (the client's own checks "
+    "are shown)."))
 def doctor(
     palace: str | None = typer.Option(None, "--palace", "-p",
                                       help="Check only this palace (default: every palace; "
@@ -128,13 +135,7 @@ def doctor(
                                 "(slower)."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Check the daemon and every palace: permissions, SQLite integrity, full-text and
-    vector indexes, embeddings, schema, model, disk.
-
-    Exits 0 when nothing failed (warnings allowed), 9 when a check failed (after --repair: one
-    it could not fix; the advice says what to do, e.g. which backup to restore), 3 when no
-    daemon could be reached (the client's own checks are shown).
-    """
+    """``palace doctor`` (its help text is the decorator's, made from the exit codes)."""
     with client(as_json) as c:
         try:
             report = c.doctor(palace, repair=repair, full=full)

@@ -18,7 +18,7 @@ def create(name: str = typer.Argument(..., help="Palace name (lowercase kebab-ca
            exist_ok: bool = op_option("palace.create", "exist_ok", "--exist-ok",
                                       help="No error if it exists."),
            store: str | None = op_option("palace.create", "store", "--store",
-                                         unset="(a local palace)"),
+                                         unset="a local palace"),
            as_json: bool = JsonOpt) -> None:
     """Create a palace (with --store: a team palace in PostgreSQL, or attach to it)."""
     with client(as_json) as c:

@@ -96,8 +96,8 @@ def export(
 def run_import(make: Callable[[], Importer], palace: str | None, *, dry_run: bool,
                as_json: bool, sink: Callable[[Client, str, Importer], Sink]) -> None:
     """Run one import: parse with ``make()``'s importer and feed ``sink(client, palace,
-    importer)`` (nothing with ``dry_run``); report, then exit 0, or 9 when records were
-    skipped. ``palace`` None: the importer's own (a jsonl header's)."""
+    importer)`` (nothing with ``dry_run``); report, then exit 0, or ``EXIT_SKIPPED`` when records
+    were skipped. ``palace`` None: the importer's own (a jsonl header's)."""
     from palace_client.importers.runner import Tally, report, run
 
     with client(as_json) as c:

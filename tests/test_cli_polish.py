@@ -1,0 +1,75 @@
+"""What a person sees in the CLI (issue 29): help text at 80 columns, exit codes in help,
+error texts naming the command's flags, ``palace get``, ``palaced -h``/``--version``."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import click
+import pytest
+import typer.main
+import typer.rich_utils as ru
+from typer.testing import CliRunner
+
+from palace_client.cli import app
+from palace_client.cli.common import EXIT_NO_SERVICE_MANAGER, EXIT_UNHEALTHY, EXIT_UNREACHABLE
+
+
+@pytest.fixture
+def width80(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Typer's rich help at 80 columns without colour, as a person's terminal shows it."""
+    monkeypatch.setattr(ru, "MAX_WIDTH", 80)
+    monkeypatch.setattr(ru, "FORCE_TERMINAL", False)
+    monkeypatch.setattr(ru, "COLOR_SYSTEM", None)
+    yield
+
+
+def _help(*path: str) -> str:
+    res = CliRunner().invoke(app, [*path, "--help"], prog_name="palace",
+                             env={"COLUMNS": None, "PALACE": None})
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _paths() -> list[list[str]]:
+    out: list[list[str]] = []
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        out.append(path)
+        if isinstance(cmd, click.Group):
+            ctx = click.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, name)
+                if sub is not None and not sub.hidden:
+                    walk(sub, [*path, name])
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_help_prose_wraps_evenly_at_80_columns(width80: None) -> None:
+    """A paragraph of help is wrapped by rich at the terminal's width, not at the source's
+    line breaks: no prose line is cut short while the paragraph goes on."""
+    ragged = []
+    for path in _paths():
+        lines = [ln.rstrip() for ln in _help(*path).splitlines()]
+        for line, after in itertools.pairwise(lines):
+            prose = line.strip() and line.lstrip()[:1] not in "╭│╰"
+            goes_on = after.strip() and after.lstrip()[:1] not in "╭│╰"
+            if prose and goes_on and len(line) < 45 and not line.lstrip().startswith("Usage"):
+                ragged.append((" ".join(path), line, after))
+    assert not ragged, ragged[:5]
+
+
+def test_help_keeps_square_brackets(width80: None) -> None:
+    """Rich markup must not eat ``[trash]`` or ``[stores.NAME]`` from the help."""
+    assert "[trash] keep_days" in _help("trash")
+    assert "[stores.NAME]" in " ".join(_help("create").split())
+
+
+def test_doctor_help_states_the_exit_codes_it_uses(width80: None) -> None:
+    text = " ".join(_help("doctor").split())
+    assert f"{EXIT_UNHEALTHY} when a check failed" in text
+    assert f"{EXIT_UNREACHABLE} when no daemon could be reached" in text
+    assert EXIT_UNHEALTHY != EXIT_NO_SERVICE_MANAGER
