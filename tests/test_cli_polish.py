@@ -13,7 +13,37 @@ import typer.rich_utils as ru
 from typer.testing import CliRunner
 
 from palace_client.cli import app
-from palace_client.cli.common import EXIT_NO_SERVICE_MANAGER, EXIT_UNHEALTHY, EXIT_UNREACHABLE
+from palace_client.cli.common import (
+    EXIT_INVALID,
+    EXIT_NO_SERVICE_MANAGER,
+    EXIT_UNHEALTHY,
+    EXIT_UNREACHABLE,
+)
+from tests.conftest import DaemonProc, base_env, short_home
+
+pytestmark = pytest.mark.daemon
+
+
+@pytest.fixture(scope="module")
+def kd() -> Iterator[DaemonProc]:
+    """One keyword-only daemon for the module, with palace ``p`` holding drawer 1."""
+    import shutil
+
+    path = short_home()
+    d = DaemonProc(path, base_env(path, model=False))
+    d.start()
+    d.cli("create", "p", check=True)
+    d.cli("remember", "-p", "p", "the frontend is built with React 18 and Vite", check=True)
+    yield d
+    d.stop()
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _error(res: object) -> str:
+    import subprocess
+
+    assert isinstance(res, subprocess.CompletedProcess)
+    return str(res.stderr).strip()
 
 
 @pytest.fixture
@@ -73,3 +103,27 @@ def test_doctor_help_states_the_exit_codes_it_uses(width80: None) -> None:
     assert f"{EXIT_UNHEALTHY} when a check failed" in text
     assert f"{EXIT_UNREACHABLE} when no daemon could be reached" in text
     assert EXIT_UNHEALTHY != EXIT_NO_SERVICE_MANAGER
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["audit", "-p", "p", "--since", "bad"], "bad --since 'bad': use a duration back from now"),
+    (["audit", "-p", "p", "--since", "2020-13-01"], "--since: invalid date '2020-13-01'"),
+    (["remember", "-p", "p", "x", "--when", "bad"], "--when: invalid date 'bad'"),
+    (["update", "-p", "p", "1"],
+     "nothing to update: give --text, --wing, --room, --tag or --importance"),
+])
+def test_errors_name_the_commands_flags(kd: DaemonProc, args: list[str], said: str) -> None:
+    """An error about an argument names the flag the person typed, not the protocol's name
+    (``ttl``, ``occurred_at``, ``wing``)."""
+    res = kd.cli(*args)
+    assert res.returncode == EXIT_INVALID, res.stderr
+    assert said in _error(res)
+    assert "ttl" not in _error(res) and "occurred_at" not in _error(res)
+
+
+@pytest.mark.parametrize("kind", ["markdown", "chatgpt", "claude-code"])
+def test_a_missing_import_source_is_source_unreadable(kd: DaemonProc, kind: str) -> None:
+    """Every importer reports a source that is not there alike: SOURCE_UNREADABLE, exit 5."""
+    res = kd.cli("import", kind, "-p", "p", str(kd.home / "no-such-thing"))
+    assert res.returncode == EXIT_INVALID, res.stderr
+    assert _error(res).endswith("[SOURCE_UNREADABLE]")

@@ -204,11 +204,18 @@ def report(exc: E.PalaceError, as_json: bool) -> int:
     wire = exc.to_wire()
     arg = exc.details.get("arg")
     ctx = click.get_current_context(silent=True)
-    shown = flag_names(ctx.command if ctx else None).get(arg) if isinstance(arg, str) else None
+    flags = flag_names(ctx.command if ctx else None)
+    shown = flags.get(arg) if isinstance(arg, str) else None
     if shown:
         message = flag_message(message, str(arg), shown)
-        wire["message"] = message
         wire["details"] = {**wire.get("details", {}), "flag": shown}
+    # An error that names several arguments (``nothing to update: give text, wing, ...``)
+    # lists them all in ``details["args"]``.
+    more = exc.details.get("args")
+    for other in more if isinstance(more, list) else ():
+        if isinstance(other, str) and other != arg and other in flags:
+            message = flag_message(message, other, flags[other])
+    wire["message"] = message
     if as_json:
         sys.stdout.write(json.dumps({"ok": False, "error": wire}, default=str) + "\n")
     typer.echo(f"palace: error: {message} [{exc.name}]", err=True)

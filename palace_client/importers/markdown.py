@@ -88,10 +88,13 @@ class MarkdownImport:
 
     def __init__(self, directory: str, *, wing: str = DEFAULT_WING, room: str | None = None,
                  tags: Sequence[str] = ()) -> None:
-        """Raises ClientError when ``directory`` is not a readable directory."""
+        """Raises SourceUnreadable (as the other importers do for a missing source) when
+        ``directory`` does not exist or is not a directory."""
         self.root = Path(directory).expanduser().resolve()
         if not self.root.is_dir():
-            raise E.ClientError(f"{directory} is not a directory", details={"path": directory})
+            why = "not a directory" if self.root.exists() else "no such directory"
+            raise E.SourceUnreadable(f"cannot read {directory}: {why}",
+                                     details={"path": directory})
         self.source = str(self.root)
         self.prefix = str(self.root) + os.sep
         self._wing, self._room, self._tags = wing, room, list(tags)

@@ -77,14 +77,14 @@ def drawer_from_args(max_text_chars: int, args: dict[str, Any], now: int) -> m.N
     text = check_text(args["text"], max_text_chars)
     tags = tuple(dict.fromkeys(t for t in (check_label(t, "tag") for t in args.get("tags") or ())
                                if t))
-    occurred = parse_when(args["occurred_at"], now_ms=now) if args.get("occurred_at") else None
+    occurred = when(args, "occurred_at", now) if args.get("occurred_at") else None
     expires = None
     if args.get("ttl") is not None and args.get("expires_at") is not None:
         raise InvalidArgs("give ttl or expires_at, not both", details={"arg": "ttl"})
     if args.get("ttl") is not None:
         expires = now + parse_ttl(args["ttl"]) * 1000
     elif args.get("expires_at") is not None:
-        expires = parse_when(args["expires_at"], now_ms=now)
+        expires = when(args, "expires_at", now)
     return m.NewDrawer(
         text=text,
         wing=check_label(args.get("wing"), "wing") or m.DEFAULT_WING,
@@ -109,8 +109,11 @@ def edit_from_args(max_text_chars: int, args: dict[str, Any]) -> Edit:
     """
     fields = [k for k in ("text", "wing", "room", "tags", "importance") if args.get(k) is not None]
     if not fields:
+        # ``args`` lists every argument the message names, so that a client names its own
+        # flags for them (the CLI's ``--tag``), not only the first.
         raise InvalidArgs("nothing to update: give text, wing, room, tags or importance",
-                          details={"arg": "text"})
+                          details={"arg": "text",
+                                   "args": ["text", "wing", "room", "tags", "importance"]})
     tags = args.get("tags")
     return Edit(
         text=None if args.get("text") is None else check_text(args["text"], max_text_chars),
@@ -165,10 +168,18 @@ def when(args: dict[str, Any], key: str, now: int) -> int | None:
     """The time argument ``key`` as epoch ms, or None when absent.
 
     Raises:
-        InvalidContent: not an ISO 8601 time or epoch milliseconds within years 1-9999.
+        InvalidContent: not an ISO 8601 time or epoch milliseconds within years 1-9999; the
+            message starts with ``key`` and ``details["arg"]`` is ``key``, so that a client
+            can name its own flag for it (the CLI's ``--when`` for ``occurred_at``).
     """
     value = args.get(key)
-    return None if value is None else parse_when(value, now_ms=now)
+    if value is None:
+        return None
+    try:
+        return parse_when(value, now_ms=now)
+    except InvalidContent as exc:
+        raise InvalidContent(f"{key}: {exc.message}", details={**exc.details, "arg": key}
+                             ) from None
 
 
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -12,9 +12,9 @@ from typing import Any
 
 from palaced.memory import audit, policy, trash
 from palaced.ops.context import OpContext
-from palaced.ops.fields import need_palace, parse_ttl
+from palaced.ops.fields import need_palace, parse_ttl, when
 from palaced.palace.handle import Palace
-from palaced.text.timeparse import parse_when
+from palaced.wire.errors import InvalidArgs, quote
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:
@@ -50,8 +50,16 @@ def since_ms(value: str | int | None, now: int) -> int | None:
     if value is None:
         return None
     if isinstance(value, str) and value.strip()[-1:].lower() in ("s", "m", "h", "d", "w"):
-        return now - parse_ttl(value) * 1000
-    return parse_when(value, now_ms=now)
+        try:
+            return now - parse_ttl(value) * 1000
+        except InvalidArgs:
+            # parse_ttl's own words name ``ttl`` and offer bare seconds, which ``since``
+            # reads as epoch milliseconds.
+            raise InvalidArgs(
+                f"bad since {quote(value, 60)}: use a duration back from now (90m, 12h, 7d) "
+                "or a time (ISO 8601 such as 2023-05-08, or epoch milliseconds)",
+                details={"arg": "since", "value": quote(value, 60)}) from None
+    return when({"since": value}, "since", now)
 
 
 async def op_audit(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
