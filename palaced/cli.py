@@ -9,12 +9,27 @@ from collections.abc import Callable
 
 import typer
 
+from palaced.wire.helptext import plain_help
+
 app = typer.Typer(add_completion=False, no_args_is_help=False, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="palaced: the machine-wide palace memory daemon.")
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print the daemon's version and exit (starts nothing)."""
+    if value:
+        from palaced import __version__
+
+        typer.echo(f"palaced {__version__}")
+        raise typer.Exit()
+
+
 @app.callback(invoke_without_command=True)
-def _default(ctx: typer.Context) -> None:
+def _default(ctx: typer.Context,
+             version: bool = typer.Option(False, "--version", callback=_print_version,
+                                          is_eager=True, help="Print the version and exit."),
+             ) -> None:
     if ctx.invoked_subcommand is None:
         # Plain values: called directly, run() would get typer's OptionInfo defaults.
         run(quiet=False, log_level="INFO", ready_fd=None)
@@ -179,6 +194,9 @@ def check_config() -> None:
         typer.echo(f"palaced: {exc.message}", err=True)
         raise typer.Exit(2) from None
     typer.echo(json.dumps(asdict(cfg), indent=2, default=str))
+
+
+plain_help(app)
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 import pytest
@@ -127,3 +128,22 @@ def test_a_missing_import_source_is_source_unreadable(kd: DaemonProc, kind: str)
     res = kd.cli("import", kind, "-p", "p", str(kd.home / "no-such-thing"))
     assert res.returncode == EXIT_INVALID, res.stderr
     assert _error(res).endswith("[SOURCE_UNREADABLE]")
+
+
+def test_palaced_has_short_help_and_version() -> None:
+    """``palaced -h`` and ``palaced --version`` work as ``palace``'s do, starting nothing."""
+    import subprocess
+    import sys
+
+    from palaced import __version__
+
+    env = base_env(short_home(), model=False)
+    for flags in (["-h"], ["run", "-h"]):
+        res = subprocess.run([sys.executable, "-m", "palaced", *flags], env=env,
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert "Usage: palaced" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "palaced", "--version"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert (res.returncode, res.stdout) == (0, f"palaced {__version__}\n"), res.stderr
+    assert not (Path(env["PALACE_HOME"]) / "run").exists()  # no daemon was started

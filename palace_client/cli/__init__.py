@@ -38,13 +38,10 @@ with ``--json``, one error document on stdout (``failures``); Ctrl-C exits 130.
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 
 import typer
-from rich.markup import escape
-from typer.models import ParameterInfo
 
 from palace_client.agents.command import init_command
 from palace_client.cli import (
@@ -64,6 +61,7 @@ from palace_client.cli import (
 )
 from palace_client.cli.service import service_app, uninstall_command
 from palace_client.mcp.command import mcp_command
+from palaced.wire.helptext import plain_help
 
 app = typer.Typer(
     add_completion=True,
@@ -116,41 +114,7 @@ transfer.imports.command("claude-code")(imports.claude_code)
 app.add_typer(hooks.app, name="hook")
 
 
-def _plain_help(group: typer.Typer, seen: set[int] | None = None) -> None:
-    """Make every help text of ``group`` print as written, at any width.
-
-    Rich help keeps a docstring's single line breaks, so a paragraph wrapped at 96 columns in
-    the source came out ragged at 80 (or split a command's summary in the listing
-    mid-sentence): each paragraph becomes one line for rich to wrap. And rich reads ``[...]``
-    as markup, which ate ``[trash]`` and ``[stores.NAME]``: brackets are escaped (help text
-    here never uses markup). ``seen`` keeps options shared by many commands (``--json``) from
-    being escaped twice.
-    """
-    seen = set() if seen is None else seen
-    for info in group.registered_commands:
-        info.help = _reflowed(info.help or inspect.getdoc(info.callback) or "")
-        for parameter in inspect.signature(info.callback).parameters.values() \
-                if info.callback else ():
-            param = parameter.default
-            if isinstance(param, ParameterInfo) and param.help and id(param) not in seen:
-                seen.add(id(param))
-                param.help = escape(param.help)
-    for sub in group.registered_groups:
-        if sub.help:
-            sub.help = _reflowed(sub.help)
-        if sub.typer_instance is not None:
-            if isinstance(sub.typer_instance.info.help, str):
-                sub.typer_instance.info.help = _reflowed(sub.typer_instance.info.help)
-            _plain_help(sub.typer_instance, seen)
-
-
-def _reflowed(text: str) -> str:
-    """``text`` with each paragraph on one line and rich markup escaped."""
-    return "\n\n".join(" ".join(p.split()) for p in escape(text).split("\n\n"))
-
-
-_plain_help(app)
-app.info.help = _reflowed(app.info.help) if isinstance(app.info.help, str) else app.info.help
+plain_help(app)
 
 
 def main() -> None:
