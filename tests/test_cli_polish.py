@@ -147,3 +147,23 @@ def test_palaced_has_short_help_and_version() -> None:
                          capture_output=True, text=True, timeout=60)
     assert (res.returncode, res.stdout) == (0, f"palaced {__version__}\n"), res.stderr
     assert not (Path(env["PALACE_HOME"]) / "run").exists()  # no daemon was started
+
+
+def test_backup_to_relative_and_tilde(kd: DaemonProc, tmp_path: Path) -> None:
+    """``--to DIR`` relative is the current directory's, as documented; ``--to=~/DIR`` (which
+    no shell expands) is under the home directory, not a directory named ``~``."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**kd.env, "HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    (tmp_path / "cwd").mkdir()
+    for to, under in (("rel", tmp_path / "cwd" / "rel"), ("~/bk", tmp_path / "home" / "bk")):
+        res = subprocess.run([sys.executable, "-m", "palace_client", "backup", "-p", "p",
+                              f"--to={to}", "--json"], env=env, cwd=tmp_path / "cwd",
+                             capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        path = Path(json.loads(res.stdout)["backups"][0]["path"])
+        assert path.parent.parent == under, path
+    assert not (tmp_path / "cwd" / "~").exists()

@@ -485,10 +485,13 @@ class Client:
         """Back up every palace (or ``palace``) online under ``to`` (default: the daemon's
         ``[backup] dir``), keeping the newest ``keep`` of each: ``{"backups": [...],
         "failed": [...]}``, each backup with its ``path``, ``counts`` and ``removed`` ones.
+        A relative ``to`` is taken from the current directory and ``~`` is expanded (the daemon
+        takes only absolute paths).
         """
         args: dict[str, Any] = {}
         if to is not None:
-            args["to"] = os.path.abspath(os.fspath(to))
+            # ``--to=~/x`` reaches us unexpanded by the shell: not a directory named "~".
+            args["to"] = os.path.abspath(os.path.expanduser(os.fspath(to)))
         if keep is not None:
             args["keep"] = keep
         return self.call("palace.backup", palace, args, timeout_ms=MAINTENANCE_TIMEOUT_MS)

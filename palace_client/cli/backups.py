@@ -35,7 +35,8 @@ def backup(
                                            "PALACE is not read)."),
     to: str | None = op_option("palace.backup", "to", "--to",
                                help="Directory to write backups under, as "
-                                    "DIR/<palace>/<time>/.",
+                                    "DIR/<palace>/<time>/ (a relative DIR is taken from "
+                                    "the current directory; ~ is expanded).",
                                unset="[backup] dir, else <data_dir>/backups"),
     keep: int | None = op_option("palace.backup", "keep", "--keep",
                                  help="Backups of each palace to keep (older ones are "
