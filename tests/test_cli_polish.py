@@ -167,3 +167,27 @@ def test_backup_to_relative_and_tilde(kd: DaemonProc, tmp_path: Path) -> None:
         path = Path(json.loads(res.stdout)["backups"][0]["path"])
         assert path.parent.parent == under, path
     assert not (tmp_path / "cwd" / "~").exists()
+
+
+def test_daemon_leaves_a_users_own_files_in_palace_home_alone() -> None:
+    """The daemon makes its own files private at start, not whatever else a person keeps in
+    ``PALACE_HOME`` (which is also the config directory there)."""
+    import os
+    import shutil
+
+    path = short_home()
+    path.mkdir(parents=True, exist_ok=True)
+    notes, config = path / "notes.md", path / "config.toml"
+    notes.write_text("my own notes\n")
+    config.write_text("")
+    for f in (notes, config):
+        os.chmod(f, 0o644)
+    d = DaemonProc(path, base_env(path, model=False))
+    d.start()
+    try:
+        assert os.stat(notes).st_mode & 0o777 == 0o644
+        assert os.stat(config).st_mode & 0o777 == 0o600  # palace's own file still is
+        assert os.stat(path).st_mode & 0o777 == 0o700
+    finally:
+        d.stop()
+        shutil.rmtree(path, ignore_errors=True)

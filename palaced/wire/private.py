@@ -266,11 +266,13 @@ def _tighten_fd(fd: int, display: Path, want: int, notes: list[str]) -> None:
 
 
 def _tighten_dir(path: Path, notes: list[str], *, depth: int, dir_fd: int | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, only: frozenset[str] | None = None) -> None:
     """Make the directory at ``path`` 0700 and its regular files 0600 (keeping owner bits).
 
     Symlinks are never followed: a linked directory or file is skipped. Subdirectories are
-    tightened down to ``depth`` levels. Entries owned by other uids are left alone.
+    tightened down to ``depth`` levels. Entries owned by other uids are left alone. ``only``
+    names the files of ``path`` that are palace's (None: all are), for a directory the user
+    may share with palace (a ``PALACE_HOME`` holding notes of their own).
     """
     try:
         fd = os.open(name if name is not None else path, _DIR_FLAGS, dir_fd=dir_fd)
@@ -289,7 +291,7 @@ def _tighten_dir(path: Path, notes: list[str], *, depth: int, dir_fd: int | None
                 if depth > 0:
                     _tighten_dir(path / entry, notes, depth=depth - 1, dir_fd=fd, name=entry)
             elif stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and (
-                    st.st_mode & 0o077):
+                    st.st_mode & 0o077) and (only is None or entry in only):
                 # The directory is now 0700 and ours: nobody else can swap this entry between
                 # the lstat above and the chmod below.
                 new = stat.S_IMODE(st.st_mode) & ~0o077
@@ -309,16 +311,19 @@ def tighten_install(paths: Paths) -> list[str]:
 
     Covers the data dir, the palaces dir and every palace in it (its database, WAL, lock,
     identity and index files), the state dir with its log files, and the config file and
-    (unless PALACE_CONFIG chose it) its directory. Never follows symlinks and never touches
+    (unless PALACE_CONFIG chose it) its directory. Other files in the data and config
+    directories are not palace's (with ``PALACE_HOME`` both are that directory, where a user
+    may keep files of their own) and are left as they are. Never follows symlinks and never touches
     what another uid owns. Returns one ``"path (old -> new)"`` note per change, for the log
     and ``daemon.status``; nothing to change returns an empty list.
     """
     notes: list[str] = []
-    _tighten_dir(paths.data_dir, notes, depth=0)
+    _tighten_dir(paths.data_dir, notes, depth=0, only=frozenset())
     _tighten_dir(paths.palaces_dir, notes, depth=3)
     _tighten_dir(paths.state_dir, notes, depth=0)
     if not os.environ.get("PALACE_CONFIG"):
-        _tighten_dir(paths.config_file.parent, notes, depth=0)
+        _tighten_dir(paths.config_file.parent, notes, depth=0,
+                     only=frozenset({paths.config_file.name}))
     else:
         try:
             fd = os.open(paths.config_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
