@@ -191,3 +191,31 @@ def test_daemon_leaves_a_users_own_files_in_palace_home_alone() -> None:
     finally:
         d.stop()
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_get_shows_source_supersession_and_expiry(kd: DaemonProc) -> None:
+    """``palace get`` (text) says where a drawer came from, what replaced it and when it
+    expires: what ``--json`` always had."""
+    import re
+
+    first = kd.cli("remember", "-p", "p", "the office wifi is on channel 6", "--source",
+                   "notes.md", "--ttl", "7d", check=True).stdout
+    old = re.search(r"drawer (\d+)", first)
+    assert old
+    second = kd.cli("remember", "-p", "p", "the office wifi is on channel 11", "--supersedes",
+                    old.group(1), check=True).stdout
+    new = re.search(r"drawer (\d+)", second)
+    assert new
+    shown = kd.cli("get", "-p", "p", old.group(1), check=True).stdout
+    assert re.search(rf"source notes\.md  superseded by \[{new.group(1)}\]  expires "
+                     r"\d{4}-\d\d-\d\dT", shown), shown
+    assert f"supersedes [{old.group(1)}]" in kd.cli("get", "-p", "p", new.group(1),
+                                                   check=True).stdout
+
+
+def test_provenance_says_expired_once_past() -> None:
+    from palace_client.render.details import provenance
+
+    assert provenance({"kind": "drawer", "expires_ms": 1000}, now_ms=2000) == (
+        "    expired 1970-01-01T00:00:01Z")
+    assert provenance({"kind": "drawer", "source": None, "supersedes": []}) is None

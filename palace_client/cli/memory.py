@@ -23,6 +23,7 @@ from palace_client.cli.common import (
 from palace_client.cli.jsonl import parse_jsonl, read_stdin
 from palace_client.render import governance as governance_render
 from palace_client.render import results as render
+from palace_client.render.details import provenance
 from palace_client.render.results import counted
 from palaced.wire import errors as E
 from palaced.wire.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
@@ -289,6 +290,8 @@ def get(drawer_id: int = op_argument("memory.get", "id", help="Drawer id."),
     def human(d: dict[str, Any]) -> None:
         echo_lines(render.cli_drawer(d))
         typer.echo(render.cli_drawer_details(d))
+        if (line := provenance(d)) is not None:
+            typer.echo(line)
         if history:
             typer.echo("earlier versions, newest first:")
             echo_lines(render.cli_history(d.get("history") or []))
