@@ -219,3 +219,30 @@ def test_provenance_says_expired_once_past() -> None:
     assert provenance({"kind": "drawer", "expires_ms": 1000}, now_ms=2000) == (
         "    expired 1970-01-01T00:00:01Z")
     assert provenance({"kind": "drawer", "source": None, "supersedes": []}) is None
+
+
+def test_a_missing_model_is_explained_without_a_python_exception() -> None:
+    """With no model installed (and no download), status and the keyword-only notice say
+    where the model was looked for, not fastembed's ``ValueError: Could not load model``."""
+    import json
+    import shutil
+
+    path = short_home()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.toml").write_text("[embedder]\nallow_download = false\n")
+    env = base_env(path, model=False)
+    del env["PALACE_EMBED_MODEL"]  # the default model, which is not installed here
+    d = DaemonProc(path, env)
+    d.start()
+    try:
+        model = json.loads(d.cli("status", "--json", check=True).stdout)["model"]
+        assert model["state"] == "unavailable"
+        assert "not in the fastembed cache" in model["reason"], model
+        d.cli("create", "m", check=True)
+        notice = d.cli("recall", "-p", "m", "anything", check=True).stderr
+        assert "keyword-only" in notice
+        for said in (model["reason"], notice):
+            assert "Error" not in said and "Could not load" not in said, said
+    finally:
+        d.stop()
+        shutil.rmtree(path, ignore_errors=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -18,6 +19,8 @@ import numpy as np
 from palaced.config.model import EmbedderSettings
 from palaced.wire.errors import EmbedderUnavailable
 from palaced.wire.paths import MODEL_RECORD, model_dir_name
+
+log = logging.getLogger(__name__)
 
 # How a user gets the model when it is missing (error messages and the keyword-only notice).
 INSTALL_HINT = "`palace model fetch` or `palace model import PATH` installs it"
@@ -127,7 +130,14 @@ class FastEmbedder:
                 _stop_spinning(model, settings.threads)
                 probe = np.asarray(next(iter(model.embed(["probe"]))), dtype=np.float32)
             except Exception as exc:
-                errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                # fastembed's words for a model that is not there ("ValueError: Could not load
+                # model ... from any source") reached `palace status` and every keyword-only
+                # recall notice: say where it was looked for; the exception goes to the log.
+                log.info("embedding model not loaded from %s: %s: %s", source,
+                         type(exc).__name__, exc)
+                said = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+                cache_miss = extra.get("local_files_only") and "specific_model_path" not in extra
+                errors.append(f"not in {source}" if cache_miss else f"{source}: {said}")
                 continue
             dims = int(probe.shape[0])
             if expect is not None and dims != expect:
