@@ -246,3 +246,27 @@ def test_a_missing_model_is_explained_without_a_python_exception() -> None:
     finally:
         d.stop()
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_doctor_reports_an_invalid_config_once_and_points_at_check_config() -> None:
+    """A config file that is valid TOML but that the daemon refuses (``threads = "two"``):
+    doctor's config check fails with the daemon's own words, instead of "ok ... parses" beside
+    the daemon's failure, and the advice names ``palaced check-config``, not the log."""
+    import json
+    import shutil
+
+    path = short_home()
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.toml").write_text('[embedder]\nthreads = "two"\n')
+    d = DaemonProc(path, base_env(path, model=False))
+    try:
+        res = d.cli("doctor", "--json")
+        assert res.returncode == EXIT_UNREACHABLE, res.stderr
+        checks = {c["name"]: c for c in json.loads(res.stdout)["checks"]}
+        assert checks["config"]["status"] == "fail"
+        assert "threads must be an integer" in checks["config"]["detail"]
+        assert "palaced check-config" in checks["config"]["advice"]
+        assert "config" in checks["daemon"]["advice"]
+        assert "daemon log" not in checks["daemon"]["advice"]
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from palace_client.cli.common import (
     op_option,
 )
 from palace_client.render.results import counted
+from palace_client.transport.autostart import daemon_env
 from palaced.wire import errors as E
 from palaced.wire.paths import Paths
 from palaced.wire.private import check_runtime_dir
@@ -53,11 +55,33 @@ def _mode_line(name: str, path: Path) -> dict[str, Any]:
     return _check(name, "ok", f"{path} ({mode:04o})")
 
 
+def _config_check(paths: Paths) -> dict[str, Any]:
+    """The daemon's own verdict on its config file: ``palaced check-config`` (the check that
+    stops ``palaced run``, in the environment the client starts the daemon with), not a
+    second check of the client's that only knows whether the file is TOML."""
+    try:
+        res = subprocess.run([sys.executable, "-m", "palaced", "check-config"],
+                             env=daemon_env(), cwd="/", stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return _check("config", "warn", f"`palaced check-config` could not run: {exc}")
+    if res.returncode == 0:
+        return _check("config", "ok", f"{paths.config_file} is valid"
+                      if paths.config_file.exists() else f"no {paths.config_file}: defaults")
+    said = " ".join(res.stderr.strip().removeprefix("palaced:").split()) or (
+        f"`palaced check-config` exited {res.returncode}")
+    return _check("config", "fail", said, "fix the file (`palaced check-config` checks it "
+                  "again): the daemon refuses to start with it")
+
+
 def local_checks(paths: Paths, error: E.PalaceError) -> list[dict[str, Any]]:
     """What the client checks without a daemon: why it is unreachable, the runtime directory
     and socket, the config file the daemon would read, and the data directory."""
-    out = [_check("daemon", "fail", error.message,
-                  f"see the daemon log {paths.log_file}, or run `palaced run` to see it fail")]
+    config = _config_check(paths)
+    advice = ("fix the config file (see the config check below), then run `palace doctor` "
+              "again" if config["status"] == "fail" else
+              f"see the daemon log {paths.log_file}, or run `palaced run` to see it fail")
+    out = [_check("daemon", "fail", error.message, advice)]
     try:
         check_runtime_dir(paths.runtime_dir)
         out.append(_mode_line("runtime_dir", paths.runtime_dir) if paths.private_runtime
@@ -71,14 +95,7 @@ def local_checks(paths: Paths, error: E.PalaceError) -> list[dict[str, Any]]:
                           "a starting daemon removes a stale socket of yours"))
     except FileNotFoundError:
         out.append(_check("socket", "ok", f"no socket at {paths.socket} (no daemon running)"))
-    try:
-        tomllib.loads(paths.config_file.read_text("utf-8"))
-        out.append(_check("config", "ok", f"{paths.config_file} parses"))
-    except FileNotFoundError:
-        out.append(_check("config", "ok", f"no {paths.config_file}: defaults"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        out.append(_check("config", "fail", f"{paths.config_file}: {exc}",
-                          "fix the file: the daemon refuses to start with it"))
+    out.append(config)
     out.append(_mode_line("data_dir", paths.data_dir))
     try:
         names = sorted(p.name for p in paths.palaces_dir.iterdir()
