@@ -270,3 +270,85 @@ def test_doctor_reports_an_invalid_config_once_and_points_at_check_config() -> N
         assert "daemon log" not in checks["daemon"]["advice"]
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _chatgpt_export(path: Path, n: int) -> Path:
+    import json
+
+    convs = [{"id": f"c{i}", "title": f"conversation {i}", "create_time": 1700000000 + i,
+              "mapping": {
+                  "a": {"id": "a", "parent": None, "children": ["b"], "message": {
+                      "author": {"role": "user"}, "create_time": 1700000000 + i,
+                      "content": {"content_type": "text",
+                                  "parts": [f"question {i} about deploying billing"]}}},
+                  "b": {"id": "b", "parent": "a", "children": [], "message": {
+                      "author": {"role": "assistant"}, "create_time": 1700000001 + i,
+                      "content": {"content_type": "text",
+                                  "parts": [f"answer {i}: blue green with a canary"]}}}}}
+             for i in range(n)]
+    path.write_text(json.dumps(convs))
+    return path
+
+
+def test_import_progress_fits_80_columns(kd: DaemonProc, tmp_path: Path) -> None:
+    """``palace import`` on an 80-column terminal draws a line that fits: the count, the
+    totals and the counts whole, not ``━━ 2… conversations … 0:…``."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    export = _chatgpt_export(tmp_path / "chatgpt-export-conversations-2026-12-05.json", 40)
+    kd.cli("create", "imp", check=True)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "palace_client", "import", "chatgpt", "-p", "imp", str(export)],
+        env={**kd.env, "COLUMNS": "80", "TERM": "xterm"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    raw = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        raw += chunk
+    os.close(master)
+    assert proc.wait(60) == 0
+    assert proc.stdout is not None and "40 stored" in proc.stdout.read().decode()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw.decode("utf-8", "replace"))
+    frames = [f.rstrip() for f in re.split(r"[\r\n]", text) if "/40" in f]
+    assert frames, text
+    for frame in frames:
+        assert len(frame) <= 80, frame
+        assert "…" not in frame.split("━")[-1], frame  # only the file's name may be cut
+    assert any(re.search(r"40/40 40 stored", f) for f in frames), frames
+
+
+def test_import_progress_fits_every_width() -> None:
+    import io
+
+    from rich.console import Console
+
+    from palace_client.importers.progress import Progress
+
+    for width in (60, 80, 100, 131, 132, 200):
+        console = Console(file=io.StringIO(), width=width, force_terminal=True,
+                          color_system=None)
+        bar = Progress(True, "chatgpt /home/someone/Downloads/chatgpt-export-2026.json",
+                       "conversation", 3000, console=console)
+        for _ in range(3000):
+            bar.advance(stored=2999, unchanged=1, skipped=3000)
+        out = Console(file=io.StringIO(), width=width, color_system=None)
+        out.print(bar.render())
+        line = out.file.getvalue().rstrip("\n")  # type: ignore[attr-defined]
+        assert "\n" not in line and len(line) <= width, (width, line)
+        assert "3000/3000" in line, (width, line)
+        assert "2999 stored, 1 unchanged, 3000 skipped" in line, (width, line)

@@ -106,7 +106,7 @@ def import_transcripts(call: Call, palace: str, paths: list[Path], tally: Tally,
                 raise  # about the request, the palace or the daemon: every file would fail
             tally.problem(Problem(str(path), None, f"{exc.message} [{exc.name}]"))
         if progress is not None:
-            progress.advance(f"{tally.records} exchanges, {tally.stored} stored, "
-                             f"{tally.skipped} skipped")
+            progress.advance(stored=tally.stored, exchanges=tally.records,
+                             skipped=tally.skipped)
     tally.elapsed_s = time.monotonic() - started
     return tally

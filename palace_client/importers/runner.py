@@ -143,8 +143,7 @@ def run(importer: Importer, sink: Sink | None, tally: Tally, *, show_progress: b
                     tally.redacted += masked
             if sink is not None:
                 sink.put(got, tally)
-            bar.advance(f"{tally.stored} stored, {tally.unchanged} unchanged, "
-                        f"{tally.skipped} skipped")
+            bar.advance(stored=tally.stored, unchanged=tally.unchanged, skipped=tally.skipped)
         if sink is not None:
             sink.finish(tally)
     tally.elapsed_s = time.monotonic() - started
