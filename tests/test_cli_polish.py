@@ -7,7 +7,6 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
 import typer.main
 import typer.rich_utils as ru
@@ -64,19 +63,10 @@ def _help(*path: str) -> str:
 
 
 def _paths() -> list[list[str]]:
-    out: list[list[str]] = []
+    """Every command path of ``palace``, as docs/gen.py walks them."""
+    from tests.test_docs import _load_gen
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
-        out.append(path)
-        if isinstance(cmd, click.Group):
-            ctx = click.Context(cmd)
-            for name in cmd.list_commands(ctx):
-                sub = cmd.get_command(ctx, name)
-                if sub is not None and not sub.hidden:
-                    walk(sub, [*path, name])
-
-    walk(typer.main.get_command(app), [])
-    return out
+    return [path for path, _ in _load_gen()._command_paths(typer.main.get_command(app))]
 
 
 def test_help_prose_wraps_evenly_at_80_columns(width80: None) -> None:
