@@ -3,7 +3,9 @@
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
 ``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
 ``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
-(``memoir_tool``, ``upkeep_tool``).
+(``memoir_tool``, ``upkeep_tool``); ``get`` runs ``memory.get`` once per drawer within one
+token bound, ``rooms`` words ``palace.info``. Only the tools of the served toolsets are
+listed; a call to another one says which toolset holds it and how to add it.
 Results are rendered as plain text for an agent (``palace_client.render.results``); failures become
 ``isError`` results the agent can act on (``results``), never protocol errors. The tools'
 names, descriptions and schemas live in ``tools``.
@@ -18,19 +20,27 @@ from typing import Any, Protocol
 from palace_client.mcp.memoir_tool import run_memoir
 from palace_client.mcp.results import forgotten_text, render_error, text_result
 from palace_client.mcp.schema import ToolArgumentError, check_arguments
-from palace_client.mcp.tools import RETIRED, TOOLS, TOOLS_BY_NAME
+from palace_client.mcp.tools import (
+    GET_MAX_TOKENS,
+    RETIRED,
+    TOOLS_BY_NAME,
+    TOOLSET_OF,
+    tools_of,
+)
 from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
 from palace_client.render.results import (
+    counted,
     excerpt,
     format_time,
     nothing_relevant,
+    render_drawer,
     render_fact,
     render_facts,
     render_items,
     render_neighbours,
     render_sections,
 )
-from palaced.wire.errors import PalaceError, ShuttingDown
+from palaced.wire.errors import MemoryNotFound, PalaceError, ShuttingDown
 from palaced.wire.specs import SPECS
 from palaced.wire.vocab import MULTI_VALUED
 
@@ -68,12 +78,16 @@ class Toolbox:
         palace: the palace the palace-scoped tools act on; created on first use.
         compact: render one line per drawer.
         nudge_after: tool calls without a ``remember`` before the store hint is appended.
+        toolsets: the toolsets served (``palaced.wire.specs.parse_toolsets``).
     """
 
     def __init__(self, client_factory: Callable[[], DaemonClient], palace: str, *,
-                 compact: bool = False, nudge_after: int = NUDGE_AFTER) -> None:
+                 compact: bool = False, nudge_after: int = NUDGE_AFTER,
+                 toolsets: tuple[str, ...] = ("core",)) -> None:
         self._palace = palace
         self.compact = compact
+        self.toolsets = toolsets
+        self._served = {spec.name for spec in tools_of(toolsets)}
         self.source = "mcp"
         self.agent: str | None = None  # who the requests come from (the bridge sets it)
         self._factory = client_factory
@@ -83,7 +97,8 @@ class Toolbox:
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
-            "forget": self._forget, "list_drawers": self._list_drawers,
+            "forget": self._forget, "list_drawers": self._list_drawers, "get": self._get,
+            "rooms": self._rooms,
             "upkeep": lambda args: run_upkeep(self._op, self.palace, args),
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
             "kg_invalidate": self._kg_invalidate,
@@ -101,14 +116,14 @@ class Toolbox:
             self._palace = name
             self._palace_ready = False  # the new one is created on its first use
 
-    @staticmethod
-    def list_tools() -> list[dict[str, Any]]:
-        """Every tool as ``tools/list`` entries, in their stable order."""
-        return [spec.to_mcp() for spec in TOOLS]
+    def list_tools(self) -> list[dict[str, Any]]:
+        """The served tools as ``tools/list`` entries, in their stable order."""
+        return [spec.to_mcp() for spec in tools_of(self.toolsets)]
 
     @staticmethod
     def has_tool(name: str) -> bool:
-        """True for a current tool and for a retired one (whose call says what replaced it)."""
+        """True for a tool of any toolset and for a retired one (the call of a tool not
+        served, or retired, is an ``isError`` result saying what to do)."""
         return name in TOOLS_BY_NAME or name in RETIRED
 
     def call(self, name: str, arguments: object) -> dict[str, Any]:
@@ -123,6 +138,13 @@ class Toolbox:
             return text_result(f"Error: the tool '{name}' was retired; {RETIRED[name]}.",
                                is_error=True)
         spec = TOOLS_BY_NAME[name]
+        if name not in self._served:
+            toolset = TOOLSET_OF[name]
+            return text_result(
+                f"Error: the tool '{name}' is in the toolset '{toolset}', which this palace "
+                f"server does not offer. The user can add it: `palace mcp --tools {toolset}` "
+                f"(or `palace init --tools {toolset}`, or `tools = \"{toolset}\"` under [mcp] "
+                "in palace's config.toml), then restart the server.", is_error=True)
         try:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
@@ -174,7 +196,9 @@ class Toolbox:
         result = self._op("memory.remember", self.palace, payload)
         text = self._remembered(args, result, old)
         hint = result.get("consolidate")
-        return text if not hint else f"{text}\n{consolidation_hint(hint)}"
+        if not hint or "upkeep" not in self._served:  # the hint is a call of upkeep
+            return text
+        return f"{text}\n{consolidation_hint(hint)}"
 
     def _remembered(self, args: dict[str, Any], result: Mapping[str, Any], old: Any) -> str:
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
@@ -306,6 +330,66 @@ class Toolbox:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
 
+    def _get(self, args: dict[str, Any]) -> str:
+        """The drawers ``ids`` whole, their texts within ``max_tokens`` together: a text
+        past what is left is cut (and says so), and drawers after the bound is spent are
+        named, not read."""
+        left = int(args["max_tokens"])
+        parts: list[str] = []
+        unread: list[int] = []
+        for did in dict.fromkeys(int(i) for i in args["ids"]):
+            if left <= 0:
+                unread.append(did)
+                continue
+            bound = left
+            try:
+                drawer = self._op("memory.get", self.palace,
+                                  {"id": did, "max_tokens": bound})["drawer"]
+            except MemoryNotFound as exc:
+                parts.append(f"#{did}: {exc.message}" if not self.compact
+                             else f"#{did}: not found")
+                continue
+            tokens = int(drawer.get("tokens") or 0)
+            left -= min(tokens, left)
+            parts.append(render_drawer(drawer, compact=self.compact))
+            if drawer.get("truncated"):
+                parts.append(f"  … (cut at {bound:,} of its {tokens:,} tokens; "
+                             f"get ids=[{did}] max_tokens={min(tokens, GET_MAX_TOKENS)} reads "
+                             f"{'it all' if tokens <= GET_MAX_TOKENS else 'more'})")
+        lines = [f"Drawers of palace '{self.palace}' (texts within {args['max_tokens']:,} "
+                 "tokens together):", *parts]
+        if unread:
+            lines.append(f"Not read, the token bound being spent: "
+                         f"{', '.join(f'#{i}' for i in unread)}; get them in another call.")
+        return "\n".join(lines)
+
+    def _rooms(self, args: dict[str, Any]) -> str:
+        info = self._op("palace.info", self.palace, args)
+        rooms = list(info.get("rooms") or [])
+        mode = info.get("recall_mode")
+        head = (f"Palace '{self.palace}': {counted(int(info.get('drawers') or 0), 'drawer')}"
+                f" in {counted(len(rooms), 'room')}.")
+        if mode == "hybrid":
+            head += " Recall is semantic (by meaning and keywords)."
+        elif mode == "keyword":
+            reason = str(info.get("keyword_reason") or "").removeprefix("keyword-only: ")
+            head += (" Recall is keyword-only: it finds words, not meaning"
+                     + (f" ({reason})." if reason else "."))
+        if not rooms:
+            return (f"{head}\nNo rooms yet: file memories under a short wing (an area, e.g. "
+                    "'backend') and room (a topic, e.g. 'auth').")
+        wings: dict[str, list[dict[str, Any]]] = {}
+        for room in rooms[:ROOMS_SHOWN]:
+            wings.setdefault(str(room["wing"]), []).append(room)
+        lines = [head, "Wings and their rooms (drawers); reuse these names:"]
+        for wing, listed in wings.items():
+            lines.append(f"- {wing}: " + ", ".join(f"{r['room']} ({r['drawers']})"
+                                                   for r in listed))
+        if len(rooms) > ROOMS_SHOWN:
+            lines.append(f"(and {counted(len(rooms) - ROOMS_SHOWN, 'more room')}; "
+                         "`palace info` in a shell lists them all)")
+        return "\n".join(lines)
+
     # -- knowledge graph --------------------------------------------------------------------
     def _kg_assert(self, args: dict[str, Any]) -> str:
         result = self._op("graph.assert", self.palace, {**args, "source_agent": self.source})
@@ -383,7 +467,11 @@ class Toolbox:
                 "(record facts about it with kg_assert).")
 
 
-LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
+# list_drawers shows a long drawer's start (get reads it whole): ten of them, the default
+# page, stay under 1,000 tokens (tests/test_mcp_toolsets.py).
+LIST_EXCERPT_CHARS = 200
+LIST_EXCERPT_LINES = 3
+ROOMS_SHOWN = 100  # rooms the rooms tool lists (a palace may have thousands)
 
 
 def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
@@ -393,7 +481,7 @@ def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
     agent's context with one memory.
     """
     text = str(drawer.get("text", ""))
-    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
+    start = excerpt(text, LIST_EXCERPT_CHARS, LIST_EXCERPT_LINES)
     if start is None:
         return drawer
     return {**drawer, "text": start, "excerpt": True, "chars": len(text)}
