@@ -21,7 +21,7 @@ import pytest
 
 from palace_client.api.client import Client
 from palace_client.mcp.schema import ToolSpec, op_property
-from palace_client.mcp.tools import GET_MAX_TOKENS, GET_TOKENS, LIST_PAGE, TOOLS
+from palace_client.mcp.tools import GET_MAX_TOKENS, GET_MIN_TOKENS, GET_TOKENS, LIST_PAGE, TOOLS
 from palaced.wire.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
 from palaced.wire.specs import MAX_BUDGET, MAX_TOP_K, SPECS
 from palaced.wire.vocab import IMPORTANCE_PRESETS, MAX_DEPTH, TYPED_RELATIONS
@@ -39,8 +39,9 @@ JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "bool
              "strlist": "array", "intlist": "array", "list": "array"}
 # Keywords a tool sets on purpose to something stricter than the op's spec, and why.
 MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
-    # Claude Code refuses a tool result over 25,000 tokens.
-    ("get", "max_tokens"): {"maximum": GET_MAX_TOKENS},
+    # Claude Code refuses a tool result over 25,000 tokens; below 200 the lines around the
+    # texts (charged their bytes) leave no room for one.
+    ("get", "max_tokens"): {"minimum": GET_MIN_TOKENS, "maximum": GET_MAX_TOKENS},
 }
 # Defaults a tool sets instead of the op's, and why.
 MCP_DEFAULTS: dict[tuple[str, str], Any] = {

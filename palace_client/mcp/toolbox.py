@@ -3,8 +3,8 @@
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
 ``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
 ``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
-(``memoir_tool``, ``upkeep_tool``); ``get`` runs ``memory.get`` once per drawer within one
-token bound, ``rooms`` words ``palace.info``. Only the tools of the served toolsets are
+(``memoir_tool``, ``upkeep_tool``); ``get`` and ``rooms`` read drawers whole and the
+palace's wings and rooms (``reading``). Only the tools of the served toolsets are
 listed; a call to another one says which toolset holds it and how to add it.
 Results are rendered as plain text for an agent (``palace_client.render.results``); failures become
 ``isError`` results the agent can act on (``results``), never protocol errors. The tools'
@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palace_client.mcp.memoir_tool import run_memoir
+from palace_client.mcp.reading import run_get, run_rooms
 from palace_client.mcp.results import forgotten_text, render_error, text_result
 from palace_client.mcp.schema import ToolArgumentError, check_arguments
 from palace_client.mcp.tools import (
@@ -29,18 +30,16 @@ from palace_client.mcp.tools import (
 )
 from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
 from palace_client.render.results import (
-    counted,
     excerpt,
     format_time,
     nothing_relevant,
-    render_drawer,
     render_fact,
     render_facts,
     render_items,
     render_neighbours,
     render_sections,
 )
-from palaced.wire.errors import MemoryNotFound, PalaceError, ShuttingDown
+from palaced.wire.errors import PalaceError, ShuttingDown
 from palaced.wire.specs import SPECS
 from palaced.wire.vocab import MULTI_VALUED
 
@@ -97,8 +96,9 @@ class Toolbox:
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
-            "forget": self._forget, "list_drawers": self._list_drawers, "get": self._get,
-            "rooms": self._rooms,
+            "forget": self._forget, "list_drawers": self._list_drawers,
+            "get": lambda args: run_get(self._op, self.palace, args, GET_MAX_TOKENS),
+            "rooms": lambda args: run_rooms(self._op, self.palace),
             "upkeep": lambda args: run_upkeep(self._op, self.palace, args),
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
             "kg_invalidate": self._kg_invalidate,
@@ -330,66 +330,6 @@ class Toolbox:
             lines.append(f"More: call list_drawers with offset={result['next_offset']}.")
         return "\n".join(lines)
 
-    def _get(self, args: dict[str, Any]) -> str:
-        """The drawers ``ids`` whole, their texts within ``max_tokens`` together: a text
-        past what is left is cut (and says so), and drawers after the bound is spent are
-        named, not read."""
-        left = int(args["max_tokens"])
-        parts: list[str] = []
-        unread: list[int] = []
-        for did in dict.fromkeys(int(i) for i in args["ids"]):
-            if left <= 0:
-                unread.append(did)
-                continue
-            bound = left
-            try:
-                drawer = self._op("memory.get", self.palace,
-                                  {"id": did, "max_tokens": bound})["drawer"]
-            except MemoryNotFound as exc:
-                parts.append(f"#{did}: {exc.message}" if not self.compact
-                             else f"#{did}: not found")
-                continue
-            tokens = int(drawer.get("tokens") or 0)
-            left -= min(tokens, left)
-            parts.append(render_drawer(drawer, compact=self.compact))
-            if drawer.get("truncated"):
-                parts.append(f"  … (cut at {bound:,} of its {tokens:,} tokens; "
-                             f"get ids=[{did}] max_tokens={min(tokens, GET_MAX_TOKENS)} reads "
-                             f"{'it all' if tokens <= GET_MAX_TOKENS else 'more'})")
-        lines = [f"Drawers of palace '{self.palace}' (texts within {args['max_tokens']:,} "
-                 "tokens together):", *parts]
-        if unread:
-            lines.append(f"Not read, the token bound being spent: "
-                         f"{', '.join(f'#{i}' for i in unread)}; get them in another call.")
-        return "\n".join(lines)
-
-    def _rooms(self, args: dict[str, Any]) -> str:
-        info = self._op("palace.info", self.palace, args)
-        rooms = list(info.get("rooms") or [])
-        mode = info.get("recall_mode")
-        head = (f"Palace '{self.palace}': {counted(int(info.get('drawers') or 0), 'drawer')}"
-                f" in {counted(len(rooms), 'room')}.")
-        if mode == "hybrid":
-            head += " Recall is semantic (by meaning and keywords)."
-        elif mode == "keyword":
-            reason = str(info.get("keyword_reason") or "").removeprefix("keyword-only: ")
-            head += (" Recall is keyword-only: it finds words, not meaning"
-                     + (f" ({reason})." if reason else "."))
-        if not rooms:
-            return (f"{head}\nNo rooms yet: file memories under a short wing (an area, e.g. "
-                    "'backend') and room (a topic, e.g. 'auth').")
-        wings: dict[str, list[dict[str, Any]]] = {}
-        for room in rooms[:ROOMS_SHOWN]:
-            wings.setdefault(str(room["wing"]), []).append(room)
-        lines = [head, "Wings and their rooms (drawers); reuse these names:"]
-        for wing, listed in wings.items():
-            lines.append(f"- {wing}: " + ", ".join(f"{r['room']} ({r['drawers']})"
-                                                   for r in listed))
-        if len(rooms) > ROOMS_SHOWN:
-            lines.append(f"(and {counted(len(rooms) - ROOMS_SHOWN, 'more room')}; "
-                         "`palace info` in a shell lists them all)")
-        return "\n".join(lines)
-
     # -- knowledge graph --------------------------------------------------------------------
     def _kg_assert(self, args: dict[str, Any]) -> str:
         result = self._op("graph.assert", self.palace, {**args, "source_agent": self.source})
@@ -471,7 +411,6 @@ class Toolbox:
 # page, stay under 1,000 tokens (tests/test_mcp_toolsets.py).
 LIST_EXCERPT_CHARS = 200
 LIST_EXCERPT_LINES = 3
-ROOMS_SHOWN = 100  # rooms the rooms tool lists (a palace may have thousands)
 
 
 def _cut(drawer: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ _IMPORTANCE: dict[str, Any] = {"kind": "str|float", "enum": list(IMPORTANCE_PRES
 # get: the drawers of one call, and the tokens of their texts together by default and at most
 # (Claude Code refuses a tool result over 25,000 tokens).
 GET_MAX_IDS = 5
+GET_MIN_TOKENS = 200  # the lines around the texts are charged their bytes (mcp.reading)
 GET_TOKENS = 2000
 GET_MAX_TOKENS = 20_000
 IDS: dict[str, Any] = {
@@ -150,8 +151,9 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="get",
         op="memory.get",
         description="Read drawers whole: recall and list_drawers show long ones cut short.",
-        params={"max_tokens": param("For all texts together; longer ones are cut.",
-                                    default=GET_TOKENS, maximum=GET_MAX_TOKENS)},
+        params={"max_tokens": param("Of the whole answer; longer texts are cut.",
+                                    default=GET_TOKENS, minimum=GET_MIN_TOKENS,
+                                    maximum=GET_MAX_TOKENS)},
         extra={"ids": IDS},
         extra_required=("ids",),
         read_only=True,
