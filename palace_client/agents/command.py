@@ -41,7 +41,8 @@ def init_command(
         "as drawers).")] = False,
     tools: Annotated[str | None, typer.Option(
         "--tools", help=f"{TOOLSETS_HELP}: the bridge serves them (written into its "
-        "entries as `palace mcp --tools`).")] = None,
+        "entries as `palace mcp --tools`; default: none written, so [mcp] tools of "
+        "config.toml, else core alone).")] = None,
     project_dir: Annotated[Path | None, typer.Option(
         "--project-dir", help="A directory of the project; its git root is the project "
         "(default: the cwd).")] = None,
