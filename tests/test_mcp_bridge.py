@@ -1131,3 +1131,14 @@ def test_palace_mcp_does_not_load_the_typer_cli() -> None:
                          capture_output=True, text=True, timeout=60)
     # The bridge keeps stdout for the protocol: what the code prints lands on stderr.
     assert res.stderr.splitlines()[-2:] == ["exit 0", "[]"], (res.stdout, res.stderr)
+
+
+def test_excerpt_notes_name_the_get_tool_or_the_cli_for_another_palace() -> None:
+    """An agent reads an excerpted drawer whole with get (issue 29); get reads its own palace
+    only, so a drawer of another palace (recall scope='all') names the CLI command."""
+    from palace_client.render.results import render_drawer
+
+    cut = {"id": 3, "text": "start of it", "excerpt": True, "chars": 900}
+    assert render_drawer(cut).endswith("… (excerpt: 900 chars; get ids=[3] for all)")
+    assert render_drawer({**cut, "palace": "other"}, show_palace=True).endswith(
+        "… (excerpt: 900 chars; `palace get 3 --palace other` for all)")

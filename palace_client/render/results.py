@@ -156,7 +156,10 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
-    note = excerpt_note(item, AGENT_FETCH)
+    # get reads this palace only: a drawer of another palace (recall scope='all') is read
+    # with the CLI.
+    note = excerpt_note(item, AGENT_FETCH if not (show_palace and item.get("palace"))
+                        else f"`palace get {{id}} --palace {item['palace']}`")
     if note:
         text += "\n" + note
     if compact:
