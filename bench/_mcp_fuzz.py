@@ -58,8 +58,9 @@ class McpFuzzer:
     def __init__(self, env: dict[str, str], palace: str, seed: int) -> None:
         self.rnd = random.Random(seed)
         self.t = McpTally()
+        # Every toolset: the kg tools it fuzzes are opt-in.
         self.p = subprocess.Popen([sys.executable, "-m", "palace_client", "mcp", "--palace",
-                                   palace], env=env, stdin=subprocess.PIPE,
+                                   palace, "--tools", "all"], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.sync = 0
         self._stderr: list[bytes] = []

@@ -111,6 +111,9 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("audit", "keep_days"): "Days an audit log entry is kept; older ones are dropped.",
     ("audit", "max_entries"): "Most audit log entries kept per palace; the oldest beyond are "
         "dropped.",
+    ("mcp", "tools"): "The MCP toolsets `palace mcp` serves besides `core`, comma-separated: "
+        "`kg`, `memoir`, `upkeep` or `all` (docs/agents.md); `palace mcp --tools` wins. Read "
+        "by the bridge, checked by the daemon like every key.",
     ("upkeep", "consolidate_hint_at"): "A room holding this many active, unconsolidated "
         "drawers makes `remember` (CLI, MCP) and `health` suggest consolidating it; 0 never.",
     ("upkeep", "promote_after"): "Every this many recalls that return a drawer raise its "
@@ -697,14 +700,15 @@ def render_python_api() -> str:
 
 
 def render_mcp_tools() -> str:
-    from palace_client.mcp.tools import TOOLS
+    from palace_client.mcp.tools import TOOLS, TOOLSET_OF
 
     rows = []
     for spec in TOOLS:
         args = ", ".join(f"`{k}`" + ("*" if k in spec.required else "") for k in spec.properties)
         kind = "read-only" if spec.read_only else "destructive" if spec.destructive else "writes"
-        rows.append([f"`{spec.name}`", kind, args or "-", spec.description])
-    return (_table(["tool", "kind", "arguments (* required)", "what it does"], rows)
+        rows.append([f"`{spec.name}`", f"`{TOOLSET_OF[spec.name]}`", kind, args or "-",
+                     spec.description])
+    return (_table(["tool", "toolset", "kind", "arguments (* required)", "what it does"], rows)
             + "\n")
 
 

@@ -14,6 +14,7 @@ Prints one JSON report on stdout: what the SDK saw, as wire-format dicts.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 import warnings
@@ -88,7 +89,11 @@ class Scenario:
         calls: dict[str, Any] = {}
         calls["remember"] = await call("remember", {
             "text": "Release trains leave every second Tuesday; freeze is the Friday before.",
-            "room": "release", "tags": ["process"], "importance": 0.8})
+            "room": "release", "tags": ["process"], "importance": "high"})
+        stored = re.search(r"drawer #(\d+)", json.dumps(calls["remember"]))
+        calls["get"] = await call("get", {"ids": [int(stored.group(1)) if stored else 1]})
+        calls["rooms"] = await call("rooms", {})
+        calls["not_served"] = await call("kg_query", {"subject": "Alice"})
         calls["recall"] = await call("recall", {"query": "when is the release freeze?"})
         calls["recall_all"] = await call("recall", {"query": "release freeze", "scope": "all"})
         calls["forget_missing"] = await call("forget", {"id": 10**9})

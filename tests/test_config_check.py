@@ -44,7 +44,7 @@ def _problems(tmp_path: Path, text: str) -> list[str]:
      ["4: unknown key 'modle' in [embedder] (did you mean 'model'?)"]),
     ("[limts]\nmax_frame = 9000\n",
      ["1: unknown section [limts] (did you mean [limits]?); the sections are [embedder], "
-      "[tokenizer], [backup], [limits], [trash], [audit], [upkeep], [team]"]),
+      "[tokenizer], [backup], [limits], [trash], [audit], [mcp], [upkeep], [team]"]),
     ("[upkeep]\npromote_max = 1.5\nconsolidate_hint_at = -1\n",
      ["2: [upkeep] promote_max must be >= 0 and <= 1, got 1.5",
       "3: [upkeep] consolidate_hint_at must be >= 0 and <= 1000000, got -1"]),

@@ -32,6 +32,7 @@ from palace_client.mcp.stdio import MAX_LINE, serve
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
 from palaced.wire.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
+from palaced.wire.specs import MCP_TOOLSETS
 from tests.conftest import DaemonProc, base_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,9 +139,11 @@ class FakeClient:
         raise AssertionError(f"unexpected op {op}")
 
 
-def make_bridge(palace: str = "proj", compact: bool = False) -> tuple[Bridge, FakeClient]:
+def make_bridge(palace: str = "proj", compact: bool = False,
+                toolsets: tuple[str, ...] = tuple(MCP_TOOLSETS)) -> tuple[Bridge, FakeClient]:
+    """A bridge on a fake daemon, serving every toolset unless told otherwise."""
     fake = FakeClient()
-    return Bridge(Toolbox(lambda: fake, palace, compact=compact)), fake
+    return Bridge(Toolbox(lambda: fake, palace, compact=compact, toolsets=toolsets)), fake
 
 
 def rpc(bridge: Bridge, message: object) -> Any:
@@ -274,15 +277,16 @@ def test_batch_answers_requests_only() -> None:
     assert answer[1]["error"]["code"] == -32601
 
 
-TOOL_NAMES = ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep",
-              "kg_assert", "kg_query", "kg_invalidate", "memoir"]
-MAX_TOOLS = 10
-# 1,491 for the nine tools before upkeep (167 more: three ops in one tool); docs/agents.md.
-MAX_TOOLS_LIST_TOKENS = 1700
+TOOL_NAMES = ["remember", "recall", "wake_up", "forget", "get", "list_drawers", "rooms",
+              "upkeep", "kg_assert", "kg_query", "kg_invalidate", "memoir"]
+MAX_TOOLS = 12
+# Every toolset together (issue 29; the default set's bound is in test_mcp_toolsets.py).
+MAX_TOOLS_LIST_TOKENS = 2200
 
 
 def test_tools_list_is_lean() -> None:
-    """At most ten tools, and the whole tools/list answer within 1,700 cl100k tokens."""
+    """Every toolset served: at most twelve tools, and the whole tools/list answer within
+    2,200 cl100k tokens."""
     from palaced.engine.tokens import Tokenizer
     from tests.conftest import TIKTOKEN_FILE
 
@@ -332,7 +336,7 @@ def test_tools_list_order_and_schemas() -> None:
     # Only the hints that differ from MCP's defaults are sent.
     hints = {t["name"]: t["annotations"] for t in tools}
     read_only = {n for n, h in hints.items() if h.get("readOnlyHint", False)}
-    assert read_only == {"recall", "wake_up", "list_drawers", "kg_query"}
+    assert read_only == {"recall", "wake_up", "get", "list_drawers", "rooms", "kg_query"}
     destructive = {n for n, h in hints.items()
                    if not h.get("readOnlyHint", False) and h.get("destructiveHint", True)}
     assert destructive == {"forget"}
@@ -482,7 +486,7 @@ def test_wake_up_forget_list() -> None:
     # A long drawer is listed as its start, never whole: get has all of it.
     call_tool(bridge, "remember", {"text": "long memo " + "word " * 40_000})
     listing = text_of(call_tool(bridge, "list_drawers", {"limit": 1}))
-    assert len(listing) < 2_000 and "palace get" in listing, listing[:300]
+    assert len(listing) < 2_000 and "get ids=[4] for all" in listing, listing[:300]
     assert text_of(call_tool(bridge, "forget", {"id": 2})) == (
         "Moved drawer #2 of palace 'proj' to the trash; it is no longer recalled. Until "
         "2026-01-01 a human can bring it back with `palace restore-drawer 2 --palace proj`.")
@@ -497,10 +501,12 @@ def test_wake_up_forget_list() -> None:
     ({"text": "x", "bogus": 1}, "unknown argument(s) 'bogus'"),
     ({"text": "x", "tags": "a"}, "'tags' must be an array"),
     ({"text": "x", "tags": [1]}, "'tags[0]' must be a string"),
-    ({"text": "x", "importance": True}, "'importance' must be a number"),
+    ({"text": "x", "importance": True}, "'importance' must be one of critical, high, medium, "
+                                        "low or a number between 0.0 and 1.0, got true"),
     ([1, 2], "arguments must be a JSON object"),
     ({"text": ""}, "argument 'text' must not be empty"),
-    ({"text": "x", "importance": 1.5}, "argument 'importance' must be between 0.0 and 1.0, "
+    ({"text": "x", "importance": 1.5}, "argument 'importance' must be one of critical, high, "
+                                       "medium, low or a number between 0.0 and 1.0, "
                                        "got 1.5"),
     ({"text": "x", "supersedes": 0}, "argument 'supersedes' must be at least 1, got 0"),
     ({"text": "x", "room": "r" * 201}, "argument 'room' is longer than 200 characters (201)"),
@@ -990,7 +996,7 @@ def test_process_palace_from_roots(shared_daemon: DaemonProc, tmp_path: Path) ->
         p.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         # The roots are asked for at once; tools/list does not wait for their answer.
         assert p.recv() == {"jsonrpc": "2.0", "id": "palace-roots-1", "method": "roots/list"}
-        assert len(p.recv()["result"]["tools"]) == len(TOOLS)
+        assert len(p.recv()["result"]["tools"]) == len(MCP_TOOLSETS["core"])  # the default
         p.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "remember", "arguments": {"text": "Roots decide."}}})
         # The tool call waits for the answer, which the bridge reads meanwhile.
@@ -1125,3 +1131,14 @@ def test_palace_mcp_does_not_load_the_typer_cli() -> None:
                          capture_output=True, text=True, timeout=60)
     # The bridge keeps stdout for the protocol: what the code prints lands on stderr.
     assert res.stderr.splitlines()[-2:] == ["exit 0", "[]"], (res.stdout, res.stderr)
+
+
+def test_excerpt_notes_name_the_get_tool_or_the_cli_for_another_palace() -> None:
+    """An agent reads an excerpted drawer whole with get (issue 29); get reads its own palace
+    only, so a drawer of another palace (recall scope='all') names the CLI command."""
+    from palace_client.render.results import render_drawer
+
+    cut = {"id": 3, "text": "start of it", "excerpt": True, "chars": 900}
+    assert render_drawer(cut).endswith("… (excerpt: 900 chars; get ids=[3] for all)")
+    assert render_drawer({**cut, "palace": "other"}, show_palace=True).endswith(
+        "… (excerpt: 900 chars; `palace get 3 --palace other` for all)")

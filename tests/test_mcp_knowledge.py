@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 
 from palace_client.mcp.toolbox import Toolbox
 from palace_client.mcp.tools import TOOLS
+from palaced.wire.specs import MCP_TOOLSETS
 from tests.conftest import DaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
@@ -26,6 +27,8 @@ class Bridge:
     """One ``palace mcp`` subprocess, initialised, with a tools/call helper."""
 
     def __init__(self, env: dict[str, str], palace: str, *extra: str) -> None:
+        # Every toolset: the knowledge graph, memoir and upkeep tools are opt-in.
+        extra = extra if "--tools" in extra else (*extra, "--tools", "all")
         self.p = subprocess.Popen([*BRIDGE, "--palace", palace, *extra], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self._id = 0
@@ -88,8 +91,9 @@ def mentions(text: str, drawer_id: int) -> bool:
 def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -> None:
     tools = bridge.request("tools/list")["tools"]
     names = [t["name"] for t in tools]
-    assert names[:6] == ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep"]
-    assert names[6:9] == KG_TOOLS
+    assert names[:8] == ["remember", "recall", "wake_up", "forget", "get", "list_drawers",
+                         "rooms", "upkeep"]
+    assert names[8:11] == KG_TOOLS
     by_name = {t["name"]: t for t in tools}
     for tool in tools:
         schema = tool["inputSchema"]
@@ -117,7 +121,9 @@ def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -
     assert by_name["recall"]["inputSchema"]["properties"]["include_superseded"]["type"] == (
         "boolean")
     # The bridge answers tools/list from the same specs it validates against.
-    assert tools == Toolbox.list_tools() and len(TOOLS) == len(tools)
+    assert tools == Toolbox(lambda: RecordingClient({}), "p",
+                            toolsets=tuple(MCP_TOOLSETS)).list_tools()
+    assert len(TOOLS) == len(tools)
 
 
 # -- facts over time ----------------------------------------------------------------------------

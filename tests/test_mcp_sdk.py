@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(600)
 DRIVER = REPO / "tests" / "mcp_sdk_driver.py"
 SDK_SPECS = {1: "mcp>=1.20,<2", 2: "mcp>=2.3,<3"}
 DISCOVER_TIMEOUT_S = 10.0  # mcp 2.x: how long its auto mode waits for server/discover
-TOOLS = ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep", "kg_assert",
-         "kg_query", "kg_invalidate", "memoir"]
+# The default toolset (the knowledge graph, memoir and upkeep tools are opt-in).
+TOOLS = ["remember", "recall", "wake_up", "forget", "get", "list_drawers", "rooms"]
 
 
 def installed_major() -> int | None:
@@ -101,6 +101,15 @@ def text(result: dict[str, Any]) -> str:
     return str(content[0]["text"])
 
 
+def importance_of(env: dict[str, str], palace: str, drawer_id: int) -> float:
+    """The stored importance of a drawer, through `palace get --json`."""
+    proc = subprocess.run([sys.executable, "-m", "palace_client", "get", str(drawer_id),
+                           "--palace", palace, "--json"], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return float(json.loads(proc.stdout)["importance"])
+
+
 def project(root: Path, name: str) -> Path:
     """A git project directory ``root/name``."""
     path = root / name
@@ -138,6 +147,16 @@ def test_sdk_client_remembers_recalls_and_follows_roots(
     assert not calls["remember"]["isError"], stored
     assert f"in palace '{palace}'" in stored
     drawer_id = int(stored.split("#")[1].split()[0])
+    # importance by name, as the CLI takes it; get reads the drawer whole; rooms.
+    got = text(calls["get"])
+    assert not calls["get"]["isError"], got
+    assert f"#{drawer_id} [general/release]" in got and "tags process" in got
+    assert "freeze is the Friday before." in got
+    rooms = text(calls["rooms"])
+    assert "- general: release (1)" in rooms and "Recall is semantic" in rooms
+    assert calls["not_served"]["isError"]
+    assert "in the toolset 'kg'" in text(calls["not_served"])
+    assert importance_of(env, palace, drawer_id) == 0.8
     found = text(calls["recall"])
     assert f"#{drawer_id} [general/release]" in found and "second Tuesday" in found
     assert f"in palace '{palace}'" in found

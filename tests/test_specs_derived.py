@@ -21,10 +21,10 @@ import pytest
 
 from palace_client.api.client import Client
 from palace_client.mcp.schema import ToolSpec, op_property
-from palace_client.mcp.tools import TOOLS
+from palace_client.mcp.tools import GET_MAX_TOKENS, GET_MIN_TOKENS, GET_TOKENS, LIST_PAGE, TOOLS
 from palaced.wire.args import DEFAULT_MAX_ITEMS, DEFAULT_MAX_STR, NO_LIMIT, Arg
 from palaced.wire.specs import MAX_BUDGET, MAX_TOP_K, SPECS
-from palaced.wire.vocab import MAX_DEPTH, TYPED_RELATIONS
+from palaced.wire.vocab import IMPORTANCE_PRESETS, MAX_DEPTH, TYPED_RELATIONS
 from tests.cli_commands import COMMANDS as CLI_COMMANDS
 
 STRUCTURAL = 2**53  # maxima at or beyond this are structural (MAX_ID): clients omit them
@@ -39,10 +39,20 @@ JSON_TYPE = {"str": "string", "int": "integer", "float": "number", "bool": "bool
              "strlist": "array", "intlist": "array", "list": "array"}
 # Keywords a tool sets on purpose to something stricter than the op's spec, and why.
 MCP_NARROWED: dict[tuple[str, str], dict[str, Any]] = {
-    # The daemon also takes preset names; agents get the numeric scale they live on.
-    ("remember", "importance"): {"minimum": 0.0, "maximum": 1.0},
-    ("upkeep", "importance"): {"minimum": 0.0, "maximum": 1.0},
+    # Claude Code refuses a tool result over 25,000 tokens; below 200 the lines around the
+    # texts (charged their bytes) leave no room for one.
+    ("get", "max_tokens"): {"minimum": GET_MIN_TOKENS, "maximum": GET_MAX_TOKENS},
 }
+# Defaults a tool sets instead of the op's, and why.
+MCP_DEFAULTS: dict[tuple[str, str], Any] = {
+    ("list_drawers", "limit"): LIST_PAGE,  # a page under 1,000 tokens (the op's 50: ~5,000)
+    ("get", "max_tokens"): GET_TOKENS,  # the op has none: a whole drawer, up to 200k chars
+}
+# Union kinds offered whole, as an anyOf of their members, and why: an importance is a preset
+# name (as the CLI's --importance takes) or a number on the 0-1 scale they are points of.
+_IMPORTANCE = [{"type": "string", "enum": list(IMPORTANCE_PRESETS)},
+               {"type": "number", "minimum": 0.0, "maximum": 1.0}]
+MCP_UNIONS = {("remember", "importance"): _IMPORTANCE, ("upkeep", "importance"): _IMPORTANCE}
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
                  ("kg_assert", "predicate"), ("kg_assert", "object"), ("kg_query", "subject"),
@@ -56,10 +66,14 @@ MCP_TOOL_ONLY = {
     ("kg_query", "depth"): "given, runs graph.neighbors (its bounds, from 1) instead",
     ("memoir", "action"): "picks the memoir op the tool runs (tools.MEMOIR_ACTIONS)",
     ("upkeep", "action"): "picks the op the tool runs (tools.UPKEEP_ACTIONS)",
+    ("get", "ids"): "the drawers to read: memory.get runs once per id, within max_tokens",
 }
 # Tool-only properties without a default: absent means "not that way" (plain query), or the
 # property is required.
-MCP_NO_DEFAULT = {("kg_query", "depth"), ("memoir", "action"), ("upkeep", "action")}
+MCP_NO_DEFAULT = {("kg_query", "depth"), ("memoir", "action"), ("upkeep", "action"),
+                  ("get", "ids")}
+# Required op arguments a tool sends from a tool-only property.
+MCP_SENT_FROM = {("get", "id"): "ids"}
 # Properties whose name says it all: no description, so tools/list stays short.
 MCP_UNDESCRIBED = {"text", "query", "subject", "entity", "source_url", "top_k", "wing", "room",
                    "tags", "limit", "offset", "budget", "depth", "memoir", "definition",
@@ -82,8 +96,9 @@ def _expected_schema(tool: str, name: str, arg: Arg, json_type: str) -> dict[str
             want["items"] = {"type": "string"}
         elif arg.kind == "intlist":
             want["items"] = {"type": "integer", **bounds}
-    if not any(arg.default == e and type(arg.default) is type(e) for e in (None, False, "", [])):
-        want["default"] = arg.default
+    default = MCP_DEFAULTS.get((tool, name), arg.default)
+    if not any(default == e and type(default) is type(e) for e in (None, False, "", [])):
+        want["default"] = default
     if (tool, name) in MCP_NON_EMPTY:
         want["minLength"] = 1
     if (tool, name) in MCP_ENUMS:
@@ -115,7 +130,13 @@ def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
         op = _op_of(tool, name)
         assert op in ops, f"{tool.name}.{name} comes from {op}, which the tool never runs"
         arg = SPECS[op].args[name]
-        # A union kind ("str|int") is offered as one of its members.
+        if "anyOf" in prop:
+            assert prop["anyOf"] == MCP_UNIONS[tool.name, name], name
+            assert [m["type"] for m in prop["anyOf"]] == [
+                JSON_TYPE[k] for k in arg.kind.split("|")], name
+            assert prop.get("default") == arg.default, name
+            continue
+        # A union kind ("str|int") is otherwise offered as one of its members.
         assert prop["type"] in {JSON_TYPE[k] for k in arg.kind.split("|")}, name
         got = {k: v for k, v in prop.items() if k != "description"}
         assert got == _expected_schema(tool.name, name, arg, prop["type"]), name
@@ -135,8 +156,11 @@ def test_mcp_schema_is_the_op_spec(tool: ToolSpec) -> None:
     else:
         op_spec = SPECS[str(tool.op)]
         assert schema.get("required", []) == [
-            k for k in tool.params if _op_of(tool, k) == tool.op and op_spec.args[k].required]
-        missing = {k for k, a in op_spec.args.items() if a.required} - set(tool.params)
+            k for k in tool.params if _op_of(tool, k) == tool.op and op_spec.args[k].required
+        ] + list(tool.extra_required)
+        assert all(k in MCP_SENT_FROM.values() for k in tool.extra_required)
+        missing = {k for k, a in op_spec.args.items() if a.required and MCP_SENT_FROM.get(
+            (tool.name, k)) not in tool.extra_required} - set(tool.params)
         assert not missing, f"{tool.name} cannot send the required {missing}"
     assert tool.read_only == all(SPECS[op].read_only for op in ops), (
         "a tool is read-only exactly when its ops are")

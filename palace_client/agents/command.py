@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from palaced.wire.errors import UsageError
+from palaced.wire.specs import TOOLSETS_HELP
 
 
 class Scope(StrEnum):
@@ -38,6 +39,10 @@ def init_command(
         "--hooks", help="Also add Claude Code hooks: SessionStart runs `palace wake-up`; "
         "PreCompact, Stop and SessionEnd run `palace hook capture` (the session is captured "
         "as drawers).")] = False,
+    tools: Annotated[str | None, typer.Option(
+        "--tools", help=f"{TOOLSETS_HELP}: the bridge serves them (written into its "
+        "entries as `palace mcp --tools`; default: none written, so [mcp] tools of "
+        "config.toml, else core alone).")] = None,
     project_dir: Annotated[Path | None, typer.Option(
         "--project-dir", help="A directory of the project; its git root is the project "
         "(default: the cwd).")] = None,
@@ -57,6 +62,7 @@ def init_command(
             hooks=hooks,
             uninstall=uninstall,
             dry_run=dry_run,
+            tools=tools,
         )
         changes = init_agents(options)
     except ValueError as exc:

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from palaced.wire.errors import InvalidArgs
+from palaced.wire.specs import ALL_TOOLSETS, parse_toolsets
+
 # The variables palace reads (palaced.wire.paths, palaced.config.settings, palaced.config.model);
 # the path ones are made absolute, since clients start the bridge from any directory.
 PATH_VARS = ("PALACE_HOME", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL_PATH",
@@ -75,13 +78,32 @@ def palace_executable(which: Which, python: str) -> list[str]:
     return [os.path.abspath(python), "-m", "palace_client"]
 
 
-def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str]
-                   ) -> ServerCommand:
-    """The command ``exe mcp [--palace NAME]`` with ``env``."""
+def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
+                   tools: str | None = None) -> ServerCommand:
+    """The command ``exe mcp [--palace NAME] [--tools SETS]`` with ``env``."""
     args = [*exe[1:], "mcp"]
     if palace:
         args += ["--palace", palace]
+    if tools:
+        args += ["--tools", tools]
     return ServerCommand(exe[0], tuple(args), dict(env))
+
+
+def tools_arg(value: str | None) -> str | None:
+    """The ``--tools`` value ``palace init --tools`` writes: the toolsets ``value`` names,
+    normalised (``all`` kept as such); None when no ``--tools`` was given.
+
+    Raises:
+        ValueError: an unknown toolset (the message lists them).
+    """
+    if value is None:
+        return None
+    try:
+        toolsets = parse_toolsets(value)
+    except InvalidArgs as exc:
+        raise ValueError(f"--tools: {exc.message}") from None
+    named = {n.strip().lower() for n in value.split(",")}
+    return ALL_TOOLSETS if ALL_TOOLSETS in named else ",".join(toolsets)
 
 
 # The Claude Code hooks palace installs: event -> the palace subcommand it runs. SessionStart

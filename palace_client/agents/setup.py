@@ -31,6 +31,7 @@ from palace_client.agents.entries import (
     hook_lines,
     palace_env,
     palace_executable,
+    tools_arg,
 )
 from palace_client.agents.plans import CommandPlan, FilePlan
 from palace_client.agents.safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
@@ -69,6 +70,8 @@ class InitOptions:
             ``palace wake-up``; PreCompact, Stop and SessionEnd run ``palace hook capture``.
         uninstall: remove palace's entries instead of adding them.
         dry_run: plan and diff only.
+        tools: the MCP toolsets the bridge serves (``palace mcp --tools``), written into
+            its entries; None writes no ``--tools`` (the bridge's default applies).
         home: the user's home (default ``$HOME`` of ``environ``, else ``Path.home()``).
         environ: the environment (default ``os.environ``): ``PATH``, ``PALACE_*``,
             ``XDG_CONFIG_HOME``, ``CODEX_HOME``.
@@ -85,6 +88,7 @@ class InitOptions:
     hooks: bool = False
     uninstall: bool = False
     dry_run: bool = False
+    tools: str | None = None
     home: Path | None = None
     environ: Mapping[str, str] | None = None
     which: Callable[[str], str | None] | None = None
@@ -187,8 +191,10 @@ def _context(options: InitOptions) -> Ctx:
     env = palace_env(environ)
     exe = palace_executable(which, options.python or sys.executable)
     named = options.palace or palace_name_for(project, home)
-    project_cmd = bridge_command(["palace"], named, env)
-    local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env)
+    tools = tools_arg(options.tools)
+    project_cmd = bridge_command(["palace"], named, env, tools)
+    local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env,
+                               tools)
     hooks = None
     if options.hooks and not options.uninstall:
         hooks = hook_lines(exe, options.palace, env)

@@ -68,19 +68,22 @@ def encode(message: object) -> bytes:
                       allow_nan=False).encode("utf-8") + b"\n"
 
 
-def instructions(palace: str | None) -> str:
+def instructions(palace: str | None, toolsets: tuple[str, ...] = ("core",)) -> str:
     """The server instructions an MCP client may add to the agent's context.
 
-    ``palace`` is named when it is already known (not still to come from the client's roots).
+    ``palace`` is named when it is already known (not still to come from the client's roots);
+    the knowledge graph is mentioned when its toolset is served.
     """
     which = f"This project's palace is '{palace}'. " if palace else ""
+    kg = (" For facts that change over time (who owns what, versions, where things run) use "
+          "kg_assert and kg_query.") if "kg" in toolsets else ""
     return (
         "Palace is your long-term memory, shared across sessions and agents on this machine. "
         f"{which}Call wake_up at the start of a task, and recall before answering about past "
         "work, decisions or preferences; store each durable fact, decision, preference or "
-        "outcome with remember (one self-contained statement per call). recall with "
-        "scope='all' searches every project's palace. For facts that change over time (who "
-        "owns what, versions, where things run) use kg_assert and kg_query."
+        "outcome with remember (one self-contained statement per call), under the wings and "
+        "rooms that rooms lists. get reads a drawer whole. recall with scope='all' searches "
+        f"every project's palace.{kg}"
     )
 
 
@@ -237,7 +240,8 @@ class Bridge:
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": SERVER_NAME, "title": "Palace memory",
                            "version": __version__},
-            "instructions": instructions(None if self._client_roots else self.toolbox.palace),
+            "instructions": instructions(None if self._client_roots else self.toolbox.palace,
+                                         self.toolbox.toolsets),
         }
 
     # -- roots ------------------------------------------------------------------------------

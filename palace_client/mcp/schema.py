@@ -24,6 +24,7 @@ from palaced.wire.args import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_STR,
     NO_LIMIT,
+    Arg,
     client_bounds,
     range_text,
 )
@@ -41,22 +42,59 @@ def op_property(op: str, arg: str, description: str = "", *, kind: str | None = 
                 **narrow: Any) -> dict[str, Any]:
     """The JSON Schema of argument ``arg`` of op ``op``, generated from its spec.
 
+    A union kind (``"str|float"``) is an ``anyOf`` of its members, each narrowed by the
+    keywords that apply to its type (``enum`` and ``minLength`` to strings, ``minimum`` and
+    ``maximum`` to numbers): importance is a preset name or a number.
+
     Args:
         description: the agent-facing text (default: the argument's ``help``).
-        kind: one member of a union kind (``"str"`` of ``"str|int"``); JSON clients and
-            models handle a single type best.
+        kind: the argument's kind or some of its members (``"str"`` of ``"str|int"``);
+            JSON clients and models handle a single type best.
         narrow: ``minLength``, ``enum``, ``minimum``, ``maximum``, each at least as strict
             as the spec.
 
     Raises:
         KeyError: no such op or argument (a renamed argument fails when the tools load).
-        ValueError: ``kind`` is not a member of the argument's kind, or ``narrow`` widens
-            the spec or names another keyword.
+        ValueError: ``kind`` is not made of members of the argument's kind, or ``narrow``
+            widens the spec, names another keyword or applies to no member.
     """
     spec = SPECS[op].args[arg]
     kind = kind or spec.kind
-    if kind not in spec.kind.split("|") or kind not in JSON_TYPES:
+    members = kind.split("|")
+    if any(m not in spec.kind.split("|") or m not in JSON_TYPES for m in members):
         raise ValueError(f"{op} {arg}: cannot state kind {kind!r} of {spec.kind!r} in JSON")
+    where = f"{op} {arg}"
+    schema: dict[str, Any]
+    if len(members) == 1:
+        schema = _typed_schema(spec, members[0])
+        _narrow(schema, narrow, where)
+    else:
+        alternatives = [_typed_schema(spec, m) for m in members]
+        for key in narrow:
+            if not any(key in _APPLIES.get(a["type"], ()) for a in alternatives):
+                raise ValueError(f"{where}: {key!r} applies to no member of {kind!r}")
+        for alt in alternatives:
+            _narrow(alt, {k: v for k, v in narrow.items()
+                          if k in _APPLIES.get(alt["type"], ())}, where)
+        schema = {"anyOf": alternatives}
+    if spec.default is not None:
+        schema["default"] = json.loads(json.dumps(spec.default))  # a copy, JSON-clean
+    text = description or spec.help
+    if text:
+        schema["description"] = text
+    return schema
+
+
+# Which narrowing keywords apply to which JSON type (for the members of a union).
+_APPLIES: dict[str, frozenset[str]] = {
+    "string": frozenset({"minLength", "enum"}),
+    "integer": frozenset({"minimum", "maximum"}),
+    "number": frozenset({"minimum", "maximum"}),
+}
+
+
+def _typed_schema(spec: Arg, kind: str) -> dict[str, Any]:
+    """The type, bounds and lengths of ``spec`` stated as the JSON type of ``kind``."""
     schema: dict[str, Any] = {"type": JSON_TYPES[kind]}
     lo, hi = client_bounds(spec)
     if kind in ("int", "float"):
@@ -70,12 +108,6 @@ def op_property(op: str, arg: str, description: str = "", *, kind: str | None = 
             schema["items"] = {"type": "integer", **_range(lo, hi)}
         if spec.max_len != NO_LIMIT:
             schema["maxItems"] = DEFAULT_MAX_ITEMS if spec.max_len is None else spec.max_len
-    if spec.default is not None:
-        schema["default"] = json.loads(json.dumps(spec.default))  # a copy, JSON-clean
-    text = description or spec.help
-    if text:
-        schema["description"] = text
-    _narrow(schema, narrow, f"{op} {arg}")
     return schema
 
 
@@ -119,8 +151,12 @@ def published(schema: Mapping[str, Any]) -> dict[str, Any]:
         if key in UNPUBLISHED or (key == "default" and any(
                 value == e and type(value) is type(e) for e in _EMPTY_DEFAULTS)):
             continue
-        out[key] = published(value) if isinstance(value, Mapping) else json.loads(
-            json.dumps(value))
+        if isinstance(value, Mapping):
+            out[key] = published(value)
+        elif key == "anyOf":
+            out[key] = [published(v) for v in value]
+        else:
+            out[key] = json.loads(json.dumps(value))
     return out
 
 
@@ -133,13 +169,15 @@ class Param:
     kind: str | None = None
     narrow: Mapping[str, Any] = field(default_factory=dict)
     op: str | None = None
+    default: Any = None
 
 
 def param(description: str = "", *, kind: str | None = None, op: str | None = None,
-          **narrow: Any) -> Param:
+          default: Any = None, **narrow: Any) -> Param:
     """Declare a tool property as the argument of the same name of ``op`` (default: the
-    tool's op; see ``op_property``)."""
-    return Param(description, kind, narrow, op)
+    tool's op; see ``op_property``). ``default`` replaces the op's default for this tool:
+    the tool sends it when the agent gives none (``check_arguments``)."""
+    return Param(description, kind, narrow, op, default)
 
 
 @dataclass(frozen=True)
@@ -184,8 +222,17 @@ class ToolSpec:
             if op is None:
                 raise KeyError(f"tool {self.name}: param {key!r} needs an op")
             props[key] = op_property(op, key, p.description, kind=p.kind, **p.narrow)
+            if p.default is not None:
+                # Within what the op accepts, or the tools fail to load.
+                props[key]["default"] = _coerce(p.default, props[key], f"{self.name} {key}")
         props.update((key, dict(schema)) for key, schema in self.extra.items() if key not in props)
         return props
+
+    @cached_property
+    def defaults(self) -> dict[str, Any]:
+        """The tool's own defaults (``param(default=...)``), sent when a call omits them."""
+        return {k: self.properties[k]["default"] for k, p in self.params.items()
+                if p.default is not None}
 
     @cached_property
     def required(self) -> tuple[str, ...]:
@@ -240,6 +287,15 @@ _JSON_TYPE_NAMES: dict[str, str] = {
 
 
 def _coerce(value: Any, schema: Mapping[str, Any], where: str) -> Any:
+    if "anyOf" in schema:
+        for alternative in schema["anyOf"]:
+            try:
+                return _coerce(value, alternative, where)
+            except ToolArgumentError:
+                continue
+        raise ToolArgumentError(
+            f"argument '{where}' must be "
+            f"{' or '.join(_what(a) for a in schema['anyOf'])}, got {_shown(value)}")
     kind = schema.get("type")
     ok: bool
     if kind == "string":
@@ -273,6 +329,16 @@ def _coerce(value: Any, schema: Mapping[str, Any], where: str) -> Any:
     return value
 
 
+def _what(schema: Mapping[str, Any]) -> str:
+    """What one member of an ``anyOf`` accepts: ``one of a, b`` or ``a number between...``."""
+    if "enum" in schema:
+        return f"one of {', '.join(map(str, schema['enum']))}"
+    what = _JSON_TYPE_NAMES.get(str(schema.get("type")), str(schema.get("type")))
+    if "minimum" in schema or "maximum" in schema:
+        what += " " + range_text(schema.get("minimum"), schema.get("maximum"))
+    return what
+
+
 def _shown(value: Any) -> str:
     """``value`` as JSON, cut to 80 characters (it may be the agent's whole text)."""
     text = json.dumps(value, ensure_ascii=False)
@@ -280,7 +346,8 @@ def _shown(value: Any) -> str:
 
 
 def _check_bounds(value: Any, schema: Mapping[str, Any], where: str) -> None:
-    """Refuse ``value`` outside the schema's minimum/maximum, minLength/maxLength or maxItems."""
+    """Refuse ``value`` outside the schema's minimum/maximum, minLength/maxLength or
+    minItems/maxItems."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         lo, hi = schema.get("minimum"), schema.get("maximum")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
@@ -295,6 +362,9 @@ def _check_bounds(value: Any, schema: Mapping[str, Any], where: str) -> None:
     elif isinstance(value, list) and len(value) > schema.get("maxItems", len(value)):
         raise ToolArgumentError(
             f"argument '{where}' has more than {schema['maxItems']} items ({len(value)})")
+    elif isinstance(value, list) and len(value) < schema.get("minItems", 0):
+        raise ToolArgumentError(f"argument '{where}' needs at least {schema['minItems']} "
+                                f"item(s), got {len(value)}")
 
 
 def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
@@ -322,6 +392,8 @@ def check_arguments(spec: ToolSpec, arguments: object) -> dict[str, Any]:
         if value is None and key not in spec.required:
             continue
         out[key] = _coerce(value, properties[key], key)
+    for key, value in spec.defaults.items():
+        out.setdefault(key, value)
     missing = [k for k in spec.required if k not in out]
     if missing:
         raise ToolArgumentError(f"missing required argument(s): {', '.join(missing)}")

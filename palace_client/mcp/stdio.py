@@ -14,15 +14,20 @@ import queue
 import signal
 import sys
 import threading
+import tomllib
 import traceback
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
 
 from palace_client.api.slug import default_palace, project_dir_palace
-from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, encode
+from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, _log, encode
 from palace_client.mcp.toolbox import DaemonClient, Toolbox
+from palaced.wire.errors import InvalidArgs, PalaceError, UsageError
+from palaced.wire.paths import resolve
 from palaced.wire.protocol import loads_json
+from palaced.wire.specs import TOOLSETS_HELP, parse_toolsets
 
 MAX_LINE = 16 * 1024 * 1024
 READ_CHUNK = 64 * 1024
@@ -192,8 +197,53 @@ def _default_client() -> DaemonClient:
     return Client(client_name="palace-mcp")
 
 
+def served_toolsets(tools: str | None, config_file: Path | None = None) -> tuple[str, ...]:
+    """The toolsets the bridge serves: ``tools`` (``--tools``) when given, else ``tools`` of
+    the ``[mcp]`` table of the config file (``config_file``, default the one
+    ``palaced.wire.paths`` resolves), else ``core`` alone.
+
+    A config file that cannot be read or parsed is the daemon's to report (it refuses to
+    start with it): the bridge says so on stderr and serves ``core``.
+
+    Raises:
+        UsageError: ``tools`` names an unknown toolset.
+        InvalidArgs: ``[mcp] tools`` is not a string or names an unknown toolset.
+    """
+    if tools is not None:
+        try:
+            return parse_toolsets(tools)
+        except InvalidArgs as exc:
+            raise UsageError(f"--tools: {exc.message}", details=exc.details) from None
+    path = config_file or resolve().config_file
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return parse_toolsets(None)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        _log(f"cannot read {path} ({exc}); serving the core tools")
+        return parse_toolsets(None)
+    table = data.get("mcp")
+    value = table.get("tools") if isinstance(table, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgs(f"bad config file {path}: [mcp] tools must be a string such as "
+                          f"\"kg,memoir\", got {value!r}", details={"file": str(path)})
+    try:
+        return parse_toolsets(value)
+    except InvalidArgs as exc:
+        raise InvalidArgs(f"bad config file {path}: [mcp] tools {exc.message}",
+                          details={"file": str(path), **exc.details}) from None
+
+
+def start_error(exc: PalaceError) -> int:
+    """Report an error that stops the bridge before it serves; its exit code (2 for a
+    usage error, 5 for a bad config, as the CLI's)."""
+    sys.stderr.write(f"palace: error: {exc.message} [{exc.name}]\n")
+    return 2 if isinstance(exc, UsageError) else 5
+
+
 def run(palace: str | None = None, compact: bool = False,
-        client_factory: Callable[[], DaemonClient] = _default_client) -> int:
+        client_factory: Callable[[], DaemonClient] = _default_client,
+        tools: str | None = None) -> int:
     """Serve MCP on this process's stdin/stdout until EOF, SIGINT, SIGTERM or SIGHUP.
 
     Args:
@@ -202,14 +252,20 @@ def run(palace: str | None = None, compact: bool = False,
             working directory's project.
         compact: render one line per drawer.
         client_factory: builds the daemon client on the first tool call.
+        tools: the opt-in toolsets, comma-separated (see ``served_toolsets``).
 
     Returns:
-        The process exit code (0 on every clean shutdown).
+        The process exit code (0 on every clean shutdown; see ``start_error``).
     """
+    try:
+        toolsets = served_toolsets(tools)
+    except PalaceError as exc:
+        return start_error(exc)
     state = _LoopState()
     stdout = _claim_stdout()
     decided = palace or project_dir_palace()
-    toolbox = Toolbox(client_factory, decided or default_palace(), compact=compact)
+    toolbox = Toolbox(client_factory, decided or default_palace(), compact=compact,
+                      toolsets=toolsets)
     try:
         _set_signal_handlers(state)
         serve(Bridge(toolbox, roots=decided is None), sys.stdin.buffer, stdout, state)
@@ -226,14 +282,17 @@ def run(palace: str | None = None, compact: bool = False,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m palace_client.mcp [--palace NAME] [--compact]``."""
+    """``python -m palace_client.mcp [--palace NAME] [--compact] [--tools SETS]``."""
     parser = argparse.ArgumentParser(prog="palace mcp", description="Palace MCP stdio server.")
     parser.add_argument("--palace", default=None,
                         help="palace to use (default: the project's, from CLAUDE_PROJECT_DIR, "
                              "else the client's first root, else the current directory)")
     parser.add_argument("--compact", action="store_true", help="one line per drawer")
+    parser.add_argument("--tools", default=None,
+                        help=f"{TOOLSETS_HELP} (default: [mcp] tools of config.toml, else "
+                             "core alone)")
     ns = parser.parse_args(argv)
-    return run(ns.palace, ns.compact)
+    return run(ns.palace, ns.compact, tools=ns.tools)
 
 
 if __name__ == "__main__":

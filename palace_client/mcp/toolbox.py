@@ -3,7 +3,9 @@
 Each tool maps its arguments onto one daemon op: ``recall`` with ``scope='all'`` runs
 ``memory.recall_all``, ``kg_query`` with ``history=true`` runs ``graph.timeline`` and with
 ``depth`` ``graph.neighbors``, ``memoir`` and ``upkeep`` run the op their ``action`` names
-(``memoir_tool``, ``upkeep_tool``).
+(``memoir_tool``, ``upkeep_tool``); ``get`` and ``rooms`` read drawers whole and the
+palace's wings and rooms (``reading``). Only the tools of the served toolsets are
+listed; a call to another one says which toolset holds it and how to add it.
 Results are rendered as plain text for an agent (``palace_client.render.results``); failures become
 ``isError`` results the agent can act on (``results``), never protocol errors. The tools'
 names, descriptions and schemas live in ``tools``.
@@ -16,9 +18,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from palace_client.mcp.memoir_tool import run_memoir
+from palace_client.mcp.reading import run_get, run_rooms
 from palace_client.mcp.results import forgotten_text, render_error, text_result
 from palace_client.mcp.schema import ToolArgumentError, check_arguments
-from palace_client.mcp.tools import RETIRED, TOOLS, TOOLS_BY_NAME
+from palace_client.mcp.tools import (
+    GET_MAX_TOKENS,
+    RETIRED,
+    TOOLS_BY_NAME,
+    TOOLSET_OF,
+    tools_of,
+)
 from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
 from palace_client.render.results import (
     excerpt,
@@ -68,12 +77,16 @@ class Toolbox:
         palace: the palace the palace-scoped tools act on; created on first use.
         compact: render one line per drawer.
         nudge_after: tool calls without a ``remember`` before the store hint is appended.
+        toolsets: the toolsets served (``palaced.wire.specs.parse_toolsets``).
     """
 
     def __init__(self, client_factory: Callable[[], DaemonClient], palace: str, *,
-                 compact: bool = False, nudge_after: int = NUDGE_AFTER) -> None:
+                 compact: bool = False, nudge_after: int = NUDGE_AFTER,
+                 toolsets: tuple[str, ...] = ("core",)) -> None:
         self._palace = palace
         self.compact = compact
+        self.toolsets = toolsets
+        self._served = {spec.name for spec in tools_of(toolsets)}
         self.source = "mcp"
         self.agent: str | None = None  # who the requests come from (the bridge sets it)
         self._factory = client_factory
@@ -84,6 +97,8 @@ class Toolbox:
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
             "forget": self._forget, "list_drawers": self._list_drawers,
+            "get": lambda args: run_get(self._op, self.palace, args, GET_MAX_TOKENS),
+            "rooms": lambda args: run_rooms(self._op, self.palace),
             "upkeep": lambda args: run_upkeep(self._op, self.palace, args),
             "kg_assert": self._kg_assert, "kg_query": self._kg_query,
             "kg_invalidate": self._kg_invalidate,
@@ -101,14 +116,14 @@ class Toolbox:
             self._palace = name
             self._palace_ready = False  # the new one is created on its first use
 
-    @staticmethod
-    def list_tools() -> list[dict[str, Any]]:
-        """Every tool as ``tools/list`` entries, in their stable order."""
-        return [spec.to_mcp() for spec in TOOLS]
+    def list_tools(self) -> list[dict[str, Any]]:
+        """The served tools as ``tools/list`` entries, in their stable order."""
+        return [spec.to_mcp() for spec in tools_of(self.toolsets)]
 
     @staticmethod
     def has_tool(name: str) -> bool:
-        """True for a current tool and for a retired one (whose call says what replaced it)."""
+        """True for a tool of any toolset and for a retired one (the call of a tool not
+        served, or retired, is an ``isError`` result saying what to do)."""
         return name in TOOLS_BY_NAME or name in RETIRED
 
     def call(self, name: str, arguments: object) -> dict[str, Any]:
@@ -123,6 +138,13 @@ class Toolbox:
             return text_result(f"Error: the tool '{name}' was retired; {RETIRED[name]}.",
                                is_error=True)
         spec = TOOLS_BY_NAME[name]
+        if name not in self._served:
+            toolset = TOOLSET_OF[name]
+            return text_result(
+                f"Error: the tool '{name}' is in the toolset '{toolset}', which this palace "
+                f"server does not offer. The user can add it: `palace mcp --tools {toolset}` "
+                f"(or `palace init --tools {toolset}`, or `tools = \"{toolset}\"` under [mcp] "
+                "in palace's config.toml), then restart the server.", is_error=True)
         try:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
@@ -174,7 +196,9 @@ class Toolbox:
         result = self._op("memory.remember", self.palace, payload)
         text = self._remembered(args, result, old)
         hint = result.get("consolidate")
-        return text if not hint else f"{text}\n{consolidation_hint(hint)}"
+        if not hint or "upkeep" not in self._served:  # the hint is a call of upkeep
+            return text
+        return f"{text}\n{consolidation_hint(hint)}"
 
     def _remembered(self, args: dict[str, Any], result: Mapping[str, Any], old: Any) -> str:
         where = "/".join(str(args[k]) for k in ("wing", "room") if args.get(k))
@@ -383,7 +407,10 @@ class Toolbox:
                 "(record facts about it with kg_assert).")
 
 
-LIST_EXCERPT_CHARS = 600  # list_drawers shows a long drawer's start, as recall its passage
+# list_drawers shows a long drawer's start (get reads it whole): ten of them, the default
+# page, stay under 1,000 tokens (tests/test_mcp_toolsets.py).
+LIST_EXCERPT_CHARS = 200
+LIST_EXCERPT_LINES = 3
 
 
 def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
@@ -393,7 +420,7 @@ def _cut(drawer: dict[str, Any]) -> dict[str, Any]:
     agent's context with one memory.
     """
     text = str(drawer.get("text", ""))
-    start = excerpt(text, LIST_EXCERPT_CHARS, 12)
+    start = excerpt(text, LIST_EXCERPT_CHARS, LIST_EXCERPT_LINES)
     if start is None:
         return drawer
     return {**drawer, "text": start, "excerpt": True, "chars": len(text)}

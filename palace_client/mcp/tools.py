@@ -7,11 +7,13 @@ only the wording lives here. The tool-only properties (``recall``'s ``scope``,
 ``kg_query``'s ``history`` and ``depth``, ``memoir``'s and ``upkeep``'s ``action``) choose
 which op the tool runs and are written out in ``extra``.
 
-Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: ten
-tools, one-line descriptions that say when to call each, short property texts, no length
-limits or empty defaults in the published schemas (``schema.published``) and no
-``openWorldHint`` (``tests/test_mcp_bridge.py`` prints the cl100k count and bounds it).
-Tools that were folded into others are listed in ``RETIRED`` with what to call instead.
+Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: the
+``core`` toolset by default, the knowledge graph, memoir and upkeep tools opt-in
+(``palaced.wire.specs.MCP_TOOLSETS``, ``tools_of``); one-line descriptions that say when to
+call each, short property texts, no length limits or empty defaults in the published schemas
+(``schema.published``) and no ``openWorldHint`` (``tests/test_mcp_toolsets.py`` counts the
+cl100k tokens and bounds them). Tools that were folded into others are listed in ``RETIRED``
+with what to call instead.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from palace_client.mcp.schema import Param, ToolSpec, op_property, param
-from palaced.wire.vocab import TYPED_RELATIONS
+from palaced.wire.specs import MCP_TOOLSETS
+from palaced.wire.vocab import IMPORTANCE_PRESETS, TYPED_RELATIONS
 
 _WING = param("Area, e.g. 'backend'.")
 _ROOM = param("Topic, e.g. 'auth'.")
@@ -34,6 +37,23 @@ def _when(description: str) -> Param:
     """A time argument, offered to agents as an ISO 8601 string (the daemon also takes ms)."""
     return param(description, kind="str")
 
+
+# An importance is a preset name (as `palace remember --importance high`) or a number.
+_IMPORTANCE: dict[str, Any] = {"kind": "str|float", "enum": list(IMPORTANCE_PRESETS),
+                               "minimum": 0.0, "maximum": 1.0}
+
+# get: the drawers of one call, and the tokens of their texts together by default and at most
+# (Claude Code refuses a tool result over 25,000 tokens).
+GET_MAX_IDS = 5
+GET_MIN_TOKENS = 200  # the lines around the texts are charged their bytes (mcp.reading)
+GET_TOKENS = 2000
+GET_MAX_TOKENS = 20_000
+IDS: dict[str, Any] = {
+    "type": "array",
+    "items": {k: v for k, v in op_property("memory.get", "id").items() if k != "description"},
+    "minItems": 1, "maxItems": GET_MAX_IDS,
+    "description": f"1-{GET_MAX_IDS} drawer ids, e.g. [42] for '#42'."}
+LIST_PAGE = 10  # list_drawers' default page: under 1,000 tokens (tests/test_mcp_toolsets.py)
 
 SCOPES = ("palace", "all")
 SCOPE: dict[str, Any] = {"type": "string", "enum": list(SCOPES), "default": "palace",
@@ -76,10 +96,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "room": _ROOM,
             "wing": _WING,
             "tags": param(),
-            # Agents get the numeric scale; the daemon also takes the names of the presets
-            # (palaced.wire.vocab.IMPORTANCE_PRESETS), which are points on it.
-            "importance": param("1 = critical.",
-                                kind="float", minimum=0.0, maximum=1.0),
+            "importance": param(**_IMPORTANCE),
             "occurred_at": _when("ISO 8601; default now."),
             "supersedes": param("Id of the drawer it corrects."),
             "ttl": param("Lifetime if short-lived, e.g. '12h', '7d'.", kind="str"),
@@ -124,17 +141,40 @@ TOOLS: tuple[ToolSpec, ...] = (
         op="memory.forget",
         description=(
             "Move a wrong or accidental drawer to the trash (a human can restore it); to "
-            "change one, upkeep update it."
+            "correct one, remember the right text with supersedes."
         ),
         params={"id": param("Drawer id, e.g. 42 for '#42'.")},
         destructive=True,
         idempotent=True,
     ),
     ToolSpec(
+        name="get",
+        op="memory.get",
+        description="Read drawers whole: recall and list_drawers show long ones cut short.",
+        params={"max_tokens": param("Of the whole answer; longer texts are cut.",
+                                    default=GET_TOKENS, minimum=GET_MIN_TOKENS,
+                                    maximum=GET_MAX_TOKENS)},
+        extra={"ids": IDS},
+        extra_required=("ids",),
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
         name="list_drawers",
         op="memory.list",
         description="Browse this palace's drawers newest first, e.g. to review or tidy them.",
-        params={"wing": param(), "room": param(), "limit": param(), "offset": param()},
+        params={"wing": param(), "room": param(), "limit": param(default=LIST_PAGE),
+                "offset": param()},
+        read_only=True,
+        idempotent=True,
+    ),
+    ToolSpec(
+        name="rooms",
+        op="palace.info",
+        description=(
+            "This palace's wings and rooms with drawer counts (file memories under these "
+            "names), and whether recall is semantic or keyword-only."
+        ),
         read_only=True,
         idempotent=True,
     ),
@@ -147,7 +187,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         params={
             "id": param(op=_EDIT),
             "text": param("update: the new text.", op=_EDIT),
-            "importance": param(op=_EDIT, kind="float", minimum=0.0, maximum=1.0),
+            "importance": param(op=_EDIT, **_IMPORTANCE),
             "tags": param(op=_EDIT),
             "room": param("To consolidate, or move to.", op=_EDIT),
             "wing": param(op=_EDIT),
@@ -234,6 +274,13 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 TOOLS_BY_NAME: dict[str, ToolSpec] = {spec.name: spec for spec in TOOLS}
+TOOLSET_OF: dict[str, str] = {tool: name for name, tools in MCP_TOOLSETS.items()
+                              for tool in tools}
+
+
+def tools_of(toolsets: tuple[str, ...]) -> tuple[ToolSpec, ...]:
+    """The tools of ``toolsets`` (``palaced.wire.specs.parse_toolsets``), in ``TOOLS`` order."""
+    return tuple(spec for spec in TOOLS if TOOLSET_OF[spec.name] in toolsets)
 
 # Tools of earlier versions: a call names what to use instead (an agent's stale plan or a
 # prompt written for the old surface then corrects itself).
@@ -244,7 +291,8 @@ RETIRED: dict[str, str] = {
                     "predicate)",
     "kg_link": "call kg_assert with subject=a, predicate=relation, object=b",
     "status": "the daemon's status is `palace status` in a shell; tool errors say what to do",
-    "palace_info": "every result names its palace; `palace info` in a shell shows the counts",
+    "palace_info": "call rooms for the wings, rooms and recall mode; `palace info` in a "
+                   "shell shows the rest",
     "list_palaces": "recall with scope='all' searches every palace; `palace list` in a shell "
                     "lists them",
 }

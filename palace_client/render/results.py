@@ -156,7 +156,10 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
     text = str(item.get("text", ""))
-    note = excerpt_note(item)
+    # get reads this palace only: a drawer of another palace (recall scope='all') is read
+    # with the CLI.
+    note = excerpt_note(item, AGENT_FETCH if not (show_palace and item.get("palace"))
+                        else f"`palace get {{id}} --palace {item['palace']}`")
     if note:
         text += "\n" + note
     if compact:
@@ -368,13 +371,18 @@ def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
 BELOW_FLOOR = "(under the relevance floor)"
 
 
-def excerpt_note(item: Mapping[str, Any]) -> str | None:
-    """``… (N chars; `palace get ID` for all)`` under a drawer shown as an excerpt."""
+CLI_FETCH = "`palace get {id}`"
+AGENT_FETCH = "get ids=[{id}]"  # the MCP get tool
+
+
+def excerpt_note(item: Mapping[str, Any], fetch: str = CLI_FETCH) -> str | None:
+    """``… (N chars; `palace get ID` for all)`` under a drawer shown as an excerpt; ``fetch``
+    is how the reader gets it whole (``AGENT_FETCH`` for an agent: the get tool)."""
     if not item.get("excerpt"):
         return None
     chars = item.get("chars")
     size = f"{chars:,} chars; " if isinstance(chars, int) else ""
-    return f"… (excerpt: {size}`palace get {item.get('id')}` for all)"
+    return f"… (excerpt: {size}{fetch.format(id=item.get('id'))} for all)"
 
 
 def nothing_relevant(palace: str, query: str, unknown: Sequence[str] | None = None) -> str:

@@ -34,6 +34,9 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     keep_days = 365                # audit entries older than this are dropped
     max_entries = 100000           # and beyond this many per palace, the oldest
 
+    [mcp]
+    tools = "kg,memoir"            # opt-in MCP toolsets besides core (kg, memoir, upkeep, all)
+
     [upkeep]
     consolidate_hint_at = 7        # a room this full of unconsolidated drawers gets a hint
     promote_after = 20             # recalls per importance step up (0: never)
@@ -49,6 +52,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -60,6 +64,7 @@ from palaced.config.toml_lines import key_lines, line_of
 from palaced.wire.errors import InvalidArgs
 from palaced.wire.paths import Paths, resolve
 from palaced.wire.protocol import DEFAULT_MAX_FRAME
+from palaced.wire.specs import parse_toolsets
 from palaced.wire.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
 
 DAY_S = 86_400.0
@@ -160,11 +165,14 @@ class Upkeep(_Bounded):
 @dataclass(frozen=True)
 class Key:
     """One key of the config file: its type (``string``, ``path``, ``integer``, ``number``,
-    ``boolean``), its default (None: unset) and, for numbers, its bound."""
+    ``boolean``), its default (None: unset), for numbers its bound, and ``parse``, which
+    raises ``InvalidArgs`` for a value of the right type that is still wrong (its message
+    is the problem reported)."""
 
     kind: str
     default: Any = None
     bound: dict[str, Any] = field(default_factory=dict)
+    parse: Callable[[Any], object] | None = None
 
 
 DEFAULT_BACKUP_KEEP = 7
@@ -187,6 +195,8 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "integer" if f.type in ("int", int) else "number", f.default, dict(f.metadata))
         for f in fields(Retention) if f.name.startswith(f"{section}_")}
        for section in ("trash", "audit")},
+    # Read by the MCP bridge (palace_client.mcp.stdio), checked here like every key.
+    "mcp": {"tools": Key("string", "core", parse=parse_toolsets)},
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
     "team": {f.name: Key("number", f.default, dict(f.metadata))
@@ -300,6 +310,11 @@ def check(data: dict[str, Any], text: str, source: Path) -> None:
                 problem((section, key), f"[{section}] {key} must be {label}, got {_what(value)}")
                 continue
             wrong = out_of_bound(value, spec.bound)
+            if not wrong and spec.parse is not None:
+                try:
+                    spec.parse(value)
+                except InvalidArgs as exc:
+                    wrong = exc.message
             if wrong:
                 problem((section, key), f"[{section}] {key} {wrong}")
     if problems:

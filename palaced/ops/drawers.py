@@ -113,7 +113,7 @@ async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> di
     p = await ctx.registry.get(need_palace(palace))
     did = int(args["id"])
     try:
-        return {"drawer": await reads.get(p, did, history=bool(args["history"]))}
+        drawer = await reads.get(p, did, history=bool(args["history"]))
     except MemoryNotFound as exc:
         keep = ctx.config.retention.trash_keep_ms
         entry = await trash.in_trash(p, did, keep_ms=keep)
@@ -128,6 +128,23 @@ async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> di
                                       entry["reason"], "trashed_ms": entry["trashed_ms"],
                                       "trashed_by": entry["trashed_by"],
                                       "restorable_until_ms": until}) from None
+    if args.get("max_tokens") is not None:
+        drawer = await _cut_to_tokens(ctx, drawer, int(args["max_tokens"]))
+    return {"drawer": drawer}
+
+
+async def _cut_to_tokens(ctx: OpContext, drawer: dict[str, Any], max_tokens: int
+                         ) -> dict[str, Any]:
+    """``drawer`` with ``tokens`` (its whole text's count) and, past ``max_tokens``, its text
+    cut to that many tokens and ``truncated``. Counting a 200k-character text takes tens of
+    milliseconds: off the event loop."""
+    tok = await ctx.services.ready_tokenizer()
+    text = str(drawer.get("text", ""))
+    count = await anyio.to_thread.run_sync(tok.count, text)
+    if count <= max_tokens:
+        return {**drawer, "tokens": count, "truncated": False}
+    cut = await anyio.to_thread.run_sync(tok.truncate, text, max_tokens)
+    return {**drawer, "text": cut, "tokens": count, "truncated": True}
 
 
 async def op_update(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

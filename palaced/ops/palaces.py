@@ -11,6 +11,7 @@ from palaced.memory import audit
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.palace import reads, team
+from palaced.retrieval import recall
 from palaced.wire.errors import EmbedderUnavailable
 
 
@@ -50,7 +51,12 @@ async def op_palace_delete(ctx: OpContext, palace: str | None, args: dict[str, A
 async def op_palace_info(ctx: OpContext, palace: str | None, args: dict[str, Any]
                          ) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return await reads.info(p)
+    info = await reads.info(p)
+    # What a recall runs now (recall.query_vector): hybrid while the palace's vectors serve
+    # the loaded model, else keyword-only, and why.
+    hybrid = p.vector_embedder() is not None
+    return {**info, "recall_mode": "hybrid" if hybrid else "keyword",
+            "keyword_reason": None if hybrid else recall.keyword_reason(p)}
 
 
 async def op_reembed(ctx: OpContext, palace: str | None, args: dict[str, Any]

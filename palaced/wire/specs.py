@@ -48,7 +48,7 @@ from types import MappingProxyType
 from typing import Any
 
 from palaced.wire.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.wire.errors import MemoirNotFound, MemoryNotFound, PalaceNotFound
+from palaced.wire.errors import InvalidArgs, MemoirNotFound, MemoryNotFound, PalaceNotFound
 from palaced.wire.export_format import MAX_KEY_CHARS
 from palaced.wire.protocol import HELLO_OP
 from palaced.wire.vocab import (
@@ -200,7 +200,8 @@ _ALL: tuple[OpSpec, ...] = (
            doc="Counts (drawers, vectors, `pending_embeddings` and `pending_chunks` awaiting "
                "vectors), embedder identity, index agreement and how it was loaded "
                "(`index_load`, `index_unsaved`), the keyword engine's state (`keywords`), "
-               "rooms, identity text."),
+               "rooms, identity text, and what a recall runs now: `recall_mode` hybrid or "
+               "keyword (`keyword_reason` says why)."),
     OpSpec("palace.reembed", palace=_R, retry=SAFE, permission="write",
            doc="Re-embed every drawer with the daemon's current model now and switch the "
                "palace to it (a background re-embedding does it anyway after a model change)."),
@@ -304,9 +305,13 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
            palace=_R, read_only=True, retry=SAFE,
            doc="L0 identity and L1 essential drawers packed into `budget`."),
-    OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False)}, palace=_R,
-           read_only=True, retry=SAFE,
-           doc="One drawer (`versions`: 1 + its edits; with `history`, the earlier versions)."),
+    OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False),
+                          "max_tokens": Arg("int", min=1, max=MAX_BUDGET,
+                                            help="cut the text to this many tokens")},
+           palace=_R, read_only=True, retry=SAFE,
+           doc="One drawer (`versions`: 1 + its edits; with `history`, the earlier versions). "
+               "With `max_tokens`, a longer text is cut to that many tokens (the daemon's "
+               "tokenizer): `tokens` is the whole text's count, `truncated` says it was cut."),
     # A resend finds the values already there and changes nothing.
     OpSpec("memory.update", {
         "id": _ID,
@@ -524,3 +529,40 @@ def retry_rule(op: str) -> RetryRule:
         return SAFE
     spec = SPECS.get(op)
     return NEVER if spec is None else spec.retry
+
+
+# -- MCP toolsets ------------------------------------------------------------------------------
+# The tools of the MCP bridge by toolset: ``core`` is always served; the others are opt-in
+# (``palace mcp --tools kg,memoir``, ``palace init --tools ...``, ``[mcp] tools`` in
+# config.toml), since every tool listed costs tokens in every agent session. Defined here,
+# beside the ops the tools run, so that the daemon's config check knows the names too.
+MCP_TOOLSETS: dict[str, tuple[str, ...]] = {
+    "core": ("remember", "recall", "wake_up", "get", "list_drawers", "rooms", "forget"),
+    "kg": ("kg_assert", "kg_query", "kg_invalidate"),
+    "memoir": ("memoir",),
+    "upkeep": ("upkeep",),
+}
+ALL_TOOLSETS = "all"  # every toolset
+TOOLSETS_HELP = (f"Opt-in MCP toolsets besides core, comma-separated: "
+                 f"{', '.join(n for n in MCP_TOOLSETS if n != 'core')}, or {ALL_TOOLSETS}")
+
+
+def parse_toolsets(value: str | None) -> tuple[str, ...]:
+    """The toolsets a ``--tools`` value or ``[mcp] tools`` names, ``core`` first and always.
+
+    ``value`` is comma-separated toolset names (spaces allowed), ``all`` for every one;
+    None or "" is ``core`` alone.
+
+    Raises:
+        InvalidArgs: a name that is no toolset (the message lists them).
+    """
+    names = [n.strip().lower() for n in (value or "").split(",") if n.strip()]
+    unknown = [n for n in names if n not in MCP_TOOLSETS and n != ALL_TOOLSETS]
+    if unknown:
+        raise InvalidArgs(
+            f"unknown toolset {', '.join(map(repr, unknown))}; the toolsets are "
+            f"{', '.join(MCP_TOOLSETS)} and {ALL_TOOLSETS}",
+            details={"toolsets": unknown, "known": [*MCP_TOOLSETS, ALL_TOOLSETS]})
+    if ALL_TOOLSETS in names:
+        return tuple(MCP_TOOLSETS)
+    return tuple(n for n in MCP_TOOLSETS if n == "core" or n in names)
