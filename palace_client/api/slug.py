@@ -1,9 +1,10 @@
 """Palace names: slugifying text and deriving the palace of the project a directory is in.
 
-A palace name is lowercase kebab-case, 1-64 characters. A project's palace is named after its
-git root (or the directory itself outside git); the home directory and the filesystem root map
-to ``DEFAULT_PALACE``. Used by the MCP bridge (``mcp``, which also maps the client's roots and
-``CLAUDE_PROJECT_DIR`` to palaces) and ``palace init`` (``agents``).
+A palace name is lowercase kebab-case, 1-64 characters. ``palace_name_for`` is the name a
+project would claim (its git root's folder name); which palace a project actually uses is
+``palace_client.api.projects``' (by path, persisted). ``default_palace``, ``project_dir_palace``
+and ``root_palace`` map the working directory, ``CLAUDE_PROJECT_DIR`` and an MCP client's roots
+through it, for the CLI, the MCP bridge and the hooks alike.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def find_project_root(start: Path) -> Path | None:
 
 
 def palace_name_for(start: Path, home: Path | None = None) -> str:
-    """Derive the palace name of the project containing ``start``.
+    """The palace name the project containing ``start`` would claim (``projects`` may give
+    it another when a different project already holds this one).
 
     The git root's directory name, slugified; outside a git repository the directory itself,
     except the home directory and the filesystem root, which map to ``"default"``.
@@ -64,12 +66,14 @@ def palace_name_for(start: Path, home: Path | None = None) -> str:
 
 def default_palace(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     """The palace of the current project: from ``CLAUDE_PROJECT_DIR`` if set, else the cwd."""
+    from palace_client.api.projects import palace_of
+
     from_env = project_dir_palace(environ)
     if from_env is not None:
         return from_env
     try:
-        return palace_name_for(cwd or Path.cwd())
-    except OSError:  # the cwd was deleted, or the home directory is unknown
+        return palace_of(cwd or Path.cwd())
+    except OSError:  # the cwd was deleted
         return DEFAULT_PALACE
 
 
@@ -79,14 +83,13 @@ def project_dir_palace(environ: Mapping[str, str] | None = None) -> str | None:
     Claude Code sets it for the servers and hooks it starts: it is the most direct word on
     which project a session works in.
     """
+    from palace_client.api.projects import palace_of
+
     env = os.environ if environ is None else environ
     project_dir = env.get("CLAUDE_PROJECT_DIR")
     if not project_dir:
         return None
-    try:
-        return palace_name_for(Path(project_dir))
-    except OSError:  # the home directory is unknown
-        return DEFAULT_PALACE
+    return palace_of(Path(project_dir))
 
 
 def root_uri_path(uri: str) -> Path | None:
@@ -111,12 +114,11 @@ def root_uri_path(uri: str) -> Path | None:
 
 
 def root_palace(uri: str, home: Path | None = None) -> str | None:
-    """The palace of the project an MCP root URI names (as ``palace_name_for``); ``None`` when
+    """The palace of the project an MCP root URI names (``projects.palace_of``); ``None`` when
     the URI names no local directory (see ``root_uri_path``)."""
+    from palace_client.api.projects import palace_of
+
     path = root_uri_path(uri)
     if path is None:
         return None
-    try:
-        return palace_name_for(path, home)
-    except OSError:  # unreadable path or unknown home directory
-        return DEFAULT_PALACE
+    return palace_of(path, home)
