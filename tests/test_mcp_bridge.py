@@ -16,16 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace_client.api.projects import CREATES_PALACE
-from palace_client.api.slug import (
+from palace_client.api.projects import (
+    CREATES_PALACE,
     default_palace,
-    is_palace_name,
-    palace_name_for,
     project_dir_palace,
     root_palace,
-    root_uri_path,
-    slugify,
 )
+from palace_client.api.slug import is_palace_name, palace_name_for, root_uri_path, slugify
 from palace_client.mcp import stdio as mcp_stdio
 from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
 from palace_client.mcp.results import render_error

@@ -37,7 +37,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from palace_client.api.slug import DEFAULT_PALACE, find_project_root, is_palace_name, slugify
+from palace_client.api.slug import (
+    DEFAULT_PALACE,
+    find_project_root,
+    is_palace_name,
+    root_uri_path,
+    slugify,
+)
 from palaced.wire.errors import SourceUnreadable
 from palaced.wire.private import make_private_dirs
 from palaced.wire.safe_files import private_file, read_regular
@@ -173,8 +179,9 @@ def _claim(projects: dict[str, str], root: Path, warn: Warn) -> tuple[str, str]:
 
 
 def project_palace(start: Path, *, home: Path | None = None, data_dir: Path | None = None,
-                   warn: Warn = _stderr) -> ProjectPalace:
-    """The palace of the project containing ``start``, entering a new project in the map.
+                   warn: Warn = _stderr, record: bool = True) -> ProjectPalace:
+    """The palace of the project containing ``start``, entering a new project in the map
+    (unless not ``record``: then the palace it would get, the map left as it is).
 
     Never raises for a bad map or an unwritable data directory: it warns and uses the folder
     name for this call, so an agent session still gets its palace.
@@ -191,6 +198,9 @@ def project_palace(start: Path, *, home: Path | None = None, data_dir: Path | No
         known = read_map(path).get(str(root))
         if known is not None:  # the common case, without taking the lock
             return ProjectPalace(known, root, "mapped")
+        if not record:
+            name, how = _claim(read_map(path), root, lambda _: None)
+            return ProjectPalace(name, root, how)
         with _locked(path):
             projects = read_map(path)
             if str(root) in projects:
@@ -249,3 +259,36 @@ def palace_of(start: Path, home: Path | None = None) -> str:
         return project_palace(start, home=home).name
     except OSError:  # the cwd was deleted, or the home directory is unknown
         return DEFAULT_PALACE
+
+
+def default_palace(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+    """The palace of the current project: from ``CLAUDE_PROJECT_DIR`` if set, else the cwd."""
+    from_env = project_dir_palace(environ)
+    if from_env is not None:
+        return from_env
+    try:
+        return palace_of(cwd or Path.cwd())
+    except OSError:  # the cwd was deleted
+        return DEFAULT_PALACE
+
+
+def project_dir_palace(environ: Mapping[str, str] | None = None) -> str | None:
+    """The palace of the project ``CLAUDE_PROJECT_DIR`` names; ``None`` when it is unset or empty.
+
+    Claude Code sets it for the servers and hooks it starts: it is the most direct word on
+    which project a session works in.
+    """
+    env = os.environ if environ is None else environ
+    project_dir = env.get("CLAUDE_PROJECT_DIR")
+    if not project_dir:
+        return None
+    return palace_of(Path(project_dir))
+
+
+def root_palace(uri: str, home: Path | None = None) -> str | None:
+    """The palace of the project an MCP root URI names (``projects.palace_of``); ``None`` when
+    the URI names no local directory (see ``root_uri_path``)."""
+    path = root_uri_path(uri)
+    if path is None:
+        return None
+    return palace_of(path, home)

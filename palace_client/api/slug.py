@@ -2,17 +2,14 @@
 
 A palace name is lowercase kebab-case, 1-64 characters. ``palace_name_for`` is the name a
 project would claim (its git root's folder name); which palace a project actually uses is
-``palace_client.api.projects``' (by path, persisted). ``default_palace``, ``project_dir_palace``
-and ``root_palace`` map the working directory, ``CLAUDE_PROJECT_DIR`` and an MCP client's roots
-through it, for the CLI, the MCP bridge and the hooks alike.
+``palace_client.api.projects``' (by path, persisted), which also maps the working directory,
+``CLAUDE_PROJECT_DIR`` and an MCP client's roots (``root_uri_path`` here) to palaces.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
-from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_PALACE = "default"
@@ -64,34 +61,6 @@ def palace_name_for(start: Path, home: Path | None = None) -> str:
     return slugify(root.name) or DEFAULT_PALACE
 
 
-def default_palace(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """The palace of the current project: from ``CLAUDE_PROJECT_DIR`` if set, else the cwd."""
-    from palace_client.api.projects import palace_of
-
-    from_env = project_dir_palace(environ)
-    if from_env is not None:
-        return from_env
-    try:
-        return palace_of(cwd or Path.cwd())
-    except OSError:  # the cwd was deleted
-        return DEFAULT_PALACE
-
-
-def project_dir_palace(environ: Mapping[str, str] | None = None) -> str | None:
-    """The palace of the project ``CLAUDE_PROJECT_DIR`` names; ``None`` when it is unset or empty.
-
-    Claude Code sets it for the servers and hooks it starts: it is the most direct word on
-    which project a session works in.
-    """
-    from palace_client.api.projects import palace_of
-
-    env = os.environ if environ is None else environ
-    project_dir = env.get("CLAUDE_PROJECT_DIR")
-    if not project_dir:
-        return None
-    return palace_of(Path(project_dir))
-
-
 def root_uri_path(uri: str) -> Path | None:
     """The local directory of an MCP root (``file:///home/me/proj``); ``None`` for other URIs.
 
@@ -111,14 +80,3 @@ def root_uri_path(uri: str) -> Path | None:
     if not path.startswith("/") or "\0" in path:
         return None
     return Path(path)
-
-
-def root_palace(uri: str, home: Path | None = None) -> str | None:
-    """The palace of the project an MCP root URI names (``projects.palace_of``); ``None`` when
-    the URI names no local directory (see ``root_uri_path``)."""
-    from palace_client.api.projects import palace_of
-
-    path = root_uri_path(uri)
-    if path is None:
-        return None
-    return palace_of(path, home)

@@ -106,6 +106,7 @@ def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
 @app.command()
 def project(
     set_: str | None = typer.Option(None, "--set", metavar="NAME",
+                                    show_default="(show only)",
                                     help="Use this palace for the project from now on (e.g. "
                                          "its old one after a rename)."),
     directory: Annotated[Path | None, typer.Option(

@@ -122,8 +122,8 @@ def parse_input(raw: bytes) -> dict[str, Any]:
 
 def palace_for(pinned: str | None, cwd: str | None) -> str:
     """The palace to capture into (see the module docstring)."""
-    from palace_client.api.projects import palace_of
-    from palace_client.api.slug import DEFAULT_PALACE, project_dir_palace
+    from palace_client.api.projects import palace_of, project_dir_palace
+    from palace_client.api.slug import DEFAULT_PALACE
 
     if pinned:
         return pinned

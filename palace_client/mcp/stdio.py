@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, BinaryIO
 
-from palace_client.api.slug import default_palace, project_dir_palace
+from palace_client.api.projects import default_palace, project_dir_palace
 from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, encode
 from palace_client.mcp.toolbox import DaemonClient, Toolbox
 from palaced.wire.protocol import loads_json
