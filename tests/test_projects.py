@@ -116,6 +116,17 @@ def test_two_repositories_with_one_folder_name_get_two_palaces_in_every_client(
     wait_for(lambda: len(texts(d, other)) == 2)
     assert len(texts(d, "api")) == 1
 
+    # A hook is the first client to see a third `api`: the notice goes to the clients' log,
+    # never to the hook's output.
+    third = git_repo(tmp_path / "forks" / "api")
+    s3 = Session(tmp_path / "t" / "s3.jsonl", cwd=str(third))
+    s3.exchange("Which fork is this?", "The fork that pins Postgres 15.")
+    res, _ = run_hook(d.env, hook_input(s3))
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    wait_for(lambda: derived_name(third) in palaces(d))
+    assert f"{third} uses palace '{derived_name(third)}'" in (
+        d.home / "state" / "palace.log").read_text()
+
 
 @pytest.mark.daemon
 def test_a_moved_repository_keeps_its_palace_and_a_renamed_one_is_pointed_back(

@@ -122,18 +122,16 @@ def parse_input(raw: bytes) -> dict[str, Any]:
 
 def palace_for(pinned: str | None, cwd: str | None) -> str:
     """The palace to capture into (see the module docstring)."""
-    from palace_client.api.projects import palace_of, project_dir_palace
+    from palace_client.api.projects import current_project
     from palace_client.api.slug import DEFAULT_PALACE
 
     if pinned:
         return pinned
     if os.environ.get("PALACE"):
         return os.environ["PALACE"]
-    found = project_dir_palace()
-    if found is not None:
-        return found
     try:
-        return palace_of(Path(cwd) if cwd else Path.cwd())
+        # A new project's notice goes to the clients' log: the hook prints nothing.
+        return current_project(cwd=Path(cwd) if cwd else None, warn=log_line).name
     except OSError:  # the working directory was deleted
         return DEFAULT_PALACE
 
