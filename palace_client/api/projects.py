@@ -54,9 +54,10 @@ MAX_MAP_BYTES = 4 * 1024 * 1024
 _HASH_CHARS = 6
 # The ops that create their palace when it does not exist yet (every client, the same rule):
 # the ones that add memories. Reads, edits and deletions of a missing palace never create it.
+# (``capture.transcript`` has its own ``create`` argument, which the capture hook sets.)
 CREATES_PALACE = frozenset({
     "memory.remember", "memory.remember_many", "palace.import_records", "graph.assert",
-    "graph.link", "memoir.create", "capture.transcript",
+    "graph.link", "memoir.create",
 })
 
 Warn = Callable[[str], None]
