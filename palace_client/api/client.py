@@ -112,8 +112,9 @@ class Client:
         """
         try:
             return self._send(op, palace, args, timeout_ms=timeout_ms)
-        except PalaceNotFound:
-            if palace is None or op not in CREATES_PALACE:
+        except PalaceNotFound as exc:
+            # A palace deleted under the daemon is reported, not silently made anew.
+            if palace is None or op not in CREATES_PALACE or exc.details.get("deleted"):
                 raise
         self._send("palace.create", palace, {"exist_ok": True})
         return self._send(op, palace, args, timeout_ms=timeout_ms)
