@@ -23,6 +23,7 @@ from palace_client.api.projects import (
     derived_name,
     project_palace,
     read_map,
+    set_project_palace,
 )
 
 from .conftest import DaemonProc
@@ -233,3 +234,20 @@ def test_a_bad_or_planted_map_is_never_trusted_nor_overwritten(tmp_path: Path) -
     assert project_palace(repo, data_dir=data, warn=warned.append).name == "svc"
     assert "symlink" in warned[-1]
     assert json.loads(target.read_text()) == {"projects": {str(repo): "stolen"}}
+
+
+def test_projects_may_share_a_palace_and_a_new_twin_still_gets_its_own(tmp_path: Path) -> None:
+    """``--set`` lets two worktrees of one repository share a palace; neither loses it, and a
+    third project of that folder name still gets a name of its own."""
+    data = tmp_path / "data"
+    main, worktree, twin = (tmp_path / "a" / "app", tmp_path / "b" / "app-wt",
+                            tmp_path / "c" / "app")
+    for repo in (main, worktree, twin):
+        (repo / ".git").mkdir(parents=True)
+    assert project_palace(main, data_dir=data).name == "app"
+    assert set_project_palace(worktree, "app", data_dir=data) == [str(main)]
+    assert project_palace(main, data_dir=data).name == "app"
+    assert project_palace(worktree, data_dir=data).name == "app"
+    warned: list[str] = []
+    assert project_palace(twin, data_dir=data, warn=warned.append).name == derived_name(twin)
+    assert f"{main} uses palace 'app'" in warned[0]

@@ -12,7 +12,8 @@ chosen by the project's *path*, not its folder name, and the choice persists in
 * A moved repository: when the project holding the name no longer exists (its directory is
   gone), the new path takes the name over, with its memories, and a notice says so. A
   renamed one (new folder name) starts a new palace; ``palace project --set OLD`` inside it
-  points it back at its old one (see docs/agents.md, "Which palace").
+  points it back at its old one (see docs/agents.md, "Which palace"). Projects may share a
+  palace that way (worktrees of one repository).
 
 Two clients resolving the same new project at once agree: the read-claim-write runs under an
 exclusive ``flock`` on ``projects.lock`` beside the map. The map is a file a user may edit, so
@@ -174,7 +175,8 @@ def _claim(projects: dict[str, str], root: Path, warn: Warn) -> tuple[str, str]:
         return base, "moved"
     name = derived_name(root)
     projects[str(root)] = name
-    warn(f"two projects are named '{base}': {holders[0]} uses palace '{base}', so {root} "
+    living = [other for other in holders if other not in gone]
+    warn(f"two projects are named '{base}': {living[0]} uses palace '{base}', so {root} "
          f"uses palace '{name}' (`palace project --set NAME` inside it chooses another)")
     return name, "derived"
 
@@ -217,9 +219,9 @@ def project_palace(start: Path, *, home: Path | None = None, data_dir: Path | No
     return fallback
 
 
-def set_project_palace(root: Path, name: str, *, data_dir: Path | None = None) -> str | None:
-    """Point the project at ``root`` to the palace ``name``; returns the project that held
-    ``name`` before (it loses it and claims a new one on its next use), if any.
+def set_project_palace(root: Path, name: str, *, data_dir: Path | None = None) -> list[str]:
+    """Point the project at ``root`` to the palace ``name``; returns the other projects that
+    use ``name`` too (they keep it: projects may share a palace, e.g. worktrees of one repo).
 
     Raises:
         ValueError: ``name`` is not a palace name.
@@ -231,13 +233,9 @@ def set_project_palace(root: Path, name: str, *, data_dir: Path | None = None) -
     path = map_file(data_dir)
     with _locked(path):
         projects = read_map(path)
-        previous = [other for other, held in projects.items()
-                    if held == name and other != str(root)]
-        for other in previous:
-            del projects[other]
         projects[str(root)] = name
         _write_map(path, projects)
-    return previous[0] if previous else None
+    return [other for other, held in projects.items() if held == name and other != str(root)]
 
 
 def current_project(environ: Mapping[str, str] | None = None, cwd: Path | None = None,

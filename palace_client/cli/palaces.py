@@ -106,7 +106,7 @@ def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
 @app.command()
 def project(
     set_: str | None = typer.Option(None, "--set", metavar="NAME",
-                                    show_default="(show only)",
+                                    show_default="show only",
                                     help="Use this palace for the project from now on (e.g. "
                                          "its old one after a rename)."),
     directory: Annotated[Path | None, typer.Option(
@@ -119,8 +119,9 @@ def project(
     projects.json in the data directory (`palaced print-paths`): the folder's name, or, when
     another project already holds that name, a derived one like api-3f9c1a. A moved
     repository keeps its palace when its old path is gone; a renamed one starts a new palace
-    until `palace project --set OLD` points it back. The CLI, `palace mcp` and the hooks all
-    use this palace unless --palace or PALACE names another.
+    until `palace project --set OLD` points it back. Two projects may share a palace (say,
+    worktrees of one repository): --set the same name in both. The CLI, `palace mcp` and the
+    hooks all use this palace unless --palace or PALACE names another.
     """
     from palace_client.api.projects import current_project, project_root, set_project_palace
 
@@ -131,14 +132,13 @@ def project(
             fail(E.InvalidArgs(f"{where} is no project (the home directory or /, outside "
                                "git): its palace is 'default'"), as_json)
         try:
-            previous = set_project_palace(root, set_)
+            sharing = set_project_palace(root, set_)
         except ValueError as exc:
             fail(E.InvalidArgs(str(exc)), as_json)
         except (E.PalaceError, OSError) as exc:
             fail(exc if isinstance(exc, E.PalaceError) else E.InvalidArgs(str(exc)), as_json)
-        if previous is not None:
-            typer.echo(f"palace {set_} was the palace of {previous}; that project gets a new "
-                       "one on its next use", err=True)
+        if sharing:
+            typer.echo(f"palace {set_} is shared with {', '.join(sharing)}", err=True)
     chosen = current_project({}, cwd=where)
     data = {"project": str(chosen.root) if chosen.root else None, "palace": chosen.name,
             "how": chosen.how}
