@@ -178,10 +178,11 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                                "(reads, idempotent writes) or `OUTCOME_UNKNOWN` (other writes)."),
     "PALACE_DEBUG": ("`palace` CLI", "When set, an unexpected exception (a bug) shows its "
                      "traceback instead of a one-line `CLIENT_ERROR`."),
-    "CLAUDE_PROJECT_DIR": ("`palace mcp`, `palace wake-up`, `palace hook capture`",
-                           "Project directory whose git root names the default palace (else "
-                           "the MCP client's first root, or the hook input's `cwd`, else the "
-                           "current directory)."),
+    "CLAUDE_PROJECT_DIR": ("every `palace` command without `--palace`, `palace mcp`, "
+                           "`palace hook capture`",
+                           "Project directory whose git root's palace is the default palace "
+                           "(else the MCP client's first root, or the hook input's `cwd`, else "
+                           "the current directory; [agents.md](agents.md#which-palace))."),
     "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
                           "directory; its `projects/` holds the session transcripts imported "
                           "by default (default `~/.claude`)."),

@@ -28,9 +28,14 @@ def dump(data: Any) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+# palace's own records under the fake HOME (the project map, init's record and backups):
+# not files of the user's that init edits.
+OWN_STATE = ("home/.local/state/palace/", "home/.local/share/palace/")
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+            if p.is_file() and not str(p.relative_to(root)).startswith(OWN_STATE)}
 
 
 def write_exe(path: Path) -> Path:
@@ -96,6 +101,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     (project / ".git").mkdir(parents=True)
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    # palace installed for the user (outside a venv): what project files can run from PATH.
+    write_exe(bindir / "palace")
     python = tmp_path / "venv" / "bin" / "python"
     write_exe(python.parent / "palace")
     environ = {"HOME": str(home), "PATH": str(bindir)}

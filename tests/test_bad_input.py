@@ -124,8 +124,8 @@ def test_content_limits_and_fts_syntax(target: InProcDaemon) -> None:
             c.remember(PALACE, "x" * 200_001)
         with pytest.raises(E.InvalidArgs):
             c.recall(PALACE, "nul\x00query")
-        with pytest.raises(E.PalaceNotFound):
-            c.remember("no-such-palace", "text")
+        with pytest.raises(E.PalaceNotFound):  # a read never creates the palace
+            c.recall("no-such-palace", "text")
         # A bad item anywhere in a batch rejects the whole batch.
         with pytest.raises(E.InvalidContent) as err:
             c.remember_many(PALACE, [{"text": "fine one"}, {"text": ""}])

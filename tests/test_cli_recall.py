@@ -193,11 +193,15 @@ def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: Da
     assert lines[at + 1].startswith("Rule 0:") and lines[at + 1].endswith("…")
 
 
-def test_wake_up_creates_a_missing_palace(shared_daemon: DaemonProc) -> None:
+def test_wake_up_of_a_missing_palace_prints_nothing_and_creates_nothing(
+        shared_daemon: DaemonProc) -> None:
+    """A read never creates a palace (the first write does): the session-start hook of a
+    brand-new project still exits 0, with an empty context."""
     name = next(_names)
     res = shared_daemon.cli("wake-up", "--palace", name)
-    assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith(f"## L0 Identity of {name}\n")
+    assert (res.returncode, res.stdout) == (0, ""), res.stderr
+    with shared_daemon.client() as c:
+        assert name not in {p["name"] for p in c.list_palaces()}
 
 
 def test_wake_up_without_palace_uses_the_sessions_project(shared_daemon: DaemonProc,
@@ -208,11 +212,16 @@ def test_wake_up_without_palace_uses_the_sessions_project(shared_daemon: DaemonP
     (project / "src").mkdir()
     env = {**shared_daemon.env, "CLAUDE_PROJECT_DIR": str(project / "src")}
     env.pop("PALACE", None)
+    stored = subprocess.run([sys.executable, "-m", "palace_client", "remember",
+                             "hook projects deploy on Fridays"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert stored.returncode == 0, stored.stderr
     res = subprocess.run([sys.executable, "-m", "palace_client", "wake-up"], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("## L0 Identity of hook-project\n")
+    assert "hook projects deploy on Fridays" in res.stdout
 
 
 def test_hook_installed_by_init_runs(shared_daemon: DaemonProc, palace: str) -> None:

@@ -121,6 +121,7 @@ def test_project_scope_edits_every_agent(world: World) -> None:
 
 def test_dry_run_writes_nothing_and_shows_diffs(world: World) -> None:
     seed(world)
+    (world.bin / "palace").unlink()
     before = snapshot(world.root)
     changes = world.run(dry_run=True)
     assert snapshot(world.root) == before
@@ -173,6 +174,17 @@ def test_files_created_by_init_are_deleted_on_uninstall(world: World) -> None:
     removed = world.run(agents=agents, uninstall=True)
     assert {c.action for c in removed} == {"deleted"}
     assert not any(p.exists() or backup_path(p).exists() for p in paths)
+    # The folders init made for them go too (they were left behind, empty).
+    assert sorted(p.name for p in world.project.iterdir()) == [".git"]
+
+
+def test_uninstall_keeps_folders_it_did_not_create_or_that_hold_more(world: World) -> None:
+    (world.project / ".cursor").mkdir()
+    world.run(agents=("cursor", "gemini", "vscode"))
+    (world.project / ".vscode" / "settings.json").write_text("{}\n")
+    world.run(agents=("cursor", "gemini", "vscode"), uninstall=True)
+    assert sorted(p.name for p in world.project.iterdir()) == [".cursor", ".git", ".vscode"]
+    assert [p.name for p in (world.project / ".vscode").iterdir()] == ["settings.json"]
 
 
 def test_existing_entry_is_updated_keeping_its_extra_keys(world: World) -> None:
@@ -207,7 +219,9 @@ def test_symlinked_config_is_written_through(world: World) -> None:
     world.run(agents=("cursor",), scope="user")
     assert link.is_symlink()
     assert json.loads(real.read_text())["mcpServers"]["palace"] == world.user_entry()
-    assert backup_path(link) == real.with_name("mcp.json.palace-bak")
+    # The backup is kept in palace's state dir, at the real file's path.
+    assert backup_path(link) == (world.home / ".local/state/palace/init-backups" /
+                                 real.relative_to("/").with_name("mcp.json.palace-bak"))
 
 
 def test_wrong_shapes_are_errors(world: World) -> None:

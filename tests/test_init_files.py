@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from palace_client.agents.jsonc import JSONC, parse
-from palace_client.agents.setup import backup_path
+from palace_client.agents.setup import BACKUP_SUFFIX, backup_path
 from tests.init_support import PROJECT_ENTRY, World, dump, snapshot, world
 
 __all__ = ["world"]
@@ -138,9 +138,10 @@ def test_uninstall_of_a_file_palace_created_leaves_nothing(world: World) -> None
 def test_a_backup_an_older_palace_took_of_its_own_content_is_disregarded(world: World) -> None:
     settings = world.project / ".claude" / "settings.local.json"
     world.run(agents=("claude",))
-    backup_path(settings).write_text(settings.read_text())  # what the old `init` left
+    legacy = settings.with_name(settings.name + BACKUP_SUFFIX)  # beside it, as it was
+    legacy.write_text(settings.read_text())  # what the old `init` left
     world.run(agents=("claude",), uninstall=True)
-    assert not settings.exists() and not backup_path(settings).exists()
+    assert not settings.exists() and not legacy.exists()
 
 
 def test_user_additions_to_a_file_palace_created_survive_uninstall(world: World) -> None:

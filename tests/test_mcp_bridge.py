@@ -16,15 +16,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palace_client.api.slug import (
+from palace_client.api.projects import (
+    CREATES_PALACE,
     default_palace,
-    is_palace_name,
-    palace_name_for,
     project_dir_palace,
     root_palace,
-    root_uri_path,
-    slugify,
 )
+from palace_client.api.slug import is_palace_name, palace_name_for, root_uri_path, slugify
 from palace_client.mcp import stdio as mcp_stdio
 from palace_client.mcp.bridge import LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, Bridge
 from palace_client.mcp.results import render_error
@@ -37,6 +35,13 @@ from tests.conftest import DaemonProc, base_env
 
 REPO = Path(__file__).resolve().parents[1]
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
+
+
+@pytest.fixture(autouse=True)
+def _own_project_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process bridges record their projects' palaces (``projects.json``) under a temporary
+    ``PALACE_HOME``, never in the user's data directory."""
+    monkeypatch.setenv("PALACE_HOME", str(tmp_path / "palace-home"))
 
 
 # -- a duck-typed stand-in for palace_client.Client -------------------------------------------
@@ -89,8 +94,10 @@ class FakeClient:
             return {"results": merged[: args.get("top_k", 10)], "palaces": list(self.palaces),
                     "skipped": [], "mode": "hybrid", "nothing_relevant": not merged}
         drawers = self.palaces.get(str(palace))
+        if drawers is None and op in CREATES_PALACE:  # the real Client's rule: writes create
+            drawers = self.palaces.setdefault(str(palace), {})
         if drawers is None:
-            raise PalaceNotFound(f"no palace {palace!r}")
+            raise PalaceNotFound(f"no palace {palace!r}", details={"palace": palace})
         if op == "palace.info":
             return {"name": palace, "drawers": len(drawers), "embedder": {"dims": 384}}
         if op == "memory.remember":
@@ -382,7 +389,9 @@ def test_retired_tools_name_their_replacement(old: str, new: str) -> None:
 
 
 # -- tools ----------------------------------------------------------------------------------
-def test_lazy_connect_and_palace_created_once() -> None:
+def test_lazy_connect_and_no_palace_created_by_the_bridge() -> None:
+    """The bridge connects on the first tool call; it creates no palace itself (the first
+    write does, by the client's rule, ``projects.CREATES_PALACE``)."""
     made: list[FakeClient] = []
 
     def factory() -> FakeClient:
@@ -396,8 +405,8 @@ def test_lazy_connect_and_palace_created_once() -> None:
     call_tool(bridge, "remember", {"text": "alpha"})
     call_tool(bridge, "remember", {"text": "beta"})
     assert len(made) == 1
-    assert [c[0] for c in made[0].calls].count("palace.create") == 1
-    assert made[0].calls[0] == ("palace.create", "proj", {"exist_ok": True})
+    assert [c[:2] for c in made[0].calls] == [("memory.remember", "proj")] * 2
+    assert made[0].palaces["proj"]
 
 
 def test_remember_then_recall_renders_drawers() -> None:
@@ -432,6 +441,7 @@ def test_recall_passes_its_arguments_and_renders_sections() -> None:
 
 def test_recall_daemon_rejection_is_not_hidden() -> None:
     bridge, fake = make_bridge()
+    call_tool(bridge, "remember", {"text": "a drawer, so that the palace exists"})
     fake.RECALL_ARGS = frozenset({"query", "top_k"})  # a daemon without deep yet
     result = call_tool(bridge, "recall", {"query": "x", "deep": True})
     assert result["isError"] is True
@@ -450,6 +460,7 @@ def test_compact_mode_one_line_per_drawer() -> None:
 
 def test_recall_without_hits_suggests_next_step() -> None:
     bridge, _ = make_bridge()
+    call_tool(bridge, "remember", {"text": "unrelated"})
     text = text_of(call_tool(bridge, "recall", {"query": "nothing here"}))
     assert "No drawers matched" in text and "scope='all'" in text
 
@@ -475,7 +486,7 @@ def test_recall_all_merges_palaces_by_score() -> None:
 def test_wake_up_forget_list() -> None:
     bridge, _ = make_bridge()
     empty = text_of(call_tool(bridge, "wake_up", {}))
-    assert "empty so far" in empty
+    assert "Palace 'proj' holds nothing yet" in empty
     for i in range(3):
         call_tool(bridge, "remember", {"text": f"fact number {i}", "importance": i / 3})
     wake = text_of(call_tool(bridge, "wake_up", {"budget": 500}))
@@ -701,7 +712,7 @@ def test_roots_name_the_palace(tmp_path: Path) -> None:
                                     (proj / "src").as_uri(), tmp_path.as_uri())) is None
     stored = text_of(call_tool(bridge, "remember", {"text": "alpha"}))
     assert "in palace 'my-app'" in stored
-    assert fake.calls[0] == ("palace.create", "my-app", {"exist_ok": True})
+    assert fake.calls[0][:2] == ("memory.remember", "my-app")
 
 
 def test_roots_change_is_followed(tmp_path: Path) -> None:
@@ -718,7 +729,7 @@ def test_roots_change_is_followed(tmp_path: Path) -> None:
     rpc(bridge, roots_answer({**request, "id": "palace-roots-1"}, first.as_uri()))
     rpc(bridge, roots_answer(request, second.as_uri()))
     assert "in palace 'second'" in text_of(call_tool(bridge, "remember", {"text": "b"}))
-    assert [c[1] for c in fake.calls if c[0] == "palace.create"] == ["first", "second"]
+    assert [c[1] for c in fake.calls if c[0] == "memory.remember"] == ["first", "second"]
 
 
 @pytest.mark.parametrize("answer", [
@@ -1010,7 +1021,8 @@ def test_process_palace_from_roots(shared_daemon: DaemonProc, tmp_path: Path) ->
         p.send(roots_answer(request, second.as_uri()))
         listing = p.request({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                              "params": {"name": "list_drawers", "arguments": {}}})
-        assert "No drawers in palace 'next-proj'" in text_of(listing["result"])
+        # A read of a project palace not written yet creates nothing and says so.
+        assert "Palace 'next-proj' holds nothing yet" in text_of(listing["result"])
     finally:
         rc, out, err = p.close(timeout=30)
     assert rc == 0 and out == b""

@@ -44,7 +44,8 @@ def test_memoir_tool_actions(bridge: Bridge) -> None:
         "create", "list", "show", "add_concept", "refine", "link", "search", "inspect"]
     assert memoir["annotations"] == {"destructiveHint": False, "idempotentHint": True}
 
-    assert "No memoirs" in ok(bridge, action="list")
+    # Before the palace's first write there is no palace yet: nothing, and nothing created.
+    assert "holds nothing yet" in ok(bridge, action="list")
     made = ok(bridge, action="create", memoir="architecture",
                      description="System design")
     assert made.startswith("Created memoir architecture: 0 concepts, 0 links - System design")

@@ -228,7 +228,7 @@ CLI_OPS: dict[str, str] = {
 # send model.load), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall", "import jsonl", "import chatgpt", "import markdown",
-               "model fetch", "model import"}
+               "model fetch", "model import", "project"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id", "concept": "name"}

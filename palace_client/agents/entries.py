@@ -78,6 +78,23 @@ def palace_executable(which: Which, python: str) -> list[str]:
     return [os.path.abspath(python), "-m", "palace_client"]
 
 
+def path_palace_problem(which: Which) -> str | None:
+    """Why a bare ``palace`` (what project files run) may not start for an agent; ``None``
+    when ``palace`` on ``PATH`` is one every agent finds.
+
+    A virtualenv's ``bin`` is on ``PATH`` only in the shell that activated it; an agent
+    started from a desktop or another terminal does not have it. A user install (``uv tool``,
+    ``pipx``, ``~/.local/bin``) links the script from a directory outside any venv.
+    """
+    found = which("palace")
+    if not found:
+        return "`palace` is not on PATH now"
+    bindir = Path(found).parent
+    if (bindir.parent / "pyvenv.cfg").is_file():
+        return f"the `palace` on PATH now comes from the virtualenv {bindir.parent}"
+    return None
+
+
 def bridge_command(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
                    tools: str | None = None) -> ServerCommand:
     """The command ``exe mcp [--palace NAME] [--tools SETS]`` with ``env``."""

@@ -2,7 +2,9 @@
 
 ``palace init`` (``agents``) writes every config through ``atomic_write``, after
 ``backup_once`` while the file is still the user's own, so the pre-palace copy survives as
-``<file>.palace-bak``; ``drop_backup`` removes it once an uninstall restored the file.
+``<state_dir>/init-backups/<the file's absolute path>.palace-bak``: outside the project tree,
+where a backup beside ``.mcp.json`` showed up in ``git status`` (a backup an older palace left
+beside its file is still used). ``drop_backup`` removes it once an uninstall restored the file.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import stat
 import tempfile
 from pathlib import Path
 
+from palaced.wire.private import make_private_dirs
+
 BACKUP_SUFFIX = ".palace-bak"
+BACKUPS_DIR = "init-backups"
 
 
 def _umask() -> int:
@@ -72,14 +77,30 @@ def atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def backups_dir() -> Path:
+    """The private directory of ``init``'s backups (``PALACE_HOME`` moves it)."""
+    from palaced.wire.paths import resolve
+
+    return resolve().state_dir / BACKUPS_DIR
+
+
 def backup_path(path: Path) -> Path:
-    """Where the pre-palace copy of ``path`` is kept.
+    """Where the pre-palace copy of ``path`` is kept: under ``backups_dir()`` at the file's
+    absolute path, or beside the file where an older palace left it (a regular file of
+    yours named ``<file>.palace-bak``).
 
     Raises:
         PermissionError: ``path`` is a symlink owned by another uid.
     """
-    real = _own_target(path)
-    return real.with_name(real.name + BACKUP_SUFFIX)
+    real = _own_target(path).absolute()
+    legacy = real.with_name(real.name + BACKUP_SUFFIX)
+    try:
+        st = legacy.lstat()
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+            return legacy
+    except OSError:
+        pass
+    return backups_dir() / real.relative_to(real.anchor).with_name(real.name + BACKUP_SUFFIX)
 
 
 def backup_once(path: Path) -> None:
@@ -96,6 +117,7 @@ def backup_once(path: Path) -> None:
     if not real.exists():
         return
     bak = backup_path(path)
+    make_private_dirs(bak.parent)
     try:
         fd = os.open(bak, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)

@@ -31,15 +31,18 @@ from palace_client.agents.entries import (
     hook_lines,
     palace_env,
     palace_executable,
+    path_palace_problem,
     tools_arg,
 )
 from palace_client.agents.plans import CommandPlan, FilePlan
+from palace_client.agents.record import record_dirs, remove_created_dirs
 from palace_client.agents.safe_write import BACKUP_SUFFIX as BACKUP_SUFFIX
 from palace_client.agents.safe_write import atomic_write as atomic_write
 from palace_client.agents.safe_write import backup_once, drop_backup
 from palace_client.agents.safe_write import backup_path as backup_path
 from palace_client.agents.targets import AGENTS, LABELS, PLANNERS, Ctx, Skip, detect_agents
-from palace_client.api.slug import find_project_root, palace_name_for
+from palace_client.api.projects import project_palace, project_root
+from palace_client.api.slug import DEFAULT_PALACE, find_project_root
 
 SCOPES: tuple[str, ...] = ("project", "local", "user")
 _ALIASES = {
@@ -139,15 +142,35 @@ def _apply_file(agent: str, plan: FilePlan, dry_run: bool) -> Change:
         try:
             if plan.new is None:
                 plan.path.unlink()
+                remove_created_dirs(_state_dir(), plan.path.parent)
             else:
                 if plan.backup:
                     backup_once(plan.path)
+                missing = _missing_dirs(plan.path.parent)
                 atomic_write(plan.path, plan.new)
+                record_dirs(_state_dir(), missing)
             if plan.drop_backup:
                 drop_backup(plan.path)
         except OSError as exc:
             return Change(agent, target, "error", diff, f"cannot write {target}: {exc}")
     return Change(agent, target, action, diff)
+
+
+def _state_dir() -> Path:
+    from palaced.wire.paths import resolve
+
+    return resolve().state_dir
+
+
+def _missing_dirs(directory: Path) -> list[Path]:
+    """The directories at and above ``directory`` that do not exist yet (writing a file there
+    creates them), nearest first."""
+    missing: list[Path] = []
+    for candidate in (directory, *directory.parents):
+        if os.path.lexists(candidate):
+            break
+        missing.append(candidate)
+    return missing
 
 
 def _apply_command(agent: str, plan: CommandPlan, options: InitOptions) -> Change:
@@ -186,21 +209,43 @@ def _context(options: InitOptions) -> Ctx:
     home = options.home or (Path(home_env) if home_env else Path.home())
     start = options.project_dir.expanduser().absolute()
     project = find_project_root(start) or start
+    if options.scope != "user" and not options.uninstall and options.palace is None and \
+            project_root(start, home) is None:
+        raise ValueError(_no_project(start, home, options.scope))
     path = environ.get("PATH", os.defpath)
     which = options.which or (lambda name: shutil.which(name, path=path))
     env = palace_env(environ)
     exe = palace_executable(which, options.python or sys.executable)
-    named = options.palace or palace_name_for(project, home)
+    # The palace the project uses (by its path, projects.json), as the bridge would choose.
+    # Entered in projects.json once a file names it (init_agents), not on a dry run or error.
+    named = options.palace or (project_palace(project, home=home, record=False).name
+                               if options.scope != "user" else DEFAULT_PALACE)
     tools = tools_arg(options.tools)
     project_cmd = bridge_command(["palace"], named, env, tools)
     local_cmd = bridge_command(exe, named if options.scope == "local" else options.palace, env,
                                tools)
+    shadow = None
+    if options.scope == "project" and path_palace_problem(which) is not None:
+        shadow = bridge_command(exe, named, env, tools).as_entry()
     hooks = None
     if options.hooks and not options.uninstall:
         hooks = hook_lines(exe, options.palace, env)
     return Ctx(home=home, project=project, scope=options.scope, environ=environ,
                project_entry=project_cmd.as_entry(), local_entry=local_cmd.as_entry(),
-               hook_commands=hooks, uninstall=options.uninstall, which=which)
+               hook_commands=hooks, uninstall=options.uninstall, which=which,
+               shadow_entry=shadow)
+
+
+def _no_project(start: Path, home: Path, scope: str) -> str:
+    """Why ``init`` refuses to write project files where there is no project, and the fix."""
+    where = "your home directory" if start == home.absolute() else "the filesystem root"
+    written = ".mcp.json" if scope == "project" else "Claude Code's local entry"
+    return (f"{start} is {where}, not a project (no git repository): {written} here would "
+            f"serve palace '{DEFAULT_PALACE}' to every session started in {start}. Run `palace "
+            "init` inside a project (its git root gets the files, and the project its own "
+            "palace), or `palace init --scope user` to register palace for every project at "
+            f"once (each still gets its own palace), or pass --palace {DEFAULT_PALACE} to "
+            "write it here anyway")
 
 
 def hook_command(palace: str | None = None, environ: Mapping[str, str] | None = None,
@@ -237,9 +282,14 @@ def init_agents(options: InitOptions) -> list[Change]:
     if not agents:
         agents = detect_agents(ctx.home, ctx.project, ctx.which, ctx.environ)
     note = ""
-    if ctx.scope == "project" and not ctx.uninstall and not ctx.which("palace"):
-        note = ("note: `palace` is not on PATH, and project files run it from PATH: put it "
-                "there, or use --scope local (Claude Code) or user, which hold its full path")
+    problem = path_palace_problem(ctx.which)
+    if ctx.scope == "project" and not ctx.uninstall and problem is not None:
+        exe = ctx.shadow_entry["command"] if ctx.shadow_entry else "palace"
+        note = (f"warning: this shared file runs `palace` from PATH, but {problem}: an agent "
+                "started from a desktop or another shell will not find it and shows "
+                "\"Failed to connect\". Fix: install palace for your user so that it is on "
+                "every PATH (`uv tool install PATH-TO-PALACE` or `pipx install "
+                f"PATH-TO-PALACE`), or run `palace init --scope user`, which writes {exe}")
     changes: list[Change] = []
     for agent in dict.fromkeys(agents):
         for plan in PLANNERS[agent](ctx):
@@ -249,11 +299,19 @@ def init_agents(options: InitOptions) -> list[Change]:
                 changes.append(_apply_command(agent, plan, options))
             else:
                 change = _apply_file(agent, plan, options.dry_run)
-                if note and change.action in ("created", "updated") and \
+                if note and change.action in ("created", "updated", "unchanged") and \
                         plan.path.is_relative_to(ctx.project) and \
                         plan.path.name != "settings.local.json":
                     change.detail = note
+                    if agent == "claude" and ctx.shadow_entry is not None:
+                        change.detail = (
+                            "note: this shared file runs `palace` from PATH; on this machine "
+                            "Claude Code runs the local-scope entry instead, "
+                            f"{ctx.shadow_entry['command']} (it takes precedence)")
                 changes.append(change)
+    if options.palace is None and ctx.scope != "user" and not options.dry_run and any(
+            c.action in ("created", "updated") for c in changes):
+        project_palace(ctx.project, home=ctx.home)
     return changes
 
 
@@ -269,7 +327,7 @@ def format_changes(changes: Sequence[Change], *, dry_run: bool = False) -> str:
             action = "would be " + action
         lines.append(f"{LABELS[change.agent]:<12} {action:<18} {change.target}")
         if change.detail and (change.action in ("error", "skipped")
-                              or change.detail.startswith("note:")):
+                              or change.detail.startswith(("note:", "warning:"))):
             lines.append("  " + change.detail.replace("\n", "\n  "))
         if dry_run and change.diff:
             lines.append(change.diff.rstrip("\n"))

@@ -63,6 +63,9 @@ class Ctx:
 
     ``project_entry`` is the project-scope server entry (``palace`` from PATH, pinned),
     ``local_entry`` the machine's (absolute path; pinned in local scope, not in user scope).
+    ``shadow_entry``, in project scope when ``palace`` on PATH is one an agent started
+    elsewhere would not find: the absolute, pinned entry Claude Code's local scope gets, which
+    it prefers to the shared ``.mcp.json``'s.
     """
 
     home: Path
@@ -74,6 +77,7 @@ class Ctx:
     hook_commands: Mapping[str, str] | None  # Claude Code event -> command (``--hooks``)
     uninstall: bool
     which: Which
+    shadow_entry: dict[str, Any] | None = None
 
 
 def vscode_user_dir(home: Path, environ: Mapping[str, str]) -> Path:
@@ -113,15 +117,22 @@ def detect_agents(home: Path, project: Path, which: Which,
 def _plan_claude(ctx: Ctx) -> list[Plan | Skip]:
     plans: list[Plan | Skip] = []
     state = ctx.home / ".claude.json"
+    local_keys = ("projects", str(ctx.project), "mcpServers")
+    claude = ctx.which("claude")
     if ctx.scope == "project":
         plans.append(json_plan(ctx.project / ".mcp.json",
                                set_entry(("mcpServers",), ctx.project_entry), ctx.uninstall))
+        if ctx.shadow_entry is not None or (ctx.uninstall and _holds_ours(state, local_keys)):
+            # This machine's own copy, absolute, in the local scope Claude Code prefers: the
+            # shared file's bare `palace` is not on the PATH an agent starts with here.
+            entry = ctx.shadow_entry or ctx.local_entry
+            plans.append(_claude_cli_plan(claude, state, local_keys, ctx, "local", entry)
+                         if claude else
+                         json_plan(state, set_entry(local_keys, entry), ctx.uninstall))
     else:
-        keys = ("mcpServers",) if ctx.scope == "user" else (
-            "projects", str(ctx.project), "mcpServers")
-        claude = ctx.which("claude")
+        keys = ("mcpServers",) if ctx.scope == "user" else local_keys
         if claude:
-            plans.append(_claude_cli_plan(claude, state, keys, ctx))
+            plans.append(_claude_cli_plan(claude, state, keys, ctx, ctx.scope, ctx.local_entry))
         else:
             plans.append(json_plan(state, set_entry(keys, ctx.local_entry), ctx.uninstall))
     if ctx.scope == "user":
@@ -137,18 +148,29 @@ def _plan_claude(ctx: Ctx) -> list[Plan | Skip]:
     return plans
 
 
-def _claude_cli_plan(claude: str, state_file: Path, keys: tuple[str, ...], ctx: Ctx) -> Plan:
-    """``claude mcp add/remove`` for the user or local scope (Claude rewrites its own state)."""
+def _current(state_file: Path, keys: tuple[str, ...]) -> Any:
+    """Palace's server entry under ``keys`` of Claude Code's state file, if any."""
     try:
         current: Any = load_json(read_text(state_file))
     except (OSError, ValueError, PlanError):
         current = {}
     for key in (*keys, SERVER_KEY):
         current = current.get(key) if isinstance(current, dict) else None
-    scope = ["--scope", ctx.scope]
-    cwd = ctx.project if ctx.scope == "local" else None
+    return current
+
+
+def _holds_ours(state_file: Path, keys: tuple[str, ...]) -> bool:
+    return _current(state_file, keys) is not None
+
+
+def _claude_cli_plan(claude: str, state_file: Path, keys: tuple[str, ...], ctx: Ctx,
+                     scope_name: str, entry: dict[str, Any]) -> Plan:
+    """``claude mcp add/remove`` of ``entry`` for the user or local scope (Claude rewrites its
+    own state)."""
+    current = _current(state_file, keys)
+    scope = ["--scope", scope_name]
+    cwd = ctx.project if scope_name == "local" else None
     remove = [claude, "mcp", "remove", *scope, SERVER_KEY]
-    entry = ctx.local_entry
     if ctx.uninstall:
         if current is None:
             return FilePlan(state_file, None, None)

@@ -20,6 +20,7 @@ from typing import Any
 from palace_client.api import identity
 from palace_client.api.identity import resolve as resolve_agent
 from palace_client.api.payloads import drawer_args
+from palace_client.api.projects import CREATES_PALACE
 from palace_client.transport.connection import (
     CONNECT_TIMEOUT_S,
     REPLY_GRACE_S,
@@ -33,7 +34,7 @@ from palace_client.transport.connection import (
     env_seconds,
     outcome_unknown,
 )
-from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError, Timeout
+from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError, PalaceNotFound, Timeout
 from palaced.wire.paths import Paths, resolve
 from palaced.wire.specs import Retry, retry_rule
 
@@ -100,6 +101,26 @@ class Client:
 
     def call(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
              *, timeout_ms: int | None = None) -> dict[str, Any]:
+        """Send one raw request and return its result map (see ``_send``).
+
+        The first write to a palace that does not exist yet creates it: an op of
+        ``projects.CREATES_PALACE`` answered PALACE_NOT_FOUND creates the palace and is sent
+        again, the rule of every client (reads never create one).
+
+        Raises:
+            PalaceError: the daemon's typed error, and what ``_send`` raises.
+        """
+        try:
+            return self._send(op, palace, args, timeout_ms=timeout_ms)
+        except PalaceNotFound as exc:
+            # A palace deleted under the daemon is reported, not silently made anew.
+            if palace is None or op not in CREATES_PALACE or exc.details.get("deleted"):
+                raise
+        self._send("palace.create", palace, {"exist_ok": True})
+        return self._send(op, palace, args, timeout_ms=timeout_ms)
+
+    def _send(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
+              *, timeout_ms: int | None = None) -> dict[str, Any]:
         """Send one raw request and return its result map.
 
         A broken connection is reopened and the request resent once, per the op's retry rule.

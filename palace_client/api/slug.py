@@ -1,17 +1,15 @@
 """Palace names: slugifying text and deriving the palace of the project a directory is in.
 
-A palace name is lowercase kebab-case, 1-64 characters. A project's palace is named after its
-git root (or the directory itself outside git); the home directory and the filesystem root map
-to ``DEFAULT_PALACE``. Used by the MCP bridge (``mcp``, which also maps the client's roots and
-``CLAUDE_PROJECT_DIR`` to palaces) and ``palace init`` (``agents``).
+A palace name is lowercase kebab-case, 1-64 characters. ``palace_name_for`` is the name a
+project would claim (its git root's folder name); which palace a project actually uses is
+``palace_client.api.projects``' (by path, persisted), which also maps the working directory,
+``CLAUDE_PROJECT_DIR`` and an MCP client's roots (``root_uri_path`` here) to palaces.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
-from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_PALACE = "default"
@@ -47,7 +45,8 @@ def find_project_root(start: Path) -> Path | None:
 
 
 def palace_name_for(start: Path, home: Path | None = None) -> str:
-    """Derive the palace name of the project containing ``start``.
+    """The palace name the project containing ``start`` would claim (``projects`` may give
+    it another when a different project already holds this one).
 
     The git root's directory name, slugified; outside a git repository the directory itself,
     except the home directory and the filesystem root, which map to ``"default"``.
@@ -60,33 +59,6 @@ def palace_name_for(start: Path, home: Path | None = None) -> str:
             return DEFAULT_PALACE
         root = start
     return slugify(root.name) or DEFAULT_PALACE
-
-
-def default_palace(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """The palace of the current project: from ``CLAUDE_PROJECT_DIR`` if set, else the cwd."""
-    from_env = project_dir_palace(environ)
-    if from_env is not None:
-        return from_env
-    try:
-        return palace_name_for(cwd or Path.cwd())
-    except OSError:  # the cwd was deleted, or the home directory is unknown
-        return DEFAULT_PALACE
-
-
-def project_dir_palace(environ: Mapping[str, str] | None = None) -> str | None:
-    """The palace of the project ``CLAUDE_PROJECT_DIR`` names; ``None`` when it is unset or empty.
-
-    Claude Code sets it for the servers and hooks it starts: it is the most direct word on
-    which project a session works in.
-    """
-    env = os.environ if environ is None else environ
-    project_dir = env.get("CLAUDE_PROJECT_DIR")
-    if not project_dir:
-        return None
-    try:
-        return palace_name_for(Path(project_dir))
-    except OSError:  # the home directory is unknown
-        return DEFAULT_PALACE
 
 
 def root_uri_path(uri: str) -> Path | None:
@@ -108,15 +80,3 @@ def root_uri_path(uri: str) -> Path | None:
     if not path.startswith("/") or "\0" in path:
         return None
     return Path(path)
-
-
-def root_palace(uri: str, home: Path | None = None) -> str | None:
-    """The palace of the project an MCP root URI names (as ``palace_name_for``); ``None`` when
-    the URI names no local directory (see ``root_uri_path``)."""
-    path = root_uri_path(uri)
-    if path is None:
-        return None
-    try:
-        return palace_name_for(path, home)
-    except OSError:  # unreadable path or unknown home directory
-        return DEFAULT_PALACE

@@ -58,7 +58,8 @@ def _carrying(info: Any, op: str, arg: str) -> Any:
 
 # Every op that takes a palace gets it from this option ("" stands for any op).
 PalaceOpt = _carrying(typer.Option(None, "--palace", "-p", envvar="PALACE",
-                                   help="Palace name (or set PALACE)."),
+                                   help="Palace name (or set PALACE; default: the "
+                                        "project's palace)."),
                       "", "palace")
 JsonOpt = typer.Option(False, "--json", help="Print one JSON document on stdout.")
 
@@ -244,13 +245,40 @@ def client(as_json: bool, *, autostart: bool = True) -> Iterator[Client]:
     try:
         yield c
     except E.PalaceError as exc:
-        fail(exc, as_json)
+        fail(_explained(exc), as_json)
     finally:
         c.close()
 
 
 def need_palace(palace: str | None, as_json: bool) -> str:
-    """``palace``, or fail with INVALID_ARGS when no palace was given."""
-    if not palace:
-        fail(E.InvalidArgs("no palace given: pass --palace NAME or set PALACE"), as_json)
-    return palace
+    """``palace`` (``--palace`` or ``PALACE``), else the project's palace, chosen as the MCP
+    bridge and the hooks choose it (``CLAUDE_PROJECT_DIR``, else the working directory's
+    project: ``palace_client.api.projects``)."""
+    if palace:
+        return palace
+    from palace_client.api.projects import current_project
+    from palace_client.api.slug import DEFAULT_PALACE
+
+    try:
+        chosen = current_project()
+    except OSError:  # the working directory was deleted
+        return DEFAULT_PALACE
+    where = (f"the project at {chosen.root}" if chosen.root is not None
+             else "the home directory (no project)")
+    _DERIVED[chosen.name] = f"'{chosen.name}' is the palace of {where}"
+    return chosen.name
+
+
+# The palaces need_palace derived in this process, and why: a "no palace named" answer for
+# one of them says where the name came from and how the palace comes to exist.
+_DERIVED: dict[str, str] = {}
+
+
+def _explained(exc: E.PalaceError) -> E.PalaceError:
+    why = (_DERIVED.get(str(exc.details.get("palace")))
+           if isinstance(exc, E.PalaceNotFound) else None)
+    if why is None:
+        return exc
+    return E.PalaceNotFound(f"no palace {exc.details['palace']!r} yet: {why}; the first "
+                            "write to it (`palace remember`) creates it, or pass --palace NAME",
+                            details=exc.details)

@@ -7,7 +7,6 @@ from typing import Any
 
 import typer
 
-from palace_client.api.slug import default_palace
 from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
@@ -262,17 +261,17 @@ def wake_up(
 ) -> None:
     """Print a palace's L0 identity and L1 essential drawers (for session-start hooks).
 
-    Without --palace (or PALACE) the palace is the project's: named after the git root of
-    CLAUDE_PROJECT_DIR, else of the working directory. Creates the palace when it does not
-    exist yet, like the MCP wake_up tool, so a hook installed by `palace init --hooks` works
-    in a brand-new project.
+    Without --palace (or PALACE) the palace is the project's (CLAUDE_PROJECT_DIR, else the
+    working directory), as for every command. A palace that does not exist yet prints an
+    empty context (reads never create one; the first write does), so a hook installed by
+    `palace init --hooks` works in a brand-new project.
     """
-    # A hook installed at user scope pins no palace: derive it per session, as the bridge
-    # does (CLAUDE_PROJECT_DIR, then the working directory).
-    name = palace or default_palace()
+    name = need_palace(palace, as_json)
     with client(as_json) as c:
-        c.create_palace(name, exist_ok=True)
-        res = c.wake_up(name, budget=budget)
+        try:
+            res = c.wake_up(name, budget=budget)
+        except E.PalaceNotFound:
+            res = {"sections": [], "tokens_used": 0, "cut": [], "palace_exists": False}
     emit(res, as_json, lambda r: echo_lines(render.cli_wake_up(r.get("sections") or [])))
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -100,3 +101,46 @@ def reembed(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
         data = c.reembed(name)
     emit(data, as_json, lambda d: typer.echo(
         f"re-embedded {counted(d['reembedded'], 'drawer')} with {d['embedder']}"))
+
+
+@app.command()
+def project(
+    set_: str | None = typer.Option(None, "--set", metavar="NAME",
+                                    show_default="show only",
+                                    help="Use this palace for the project from now on (e.g. "
+                                         "its old one after a rename)."),
+    directory: Annotated[Path | None, typer.Option(
+        "--dir", help="A directory of the project (default: the working directory).")] = None,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show (or with --set choose) the palace of the project you are in.
+
+    A project is its git root; its palace is chosen by that path and remembered in
+    projects.json in the data directory (`palaced print-paths`): the folder's name, or, when
+    another project already holds that name, a derived one like api-3f9c1a. A moved
+    repository keeps its palace when its old path is gone; a renamed one starts a new palace
+    until `palace project --set OLD` points it back. Two projects may share a palace (say,
+    worktrees of one repository): --set the same name in both. The CLI, `palace mcp` and the
+    hooks all use this palace unless --palace or PALACE names another.
+    """
+    from palace_client.api.projects import current_project, project_root, set_project_palace
+
+    where = (directory or Path.cwd()).absolute()
+    if set_ is not None:
+        root = project_root(where)
+        if root is None:
+            fail(E.InvalidArgs(f"{where} is no project (the home directory or /, outside "
+                               "git): its palace is 'default'"), as_json)
+        try:
+            sharing = set_project_palace(root, set_)
+        except ValueError as exc:
+            fail(E.InvalidArgs(str(exc)), as_json)
+        except (E.PalaceError, OSError) as exc:
+            fail(exc if isinstance(exc, E.PalaceError) else E.InvalidArgs(str(exc)), as_json)
+        if sharing:
+            typer.echo(f"palace {set_} is shared with {', '.join(sharing)}", err=True)
+    chosen = current_project({}, cwd=where)
+    data = {"project": str(chosen.root) if chosen.root else None, "palace": chosen.name,
+            "how": chosen.how}
+    emit(data, as_json, lambda d: typer.echo(
+        f"project {d['project'] or '(none: home directory)'}\npalace  {d['palace']}"))

@@ -18,7 +18,9 @@ daemon only queues it) and exits. It must never cost the agent's turn anything:
   clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
 
 The palace is ``--palace``, else ``PALACE``, else the project of ``CLAUDE_PROJECT_DIR``, else
-of the input's ``cwd``, else of the working directory (created when it does not exist).
+of the input's ``cwd``, else of the working directory (``palace_client.api.projects``: by the
+project's path, as the CLI and the MCP bridge choose it; created by the capture, a write, when
+it does not exist).
 """
 
 from __future__ import annotations
@@ -120,18 +122,17 @@ def parse_input(raw: bytes) -> dict[str, Any]:
 
 def palace_for(pinned: str | None, cwd: str | None) -> str:
     """The palace to capture into (see the module docstring)."""
-    from palace_client.api.slug import DEFAULT_PALACE, palace_name_for, project_dir_palace
+    from palace_client.api.projects import current_project
+    from palace_client.api.slug import DEFAULT_PALACE
 
     if pinned:
         return pinned
     if os.environ.get("PALACE"):
         return os.environ["PALACE"]
-    found = project_dir_palace()
-    if found is not None:
-        return found
     try:
-        return palace_name_for(Path(cwd) if cwd else Path.cwd())
-    except OSError:
+        # A new project's notice goes to the clients' log: the hook prints nothing.
+        return current_project(cwd=Path(cwd) if cwd else None, warn=log_line).name
+    except OSError:  # the working directory was deleted
         return DEFAULT_PALACE
 
 

@@ -27,7 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from palace_client.api import identity
-from palace_client.api.slug import root_palace, root_uri_path
+from palace_client.api.projects import root_palace
+from palace_client.api.slug import root_uri_path
 from palace_client.mcp.toolbox import Toolbox
 from palaced import __version__
 from palaced.wire.protocol import loads_json

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
 
-from palace_client.api.slug import default_palace, project_dir_palace
+from palace_client.api.projects import default_palace, project_dir_palace
 from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, _log, encode
 from palace_client.mcp.toolbox import DaemonClient, Toolbox
 from palaced.wire.errors import InvalidArgs, PalaceError, UsageError

@@ -39,7 +39,7 @@ from palace_client.render.results import (
     render_neighbours,
     render_sections,
 )
-from palaced.wire.errors import PalaceError, ShuttingDown
+from palaced.wire.errors import PalaceError, PalaceNotFound, ShuttingDown
 from palaced.wire.specs import SPECS
 from palaced.wire.vocab import MULTI_VALUED
 
@@ -74,7 +74,9 @@ class Toolbox:
 
     Args:
         client_factory: returns the daemon client; called on the first tool call only.
-        palace: the palace the palace-scoped tools act on; created on first use.
+        palace: the palace the palace-scoped tools act on; created by the first write to it
+            (the client's rule, ``projects.CREATES_PALACE``); until then reads answer that it
+            holds nothing yet.
         compact: render one line per drawer.
         nudge_after: tool calls without a ``remember`` before the store hint is appended.
         toolsets: the toolsets served (``palaced.wire.specs.parse_toolsets``).
@@ -91,7 +93,6 @@ class Toolbox:
         self.agent: str | None = None  # who the requests come from (the bridge sets it)
         self._factory = client_factory
         self._client: DaemonClient | None = None
-        self._palace_ready = False
         self._nudge_after = nudge_after
         self._calls_since_remember = 0
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -114,7 +115,6 @@ class Toolbox:
     def palace(self, name: str) -> None:
         if name != self._palace:
             self._palace = name
-            self._palace_ready = False  # the new one is created on its first use
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The served tools as ``tools/list`` entries, in their stable order."""
@@ -148,6 +148,12 @@ class Toolbox:
         try:
             args = check_arguments(spec, arguments)
             text = self._runners[name](args)
+        except PalaceNotFound as exc:
+            if exc.details.get("palace") != self.palace:
+                return text_result(render_error(exc), is_error=True)
+            # A read before the first write: the project simply has no memories yet.
+            text = (f"Palace '{self.palace}' holds nothing yet (this project's first "
+                    "remember creates it). Store durable facts and decisions with remember.")
         except (PalaceError, ToolArgumentError, OSError) as exc:
             return text_result(render_error(exc), is_error=True)
         if name in _STORING_TOOLS:
@@ -175,9 +181,6 @@ class Toolbox:
     def _op(self, op: str, palace: str | None, args: Mapping[str, Any] | None = None
             ) -> dict[str, Any]:
         client = self._daemon()
-        if palace == self.palace and not self._palace_ready:
-            client.create_palace(palace, exist_ok=True)
-            self._palace_ready = True
         try:
             return client.call(op, palace, args or {})
         except ShuttingDown:

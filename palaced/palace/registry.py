@@ -128,11 +128,14 @@ class Registry:
             palace, gone_now = self._live(name)
             if palace is None:
                 if not self.exists(name):
-                    why = " (its directory was deleted while it was open)" if (
-                        gone or gone_now) else ""
+                    deleted = bool(gone or gone_now)
+                    why = " (its directory was deleted while it was open)" if deleted else ""
+                    # ``deleted``: clients do not create a palace on a write that found it
+                    # gone from under the daemon (palace_client.api.projects.CREATES_PALACE).
                     raise PalaceNotFound(
                         f"no palace named {name!r}{why}; create it with "
-                        f"`palace create {name}`", details={"palace": name},
+                        f"`palace create {name}`",
+                        details={"palace": name, **({"deleted": True} if deleted else {})},
                     )
                 await self.budget.make_room(self.is_team(name))
                 palace = await team.open_existing(name, self.path_of(name), self.services)
