@@ -272,6 +272,48 @@ def test_ops_reach_the_daemon_only_through_their_context() -> None:
     assert len(ops) >= 7, ops
 
 
+# -- (b''') the storage flavour is asked, never tested for ----------------------------------------
+# Only palaced/palace/ (the storage strategies, ``storage.py`` and ``team.py``) and
+# palaced/store/ (the SQL dialect, ``store/dialect.py``) may know which flavour a palace is;
+# everything else asks ``palace.storage`` (issue 28).
+FLAVOUR_NAMES = frozenset({"TeamPalace", "is_pg", "TeamStorage", "LocalStorage", "PgStore"})
+FLAVOUR_HOMES = ("palace", "store")
+
+
+def _flavour_tests(path: Path) -> list[str]:
+    """Where a file names a storage flavour (an import, a name, an attribute), as
+    ``line name``: an ``isinstance`` on a palace class or a dialect check."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.alias):
+            name = node.asname or node.name.rsplit(".", 1)[-1]
+        else:
+            continue
+        if name in FLAVOUR_NAMES:
+            found.append(f"{node.lineno} {name}")
+    return found
+
+
+def test_flavour_scanner_sees_isinstance_and_dialect_checks(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("from palaced.palace.team import TeamPalace\n"
+                      "from palaced.store import dialect\n"
+                      "def f(p, c):\n    return isinstance(p, TeamPalace) or dialect.is_pg(c)\n")
+    assert sorted(_flavour_tests(sample)) == ["1 TeamPalace", "4 TeamPalace", "4 is_pg"]
+
+
+def test_no_flavour_checks_outside_palace_and_store() -> None:
+    bad = [f"{p.relative_to(REPO).as_posix()}:{hit}" for p in sorted(DAEMON_DIR.rglob("*.py"))
+           if p.relative_to(DAEMON_DIR).parts[0] not in FLAVOUR_HOMES
+           for hit in _flavour_tests(p)]
+    assert not bad, ("outside palaced/palace/ and palaced/store/, ask palace.storage instead "
+                     "of testing the flavour (isinstance, is_pg):\n" + "\n".join(bad))
+
+
 # -- (b'') SQL only in the store, modules that hold a concept whole -----------------------------
 # Modules outside palaced/store/ that still run SQL; the list only shrinks (the test fails on
 # an entry that no longer offends).

@@ -40,7 +40,7 @@ def crash(p: Palace) -> None:
     """Drop the palace the way a kill -9 does: no checkpoint, no save, files left as they are."""
     p.store.close()
     release_lock(p._lock_fd)
-    p.closed = True
+    p._closed = True  # a crash skips every method that closes
 
 
 async def remember(p: Palace, texts: list[str]) -> list[int]:

@@ -185,11 +185,11 @@ def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) ->
             await anyio.sleep(0.01)
             b = await registry.get("lru-b")
             (a.dir / INDEX_NAME).unlink(missing_ok=True)
-            a.in_flight += 1  # a request is running on a: b goes, though used later
+            a.begin_work()  # a request is running on a: b goes, though used later
             try:
                 await registry.get("lru-c")
             finally:
-                a.in_flight -= 1
+                a.end_work()
             assert b.closed and not a.closed
             assert sorted(registry.open_palaces) == ["lru-a", "lru-c"]
             await registry.get("lru-b")  # now a is the least recently used idle one

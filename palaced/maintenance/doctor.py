@@ -139,11 +139,11 @@ async def _gather(registry: Registry, name: str, full: bool) -> PalaceFacts:
         if palace is None:
             return await anyio.to_thread.run_sync(
                 partial(gather_closed, name, registry.path_of(name), full=full))
-        palace.in_flight += 1  # not closed as idle while it is checked
+        palace.begin_work()  # not closed as idle while it is checked
     try:
         return await _gather_open(palace, full)
     finally:
-        palace.in_flight -= 1
+        palace.end_work()
 
 
 async def _gather_open(palace: Palace, full: bool) -> PalaceFacts:

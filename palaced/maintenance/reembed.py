@@ -109,9 +109,9 @@ def _switch_sync(palace: Palace, emb: Embedder) -> bool:
 
     if palace.closed or not palace.store.write(tx):
         return False
-    palace.index, palace.embedder_identity = built[0], emb.identity
-    palace.index_load = IndexLoad("rebuilt", reason=f"switched to {emb.identity}")
-    palace.maybe_pending = False
+    palace.bind_model(emb.identity, built[0])
+    palace.replace_index(built[0], IndexLoad("rebuilt", reason=f"switched to {emb.identity}"))
+    palace.all_embedded()
     try:
         palace.save_index_sync()
     except PalaceError:
@@ -252,7 +252,7 @@ class Reembedder:
 
     async def _palace(self, name: str, emb: Embedder) -> None:
         palace = await self._registry.get(name)
-        palace.in_flight += 1  # not closed as idle in the middle of a batch
+        palace.begin_work()  # not closed as idle in the middle of a batch
         try:
             if await due(palace, emb):
                 if palace.embedder_identity != emb.identity:
@@ -261,4 +261,4 @@ class Reembedder:
                 log.info("palace %s: re-embedded %d drawers for %s in the background", name,
                          total, emb.identity)
         finally:
-            palace.in_flight -= 1
+            palace.end_work()

@@ -96,10 +96,10 @@ async def update(palace: Palace, drawer_id: int, edit: Edit, *,
             except Exception:
                 # The database is the truth; the checkpointer rebuilds the index from it.
                 log.exception("palace %s: index update failed; marking stale", palace.name)
-                palace.index_stale = True
+                palace.index_lacks_vectors()
         if "text" in changed and not added:
-            palace.maybe_pending = True  # embedded in the background (now, with a model)
-            palace.embed_soon = palace.embed_soon or emb is not None
+            # embedded in the background (now, with a model)
+            palace.note_unembedded(soon=emb is not None)
         return {"id": drawer_id, "changed": changed, "version": version,
                 "embedded": bool(added) or ("text" not in changed and current["embedded"])}
 

@@ -126,7 +126,7 @@ async def restore(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms
                 palace.index.add(vids, np.stack([from_blob(b) for b in blobs]))
             elif not vids:
                 # Embedded in the background, at once when a model is ready.
-                palace.maybe_pending = palace.embed_soon = True
+                palace.note_unembedded(soon=True)
         return result
 
     return await palace.write(write)

@@ -159,9 +159,8 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
         lambda: _insert_sync(palace, items, chunk_lists, inline, vectors, identity, dedup,
                              actor, hooks))
     if any(not o["embedded"] for o in outcomes):
-        palace.maybe_pending = True
         # Left to the background on purpose (not for want of a model): start at once.
-        palace.embed_soon = palace.embed_soon or any("pending_chunks" in o for o in outcomes)
+        palace.note_unembedded(soon=any("pending_chunks" in o for o in outcomes))
     return outcomes
 
 
@@ -232,7 +231,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
         except Exception:
             # Data is committed; the checkpointer rebuilds the cache from SQLite.
             log.exception("palace %s: index add failed; marking stale", palace.name)
-            palace.index_stale = True
+            palace.index_lacks_vectors()
     return outcomes
 
 
@@ -295,7 +294,7 @@ async def embed_pending(palace: Palace, *, background: bool = False) -> int:
             return total
         batch = await palace.read(lambda c: pending_embeddings(c, EMBED_BATCH, EMBED_CHUNKS))
         if not batch:
-            palace.maybe_pending = False
+            palace.all_embedded()
             return total
         per_drawer = await anyio.to_thread.run_sync(_chunk_all, [text for _, text in batch])
         vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks],

@@ -154,7 +154,7 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     ctx.registry.budget.pin(palace)  # not closed to make room for another while in use
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
-        opened.in_flight += 1
+        opened.begin_work()
     try:
         if op.spec.permission and palace is not None:
             try:
@@ -176,6 +176,6 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:
-            opened.in_flight -= 1
+            opened.end_work()
         ctx.registry.budget.unpin(palace)
         ctx.in_flight.leave()

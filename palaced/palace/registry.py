@@ -120,7 +120,7 @@ class Registry:
         validate_name(name)
         palace, gone = self._live(name)
         if palace is not None:
-            palace.last_used = time.monotonic()
+            palace.used()
             return palace
         await self.evict_vanished()
         lock = self._opening.setdefault(name, anyio.Lock())
@@ -138,7 +138,7 @@ class Registry:
                 palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
-            palace.last_used = time.monotonic()
+            palace.used()
             return palace
 
     async def _register(self, palace: Palace) -> None:

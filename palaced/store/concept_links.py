@@ -22,6 +22,7 @@ from palaced.wire.errors import InvalidArgs, InvalidContent, quote
 from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT, TYPED_RELATIONS, typed_relation
 
 from .concepts import concept_by_id, concept_id, concepts_matching
+from .dialect import has_memoirs
 from .graph_walk import bounded_walk
 from .memoirs import check_count, memoir_id, query
 
@@ -158,7 +159,10 @@ def strongest_links(conn: apsw.Connection, ids: Sequence[int], per_concept: int 
 def concepts_for_recall(conn: apsw.Connection, query_text: str, limit: int = 3,
                         links: int = 3) -> list[dict[str, Any]]:
     """The concepts recall's L2 shows for ``query_text`` (``concepts.concepts_matching``),
-    each with its ``links``: its ``links`` strongest links in either direction."""
+    each with its ``links``: its ``links`` strongest links in either direction; none where
+    the schema has no memoirs (a team palace's, docs/teams.md)."""
+    if not has_memoirs(conn):
+        return []
     found = concepts_matching(conn, query_text, limit)
     strongest = strongest_links(conn, [c["id"] for c in found], links)
     return [{**c, "links": strongest[c["id"]]} for c in found]

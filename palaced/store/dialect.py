@@ -15,6 +15,12 @@ def is_pg(conn: Any) -> bool:
     return getattr(conn, "dialect", "sqlite") == "pg"
 
 
+def has_memoirs(conn: Any) -> bool:
+    """Whether ``conn``'s schema holds memoirs (concepts and their links): SQLite's does; a
+    team palace's PostgreSQL schema has none (docs/teams.md)."""
+    return not is_pg(conn)
+
+
 def vector_literal(values: Any) -> str:
     """pgvector's text form of a vector (a sequence or an array of floats)."""
     return "[" + ",".join(f"{float(v):.8g}" for v in values) + "]"
