@@ -44,6 +44,15 @@ def lock_room(conn: Any, wing: str, room: str) -> None:
     serialise(conn, f"\x1f{wing}\x1f{room}")
 
 
+def lock_room_of(conn: Any, drawer_id: int) -> None:
+    """``lock_room`` of the room drawer ``drawer_id`` is in (PostgreSQL; no-op on SQLite,
+    which does not even look the room up)."""
+    if is_pg(conn):
+        rows = conn.execute("SELECT wing, room FROM drawers WHERE id = ?", (drawer_id,))
+        for wing, room in rows.fetchall():
+            lock_room(conn, str(wing), str(room))
+
+
 def serialise(conn: Any, key: str) -> None:
     """On PostgreSQL, make the transactions that call this with ``key`` take turns (a
     transaction-scoped advisory lock of the palace's schema); no-op on SQLite (one writer)."""
@@ -56,6 +65,41 @@ def for_update(conn: Any) -> str:
     delete: a second daemon doing the same waits, then finds them gone, instead of failing
     on a duplicate key. Empty on SQLite (one writer)."""
     return " FOR UPDATE" if is_pg(conn) else ""
+
+
+def ignore_conflict(conn: Any, column: str) -> str:
+    """`` ON CONFLICT (column) DO NOTHING`` on PostgreSQL, to end an INSERT another daemon
+    may race (the unique index settles it and the loser finds the winner's row); empty on
+    SQLite, whose one writer looked the row up first in the same transaction."""
+    return f" ON CONFLICT ({column}) DO NOTHING" if is_pg(conn) else ""
+
+
+def indexed_by(conn: Any, table: str, index: str) -> str:
+    """``table INDEXED BY index`` on SQLite (to overrule its planner), ``table`` on
+    PostgreSQL, whose planner has no such hint (nor needs it)."""
+    return table if is_pg(conn) else f"{table} INDEXED BY {index}"
+
+
+def sequence_value(conn: Any, table: str) -> int:
+    """The highest id ever handed out for ``table``'s rows (deleted ones included; 0 if
+    none): SQLite's ``sqlite_sequence`` (AUTOINCREMENT), PostgreSQL's ``<table>_id_seq``."""
+    if is_pg(conn):
+        return int(conn.execute(f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                                f"FROM {table}_id_seq").fetchall()[0][0])
+    rows = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchall()
+    return int(rows[0][0]) if rows else 0
+
+
+def raise_sequence(conn: Any, table: str, seq: int) -> None:
+    """Make sure no id of ``table`` up to ``seq`` is handed out again."""
+    if seq <= sequence_value(conn, table):
+        return
+    if is_pg(conn):
+        conn.execute(f"SELECT setval('{table}_id_seq', ?)", (seq,))
+    elif conn.execute("SELECT 1 FROM sqlite_sequence WHERE name = ?", (table,)).fetchall():
+        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, table))
+    else:
+        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES(?, ?)", (table, seq))
 
 
 def glob_test(conn: Any, column: str, param: str) -> str:

@@ -24,7 +24,7 @@ from palaced.text.reldates import resolved_date_words
 
 from . import context_vectors
 from .context import CONTEXT_NEIGHBOURS, date_words, refresh_context, room_neighbours
-from .dialect import is_pg, lock_room
+from .dialect import ignore_conflict, lock_room, lock_room_of
 from .fts_log import note_changed
 from .vectors import CHUNKS_SQL, vector_ids
 
@@ -118,7 +118,7 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     # On PostgreSQL another daemon may insert the same content between the lookup and the
     # insert (the room lock covers one room, the hash is palace-wide only in theory): the
     # unique index settles it, and the loser returns the winner's drawer.
-    conflict = " ON CONFLICT (content_hash) DO NOTHING" if is_pg(conn) else ""
+    conflict = ignore_conflict(conn, "content_hash")
     rows = conn.execute(
             "INSERT INTO drawers(text, wing, room, tags, importance, source, created_ms, "
             "updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks, "
@@ -195,10 +195,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         if not conn.execute("SELECT 1 FROM drawers WHERE id = ?", (drawer_id,)).fetchall():
             continue
         found = True
-        if is_pg(conn):
-            place = conn.execute("SELECT wing, room FROM drawers WHERE id = ?",
-                                 (drawer_id,)).fetchall()[0]
-            lock_room(conn, str(place[0]), str(place[1]))
+        lock_room_of(conn, drawer_id)
         neighbours = room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
         removed = vector_ids(conn, drawer_id)
         conn.execute("DELETE FROM drawers_fts WHERE rowid = ?", (drawer_id,))

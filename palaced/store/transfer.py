@@ -20,7 +20,7 @@ import apsw
 from palaced.wire.errors import InvalidContent
 from palaced.wire.vocab import MAX_NAME_CHARS, MAX_VALUE_CHARS
 
-from .dialect import is_pg
+from .dialect import raise_sequence, sequence_value
 from .drawers import index_drawer
 from .entities import (
     MAX_DEFINITION_CHARS,
@@ -92,11 +92,7 @@ def rows_after(conn: apsw.Connection, kind: str, after: int
 
 def drawer_seq(conn: apsw.Connection) -> int:
     """The highest drawer id ever handed out (forgotten ones included)."""
-    if is_pg(conn):
-        return int(conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
-                                "FROM drawers_id_seq").fetchall()[0][0])
-    rows = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'drawers'").fetchall()
-    return int(rows[0][0]) if rows else 0
+    return sequence_value(conn, "drawers")
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:
@@ -111,15 +107,7 @@ def counts(conn: apsw.Connection) -> dict[str, int]:
 def raise_drawer_seq(conn: apsw.Connection, seq: int) -> None:
     """Make sure no drawer id up to ``seq`` is handed out again (the exported palace's own
     forgotten ids included)."""
-    if seq <= drawer_seq(conn):
-        return
-    if is_pg(conn):
-        conn.execute("SELECT setval('drawers_id_seq', ?)", (seq,))
-        return
-    if conn.execute("SELECT 1 FROM sqlite_sequence WHERE name = 'drawers'").fetchall():
-        conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'drawers'", (seq,))
-    else:
-        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES('drawers', ?)", (seq,))
+    raise_sequence(conn, "drawers", seq)
 
 
 def _conflict(message: str, **details: Any) -> InvalidContent:

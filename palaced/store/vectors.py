@@ -14,7 +14,7 @@ import apsw
 import numpy as np
 
 from .context import vectors_changed
-from .dialect import is_pg, json_ids, vector_literal
+from .dialect import indexed_by, is_pg, json_ids, vector_literal
 
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
@@ -96,7 +96,7 @@ def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int
     if not vector_ids:
         return {}
     # SQLite's planner prefers the rowid, whose pages are the vectors' own (see schema v10).
-    source = "vectors" if is_pg(conn) else "vectors INDEXED BY vectors_owner"
+    source = indexed_by(conn, "vectors", "vectors_owner")
     return {int(v): int(d) for v, d in conn.execute(
         f"SELECT id, drawer_id FROM {source} WHERE id IN (SELECT value FROM json_each(?))",
         (json_ids(vector_ids),))}
