@@ -120,7 +120,7 @@ def test_no_layer_imports_a_later_one() -> None:
 
 
 def test_layer_rule_sees_an_upward_import() -> None:
-    assert _layer("palaced.store.db") == LAYERS.index("store")
+    assert _layer("palaced.store.conn.db") == LAYERS.index("store")
     assert _layer("palaced.cli") is None and _layer("palaced") is None
     assert _layer("palaced.wire.errors") == 0
     assert _layer("palace_client.cli.common") == CLIENT_LAYERS.index("cli")
@@ -149,9 +149,9 @@ def test_client_imports_only_wire_modules_of_palaced() -> None:
 def test_import_scanner_sees_nested_and_from_imports(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from palaced.wire import errors as E\nfrom palaced import __version__\n"
-                      "def f():\n    import palaced.store.db\n    from . import x\n")
+                      "def f():\n    import palaced.store.conn.db\n    from . import x\n")
     assert _imports(sample) == [(1, "palaced.wire.errors"), (2, "palaced.__version__"),
-                                (4, "palaced.store.db")]
+                                (4, "palaced.store.conn.db")]
 
 
 # -- (b) the wire layer stays light: the clients load it -------------------------------------
@@ -274,8 +274,8 @@ def test_ops_reach_the_daemon_only_through_their_context() -> None:
 
 # -- (b''') the storage flavour is asked, never tested for ----------------------------------------
 # Only palaced/palace/ (the storage strategies, ``storage.py`` and ``team.py``) and
-# palaced/store/ (the SQL dialect, ``store/dialect.py``) may know which flavour a palace is;
-# everything else asks ``palace.storage`` (issue 28).
+# palaced/store/ (the SQL dialect, ``store/conn/dialect.py``) may know which flavour a
+# palace is; everything else asks ``palace.storage`` (issue 28).
 FLAVOUR_NAMES = frozenset({"TeamPalace", "is_pg", "TeamStorage", "LocalStorage", "PgStore"})
 FLAVOUR_HOMES = ("palace", "store")
 

@@ -160,7 +160,7 @@ def test_budget_from_the_soft_limit() -> None:
     assert palace_budget(16, limits) == 1
     assert palace_budget(65536, Limits(max_open_palaces=5)) == 5
     assert palace_budget(128, Limits(max_open_palaces=5000)) == palace_budget(128, limits)
-    from palaced.store.pg import POOL_MAX  # a team palace's pool counts
+    from palaced.store.conn.pg import POOL_MAX  # a team palace's pool counts
 
     assert TEAM_PALACE_FDS == 1 + POOL_MAX
 

@@ -20,9 +20,9 @@ from palaced.palace.handle import Palace
 from palaced.retrieval import recall
 from palaced.retrieval.recall import RecallRequest
 from palaced.store import Store
-from palaced.store import drawers as m
-from palaced.store.audit import SYSTEM
-from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.rows import drawers as m
+from palaced.store.rows.audit import SYSTEM
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import SchemaTooNew, StorageError
 from palaced.wire.paths import resolve
 
@@ -153,7 +153,7 @@ def test_schema_refuses_newer_and_foreign_databases(tmp_path: Path) -> None:
 
 
 def test_migrations_from_every_version(tmp_path: Path) -> None:
-    from palaced.store.schema import MIGRATIONS, migrate
+    from palaced.store.schema.sqlite import MIGRATIONS, migrate
 
     for start in range(SCHEMA_VERSION):
         path = tmp_path / f"v{start}.db"

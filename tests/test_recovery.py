@@ -373,7 +373,7 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     from palaced.palace import handle as palace_mod
     from palaced.palace import reads
     from palaced.palace import storage as storage_mod
-    from palaced.store.drawers import NewDrawer
+    from palaced.store.rows.drawers import NewDrawer
     from palaced.wire.errors import IndexError_
     from palaced.wire.paths import resolve
 

@@ -3,7 +3,7 @@
 When the daemon's model differs from the one a palace's vectors come from, the palace keeps
 working keyword-only (recall says why; writes are stored and wait for vectors) while its
 drawers are embedded again with the new model, batch by batch, into ``vectors_next``
-(``store/reembed.py``) beside the old vectors. Once every drawer has them, one transaction
+(``store/lookup/reembed.py``) beside the old vectors. Once every drawer has them, one transaction
 makes them the live vectors and records the new model, and the index is rebuilt: from then on
 recall is hybrid again. Progress is in the database, so a pass stopped anywhere (a restart, a
 kill -9) resumes where it was.
@@ -36,7 +36,7 @@ from palaced.index.vector_file import IndexLoad, build_index
 from palaced.index.vectors import VectorIndex, to_blob
 from palaced.palace.handle import Palace
 from palaced.palace.registry import Registry
-from palaced.store import reembed as sql
+from palaced.store.lookup import reembed as sql
 from palaced.text.chunking import chunk_text as split
 from palaced.wire.errors import EmbedderUnavailable, PalaceError, PalaceNotFound
 

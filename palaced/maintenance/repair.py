@@ -27,9 +27,10 @@ from palaced.maintenance.checks import OK, Check, PalaceFacts
 from palaced.memory import writes
 from palaced.palace.handle import DB_NAME, Palace
 from palaced.palace.registry import Registry
-from palaced.store import repairs, schema_check
-from palaced.store.db import open_connection, storage_error
-from palaced.store.drawers import get_drawers
+from palaced.store.conn.db import open_connection, storage_error
+from palaced.store.jobs import repairs
+from palaced.store.rows.drawers import get_drawers
+from palaced.store.schema import check as schema_check
 from palaced.text.topics import extract_topics
 
 T = TypeVar("T")

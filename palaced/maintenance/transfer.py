@@ -21,10 +21,10 @@ import apsw
 
 from palaced import __version__
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import transfer as sql
-from palaced.store.drawers import refresh_around
-from palaced.store.meta import meta_get, meta_set
-from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.jobs import transfer as sql
+from palaced.store.rows.drawers import refresh_around
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import InvalidArgs, InvalidContent, PalaceError, PalaceNotEmpty, quote
 from palaced.wire.export_format import FORMAT, KIND_KEY, VERSION
 

@@ -15,8 +15,8 @@ import apsw
 
 from palaced.config.settings import Retention
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit as sql
-from palaced.store import trash as trash_sql
+from palaced.store.rows import audit as sql
+from palaced.store.rows import trash as trash_sql
 
 PURGE_BATCH = 500  # expired trash entries per transaction: the write lock is never held long
 EMPTY_TRASH = sql.Actor(sql.SYSTEM_AGENT, "upkeep.empty_trash")

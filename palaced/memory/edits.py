@@ -23,10 +23,10 @@ import numpy as np
 from palaced.index.vectors import to_blob
 from palaced.memory.writes import INLINE_MAX_CHUNKS, chunk_text
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit
-from palaced.store.drawers import get_drawer
-from palaced.store.edits import Edit, edit_drawer, history_counts
-from palaced.store.vectors import store_vectors
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows import audit
+from palaced.store.rows.drawers import get_drawer
+from palaced.store.rows.edits import Edit, edit_drawer, history_counts
 from palaced.text import rules
 from palaced.text.topics import extract_topics
 from palaced.wire.errors import EmbedderUnavailable, MemoryNotFound

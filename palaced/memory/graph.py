@@ -16,7 +16,8 @@ import apsw
 
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import audit, entities, facts, graph_walk
+from palaced.store.knowledge import entities, facts, graph_walk
+from palaced.store.rows import audit
 
 
 def _audited(c: apsw.Connection, actor: audit.Actor, fact: dict[str, Any], stamp: int,

@@ -17,7 +17,7 @@ import apsw
 
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import concept_links, concepts, memoirs
+from palaced.store.knowledge import concept_links, concepts, memoirs
 
 
 async def create(palace: Palace, memoir: str, *, description: str = "",

@@ -26,8 +26,8 @@ import apsw
 
 from palaced.memory import audit
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit as audit_sql
-from palaced.store.policy import read_policy, write_policy
+from palaced.store.rows import audit as audit_sql
+from palaced.store.rows.policy import read_policy, write_policy
 from palaced.wire.errors import BadFrame, Forbidden, InvalidArgs
 from palaced.wire.protocol import check_agent
 from palaced.wire.vocab import PERMISSIONS

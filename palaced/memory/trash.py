@@ -18,9 +18,9 @@ import numpy as np
 
 from palaced.index.vectors import from_blob
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit, drawers
-from palaced.store import trash as sql
-from palaced.store import upkeep as upkeep_sql
+from palaced.store.rows import audit, drawers
+from palaced.store.rows import trash as sql
+from palaced.store.rows import upkeep as upkeep_sql
 from palaced.wire.errors import MemoryNotFound
 
 

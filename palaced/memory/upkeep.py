@@ -21,9 +21,9 @@ from palaced.config.settings import Retention
 from palaced.memory import trash, writes
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import audit, drawers
-from palaced.store import upkeep as sql
-from palaced.store.meta import meta_get, meta_set
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.rows import audit, drawers
+from palaced.store.rows import upkeep as sql
 from palaced.text import rules
 from palaced.text.topics import extract_topics
 from palaced.wire.errors import InvalidArgs, InvalidContent, MemoryNotFound, quote

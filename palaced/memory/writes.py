@@ -35,15 +35,16 @@ from palaced.engine.embedder import Embedder
 from palaced.index.vectors import PgVectors, to_blob
 from palaced.memory.health import consolidation_hint
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit, drawers, pg_search
-from palaced.store.context import vectors_changed
-from palaced.store.vectors import (
+from palaced.store.lookup import pg_search
+from palaced.store.lookup.context import vectors_changed
+from palaced.store.lookup.vectors import (
     awaits_vectors,
     owners_of,
     pending_embeddings,
     store_vectors,
     vector_ids,
 )
+from palaced.store.rows import audit, drawers
 from palaced.text import rules
 from palaced.text.chunking import chunk_text as split
 from palaced.wire.errors import EmbedderUnavailable

@@ -31,7 +31,7 @@ from palaced.ops import (
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.palace.layout import validate_name
-from palaced.store.audit import UNKNOWN_AGENT
+from palaced.store.rows.audit import UNKNOWN_AGENT
 from palaced.wire.args import decode_args
 from palaced.wire.errors import PalaceError, PalaceNotFound, UnknownOp, quote
 from palaced.wire.specs import SPECS, OpSpec

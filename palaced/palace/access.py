@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from palaced.config.settings import Upkeep
-from palaced.store.drawers import store_touches, touch_rows
+from palaced.store.rows.drawers import store_touches, touch_rows
 from palaced.text import rules
 from palaced.wire.export_format import MAX_COUNT
 from palaced.wire.vocab import IMPORTANCE_PRESETS

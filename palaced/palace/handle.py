@@ -51,8 +51,8 @@ from palaced.palace.directory import (
 from palaced.palace.keywords import KeywordState
 from palaced.palace.storage import LocalStorage, Storage
 from palaced.store import Store
-from palaced.store.db import storage_errors
-from palaced.store.meta import meta_get
+from palaced.store.conn.db import storage_errors
+from palaced.store.conn.meta import meta_get
 from palaced.wire.errors import StorageCorrupt
 
 log = logging.getLogger("palaced.palace.handle")

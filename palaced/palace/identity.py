@@ -13,7 +13,7 @@ import stat
 import time
 from pathlib import Path
 
-from palaced.store.db import storage_errors
+from palaced.store.conn.db import storage_errors
 
 log = logging.getLogger("palaced.palace.identity")
 

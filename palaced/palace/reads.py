@@ -14,8 +14,8 @@ import apsw
 
 from palaced.palace.handle import Palace, now_ms
 from palaced.palace.identity import read_identity
-from palaced.store import drawers, edits
-from palaced.store import reembed as next_vectors
+from palaced.store.lookup import reembed as next_vectors
+from palaced.store.rows import drawers, edits
 from palaced.wire.errors import MemoryNotFound
 
 log = logging.getLogger("palaced.palace.reads")

@@ -33,8 +33,8 @@ from palaced.palace.layout import (
     validate_name,
 )
 from palaced.palace.open_files import OpenPalaces, close_logged
-from palaced.store.db import storage_errors
-from palaced.store.reembed import next_model
+from palaced.store.conn.db import storage_errors
+from palaced.store.lookup.reembed import next_model
 from palaced.wire.errors import PalaceExists, PalaceNotFound, StorageError
 from palaced.wire.safe_files import sync_dir
 

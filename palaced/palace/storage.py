@@ -32,8 +32,8 @@ from palaced.palace.directory import IDENTITY_NAME, INDEX_NAME, db_identity
 from palaced.palace.identity import read_identity, write_identity
 from palaced.palace.keywords import KeywordState
 from palaced.store import Store
-from palaced.store import reembed as next_vectors
-from palaced.store.meta import claim_embedder, meta_get
+from palaced.store.conn.meta import claim_embedder, meta_get
+from palaced.store.lookup import reembed as next_vectors
 from palaced.wire.errors import StorageError
 
 log = logging.getLogger("palaced.palace.storage")

@@ -43,12 +43,12 @@ from palaced.palace.handle import IDENTITY_TEMPLATE, Palace
 from palaced.palace.identity import strip_comments as strip_comments  # recall imports it here
 from palaced.palace.storage import Palace as Owner
 from palaced.palace.storage import Storage
-from palaced.store.db import storage_errors
-from palaced.store.meta import claim_embedder, meta_get, meta_init, meta_set
+from palaced.store.conn.db import storage_errors
+from palaced.store.conn.meta import claim_embedder, meta_get, meta_init, meta_set
 from palaced.wire.errors import EmbedderMismatch, InvalidArgs, StorageError, TeamUnsupported
 
 if TYPE_CHECKING:
-    from palaced.store.pg import PgStore  # psycopg: loaded only once a team palace is used
+    from palaced.store.conn.pg import PgStore  # psycopg: loaded only once a team palace is used
 
 log = logging.getLogger("palaced.palace.team")
 T = TypeVar("T")
@@ -73,7 +73,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url  # psycopg: only for team palaces
+    from palaced.store.conn.pg import check_url  # psycopg: only for team palaces
 
     if is_url(store):
         url = store
@@ -170,7 +170,7 @@ class TeamStorage(Storage):
     # -- the model and the index -------------------------------------------------------------
     def attach_sync(self, palace: Owner, embedder: Embedder) -> None:
         """Record the model in the palace if none is; serve vectors only when it is ours."""
-        from palaced.store.pg_schema import claim_dims
+        from palaced.store.schema.pg import claim_dims
 
         stored = self.pg.read(lambda c: meta_get(c, "embedder"))
         if stored is None:
@@ -256,7 +256,7 @@ class TeamStorage(Storage):
 
     def after_import(self, conn: Any) -> None:
         """Move the id sequences past ids the import inserted explicitly."""
-        from palaced.store.pg_schema import sync_ids
+        from palaced.store.schema.pg import sync_ids
 
         sync_ids(conn)
 
@@ -280,8 +280,8 @@ async def open_team(name: str, directory: Path, services: Services, *,
 
 def _open_team_sync(name: str, directory: Path, services: Services, create: bool,
                     store: str | None) -> tuple[Palace, bool]:
-    from palaced.store.pg import PgStore
-    from palaced.store.pg_schema import schema_name
+    from palaced.store.conn.pg import PgStore
+    from palaced.store.schema.pg import schema_name
 
     settings = services.config.team
     if store is not None:
@@ -344,8 +344,8 @@ def purge_sync(name: str, ref: TeamRef, settings: TeamSettings) -> bool:
     """
     import psycopg  # here: psycopg is loaded only once a team palace is used
 
-    from palaced.store.pg import check_url, store_error, where
-    from palaced.store.pg_schema import drop
+    from palaced.store.conn.pg import check_url, store_error, where
+    from palaced.store.schema.pg import drop
 
     url = resolve(ref.store, settings)
     server = where(check_url(url))

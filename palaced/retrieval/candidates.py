@@ -26,9 +26,9 @@ from palaced.retrieval.when import (
     query_dates,
     states_time,
 )
-from palaced.store import context as ctx
-from palaced.store import context_vectors
-from palaced.store import search as sql
+from palaced.store.lookup import context as ctx
+from palaced.store.lookup import context_vectors
+from palaced.store.lookup import search as sql
 from palaced.text.periods import Period
 from palaced.text.reldates import resolved_date_words
 

@@ -46,9 +46,9 @@ from palaced.retrieval.sections import (
     pack_sections,
     unexpired,
 )
-from palaced.store import drawers
-from palaced.store.fts_log import change_stamp
-from palaced.store.search import all_rooms, fts_terms, mentioned
+from palaced.store.lookup.fts_log import change_stamp
+from palaced.store.lookup.search import all_rooms, fts_terms, mentioned
+from palaced.store.rows import drawers
 from palaced.text import relevance
 from palaced.text.topics import query_entities, spelled
 from palaced.wire.errors import PalaceError

@@ -42,10 +42,11 @@ from palaced.retrieval.fusion import (
 from palaced.retrieval.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
-from palaced.store import dated, pg_search
-from palaced.store import search as sql
-from palaced.store.drawers import Filters
-from palaced.store.vectors import owners_of
+from palaced.store.lookup import pg_search
+from palaced.store.lookup import search as sql
+from palaced.store.lookup.vectors import owners_of
+from palaced.store.rows import dated
+from palaced.store.rows.drawers import Filters
 from palaced.text.periods import Period, query_period
 from palaced.text.topics import query_topics
 

@@ -14,9 +14,9 @@ import apsw
 
 from palaced.palace.handle import Palace, now_ms
 from palaced.retrieval.packing import Item, PackResult, Section, pack
-from palaced.store.concept_links import concepts_for_recall
-from palaced.store.graph_walk import facts_matching
-from palaced.store.search import fts_terms
+from palaced.store.knowledge.concept_links import concepts_for_recall
+from palaced.store.knowledge.graph_walk import facts_matching
+from palaced.store.lookup.search import fts_terms
 from palaced.text.relevance import shorten
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)

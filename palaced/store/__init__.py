@@ -20,10 +20,10 @@ from typing import TypeVar
 
 import apsw
 
-from .db import open_connection, storage_error, storage_errors
-from .meta import stamp_write
-from .schema import migrate
-from .schema_check import refuse_foreign
+from palaced.store.conn.db import open_connection, storage_error, storage_errors
+from palaced.store.conn.meta import stamp_write
+from palaced.store.schema.check import refuse_foreign
+from palaced.store.schema.sqlite import migrate
 
 T = TypeVar("T")
 
