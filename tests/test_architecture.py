@@ -105,6 +105,28 @@ def test_packages_are_folders_by_layer(root: Path, layers: tuple[str, ...],
         assert (root / layer / "__init__.py").exists(), layer
 
 
+# A layer folder that grew past a screenful of modules is split into rooms by concept (issue
+# 28: store/ had 35 modules in one folder), each a sub-package of about 4-9 modules; the layer
+# rule above counts a room as its layer (palaced.store.rows.drawers is layer "store").
+ROOM_SIZES = range(4, 10)
+MAX_FLAT_MODULES = 15
+
+
+def test_rooms_of_a_layer_hold_four_to_nine_modules() -> None:
+    store = DAEMON_DIR / "store"
+    rooms = sorted(p for p in store.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert rooms, "palaced/store/ is split into rooms"
+    loose = sorted(p.name for p in store.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules directly under palaced/store/ (put each in a room): {loose}"
+    for folder in [*(DAEMON_DIR / layer for layer in LAYERS), *rooms]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if folder in rooms:
+            assert (folder / "__init__.py").exists(), folder
+            assert len(modules) in ROOM_SIZES, f"{folder.name}: {len(modules)} modules"
+        else:
+            assert len(modules) <= MAX_FLAT_MODULES, f"{folder.name}: split it into rooms"
+
+
 def test_no_layer_imports_a_later_one() -> None:
     graph = _import_graph()
     bad = sorted(f"{module} imports {dep}, a later layer" for module, deps in graph.items()
@@ -337,6 +359,27 @@ def test_sql_runs_only_in_the_store() -> None:
         f"{sorted(offenders - SQL_OUTSIDE_STORE)}")
     assert not SQL_OUTSIDE_STORE - offenders, (
         f"no SQL left, remove from SQL_OUTSIDE_STORE: {sorted(SQL_OUTSIDE_STORE - offenders)}")
+
+
+DDL_RE = re.compile(r"^\s*(CREATE|ALTER|DROP)\s+(TABLE|INDEX|TRIGGER|VIEW|VIRTUAL|UNIQUE|"
+                    r"TEMP|SCHEMA|SEQUENCE|EXTENSION|FUNCTION)", re.I)
+
+
+def _ddl_strings(path: Path) -> list[int]:
+    """Lines of string constants in ``path`` that start a DDL statement."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(path.read_text("utf-8")))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and DDL_RE.match(node.value))
+
+
+def test_ddl_lives_in_store_schema() -> None:
+    """Issue 28: the schema has one home; every DDL statement of SQLite and PostgreSQL is in
+    palaced/store/schema/ (the tables other modules own too: ``schema/tables.py``)."""
+    home = DAEMON_DIR / "store" / "schema"
+    bad = {p.relative_to(REPO).as_posix(): lines for p in sorted(DAEMON_DIR.rglob("*.py"))
+           if not p.is_relative_to(home) and (lines := _ddl_strings(p))}
+    assert not bad, f"DDL outside palaced/store/schema/: {bad}"
+    assert _ddl_strings(home / "sqlite.py") and _ddl_strings(home / "pg.py")
 
 
 def _code_lines(path: Path) -> int:

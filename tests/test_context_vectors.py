@@ -22,7 +22,7 @@ from palaced.store.lookup.context import CONTEXT_NEIGHBOURS, rebuild_context_vec
 from palaced.store.rows import audit
 from palaced.store.rows import drawers as m
 from palaced.store.rows.edits import Edit
-from palaced.store.schema.sqlite import sqlite as schema
+from palaced.store.schema import sqlite as schema
 
 from .test_palace_unit import services
 

@@ -340,7 +340,7 @@ def test_a_v1_team_palace_gets_its_context_vectors_when_it_migrates(
     import psycopg
 
     from palaced.store.conn.pg import PgConn, PgStore
-    from palaced.store.schema.sqlite import pg as pg_schema
+    from palaced.store.schema import pg as pg_schema
 
     from .test_context_vectors import assert_same, expected, stored
 

@@ -28,25 +28,13 @@ import apsw
 import numpy as np
 
 from palaced.store.conn.dialect import is_pg, json_ids
-
-DDL: Sequence[str] = (
-    """CREATE TABLE context_vectors(
-        drawer_id INTEGER PRIMARY KEY REFERENCES drawers(id) ON DELETE CASCADE,
-        vec BLOB NOT NULL
-    )""",
-)
-PG_DDL: Sequence[str] = (
-    """CREATE TABLE context_vectors(
-        drawer_id BIGINT PRIMARY KEY REFERENCES drawers(id) ON DELETE CASCADE,
-        vec BYTEA NOT NULL
-    )""",
-)
+from palaced.store.schema.tables import CONTEXT_VECTORS_DDL, CONTEXT_VECTORS_PG_DDL
 
 
 def create(conn: apsw.Connection, n: int) -> None:
     """Schema step (SQLite v12, PostgreSQL v2): the table, filled from the stored vectors
     (``n`` neighbours on each side; ``context.create_context_vectors`` passes the palace's)."""
-    for stmt in PG_DDL if is_pg(conn) else DDL:
+    for stmt in CONTEXT_VECTORS_PG_DDL if is_pg(conn) else CONTEXT_VECTORS_DDL:
         conn.execute(stmt)
     rebuild(conn, n)
 

@@ -23,13 +23,6 @@ from palaced.store.conn.meta import meta_delete
 T = TypeVar("T")
 FtsRow = tuple[int, str, str, str]  # rowid (the drawer id), text, context, dates
 
-DDL: list[str] = [
-    """CREATE TABLE fts_changes(
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        drawer_id INTEGER NOT NULL
-    )""",
-]
-
 
 def note_changed(conn: apsw.Connection, ids: Iterable[int]) -> None:
     """Log that the full-text rows of ``ids`` changed (inside the writer's transaction)."""

@@ -19,9 +19,6 @@ from palaced.store.lookup.context import vectors_changed
 # A drawer's chunk count; for drawers stored before it was recorded, an estimate from the
 # text's length (chunks of ~200 wordpieces are ~580 characters of English).
 CHUNKS_SQL = "coalesce(chunks, (length(text) + 579) / 580)"
-# Schema v7: the column, known at write time, so the pending work (chunks awaiting vectors)
-# is counted without chunking texts again (beside ``CHUNKS_SQL``, which reads it).
-CHUNKS_DDL: Sequence[str] = ("ALTER TABLE drawers ADD COLUMN chunks INTEGER",)
 
 
 def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes], *,
@@ -83,12 +80,6 @@ def pending_embeddings(conn: apsw.Connection, limit: int, max_chunks: int
     return [(int(r[0]), str(r[1])) for r in conn.execute(
         "SELECT id, text FROM drawers WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
         (json_ids(picked),))]
-
-
-# Schema v10: a vector search resolves ~200 keys to drawers per recall (``owners_of``). Through
-# the table each key reads its own page of vector rows: 13-20 ms per recall on a million-drawer
-# palace whose pages are not cached, against 0.3-0.7 ms through this index (~20 B a vector).
-OWNER_DDL: Sequence[str] = ("CREATE INDEX IF NOT EXISTS vectors_owner ON vectors(id, drawer_id)",)
 
 
 def owners_of(conn: apsw.Connection, vector_ids: Sequence[int]) -> dict[int, int]:

@@ -39,26 +39,6 @@ class Actor:
 
 SYSTEM = Actor(SYSTEM_AGENT, "upkeep")
 
-# Schema v9 (store/schema/sqlite.py).
-DDL: tuple[str, ...] = (
-    # Who changed what, never the memory text itself; rows are only ever appended, and
-    # dropped oldest first by the retention upkeep.
-    """CREATE TABLE audit(
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        agent TEXT NOT NULL,
-        op TEXT NOT NULL,
-        drawer_ids TEXT NOT NULL DEFAULT '[]',
-        fact_ids TEXT NOT NULL DEFAULT '[]',
-        outcome TEXT NOT NULL,
-        detail TEXT NOT NULL DEFAULT '{}'
-    ) STRICT""",
-    "CREATE INDEX audit_time ON audit(at_ms)",
-    """CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit BEGIN
-        SELECT RAISE(ABORT, 'the audit log is append-only');
-    END""",
-)
-
 
 def _ids(ids: Iterable[int]) -> str:
     return json.dumps([int(i) for i in ids])

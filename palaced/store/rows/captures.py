@@ -16,22 +16,6 @@ import apsw
 
 from palaced.store.rows.drawers import delete_drawers
 
-DDL: tuple[str, ...] = (
-    """CREATE TABLE captures(
-        key TEXT PRIMARY KEY,
-        path TEXT NOT NULL,
-        wing TEXT NOT NULL,
-        room TEXT NOT NULL,
-        offset INTEGER NOT NULL CHECK (offset >= 0),
-        line INTEGER NOT NULL CHECK (line >= 0),
-        scanned INTEGER NOT NULL DEFAULT 0,
-        open_drawer INTEGER REFERENCES drawers(id) ON DELETE SET NULL,
-        open_hash TEXT,
-        exchanges INTEGER NOT NULL DEFAULT 0,
-        updated_ms INTEGER NOT NULL
-    ) STRICT""",
-)
-
 
 @dataclass(frozen=True)
 class CaptureState:

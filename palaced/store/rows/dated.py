@@ -8,13 +8,9 @@ index on ``occurred_ms``, so a span is a range seek at any size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import apsw
 
 from palaced.store.rows.drawers import Filters
-
-DDL: Sequence[str] = ("CREATE INDEX IF NOT EXISTS drawers_occurred ON drawers(occurred_ms)",)
 
 
 def drawers_in_period(conn: apsw.Connection, start_ms: int, end_ms: int, filters: Filters,

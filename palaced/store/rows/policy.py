@@ -13,15 +13,6 @@ import apsw
 
 from palaced.store.conn.dialect import serialise
 
-# Schema v9 (store/schema/sqlite.py).
-DDL: tuple[str, ...] = (
-    # permission (write, delete, admin) -> JSON list of agent globs; no row: everyone.
-    """CREATE TABLE policy(
-        permission TEXT PRIMARY KEY,
-        agents TEXT NOT NULL
-    ) STRICT""",
-)
-
 
 def read_policy(conn: apsw.Connection, *, to_change: bool = False) -> dict[str, list[str]]:
     """``{permission: [glob, ...]}`` of the permissions that have a row; ``to_change`` (in a

@@ -37,29 +37,6 @@ from palaced.store.lookup.vectors import store_vectors
 from palaced.store.rows.drawers import delete_drawers, find_by_hash
 from palaced.wire.errors import InvalidContent
 
-# Schema v9 (store/schema/sqlite.py).
-DDL: tuple[str, ...] = (
-    # A forgotten drawer, whole, until restored or purged: its row (JSON of its columns),
-    # closets, vectors (chunk vectors end to end, of the embedder named), its edit history
-    # (rows of drawer_history), the facts citing it and the drawers consolidated into it
-    # (both links SQLite cut when the row went).
-    """CREATE TABLE trash(
-        id INTEGER PRIMARY KEY,
-        drawer TEXT NOT NULL,
-        topics TEXT NOT NULL DEFAULT '[]',
-        vectors BLOB,
-        vector_count INTEGER NOT NULL DEFAULT 0,
-        embedder TEXT,
-        facts TEXT NOT NULL DEFAULT '[]',
-        sources TEXT NOT NULL DEFAULT '[]',
-        history TEXT NOT NULL DEFAULT '[]',
-        reason TEXT NOT NULL,
-        trashed_ms INTEGER NOT NULL,
-        trashed_by TEXT
-    ) STRICT""",
-    "CREATE INDEX trash_time ON trash(trashed_ms)",
-)
-
 # Trash columns besides the saved drawer row.
 _ENTRY = "t.id, t.drawer, t.reason, t.trashed_ms, t.trashed_by"
 # The drawer_history columns a trash entry keeps (its rows go with the drawer, ON DELETE

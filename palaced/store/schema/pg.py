@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from palaced.store.lookup.context import create_context_vectors
-from palaced.store.rows.dated import DDL as DATED_DDL
+from palaced.store.schema.tables import DATED_DDL
 from palaced.wire.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
 
 SCHEMA_PREFIX = "palace_"

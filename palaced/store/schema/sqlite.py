@@ -37,13 +37,16 @@ import apsw
 
 from palaced.store.conn.db import APPLICATION_ID, storage_errors
 from palaced.store.lookup.context import create_context_vectors
-from palaced.store.lookup.fts_log import DDL as FTS_LOG_DDL
-from palaced.store.lookup.vectors import CHUNKS_DDL, OWNER_DDL
-from palaced.store.rows.audit import DDL as AUDIT_DDL
-from palaced.store.rows.captures import DDL as CAPTURES_DDL
-from palaced.store.rows.dated import DDL as DATED_DDL
-from palaced.store.rows.policy import DDL as POLICY_DDL
-from palaced.store.rows.trash import DDL as TRASH_DDL
+from palaced.store.schema.tables import (
+    AUDIT_DDL,
+    CAPTURES_DDL,
+    CHUNKS_DDL,
+    DATED_DDL,
+    FTS_LOG_DDL,
+    OWNER_DDL,
+    POLICY_DDL,
+    TRASH_DDL,
+)
 from palaced.wire.errors import SchemaTooNew, StorageError
 
 log = logging.getLogger(__name__)
