@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 import apsw
@@ -250,11 +249,10 @@ def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) 
 
 
 def _restore_identity(palace: Palace, text: str, result: RestoreResult) -> None:
-    if palace.store.read(partial(palace.storage.identity_sync, keep_comments=True)) == text:
+    if palace.storage.replace_identity_sync(palace, text):
+        result.stored += 1
+    else:
         result.unchanged += 1
-        return
-    palace.storage.write_identity_sync(palace, text)
-    result.stored += 1
 
 
 async def restore(palace: Palace, batch: list[Prepared], rejected: list[dict[str, Any]]

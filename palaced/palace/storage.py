@@ -117,9 +117,19 @@ class Storage(ABC):
         """Close a vanished palace without touching what is now at its path."""
 
     # -- the model mismatch ------------------------------------------------------------------
-    @abstractmethod
     def mismatch(self, palace: Palace) -> str | None:
-        """Why the palace's vectors cannot serve the loaded model, or None."""
+        """Why the palace's vectors cannot serve the loaded model (they are another
+        model's), or None."""
+        emb = palace.services.model.embedder
+        stored = palace.embedder_identity
+        if emb is None or stored is None or stored == emb.identity:
+            return None
+        return self.mismatch_text(palace.name, stored, emb.identity)
+
+    @abstractmethod
+    def mismatch_text(self, name: str, stored: str, current: str) -> str:
+        """What the mismatch of palace ``name``'s ``stored`` model with the daemon's
+        ``current`` one means for this flavour."""
 
     @abstractmethod
     def refuse_mismatched_write(self, palace: Palace) -> None:
@@ -151,8 +161,9 @@ class Storage(ABC):
         ``keep_comments``. Never raises for a damaged identity file."""
 
     @abstractmethod
-    def write_identity_sync(self, palace: Palace, text: str) -> None:
-        """Replace L0 with ``text`` (an import; worker thread). Raises StorageError."""
+    def replace_identity_sync(self, palace: Palace, text: str) -> bool:
+        """Replace L0 (comments and all) with ``text`` unless it is that already (an import;
+        worker thread): whether it changed. Raises StorageError."""
 
     @abstractmethod
     def after_import(self, conn: Any) -> None:
@@ -258,12 +269,9 @@ class LocalStorage(Storage):
             return False
 
     # -- the model mismatch ------------------------------------------------------------------
-    def mismatch(self, palace: Palace) -> str | None:
-        emb = palace.services.model.embedder
-        if emb is None or palace.embedder_identity in (None, emb.identity):
-            return None
-        return (f"palace {palace.name!r} holds vectors of {palace.embedder_identity}; it is "
-                f"being re-embedded for {emb.identity} in the background")
+    def mismatch_text(self, name: str, stored: str, current: str) -> str:
+        return (f"palace {name!r} holds vectors of {stored}; it is being re-embedded for "
+                f"{current} in the background")
 
     def refuse_mismatched_write(self, palace: Palace) -> None:
         """Nothing: the palace's writes go on; it is re-embedded for the new model."""
@@ -287,8 +295,11 @@ class LocalStorage(Storage):
     def identity_sync(self, conn: Any, *, keep_comments: bool = False) -> str:
         return read_identity(self.directory / IDENTITY_NAME, keep_comments=keep_comments)
 
-    def write_identity_sync(self, palace: Palace, text: str) -> None:
+    def replace_identity_sync(self, palace: Palace, text: str) -> bool:
+        if self.identity_sync(None, keep_comments=True) == text:
+            return False
         write_identity(self.directory / IDENTITY_NAME, text, palace.name)
+        return True
 
     def after_import(self, conn: Any) -> None:
         """Nothing: SQLite's ids follow the largest id present."""

@@ -201,6 +201,7 @@ class TeamStorage(Storage):
 
     # -- closing -----------------------------------------------------------------------------
     def closing(self, palace: Owner) -> None:
+        palace.keywords.stop()
         self.pg.closing()
 
     def vanished(self, palace: Owner) -> bool:
@@ -211,13 +212,10 @@ class TeamStorage(Storage):
         self.pg.close()
 
     # -- the model mismatch ------------------------------------------------------------------
-    def mismatch(self, palace: Owner) -> str | None:
-        emb = palace.services.model.embedder
-        if emb is None or palace.embedder_identity in (None, emb.identity):
-            return None
-        return (f"team palace {palace.name!r} holds vectors of {palace.embedder_identity}; "
-                f"this daemon runs {emb.identity}: writes are refused and recall is "
-                "keyword-only (configure the same model on every daemon sharing it)")
+    def mismatch_text(self, name: str, stored: str, current: str) -> str:
+        return (f"team palace {name!r} holds vectors of {stored}; this daemon runs {current}: "
+                "writes are refused and recall is keyword-only (configure the same model on "
+                "every daemon sharing it)")
 
     def refuse_mismatched_write(self, palace: Owner) -> None:
         """Raise EmbedderMismatch while the daemon's model is not the palace's: a shared
@@ -251,8 +249,11 @@ class TeamStorage(Storage):
         text = meta_get(conn, IDENTITY_KEY) or ""
         return text if keep_comments else strip_comments(text)
 
-    def write_identity_sync(self, palace: Owner, text: str) -> None:
+    def replace_identity_sync(self, palace: Owner, text: str) -> bool:
+        if self.pg.read(partial(self.identity_sync, keep_comments=True)) == text:
+            return False
         self.pg.write(lambda c: meta_set(c, IDENTITY_KEY, text))
+        return True
 
     def after_import(self, conn: Any) -> None:
         """Move the id sequences past ids the import inserted explicitly."""
