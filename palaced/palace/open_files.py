@@ -90,7 +90,7 @@ def palace_budget(soft_limit: int, limits: Limits) -> int:
 
 def _fds(palace: Palace) -> int:
     """Descriptors ``palace`` may hold (a team palace's pool counts)."""
-    return TEAM_PALACE_FDS if palace.store.shared else SQLITE_PALACE_FDS
+    return TEAM_PALACE_FDS if palace.storage.shared else SQLITE_PALACE_FDS
 
 
 async def close_logged(palace: Palace) -> None:

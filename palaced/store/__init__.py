@@ -34,10 +34,6 @@ MAX_READERS = 4
 class Store:
     """Owns the apsw connections of one palace database: one writer, up to 4 readers."""
 
-    # Whether other daemons write this database too (``pg.PgStore``): what is read from it
-    # must then not be cached across requests unless keyed on a fresh change counter.
-    shared = False
-
     def __init__(self, path: Path, *, palace: str | None = None) -> None:
         """Open (creating if needed) and migrate the database at ``path``.
 

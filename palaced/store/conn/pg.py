@@ -253,8 +253,6 @@ class PgStore(Store):
     counter as last seen (see ``write``), which caches of every daemon key on.
     """
 
-    shared = True
-
     def __init__(self, url: str, schema: str, *, palace: str | None = None,
                  settings: TeamSettings | None = None, create: bool = False) -> None:
         """Connect and migrate (creating the schema with ``create``).
