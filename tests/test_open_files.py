@@ -305,7 +305,7 @@ def test_team_palaces_count_their_pool() -> None:
     from types import SimpleNamespace
 
     def fake(shared: bool) -> Any:
-        return SimpleNamespace(store=SimpleNamespace(shared=shared))
+        return SimpleNamespace(storage=SimpleNamespace(shared=shared))
 
     open_: dict[str, Any] = {}
 

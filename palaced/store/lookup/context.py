@@ -72,9 +72,10 @@ def refresh_context(conn: apsw.Connection, drawer_id: int) -> None:
     context_vectors.refresh(conn, drawer_id, [i for i, _ in rows])
 
 
-def create_context_vectors(conn: apsw.Connection) -> None:
-    """Schema step: the ``context_vectors`` table, filled for the palace's drawers."""
-    context_vectors.create(conn, CONTEXT_NEIGHBOURS)
+def fill_context_vectors(conn: apsw.Connection) -> None:
+    """Schema step (SQLite v12, PostgreSQL v2), after the table's DDL: the ``context_vectors``
+    of the palace's drawers, from their stored vectors."""
+    context_vectors.rebuild(conn, CONTEXT_NEIGHBOURS)
 
 
 def rebuild_context_vectors(conn: apsw.Connection) -> int:

@@ -27,17 +27,7 @@ from itertools import groupby
 import apsw
 import numpy as np
 
-from palaced.store.conn.dialect import is_pg, json_ids
-from palaced.store.schema.tables import CONTEXT_VECTORS_DDL, CONTEXT_VECTORS_PG_DDL
-
-
-def create(conn: apsw.Connection, n: int) -> None:
-    """Schema step (SQLite v12, PostgreSQL v2): the table, filled from the stored vectors
-    (``n`` neighbours on each side; ``context.create_context_vectors`` passes the palace's)."""
-    for stmt in CONTEXT_VECTORS_PG_DDL if is_pg(conn) else CONTEXT_VECTORS_DDL:
-        conn.execute(stmt)
-    rebuild(conn, n)
-
+from palaced.store.conn.dialect import json_ids
 
 # Stored as half floats: a derived score term, weighted 0.5, needs ~3 digits (a cosine off by
 # at most ~1e-3), and a palace keeps one per drawer beside its own vectors (768 bytes, not

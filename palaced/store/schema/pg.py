@@ -28,8 +28,8 @@ from typing import Any
 
 import psycopg
 
-from palaced.store.lookup.context import create_context_vectors
-from palaced.store.schema.tables import DATED_DDL
+from palaced.store.lookup.context import fill_context_vectors
+from palaced.store.schema.tables import CONTEXT_VECTORS_PG_DDL, DATED_DDL
 from palaced.wire.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
 
 SCHEMA_PREFIX = "palace_"
@@ -262,8 +262,8 @@ V1: Sequence[str] = (
 
 # v2: each drawer's context vector (``store/lookup/context_vectors.py``), filled by its own code;
 # v3: drawers by their own date (``store/rows/dated.py``).
-MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [V1, (create_context_vectors,),
-                                                          DATED_DDL]
+MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [
+    V1, (*CONTEXT_VECTORS_PG_DDL, fill_context_vectors), DATED_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Tables whose ids an import may set explicitly (``sync_ids`` moves their sequences past).
 _ID_TABLES = ("drawers", "entities", "facts", "sources")

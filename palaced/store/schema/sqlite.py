@@ -36,11 +36,12 @@ from pathlib import Path
 import apsw
 
 from palaced.store.conn.db import APPLICATION_ID, storage_errors
-from palaced.store.lookup.context import create_context_vectors
+from palaced.store.lookup.context import fill_context_vectors
 from palaced.store.schema.tables import (
     AUDIT_DDL,
     CAPTURES_DDL,
     CHUNKS_DDL,
+    CONTEXT_VECTORS_DDL,
     DATED_DDL,
     FTS_LOG_DDL,
     OWNER_DDL,
@@ -356,11 +357,17 @@ def _sql_step(statements: Sequence[str]) -> Callable[[apsw.Connection], None]:
     return step
 
 
+def _context_vectors(conn: apsw.Connection) -> None:
+    """v12: the table of each drawer's room neighbours' mean vector, filled at once."""
+    _sql_step(CONTEXT_VECTORS_DDL)(conn)
+    fill_context_vectors(conn)
+
+
 MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL), _sql_step(UPKEEP_DDL),
     _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL), _sql_step(FTS_LOG_DDL),
-    create_context_vectors, _sql_step(DATED_DDL)]
+    _context_vectors, _sql_step(DATED_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -98,7 +98,7 @@ FTS_LOG_DDL: list[str] = [
 ]
 
 # Schema v12 (PostgreSQL v2: ``CONTEXT_VECTORS_PG_DDL``): each drawer's room neighbours' mean
-# vector (``lookup.context_vectors``, whose ``create`` runs it and fills the table).
+# vector (``lookup.context_vectors``; ``lookup.context.fill_context_vectors`` fills it).
 CONTEXT_VECTORS_DDL: Sequence[str] = (
     """CREATE TABLE context_vectors(
         drawer_id INTEGER PRIMARY KEY REFERENCES drawers(id) ON DELETE CASCADE,
