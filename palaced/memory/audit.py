@@ -1,7 +1,7 @@
 """The audit log of an open palace: reading it, recording a lone entry, and the retention
 upkeep that bounds both the log and the trash.
 
-Changes record their own entries in their own transactions (``store.audit.append``); this
+Changes record their own entries in their own transactions (``store.rows.audit.append``); this
 module records only what changes no memory (a refused request) and keeps the log and the trash
 within the configured ``config.Retention``.
 """

@@ -1,7 +1,7 @@
 """The trash of an open palace: forgetting, restoring, listing and emptying drawers.
 
 ``forget``, ``upkeep.prune`` and the expiry sweep all discard drawers through ``discard_sync``:
-into the trash (``store.trash``), where a drawer stays restorable, hidden from everything else,
+into the trash (``store.rows.trash``), where a drawer stays restorable, hidden from everything else,
 for the configured keep period; or, with a purge or a keep period of 0, deleted at once.
 Every change is recorded in the palace's audit log in the same transaction. The keep period
 is the caller's (``config.Retention``): entries trashed before ``now - keep`` count as gone

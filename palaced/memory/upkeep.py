@@ -2,7 +2,7 @@
 
 Each verb is an async function taking the ``Palace`` handle. The rules live in the
 synchronous ``rules`` (importance, decay, pruning, duplicates) and the queries in
-``store.upkeep``; each unit of work is one hop of the handle: reads in one reader snapshot,
+``store.rows.upkeep``; each unit of work is one hop of the handle: reads in one reader snapshot,
 writes under the palace's ``write_lock`` in a shielded scope (``Palace.write``), bumping
 ``write_counter`` so caches keyed on it are invalidated. Prune and the expiry sweep discard
 drawers into the trash (``trash.discard_sync``: restorable for the keep period, audited in the

@@ -9,7 +9,7 @@ commit in one transaction, then the in-memory vector index is updated in the sam
 
 Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
 outside the index), so remembering the same text again stores a new drawer with a new id,
-and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
+and the trashed one can then no longer be restored over it (see ``store.rows.trash.restore``).
 Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
 it, ``palaced.maintenance.reembed``) drawers are stored without vectors and embedded later.
 

@@ -13,7 +13,7 @@ writes the queue in one transaction with ``apply_touches``. Per drawer that is:
   pushed to flush time + that lifetime (``renewed_expiry``), with ``recall_extends_ttl``.
 
 ``promoted`` and ``renewed_expiry`` are pure; ``apply_touches`` takes an open connection in
-the caller's write transaction (the queries are ``store.drawers.touch_rows`` and
+the caller's write transaction (the queries are ``store.rows.drawers.touch_rows`` and
 ``store_touches``).
 """
 

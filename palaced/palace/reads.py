@@ -25,7 +25,7 @@ __all__ = ["get", "identity_text", "info", "list_drawers", "read_identity", "ree
 async def get(palace: Palace, drawer_id: int, *, history: bool = False) -> dict[str, Any]:
     """Return one drawer, with ``supersedes`` (the ids of the drawers it replaced) and
     ``versions`` (1 + how often it was edited in place); with ``history`` also its earlier
-    versions, newest first (``store.edits.history``).
+    versions, newest first (``store.rows.edits.history``).
 
     Raises:
         MemoryNotFound: no such drawer.
@@ -61,7 +61,7 @@ async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, off
 def reembedding(stored: str | None, moving: tuple[str | None, int, int], current: str | None
                 ) -> dict[str, Any] | None:
     """A palace's re-embedding for another model, ``{"model", "done", "total", "paused"}``
-    (drawers), from its recorded model, ``store.reembed.progress`` and the daemon's model;
+    (drawers), from its recorded model, ``store.lookup.reembed.progress`` and the daemon's model;
     None if none runs or is due. ``paused``: its model is not the one loaded now."""
     target, done, total = moving
     if current is not None and stored not in (None, current) and target != current:

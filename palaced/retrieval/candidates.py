@@ -149,7 +149,7 @@ def with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
                     known: Known) -> dict[int, float]:
     """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the query's
     cosine with its context vector (the mean of its room neighbours' vectors,
-    ``store.context_vectors``) added (``RankParams.neighbour_vector``); a hit without one
+    ``store.lookup.context_vectors``) added (``RankParams.neighbour_vector``); a hit without one
     keeps its cosine. Never raises but for the store's errors."""
     assert known.qvec is not None
     new = [i for i in vector if i not in known.context]

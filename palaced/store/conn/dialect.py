@@ -1,6 +1,6 @@
-"""Which SQL dialect a store connection speaks: SQLite (apsw) or PostgreSQL (``store.pg``).
+"""Which SQL dialect a store connection speaks: SQLite (apsw) or PostgreSQL (``store.conn.pg``).
 
-Store functions are written once, over SQL both engines accept (``store.pg`` translates the
+Store functions are written once, over SQL both engines accept (``store.conn.pg`` translates the
 placeholders and a few SQLite spellings); the few facts only one engine can express (full-text
 search, vector search, race-safe inserts) branch on ``is_pg``. Leaf module.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 
 def is_pg(conn: Any) -> bool:
-    """Whether ``conn`` is a PostgreSQL connection (``store.pg.PgConn``)."""
+    """Whether ``conn`` is a PostgreSQL connection (``store.conn.pg.PgConn``)."""
     return getattr(conn, "dialect", "sqlite") == "pg"
 
 
@@ -28,14 +28,14 @@ def vector_literal(values: Any) -> str:
 
 def json_ids(ids: Any) -> str:
     """One SQL parameter for any number of ids, for ``IN (SELECT value FROM json_each(?))``
-    (both engines: ``store.pg`` translates ``json_each``)."""
+    (both engines: ``store.conn.pg`` translates ``json_each``)."""
     return "[" + ",".join(str(int(i)) for i in ids) + "]"
 
 
 def lock_room(conn: Any, wing: str, room: str) -> None:
     """On PostgreSQL, serialise the writers of one room until the end of the transaction.
 
-    A drawer's keyword context is its room neighbours' text (``store.context``): two daemons
+    A drawer's keyword context is its room neighbours' text (``store.lookup.context``): two daemons
     adding to one room at once would each miss the other's drawer and lock the neighbours'
     rows in different orders. A transaction-scoped advisory lock (a PostgreSQL lock, released
     at commit or rollback, nothing held across machines) makes them take turns. No-op on

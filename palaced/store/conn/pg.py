@@ -5,10 +5,10 @@ Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it ha
 ``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
 spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``,
 two-argument ``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value.
-The few facts only one engine can express branch on ``store.dialect.is_pg`` (full-text and
+The few facts only one engine can express branch on ``store.conn.dialect.is_pg`` (full-text and
 vector search, race-safe inserts).
 
-One schema per palace holds its tables (``store.pg_schema``); connections come from a
+One schema per palace holds its tables (``store.schema.pg``); connections come from a
 ``psycopg_pool.ConnectionPool`` whose connections have the palace schema on their
 ``search_path`` and a ``statement_timeout``. A connection that cannot be had within the connect
 timeout, a statement past its timeout, a server that went away or a transaction that lost a

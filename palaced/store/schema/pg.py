@@ -1,13 +1,13 @@
 """The schema of a team palace in PostgreSQL: one schema per palace, versioned migrations.
 
-Schema ``palace_<name>`` mirrors the SQLite tables the team ops use (``store.schema``), with
+Schema ``palace_<name>`` mirrors the SQLite tables the team ops use (``store.schema.sqlite``), with
 PostgreSQL's own tools where SQLite had virtual tables:
 
 - ``drawers_fts`` is a plain table keyed by ``rowid`` (the drawer id) with the same three
   columns (text, neighbour context, date words) and a generated ``tsv`` (each column's
   words with weights A, B, C) plus ``ntok`` (the row's token count: BM25's document length),
   under a GIN index. Its words are stemmed by the configuration ``palace`` (English Snowball,
-  no stopwords: FTS5's porter tokenizer drops none either). ``store.pg_search`` scores BM25
+  no stopwords: FTS5's porter tokenizer drops none either). ``store.lookup.pg_search`` scores BM25
   over it the way FTS5 does.
 - ``vectors`` keeps the float32 blob (export, health) and the same vector as pgvector's
   ``embedding``; the HNSW index (cosine) is made for the palace's dimension when its model is
@@ -71,7 +71,7 @@ V1: Sequence[str] = (
     "CREATE INDEX drawers_pending ON drawers(embedded) WHERE embedded = 0",
     "CREATE INDEX drawers_expires ON drawers(expires_ms) WHERE expires_ms IS NOT NULL",
     "CREATE INDEX drawers_superseded ON drawers(superseded_by) WHERE superseded_by IS NOT NULL",
-    # The lifetime a drawer was given (see store.schema v8).
+    # The lifetime a drawer was given (see store.schema.sqlite v8).
     """CREATE FUNCTION drawers_ttl() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF NEW.expires_ms IS NOT NULL AND NEW.ttl_ms IS NULL THEN
