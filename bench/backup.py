@@ -38,9 +38,9 @@ from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
 
 from palaced.index.vectors import to_blob
 from palaced.store import Store
-from palaced.store.drawers import NewDrawer, insert_drawer
-from palaced.store.meta import claim_embedder
-from palaced.store.vectors import store_vectors
+from palaced.store.conn.meta import claim_embedder
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows.drawers import NewDrawer, insert_drawer
 from palaced.text.topics import extract_topics
 
 WORDS = ("deploy pipeline billing staging database auth middleware search index cache "

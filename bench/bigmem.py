@@ -85,8 +85,9 @@ def stages(pool: list[str], sizes: list[int], model: Path) -> list[dict[str, Any
     from palaced.engine.embedder import FastEmbedder
     from palaced.index.vectors import to_blob
     from palaced.ops.fields import drawer_from_args
-    from palaced.store import Store, drawers
-    from palaced.store.vectors import store_vectors
+    from palaced.store import Store
+    from palaced.store.lookup.vectors import store_vectors
+    from palaced.store.rows import drawers
     from palaced.text.chunking import chunk_text
 
     emb = FastEmbedder.load(EmbedderSettings(model_path=model))

@@ -1,5 +1,5 @@
 """Keyword search at scale: the exact BM25 query against the daemon's two-part search
-(``palaced.store.search.fts_search``: common terms scored only beside selective ones, the
+(``palaced.store.lookup.search.fts_search``: common terms scored only beside selective ones, the
 rarest leading a query of common terms alone) and the keyword engine (``palaced.palace.keywords``:
 numpy postings with FTS5's impacts, MaxScore top-k), in-process on a palace database, no
 daemon. The engine is built first (build time, file size, cold load and RSS are printed);
@@ -42,8 +42,9 @@ from perf import pct, zipf_texts, zipf_vocabulary
 from palaced.index import keyword_engine as ke
 from palaced.index import keyword_file as kf
 from palaced.retrieval.search import engine_search
-from palaced.store import Store, search
-from palaced.store import drawers as m
+from palaced.store import Store
+from palaced.store.lookup import search
+from palaced.store.rows import drawers as m
 from palaced.text.timeparse import parse_when
 
 FAR_FUTURE_MS = 10**13  # "now" for the filters: nothing has expired

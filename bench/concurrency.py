@@ -53,9 +53,9 @@ WAIT_LEAVES = ("Condition.wait", "EpollSelector.select", "Event.wait", "Thread.j
 CATEGORIES = (
     ("embedding (onnxruntime/fastembed)", ("onnxruntime", "fastembed", "embedder.py")),
     ("tokenizer (query/texts)", ("tokenizers", "encode_batch")),
-    ("SQLite FTS5 / BM25 query", ("store/search.py",)),
-    ("SQLite writes (remember/forget)", ("store/drawers.py", "store/vectors.py",
-                                         "store/context.py", "Store.write")),
+    ("SQLite FTS5 / BM25 query", ("store/lookup/search.py",)),
+    ("SQLite writes (remember/forget)", ("store/rows/drawers.py", "store/lookup/vectors.py",
+                                         "store/lookup/context.py", "Store.write")),
     ("vector search (usearch)", ("index.py",)),
     ("ranking / fusion / packing", ("fusion.py", "packing.py", "palaced/retrieval/search.py",
                                     "recall.py")),

@@ -50,8 +50,8 @@ from palaced.retrieval.fusion import ranking
 from palaced.retrieval.replies import TAIL_CHARS, question_share
 from palaced.retrieval.sets import asks_for_set
 from palaced.retrieval.when import asks_when
-from palaced.store import context as ctx
-from palaced.store import search as sql
+from palaced.store.lookup import context as ctx
+from palaced.store.lookup import search as sql
 
 Patch = Callable[[], contextlib.AbstractContextManager[None]]
 

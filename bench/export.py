@@ -35,8 +35,8 @@ from _daemon import launch, private_env, stop_daemon, wait_ready
 from palace_client import Client
 from palaced.index.vectors import to_blob
 from palaced.store import Store
-from palaced.store.drawers import NewDrawer, insert_drawer
-from palaced.store.vectors import store_vectors
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows.drawers import NewDrawer, insert_drawer
 
 WORDS = ("deploy staging postgres port api gateway alice bob payment invoice cache redis "
          "kafka retry timeout schema migration review release tuesday approval budget "

@@ -52,8 +52,8 @@ sys.path.insert(0, str(ROOT))
 from bench.locomo import DEFAULT_DATA, DEFAULT_MODEL_DIR, build_drawers, build_questions  # noqa: E402
 from palaced.config.model import EmbedderSettings  # noqa: E402
 from palaced.engine.embedder import FastEmbedder  # noqa: E402
-from palaced.store.schema import V1  # noqa: E402
-from palaced.store.search import fts_terms, mentioned  # noqa: E402
+from palaced.store.lookup.search import fts_terms, mentioned  # noqa: E402
+from palaced.store.schema.sqlite import V1  # noqa: E402
 from palaced.text.relevance import relevance  # noqa: E402
 from palaced.text.topics import query_entities  # noqa: E402
 

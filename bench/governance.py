@@ -33,8 +33,8 @@ from palaced.memory import (
     writes,
 )
 from palaced.palace.handle import Palace, now_ms  # noqa: E402
-from palaced.store import audit as audit_sql  # noqa: E402
-from palaced.store import drawers as m  # noqa: E402
+from palaced.store.rows import audit as audit_sql  # noqa: E402
+from palaced.store.rows import drawers as m  # noqa: E402
 from palaced.wire.paths import Paths  # noqa: E402
 
 ME = audit_sql.Actor("bench", "bench")

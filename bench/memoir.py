@@ -110,9 +110,9 @@ def build(c: Client, cs: list[dict[str, Any]], memoirs: int, seed: int) -> dict[
 def direct_cost(cs: list[dict[str, Any]], memoirs: int, n: int) -> dict[str, float]:
     """p50 (ms) of the L2 concept lookup alone, on a scratch database holding ``cs``."""
     from palaced.store import Store
-    from palaced.store import concepts as store_concepts
-    from palaced.store import memoirs as store_memoirs
-    from palaced.store.concept_links import concepts_for_recall
+    from palaced.store.knowledge import concepts as store_concepts
+    from palaced.store.knowledge import memoirs as store_memoirs
+    from palaced.store.knowledge.concept_links import concepts_for_recall
 
     with tempfile.TemporaryDirectory(prefix="palmemoir-direct-") as tmp:
         store = Store(Path(tmp) / "palace.db")

@@ -132,8 +132,8 @@ class Filler:
         (a team palace: PostgreSQL takes concurrent writers), each thread writes the drawers
         of its own rooms, so their neighbour-context updates never touch the same rows."""
         from palaced.index.vectors import to_blob
-        from palaced.store import drawers
-        from palaced.store.vectors import store_vectors
+        from palaced.store.lookup.vectors import store_vectors
+        from palaced.store.rows import drawers
 
         base = 1_600_000_000_000
         t0 = time.perf_counter()
@@ -165,13 +165,12 @@ class Filler:
 
 def open_store(home: Path, name: str, kind: str, url: str) -> Any:
     if kind == "team":
-        from palaced.store.pg import PgStore
-        from palaced.store.pg_schema import schema_name
+        from palaced.store.conn.pg import PgStore
+        from palaced.store.schema.pg import schema_name
 
         return PgStore(url, schema_name(name), palace=name)
     from palaced.palace.handle import DB_NAME
     from palaced.store import Store
-
     return Store(home / "palaces" / name / DB_NAME, palace=name)
 
 
@@ -180,7 +179,6 @@ def rebuild_sqlite_index(home: Path, name: str) -> float:
     from palaced.index.vector_file import open_index
     from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
-
     pdir = home / "palaces" / name
     store = Store(pdir / DB_NAME, palace=name)
     t = time.perf_counter()

@@ -66,10 +66,10 @@ from palaced.engine.embedder import FastEmbedder
 from palaced.palace.handle import Palace
 from palaced.retrieval import fusion, multihop, recall, search
 from palaced.retrieval.sets import asks_for_set
-from palaced.store import context as ctx
-from palaced.store import context_vectors
-from palaced.store import search as sql
-from palaced.store.drawers import Filters
+from palaced.store.lookup import context as ctx
+from palaced.store.lookup import context_vectors
+from palaced.store.lookup import search as sql
+from palaced.store.rows.drawers import Filters
 
 GRIDS: dict[str, list[float]] = {
     "vector": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4],
@@ -485,7 +485,7 @@ async def cost(args: argparse.Namespace) -> None:
     from palaced.engine.embedder import HashEmbedder
     from palaced.memory import writes
     from palaced.ops.fields import drawers_from_items
-    from palaced.store.drawers import Filters as F
+    from palaced.store.rows.drawers import Filters as F
 
     emb = HashEmbedder(384)
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcost-"))

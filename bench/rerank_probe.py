@@ -42,8 +42,8 @@ from palaced.retrieval import recall, search
 from palaced.retrieval.replies import question_share
 from palaced.retrieval.sets import asks_for_set
 from palaced.retrieval.when import asks_when, states_time
-from palaced.store import search as sql
-from palaced.store.drawers import Filters
+from palaced.store.lookup import search as sql
+from palaced.store.rows.drawers import Filters
 from palaced.text import relevance
 
 DEPTH = 50  # candidates reranked per question

@@ -89,7 +89,6 @@ def follow_index(home: Path, done: Any, out: Any) -> None:
     from palaced.index.vectors import VectorIndex
     from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
-
     pdir = home / "palaces" / PALACE
     store = Store(pdir / DB_NAME, palace=PALACE)
     index = VectorIndex(DIMS)
@@ -147,8 +146,8 @@ def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.nda
     internal segments differ (written once here, rewritten there).
     """
     from palaced.index.vectors import to_blob
-    from palaced.store.context import CONTEXT_NEIGHBOURS, date_words
-    from palaced.store.drawers import content_hash
+    from palaced.store.lookup.context import CONTEXT_NEIGHBOURS, date_words
+    from palaced.store.rows.drawers import content_hash
     from palaced.text.reldates import resolved_date_words
 
     offsets = [k * ROOMS for k in range(-CONTEXT_NEIGHBOURS, CONTEXT_NEIGHBOURS + 1) if k]
@@ -181,9 +180,10 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False,
     """
     from palaced.index.vectors import to_blob
     from palaced.palace.handle import DB_NAME, IDENTITY_NAME, IDENTITY_TEMPLATE
-    from palaced.store import Store, drawers
-    from palaced.store.meta import claim_embedder
-    from palaced.store.vectors import store_vectors
+    from palaced.store import Store
+    from palaced.store.conn.meta import claim_embedder
+    from palaced.store.lookup.vectors import store_vectors
+    from palaced.store.rows import drawers
 
     pdir = home / "palaces" / PALACE
     pdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -243,12 +243,12 @@ def build(home: Path, n: int, model_dir: Path, follow: bool = False,
             print(f"  built {done:,} drawers ({rate:,.0f}/s)", flush=True)
     if bulk and first:
         # Drawers stored before the resume had neighbours only up to it: their context now.
-        from palaced.store.context import CONTEXT_NEIGHBOURS, refresh_context
+        from palaced.store.lookup.context import CONTEXT_NEIGHBOURS, refresh_context
 
         ids = range(max(0, first - CONTEXT_NEIGHBOURS * ROOMS) + 1, first + 1)
         store.write(lambda c: [refresh_context(c, did) for did in ids])
     if bulk:  # the context vectors, as the store layer's writes leave them, in one pass
-        from palaced.store.context import rebuild_context_vectors
+        from palaced.store.lookup.context import rebuild_context_vectors
 
         store.write(rebuild_context_vectors)
     insert_s = time.perf_counter() - t0
@@ -272,7 +272,6 @@ def build_index(home: Path) -> dict[str, Any]:
     """Rebuild and save the palace's vector index with the daemon's own code; timed."""
     from palaced.palace.handle import DB_NAME, INDEX_NAME
     from palaced.store import Store
-
     try:
         from palaced.index.vector_file import open_index
     except ImportError:  # palaced before index_file.py

@@ -102,7 +102,7 @@ RESERVOIR = 20_000  # latency samples kept per op (reservoir sampling beyond tha
 MAX_EXAMPLES = 20  # messages kept per worker for unexpected errors and violations
 FD_GROWTH_LIMIT = 20
 # SQLite's heap per open connection at most: its page cache (PRAGMA cache_size=-16000, KiB,
-# palaced/store/db.py) plus ~1 MB of schema and prepared statements.
+# palaced/store/conn/db.py) plus ~1 MB of schema and prepared statements.
 SQLITE_MB_PER_CONNECTION = 16000 / 1024 + 1
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")

@@ -43,7 +43,7 @@ from palaced.memory import writes
 from palaced.ops.fields import drawers_from_items  # noqa: E402
 from palaced.palace.handle import Palace  # noqa: E402
 from palaced.retrieval import search  # noqa: E402
-from palaced.store.drawers import Filters  # noqa: E402
+from palaced.store.rows.drawers import Filters  # noqa: E402
 from palaced.wire.paths import Paths  # noqa: E402
 
 QUERIES = {"word hit": "postgres", "miss": "zqxjv", "substring hit": "ostgre",

@@ -27,8 +27,8 @@ from bench.access import services
 from palaced.engine.embedder import HashEmbedder
 from palaced.memory import writes
 from palaced.palace.handle import Palace
-from palaced.store import context_vectors
-from palaced.store import drawers as m
+from palaced.store.lookup import context_vectors
+from palaced.store.rows import drawers as m
 
 
 async def run(n: int, batch: int) -> None:

@@ -293,19 +293,19 @@ TUNING: list[tuple[str, str, str]] = [
      "vector: 1 of 2,000 at 10k, 5 of 2,000 at 50k). `bench/exact_search.py`, k = 200: "
      "exact 0.09 / 0.44 / 0.80 / 2.16 ms at 1k / 10k / 20k / 50k vectors, the graph 0.09 / "
      "0.10 / 0.10 / 0.22 ms."),
-    ("palaced/store/search.py", "SUBSTRING_SCAN",
+    ("palaced/store/lookup/search.py", "SUBSTRING_SCAN",
      "Substring matches ranked at most (newest first). `bench/substring.py`, 10k drawers: "
      "a miss of both searches 0.069 ms (0.035 without the fallback), a rare substring "
      "0.35 ms, one in most drawers 1.53 ms p50 (2.9 ms at 100k); the trigram index adds "
      "20 % to the database."),
-    ("palaced/store/context.py", "CONTEXT_NEIGHBOURS",
+    ("palaced/store/lookup/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
-    ("palaced/store/search.py", "BM25_WEIGHTS",
+    ("palaced/store/lookup/search.py", "BM25_WEIGHTS",
      "bm25 column weights: text, neighbour context, date words. Turn R@5, context ±1: no "
      "context .653, 0.35 .706, 0.5 .712; date words 0 -> 0.6: .689 -> .706. With context ±2, "
      "0.4 balances R@1 (.401) against R@5/R@10 (.730/.823)."),
-    ("palaced/store/search.py", "TermStats.MIN_DOCS",
+    ("palaced/store/lookup/search.py", "TermStats.MIN_DOCS",
      "Terms in more than half of the drawers carry no BM25 weight and are dropped from the "
      "keyword query in palaces of at least this many drawers: Zipfian 10k palace 6.5 -> 1.9 ms "
      "per query. Smaller palaces keep them (LoCoMo dev, ~600-drawer palaces: turn R@1 .401 "
@@ -344,13 +344,13 @@ TUNING: list[tuple[str, str, str]] = [
      "returns: 16 windows are ~0.5 s of model time on 2 quiet cores (~30/s). "
      "`bench/bigmem.py`: 200,000 characters answer in 0.59 s instead of 38 s (vectors in "
      "after 20 s), 1,000-5,000 as before (inline)."),
-    ("palaced/store/search.py", "COMMON_SHARE",
+    ("palaced/store/lookup/search.py", "COMMON_SHARE",
      "With `SPLIT_MIN_POSTINGS`: the two-part keyword search of large palaces. "
      "`bench/bm25_scale.py`, 100k Zipfian drawers, 120 queries: p50 40 -> 14 ms, p95 98 -> "
      "41 ms, exact top-10 kept 100 %, top-100 98 %; LoCoMo dev turns among 100k drawers: BM25 "
      "R@1/5/10 .364/.660/.757 either way. Forced on LoCoMo's own ~600-drawer palaces (not "
      "done: the split needs 10,000 common postings) it would cost R@1 .401 -> .385."),
-    ("palaced/store/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
+    ("palaced/store/lookup/search.py", "SPLIT_MIN_POSTINGS", "See `COMMON_SHARE`."),
     ("palaced/retrieval/search.py", "NARROW_OVERFETCH",
      "A keyword search narrowed by wing, room or tags asks the keyword engine for this many "
      "times its limit and keeps the matching drawers (exact when at least the limit match). "

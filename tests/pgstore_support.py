@@ -14,7 +14,7 @@ def pg_conn(url: str, schema: str = SCHEMA) -> Iterator[Any]:
     """Yield a ``PgConn`` on schema ``schema`` (created, migrated) of the database ``url``."""
     import psycopg
 
-    from palaced.store.pg import PgConn, PgStore
+    from palaced.store.conn.pg import PgConn, PgStore
 
     PgStore(url, schema, palace="unit", create=True).close()
     raw = psycopg.connect(url, autocommit=True,

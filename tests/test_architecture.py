@@ -105,6 +105,28 @@ def test_packages_are_folders_by_layer(root: Path, layers: tuple[str, ...],
         assert (root / layer / "__init__.py").exists(), layer
 
 
+# A layer folder that grew past a screenful of modules is split into rooms by concept (issue
+# 28: store/ had 35 modules in one folder), each a sub-package of about 4-9 modules; the layer
+# rule above counts a room as its layer (palaced.store.rows.drawers is layer "store").
+ROOM_SIZES = range(4, 10)
+MAX_FLAT_MODULES = 15
+
+
+def test_rooms_of_a_layer_hold_four_to_nine_modules() -> None:
+    store = DAEMON_DIR / "store"
+    rooms = sorted(p for p in store.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert rooms, "palaced/store/ is split into rooms"
+    loose = sorted(p.name for p in store.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules directly under palaced/store/ (put each in a room): {loose}"
+    for folder in [*(DAEMON_DIR / layer for layer in LAYERS), *rooms]:
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        if folder in rooms:
+            assert (folder / "__init__.py").exists(), folder
+            assert len(modules) in ROOM_SIZES, f"{folder.name}: {len(modules)} modules"
+        else:
+            assert len(modules) <= MAX_FLAT_MODULES, f"{folder.name}: split it into rooms"
+
+
 def test_no_layer_imports_a_later_one() -> None:
     graph = _import_graph()
     bad = sorted(f"{module} imports {dep}, a later layer" for module, deps in graph.items()
@@ -120,7 +142,7 @@ def test_no_layer_imports_a_later_one() -> None:
 
 
 def test_layer_rule_sees_an_upward_import() -> None:
-    assert _layer("palaced.store.db") == LAYERS.index("store")
+    assert _layer("palaced.store.conn.db") == LAYERS.index("store")
     assert _layer("palaced.cli") is None and _layer("palaced") is None
     assert _layer("palaced.wire.errors") == 0
     assert _layer("palace_client.cli.common") == CLIENT_LAYERS.index("cli")
@@ -149,9 +171,9 @@ def test_client_imports_only_wire_modules_of_palaced() -> None:
 def test_import_scanner_sees_nested_and_from_imports(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("from palaced.wire import errors as E\nfrom palaced import __version__\n"
-                      "def f():\n    import palaced.store.db\n    from . import x\n")
+                      "def f():\n    import palaced.store.conn.db\n    from . import x\n")
     assert _imports(sample) == [(1, "palaced.wire.errors"), (2, "palaced.__version__"),
-                                (4, "palaced.store.db")]
+                                (4, "palaced.store.conn.db")]
 
 
 # -- (b) the wire layer stays light: the clients load it -------------------------------------
@@ -272,6 +294,48 @@ def test_ops_reach_the_daemon_only_through_their_context() -> None:
     assert len(ops) >= 7, ops
 
 
+# -- (b''') the storage flavour is asked, never tested for ----------------------------------------
+# Only palaced/palace/ (the storage strategies, ``storage.py`` and ``team.py``) and
+# palaced/store/ (the SQL dialect, ``store/conn/dialect.py``) may know which flavour a
+# palace is; everything else asks ``palace.storage`` (issue 28).
+FLAVOUR_NAMES = frozenset({"TeamPalace", "is_pg", "TeamStorage", "LocalStorage", "PgStore"})
+FLAVOUR_HOMES = ("palace", "store")
+
+
+def _flavour_tests(path: Path) -> list[str]:
+    """Where a file names a storage flavour (an import, a name, an attribute), as
+    ``line name``: an ``isinstance`` on a palace class or a dialect check."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.alias):
+            name = node.asname or node.name.rsplit(".", 1)[-1]
+        else:
+            continue
+        if name in FLAVOUR_NAMES:
+            found.append(f"{node.lineno} {name}")
+    return found
+
+
+def test_flavour_scanner_sees_isinstance_and_dialect_checks(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text("from palaced.palace.team import TeamPalace\n"
+                      "from palaced.store import dialect\n"
+                      "def f(p, c):\n    return isinstance(p, TeamPalace) or dialect.is_pg(c)\n")
+    assert sorted(_flavour_tests(sample)) == ["1 TeamPalace", "4 TeamPalace", "4 is_pg"]
+
+
+def test_no_flavour_checks_outside_palace_and_store() -> None:
+    bad = [f"{p.relative_to(REPO).as_posix()}:{hit}" for p in sorted(DAEMON_DIR.rglob("*.py"))
+           if p.relative_to(DAEMON_DIR).parts[0] not in FLAVOUR_HOMES
+           for hit in _flavour_tests(p)]
+    assert not bad, ("outside palaced/palace/ and palaced/store/, ask palace.storage instead "
+                     "of testing the flavour (isinstance, is_pg):\n" + "\n".join(bad))
+
+
 # -- (b'') SQL only in the store, modules that hold a concept whole -----------------------------
 # Modules outside palaced/store/ that still run SQL; the list only shrinks (the test fails on
 # an entry that no longer offends).
@@ -295,6 +359,27 @@ def test_sql_runs_only_in_the_store() -> None:
         f"{sorted(offenders - SQL_OUTSIDE_STORE)}")
     assert not SQL_OUTSIDE_STORE - offenders, (
         f"no SQL left, remove from SQL_OUTSIDE_STORE: {sorted(SQL_OUTSIDE_STORE - offenders)}")
+
+
+DDL_RE = re.compile(r"^\s*(CREATE|ALTER|DROP)\s+(TABLE|INDEX|TRIGGER|VIEW|VIRTUAL|UNIQUE|"
+                    r"TEMP|SCHEMA|SEQUENCE|EXTENSION|FUNCTION)", re.I)
+
+
+def _ddl_strings(path: Path) -> list[int]:
+    """Lines of string constants in ``path`` that start a DDL statement."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(path.read_text("utf-8")))
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and DDL_RE.match(node.value))
+
+
+def test_ddl_lives_in_store_schema() -> None:
+    """Issue 28: the schema has one home; every DDL statement of SQLite and PostgreSQL is in
+    palaced/store/schema/ (the tables other modules own too: ``schema/tables.py``)."""
+    home = DAEMON_DIR / "store" / "schema"
+    bad = {p.relative_to(REPO).as_posix(): lines for p in sorted(DAEMON_DIR.rglob("*.py"))
+           if not p.is_relative_to(home) and (lines := _ddl_strings(p))}
+    assert not bad, f"DDL outside palaced/store/schema/: {bad}"
+    assert _ddl_strings(home / "sqlite.py") and _ddl_strings(home / "pg.py")
 
 
 def _code_lines(path: Path) -> int:

@@ -17,10 +17,12 @@ from palaced.engine.embedder import HashEmbedder
 from palaced.memory import edits, trash, writes
 from palaced.palace.handle import Palace
 from palaced.retrieval import search
-from palaced.store import audit, context_vectors, schema
-from palaced.store import drawers as m
-from palaced.store.context import CONTEXT_NEIGHBOURS, rebuild_context_vectors, stale_contexts
-from palaced.store.edits import Edit
+from palaced.store.lookup import context_vectors
+from palaced.store.lookup.context import CONTEXT_NEIGHBOURS, rebuild_context_vectors, stale_contexts
+from palaced.store.rows import audit
+from palaced.store.rows import drawers as m
+from palaced.store.rows.edits import Edit
+from palaced.store.schema import sqlite as schema
 
 from .test_palace_unit import services
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from palaced.store.db import APPLICATION_ID
-from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
-from palaced.store.schema_check import refuse_foreign, schema_deviations
+from palaced.store.conn.db import APPLICATION_ID
+from palaced.store.schema.check import refuse_foreign, schema_deviations
+from palaced.store.schema.sqlite import MIGRATIONS, SCHEMA_VERSION, migrate
 from palaced.wire.errors import BackupInvalid, StorageError
 
 from .conftest import DaemonProc

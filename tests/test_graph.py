@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palaced.store import entities
-from palaced.store.dialect import is_pg
-from palaced.store.entities import upsert_entity
-from palaced.store.facts import (
+from palaced.store.conn.dialect import is_pg
+from palaced.store.knowledge import entities
+from palaced.store.knowledge.entities import upsert_entity
+from palaced.store.knowledge.facts import (
     active_facts,
     assert_fact,
     facts_as_of,
@@ -24,8 +24,8 @@ from palaced.store.facts import (
     normalize_predicate,
     timeline,
 )
-from palaced.store.graph_walk import facts_matching, neighbors, path, search_entities
-from palaced.store.schema import GOVERNANCE_DDL, GRAPH_DDL
+from palaced.store.knowledge.graph_walk import facts_matching, neighbors, path, search_entities
+from palaced.store.schema.sqlite import GOVERNANCE_DDL, GRAPH_DDL
 from palaced.text import timeparse
 from palaced.text.timeparse import parse_when
 from palaced.wire import vocab

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from palaced.ops import transfer as ops_transfer
-from palaced.store import transfer as store_transfer
+from palaced.store.jobs import transfer as store_transfer
 from palaced.wire.errors import InvalidArgs, InvalidContent
 from palaced.wire.export_format import MAX_COUNT, MAX_RESTORED_ID
 

@@ -21,9 +21,9 @@ from palaced.palace.directory import INDEX_NAME, release_lock
 from palaced.palace.handle import Palace
 from palaced.retrieval import recall
 from palaced.retrieval.recall import RecallRequest
-from palaced.store import drawers as m
-from palaced.store.audit import SYSTEM
-from palaced.store.meta import meta_get, meta_set
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.rows import drawers as m
+from palaced.store.rows.audit import SYSTEM
 
 from .test_palace_unit import services
 
@@ -40,7 +40,7 @@ def crash(p: Palace) -> None:
     """Drop the palace the way a kill -9 does: no checkpoint, no save, files left as they are."""
     p.store.close()
     release_lock(p._lock_fd)
-    p.closed = True
+    p._closed = True  # a crash skips every method that closes
 
 
 async def remember(p: Palace, texts: list[str]) -> list[int]:
@@ -163,7 +163,6 @@ async def test_an_index_saved_before_watermarks_is_replayed_not_rebuilt(
     old.save(str(pdir / INDEX_NAME))
     digest = hashlib.sha256((pdir / INDEX_NAME).read_bytes()).hexdigest()
     from palaced.store import Store
-
     store = Store(pdir / "palace.db")
     store.write(lambda c: (c.execute("DELETE FROM meta WHERE key = ?", (SAVES_KEY,)),
                            meta_set(c, "index_digest", digest)))
@@ -185,7 +184,7 @@ def test_owners_are_resolved_through_the_covering_index(tmp_path: Path) -> None:
     the rowid: the table's pages hold the vectors themselves, one page read per key on a
     large palace whose pages are not cached. Deleted keys are simply not found."""
     from palaced.store import Store
-    from palaced.store.vectors import owners_of
+    from palaced.store.lookup.vectors import owners_of
 
     store = Store(tmp_path / "palace.db")
     try:

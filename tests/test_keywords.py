@@ -20,9 +20,10 @@ from palaced.index import keyword_file as kf
 from palaced.palace import keywords as kw
 from palaced.palace.directory import KEYWORDS_NAME
 from palaced.retrieval import search as ranking
-from palaced.store import Store, search
-from palaced.store import drawers as m
-from palaced.store.meta import meta_get, meta_set
+from palaced.store import Store
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.lookup import search
+from palaced.store.rows import drawers as m
 
 from .conftest import DaemonProc, base_env
 
@@ -186,7 +187,7 @@ def test_overlay_follows_writes_in_the_snapshot(tmp_path: Path) -> None:
     s.write(lambda c: m.delete_drawers(c, ids[:25]))
     s.write(lambda c: c.execute("UPDATE drawers_fts SET text = 'otter otter heron' "
                                 "WHERE rowid = ?", (ids[30],)) and None)
-    from palaced.store.fts_log import note_changed
+    from palaced.store.lookup.fts_log import note_changed
 
     s.write(lambda c: note_changed(c, [ids[30]]))
     for words in [*queries(30, 5), ["otter", "heron"]]:

@@ -17,7 +17,7 @@ import pytest
 
 from palaced.memory import graph, health, upkeep, writes
 from palaced.palace import reads
-from palaced.store import drawers as m
+from palaced.store.rows import drawers as m
 from palaced.text.rules import IMPORTANCE_PRESETS, MS_PER_DAY
 from palaced.text.timeparse import parse_when
 from palaced.wire import errors as E

@@ -16,9 +16,9 @@ from palaced.engine.embedder import HashEmbedder
 from palaced.memory import writes
 from palaced.palace.handle import Palace
 from palaced.retrieval import search
-from palaced.store import context
-from palaced.store import drawers as m
-from palaced.store.drawers import Filters
+from palaced.store.lookup import context
+from palaced.store.rows import drawers as m
+from palaced.store.rows.drawers import Filters
 
 from .test_palace_unit import services
 

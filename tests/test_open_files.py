@@ -160,7 +160,7 @@ def test_budget_from_the_soft_limit() -> None:
     assert palace_budget(16, limits) == 1
     assert palace_budget(65536, Limits(max_open_palaces=5)) == 5
     assert palace_budget(128, Limits(max_open_palaces=5000)) == palace_budget(128, limits)
-    from palaced.store.pg import POOL_MAX  # a team palace's pool counts
+    from palaced.store.conn.pg import POOL_MAX  # a team palace's pool counts
 
     assert TEAM_PALACE_FDS == 1 + POOL_MAX
 
@@ -185,11 +185,11 @@ def test_lru_closes_the_least_recently_used_idle_palace(inproc: InProcDaemon) ->
             await anyio.sleep(0.01)
             b = await registry.get("lru-b")
             (a.dir / INDEX_NAME).unlink(missing_ok=True)
-            a.in_flight += 1  # a request is running on a: b goes, though used later
+            a.begin_work()  # a request is running on a: b goes, though used later
             try:
                 await registry.get("lru-c")
             finally:
-                a.in_flight -= 1
+                a.end_work()
             assert b.closed and not a.closed
             assert sorted(registry.open_palaces) == ["lru-a", "lru-c"]
             await registry.get("lru-b")  # now a is the least recently used idle one
@@ -305,7 +305,7 @@ def test_team_palaces_count_their_pool() -> None:
     from types import SimpleNamespace
 
     def fake(shared: bool) -> Any:
-        return SimpleNamespace(store=SimpleNamespace(shared=shared))
+        return SimpleNamespace(storage=SimpleNamespace(shared=shared))
 
     open_: dict[str, Any] = {}
 

@@ -20,9 +20,9 @@ from palaced.palace.handle import Palace
 from palaced.retrieval import recall
 from palaced.retrieval.recall import RecallRequest
 from palaced.store import Store
-from palaced.store import drawers as m
-from palaced.store.audit import SYSTEM
-from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.rows import drawers as m
+from palaced.store.rows.audit import SYSTEM
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import SchemaTooNew, StorageError
 from palaced.wire.paths import resolve
 
@@ -153,7 +153,7 @@ def test_schema_refuses_newer_and_foreign_databases(tmp_path: Path) -> None:
 
 
 def test_migrations_from_every_version(tmp_path: Path) -> None:
-    from palaced.store.schema import MIGRATIONS, migrate
+    from palaced.store.schema.sqlite import MIGRATIONS, migrate
 
     for start in range(SCHEMA_VERSION):
         path = tmp_path / f"v{start}.db"
@@ -270,3 +270,38 @@ async def test_reembed_now_takes_over_from_the_background_pass(tmp_path: Path) -
     assert info["vectors"] == info["index"] == 300 and info["consistent"] is True
     assert not await reembed.due(p, emb)
     await p.aclose()
+
+
+async def test_palace_state_changes_only_through_its_methods(tmp_path: Path) -> None:
+    """Issue 28: the palace owns its state. What other modules used to assign (``in_flight``,
+    ``maybe_pending``, ``index_stale``, ``embedder_identity``...) is read-only from outside and
+    changed through methods; the storage flavour is a strategy the palace holds."""
+    from palaced.palace.storage import LocalStorage
+
+    p = await Palace.open("p", tmp_path / "p", services(tmp_path, HashEmbedder(16)))
+    try:
+        assert isinstance(p.storage, LocalStorage) and not p.storage.shared
+        for name in ("in_flight", "last_used", "maybe_pending", "embed_soon", "index",
+                     "index_stale", "index_load", "embedder_identity", "write_counter",
+                     "closed", "corrupt"):
+            with pytest.raises(AttributeError):
+                setattr(p, name, getattr(p, name))
+        p.begin_work()
+        assert p.in_flight == 1
+        p.end_work()
+        p.all_embedded()
+        p.note_unembedded(soon=True)
+        assert p.maybe_pending and p.embed_soon
+        p.embedding_started()
+        assert not p.embed_soon
+        p.index_lacks_vectors()
+        assert p.index_stale and p.compaction_due
+        before = p.write_counter
+        await p.transact(lambda c: None)
+        assert p.write_counter == before + 1
+        # L0 through the strategy: the identity file of a local palace.
+        assert "memories of p" in await p.identity()
+        assert (await p.identity(keep_comments=True)).startswith("# Identity")
+    finally:
+        await p.aclose()
+    assert p.closed

@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 
 from palaced.config import settings as config
-from palaced.store import drawers, search
-from palaced.store.drawers import Filters, NewDrawer
-from palaced.store.pg_search import vector_search
-from palaced.store.vectors import store_vectors
+from palaced.store.lookup import search
+from palaced.store.lookup.pg_search import vector_search
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows import drawers
+from palaced.store.rows.drawers import Filters, NewDrawer
 from palaced.wire import errors as E
 
 from .conftest import DaemonProc, base_env, short_home
@@ -228,7 +229,6 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     """The same drawers in SQLite (FTS5 bm25) and PostgreSQL (pg_search.bm25): the same
     order, and scores within a few percent (the stemmers differ on few words)."""
     from palaced.store import Store
-
     texts = ["Caroline went hiking in the Alps with her sister",
              "Melanie painted a sunrise over the lake",
              "Caroline and Melanie talked about adoption agencies",
@@ -259,8 +259,8 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     reply step reads them): the same on PostgreSQL as on SQLite, superseded drawers
     skipped."""
     from palaced.store import Store
-    from palaced.store import search as search_sql
-    from palaced.store.context import neighbours_of
+    from palaced.store.lookup import search as search_sql
+    from palaced.store.lookup.context import neighbours_of
 
     local = Store(tmp_path / "n.db")
     try:
@@ -294,8 +294,8 @@ def test_context_vectors_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """Each drawer's context vector (``store.context_vectors``), kept by inserts, vectors
     and a supersede, and made again by ``rebuild``: the same on PostgreSQL as on SQLite."""
     from palaced.store import Store
-    from palaced.store.context import rebuild_context_vectors
-    from palaced.store.pg_schema import claim_dims
+    from palaced.store.lookup.context import rebuild_context_vectors
+    from palaced.store.schema.pg import claim_dims
 
     def table(c: Any) -> dict[int, bytes]:
         return {int(i): bytes(b) for i, b in c.execute(
@@ -339,8 +339,8 @@ def test_a_v1_team_palace_gets_its_context_vectors_when_it_migrates(
     palaced runs v2, which makes ``context_vectors`` and fills it as the definition says."""
     import psycopg
 
-    from palaced.store import pg_schema
-    from palaced.store.pg import PgConn, PgStore
+    from palaced.store.conn.pg import PgConn, PgStore
+    from palaced.store.schema import pg as pg_schema
 
     from .test_context_vectors import assert_same, expected, stored
 
@@ -375,7 +375,7 @@ def test_drawers_in_period_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """The drawers of a span (``store.dated``, the candidates of "yesterday"): the same ids,
     newest first, on PostgreSQL as on SQLite, filters and superseded drawers applied."""
     from palaced.store import Store
-    from palaced.store.dated import drawers_in_period
+    from palaced.store.rows.dated import drawers_in_period
 
     local = Store(tmp_path / "d.db")
     try:
@@ -399,7 +399,7 @@ def test_drawers_in_period_like_sqlite(pgc: Any, tmp_path: Path) -> None:
 
 
 def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
-    from palaced.store.pg_schema import claim_dims
+    from palaced.store.schema.pg import claim_dims
 
     with pgc:
         claim_dims(pgc, 8)
@@ -445,7 +445,7 @@ def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
      "SELECT '?', 'a:b', x::text, 5 %% 2 FROM t WHERE s LIKE '%%x'"),
 ])
 def test_sqlite_spellings_are_translated(sqlite: str, postgres: str) -> None:
-    from palaced.store.pg import translate
+    from palaced.store.conn.pg import translate
 
     assert translate(sqlite) == postgres
 
@@ -453,7 +453,7 @@ def test_sqlite_spellings_are_translated(sqlite: str, postgres: str) -> None:
 def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> None:
     """BM25's N and average length are reused while the change counter stays close; a df
     counted after other writers grew the palace never makes an idf undefined."""
-    from palaced.store.pg import PgConn
+    from palaced.store.conn.pg import PgConn
 
     cache: dict[str, Any] = {}
     with pgc:

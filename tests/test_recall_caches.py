@@ -8,7 +8,7 @@ from pathlib import Path
 
 from palaced.retrieval.recall_caches import RECOUNT_WRITES, RecallCaches
 from palaced.store import Store
-from palaced.store import drawers as m
+from palaced.store.rows import drawers as m
 
 
 def _add(store: Store, first: int, n: int) -> None:

@@ -16,7 +16,7 @@ from palaced.engine.embedder import HashEmbedder
 from palaced.memory import writes
 from palaced.palace.handle import Palace
 from palaced.retrieval import recall, search
-from palaced.store import drawers as m
+from palaced.store.rows import drawers as m
 
 from .test_palace_unit import services
 

@@ -24,9 +24,9 @@ from palaced.retrieval.fusion import (
     apply_boosts,
 )
 from palaced.store import Store
-from palaced.store import drawers as m
-from palaced.store.schema import MIGRATIONS, migrate
-from palaced.store.search import substring_search
+from palaced.store.lookup.search import substring_search
+from palaced.store.rows import drawers as m
+from palaced.store.schema.sqlite import MIGRATIONS, migrate
 from tests.conftest import DaemonProc
 from tests.test_upkeep_edit import _palace, tuned_daemon
 

@@ -310,7 +310,7 @@ async def test_scheduler_logs_a_persistent_checkpoint_failure_once_per_condition
     monkeypatch.setattr(scheduler_mod, "RETRY_S", 0.005)
     dmn = daemon_mod.Daemon(config_mod.load(resolve()))
     palace, _ = await dmn.registry.create("tick")
-    palace.index_stale = True  # asks the scheduler to checkpoint on every run
+    palace.index_lacks_vectors()  # asks the scheduler to checkpoint on every run
     real_checkpoint = palace.store.checkpoint
     failure: list[int | None] = [errno.EROFS]
     calls = [0]
@@ -372,7 +372,8 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     from palaced.memory import writes
     from palaced.palace import handle as palace_mod
     from palaced.palace import reads
-    from palaced.store.drawers import NewDrawer
+    from palaced.palace import storage as storage_mod
+    from palaced.store.rows.drawers import NewDrawer
     from palaced.wire.errors import IndexError_
     from palaced.wire.paths import resolve
 
@@ -382,25 +383,25 @@ async def test_failed_create_is_undone_and_a_failed_open_keeps_no_lock(
     svc = Services(config=config_mod.load(resolve()), model=model,
                    tokenizer=Tokenizer.fallback("unit test"))
     pdir = tmp_path / "p"
-    real_open_index = palace_mod.open_index
+    real_open_index = storage_mod.open_index
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise IndexError_("index save failed: no space left")
 
-    monkeypatch.setattr(palace_mod, "open_index", broken)
+    monkeypatch.setattr(storage_mod, "open_index", broken)
     with pytest.raises(IndexError_):
         await palace_mod.Palace.open("p", pdir, svc, create=True)
     assert sorted(f.name for f in pdir.iterdir()) == [".lock"]
 
-    monkeypatch.setattr(palace_mod, "open_index", real_open_index)
+    monkeypatch.setattr(storage_mod, "open_index", real_open_index)
     p = await palace_mod.Palace.open("p", pdir, svc, create=True)  # not PALACE_LOCKED
     await writes.remember(p, NewDrawer(text="otters"))
     await p.aclose()
-    monkeypatch.setattr(palace_mod, "open_index", broken)
+    monkeypatch.setattr(storage_mod, "open_index", broken)
     with pytest.raises(IndexError_):  # an existing palace: nothing is undone
         await palace_mod.Palace.open("p", pdir, svc, create=False)
     assert (pdir / "palace.db").stat().st_size > 0
-    monkeypatch.setattr(palace_mod, "open_index", real_open_index)
+    monkeypatch.setattr(storage_mod, "open_index", real_open_index)
     p = await palace_mod.Palace.open("p", pdir, svc, create=False)
     assert (await reads.info(p))["drawers"] == 1
     await p.aclose()

@@ -14,9 +14,9 @@ from palaced.memory import writes
 from palaced.palace.handle import Palace
 from palaced.retrieval import search
 from palaced.retrieval.replies import TAIL_CHARS, question_share
-from palaced.store import drawers as m
-from palaced.store import search as sql
-from palaced.store.drawers import Filters
+from palaced.store.lookup import search as sql
+from palaced.store.rows import drawers as m
+from palaced.store.rows.drawers import Filters
 
 from .test_neighbour_vector import ANSWER, FAR, NOW_MS, PROMPT, TABLE, TableEmbedder, _palace, _unit
 from .test_palace_unit import services

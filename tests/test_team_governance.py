@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from palaced.store.dialect import glob_regex
+from palaced.store.conn.dialect import glob_regex
 from palaced.wire import errors as E
 
 from .conftest import DaemonProc, base_env, short_home
@@ -140,8 +140,8 @@ def _columns(conn: Any, table: str) -> list[str]:
 
 def test_the_governance_tables_are_the_same_on_both_engines(pg_url: str,
                                                              tmp_path: Path) -> None:
-    """The trash, audit and policy tables (written for each engine: store/trash.py,
-    store/audit.py, store/policy.py and store/pg_schema.py) have the same columns in the same
+    """The trash, audit and policy tables (written for each engine: store/rows/trash.py,
+    store/rows/audit.py, store/rows/policy.py and store/schema/pg.py) have the same columns in the same
     order (a trash entry is restored by column name), and the agent columns exist on both."""
     from palaced.store import Store
 
@@ -183,8 +183,7 @@ def test_glob_regex_matches_what_sqlite_glob_matches(pg_url: str) -> None:
 def _trim_case(c: Any) -> tuple[int, int, int, int]:
     """Ten entries at 1000..1009 ms; trim by age, then by count; ``(dropped by age, dropped
     by count, left, left by agent glob)``."""
-    from palaced.store import audit
-
+    from palaced.store.rows import audit
     for i in range(10):
         audit.append(c, audit.Actor("ab" if i % 2 else "cd", "memory.remember"), "created",
                      1000 + i, drawer_ids=[i])

@@ -17,7 +17,7 @@ from .conftest import DaemonProc, base_env
 from .pgserver import PgServer, dbname_of
 
 PALACES = 4
-POOL_TIMEOUT_S = 3.0  # store/pg.py: how long a write waits for a connection
+POOL_TIMEOUT_S = 3.0  # store/conn/pg.py: how long a write waits for a connection
 CONNECT_S = 2.0  # [team] connect_timeout_s of the status test
 
 

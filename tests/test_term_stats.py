@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palaced.store import Store, search
-from palaced.store import drawers as m
+from palaced.store import Store
+from palaced.store.lookup import search
+from palaced.store.rows import drawers as m
 
 
 def test_common_terms_are_dropped_only_in_large_palaces(tmp_path: Path) -> None:

@@ -19,16 +19,16 @@ from palaced.text.topics import (
 
 def test_identifiers_hashtags_quotes_and_names() -> None:
     text = (
-        "Fixed the bug in palaced/store/db.py: fts_rank broke on Python 3.11 and HTTPServer "
+        "Fixed the bug in palaced/store/conn/db.py: fts_rank broke on Python 3.11 and HTTPServer "
         'v2.1.0 #bugfix. Talked to Melanie Smith from Bank of America about "vector index".'
     )
     topics = extract_topics(text, limit=20)
-    for expected in ("palaced/store/db.py", "fts_rank", "python 3.11", "httpserver", "v2.1.0",
+    for expected in ("palaced/store/conn/db.py", "fts_rank", "python 3.11", "httpserver", "v2.1.0",
                      "bugfix", "melanie smith", "bank of america", "vector index"):
         assert expected in topics, expected
     top = extract_topics(text)
     assert len(top) == DEFAULT_LIMIT
-    assert "palaced/store/db.py" in top and "fts_rank" in top
+    assert "palaced/store/conn/db.py" in top and "fts_rank" in top
     assert all(t == t.lower() for t in topics)
 
 

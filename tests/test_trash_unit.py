@@ -23,11 +23,11 @@ from palaced.ops.governance import since_ms
 from palaced.palace import reads
 from palaced.palace.handle import Palace, now_ms
 from palaced.store import Store
-from palaced.store import audit as audit_sql
-from palaced.store import drawers as m
-from palaced.store.db import open_connection
-from palaced.store.edits import Edit
-from palaced.store.schema import MIGRATIONS, SCHEMA_VERSION
+from palaced.store.conn.db import open_connection
+from palaced.store.rows import audit as audit_sql
+from palaced.store.rows import drawers as m
+from palaced.store.rows.edits import Edit
+from palaced.store.schema.sqlite import MIGRATIONS, SCHEMA_VERSION
 from palaced.wire.errors import Forbidden, InvalidArgs, InvalidContent, MemoryNotFound
 from palaced.wire.paths import Paths
 

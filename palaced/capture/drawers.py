@@ -36,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from palaced.store.drawers import NewDrawer, normalise_text
+from palaced.store.rows.drawers import NewDrawer, normalise_text
 from palaced.text.exchanges import Exchange
 from palaced.text.topics import extract_topics
 from palaced.wire.vocab import MAX_FIELD_CHARS

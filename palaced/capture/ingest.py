@@ -1,6 +1,6 @@
 """Ingesting a Claude Code transcript into a palace: only what is new, exactly once.
 
-The capture state of the transcript (``store/captures.py``) says where the last capture
+The capture state of the transcript (``store/rows/captures.py``) says where the last capture
 stopped. From there the transcript is read in batches of complete exchanges
 (``palaced.text.exchanges``); each batch's drawers (``palaced.capture.drawers``) commit in one
 transaction together with the new state, so a crash (even ``kill -9``) between batches loses nothing
@@ -30,8 +30,8 @@ import apsw
 from palaced.capture.drawers import Captured, project_wing, room_name, to_drawer
 from palaced.memory import writes
 from palaced.palace.handle import Palace, now_ms
-from palaced.store.audit import SYSTEM, Actor, append
-from palaced.store.captures import CaptureState, drop_open_drawer, get_state, put_state
+from palaced.store.rows.audit import SYSTEM, Actor, append
+from palaced.store.rows.captures import CaptureState, drop_open_drawer, get_state, put_state
 from palaced.text.exchanges import MAX_LISTED, Exchange, TranscriptReader, open_transcript
 
 BATCH = 256  # exchanges per transaction

@@ -129,11 +129,11 @@ class Scheduler:
             if up is None:
                 up = self._palaces[name] = _Upkeep(palace)
             if self._next_run(up, now) <= now:
-                palace.in_flight += 1  # not closed to make room for another while it works
+                palace.begin_work()  # not closed to make room for another while it works
                 try:
                     await self._work(name, up, now)
                 finally:
-                    palace.in_flight -= 1
+                    palace.end_work()
                 after = time.monotonic()
                 if self._next_run(up, after) <= after:
                     # Still due: the work failed or its cause did not clear. Retry, never spin.
@@ -191,7 +191,7 @@ class Scheduler:
             if ((idle or palace.embed_soon) and self._model.ready
                     and palace.pending_check_due()):
                 worked = True
-                palace.embed_soon = False
+                palace.embedding_started()
                 await self._start(name, up, "embed",
                                   partial(writes.embed_pending, palace, background=True))
             if idle:
@@ -229,7 +229,7 @@ class Scheduler:
     async def _background(self, name: str, up: _Upkeep, job: str,
                           work: Callable[[], Awaitable[object]]) -> None:
         palace = up.palace
-        palace.in_flight += 1  # not closed for idleness while it works
+        palace.begin_work()  # not closed for idleness while it works
         try:
             await work()
         except Exception as exc:
@@ -241,7 +241,7 @@ class Scheduler:
                 log.exception("palace %s: background %s failed (logged once until it changes "
                               "or clears)", name, job)
         finally:
-            palace.in_flight -= 1
+            palace.end_work()
             up.running.discard(job)
             self.wake()
 

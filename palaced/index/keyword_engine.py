@@ -19,7 +19,7 @@ lists are scatter-added into a dense accumulator until the remaining terms' boun
 fall below the current k-th best score; then only the surviving candidates are completed, by
 binary search into the remaining lists. Exact for the engine's scores.
 
-Freshness: every ``drawers_fts`` write logs the drawer in ``fts_changes`` (store/fts_log.py).
+Freshness: every ``drawers_fts`` write logs the drawer in ``fts_changes`` (store/lookup/fts_log.py).
 A search first reads, in its own snapshot, the log past what the engine has applied,
 re-reads those drawers' rows (a missing row: deleted) into an in-memory ``Overlay`` and masks
 their postings in the base. The overlay is shared by concurrent searches: one running in a
@@ -39,8 +39,8 @@ from typing import Any
 import apsw
 import numpy as np
 
-from palaced.store.fts_log import changed_since, rows_of
-from palaced.store.search import BM25_WEIGHTS, TermStats
+from palaced.store.lookup.fts_log import changed_since, rows_of
+from palaced.store.lookup.search import BM25_WEIGHTS, TermStats
 
 K1, B = 1.2, 0.75
 _tls = threading.local()

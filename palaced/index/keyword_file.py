@@ -23,8 +23,8 @@ import apsw
 import numpy as np
 
 from palaced.index.keyword_engine import K1, B, Base, term_key, tokens
-from palaced.store.fts_log import all_rows, in_snapshot, last_seq
-from palaced.store.search import BM25_WEIGHTS
+from palaced.store.lookup.fts_log import all_rows, in_snapshot, last_seq
+from palaced.store.lookup.search import BM25_WEIGHTS
 from palaced.wire.safe_files import sync_dir
 
 MAGIC = b"PALKW001"

@@ -38,9 +38,9 @@ import numpy as np
 
 from palaced.index.vectors import VectorIndex, new_usearch
 from palaced.store import Store
-from palaced.store.db import is_read_only, storage_error
-from palaced.store.meta import meta_delete, meta_get, meta_set
-from palaced.store.vectors import vector_count, vector_id_sample, vectors_after
+from palaced.store.conn.db import is_read_only, storage_error
+from palaced.store.conn.meta import meta_delete, meta_get, meta_set
+from palaced.store.lookup.vectors import vector_count, vector_id_sample, vectors_after
 from palaced.wire.errors import IndexError_, PalaceError, StorageFull, StorageReadOnly
 from palaced.wire.safe_files import sync_dir
 

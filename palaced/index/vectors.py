@@ -207,9 +207,9 @@ def brute_force(query: np.ndarray, rows: Sequence[tuple[int, bytes]], dims: int,
 
 class PgVectors(VectorIndex):
     """What stands for the vector index of a team palace: its vectors live in PostgreSQL
-    (pgvector, HNSW) and are written in the write transaction (``store.vectors``), so there
+    (pgvector, HNSW) and are written in the write transaction (``store.lookup.vectors``), so there
     is nothing to add, remove, save or rebuild here; searches run in SQL
-    (``store.pg_search.vector_search``, through ``palaced.retrieval.search``)."""
+    (``store.lookup.pg_search.vector_search``, through ``palaced.retrieval.search``)."""
 
     def __init__(self, dims: int) -> None:  # no usearch graph: not VectorIndex.__init__
         self.dims = dims
@@ -238,4 +238,4 @@ class PgVectors(VectorIndex):
         return True
 
     def search(self, query: np.ndarray, k: int, owners: Owners) -> list[tuple[int, float]]:
-        raise TypeError("a team palace's vectors are searched in SQL (store.pg_search)")
+        raise TypeError("a team palace's vectors are searched in SQL (store.lookup.pg_search)")

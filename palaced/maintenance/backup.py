@@ -34,9 +34,9 @@ from palaced.palace.directory import KEYWORDS_NAME
 from palaced.palace.handle import DB_NAME, IDENTITY_NAME, INDEX_NAME
 from palaced.palace.layout import validate_name
 from palaced.palace.registry import Registry
-from palaced.store.backup import SnapshotCopy, inspect_copy
-from palaced.store.db import storage_errors
-from palaced.store.schema_check import summary
+from palaced.store.conn.db import storage_errors
+from palaced.store.jobs.backup import SnapshotCopy, inspect_copy
+from palaced.store.schema.check import summary
 from palaced.wire.errors import InvalidArgs, PalaceNotFound, StorageError, UnsafePath
 from palaced.wire.private import make_private_dirs
 from palaced.wire.safe_files import sync_dir

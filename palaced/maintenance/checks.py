@@ -19,11 +19,11 @@ import apsw
 
 from palaced.index.vector_file import file_entries, file_state
 from palaced.palace.handle import DB_NAME, IDENTITY_NAME, INDEX_NAME, has_database
-from palaced.store import checks as sql
-from palaced.store.context import stale_contexts
-from palaced.store.db import open_connection, storage_error
-from palaced.store.schema import SCHEMA_VERSION
-from palaced.store.schema_check import Deviation, schema_deviations
+from palaced.store.conn.db import open_connection, storage_error
+from palaced.store.jobs import checks as sql
+from palaced.store.lookup.context import stale_contexts
+from palaced.store.schema.check import Deviation, schema_deviations
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.text.topics import extract_topics
 from palaced.wire.errors import PalaceError, StorageError
 

@@ -42,10 +42,10 @@ def _swap_sync(palace: Palace, old: VectorIndex, fresh: VectorIndex, started: fl
         return
     added = palace.store.read(lambda c: catch_up(c, fresh))
     reason = "it lacked vectors" if palace.index_stale else f"{old.dead} tombstones"
-    palace.index = fresh
-    palace.index_stale = False
+    palace.replace_index(fresh)
     palace.save_index_sync()
-    palace.index_load = IndexLoad("rebuilt", replayed=added,
-                                  seconds=time.monotonic() - started, reason=reason)
+    load = IndexLoad("rebuilt", replayed=added, seconds=time.monotonic() - started,
+                     reason=reason)
+    palace.replace_index(fresh, load)
     log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", palace.name,
-             len(fresh), palace.index_load.seconds, reason)
+             len(fresh), load.seconds, reason)

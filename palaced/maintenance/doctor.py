@@ -48,16 +48,16 @@ from palaced.palace import team
 from palaced.palace.handle import DB_NAME, Palace
 from palaced.palace.layout import validate_name
 from palaced.palace.registry import Registry
-from palaced.store.checks import (
+from palaced.store.conn.db import open_connection, storage_error
+from palaced.store.jobs.checks import (
     closet_rows,
     entities_fts_problems,
     vector_key_summary,
     vector_keys,
 )
-from palaced.store.context import stale_contexts
-from palaced.store.db import open_connection, storage_error
-from palaced.store.schema_check import summary
-from palaced.store.transfer import edge_numbers
+from palaced.store.jobs.transfer import edge_numbers
+from palaced.store.lookup.context import stale_contexts
+from palaced.store.schema.check import summary
 from palaced.wire.errors import PalaceError, PalaceNotFound
 from palaced.wire.export_format import MAX_COUNT, MAX_RESTORED_ID
 from palaced.wire.private import tighten_install
@@ -139,11 +139,11 @@ async def _gather(registry: Registry, name: str, full: bool) -> PalaceFacts:
         if palace is None:
             return await anyio.to_thread.run_sync(
                 partial(gather_closed, name, registry.path_of(name), full=full))
-        palace.in_flight += 1  # not closed as idle while it is checked
+        palace.begin_work()  # not closed as idle while it is checked
     try:
         return await _gather_open(palace, full)
     finally:
-        palace.in_flight -= 1
+        palace.end_work()
 
 
 async def _gather_open(palace: Palace, full: bool) -> PalaceFacts:

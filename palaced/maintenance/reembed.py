@@ -3,7 +3,7 @@
 When the daemon's model differs from the one a palace's vectors come from, the palace keeps
 working keyword-only (recall says why; writes are stored and wait for vectors) while its
 drawers are embedded again with the new model, batch by batch, into ``vectors_next``
-(``store/reembed.py``) beside the old vectors. Once every drawer has them, one transaction
+(``store/lookup/reembed.py``) beside the old vectors. Once every drawer has them, one transaction
 makes them the live vectors and records the new model, and the index is rebuilt: from then on
 recall is hybrid again. Progress is in the database, so a pass stopped anywhere (a restart, a
 kill -9) resumes where it was.
@@ -36,7 +36,7 @@ from palaced.index.vector_file import IndexLoad, build_index
 from palaced.index.vectors import VectorIndex, to_blob
 from palaced.palace.handle import Palace
 from palaced.palace.registry import Registry
-from palaced.store import reembed as sql
+from palaced.store.lookup import reembed as sql
 from palaced.text.chunking import chunk_text as split
 from palaced.wire.errors import EmbedderUnavailable, PalaceError, PalaceNotFound
 
@@ -109,9 +109,9 @@ def _switch_sync(palace: Palace, emb: Embedder) -> bool:
 
     if palace.closed or not palace.store.write(tx):
         return False
-    palace.index, palace.embedder_identity = built[0], emb.identity
-    palace.index_load = IndexLoad("rebuilt", reason=f"switched to {emb.identity}")
-    palace.maybe_pending = False
+    palace.bind_model(emb.identity, built[0])
+    palace.replace_index(built[0], IndexLoad("rebuilt", reason=f"switched to {emb.identity}"))
+    palace.all_embedded()
     try:
         palace.save_index_sync()
     except PalaceError:
@@ -252,7 +252,7 @@ class Reembedder:
 
     async def _palace(self, name: str, emb: Embedder) -> None:
         palace = await self._registry.get(name)
-        palace.in_flight += 1  # not closed as idle in the middle of a batch
+        palace.begin_work()  # not closed as idle in the middle of a batch
         try:
             if await due(palace, emb):
                 if palace.embedder_identity != emb.identity:
@@ -261,4 +261,4 @@ class Reembedder:
                 log.info("palace %s: re-embedded %d drawers for %s in the background", name,
                          total, emb.identity)
         finally:
-            palace.in_flight -= 1
+            palace.end_work()

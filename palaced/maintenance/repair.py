@@ -27,9 +27,10 @@ from palaced.maintenance.checks import OK, Check, PalaceFacts
 from palaced.memory import writes
 from palaced.palace.handle import DB_NAME, Palace
 from palaced.palace.registry import Registry
-from palaced.store import repairs, schema_check
-from palaced.store.db import open_connection, storage_error
-from palaced.store.drawers import get_drawers
+from palaced.store.conn.db import open_connection, storage_error
+from palaced.store.jobs import repairs
+from palaced.store.rows.drawers import get_drawers
+from palaced.store.schema import check as schema_check
 from palaced.text.topics import extract_topics
 
 T = TypeVar("T")
@@ -60,7 +61,7 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
         if palace.index is None:  # no model (yet): the index is built when one is loaded
             mended.discard("index")
         done += [MENDED_BY_OPEN[n] for n in sorted(mended)]
-    palace.in_flight += 1  # not closed as idle while it is repaired
+    palace.begin_work()  # not closed as idle while it is repaired
     try:
         if "directory" in todo:
             await anyio.to_thread.run_sync(os.chmod, palace.dir, 0o700)
@@ -75,7 +76,7 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
             stale = list(facts.context_stale or ())
             done += await palace.write(partial(_mend_tables, palace, todo, topics, stale))
         if was_open and "index" in todo:
-            palace.index_stale = True
+            palace.index_lacks_vectors()
         if palace.index_stale:
             await compaction.compact(palace)
             count = len(palace.index) if palace.index is not None else 0
@@ -84,7 +85,7 @@ async def repair_palace(registry: Registry, services: Services, facts: PalaceFac
             embedded = await writes.embed_pending(palace)
             done.append(f"embedded {embedded} drawer(s) that had no vectors")
     finally:
-        palace.in_flight -= 1
+        palace.end_work()
     return done
 
 
@@ -155,10 +156,10 @@ def _mend_tables(palace: Palace, todo: set[str], topics: dict[int, list[str]],
             palace.keywords.start(rebuild=True)
             done.append("rebuilding the keyword engine in the background")
     if result.get("orphans"):
-        palace.index_stale = True  # rebuilt from the remaining vectors by the checkpoint
+        palace.index_lacks_vectors()  # rebuilt from the remaining vectors by the checkpoint
         done.append(f"dropped {len(result['orphans'])} vector(s) of deleted drawers")
     if result.get("requeued"):
-        palace.maybe_pending = True
+        palace.note_unembedded()
         done.append(f"queued {result['requeued']} drawer(s) without vectors for embedding")
     if "closets" in result:
         done.append(f"dropped {result['closets']} orphan topic entries, refiled "

@@ -32,11 +32,11 @@ from palaced.maintenance.backup import FORMAT, FORMAT_VERSION, MANIFEST, MAX_MAN
 from palaced.palace.handle import DB_NAME, IDENTITY_NAME, has_database
 from palaced.palace.layout import STAGING_PREFIX, validate_name
 from palaced.palace.registry import Registry
-from palaced.store.backup import inspect_copy
-from palaced.store.checks import holds_nothing, last_write
-from palaced.store.db import APPLICATION_ID, open_connection, storage_errors
-from palaced.store.schema import SCHEMA_VERSION
-from palaced.store.schema_check import summary
+from palaced.store.conn.db import APPLICATION_ID, open_connection, storage_errors
+from palaced.store.jobs.backup import inspect_copy
+from palaced.store.jobs.checks import holds_nothing, last_write
+from palaced.store.schema.check import summary
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import (
     BackupInvalid,
     InvalidArgs,

@@ -11,27 +11,19 @@ A restore goes into an empty palace, or into one the same export was restored in
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio.to_thread
 import apsw
 
 from palaced import __version__
-from palaced.palace.handle import IDENTITY_NAME, Palace, now_ms
-from palaced.palace.reads import read_identity
-from palaced.palace.team import TeamPalace, identity_in, set_identity, sync_ids
-from palaced.store import transfer as sql
-from palaced.store.db import storage_errors
-from palaced.store.dialect import is_pg
-from palaced.store.drawers import refresh_around
-from palaced.store.meta import meta_get, meta_set
-from palaced.store.schema import SCHEMA_VERSION
+from palaced.palace.handle import Palace, now_ms
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.jobs import transfer as sql
+from palaced.store.rows.drawers import refresh_around
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import InvalidArgs, InvalidContent, PalaceError, PalaceNotEmpty, quote
 from palaced.wire.export_format import FORMAT, KIND_KEY, VERSION
 
@@ -95,9 +87,7 @@ async def export_page(palace: Palace, cursor: str | None, limit: int, max_bytes:
     kind, after = _parse_cursor(cursor)
     identity = None
     if kind == "start":
-        identity = (await palace.read(identity_in) if isinstance(palace, TeamPalace) else
-                    await anyio.to_thread.run_sync(
-                        lambda: read_identity(palace.dir / IDENTITY_NAME, keep_comments=True)))
+        identity = await palace.identity(keep_comments=True)
 
     def read(c: apsw.Connection) -> tuple[list[dict[str, Any]], str | None]:
         nonlocal kind, after
@@ -248,39 +238,21 @@ def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) 
         if any(p.kind == "end" for p in batch):
             result.dropped_links += sql.clear_dangling(c)
             result.finished = True
-        if is_pg(c):  # records came with their ids: move the id sequences past them
-            sync_ids(c)
+        palace.storage.after_import(c)  # records came with their ids
 
     palace.store.write(tx)
     for item in batch:
         if item.kind == "identity":
             _restore_identity(palace, item.rec["text"], result)
     if new:
-        palace.maybe_pending = True  # the scheduler embeds them once the palace is idle
+        palace.note_unembedded()  # the scheduler embeds them once the palace is idle
 
 
 def _restore_identity(palace: Palace, text: str, result: RestoreResult) -> None:
-    if isinstance(palace, TeamPalace):  # shared by every daemon: in the database
-        if palace.store.read(identity_in) == text:
-            result.unchanged += 1
-        else:
-            palace.store.write(lambda c: set_identity(c, text))
-            result.stored += 1
-        return
-    path = palace.dir / IDENTITY_NAME
-    if read_identity(path, keep_comments=True) == text:
+    if palace.storage.replace_identity_sync(palace, text):
+        result.stored += 1
+    else:
         result.unchanged += 1
-        return
-    # A new file renamed over the old one: never written through a symlink, never half.
-    tmp = palace.dir / f".{IDENTITY_NAME}.{os.getpid()}.{time.monotonic_ns()}"
-    try:
-        with storage_errors(path, palace.name):
-            tmp.write_text(text, "utf-8")
-            os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    result.stored += 1
 
 
 async def restore(palace: Palace, batch: list[Prepared], rejected: list[dict[str, Any]]

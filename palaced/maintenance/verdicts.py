@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from palaced.maintenance.checks import FAIL, OK, WARN, Check, PalaceFacts
-from palaced.store.db import APPLICATION_ID
-from palaced.store.schema import SCHEMA_VERSION
+from palaced.store.conn.db import APPLICATION_ID
+from palaced.store.schema.sqlite import SCHEMA_VERSION
 
 
 class _Make(Protocol):

@@ -1,7 +1,7 @@
 """The audit log of an open palace: reading it, recording a lone entry, and the retention
 upkeep that bounds both the log and the trash.
 
-Changes record their own entries in their own transactions (``store.audit.append``); this
+Changes record their own entries in their own transactions (``store.rows.audit.append``); this
 module records only what changes no memory (a refused request) and keeps the log and the trash
 within the configured ``config.Retention``.
 """
@@ -15,8 +15,8 @@ import apsw
 
 from palaced.config.settings import Retention
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit as sql
-from palaced.store import trash as trash_sql
+from palaced.store.rows import audit as sql
+from palaced.store.rows import trash as trash_sql
 
 PURGE_BATCH = 500  # expired trash entries per transaction: the write lock is never held long
 EMPTY_TRASH = sql.Actor(sql.SYSTEM_AGENT, "upkeep.empty_trash")

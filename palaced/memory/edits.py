@@ -23,10 +23,10 @@ import numpy as np
 from palaced.index.vectors import to_blob
 from palaced.memory.writes import INLINE_MAX_CHUNKS, chunk_text
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit
-from palaced.store.drawers import get_drawer
-from palaced.store.edits import Edit, edit_drawer, history_counts
-from palaced.store.vectors import store_vectors
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows import audit
+from palaced.store.rows.drawers import get_drawer
+from palaced.store.rows.edits import Edit, edit_drawer, history_counts
 from palaced.text import rules
 from palaced.text.topics import extract_topics
 from palaced.wire.errors import EmbedderUnavailable, MemoryNotFound
@@ -96,10 +96,10 @@ async def update(palace: Palace, drawer_id: int, edit: Edit, *,
             except Exception:
                 # The database is the truth; the checkpointer rebuilds the index from it.
                 log.exception("palace %s: index update failed; marking stale", palace.name)
-                palace.index_stale = True
+                palace.index_lacks_vectors()
         if "text" in changed and not added:
-            palace.maybe_pending = True  # embedded in the background (now, with a model)
-            palace.embed_soon = palace.embed_soon or emb is not None
+            # embedded in the background (now, with a model)
+            palace.note_unembedded(soon=emb is not None)
         return {"id": drawer_id, "changed": changed, "version": version,
                 "embedded": bool(added) or ("text" not in changed and current["embedded"])}
 

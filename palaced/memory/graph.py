@@ -1,8 +1,8 @@
 """Knowledge graph of an open palace: the async ``kg_*`` verbs.
 
-The rules live in the synchronous ``store.entities`` and ``store.facts`` (entities and
-temporal facts) and ``store.graph_walk`` (search, neighbourhoods, paths); each verb here runs
-them in one hop of the ``Palace`` handle: reads in one reader snapshot (``Palace.read``),
+The rules live in the synchronous ``store.knowledge`` modules ``entities`` and ``facts``
+(entities and temporal facts) and ``graph_walk`` (search, neighbourhoods, paths); each verb
+here runs them in one hop of the ``Palace`` handle: reads in one reader snapshot (``Palace.read``),
 writes in one transaction under the palace's ``write_lock`` in a shielded scope
 (``Palace.transact``), bumping ``write_counter``, with their audit entry in the same
 transaction.
@@ -16,7 +16,8 @@ import apsw
 
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import audit, entities, facts, graph_walk
+from palaced.store.knowledge import entities, facts, graph_walk
+from palaced.store.rows import audit
 
 
 def _audited(c: apsw.Connection, actor: audit.Actor, fact: dict[str, Any], stamp: int,
@@ -49,7 +50,7 @@ async def kg_assert(
     ``literal`` stores ``obj`` as a value rather than an entity. ``multi`` says whether the
     predicate keeps several objects at once (None: its default, see ``vocab.MULTI_VALUED``);
     a single-valued predicate closes the interval of the fact it replaces (see
-    ``store.facts.assert_fact``). Returns the fact.
+    ``store.knowledge.facts.assert_fact``). Returns the fact.
 
     Raises:
         InvalidContent: self-link, invalid names, predicate, value or time.

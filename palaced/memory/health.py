@@ -20,10 +20,10 @@ import numpy as np
 from palaced.index.vectors import from_blob
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import upkeep as sql
-from palaced.store.drawers import SUMMARY_KIND
-from palaced.store.meta import meta_get
-from palaced.store.vectors import drawer_vectors
+from palaced.store.conn.meta import meta_get
+from palaced.store.lookup.vectors import drawer_vectors
+from palaced.store.rows import upkeep as sql
+from palaced.store.rows.drawers import SUMMARY_KIND
 from palaced.text import rules
 from palaced.wire.errors import InvalidArgs
 from palaced.wire.vocab import DEFAULT_PRUNE_THRESHOLD, HEALTH_LIST_LIMIT, STALE_DAYS

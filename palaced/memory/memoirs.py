@@ -2,10 +2,10 @@
 
 A memoir is a named container of concepts (definition, ``namespace:value`` labels, confidence,
 revision, source drawers) related by the nine typed relations. The rules live in the
-synchronous ``store.memoirs``, ``store.concepts`` and ``store.concept_links``; each verb here
-runs them in one hop of the ``Palace`` handle: reads in one reader snapshot
+synchronous ``store.knowledge`` modules ``memoirs``, ``concepts`` and ``concept_links``; each verb
+here runs them in one hop of the ``Palace`` handle: reads in one reader snapshot
 (``Palace.read``), writes in one transaction (``Palace.transact``). Recall's L2 shows the
-concepts a query points at (``store.concepts.concepts_matching``, called by ``recall``).
+concepts a query points at (``store.knowledge.concepts.concepts_matching``, called by ``recall``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import apsw
 
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import concept_links, concepts, memoirs
+from palaced.store.knowledge import concept_links, concepts, memoirs
 
 
 async def create(palace: Palace, memoir: str, *, description: str = "",
@@ -69,7 +69,7 @@ async def delete(palace: Palace, memoir: str) -> dict[str, Any]:
 async def add_concept(palace: Palace, memoir: str, name: str, definition: str, *,
                       labels: Sequence[str], confidence: float, sources: Sequence[int]
                       ) -> dict[str, Any]:
-    """Add a concept (see ``store.concepts.add_concept``); returns it with ``created``.
+    """Add a concept (see ``store.knowledge.concepts.add_concept``); returns it with ``created``.
 
     Raises:
         InvalidContent, InvalidArgs, MemoirNotFound, MemoryNotFound, ConceptExists.
@@ -82,7 +82,7 @@ async def add_concept(palace: Palace, memoir: str, name: str, definition: str, *
 
 async def refine(palace: Palace, memoir: str, name: str, definition: str, *,
                  labels: Sequence[str], sources: Sequence[int]) -> dict[str, Any]:
-    """Refine a concept (see ``store.concepts.refine_concept``); returns it with ``changed``.
+    """Refine a concept (``store.knowledge.concepts.refine_concept``); returns it with ``changed``.
 
     Raises:
         InvalidContent, MemoirNotFound, ConceptNotFound, MemoryNotFound.
@@ -106,7 +106,7 @@ async def search(palace: Palace, *, text: str | None, label: str | None,
 
 async def inspect(palace: Palace, memoir: str, name: str, *, depth: int, max_nodes: int
                   ) -> dict[str, Any]:
-    """A concept and its neighbourhood (see ``store.concept_links.neighbourhood``).
+    """A concept and its neighbourhood (see ``store.knowledge.concept_links.neighbourhood``).
 
     Raises:
         InvalidArgs, InvalidContent, MemoirNotFound, ConceptNotFound.

@@ -26,8 +26,8 @@ import apsw
 
 from palaced.memory import audit
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit as audit_sql
-from palaced.store.policy import read_policy, write_policy
+from palaced.store.rows import audit as audit_sql
+from palaced.store.rows.policy import read_policy, write_policy
 from palaced.wire.errors import BadFrame, Forbidden, InvalidArgs
 from palaced.wire.protocol import check_agent
 from palaced.wire.vocab import PERMISSIONS
@@ -60,11 +60,11 @@ async def current(palace: Palace) -> Policy:
     Raises:
         StorageError: SQLite failed. StoreUnavailable: a team palace's server is unreachable.
     """
-    cached = None if palace.store.shared else _CACHE.get(palace)
+    cached = None if palace.storage.shared else _CACHE.get(palace)
     if cached is None:
         rules = await palace.read(read_policy)
         cached = Policy({p: tuple(g) for p, g in rules.items()})
-        if not palace.store.shared:
+        if not palace.storage.shared:
             _CACHE[palace] = cached
     return cached
 
@@ -141,7 +141,7 @@ async def set_policy(palace: Palace, actor: audit_sql.Actor,
         return after
 
     after = await palace.transact(tx)
-    if not palace.store.shared:
+    if not palace.storage.shared:
         _CACHE[palace] = after
     return after
 

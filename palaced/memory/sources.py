@@ -23,8 +23,8 @@ import apsw
 
 from palaced.memory import writes
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit, drawers
-from palaced.store import sources as sql
+from palaced.store.rows import audit, drawers
+from palaced.store.rows import sources as sql
 
 
 async def list_page(palace: Palace, importer: str, prefix: str, after: str | None,

@@ -1,7 +1,7 @@
 """The trash of an open palace: forgetting, restoring, listing and emptying drawers.
 
 ``forget``, ``upkeep.prune`` and the expiry sweep all discard drawers through ``discard_sync``:
-into the trash (``store.trash``), where a drawer stays restorable, hidden from everything else,
+into the trash (``store.rows.trash``), where a drawer stays restorable, hidden from everything else,
 for the configured keep period; or, with a purge or a keep period of 0, deleted at once.
 Every change is recorded in the palace's audit log in the same transaction. The keep period
 is the caller's (``config.Retention``): entries trashed before ``now - keep`` count as gone
@@ -18,9 +18,9 @@ import numpy as np
 
 from palaced.index.vectors import from_blob
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit, drawers
-from palaced.store import trash as sql
-from palaced.store import upkeep as upkeep_sql
+from palaced.store.rows import audit, drawers
+from palaced.store.rows import trash as sql
+from palaced.store.rows import upkeep as upkeep_sql
 from palaced.wire.errors import MemoryNotFound
 
 
@@ -126,7 +126,7 @@ async def restore(palace: Palace, drawer_id: int, actor: audit.Actor, *, keep_ms
                 palace.index.add(vids, np.stack([from_blob(b) for b in blobs]))
             elif not vids:
                 # Embedded in the background, at once when a model is ready.
-                palace.maybe_pending = palace.embed_soon = True
+                palace.note_unembedded(soon=True)
         return result
 
     return await palace.write(write)

@@ -2,7 +2,7 @@
 
 Each verb is an async function taking the ``Palace`` handle. The rules live in the
 synchronous ``rules`` (importance, decay, pruning, duplicates) and the queries in
-``store.upkeep``; each unit of work is one hop of the handle: reads in one reader snapshot,
+``store.rows.upkeep``; each unit of work is one hop of the handle: reads in one reader snapshot,
 writes under the palace's ``write_lock`` in a shielded scope (``Palace.write``), bumping
 ``write_counter`` so caches keyed on it are invalidated. Prune and the expiry sweep discard
 drawers into the trash (``trash.discard_sync``: restorable for the keep period, audited in the
@@ -21,9 +21,9 @@ from palaced.config.settings import Retention
 from palaced.memory import trash, writes
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store import audit, drawers
-from palaced.store import upkeep as sql
-from palaced.store.meta import meta_get, meta_set
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.rows import audit, drawers
+from palaced.store.rows import upkeep as sql
 from palaced.text import rules
 from palaced.text.topics import extract_topics
 from palaced.wire.errors import InvalidArgs, InvalidContent, MemoryNotFound, quote

@@ -9,7 +9,7 @@ commit in one transaction, then the in-memory vector index is updated in the sam
 
 Dedup never meets a forgotten drawer: the trash holds it outside ``drawers`` (and its vectors
 outside the index), so remembering the same text again stores a new drawer with a new id,
-and the trashed one can then no longer be restored over it (see ``store.trash.restore``).
+and the trashed one can then no longer be restored over it (see ``store.rows.trash.restore``).
 Without vectors for the loaded model (none is loaded, or the palace is being re-embedded for
 it, ``palaced.maintenance.reembed``) drawers are stored without vectors and embedded later.
 
@@ -35,15 +35,16 @@ from palaced.engine.embedder import Embedder
 from palaced.index.vectors import PgVectors, to_blob
 from palaced.memory.health import consolidation_hint
 from palaced.palace.handle import Palace, now_ms
-from palaced.store import audit, drawers, pg_search
-from palaced.store.context import vectors_changed
-from palaced.store.vectors import (
+from palaced.store.lookup import pg_search
+from palaced.store.lookup.context import vectors_changed
+from palaced.store.lookup.vectors import (
     awaits_vectors,
     owners_of,
     pending_embeddings,
     store_vectors,
     vector_ids,
 )
+from palaced.store.rows import audit, drawers
 from palaced.text import rules
 from palaced.text.chunking import chunk_text as split
 from palaced.wire.errors import EmbedderUnavailable
@@ -159,9 +160,8 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
         lambda: _insert_sync(palace, items, chunk_lists, inline, vectors, identity, dedup,
                              actor, hooks))
     if any(not o["embedded"] for o in outcomes):
-        palace.maybe_pending = True
         # Left to the background on purpose (not for want of a model): start at once.
-        palace.embed_soon = palace.embed_soon or any("pending_chunks" in o for o in outcomes)
+        palace.note_unembedded(soon=any("pending_chunks" in o for o in outcomes))
     return outcomes
 
 
@@ -232,7 +232,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
         except Exception:
             # Data is committed; the checkpointer rebuilds the cache from SQLite.
             log.exception("palace %s: index add failed; marking stale", palace.name)
-            palace.index_stale = True
+            palace.index_lacks_vectors()
     return outcomes
 
 
@@ -295,7 +295,7 @@ async def embed_pending(palace: Palace, *, background: bool = False) -> int:
             return total
         batch = await palace.read(lambda c: pending_embeddings(c, EMBED_BATCH, EMBED_CHUNKS))
         if not batch:
-            palace.maybe_pending = False
+            palace.all_embedded()
             return total
         per_drawer = await anyio.to_thread.run_sync(_chunk_all, [text for _, text in batch])
         vectors = await _embed(palace, emb, [c for chunks in per_drawer for c in chunks],

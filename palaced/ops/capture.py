@@ -8,7 +8,6 @@ without ``wait`` the capture is only queued (``palaced.capture.worker``).
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +74,9 @@ async def run_capture(ctx: OpContext, job: CaptureJob) -> Report:
         palace, _ = await ctx.registry.create(job.palace, exist_ok=True)
     else:
         palace = await ctx.registry.get(job.palace)
-    palace.in_flight += 1
+    palace.begin_work()
     try:
         return await ingest(palace, job, limit)
     finally:
-        palace.in_flight -= 1
-        palace.last_used = time.monotonic()
+        palace.end_work()
+        palace.used()

@@ -17,7 +17,7 @@ from palaced.capture.worker import CaptureQueue
 from palaced.config.settings import DaemonConfig
 from palaced.engine.services import Services
 from palaced.palace.registry import Registry
-from palaced.store.audit import UNKNOWN_AGENT, Actor
+from palaced.store.rows.audit import UNKNOWN_AGENT, Actor
 
 
 class InFlight:

@@ -49,7 +49,7 @@ async def op_status(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         "tokenizer": {"name": tok.name, "exact": tok.exact, "reason": tok.reason},
         "connections": ctx.connections(),
         # SQLite's heap (page caches, schemas, statements): up to 16 MB of page cache per
-        # connection (palaced.store.db), five per open palace; part of the RSS that fills up.
+        # connection (palaced.store.conn.db), five per open palace; part of the RSS that fills up.
         "sqlite_mb": round(apsw.memory_used() / 2**20, 1),
         # Background transcript captures: waiting, and finished (failed ones among them).
         "captures": ({"waiting": ctx.captures.waiting, "done": ctx.captures.done,

@@ -10,8 +10,8 @@ import math
 from typing import Any
 
 from palaced.palace.layout import validate_name
-from palaced.store import drawers as m
-from palaced.store.edits import Edit
+from palaced.store.rows import drawers as m
+from palaced.store.rows.edits import Edit
 from palaced.text.rules import parse_importance
 from palaced.text.timeparse import parse_when
 from palaced.text.topics import extract_topics

@@ -31,7 +31,7 @@ from palaced.ops import (
 from palaced.ops.context import OpContext
 from palaced.ops.fields import need_palace
 from palaced.palace.layout import validate_name
-from palaced.store.audit import UNKNOWN_AGENT
+from palaced.store.rows.audit import UNKNOWN_AGENT
 from palaced.wire.args import decode_args
 from palaced.wire.errors import PalaceError, PalaceNotFound, UnknownOp, quote
 from palaced.wire.specs import SPECS, OpSpec
@@ -154,7 +154,7 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
     ctx.registry.budget.pin(palace)  # not closed to make room for another while in use
     opened = ctx.registry.open_palaces.get(palace) if palace else None
     if opened is not None:
-        opened.in_flight += 1
+        opened.begin_work()
     try:
         if op.spec.permission and palace is not None:
             try:
@@ -176,6 +176,6 @@ async def dispatch(ctx: OpContext, op_name: str, palace: str | None, raw_args: A
         return await op.handler(ctx, palace, args)
     finally:
         if opened is not None:
-            opened.in_flight -= 1
+            opened.end_work()
         ctx.registry.budget.unpin(palace)
         ctx.in_flight.leave()

@@ -12,7 +12,7 @@ from palaced.maintenance import transfer
 from palaced.memory import sources
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, check_text, drawers_from_items, need_palace
-from palaced.store.drawers import SUMMARY_KIND, content_hash
+from palaced.store.rows.drawers import SUMMARY_KIND, content_hash
 from palaced.text.timeparse import parse_when
 from palaced.text.topics import extract_topics
 from palaced.wire.args import decode_args

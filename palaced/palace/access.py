@@ -13,7 +13,7 @@ writes the queue in one transaction with ``apply_touches``. Per drawer that is:
   pushed to flush time + that lifetime (``renewed_expiry``), with ``recall_extends_ttl``.
 
 ``promoted`` and ``renewed_expiry`` are pure; ``apply_touches`` takes an open connection in
-the caller's write transaction (the queries are ``store.drawers.touch_rows`` and
+the caller's write transaction (the queries are ``store.rows.drawers.touch_rows`` and
 ``store_touches``).
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import apsw
 
 from palaced.config.settings import Upkeep
-from palaced.store.drawers import store_touches, touch_rows
+from palaced.store.rows.drawers import store_touches, touch_rows
 from palaced.text import rules
 from palaced.wire.export_format import MAX_COUNT
 from palaced.wire.vocab import IMPORTANCE_PRESETS

@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from palaced.store.db import storage_error, storage_errors
+from palaced.store.conn.db import storage_error, storage_errors
 from palaced.wire.errors import PalaceLocked, PalaceNotFound, StorageError
 
 DB_NAME = "palace.db"

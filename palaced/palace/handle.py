@@ -1,11 +1,12 @@
 """Palace: the handle of one open palace directory.
 
-Owns the palace's Store (SQLite), VectorIndex (usearch cache), identity file and lock, and the
-state the daemon's upkeep reads (``checkpoint_due``, ``index_stale``, ``last_write``...). It
-does four things: its lifetime (``open``, ``aclose``), binding the embedding model
-(``attach``, the one place the index is loaded, rebuilt or dropped for a model; a palace whose
-vectors are another model's is switched over by ``reembed``), one read hop
-(``read``: a worker-thread call on a reader snapshot) and one write hop (``write``: a
+Owns the palace's Store, its storage flavour (``storage.Storage``: local SQLite + a usearch
+index + an identity file, or a team's PostgreSQL), its lock, and the state the daemon's upkeep
+reads (``checkpoint_due``, ``index_stale``, ``last_write``...), which other modules change
+only through its methods. It does four things: its lifetime (``open``, ``aclose``), binding
+the embedding model (``attach``, the one place the index is loaded, rebuilt or dropped for a
+model; a palace whose vectors are another model's is switched over by ``reembed``), one read
+hop (``read``: a worker-thread call on a reader snapshot) and one write hop (``write``: a
 worker-thread call under ``write_lock``, shielded so a disconnecting client never leaves a
 half-applied write, bumping ``write_counter`` so caches keyed on it are invalidated).
 
@@ -32,7 +33,7 @@ import apsw
 
 from palaced.engine.embedder import Embedder
 from palaced.engine.services import Services
-from palaced.index.vector_file import IndexLoad, open_index, save_index
+from palaced.index.vector_file import IndexLoad
 from palaced.index.vectors import VectorIndex
 from palaced.palace.access import apply_touches
 from palaced.palace.directory import (
@@ -41,7 +42,6 @@ from palaced.palace.directory import (
     IDENTITY_TEMPLATE,
     INDEX_NAME,
     LOCK_NAME,
-    db_identity,
     has_database,
     not_found,
     release_lock,
@@ -49,11 +49,11 @@ from palaced.palace.directory import (
     undo_create,
 )
 from palaced.palace.keywords import KeywordState
+from palaced.palace.storage import LocalStorage, Storage
 from palaced.store import Store
-from palaced.store import reembed as next_vectors
-from palaced.store.db import storage_errors
-from palaced.store.meta import claim_embedder, meta_get
-from palaced.wire.errors import StorageCorrupt, StorageError
+from palaced.store.conn.db import storage_errors
+from palaced.store.conn.meta import meta_get
+from palaced.wire.errors import StorageCorrupt
 
 log = logging.getLogger("palaced.palace.handle")
 T = TypeVar("T")
@@ -71,38 +71,163 @@ def now_ms() -> int:
 
 
 class Palace:
-    """One open palace. Create with ``await Palace.open(...)``; close with ``aclose``."""
+    """One open palace. Create with ``await Palace.open(...)`` (a local one) or
+    ``team.open_existing``/``team.open_new``; close with ``aclose``.
+
+    Its state is its own: other modules read it through attributes and properties and change
+    it only through the methods below (``begin_work``, ``note_unembedded``, ``replace_index``...).
+    """
 
     def __init__(self, name: str, directory: Path, store: Store, lock_fd: int,
-                 services: Services) -> None:
+                 services: Services, storage: Storage) -> None:
         self.name = name
         self.dir = directory
         self.store = store
         self.services = services
+        self.storage = storage  # the flavour: local (SQLite + usearch) or team (PostgreSQL)
         self._lock_fd = lock_fd
         self.write_lock = anyio.Lock()
-        self.index: VectorIndex | None = None
-        self.embedder_identity: str | None = None  # the model of the live vectors
         # one re-embedding pass at a time (palaced.maintenance.reembed)
         self.reembed_lock = anyio.Lock()
-        self.index_stale = False
-        self.index_load: IndexLoad | None = None  # how the index was last loaded (info)
         self.keywords = KeywordState.of(store, directory, services)  # keyword engine
-        self.last_save = time.monotonic()
-        self.save_seconds = 0.0  # how long the last index save took
-        self.write_counter = 0
-        self.last_used = time.monotonic()
-        self.last_write = 0.0
-        self.in_flight = 0
+        self._index: VectorIndex | None = None
+        self._embedder_identity: str | None = None  # the model of the live vectors
+        self._index_stale = False
+        self._index_load: IndexLoad | None = None  # how the index was last loaded (info)
+        self._last_save = time.monotonic()
+        self._save_seconds = 0.0  # how long the last index save took
+        self._last_used = time.monotonic()
+        self._last_write = 0.0
+        self._in_flight = 0
         self._pending_touch: Counter[int] = Counter()
         self._promoted = False  # a flush changed importances: bump write_counter after it
-        self.maybe_pending = True  # drawers without vectors may exist (checked lazily)
-        self.embed_soon = False  # long texts were left to the background: embed them now
-        self.closed = False
-        self.db_id: tuple[int, int] | None = None  # (device, inode) of the database opened
+        self._maybe_pending = True  # drawers without vectors may exist (checked lazily)
+        self._embed_soon = False  # long texts were left to the background: embed them now
+        self._closed = False
         # Set once SQLite reports the database corrupt: writes are refused from then on, so
         # nothing acknowledged is piled onto a damaged file; reads are still tried.
-        self.corrupt: StorageCorrupt | None = None
+        self._corrupt: StorageCorrupt | None = None
+
+    # -- its state, read-only outside -------------------------------------------------------
+    @property
+    def index(self) -> VectorIndex | None:
+        """The vector index serving recall, or None (keyword-only)."""
+        return self._index
+
+    @property
+    def embedder_identity(self) -> str | None:
+        """The model the palace's live vectors are of (None: none recorded yet)."""
+        return self._embedder_identity
+
+    @property
+    def index_stale(self) -> bool:
+        """The index lacks vectors the database holds: rebuilt by the next compaction."""
+        return self._index_stale
+
+    @property
+    def index_load(self) -> IndexLoad | None:
+        """How the index was last loaded or rebuilt (``palace info``)."""
+        return self._index_load
+
+    @property
+    def last_save(self) -> float:
+        """When (monotonic) the index was last saved or rebuilt."""
+        return self._last_save
+
+    @property
+    def save_seconds(self) -> float:
+        """How long the last index save took."""
+        return self._save_seconds
+
+    @property
+    def write_counter(self) -> int:
+        """The palace's change counter: caches stamped with it are invalid once it moves
+        (a team palace's counts every daemon's writes)."""
+        return self.storage.changes
+
+    @property
+    def last_used(self) -> float:
+        """When (monotonic) a request last used the palace (the registry closes idle ones)."""
+        return self._last_used
+
+    @property
+    def last_write(self) -> float:
+        """When (monotonic) the last write through this handle committed (0: none yet)."""
+        return self._last_write
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs working on the palace now (``begin_work``): it is not closed while any runs."""
+        return self._in_flight
+
+    @property
+    def maybe_pending(self) -> bool:
+        """Drawers without vectors may exist (checked lazily)."""
+        return self._maybe_pending
+
+    @property
+    def embed_soon(self) -> bool:
+        """Long texts were left to the background: embed them without waiting for idleness."""
+        return self._embed_soon
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def corrupt(self) -> StorageCorrupt | None:
+        """The corruption SQLite reported, once it did (writes are refused from then on)."""
+        return self._corrupt
+
+    def used(self) -> None:
+        """A request used the palace now."""
+        self._last_used = time.monotonic()
+
+    def begin_work(self) -> None:
+        """A job starts working on the palace: it is not closed (as idle, or to make room)
+        until the matching ``end_work``."""
+        self._in_flight += 1
+
+    def end_work(self) -> None:
+        self._in_flight -= 1
+
+    def note_unembedded(self, *, soon: bool = False) -> None:
+        """Drawers were stored without vectors; ``soon``: embed them without waiting for the
+        palace to be idle."""
+        self._maybe_pending = True
+        self._embed_soon = self._embed_soon or soon
+
+    def all_embedded(self) -> None:
+        """No drawer lacks its vectors (a full pass found none)."""
+        self._maybe_pending = False
+
+    def embedding_started(self) -> None:
+        """The background embedding of pending drawers was started."""
+        self._embed_soon = False
+
+    def index_lacks_vectors(self) -> None:
+        """The index misses vectors the database holds: the next compaction rebuilds it."""
+        self._index_stale = True
+
+    def bind_model(self, identity: str | None, index: VectorIndex | None) -> None:
+        """The palace's vectors are ``identity``'s, served by ``index`` (None: keyword-only).
+        Worker thread, under ``write_lock``."""
+        self._embedder_identity = identity
+        self._index = index
+
+    def replace_index(self, index: VectorIndex, load: IndexLoad | None = None) -> None:
+        """Serve ``index``, complete (no longer stale), loaded as ``load`` says. Worker
+        thread, under ``write_lock``."""
+        self._index = index
+        self._index_stale = False
+        if load is not None:
+            self._index_load = load
+
+    def index_saved(self, seconds: float | None = None) -> None:
+        """The index was saved now, in ``seconds`` (None: rebuilt, nothing measured)."""
+        self._last_save = time.monotonic()
+        if seconds is not None:
+            self._save_seconds = seconds
 
     # -- lifecycle --------------------------------------------------------------------------
     @classmethod
@@ -150,13 +275,13 @@ class Palace:
             with storage_errors(identity, name):
                 if not os.path.lexists(identity):
                     identity.write_text(IDENTITY_TEMPLATE.format(name=name), "utf-8")
-            palace = cls(name, directory, store, fd, services)
             with storage_errors(directory, name):
-                palace.db_id = db_identity(directory)
-            palace.embedder_identity = store.read(lambda c: meta_get(c, "embedder"))
+                storage = LocalStorage(directory)
+            palace = cls(name, directory, store, fd, services, storage)
+            palace.bind_model(store.read(lambda c: meta_get(c, "embedder")), None)
             if services.model.embedder is not None:
                 with storage_errors(directory, name):
-                    palace._attach_sync(services.model.embedder)
+                    storage.attach_sync(palace, services.model.embedder)
             return palace
         except BaseException:
             if store is not None:
@@ -167,55 +292,13 @@ class Palace:
             raise
 
     # -- the model -------------------------------------------------------------------------
-    def _attach_sync(self, embedder: Embedder) -> None:
-        """Bind the palace to the loaded model: load or rebuild the index of its vectors, or,
-        when they are another model's, drop the index (``palaced.maintenance.reembed`` switches
-        it)."""
-        stored, target = self.store.read(
-            lambda c: (meta_get(c, "embedder"), next_vectors.next_model(c)))
-        if stored is None:
-            self.store.write(lambda c: claim_embedder(c, embedder.identity, embedder.dims))
-            stored = embedder.identity
-        self.embedder_identity = stored
-        if stored != embedder.identity:
-            # Keyword-only until palaced.maintenance.reembed has built this model's vectors; the old
-            # model's stay untouched (and valid for it) until then.
-            self.index = None
-            return
-        if target is not None and target != stored:
-            # A switch toward a model the daemon no longer runs: its vectors would only age.
-            try:
-                self.store.write(next_vectors.abandon)
-            except StorageError as exc:  # read-only storage: harmless leftovers
-                log.warning("palace %s: cannot drop an abandoned re-embedding: %s",
-                            self.name, exc.message)
-        if self.index is None or self.index.dims != embedder.dims:
-            self.load_index_sync(embedder.dims)
-
-    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
-        """Load the saved index of the live vectors and replay what changed since its save,
-        or rebuild it (worker thread, under ``write_lock``). Raises IndexError_ or
-        StorageError."""
-        index, load = open_index(self.store, self.dir / INDEX_NAME, dims, rebuild=rebuild)
-        if load.how == "rebuilt":
-            log.info("palace %s: rebuilt the vector index (%d vectors, %.2fs): %s", self.name,
-                     len(index), load.seconds, load.reason)
-            self.last_save = time.monotonic()
-        elif load.how == "replayed":
-            log.info("palace %s: loaded the vector index and replayed %d added and %d removed "
-                     "vectors since its save (%.2fs)", self.name, load.replayed, load.removed,
-                     load.seconds)
-        self.index = index
-        self.index_load = load
-        self.index_stale = False
-
     async def attach(self, embedder: Embedder) -> None:
         """Bind to ``embedder``, the model loaded now (idempotent; after a model change too)."""
         await self.write(partial(self._attach_unless_closed_sync, embedder), wrote=False)
 
     def _attach_unless_closed_sync(self, embedder: Embedder) -> None:
         if not self.closed:
-            self._attach_sync(embedder)
+            self.storage.attach_sync(self, embedder)
 
     def vector_embedder(self) -> Embedder | None:
         """The embedder to use for this palace now, or None in keyword-only mode."""
@@ -227,41 +310,28 @@ class Palace:
     @property
     def mismatch(self) -> str | None:
         """Why the vectors cannot serve the loaded model (they are another model's), or None."""
-        emb = self.services.model.embedder
-        if emb is None or self.embedder_identity in (None, emb.identity):
-            return None
-        return (f"palace {self.name!r} holds vectors of {self.embedder_identity}; it is being "
-                f"re-embedded for {emb.identity} in the background")
+        return self.storage.mismatch(self)
 
     # -- checkpoint and close --------------------------------------------------------------
+    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
+        """Load the saved index and replay what changed since its save, or rebuild it (worker
+        thread, under ``write_lock``). Raises IndexError_ or StorageError."""
+        self.storage.load_index_sync(self, dims, rebuild=rebuild)
+
     def save_index_sync(self) -> None:
-        if self.index is not None:
-            started = time.monotonic()
-            save_index(self.index, self.store, self.dir / INDEX_NAME)
-            self.last_save = time.monotonic()
-            self.save_seconds = self.last_save - started
+        """Save the index where it is a file of its own (worker thread, under ``write_lock``).
+        Raises IndexError_."""
+        self.storage.save_index_sync(self)
 
     async def checkpoint(self, *, force: bool = False) -> None:
         """Save the index if dirty, rebuild it if stale, flush batched touches."""
         await self.write(partial(self._checkpoint_sync, force), wrote=False)
         if self._promoted:  # importances changed: caches ordered by them (L1) are stale
-            self._promoted, self.write_counter = False, self.write_counter + 1
+            self._promoted = False
+            self.storage.count_write()
 
     def _checkpoint_sync(self, force: bool) -> None:
-        """Flush touches; save the index when it changed; fold the WAL.
-
-        ``force`` (at close) saves it even when nothing changed since it was loaded, and
-        rebuilds a stale one first: a save records the file as complete up to its watermark.
-        """
-        self.flush_touches_sync()
-        self.keywords.prune_sync()
-        index = self.index
-        if index is not None:
-            if self.index_stale and force:
-                self.load_index_sync(index.dims, rebuild=True)
-            elif not self.index_stale and (index.dirty or force):
-                self.save_index_sync()
-        self.store.checkpoint()
+        self.storage.checkpoint_sync(self, force)
 
     @property
     def compaction_due(self) -> bool:
@@ -269,7 +339,8 @@ class Palace:
         (``index_stale``), or a twentieth of it (at least ``COMPACT_MIN_DEAD``) is
         tombstones."""
         index = self.index
-        return index is not None and (self.index_stale or self._many_dead(index))
+        return (self.storage.compacts and index is not None
+                and (self.index_stale or self._many_dead(index)))
 
     @property
     def compaction_pressing(self) -> bool:
@@ -311,25 +382,20 @@ class Palace:
     def _close_sync(self) -> None:
         if self.closed:
             return
-        self.keywords.stop()  # a build reads the store being closed
+        self.storage.closing(self)
         try:
             self._checkpoint_sync(True)
         except Exception:
             log.exception("palace %s: checkpoint at close failed", self.name)
         self.store.close()
         release_lock(self._lock_fd)
-        self.closed = True
+        self._closed = True
 
     def vanished(self) -> bool:
         """Whether the palace's database is no longer the file this handle opened (its
         directory was deleted, moved or replaced under the daemon). Cheap: one stat; a stat
         that fails for another reason (permissions, I/O) is no evidence: False."""
-        if self.closed:
-            return False
-        try:
-            return db_identity(self.dir) != self.db_id
-        except OSError:
-            return False
+        return not self.closed and self.storage.vanished(self)
 
     def discard_sync(self) -> None:
         """Close a vanished palace without touching what is now at its path: no checkpoint,
@@ -337,10 +403,9 @@ class Palace:
         now). Worker thread, under ``write_lock``."""
         if self.closed:
             return
-        self.keywords.stop()
-        self.store.abandon()
+        self.storage.discard_sync(self)
         release_lock(self._lock_fd)
-        self.closed = True
+        self._closed = True
 
     # -- the two hops ----------------------------------------------------------------------
     async def read(self, fn: Callable[[apsw.Connection], T]) -> T:
@@ -348,7 +413,7 @@ class Palace:
         try:
             return await anyio.to_thread.run_sync(self.store.read, fn)
         except StorageCorrupt as exc:
-            self.corrupt = exc
+            self._corrupt = exc
             raise
 
     async def write(self, fn: Callable[[], T], *, wrote: bool = True) -> T:
@@ -363,6 +428,8 @@ class Palace:
             StorageCorrupt: the database was found corrupt and ``wrote`` (upkeep, which passes
                 False, still runs: closing must work).
         """
+        if wrote:
+            self.storage.refuse_mismatched_write(self)
         if wrote and self.corrupt is not None:
             raise StorageCorrupt(
                 f"palace {self.name!r}'s database {self.dir / DB_NAME} is corrupt; writes are "
@@ -373,11 +440,11 @@ class Palace:
                 try:
                     result = await anyio.to_thread.run_sync(fn)
                 except StorageCorrupt as exc:
-                    self.corrupt = exc
+                    self._corrupt = exc
                     raise
         if wrote:
-            self.write_counter += 1
-            self.last_write = time.monotonic()
+            self.storage.count_write()
+            self._last_write = time.monotonic()
         return result
 
     async def transact(self, fn: Callable[[apsw.Connection], T]) -> T:
@@ -385,7 +452,12 @@ class Palace:
         return await self.write(partial(self.store.write, fn))
 
     async def refresh(self) -> None:
-        """Catch up with writes made elsewhere (``team.TeamPalace``): none for a local one."""
+        """Catch up with writes made elsewhere (a team palace's): none for a local one."""
+        await self.storage.refresh(self)
+
+    async def identity(self, *, keep_comments: bool = False) -> str:
+        """L0, the identity text, without ``#`` comment lines unless ``keep_comments``."""
+        return await self.storage.identity(self, keep_comments=keep_comments)
 
     # -- touches ----------------------------------------------------------------------------
     def note_touched(self, ids: Sequence[int]) -> None:

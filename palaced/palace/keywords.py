@@ -28,8 +28,8 @@ from palaced.index.keyword_engine import Base, KeywordEngine
 from palaced.index.keyword_file import Stopped, Unusable, build, drop_stale_temps, load, save
 from palaced.palace.directory import KEYWORDS_NAME
 from palaced.store import Store
-from palaced.store.fts_log import forget_log, prune
-from palaced.store.meta import meta_get, meta_set
+from palaced.store.conn.meta import meta_get, meta_set
+from palaced.store.lookup.fts_log import forget_log, prune
 
 if TYPE_CHECKING:
     from palaced.engine.services import Services

@@ -34,7 +34,7 @@ log = logging.getLogger("palaced.palace.open_files")
 # the shared-memory file, and up to MAX_READERS readers with a database and WAL each (with
 # the one reader of a quiet palace, the 7 measured).
 SQLITE_PALACE_FDS = 4 + 2 * MAX_READERS
-# A team palace: its lock file and up to palaced.store.pg.POOL_MAX (8) pooled connections to
+# A team palace: its lock file and up to palaced.store.conn.pg.POOL_MAX (8) pooled connections to
 # its server (not imported: psycopg loads only for team palaces).
 TEAM_PALACE_FDS = 1 + 8
 # What the daemon holds besides palaces and connections: stdio, log files, the listener, the
@@ -90,7 +90,7 @@ def palace_budget(soft_limit: int, limits: Limits) -> int:
 
 def _fds(palace: Palace) -> int:
     """Descriptors ``palace`` may hold (a team palace's pool counts)."""
-    return TEAM_PALACE_FDS if palace.store.shared else SQLITE_PALACE_FDS
+    return TEAM_PALACE_FDS if palace.storage.shared else SQLITE_PALACE_FDS
 
 
 async def close_logged(palace: Palace) -> None:

@@ -14,11 +14,11 @@ import apsw
 
 from palaced.palace import reads
 from palaced.palace.directory import DB_NAME
-from palaced.store.db import open_connection
-from palaced.store.drawers import counts
-from palaced.store.meta import meta_get
-from palaced.store.reembed import progress
-from palaced.store.schema_check import refuse_foreign
+from palaced.store.conn.db import open_connection
+from palaced.store.conn.meta import meta_get
+from palaced.store.lookup.reembed import progress
+from palaced.store.rows.drawers import counts
+from palaced.store.schema.check import refuse_foreign
 
 T = TypeVar("T")
 

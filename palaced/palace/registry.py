@@ -33,8 +33,8 @@ from palaced.palace.layout import (
     validate_name,
 )
 from palaced.palace.open_files import OpenPalaces, close_logged
-from palaced.store.db import storage_errors
-from palaced.store.reembed import next_model
+from palaced.store.conn.db import storage_errors
+from palaced.store.lookup.reembed import next_model
 from palaced.wire.errors import PalaceExists, PalaceNotFound, StorageError
 from palaced.wire.safe_files import sync_dir
 
@@ -120,7 +120,7 @@ class Registry:
         validate_name(name)
         palace, gone = self._live(name)
         if palace is not None:
-            palace.last_used = time.monotonic()
+            palace.used()
             return palace
         await self.evict_vanished()
         lock = self._opening.setdefault(name, anyio.Lock())
@@ -141,7 +141,7 @@ class Registry:
                 palace = await team.open_existing(name, self.path_of(name), self.services)
                 await self._register(palace)
                 log.info("opened palace %s", name)
-            palace.last_used = time.monotonic()
+            palace.used()
             return palace
 
     async def _register(self, palace: Palace) -> None:

@@ -2,9 +2,10 @@
 
 The local directory of a team palace holds ``store.toml`` (which server: a libpq URL without a
 password, or the name of a ``[stores.NAME]`` connection of config.toml; and the schema) and
-the lock file, nothing else. ``TeamPalace`` is a ``Palace`` whose store is a ``PgStore`` and
-whose vector index is a ``PgVectors`` (pgvector searched in SQL), so every op module runs on
-it unchanged. What differs lives here:
+the lock file, nothing else. A team palace is a ``Palace`` holding a ``TeamStorage``: its
+store is a ``PgStore`` and its vector index a ``PgVectors`` (pgvector searched in SQL), so
+every op module runs on it unchanged. What differs lives in ``TeamStorage``
+(``palaced.palace.storage`` says the protocol):
 
 - the model is recorded in the palace (meta ``embedder``/``dims``): a daemon running another
   model refuses writes (``EmbedderMismatch``) and recalls keyword-only, instead of mixing
@@ -28,7 +29,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -39,9 +40,15 @@ from palaced.engine.services import Services
 from palaced.index.vectors import PgVectors
 from palaced.palace.directory import STORE_NAME, is_team, release_lock, take_lock
 from palaced.palace.handle import IDENTITY_TEMPLATE, Palace
-from palaced.store.db import storage_errors
-from palaced.store.meta import claim_embedder, meta_get, meta_init, meta_set
+from palaced.palace.identity import strip_comments as strip_comments  # recall imports it here
+from palaced.palace.storage import Palace as Owner
+from palaced.palace.storage import Storage
+from palaced.store.conn.db import storage_errors
+from palaced.store.conn.meta import claim_embedder, meta_get, meta_init, meta_set
 from palaced.wire.errors import EmbedderMismatch, InvalidArgs, StorageError, TeamUnsupported
+
+if TYPE_CHECKING:
+    from palaced.store.conn.pg import PgStore  # psycopg: loaded only once a team palace is used
 
 log = logging.getLogger("palaced.palace.team")
 T = TypeVar("T")
@@ -66,7 +73,7 @@ def resolve(store: str, settings: TeamSettings) -> str:
     Raises:
         InvalidArgs: an unknown store name, or a URL holding a password.
     """
-    from palaced.store.pg import check_url  # psycopg: only for team palaces
+    from palaced.store.conn.pg import check_url  # psycopg: only for team palaces
 
     if is_url(store):
         url = store
@@ -121,7 +128,7 @@ def unsupported(name: str, what: str, instead: str) -> TeamUnsupported:
 async def open_existing(name: str, directory: Path, services: Services) -> Palace:
     """Open the palace in ``directory``: a team palace when it holds ``store.toml``."""
     if is_team(directory):
-        return (await TeamPalace.open_team(name, directory, services))[0]
+        return (await open_team(name, directory, services))[0]
     return await Palace.open(name, directory, services, create=False)
 
 
@@ -133,7 +140,7 @@ def refuse(registry: Any, name: str, what: str, instead: str) -> None:
 
 
 async def open_new(name: str, directory: Path, services: Services, store: str
-                   ) -> tuple[TeamPalace, bool]:
+                   ) -> tuple[Palace, bool]:
     """Create team palace ``name`` in ``store`` (a URL or a ``[stores]`` name) with its local
     ``directory``, or attach to its schema made by another daemon: ``(palace, created)``.
     Nothing is left in ``directory`` when it fails.
@@ -143,88 +150,27 @@ async def open_new(name: str, directory: Path, services: Services, store: str
         StorageError, SchemaTooNew.
     """
     try:
-        return await TeamPalace.open_team(name, directory, services, create=True, store=store)
+        return await open_team(name, directory, services, create=True, store=store)
     except BaseException:
         if not is_team(directory):  # nothing of a palace was made: leave no trace
             await anyio.to_thread.run_sync(shutil.rmtree, directory, True)
         raise
 
 
-class TeamPalace(Palace):
-    """One open team palace (see the module docstring). ``await TeamPalace.open_team(...)``."""
+class TeamStorage(Storage):
+    """A team palace's storage (see the module docstring): its ``PgStore`` and ``store.toml``."""
 
-    def __init__(self, name: str, directory: Path, store: Any, lock_fd: int,
-                 services: Services, ref: TeamRef) -> None:
-        super().__init__(name, directory, store, lock_fd, services)
+    shared = True
+
+    def __init__(self, pg: PgStore, directory: Path, ref: TeamRef) -> None:
+        self.pg = pg
+        self.directory = directory
         self.ref = ref
-        self.pg = store  # the PgStore, typed as what it is
 
-    # The change counter of the palace in the database, as last seen by this daemon.
-    @property
-    def write_counter(self) -> int:
-        return int(getattr(getattr(self, "pg", None), "changes", 0))
-
-    @write_counter.setter
-    def write_counter(self, value: int) -> None:
-        """Ignored: the database counts writes (``PgStore.write``)."""
-
-    @classmethod
-    async def open_team(cls, name: str, directory: Path, services: Services, *,
-                        create: bool = False, store: str | None = None) -> tuple[TeamPalace, bool]:
-        """Open team palace ``name`` from ``directory/store.toml``; with ``store`` (a URL or
-        a ``[stores]`` name) write that file first, creating the schema if it is not there
-        (``create``) or attaching to it. Returns ``(palace, whether the schema was created)``.
-
-        Raises:
-            InvalidArgs: a bad store. StoreUnavailable: the server is unreachable.
-            PalaceNotFound: the schema is gone. PalaceLocked, StorageError, SchemaTooNew.
-        """
-        return await anyio.to_thread.run_sync(
-            partial(cls._open_team_sync, name, directory, services, create, store))
-
-    @classmethod
-    def _open_team_sync(cls, name: str, directory: Path, services: Services, create: bool,
-                        store: str | None) -> tuple[TeamPalace, bool]:
-        from palaced.store.pg import PgStore
-        from palaced.store.pg_schema import schema_name
-
-        settings = services.config.team
-        if store is not None:
-            ref = TeamRef(store, schema_name(name))
-            url = resolve(store, settings)
-        else:
-            ref = read_ref(directory, name)
-            url = resolve(ref.store, settings)
-        if store is not None:
-            with storage_errors(directory, name):
-                directory.mkdir(parents=True, exist_ok=True)
-        fd = take_lock(name, directory)
-        pg: PgStore | None = None
-        try:
-            pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create)
-            created = pg.created
-            if created:
-                pg.write(lambda c: meta_init(c, IDENTITY_KEY,
-                                             IDENTITY_TEMPLATE.format(name=name)))
-            if store is not None:
-                write_ref(directory, name, ref)
-            palace = cls(name, directory, pg, fd, services, ref)
-            palace.embedder_identity = pg.read(lambda c: meta_get(c, "embedder"))
-            if services.model.embedder is not None:
-                palace._attach_sync(services.model.embedder)
-            log.info("team palace %s: %s schema %s on %s", name,
-                     "created" if created else "attached", ref.schema, pg.server)
-            return palace, created
-        except BaseException:
-            if pg is not None:
-                pg.close()
-            release_lock(fd)
-            raise
-
-    # -- the model -------------------------------------------------------------------------
-    def _attach_sync(self, embedder: Embedder) -> None:
+    # -- the model and the index -------------------------------------------------------------
+    def attach_sync(self, palace: Owner, embedder: Embedder) -> None:
         """Record the model in the palace if none is; serve vectors only when it is ours."""
-        from palaced.store.pg_schema import claim_dims
+        from palaced.store.schema.pg import claim_dims
 
         stored = self.pg.read(lambda c: meta_get(c, "embedder"))
         if stored is None:
@@ -236,89 +182,145 @@ class TeamPalace(Palace):
                     return embedder.identity
                 return found
             stored = self.pg.write(claim)
-        self.embedder_identity = stored
-        self.index = PgVectors(embedder.dims) if stored == embedder.identity else None
+        palace.bind_model(stored, PgVectors(embedder.dims) if stored == embedder.identity
+                          else None)
 
-    @property
-    def mismatch(self) -> str | None:
-        emb = self.services.model.embedder
-        if emb is None or self.embedder_identity in (None, emb.identity):
-            return None
-        return (f"team palace {self.name!r} holds vectors of {self.embedder_identity}; this "
-                f"daemon runs {emb.identity}: writes are refused and recall is keyword-only "
-                "(configure the same model on every daemon sharing it)")
+    def load_index_sync(self, palace: Owner, dims: int, *, rebuild: bool = False) -> None:
+        palace.replace_index(PgVectors(dims))
 
-    def _refuse_mismatch(self) -> None:
-        why = self.mismatch
-        if why is not None:
-            raise EmbedderMismatch(why, details={"palace": self.name,
-                                                 "palace_model": self.embedder_identity,
-                                                 "daemon_model": self.services.model.embedder
-                                                 and self.services.model.embedder.identity})
-
-    async def write(self, fn: Any, *, wrote: bool = True) -> Any:
-        """``Palace.write``, refused while the daemon's model is not the palace's."""
-        if wrote:
-            self._refuse_mismatch()
-        return await super().write(fn, wrote=wrote)
-
-    async def refresh(self) -> None:
-        """Read the palace's change counter now (before using what is cached on it)."""
-        await self.read(lambda c: None)
-
-    async def identity(self) -> str:
-        """L0, shared by every daemon (meta ``identity``), without comment lines."""
-        return strip_comments(await self.read(identity_in))
-
-    # -- what a local palace keeps on disk: nothing here --------------------------------------
-    def load_index_sync(self, dims: int, *, rebuild: bool = False) -> None:
-        self.index = PgVectors(dims)
-
-    def save_index_sync(self) -> None:
+    def save_index_sync(self, palace: Owner) -> None:
         """Nothing to save: the vectors are in PostgreSQL."""
 
-    def _checkpoint_sync(self, force: bool) -> None:
-        self.flush_touches_sync()
-
-    def _close_sync(self) -> None:
-        self.pg.closing()
-        super()._close_sync()
+    def checkpoint_sync(self, palace: Owner, force: bool) -> None:
+        """Only the touches: nothing is saved, rebuilt or folded locally."""
+        palace.flush_touches_sync()
 
     @property
-    def compaction_due(self) -> bool:
+    def compacts(self) -> bool:
         return False
 
-    def vanished(self) -> bool:
-        return not self.closed and not is_team(self.dir)
+    # -- closing -----------------------------------------------------------------------------
+    def closing(self, palace: Owner) -> None:
+        palace.keywords.stop()
+        self.pg.closing()
 
-    def discard_sync(self) -> None:
-        if self.closed:
-            return
-        self.store.close()
-        release_lock(self._lock_fd)
-        self.closed = True
+    def vanished(self, palace: Owner) -> bool:
+        """Whether ``store.toml`` went."""
+        return not is_team(self.directory)
+
+    def discard_sync(self, palace: Owner) -> None:
+        self.pg.close()
+
+    # -- the model mismatch ------------------------------------------------------------------
+    def mismatch_text(self, name: str, stored: str, current: str) -> str:
+        return (f"team palace {name!r} holds vectors of {stored}; this daemon runs {current}: "
+                "writes are refused and recall is keyword-only (configure the same model on "
+                "every daemon sharing it)")
+
+    def refuse_mismatched_write(self, palace: Owner) -> None:
+        """Raise EmbedderMismatch while the daemon's model is not the palace's: a shared
+        palace is never re-embedded here, so a write would mix vector spaces."""
+        why = self.mismatch(palace)
+        if why is not None:
+            emb = palace.services.model.embedder
+            raise EmbedderMismatch(why, details={"palace": palace.name,
+                                                 "palace_model": palace.embedder_identity,
+                                                 "daemon_model": emb and emb.identity})
+
+    # -- the change counter ------------------------------------------------------------------
+    @property
+    def changes(self) -> int:
+        """The palace's change counter in the database, as last seen by this daemon."""
+        return int(self.pg.changes)
+
+    def count_write(self) -> None:
+        """Nothing: the database counts writes (``PgStore.write``)."""
+
+    async def refresh(self, palace: Owner) -> None:
+        """Read the palace's change counter now (before using what is cached on it)."""
+        await palace.read(lambda c: None)
+
+    # -- L0 and imports ----------------------------------------------------------------------
+    async def identity(self, palace: Owner, *, keep_comments: bool = False) -> str:
+        return await palace.read(partial(self.identity_sync, keep_comments=keep_comments))
+
+    def identity_sync(self, conn: Any, *, keep_comments: bool = False) -> str:
+        """Meta ``identity``, shared by every daemon."""
+        text = meta_get(conn, IDENTITY_KEY) or ""
+        return text if keep_comments else strip_comments(text)
+
+    def replace_identity_sync(self, palace: Owner, text: str) -> bool:
+        if self.pg.read(partial(self.identity_sync, keep_comments=True)) == text:
+            return False
+        self.pg.write(lambda c: meta_set(c, IDENTITY_KEY, text))
+        return True
+
+    def after_import(self, conn: Any) -> None:
+        """Move the id sequences past ids the import inserted explicitly."""
+        from palaced.store.schema.pg import sync_ids
+
+        sync_ids(conn)
+
+    def describe(self) -> dict[str, Any]:
+        return {"store": self.pg.server, "schema": self.ref.schema}
+
+
+async def open_team(name: str, directory: Path, services: Services, *,
+                    create: bool = False, store: str | None = None) -> tuple[Palace, bool]:
+    """Open team palace ``name`` from ``directory/store.toml``; with ``store`` (a URL or
+    a ``[stores]`` name) write that file first, creating the schema if it is not there
+    (``create``) or attaching to it. Returns ``(palace, whether the schema was created)``.
+
+    Raises:
+        InvalidArgs: a bad store. StoreUnavailable: the server is unreachable.
+        PalaceNotFound: the schema is gone. PalaceLocked, StorageError, SchemaTooNew.
+    """
+    return await anyio.to_thread.run_sync(
+        partial(_open_team_sync, name, directory, services, create, store))
+
+
+def _open_team_sync(name: str, directory: Path, services: Services, create: bool,
+                    store: str | None) -> tuple[Palace, bool]:
+    from palaced.store.conn.pg import PgStore
+    from palaced.store.schema.pg import schema_name
+
+    settings = services.config.team
+    if store is not None:
+        ref = TeamRef(store, schema_name(name))
+        url = resolve(store, settings)
+    else:
+        ref = read_ref(directory, name)
+        url = resolve(ref.store, settings)
+    if store is not None:
+        with storage_errors(directory, name):
+            directory.mkdir(parents=True, exist_ok=True)
+    fd = take_lock(name, directory)
+    pg: PgStore | None = None
+    try:
+        pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create)
+        created = pg.created
+        if created:
+            pg.write(lambda c: meta_init(c, IDENTITY_KEY, IDENTITY_TEMPLATE.format(name=name)))
+        if store is not None:
+            write_ref(directory, name, ref)
+        storage = TeamStorage(pg, directory, ref)
+        palace = Palace(name, directory, pg, fd, services, storage)
+        palace.bind_model(pg.read(lambda c: meta_get(c, "embedder")), None)
+        if services.model.embedder is not None:
+            storage.attach_sync(palace, services.model.embedder)
+        log.info("team palace %s: %s schema %s on %s", name,
+                 "created" if created else "attached", ref.schema, pg.server)
+        return palace, created
+    except BaseException:
+        if pg is not None:
+            pg.close()
+        release_lock(fd)
+        raise
 
 
 def identity_in(c: Any) -> str:
     """The raw identity text of a team palace (comments kept), in one read."""
     return meta_get(c, IDENTITY_KEY) or ""
-
-
-def strip_comments(text: str) -> str:
-    """An identity text without its ``#`` comment lines (as ``reads.read_identity``)."""
-    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#")).strip()
-
-
-def set_identity(c: Any, text: str) -> None:
-    """Replace a team palace's identity text (in a write transaction)."""
-    meta_set(c, IDENTITY_KEY, text)
-
-
-def sync_ids(c: Any) -> None:
-    """Move a team palace's id sequences past ids an import inserted explicitly."""
-    from palaced.store.pg_schema import sync_ids as sync
-
-    sync(c)
 
 
 def purge_ref(name: str, directory: Path) -> TeamRef:
@@ -343,8 +345,8 @@ def purge_sync(name: str, ref: TeamRef, settings: TeamSettings) -> bool:
     """
     import psycopg  # here: psycopg is loaded only once a team palace is used
 
-    from palaced.store.pg import check_url, store_error, where
-    from palaced.store.pg_schema import drop
+    from palaced.store.conn.pg import check_url, store_error, where
+    from palaced.store.schema.pg import drop
 
     url = resolve(ref.store, settings)
     server = where(check_url(url))

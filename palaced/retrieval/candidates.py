@@ -26,9 +26,9 @@ from palaced.retrieval.when import (
     query_dates,
     states_time,
 )
-from palaced.store import context as ctx
-from palaced.store import context_vectors
-from palaced.store import search as sql
+from palaced.store.lookup import context as ctx
+from palaced.store.lookup import context_vectors
+from palaced.store.lookup import search as sql
 from palaced.text.periods import Period
 from palaced.text.reldates import resolved_date_words
 
@@ -149,7 +149,7 @@ def with_neighbours(c: apsw.Connection, vector: dict[int, float], weight: float,
                     known: Known) -> dict[int, float]:
     """``vector`` (the vector hits' cosines) with each hit's ``weight`` times the query's
     cosine with its context vector (the mean of its room neighbours' vectors,
-    ``store.context_vectors``) added (``RankParams.neighbour_vector``); a hit without one
+    ``store.lookup.context_vectors``) added (``RankParams.neighbour_vector``); a hit without one
     keeps its cosine. Never raises but for the store's errors."""
     assert known.qvec is not None
     new = [i for i in vector if i not in known.context]

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from palaced.store.search import fts_terms
+from palaced.store.lookup.search import fts_terms
 from palaced.text.topics import query_entities
 
 HOP_FROM = 3  # the first pass's best drawers whose names are followed

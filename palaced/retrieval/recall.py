@@ -32,7 +32,7 @@ from palaced.palace.access import read_ids
 from palaced.palace.directory import IDENTITY_NAME
 from palaced.palace.handle import Palace, now_ms
 from palaced.palace.reads import identity_text, read_identity
-from palaced.palace.team import TeamPalace, identity_in, strip_comments
+from palaced.palace.team import identity_in, strip_comments
 from palaced.retrieval import search
 from palaced.retrieval.packing import Item, Section
 from palaced.retrieval.recall_caches import RecallCaches, caches_of
@@ -46,9 +46,9 @@ from palaced.retrieval.sections import (
     pack_sections,
     unexpired,
 )
-from palaced.store import drawers
-from palaced.store.fts_log import change_stamp
-from palaced.store.search import all_rooms, fts_terms, mentioned
+from palaced.store.lookup.fts_log import change_stamp
+from palaced.store.lookup.search import all_rooms, fts_terms, mentioned
+from palaced.store.rows import drawers
 from palaced.text import relevance
 from palaced.text.topics import query_entities, spelled
 from palaced.wire.errors import PalaceError
@@ -197,7 +197,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     rooms_cache = caches.rooms
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
-    team = isinstance(palace, TeamPalace)
+    team = palace.storage.shared
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
@@ -320,7 +320,7 @@ def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
              ) -> Callable[[apsw.Connection], tuple[search.KeywordHits, int]]:
     """The keyword half of a recall for one read hop: its hits and ``change_stamp``."""
     counter = palace.write_counter
-    team = isinstance(palace, TeamPalace)
+    team = palace.storage.shared
 
     def run(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
         # A team palace's counter was just read at the start of this snapshot (PgStore.read).
@@ -352,7 +352,7 @@ async def query_vector(palace: Palace, query: str) -> np.ndarray | None:
 def keyword_reason(palace: Palace) -> str:
     """Why recall runs keyword-only right now (a re-embedding runs, the model loads...)."""
     model = palace.services.model
-    if isinstance(palace, TeamPalace) and palace.mismatch:  # shared: never re-embedded here
+    if palace.storage.shared and palace.mismatch:  # shared: never re-embedded here
         return f"keyword-only: {palace.mismatch}"
     if palace.mismatch and model.embedder is not None:
         return (f"keyword-only: palace {palace.name} is being re-embedded for the new model "

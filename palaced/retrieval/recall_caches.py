@@ -16,7 +16,7 @@ import apsw
 from cachetools import LRUCache
 
 from palaced.palace.handle import Palace
-from palaced.store.search import TermStats, drawer_count, drawer_top
+from palaced.store.lookup.search import TermStats, drawer_count, drawer_top
 from palaced.text import relevance
 
 # Word maps of long drawers kept per open palace, in characters of text mapped (a map takes

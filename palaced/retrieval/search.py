@@ -1,7 +1,7 @@
 """Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
 
 Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
-``fusion``, the queries in ``store.search``; this module gathers the candidate pool and its
+``fusion``, the queries in ``store.lookup.search``; this module gathers the candidate pool and its
 metadata through them and the vector index, then applies that maths in a fixed, measured
 order.
 """
@@ -42,10 +42,11 @@ from palaced.retrieval.fusion import (
 from palaced.retrieval.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
 from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
-from palaced.store import dated, pg_search
-from palaced.store import search as sql
-from palaced.store.drawers import Filters
-from palaced.store.vectors import owners_of
+from palaced.store.lookup import pg_search
+from palaced.store.lookup import search as sql
+from palaced.store.lookup.vectors import owners_of
+from palaced.store.rows import dated
+from palaced.store.rows.drawers import Filters
 from palaced.text.periods import Period, query_period
 from palaced.text.topics import query_topics
 
@@ -78,7 +79,7 @@ class RankParams:
     # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
     # measured: fusion.DEFAULT_ACCESS_WEIGHT).
     access_weight: float = DEFAULT_ACCESS_WEIGHT
-    # A keyword search that finds nothing falls back to substrings (store.search).
+    # A keyword search that finds nothing falls back to substrings (store.lookup.search).
     substring_fallback: bool = True
     # Share of the score range a candidate that states a time gains when the query asks
     # "when" or "how long" (palaced/retrieval/when.py), after the rooms are scored. LoCoMo dev turn

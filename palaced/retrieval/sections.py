@@ -14,10 +14,9 @@ import apsw
 
 from palaced.palace.handle import Palace, now_ms
 from palaced.retrieval.packing import Item, PackResult, Section, pack
-from palaced.store.concept_links import concepts_for_recall
-from palaced.store.dialect import is_pg
-from palaced.store.graph_walk import facts_matching
-from palaced.store.search import fts_terms
+from palaced.store.knowledge.concept_links import concepts_for_recall
+from palaced.store.knowledge.graph_walk import facts_matching
+from palaced.store.lookup.search import fts_terms
 from palaced.text.relevance import shorten
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
@@ -92,9 +91,7 @@ def l2_knowledge(conn: apsw.Connection, query: str) -> tuple[list[Item], list[It
     """L2's curated knowledge for ``query``: the memoir concepts it names or matches (with
     their strongest links) and the active facts about entities it names, as items. Runs in
     recall's read hop."""
-    # Memoirs are local palaces' (a team palace has no concepts: docs/teams.md).
-    concepts = [] if is_pg(conn) else [
-        concept_item(c) for c in concepts_for_recall(conn, query, CONCEPTS_IN_L2)]
+    concepts = [concept_item(c) for c in concepts_for_recall(conn, query, CONCEPTS_IN_L2)]
     facts = [fact_item(f) for f in facts_matching(conn, fts_terms(query), FACTS_IN_L2)]
     return concepts, facts
 

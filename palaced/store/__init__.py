@@ -20,10 +20,10 @@ from typing import TypeVar
 
 import apsw
 
-from .db import open_connection, storage_error, storage_errors
-from .meta import stamp_write
-from .schema import migrate
-from .schema_check import refuse_foreign
+from palaced.store.conn.db import open_connection, storage_error, storage_errors
+from palaced.store.conn.meta import stamp_write
+from palaced.store.schema.check import refuse_foreign
+from palaced.store.schema.sqlite import migrate
 
 T = TypeVar("T")
 
@@ -33,10 +33,6 @@ MAX_READERS = 4
 
 class Store:
     """Owns the apsw connections of one palace database: one writer, up to 4 readers."""
-
-    # Whether other daemons write this database too (``pg.PgStore``): what is read from it
-    # must then not be cached across requests unless keyed on a fresh change counter.
-    shared = False
 
     def __init__(self, path: Path, *, palace: str | None = None) -> None:
         """Open (creating if needed) and migrate the database at ``path``.

@@ -5,7 +5,7 @@ a Tuesday means Monday's drawers. ``query_period`` finds the relative expression
 and returns the span of time they name, as Unix milliseconds ``[start, end)``, with day,
 week (Monday to Sunday), month and year boundaries in the machine's local time zone (the
 daemon runs as the user on their machine: their "yesterday"). ``search.rank`` gives the
-drawers dated in that span a place among the candidates (``store.dated``: the newest,
+drawers dated in that span a place among the candidates (``store.rows.dated``: the newest,
 however few of the query's words they hold) and ``RankParams.date_boost`` of the score
 range, as it does for a month the query names (``palaced.retrieval.when``); recall counts the words
 that named the span as matched by a drawer dated in it.

@@ -4,7 +4,7 @@
 did they go camping in June?" should find it by keyword. ``resolved_date_words`` finds the
 relative expressions of a text (yesterday, last night, tomorrow, last/next week, weekend,
 month or year, last/next Friday, "three weeks ago") and renders the times they point at as
-words for its full-text row, next to the drawer's own date (``store.context.date_words``):
+words for its full-text row, next to the drawer's own date (``store.lookup.context.date_words``):
 the month and year ("June 2023"), or the year alone for "last year" and "N years ago". Days
 are not rendered: the drawer's own date already names its day, and the month is what
 questions ask by (LoCoMo dev turn R@1/5/10 with the second hop: days rendered too

@@ -4,7 +4,7 @@ The ranking's fused score (``search.rank``) is relative: z-scores within one que
 candidate pool, so its values say nothing across queries or palaces and go negative. The
 relevance a recall reports is absolute instead (docs/concepts.md, "What a score means"):
 
-* ``coverage``: the share of the query's searchable words (``store.search.fts_terms``,
+* ``coverage``: the share of the query's searchable words (``store.lookup.search.fts_terms``,
   stopwords removed) that occur in the drawer's text, a word matching when it equals the
   term or, for terms of 5+ letters, shares the term's first ``len - 2`` letters
   ("research" ~ "researching");
@@ -36,7 +36,7 @@ FLOOR_HYBRID = 0.275
 FLOOR_KEYWORD = 0.0
 EXCERPT_CHARS = 600  # a drawer longer than this is shown as the passage around the match
 
-# The keyword index's own word boundaries (store.search): "squash-merge" is two words there.
+# The keyword index's own word boundaries (store.lookup.search): "squash-merge" is two words there.
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Where an excerpt may start: after a line break or a sentence end.
 _STARTS = re.compile(r"\n+|(?<=[.!?])\s+")

@@ -1,0 +1,382 @@
+"""PgStore: the PostgreSQL side of a team palace, with the ``write(fn)``/``read(fn)`` contract
+of ``Store``.
+
+Every store function (``palaced.store.*``) runs unchanged on a ``PgConn``: it has apsw's
+``execute``/``executemany`` and translates, once per statement text (cached), SQLite's
+spellings into PostgreSQL's: ``?``/``:name`` placeholders, ``INSERT OR IGNORE``,
+two-argument ``max``/``min``, ``json_each`` and the null-safe ``IS``/``IS NOT`` of a value.
+The few facts only one engine can express branch on ``store.conn.dialect.is_pg`` (full-text and
+vector search, race-safe inserts).
+
+One schema per palace holds its tables (``store.schema.pg``); connections come from a
+``psycopg_pool.ConnectionPool`` whose connections have the palace schema on their
+``search_path`` and a ``statement_timeout``. A connection that cannot be had within the connect
+timeout, a statement past its timeout, a server that went away or a transaction that lost a
+deadlock is a ``StoreUnavailable`` (retryable) naming the server, never a hang; the pool
+checks each connection as it hands it out, so it reconnects by itself once the server is back.
+
+Credentials never reach palace's files or messages: URLs with a password are refused
+(``check_url``) and errors show host, port and database only (``where``).
+
+psycopg is imported here only: this module is imported when a team palace is opened, so a
+daemon without one never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import apsw
+import psycopg
+import psycopg.errors
+from psycopg import conninfo as pg_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from palaced.config.team_settings import TeamSettings
+from palaced.store import Store
+from palaced.wire.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
+
+T = TypeVar("T")
+
+POOL_MAX = 8
+# HNSW candidates per vector search: recall asks for its pool (100) of drawers, and a long
+# drawer has several chunks among them.
+HNSW_EF_SEARCH = 400
+
+
+# -- URLs -----------------------------------------------------------------------------------
+def check_url(url: str) -> dict[str, str]:
+    """The parsed libpq parameters of ``url``, refused when it holds a password.
+
+    Raises:
+        InvalidArgs: not a libpq URL or key/value string, or it carries a password (palace
+            never stores one: use PGPASSWORD, ~/.pgpass or a pg_service.conf service).
+    """
+    try:
+        params = pg_conninfo.conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise InvalidArgs(f"not a PostgreSQL connection URL: {exc}",
+                          details={"store": "(unparsable)"}) from exc
+    if params.get("password"):
+        raise InvalidArgs(
+            "the store URL holds a password, which palace never stores: remove it and give "
+            "it through PGPASSWORD, ~/.pgpass or a pg_service.conf service instead",
+            details={"store": where(params)})
+    return {k: str(v) for k, v in params.items() if v is not None}
+
+
+def where(params: dict[str, Any]) -> str:
+    """``host:port/dbname`` (or ``service=name``) of a connection: what messages and logs show
+    of it (never a user or password)."""
+    if params.get("service") and not params.get("dbname"):
+        return f"service={params['service']}"
+    host = str(params.get("host") or "localhost")
+    port = str(params.get("port") or "5432")
+    db = str(params.get("dbname") or "")
+    return f"{host}:{port}/{db}"
+
+
+# -- SQL translation ------------------------------------------------------------------------
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|::|:(\w+)|\?|%")
+_PAIR = r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)"
+_MAX2 = re.compile(r"\bmax" + _PAIR, re.IGNORECASE)
+_MIN2 = re.compile(r"\bmin" + _PAIR, re.IGNORECASE)
+_JSON_IDS = re.compile(r"SELECT value FROM json_each\(([^()]*)\)")
+_JSON_EACH = re.compile(r"json_each\(([^()]*)\)")
+_OR_IGNORE = re.compile(r"INSERT OR IGNORE INTO", re.IGNORECASE)
+_RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
+# SQLite's null-safe comparison with a value: ``x IS ?``, ``x IS NOT :v``.
+_IS_NOT_VALUE = re.compile(r"\bIS\s+NOT\s+(?=\?|:\w|\()")
+_IS_VALUE = re.compile(r"\bIS\s+(?=\?|:\w|\()")
+
+
+# ``PRAGMA table_info(t)``: rows whose second column is a column name, in table order.
+_TABLE_INFO = re.compile(r"^\s*PRAGMA table_info\((\w+)\)\s*$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str) -> str:
+    """SQLite statement text -> PostgreSQL statement text (see the module docstring)."""
+    info = _TABLE_INFO.match(sql)
+    if info:
+        return ("SELECT ordinal_position, column_name FROM information_schema.columns "
+                f"WHERE table_schema = current_schema() AND table_name = '{info.group(1)}' "
+                "ORDER BY ordinal_position")
+    out = _MAX2.sub(r"GREATEST(\1, \2)", sql)
+    out = _MIN2.sub(r"LEAST(\1, \2)", out)
+    out = _JSON_IDS.sub(
+        r"SELECT value::bigint FROM jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    out = _IS_NOT_VALUE.sub("IS DISTINCT FROM ", out)
+    out = _IS_VALUE.sub("IS NOT DISTINCT FROM ", out)
+    out = _JSON_EACH.sub(r"jsonb_array_elements_text((\1)::jsonb) AS j(value)", out)
+    if _OR_IGNORE.search(out):
+        out = _OR_IGNORE.sub("INSERT INTO", out)
+        m = _RETURNING.search(out)
+        out = (out[:m.start()] + " ON CONFLICT DO NOTHING" + out[m.start():] if m
+               else out + " ON CONFLICT DO NOTHING")
+
+    def sub(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s[0] in "'\"":  # a literal: no placeholder inside, but psycopg reads every "%"
+            return s.replace("%", "%%")
+        if s == "::":
+            return s
+        if s == "?":
+            return "%s"
+        if s == "%":
+            return "%%"
+        return f"%({m.group(1)})s"
+
+    return _TOKEN.sub(sub, out)
+
+
+class _NoRows:
+    """The result of a statement that returns no rows: empty, as apsw's cursor is."""
+
+    def fetchall(self) -> list[Any]:
+        return []
+
+    def fetchone(self) -> None:
+        return None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+_NO_ROWS = _NoRows()
+
+
+class _Cursor:
+    """A psycopg cursor with the part of apsw's cursor the store functions use."""
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def fetchall(self) -> list[Any]:
+        return self._cur.fetchall()
+
+    def fetchone(self) -> Any:
+        return self._cur.fetchone()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cur)
+
+    def getdescription(self) -> list[tuple[str, Any]]:
+        """``(column name, type)`` per column, as apsw's."""
+        return [(c.name, c.type_code) for c in self._cur.description or ()]
+
+
+class PgConn:
+    """A psycopg connection inside one transaction, with the part of apsw's interface the
+    store functions use."""
+
+    dialect = "pg"
+
+    def __init__(self, conn: psycopg.Connection[Any], cache: dict[str, Any] | None = None,
+                 changes: int | None = None) -> None:
+        self.raw = conn
+        self._savepoints: list[Any] = []
+        # The store's cache of derived values (``pg_search``'s BM25 statistics) and the
+        # palace's change counter at the start of this read (None: unknown).
+        self.cache: dict[str, Any] = {} if cache is None else cache
+        self.changes = changes
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+                ) -> _Cursor | _NoRows:
+        """Run one statement; a constraint violation is raised as ``apsw.ConstraintError``,
+        the exception the store functions' callers already handle (a refused record)."""
+        # Always parameters (none: an empty tuple), so psycopg always reads "%%" as "%".
+        args = params if isinstance(params, dict) else tuple(params or ())
+        try:
+            cur = self.raw.execute(translate(sql), args)
+        except psycopg.IntegrityError as exc:
+            raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
+        return _Cursor(cur) if cur.description is not None else _NO_ROWS
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        batch = [tuple(r) for r in rows]
+        if batch:
+            try:
+                with self.raw.cursor() as cur:
+                    cur.executemany(translate(sql), batch)
+            except psycopg.IntegrityError as exc:
+                raise apsw.ConstraintError(f"PostgreSQL: {exc}") from exc
+
+    # ``with conn:`` is a savepoint, as on apsw.
+    def __enter__(self) -> PgConn:
+        tx = self.raw.transaction()
+        tx.__enter__()
+        self._savepoints.append(tx)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return bool(self._savepoints.pop().__exit__(*exc))
+
+
+# -- errors ---------------------------------------------------------------------------------
+def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceError:
+    """The typed error of a psycopg failure on ``server`` (``where``) for ``palace``."""
+    owner = f"palace {palace!r}'s PostgreSQL server" if palace else "PostgreSQL server"
+    details: dict[str, Any] = {"server": server, "cause": type(exc).__name__}
+    if palace:
+        details["palace"] = palace
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        details["condition"] = "timeout"
+        return StoreUnavailable(f"{owner} {server} did not answer within the statement "
+                                "timeout; retry", details=details)
+    if isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure):
+        details["condition"] = "conflict"
+        return StoreUnavailable(f"{owner} {server}: a concurrent write conflicted; retry",
+                                details=details)
+    if isinstance(exc, PoolTimeout | psycopg.OperationalError):
+        details["condition"] = "unreachable"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreUnavailable(f"{owner} {server} is unreachable ({first}); retry once it "
+                                "is back (the daemon reconnects by itself)", details=details)
+    details["condition"] = "postgres"
+    return StorageError(f"{owner} {server} failed: {type(exc).__name__}: {exc}",
+                        details=details)
+
+
+# -- the store ------------------------------------------------------------------------------
+class PgStore(Store):
+    """The connection pool of one team palace (schema ``schema`` of the database at ``url``).
+
+    Same contract as ``Store``: ``write(fn)`` runs ``fn(conn)`` in one transaction (READ
+    COMMITTED: remember's races are settled by unique indexes), ``read(fn)`` in one read-only
+    REPEATABLE READ transaction (a consistent snapshot). ``changes`` is the palace's change
+    counter as last seen (see ``write``), which caches of every daemon key on.
+    """
+
+    def __init__(self, url: str, schema: str, *, palace: str | None = None,
+                 settings: TeamSettings | None = None, create: bool = False) -> None:
+        """Connect and migrate (creating the schema with ``create``).
+
+        Raises:
+            InvalidArgs: a URL with a password. StoreUnavailable: the server cannot be
+                reached. PalaceNotFound: no such schema and not ``create``. SchemaTooNew,
+                StorageError: see ``pg_schema.migrate``.
+        """
+        from palaced.store.schema.pg import migrate
+
+        settings = settings or TeamSettings()
+        params = check_url(url)
+        self.path = None  # type: ignore[assignment]  # no file: see ``server``
+        self.palace = palace
+        self.schema = schema
+        self.server = where(params)
+        self.changes = 0
+        self._changes_lock = threading.Lock()
+        self._cache: dict[str, Any] = {}  # see PgConn.cache
+        timeout_ms = int(settings.statement_timeout_s * 1000)
+        self._url, self._timeout = url, settings.connect_timeout_s
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True, "application_name": "palaced",
+            "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999)),
+            "options": f"-c search_path={schema},public -c statement_timeout={timeout_ms} "
+                       f"-c hnsw.ef_search={HNSW_EF_SEARCH}"}
+        # Since when the server is known unreachable (None: it is not): requests then probe
+        # it with one connection attempt instead of waiting for the pool (see ``_pooled``).
+        self._down: float | None = None
+        # Set by ``closing``: every request then probes the server first, as while it is down.
+        self._closing = False
+        try:
+            # The schema is checked on a connection of its own: a server that refuses it (or
+            # lost the database) fails the open at once, where opening the pool retried until
+            # its timeout, for each team palace ``palace status`` lists during an outage.
+            with psycopg.connect(self._url, **self._kwargs) as conn:
+                self.created = migrate(conn, schema, palace=palace, create=create,
+                                       wrap=PgConn) == 0
+        except psycopg.Error as exc:
+            raise store_error(exc, self.server, palace) from exc
+        self._pool = self._new_pool()
+        self._pool.open(wait=False)
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(
+            self._url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{self.schema}",
+            timeout=self._timeout, check=ConnectionPool.check_connection,
+            reconnect_timeout=0, kwargs=self._kwargs)
+
+    def closing(self) -> None:
+        """The palace is closing: its last writes (the closing checkpoint) try one direct
+        connection first, so a server that refuses them, or lost the database, fails them
+        at once instead of after the pool's connect timeout (a daemon's stop waited it)."""
+        self._closing = True
+
+    def _pooled(self) -> Any:
+        """A connection of the pool (a context manager). While the server is known down (or
+        the palace is ``closing``), one direct connection attempt first: refused at once, the
+        request fails at once instead of waiting the connect timeout for the pool; accepted,
+        the server is back and a fresh pool replaces the one backing off its reconnections."""
+        if self._down is not None or self._closing:
+            try:
+                psycopg.connect(self._url, **self._kwargs).close()
+            except psycopg.Error as exc:
+                raise store_error(exc, self.server, self.palace) from exc
+            with self._changes_lock:
+                if self._down is not None:
+                    old, self._pool, self._down = self._pool, self._new_pool(), None
+                    self._pool.open(wait=False)
+                    old.close(timeout=0.1)
+        return self._pool.connection()
+
+    def _failed(self, exc: BaseException) -> PalaceError:
+        """The typed error of ``exc``; an unreachable server is remembered (``_pooled``)."""
+        err = store_error(exc, self.server, self.palace)
+        if err.details.get("condition") == "unreachable" and self._down is None:
+            self._down = time.monotonic()
+        return err
+
+    def _note(self, value: int) -> None:
+        with self._changes_lock:
+            self.changes = max(self.changes, value)
+
+    def write(self, fn: Callable[[Any], T], *, stamp: bool = True) -> T:
+        """Run ``fn`` in one write transaction (rolled back if it raises), then bump the
+        palace's change counter: after the commit, so a daemon that sees the new counter
+        also sees the data (``read``). ``stamp`` is accepted for ``Store``'s sake: the
+        last-write time serves backup restores, which team palaces leave to PostgreSQL."""
+        try:
+            with self._pooled() as conn:
+                with conn.transaction():
+                    result = fn(PgConn(conn))
+                row = conn.execute("SELECT nextval('changes')").fetchone()
+            if row is not None:
+                self._note(int(row[0]))
+            return result
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._failed(exc) from exc
+        except apsw.ConstraintError as exc:
+            raise StorageError(f"palace {self.palace!r}'s PostgreSQL server {self.server} "
+                               f"refused a write: {exc}", details={
+                                   "condition": "constraint", "server": self.server}) from exc
+
+    def read(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn`` in one read-only snapshot; notes the change counter at its start."""
+        try:
+            with self._pooled() as conn:
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
+                                       "FROM changes").fetchone()
+                    seen = int(row[0]) if row is not None else 0
+                    self._note(seen)
+                    return fn(PgConn(conn, self._cache, seen))
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._failed(exc) from exc
+
+    def checkpoint(self) -> None:
+        """Nothing to fold: PostgreSQL checkpoints itself."""
+
+    def abandon(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._pool.close(timeout=1.0)
+

@@ -1,0 +1,2 @@
+"""Whole-palace SQL: backups, integrity checks, repairs, export and import.
+"""

@@ -1,0 +1,2 @@
+"""The knowledge graph and memoirs: entities, facts, graph walks, concepts and their links.
+"""
