@@ -43,23 +43,31 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(fts_terms(" ".join(query_entities(text))))
 
 
-def hop_terms(query: str, texts: Sequence[str], doc_freq: Callable[[str], int],
-              n_docs: int, limit: int = HOP_TERMS) -> list[str]:
-    """The search words of the names ``texts`` mention and ``query`` does not, best first.
-
-    ``doc_freq(word)`` is how many drawers hold ``word``; ``n_docs`` the palace's drawer
-    count. Words in none or in more than ``MAX_DF_SHARE`` of the drawers, digits and words
-    under three letters are left out. Never raises (``doc_freq``'s own errors aside).
-    """
-    if n_docs <= 0:
-        return []
+def hop_names(query: str, texts: Sequence[str]) -> Counter[str]:
+    """The search words of the names ``texts`` mention and ``query`` does not, each with
+    how many of ``texts`` name it: the words ``hop_terms`` weighs (digits and words under
+    three letters left out). Never raises."""
     asked = set(fts_terms(query))
     counts: Counter[str] = Counter()
     for text in texts:
         counts.update(w for w in _names(text[:HOP_CHARS])
                       if w not in asked and len(w) >= 3 and not w.isdigit())
+    return counts
+
+
+def hop_terms(query: str, texts: Sequence[str], doc_freq: Callable[[str], int],
+              n_docs: int, limit: int = HOP_TERMS) -> list[str]:
+    """The search words of the names ``texts`` mention and ``query`` does not, best first.
+
+    ``doc_freq(word)`` is how many drawers hold ``word`` (asked for each of ``hop_names``);
+    ``n_docs`` the palace's drawer count. Words in none or in more than ``MAX_DF_SHARE`` of
+    the drawers, digits and words under three letters are left out. Never raises
+    (``doc_freq``'s own errors aside).
+    """
+    if n_docs <= 0:
+        return []
     scored = []
-    for word, count in counts.items():
+    for word, count in hop_names(query, texts).items():
         df = doc_freq(word)
         if 0 < df <= MAX_DF_SHARE * n_docs:
             scored.append((count * math.log(n_docs / df), word))

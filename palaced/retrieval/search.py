@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import apsw
 import numpy as np
@@ -18,8 +18,7 @@ import numpy as np
 from palaced.index.keyword_engine import KeywordEngine
 from palaced.index.vectors import PgVectors, VectorIndex, brute_force
 from palaced.retrieval.candidates import (
-    TIME_CHECKED,
-    Known,
+    Seen,
     find_times,
     lift_replies,
     month_of,
@@ -39,7 +38,8 @@ from palaced.retrieval.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.retrieval.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
+from palaced.retrieval.multihop import HOP_CHARS, HOP_FROM, HOP_WEIGHT, hop_names, hop_terms
+from palaced.retrieval.pool import Pool, read_pool
 from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
 from palaced.store import dated, pg_search
@@ -47,7 +47,6 @@ from palaced.store import search as sql
 from palaced.store.drawers import Filters
 from palaced.store.vectors import owners_of
 from palaced.text.periods import Period, query_period
-from palaced.text.topics import query_topics
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
 # A keyword search narrowed by wing, room or tags asks the keyword engine for this many times
@@ -127,7 +126,7 @@ class RankParams:
     set_spread: float = 0.1
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Ranking:
     """The scored candidate pool of one query, best first."""
 
@@ -167,14 +166,6 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     hits = index.search(qvec, k * 20, owners)
     ok = sql.matching_ids(c, [i for i, _ in hits], filters, now_ms)
     return [(i, s) for i, s in hits if i in ok][:k]
-
-
-def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[int]:
-    """Drawers among ``ids`` filed under a topic the query mentions."""
-    topics = query_topics(query)
-    if not topics or not ids:
-        return set()
-    return sql.closet_hits(c, topics, ids)
 
 
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
@@ -264,6 +255,10 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     the caller ran it already (the palace runs it while the query is being embedded);
     ``n_docs`` the palace's drawer count if the caller has it. Substring hits
     (``KeywordHits.substring``) take no second hop: they matched no word.
+
+    The store is read here alone, a few batched statements per hop (``pool.read_pool``);
+    each hop's scoring is a pure function of what was read (``_hop``). Raises only the
+    store's errors.
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
@@ -271,35 +266,40 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    known = Known(qvec=qvec)
-    if params.date_boost and (period := query_period(query, now_ms)) is not None:
+    period = query_period(query, now_ms) if params.date_boost else None
+    in_period: list[int] = []
+    if period is not None:
         # "What did we decide yesterday?": yesterday's drawers are candidates whatever words
         # they hold (the newest ``pool`` of them), and gain the date boost in each hop.
-        known.period = period
-        known.in_period = dated.drawers_in_period(c, period.start, period.end, filters,
-                                                  now_ms, params.pool)
-    first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
-    first.substring = lexical_hits.substring
+        in_period = dated.drawers_in_period(c, period.start, period.end, filters, now_ms,
+                                            params.pool)
+    mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
+    pool = read_pool(c, [*in_period, *lexical, *vector], query=query, filters=filters,
+                     now_ms=now_ms, qvec=qvec if params.neighbour_vector else None,
+                     vector_ids=list(vector))
+    hop = Hop(query, now_ms, params, period, tuple(in_period), frozenset(mentioned))
+    first, seen = _hop(hop, pool, lexical, vector, Seen(), lexical_hits.substring)
     if not first.order or first.substring or not HOP_WEIGHT:  # a weight of 0: no hop
         return _spread_sets(query, first, params)
     n = sql.drawer_count(c) if n_docs is None else n_docs
-    words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
-                      lambda w: sql.text_doc_freq(c, w), n)
-    hop: dict[int, float] = {}
+    texts = [pool.head(i, HOP_CHARS) for i in first.order[:HOP_FROM]]
+    df = sql.text_doc_freqs(c, list(hop_names(query, texts))) if n > 0 else {}
+    words = hop_terms(query, texts, df.__getitem__, n)
+    found: dict[int, float] = {}
     if words:
         # On the engine the first hop used, else (or when it leaves the query) in FTS5.
-        found = engine_search(c, lexical_hits.engine, " ".join(words), filters, params.pool,
-                              now_ms)
-        hop = dict(found if found is not None else
-                   sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
-    if not hop:
+        hits = engine_search(c, lexical_hits.engine, " ".join(words), filters, params.pool,
+                             now_ms)
+        found = dict(hits if hits is not None else
+                     sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
+    if not found:
         return _spread_sets(query, first, params)
-    joined = standardized_fusion([lexical, hop], weights=[1.0, HOP_WEIGHT])
-    second = _rank_once(c, query, joined, vector, filters, now_ms, params, rooms, known)
+    joined = standardized_fusion([lexical, found], weights=[1.0, HOP_WEIGHT])
+    pool = read_pool(c, list(found), query=query, filters=filters, now_ms=now_ms, known=pool)
+    second, _ = _hop(hop, pool, joined, vector, seen, False)
     # A drawer's keyword score stays its match with the query, and rooms rank by the query
     # alone (LoCoMo dev session R@1: .734 so, .727 by the second hop).
-    second.lexical, second.rooms = lexical, first.rooms
-    return _spread_sets(query, second, params)
+    return _spread_sets(query, replace(second, lexical=lexical, rooms=first.rooms), params)
 
 
 def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
@@ -307,78 +307,83 @@ def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
     hops: the second hop starts from the first's best drawers as ranked by the query)."""
     if not params.set_spread or len(r.order) < 2 or not asks_for_set(query):
         return r
-    r.scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, SET_KEEP)
-    r.order = ranking(r.scores)
-    return r
+    scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, SET_KEEP)
+    return replace(r, scores=scores, order=ranking(scores))
 
 
-def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
-               vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
-               rooms: Sequence[tuple[str, str]] | None, known: Known) -> Ranking:
-    """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """What both hops of one ranking share besides the pool: the query and its parameters."""
+
+    query: str
+    now_ms: int
+    params: RankParams
+    period: Period | None  # the span of time the query names
+    in_period: tuple[int, ...]  # the newest drawers dated in it
+    mentioned: frozenset[tuple[str, str]]  # rooms the query names
+
+
+def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float], seen: Seen,
+         substring: bool) -> tuple[Ranking, Seen]:
+    """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order. Pure: a
+    function of the pool read and what earlier hops ``seen``. Never raises."""
+    query, params = h.query, h.params
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
-    if params.neighbour_vector and known.qvec is not None and vector:
-        vector = with_neighbours(c, vector, params.neighbour_vector, known)
+    if params.neighbour_vector and vector:
+        vector = with_neighbours(vector, pool.context, params.neighbour_vector)
     keyword = lexical  # what the query's words matched: what the Ranking reports
-    if known.in_period:  # the span's drawers join the keyword list at its lowest score
+    if h.in_period:  # the span's drawers join the keyword list at its lowest score
         low = min(lexical.values(), default=0.0)
-        lexical = {**dict.fromkeys(known.in_period, low), **lexical}
-    pool = list(dict.fromkeys([*lexical, *vector]))
-    if not pool:
-        return Ranking([], {}, keyword, own, {}, [])
-    new = [i for i in pool if i not in known.looked_up]
-    known.looked_up.update(new)
-    known.meta.update(sql.pool_meta(c, new, filters, now_ms))
-    known.closet_hits |= closet_matches(c, query, [i for i in new if i in known.meta])
-    meta = {i: known.meta[i] for i in pool if i in known.meta}
+        lexical = {**dict.fromkeys(h.in_period, low), **lexical}
+    empty = Ranking([], {}, keyword, own, {}, [], substring=substring)
+    ids = list(dict.fromkeys([*lexical, *vector]))
+    if not ids:
+        return empty, seen
+    meta = {i: pool.rows[i] for i in ids if i in pool.rows}
     fused = fuse(lexical, vector, lexical_weight=params.lexical_weight,
                  vector_weight=params.vector_weight)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
-        return Ranking([], {}, keyword, own, {}, [])
-    # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
-    # a fifth to a third of the score range, and reading every candidate's text cost p95
-    # +4 ms at 11k drawers. A candidate's own date needs no text.
-    find_times(c, query, [i for i in ranking(fused)[:TIME_CHECKED] if i not in known.checked],
-               params.when_boost, params.date_boost, known)
+        return empty, seen
+    seen = find_times(query, pool, fused, params.when_boost, params.date_boost, seen)
+    on_date = set(seen.dated)
     if params.date_boost and (asked := query_dates(query)):
-        known.dated.update(i for i in fused if date_matches(asked, {month_of(meta[i][3])}))
+        on_date.update(i for i in fused if date_matches(asked, {month_of(meta[i].occurred_ms)}))
     in_period: set[int] = set()
-    if known.period is not None:  # "yesterday", "last week": the user's calendar
-        in_period = {i for i in fused if known.period.start <= meta[i][3] < known.period.end}
-        known.dated |= in_period
-    closet_hits = known.closet_hits & fused.keys()
+    if h.period is not None:  # "yesterday", "last week": the user's calendar
+        in_period = {i for i in fused if h.period.start <= meta[i].occurred_ms < h.period.end}
+        on_date |= in_period
+    closet_hits = {i for i in fused if meta[i].closet}
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
-              + (params.date_boost * spread if i in known.dated else 0.0)
+              + (params.date_boost * spread if i in on_date else 0.0)
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
-        {i: DrawerMeta(importance=v[2], ts_ms=v[3], accesses=v[4]) for i, v in meta.items()},
-        now_ms=now_ms, importance_weight=params.importance_weight,
+        {i: DrawerMeta(importance=v.importance, ts_ms=v.occurred_ms, accesses=v.accesses)
+         for i, v in meta.items()},
+        now_ms=h.now_ms, importance_weight=params.importance_weight,
         recency_weight=params.recency_weight, access_weight=params.access_weight,
     )
-    room_of = {i: (v[0], v[1]) for i, v in meta.items()}
+    room_of = {i: (v.wing, v.room) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
     room_score = room_scores(scores, room_key)
     if params.question_drop:
         # After the rooms are scored, like the time boost: rooms rank by the query.
-        scores = pass_to_replies(c, query, scores, spread, params.question_drop,
-                                 params.when_boost, known)
+        scores, seen = pass_to_replies(query, pool, scores, spread, params.question_drop,
+                                       params.when_boost, seen)
     if params.reply_lift:
-        scores = lift_replies(c, query, scores, spread, params.reply_lift, known)
-    if known.timed:
+        scores, seen = lift_replies(query, pool, scores, spread, params.reply_lift, seen)
+    if seen.timed:
         # After the rooms are scored: a time stated picks among a room's drawers, while the
         # rooms rank by the query (LoCoMo dev session R@5 .904 with the boost in the rooms).
-        scores = {i: s + (params.when_boost * spread if i in known.timed else 0.0)
+        scores = {i: s + (params.when_boost * spread if i in seen.timed else 0.0)
                   for i, s in scores.items()}
     if params.room_weight > 0:
         scores = feed_back_rooms(scores, room_key, room_score, params.room_weight)
-    order = ranking(scores)
     room_list = []
     for key in rank_rooms(room_score):
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
-    mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, keyword, own, room_of, room_list, closet_hits, mentioned,
-                   period=known.period, in_period=in_period)
+    return Ranking(ranking(scores), scores, keyword, own, room_of, room_list, closet_hits,
+                   set(h.mentioned), substring, h.period, in_period), seen
