@@ -26,9 +26,6 @@ from palaced.retrieval.candidates import (
     with_neighbours,
 )
 from palaced.retrieval.fusion import (
-    DEFAULT_ACCESS_WEIGHT,
-    DEFAULT_IMPORTANCE_WEIGHT,
-    DEFAULT_RECENCY_WEIGHT,
     DrawerMeta,
     apply_boosts,
     feed_back_rooms,
@@ -38,9 +35,10 @@ from palaced.retrieval.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.retrieval.multihop import HOP_CHARS, HOP_FROM, HOP_WEIGHT, hop_names, hop_terms
+from palaced.retrieval.multihop import HOP_CHARS, HOP_FROM, hop_names, hop_terms
+from palaced.retrieval.params import DEFAULTS, RankParams
 from palaced.retrieval.pool import Pool, read_pool
-from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
+from palaced.retrieval.sets import asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
 from palaced.store import dated, pg_search
 from palaced.store import search as sql
@@ -55,75 +53,6 @@ BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vec
 # (``engine_search``; docs/benchmarks.md, "Keyword search at scale").
 NARROW_OVERFETCH = 8
 NARROW_SET_MAX = 20_000
-
-
-@dataclass(frozen=True)
-class RankParams:
-    """Ranking knobs; defaults chosen by measurement on the LoCoMo dev split (bench/)."""
-
-    # Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60
-    # .396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool).
-    pool: int = 100
-    # LoCoMo dev, turn R@1/5/10 (context ±1): 0.5/0.5 -> .376/.684/.786, 0.6/0.4 ->
-    # .389/.697/.797; with context ±2 and room 0.4: 0.7/0.3 -> .395/.730/.823,
-    # 0.75/0.25 -> .401/.730/.823. Queries with no keyword hit rank by vectors alone.
-    lexical_weight: float = 0.75
-    vector_weight: float = 0.25
-    closet_boost: float = 0.05
-    importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT
-    recency_weight: float = DEFAULT_RECENCY_WEIGHT
-    # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
-    room_weight: float = 0.4
-    # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
-    # measured: fusion.DEFAULT_ACCESS_WEIGHT).
-    access_weight: float = DEFAULT_ACCESS_WEIGHT
-    # A keyword search that finds nothing falls back to substrings (store.search).
-    substring_fallback: bool = True
-    # Share of the score range a candidate that states a time gains when the query asks
-    # "when" or "how long" (palaced/retrieval/when.py), after the rooms are scored. LoCoMo dev turn
-    # R@1/5/10 with date_boost 0.3: none .419/.729/.828, 0.1 .425/.731/.829, 0.2
-    # .431/.730/.829, 0.3 .431/.731/.830, chosen in every leave-one-conversation-out fold;
-    # temporal R@1 .647 -> .715; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
-    when_boost: float = 0.3
-    # Share of the score range a candidate gains when it is about a month or year the query
-    # names ("in June", "on 3 May, 2023", "in 2022"): its own date or a relative time in its
-    # text resolved (palaced/retrieval/when.py); or when it is dated in a span the query names
-    # relative to now ("yesterday", "last week": palaced/text/periods.py). LoCoMo dev turn
-    # R@1/5/10, session R@1, with when_boost 0.3: none .427/.729/.828, .734; 0.1
-    # .429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation
-    # loses .005 R@5 and R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds.
-    date_boost: float = 0.3
-    # A candidate's vector score is its cosine plus ``neighbour_vector`` times the mean
-    # cosine of its room neighbours (±CONTEXT_NEIGHBOURS, the drawers of its keyword
-    # context), before fusion: an answer is often the reply to the turn the question
-    # matches. LoCoMo dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3
-    # .440/.739/.833, .746; 0.5 .445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-
-    # conversation-out picks 0.5 in 4 of 5 folds (1.0 in one), held out .445/.739/.832
-    # (docs/benchmarks.md, "Connecting the dots"). Multi-hop turn R@10 -.009.
-    neighbour_vector: float = 0.5
-    # A candidate among the best ``candidates.REPLY_CHECKED`` that closes with a question
-    # gives its place to the drawer after it in its room, its reply (palaced/retrieval/replies.py):
-    # the reply is raised to its score, and it loses ``question_drop`` times its question
-    # share of the score range (0: neither step). For a query that asks when, only a reply
-    # that states a time is raised. LoCoMo dev turn R@1/5/10: none .445/.741/.832; 0.05
-    # .501/.763/.842; 0.1 .500/.762/.844; 0.3 .499/.766/.845, chosen in 4 of 5 leave-one-
-    # conversation-out folds; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
-    question_drop: float = 0.3
-    # Share of the score range a candidate among the best ``candidates.REPLY_CHECKED`` gains
-    # when the drawer before it in its room closes with a question: it is a reply, and a
-    # reply tells more often than the turns that react to it (not for a query that asks
-    # when: the step above raises only replies that state a time). LoCoMo dev turn
-    # R@1/5/10: none .499/.766/.849; 0.05 .499/.770/.850; 0.1 .506/.772/.856; 0.15
-    # .503/.771/.856; 0.2 .500/.770/.856; leave-one-conversation-out picks 0.1 in 3 of 5
-    # folds, 0.15 in 2 (docs/benchmarks.md, "Connecting the dots").
-    reply_lift: float = 0.1
-    # For a question that asks for a set ("Which cities has John been to?",
-    # palaced/retrieval/sets.py) a drawer after the best ``sets.SET_KEEP`` is placed with this share
-    # of the score range taken off for each better-placed drawer of its room: the answers were told
-    # in different sessions. LoCoMo dev multi-hop turn R@10: none .460, 0.05 .481, 0.1 .489,
-    # 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged; leave-one-conversation-out
-    # picks 0.1 in 3 of 5 folds (docs/benchmarks.md, "Connecting the dots").
-    set_spread: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +119,7 @@ class KeywordHits:
 
 
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
-                   params: RankParams = RankParams(), stats: sql.TermStats | None = None,
+                   params: RankParams = DEFAULTS, stats: sql.TermStats | None = None,
                    n_docs: int = 0, engine: KeywordEngine | None = None) -> KeywordHits:
     """BM25 over words, else substrings of 3+ characters when that finds nothing.
 
@@ -240,7 +169,7 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          index: VectorIndex | None, filters: Filters, now_ms: int,
-         params: RankParams = RankParams(),
+         params: RankParams = DEFAULTS,
          rooms: Sequence[tuple[str, str]] | None = None,
          lexical_hits: KeywordHits | None = None,
          n_docs: int | None = None) -> Ranking:
@@ -279,7 +208,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
                      vector_ids=list(vector))
     hop = Hop(query, now_ms, params, period, tuple(in_period), frozenset(mentioned))
     first, seen = _hop(hop, pool, lexical, vector, Seen(), lexical_hits.substring)
-    if not first.order or first.substring or not HOP_WEIGHT:  # a weight of 0: no hop
+    if not first.order or first.substring or not params.hop_weight:  # 0: no second hop
         return _spread_sets(query, first, params)
     n = sql.drawer_count(c) if n_docs is None else n_docs
     texts = [pool.head(i, HOP_CHARS) for i in first.order[:HOP_FROM]]
@@ -294,7 +223,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
                      sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
     if not found:
         return _spread_sets(query, first, params)
-    joined = standardized_fusion([lexical, found], weights=[1.0, HOP_WEIGHT])
+    joined = standardized_fusion([lexical, found], weights=[1.0, params.hop_weight])
     pool = read_pool(c, list(found), query=query, filters=filters, now_ms=now_ms, known=pool)
     second, _ = _hop(hop, pool, joined, vector, seen, False)
     # A drawer's keyword score stays its match with the query, and rooms rank by the query
@@ -307,7 +236,7 @@ def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
     hops: the second hop starts from the first's best drawers as ranked by the query)."""
     if not params.set_spread or len(r.order) < 2 or not asks_for_set(query):
         return r
-    scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, SET_KEEP)
+    scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, params.set_keep)
     return replace(r, scores=scores, order=ranking(scores))
 
 
@@ -363,11 +292,13 @@ def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float]
         {i: DrawerMeta(importance=v.importance, ts_ms=v.occurred_ms, accesses=v.accesses)
          for i, v in meta.items()},
         now_ms=h.now_ms, importance_weight=params.importance_weight,
-        recency_weight=params.recency_weight, access_weight=params.access_weight,
+        recency_weight=params.recency_weight, half_life_days=params.half_life_days,
+        access_weight=params.access_weight,
     )
     room_of = {i: (v.wing, v.room) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
-    room_score = room_scores(scores, room_key)
+    room_score = room_scores(scores, room_key, top_n=params.room_top_n,
+                             support_share=params.room_support)
     if params.question_drop:
         # After the rooms are scored, like the time boost: rooms rank by the query.
         scores, seen = pass_to_replies(query, pool, scores, spread, params.question_drop,
