@@ -1,9 +1,10 @@
 """Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
 
-Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
-``fusion``, the queries in ``store.search``; this module gathers the candidate pool and its
-metadata through them and the vector index, then applies that maths in a fixed, measured
-order.
+Synchronous: runs in one worker-thread hop on a reader connection. ``rank`` is the only part
+that reads: the keyword and vector hits, then the candidate pool in a few batched statements
+(``pool.read_pool``), once per hop. Each hop's scoring (``_hop``) is a pure function of what
+was read: the fusion maths (``fusion``) and the heuristics about single candidates
+(``candidates``), applied in a fixed, measured order with the knobs of ``params.RankParams``.
 """
 
 from __future__ import annotations
