@@ -67,22 +67,25 @@ def patched(module: Any, name: str, value: Any) -> Iterator[None]:
 
 
 class Query:
-    """The connection and query of the hop being ranked (``search._rank_once`` wrapped), for
-    steps whose signature carries neither."""
+    """The connection, query and query vector of the ranking under way (``search.read_pool``
+    wrapped: a ranking reads its pool before its hops score), for steps whose signature
+    carries none of them."""
 
     c: Any = None
     text = ""
+    qvec: Any = None
 
     @classmethod
     @contextlib.contextmanager
     def tracked(cls) -> Iterator[None]:
-        inner = search._rank_once
+        inner = search.read_pool
 
-        def once(c: Any, query: str, *args: Any, **kwargs: Any) -> Any:
-            cls.c, cls.text = c, query
-            return inner(c, query, *args, **kwargs)
+        def read(c: Any, ids: Any, **kwargs: Any) -> Any:
+            if kwargs.get("known") is None:  # the first hop's read
+                cls.c, cls.text, cls.qvec = c, kwargs["query"], kwargs.get("qvec")
+            return inner(c, ids, **kwargs)
 
-        with patched(search, "_rank_once", once):
+        with patched(search, "read_pool", read):
             yield
 
 
@@ -130,9 +133,9 @@ def _windows(c: Any, sides: str) -> dict[int, np.ndarray]:
 def window(delta: float, sides: str) -> Patch:
     inner = search.with_neighbours
 
-    def step(c: Any, vector: dict[int, float], weight: float, known: Any) -> dict[int, float]:
-        out = inner(c, vector, weight, known)
-        wins, q = _windows(c, sides), known.qvec / (np.linalg.norm(known.qvec) or 1.0)
+    def step(vector: dict[int, float], context: Any, weight: float) -> dict[int, float]:
+        out = inner(vector, context, weight)
+        wins, q = _windows(Query.c, sides), Query.qvec / (np.linalg.norm(Query.qvec) or 1.0)
         return {i: s + (delta * float(q @ wins[i]) if i in wins else 0.0) for i, s in out.items()}
 
     return lambda: patched(search, "with_neighbours", step)
@@ -224,14 +227,15 @@ def roomq(drop: float, depth: int = 30) -> Patch:
 def tell_aware(c_tell: float) -> Patch:
     inner = search.pass_to_replies
 
-    def step(c: Any, query: str, scores: dict[int, float], spread: float, drop: float,
-             when_boost: float, known: Any) -> dict[int, float]:
-        out = inner(c, query, scores, spread, drop, when_boost, known)
+    def step(query: str, pool: Any, scores: dict[int, float], spread: float, drop: float,
+             when_boost: float, seen: Any) -> tuple[dict[int, float], Any]:
+        out, seen = inner(query, pool, scores, spread, drop, when_boost, seen)
         for i in ranking(scores)[:candidates.REPLY_CHECKED]:
-            j = known.reply_of.get(i) if i in known.asks else None
+            share = pool.question_share(i)
+            j = pool.after.get(i) if share > 0 else None
             if j is not None and j in scores and out[j] != scores[j]:  # the step raised it
-                out[j] = max(scores[j], scores[i] - (1 - known.asks[i]) * c_tell * spread)
-        return out
+                out[j] = max(scores[j], scores[i] - (1 - share) * c_tell * spread)
+        return out, seen
 
     return lambda: patched(search, "pass_to_replies", step)
 

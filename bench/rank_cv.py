@@ -12,7 +12,7 @@ fusion maths only.
 
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
 (``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
-weights of the neighbour context and the date words), ``hop`` (``multihop.HOP_WEIGHT``),
+weights of the neighbour context and the date words), ``hop`` (``RankParams.hop_weight``),
 ``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
 (``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``setspread``
 (``RankParams.set_spread``), ``rlift`` (``RankParams.reply_lift``); experiments that are not
@@ -64,7 +64,7 @@ from bench.locomo import (
 from palaced.config.model import EmbedderSettings
 from palaced.engine.embedder import FastEmbedder
 from palaced.palace.handle import Palace
-from palaced.retrieval import fusion, multihop, recall, search
+from palaced.retrieval import recall, search
 from palaced.retrieval.sets import asks_for_set
 from palaced.store.lookup import context as ctx
 from palaced.store.lookup import context_vectors
@@ -94,11 +94,12 @@ GRIDS: dict[str, list[float]] = {
 # An experiment, not the engine: questions that ask for a set (palaced/retrieval/sets.py) rank with
 # room weight ``setroom`` (-1: the default).
 DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
-            "dates": sql.BM25_WEIGHTS[2], "hop": multihop.HOP_WEIGHT,
+            "dates": sql.BM25_WEIGHTS[2], "hop": search.RankParams().hop_weight,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0, "setroom": -1.0, "roomgap": 0.0,
             "pool": float(search.RankParams().pool),
-            "support": fusion.DEFAULT_ROOM_SUPPORT_SHARE, "topn": float(fusion.DEFAULT_ROOM_TOP_N),
+            "support": search.RankParams().room_support,
+            "topn": float(search.RankParams().room_top_n),
             "nvec": search.RankParams().neighbour_vector,
             "qdrop": search.RankParams().question_drop,
             "setspread": search.RankParams().set_spread,
@@ -121,8 +122,8 @@ class Memo:
         self.palace = ""
         self.cache: dict[tuple[Any, ...], Any] = {}
         self.orig = {n: getattr(sql, n) for n in
-                     ("fts_search", "pool_meta", "closet_hits", "drawer_texts",
-                      "text_doc_freq", "all_rooms", "drawer_heads", "drawer_tails")}
+                     ("fts_search", "pool_rows", "text_doc_freqs", "all_rooms",
+                      "drawer_tails")}
         self.orig_vector = search.vector_search
         self.orig_other = {"neighbours_of": ctx, "cosines": context_vectors}
 
@@ -139,7 +140,7 @@ class Memo:
     def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(c: Any, *args: Any, **kw: Any) -> Any:
             parts: list[Any] = []
-            for a in args:
+            for a in [*args, *(kw[n] for n in sorted(kw))]:  # pool_rows' topics
                 if hasattr(a, "tobytes"):
                     parts.append(a.tobytes())
                 elif isinstance(a, list | tuple):
@@ -173,8 +174,8 @@ class RoomText:
         self.db.execute("CREATE VIRTUAL TABLE rooms USING fts5(palace UNINDEXED, room "
                         "UNINDEXED, text, tokenize = 'porter unicode61 remove_diacritics 2')")
         self.weight = 0.0
-        self.top_n = fusion.DEFAULT_ROOM_TOP_N
-        self.support = fusion.DEFAULT_ROOM_SUPPORT_SHARE
+        self.top_n = search.RankParams().room_top_n
+        self.support = search.RankParams().room_support
         self.palace = ""
         self.query = ""
         self.cache: dict[tuple[str, str], dict[str, float]] = {}
@@ -224,7 +225,7 @@ _FEED_BACK_ROOMS = search.feed_back_rooms
 
 
 def _feed_back_by_gap(drawer_scores: Any, drawer_room: Any, rooms: Any,
-                      weight: float = fusion.DEFAULT_ROOM_WEIGHT) -> dict[int, float]:
+                      weight: float = search.RankParams().room_weight) -> dict[int, float]:
     """The ``roomgap`` experiment: room feedback only as strong as the best room's lead."""
     if ROOM_GAP and len(rooms) >= 2:
         vals = sorted(rooms.values(), reverse=True)
@@ -244,13 +245,14 @@ def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     SET_ROOM = knobs["setroom"]
     ROOM_GAP = knobs["roomgap"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
-    search.HOP_WEIGHT = knobs["hop"]  # type: ignore[misc]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
                    closet_boost=knobs["closet"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
                    question_drop=knobs["qdrop"], pool=int(knobs["pool"]),
-                   set_spread=knobs["setspread"], reply_lift=knobs["rlift"])
+                   set_spread=knobs["setspread"], reply_lift=knobs["rlift"],
+                   hop_weight=knobs["hop"], room_top_n=int(knobs["topn"]),
+                   room_support=knobs["support"])
 
 class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:

@@ -217,36 +217,36 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
 
 # Tuning constants: (file, symbol, what was measured). Value and line come from the code.
 TUNING: list[tuple[str, str, str]] = [
-    ("palaced/retrieval/search.py", "RankParams.pool",
+    ("palaced/retrieval/params.py", "RankParams.pool",
      "Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60 "
      ".396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool)."),
-    ("palaced/retrieval/search.py", "RankParams.lexical_weight",
+    ("palaced/retrieval/params.py", "RankParams.lexical_weight",
      "With `vector_weight`. LoCoMo dev turn R@1/5/10, context ±1: 0.5/0.5 .376/.684/.786, "
      "0.6/0.4 .389/.697/.797; context ±2 and room weight 0.4: 0.7/0.3 .395/.730/.823, "
      "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone."),
-    ("palaced/retrieval/search.py", "RankParams.vector_weight", "See `lexical_weight`."),
-    ("palaced/retrieval/search.py", "RankParams.room_weight",
+    ("palaced/retrieval/params.py", "RankParams.vector_weight", "See `lexical_weight`."),
+    ("palaced/retrieval/params.py", "RankParams.room_weight",
      "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
-    ("palaced/retrieval/search.py", "RankParams.when_boost",
+    ("palaced/retrieval/params.py", "RankParams.when_boost",
      "Share of the score range a candidate that states a time (`palaced/retrieval/when.py`) gains when "
      "the query asks when or how long, after rooms are scored. `bench/rank_cv.py --sweep "
      "when`, LoCoMo dev turn R@1/5/10 with `date_boost` 0.3: none .419/.729/.828, 0.1 "
      ".425/.731/.829, 0.2 .431/.730/.829, 0.3 .431/.731/.830 (chosen in every "
      "leave-one-conversation-out fold); temporal R@1 .647 -> .715; sessions unchanged."),
-    ("palaced/retrieval/search.py", "RankParams.date_boost",
+    ("palaced/retrieval/params.py", "RankParams.date_boost",
      "Share of the score range a candidate about a month or year the query names gains (its "
      "own date or a resolved relative time). `bench/rank_cv.py --sweep date`, LoCoMo dev turn "
      "R@1/5/10 and session R@1 with `when_boost` 0.3: none .427/.729/.828, .734; 0.1 "
      ".429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation "
      "loses .005 R@5/R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds."),
-    ("palaced/retrieval/search.py", "RankParams.neighbour_vector",
+    ("palaced/retrieval/params.py", "RankParams.neighbour_vector",
      "A vector hit's cosine gains this times the mean cosine of its ±2 room neighbours (the "
      "drawers of its keyword context) before fusion. `bench/rank_cv.py --sweep nvec`, LoCoMo "
      "dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3 .440/.739/.833, .746; 0.5 "
      ".445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-conversation-out picks 0.5 in "
      "4 of 5 folds (held out .445/.739/.832); multi-hop R@10 .463 -> .454. Cost at 11k "
      "drawers: p50 +2.3 to +2.6 ms per rank (`--cost --cost-with nvec=0`)."),
-    ("palaced/retrieval/search.py", "RankParams.question_drop",
+    ("palaced/retrieval/params.py", "RankParams.question_drop",
      "A candidate among the best 30 that closes with a question (`palaced/retrieval/replies.py`) gives "
      "its place to the drawer after it in its room (raised to its score; for a \"when\" "
      "query only a reply that states a time) and loses this times its question share of the "
@@ -254,30 +254,30 @@ TUNING: list[tuple[str, str, str]] = [
      ".445/.741/.832, 0.05 .501/.763/.842, 0.1 .500/.762/.844, 0.3 .499/.766/.845 "
      "(leave-one-conversation-out: 0.3 in 4 of 5 folds); sessions unchanged. Cost at 11k drawers: p50 +0.4 to +0.5 ms per rank, p95 +0.7 to +1.0 "
      "ms (`--cost --cost-with qdrop=0`)."),
-    ("palaced/retrieval/search.py", "RankParams.reply_lift",
+    ("palaced/retrieval/params.py", "RankParams.reply_lift",
      "Share of the score range a candidate among the best 30 gains when the drawer before "
      "it in its room closes with a question: a reply (not for a \"when\" query). "
      "`bench/rank_cv.py --sweep rlift`, LoCoMo dev turn R@1/5/10: none .499/.766/.849, 0.05 "
      ".499/.770/.850, 0.1 .506/.772/.856, 0.15 .503/.771/.856, 0.2 .500/.770/.856 "
      "(leave-one-conversation-out: 0.1 in 3 of 5 folds, 0.15 in 2; held out .502/.769/.854); "
      "sessions unchanged."),
-    ("palaced/retrieval/search.py", "RankParams.set_spread",
+    ("palaced/retrieval/params.py", "RankParams.set_spread",
      "For a question that asks for a set (`palaced/retrieval/sets.py`), a drawer after the best "
-     "`SET_KEEP` loses this share of the score range for each better-placed drawer of its "
+     "`set_keep` loses this share of the score range for each better-placed drawer of its "
      "room. `bench/rank_cv.py --sweep setspread`, LoCoMo dev multi-hop turn R@10: none .460, "
      "0.05 .481, 0.1 .489, 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged "
      "(leave-one-conversation-out: 0.1 in 3 of 5 folds)."),
-    ("palaced/retrieval/sets.py", "SET_KEEP",
+    ("palaced/retrieval/params.py", "RankParams.set_keep",
      "The places a set question's ranking keeps. With `set_spread` 0.1, multi-hop and "
      "single-hop turn R@5/R@10: keep 0 .385/.492 and .842/.916 (single-hop and adversarial "
      "lower by .002-.005), keep 5 .362/.489 and .844/.919 (every question's R@1 and R@5 "
      "as without the spread)."),
-    ("palaced/retrieval/multihop.py", "HOP_WEIGHT",
+    ("palaced/retrieval/params.py", "RankParams.hop_weight",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "
      ".409/.727/.824, 0.5 .416/.726/.824, 0.8 .410/.725/.823; leave-one-conversation-out picks "
      "0.5 for R@1+R@5+R@10 and 0.15 for R@5 (benchmarks.md, \"Connecting the dots\")."),
-    ("palaced/retrieval/fusion.py", "DEFAULT_ACCESS_WEIGHT",
+    ("palaced/retrieval/params.py", "RankParams.access_weight",
      "Share of the score range a drawer gains from use (full at 20 recalls). "
      "`bench/access.py`, LoCoMo dev turn R@1/5/10, fresh .415/.728/.826: 0.025 organic use "
      ".415/.729/.824, every question asked twice .414/.728/.825, gold turns used before "

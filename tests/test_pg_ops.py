@@ -290,6 +290,46 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
         local.close()
 
 
+def test_pool_rows_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """What the ranking reads about its candidates (``store.search.pool_rows``: metadata,
+    the ends of texts counted out, closet hits, in one statement) and the second hop's
+    document frequencies (``text_doc_freqs``): the same on PostgreSQL as on SQLite."""
+    from palaced.store import Store
+    from palaced.store import search as search_sql
+
+    local = Store(tmp_path / "p.db")
+    try:
+        ids = []
+        for i, text in enumerate(["Caroline went hiking at the lake?", "x" * 50,
+                                  "Melanie and Caroline"]):
+            item = NewDrawer(text=text, room="chat", occurred_ms=1_700_000_000_000 + i)
+            a, _ = local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                b, _ = drawers.insert_drawer(pgc, item, 1)
+            assert a == b
+            ids.append(a)
+        add = "INSERT INTO closets(topic, drawer_id) VALUES (?, ?)"
+        local.write(lambda c: c.execute(add, ("zz-hiking", ids[0])))
+        with pgc:
+            pgc.execute(add, ("zz-hiking", ids[0]))
+
+        def rows(c: Any) -> dict[int, search_sql.PoolRow]:
+            return search_sql.pool_rows(c, [*ids, 999], Filters(), 2, head_chars=10,
+                                        tail_chars=6, topics=["zz-hiking", "other"])
+
+        want = local.read(rows)
+        assert rows(pgc) == want
+        assert want[ids[0]].head == "Caroline w" and want[ids[0]].tail == " lake?"
+        assert want[ids[0]].closet and not want[ids[2]].closet
+        assert want[ids[1]].length == 50 and 999 not in want
+        words = ["caroline", "melanie", "absent"]
+        got = local.read(lambda c: search_sql.text_doc_freqs(c, words))
+        assert got == {"caroline": 2, "melanie": 1, "absent": 0}
+        assert search_sql.text_doc_freqs(pgc, words) == got
+    finally:
+        local.close()
+
+
 def test_context_vectors_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """Each drawer's context vector (``store.context_vectors``), kept by inserts, vectors
     and a supersede, and made again by ``rebuild``: the same on PostgreSQL as on SQLite."""

@@ -11,11 +11,9 @@ from hypothesis import strategies as st
 from palaced.engine.tokens import Tokenizer
 from palaced.retrieval.fusion import (
     DrawerMeta,
-    Normalization,
     apply_boosts,
     feed_back_rooms,
     fuse,
-    lexical_from_bm25,
     normalize,
     rank_rooms,
     ranking,
@@ -37,11 +35,9 @@ DAY_MS = 86_400_000
 NOW_MS = 1_700_000_000_000
 
 
-def fuse_even(lexical: dict[int, float], vector: dict[int, float],
-              normalization: Normalization = "zscore") -> dict[int, float]:
+def fuse_even(lexical: dict[int, float], vector: dict[int, float]) -> dict[int, float]:
     """``fuse`` with equal weights, for the tests of the maths (recall's are RankParams')."""
-    return fuse(lexical, vector, lexical_weight=0.5, vector_weight=0.5,
-                normalization=normalization)
+    return fuse(lexical, vector, lexical_weight=0.5, vector_weight=0.5)
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +51,6 @@ CHARS4 = Tokenizer.fallback("tests")
 
 
 # -- fusion ---------------------------------------------------------------------------------
-def test_bm25_is_negated_into_higher_is_better() -> None:
-    lexical = lexical_from_bm25({1: -5.2, 2: -0.3, 3: -9.0})
-    assert lexical == {1: 5.2, 2: 0.3, 3: 9.0}
-    assert ranking(lexical) == [3, 1, 2]
-
-
 def test_ranking_breaks_ties_by_id() -> None:
     assert ranking({5: 1.0, 2: 1.0, 9: 3.0}) == [9, 2, 5]
 
@@ -79,14 +69,6 @@ def test_standardized_fusion_respects_margins() -> None:
     assert ranking(fuse_even(lexical, vector)) == [1, 2, 3, 4]
 
 
-def test_minmax_fusion_values_and_floor_for_missing() -> None:
-    lexical = {1: 5.0, 2: 3.0, 3: 1.0}  # -> 1, 0.5, 0 ; floor 0
-    vector = {4: 0.9, 1: 0.5, 2: 0.4}  # -> 1, 0.2, 0 ; floor 0
-    fused = fuse_even(lexical, vector, normalization="minmax")
-    assert fused == pytest.approx({1: 0.6, 2: 0.25, 3: 0.0, 4: 0.5})
-    assert ranking(fused) == [1, 4, 2, 3]
-
-
 def test_zscore_floor_is_the_worst_hit() -> None:
     normed, floor = normalize({1: 3.0, 2: 1.0})
     assert normed == pytest.approx({1: 1.0, 2: -1.0})
@@ -97,7 +79,7 @@ def test_zscore_floor_is_the_worst_hit() -> None:
 
 def test_single_value_lists_only_signal_presence() -> None:
     assert normalize({7: 3.0}) == ({7: 1.0}, -1.0)
-    assert normalize({7: 3.0, 8: 3.0}, "minmax") == ({7: 1.0, 8: 1.0}, 0.0)
+    assert normalize({7: 3.0, 8: 3.0}) == ({7: 1.0, 8: 1.0}, -1.0)
     fused = fuse_even({7: 3.0}, {7: 0.5, 8: 0.4})
     assert fused == pytest.approx({7: 0.5 * 1.0 + 0.5 * 1.0, 8: 0.5 * -1.0 + 0.5 * -1.0})
     # A lone exact keyword hit is not drowned by the other list's spread.
@@ -122,8 +104,6 @@ def test_zero_weight_ignores_a_list() -> None:
 
 def test_bad_fusion_arguments_raise() -> None:
     with pytest.raises(ValueError):
-        fuse_even({1: 1.0}, {}, normalization="bogus")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
         fuse({1: 1.0}, {}, lexical_weight=-1.0, vector_weight=0.5)
     with pytest.raises(ValueError):
         standardized_fusion([{1: 1.0}], weights=[1.0, 2.0])
@@ -133,11 +113,10 @@ _scores = st.dictionaries(st.integers(0, 30), st.floats(-50, 50), max_size=25)
 
 
 @settings(max_examples=200, deadline=None)
-@given(lexical=_scores, vector=_scores, normalization=st.sampled_from(["zscore", "minmax"]))
+@given(lexical=_scores, vector=_scores)
 def test_fusion_is_monotone_and_covers_the_union(lexical: dict[int, float],
-                                                 vector: dict[int, float],
-                                                 normalization: str) -> None:
-    fused = fuse_even(lexical, vector, normalization=normalization)  # type: ignore[arg-type]
+                                                 vector: dict[int, float]) -> None:
+    fused = fuse_even(lexical, vector)
     assert set(fused) == set(lexical) | set(vector)
     both = sorted(set(lexical) & set(vector))
     for a in both:

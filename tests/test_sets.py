@@ -7,8 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
+from palaced.retrieval.params import DEFAULTS
+from palaced.retrieval.sets import asks_for_set, spread_over_rooms
 from tests.conftest import DaemonProc
+
+SET_KEEP = DEFAULTS.set_keep
 
 
 @pytest.mark.parametrize("query", [

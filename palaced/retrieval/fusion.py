@@ -9,11 +9,11 @@ run it in a worker thread and the tests can drive it with hand-made numbers. Ran
 3. :func:`room_scores` then :func:`feed_back_rooms` to lift drawers of strong rooms;
 4. :func:`ranking` to order them (``packing.pack`` then fits the results into a budget).
 
-Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**. SQLite
-FTS5's ``bm25()`` is the opposite (negative, lower is better): pass it through
-:func:`lexical_from_bm25` first. Vector scores are cosine similarities. Fused scores are on an
-arbitrary scale (sums of weighted z-scores), so the boosts below are expressed as fractions of the
-current score range rather than absolute amounts, which keeps them small whatever the fusion.
+Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**
+(``store.search`` negates FTS5's ``bm25()``). Vector scores are cosine similarities. Fused
+scores are on an arbitrary scale (sums of weighted z-scores), so the boosts below are
+expressed as fractions of the current score range rather than absolute amounts, which keeps
+them small whatever the fusion. The weights' defaults are ``RankParams``'.
 """
 
 from __future__ import annotations
@@ -21,66 +21,39 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-Normalization = Literal["zscore", "minmax"]
+from palaced.retrieval.params import DEFAULTS
 
-DEFAULT_IMPORTANCE_WEIGHT = 0.1
-DEFAULT_RECENCY_WEIGHT = 0.05
-# LoCoMo dev through bench/access.py, turn R@1/5/10 (fresh .415/.728/.826): 0.025 organic
-# .415/.729/.824, every question twice .414/.728/.825, gold turns used before .421/.734/.827;
-# 0.05 twice .410/.729/.825, gold .428/.739/.831 (docs/benchmarks.md, "Use-aware ranking").
-DEFAULT_ACCESS_WEIGHT = 0.025
 # Accesses at which the access boost is full: it grows with log(1 + count) up to here.
 ACCESS_SATURATION = 20
-DEFAULT_HALF_LIFE_DAYS = 30.0
-DEFAULT_ROOM_SUPPORT_SHARE = 0.2
-DEFAULT_ROOM_TOP_N = 3
-DEFAULT_ROOM_WEIGHT = 0.1
 
 _DAY_MS = 86_400_000.0
 _EPS = 1e-12
 
 
 # -- fusion ---------------------------------------------------------------------------------
-def lexical_from_bm25(bm25: Mapping[int, float]) -> dict[int, float]:
-    """Turn FTS5 ``bm25()`` values (lower is better) into higher-is-better scores by negation."""
-    return {drawer_id: -float(score) for drawer_id, score in bm25.items()}
-
-
 def ranking(scores: Mapping[int, float]) -> list[int]:
     """Return the ids of ``scores`` best first; ties go to the smaller id (deterministic)."""
     return sorted(scores, key=lambda drawer_id: (-scores[drawer_id], drawer_id))
 
 
-def normalize(scores: Mapping[int, float],
-              method: Normalization = "zscore") -> tuple[dict[int, float], float]:
-    """Standardise one hit list; return ``(normalised scores, floor for missing ids)``.
+def normalize(scores: Mapping[int, float]) -> tuple[dict[int, float], float]:
+    """Standardise one hit list; return ``(z-scores, floor for missing ids)``.
 
-    ``zscore``: ``(s - mean) / population stdev``; ``minmax``: ``(s - min) / (max - min)``.
-    The floor is the list's lowest normalised score: a drawer the list did not return is
-    treated as no better than its worst hit. A list with fewer than two distinct values only
-    says "present": its hits get 1 and the floor is -1 (zscore) or 0 (minmax).
-
-    Raises:
-        ValueError: ``method`` is not "zscore" or "minmax".
+    ``(s - mean) / population stdev``. The floor is the list's lowest z-score: a drawer the
+    list did not return is treated as no better than its worst hit. A list with fewer than
+    two distinct values only says "present": its hits get 1 and the floor is -1. Never
+    raises.
     """
-    if method not in ("zscore", "minmax"):
-        raise ValueError(f"unknown normalization {method!r}")
     if not scores:
         return {}, 0.0
     values = [float(v) for v in scores.values()]
     low, high = min(values), max(values)
     if high - low <= _EPS * max(1.0, abs(high), abs(low)):
         # A list that cannot rank its hits still says "these match and nothing else does":
-        # under z-scores give that the spread of a typical list's top vs floor (+1 / -1),
-        # so a lone exact keyword hit is not drowned by the other list's z-spread.
-        if method == "zscore":
-            return dict.fromkeys(scores, 1.0), -1.0
-        return dict.fromkeys(scores, 1.0), 0.0
-    if method == "minmax":
-        span = high - low
-        return {k: (float(v) - low) / span for k, v in scores.items()}, 0.0
+        # give that the spread of a typical list's top vs floor (+1 / -1), so a lone exact
+        # keyword hit is not drowned by the other list's z-spread.
+        return dict.fromkeys(scores, 1.0), -1.0
     # Plain float math: statistics.pstdev's exact fractions cost ~0.3 ms per list.
     mean = math.fsum(values) / len(values)
     stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
@@ -89,19 +62,18 @@ def normalize(scores: Mapping[int, float],
 
 
 def standardized_fusion(score_lists: Sequence[Mapping[int, float]], *,
-                        weights: Sequence[float] | None = None,
-                        normalization: Normalization = "zscore") -> dict[int, float]:
-    """Fuse hit lists by a weighted sum of per-list standardised scores.
+                        weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Fuse hit lists by a weighted sum of per-list z-scores.
 
-    Each list is normalised with :func:`normalize`; a drawer missing from a non-empty list
+    Each list is standardised with :func:`normalize`; a drawer missing from a non-empty list
     gets that list's floor. Empty lists are ignored (they say nothing about anyone).
 
     Raises:
         ValueError: ``weights`` has a different length than ``score_lists`` or a negative
-            weight, or ``normalization`` is unknown.
+            weight.
     """
     weights = _check_weights(score_lists, weights)
-    prepared = [(normalize(scores, normalization), w)
+    prepared = [(normalize(scores), w)
                 for scores, w in zip(score_lists, weights, strict=True) if scores]
     ids = _union(scores for scores in score_lists)
     return {
@@ -111,24 +83,20 @@ def standardized_fusion(score_lists: Sequence[Mapping[int, float]], *,
 
 
 def fuse(lexical: Mapping[int, float], vector: Mapping[int, float], *,
-         lexical_weight: float, vector_weight: float,
-         normalization: Normalization = "zscore") -> dict[int, float]:
+         lexical_weight: float, vector_weight: float) -> dict[int, float]:
     """Fuse lexical and vector hits into one higher-is-better score per drawer: the weighted
-    sum of their standardised scores (:func:`standardized_fusion`). The weights are the
-    ranking's (``search.RankParams``), the one place they are set.
+    sum of their z-scores (:func:`standardized_fusion`). The weights are the ranking's
+    (``RankParams``), the one place they are set.
 
     Args:
-        lexical: ``{drawer_id: score}``, higher is better (negate FTS5 bm25 first with
-            :func:`lexical_from_bm25`). Empty in vector-only mode.
+        lexical: ``{drawer_id: score}``, higher is better. Empty in vector-only mode.
         vector: ``{drawer_id: cosine similarity}``. Empty in keyword-only mode.
         lexical_weight, vector_weight: the weight of each list.
-        normalization: per-list normalisation.
 
     Raises:
-        ValueError: unknown ``normalization``, or a negative weight.
+        ValueError: a negative weight.
     """
-    return standardized_fusion((lexical, vector), weights=(lexical_weight, vector_weight),
-                               normalization=normalization)
+    return standardized_fusion((lexical, vector), weights=(lexical_weight, vector_weight))
 
 
 def _check_weights(score_lists: Sequence[Mapping[int, float]],
@@ -180,10 +148,10 @@ def access_share(accesses: int) -> float:
 
 
 def apply_boosts(scores: Mapping[int, float], meta: Mapping[int, DrawerMeta], *, now_ms: int,
-                 importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT,
-                 recency_weight: float = DEFAULT_RECENCY_WEIGHT,
-                 half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
-                 access_weight: float = DEFAULT_ACCESS_WEIGHT) -> dict[int, float]:
+                 importance_weight: float = DEFAULTS.importance_weight,
+                 recency_weight: float = DEFAULTS.recency_weight,
+                 half_life_days: float = DEFAULTS.half_life_days,
+                 access_weight: float = DEFAULTS.access_weight) -> dict[int, float]:
     """Return ``scores`` nudged by importance, recency and use, in units of the score range R.
 
     ``boost = R * (importance_weight * 2 * (importance - 0.5) + recency_weight * recency
@@ -220,8 +188,8 @@ def apply_boosts(scores: Mapping[int, float], meta: Mapping[int, DrawerMeta], *,
 
 # -- rooms ----------------------------------------------------------------------------------
 def room_scores(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, str | None], *,
-                top_n: int = DEFAULT_ROOM_TOP_N,
-                support_share: float = DEFAULT_ROOM_SUPPORT_SHARE) -> dict[str, float]:
+                top_n: int = DEFAULTS.room_top_n,
+                support_share: float = DEFAULTS.room_support) -> dict[str, float]:
     """Score each room from its best drawers: ``best + support_share * (next top_n-1 summed)``.
 
     Drawer scores are first shifted so the weakest drawer scores 0 (scores may be negative
@@ -258,7 +226,7 @@ def rank_rooms(scores: Mapping[str, float]) -> list[str]:
 
 def feed_back_rooms(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, str | None],
                     rooms: Mapping[str, float],
-                    weight: float = DEFAULT_ROOM_WEIGHT) -> dict[int, float]:
+                    weight: float = DEFAULTS.room_weight) -> dict[int, float]:
     """Lift drawers of strong rooms: ``+ weight * R * room_strength``.
 
     ``room_strength`` is the room's score min-max scaled to 0..1 over ``rooms`` and R is the

@@ -7,10 +7,8 @@ first hop. ``hop_terms`` picks those names: the entities (``topics.query_entitie
 best few drawers of the first pass that the query does not name, rare enough in the palace
 to say something (in at most a tenth of its drawers), best by how many of those drawers name
 them times their IDF. ``search.rank`` runs BM25 for them and folds the result into its
-keyword list with weight ``HOP_WEIGHT``; a hop that finds no such name changes nothing.
-
-Measured on LoCoMo dev (turn R@1/5/10; docs/benchmarks.md, "Connecting the dots"): without
-.401/.730/.823, with .409/.727/.824; +0.6 ms CPU per recall at 11k drawers.
+keyword list with weight ``RankParams.hop_weight``; a hop that finds no such name changes
+nothing (measured: docs/benchmarks.md, "Connecting the dots").
 """
 
 from __future__ import annotations
@@ -25,11 +23,6 @@ from palaced.text.topics import query_entities
 
 HOP_FROM = 3  # the first pass's best drawers whose names are followed
 HOP_TERMS = 8  # names followed at most
-# Weight of the hop's BM25 list against the query's own (1.0) in the keyword fusion. LoCoMo
-# dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 .409/.727/.824, 0.5
-# .416/.726/.824, 0.8 .410/.725/.823. Leave-one-conversation-out picks 0.5 (R@1+R@5+R@10) or
-# 0.15 (R@5) in 4 of 5 folds: 0.3 sits between (benchmarks.md, "Connecting the dots").
-HOP_WEIGHT = 0.3
 MAX_DF_SHARE = 0.1  # a name in more than this share of the drawers says little
 # Names are read from a drawer's first this many characters: a 200k-character drawer would
 # take ~150 ms to read whole, and recall's hits are mostly short.
@@ -43,23 +36,31 @@ def _names(text: str) -> frozenset[str]:
     return frozenset(fts_terms(" ".join(query_entities(text))))
 
 
-def hop_terms(query: str, texts: Sequence[str], doc_freq: Callable[[str], int],
-              n_docs: int, limit: int = HOP_TERMS) -> list[str]:
-    """The search words of the names ``texts`` mention and ``query`` does not, best first.
-
-    ``doc_freq(word)`` is how many drawers hold ``word``; ``n_docs`` the palace's drawer
-    count. Words in none or in more than ``MAX_DF_SHARE`` of the drawers, digits and words
-    under three letters are left out. Never raises (``doc_freq``'s own errors aside).
-    """
-    if n_docs <= 0:
-        return []
+def hop_names(query: str, texts: Sequence[str]) -> Counter[str]:
+    """The search words of the names ``texts`` mention and ``query`` does not, each with
+    how many of ``texts`` name it: the words ``hop_terms`` weighs (digits and words under
+    three letters left out). Never raises."""
     asked = set(fts_terms(query))
     counts: Counter[str] = Counter()
     for text in texts:
         counts.update(w for w in _names(text[:HOP_CHARS])
                       if w not in asked and len(w) >= 3 and not w.isdigit())
+    return counts
+
+
+def hop_terms(query: str, texts: Sequence[str], doc_freq: Callable[[str], int],
+              n_docs: int, limit: int = HOP_TERMS) -> list[str]:
+    """The search words of the names ``texts`` mention and ``query`` does not, best first.
+
+    ``doc_freq(word)`` is how many drawers hold ``word`` (asked for each of ``hop_names``);
+    ``n_docs`` the palace's drawer count. Words in none or in more than ``MAX_DF_SHARE`` of
+    the drawers, digits and words under three letters are left out. Never raises
+    (``doc_freq``'s own errors aside).
+    """
+    if n_docs <= 0:
+        return []
     scored = []
-    for word, count in counts.items():
+    for word, count in hop_names(query, texts).items():
         df = doc_freq(word)
         if 0 < df <= MAX_DF_SHARE * n_docs:
             scored.append((count * math.log(n_docs / df), word))

@@ -1,16 +1,17 @@
 """Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
 
-Synchronous: runs in one worker-thread hop on a reader connection. The pure maths lives in
-``fusion``, the queries in ``store.lookup.search``; this module gathers the candidate pool and its
-metadata through them and the vector index, then applies that maths in a fixed, measured
-order.
+Synchronous: runs in one worker-thread hop on a reader connection. ``rank`` is the only part
+that reads: the keyword and vector hits, then the candidate pool in a few batched statements
+(``pool.read_pool``), once per hop. Each hop's scoring (``_hop``) is a pure function of what
+was read: the fusion maths (``fusion``) and the heuristics about single candidates
+(``candidates``), applied in a fixed, measured order with the knobs of ``params.RankParams``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import apsw
 import numpy as np
@@ -18,8 +19,7 @@ import numpy as np
 from palaced.index.keyword_engine import KeywordEngine
 from palaced.index.vectors import PgVectors, VectorIndex, brute_force
 from palaced.retrieval.candidates import (
-    TIME_CHECKED,
-    Known,
+    Seen,
     find_times,
     lift_replies,
     month_of,
@@ -27,9 +27,6 @@ from palaced.retrieval.candidates import (
     with_neighbours,
 )
 from palaced.retrieval.fusion import (
-    DEFAULT_ACCESS_WEIGHT,
-    DEFAULT_IMPORTANCE_WEIGHT,
-    DEFAULT_RECENCY_WEIGHT,
     DrawerMeta,
     apply_boosts,
     feed_back_rooms,
@@ -39,8 +36,10 @@ from palaced.retrieval.fusion import (
     room_scores,
     standardized_fusion,
 )
-from palaced.retrieval.multihop import HOP_FROM, HOP_WEIGHT, hop_terms
-from palaced.retrieval.sets import SET_KEEP, asks_for_set, spread_over_rooms
+from palaced.retrieval.multihop import HOP_CHARS, HOP_FROM, hop_names, hop_terms
+from palaced.retrieval.params import DEFAULTS, RankParams
+from palaced.retrieval.pool import Pool, read_pool
+from palaced.retrieval.sets import asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
 from palaced.store.lookup import pg_search
 from palaced.store.lookup import search as sql
@@ -48,7 +47,6 @@ from palaced.store.lookup.vectors import owners_of
 from palaced.store.rows import dated
 from palaced.store.rows.drawers import Filters
 from palaced.text.periods import Period, query_period
-from palaced.text.topics import query_topics
 
 BRUTE_FORCE_MAX = 20_000  # a filtered vector search scans at most this many vectors exactly
 # A keyword search narrowed by wing, room or tags asks the keyword engine for this many times
@@ -59,76 +57,7 @@ NARROW_OVERFETCH = 8
 NARROW_SET_MAX = 20_000
 
 
-@dataclass(frozen=True)
-class RankParams:
-    """Ranking knobs; defaults chosen by measurement on the LoCoMo dev split (bench/)."""
-
-    # Candidates taken from each list. LoCoMo dev turn R@1/5/10 through the daemon: pool 60
-    # .396/.726/.819, pool 100 .401/.730/.823 (room scores need a deep enough pool).
-    pool: int = 100
-    # LoCoMo dev, turn R@1/5/10 (context ±1): 0.5/0.5 -> .376/.684/.786, 0.6/0.4 ->
-    # .389/.697/.797; with context ±2 and room 0.4: 0.7/0.3 -> .395/.730/.823,
-    # 0.75/0.25 -> .401/.730/.823. Queries with no keyword hit rank by vectors alone.
-    lexical_weight: float = 0.75
-    vector_weight: float = 0.25
-    closet_boost: float = 0.05
-    importance_weight: float = DEFAULT_IMPORTANCE_WEIGHT
-    recency_weight: float = DEFAULT_RECENCY_WEIGHT
-    # Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by ~.01-.02 at no R@1 cost.
-    room_weight: float = 0.4
-    # Share of the score range R a drawer gains from being recalled often (fusion.access_share;
-    # measured: fusion.DEFAULT_ACCESS_WEIGHT).
-    access_weight: float = DEFAULT_ACCESS_WEIGHT
-    # A keyword search that finds nothing falls back to substrings (store.lookup.search).
-    substring_fallback: bool = True
-    # Share of the score range a candidate that states a time gains when the query asks
-    # "when" or "how long" (palaced/retrieval/when.py), after the rooms are scored. LoCoMo dev turn
-    # R@1/5/10 with date_boost 0.3: none .419/.729/.828, 0.1 .425/.731/.829, 0.2
-    # .431/.730/.829, 0.3 .431/.731/.830, chosen in every leave-one-conversation-out fold;
-    # temporal R@1 .647 -> .715; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
-    when_boost: float = 0.3
-    # Share of the score range a candidate gains when it is about a month or year the query
-    # names ("in June", "on 3 May, 2023", "in 2022"): its own date or a relative time in its
-    # text resolved (palaced/retrieval/when.py); or when it is dated in a span the query names
-    # relative to now ("yesterday", "last week": palaced/text/periods.py). LoCoMo dev turn
-    # R@1/5/10, session R@1, with when_boost 0.3: none .427/.729/.828, .734; 0.1
-    # .429/.730/.829, .738; 0.3 .431/.731/.830, .741; 0.5 .431/.730/.829 (a conversation
-    # loses .005 R@5 and R@10); leave-one-conversation-out picks 0.3 in 4 of 5 folds.
-    date_boost: float = 0.3
-    # A candidate's vector score is its cosine plus ``neighbour_vector`` times the mean
-    # cosine of its room neighbours (±CONTEXT_NEIGHBOURS, the drawers of its keyword
-    # context), before fusion: an answer is often the reply to the turn the question
-    # matches. LoCoMo dev turn R@1/5/10, session R@1: none .431/.731/.830, .741; 0.3
-    # .440/.739/.833, .746; 0.5 .445/.741/.832, .746; 1.0 .441/.741/.833, .745; leave-one-
-    # conversation-out picks 0.5 in 4 of 5 folds (1.0 in one), held out .445/.739/.832
-    # (docs/benchmarks.md, "Connecting the dots"). Multi-hop turn R@10 -.009.
-    neighbour_vector: float = 0.5
-    # A candidate among the best ``candidates.REPLY_CHECKED`` that closes with a question
-    # gives its place to the drawer after it in its room, its reply (palaced/retrieval/replies.py):
-    # the reply is raised to its score, and it loses ``question_drop`` times its question
-    # share of the score range (0: neither step). For a query that asks when, only a reply
-    # that states a time is raised. LoCoMo dev turn R@1/5/10: none .445/.741/.832; 0.05
-    # .501/.763/.842; 0.1 .500/.762/.844; 0.3 .499/.766/.845, chosen in 4 of 5 leave-one-
-    # conversation-out folds; sessions unchanged (docs/benchmarks.md, "Connecting the dots").
-    question_drop: float = 0.3
-    # Share of the score range a candidate among the best ``candidates.REPLY_CHECKED`` gains
-    # when the drawer before it in its room closes with a question: it is a reply, and a
-    # reply tells more often than the turns that react to it (not for a query that asks
-    # when: the step above raises only replies that state a time). LoCoMo dev turn
-    # R@1/5/10: none .499/.766/.849; 0.05 .499/.770/.850; 0.1 .506/.772/.856; 0.15
-    # .503/.771/.856; 0.2 .500/.770/.856; leave-one-conversation-out picks 0.1 in 3 of 5
-    # folds, 0.15 in 2 (docs/benchmarks.md, "Connecting the dots").
-    reply_lift: float = 0.1
-    # For a question that asks for a set ("Which cities has John been to?",
-    # palaced/retrieval/sets.py) a drawer after the best ``sets.SET_KEEP`` is placed with this share
-    # of the score range taken off for each better-placed drawer of its room: the answers were told
-    # in different sessions. LoCoMo dev multi-hop turn R@10: none .460, 0.05 .481, 0.1 .489,
-    # 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged; leave-one-conversation-out
-    # picks 0.1 in 3 of 5 folds (docs/benchmarks.md, "Connecting the dots").
-    set_spread: float = 0.1
-
-
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Ranking:
     """The scored candidate pool of one query, best first."""
 
@@ -170,14 +99,6 @@ def vector_search(c: apsw.Connection, index: VectorIndex, qvec: np.ndarray,
     return [(i, s) for i, s in hits if i in ok][:k]
 
 
-def closet_matches(c: apsw.Connection, query: str, ids: Sequence[int]) -> set[int]:
-    """Drawers among ``ids`` filed under a topic the query mentions."""
-    topics = query_topics(query)
-    if not topics or not ids:
-        return set()
-    return sql.closet_hits(c, topics, ids)
-
-
 _WORD = re.compile(r"[\w-]+", re.UNICODE)
 
 
@@ -200,7 +121,7 @@ class KeywordHits:
 
 
 def lexical_search(c: apsw.Connection, query: str, filters: Filters, now_ms: int,
-                   params: RankParams = RankParams(), stats: sql.TermStats | None = None,
+                   params: RankParams = DEFAULTS, stats: sql.TermStats | None = None,
                    n_docs: int = 0, engine: KeywordEngine | None = None) -> KeywordHits:
     """BM25 over words, else substrings of 3+ characters when that finds nothing.
 
@@ -250,7 +171,7 @@ def engine_search(c: apsw.Connection, engine: KeywordEngine | None, query: str,
 
 def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          index: VectorIndex | None, filters: Filters, now_ms: int,
-         params: RankParams = RankParams(),
+         params: RankParams = DEFAULTS,
          rooms: Sequence[tuple[str, str]] | None = None,
          lexical_hits: KeywordHits | None = None,
          n_docs: int | None = None) -> Ranking:
@@ -265,6 +186,10 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     the caller ran it already (the palace runs it while the query is being embedded);
     ``n_docs`` the palace's drawer count if the caller has it. Substring hits
     (``KeywordHits.substring``) take no second hop: they matched no word.
+
+    The store is read here alone, a few batched statements per hop (``pool.read_pool``);
+    each hop's scoring is a pure function of what was read (``_hop``). Raises only the
+    store's errors.
     """
     if lexical_hits is None:
         lexical_hits = lexical_search(c, query, filters, now_ms, params)
@@ -272,35 +197,40 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
         vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
-    known = Known(qvec=qvec)
-    if params.date_boost and (period := query_period(query, now_ms)) is not None:
+    period = query_period(query, now_ms) if params.date_boost else None
+    in_period: list[int] = []
+    if period is not None:
         # "What did we decide yesterday?": yesterday's drawers are candidates whatever words
         # they hold (the newest ``pool`` of them), and gain the date boost in each hop.
-        known.period = period
-        known.in_period = dated.drawers_in_period(c, period.start, period.end, filters,
-                                                  now_ms, params.pool)
-    first = _rank_once(c, query, lexical, vector, filters, now_ms, params, rooms, known)
-    first.substring = lexical_hits.substring
-    if not first.order or first.substring or not HOP_WEIGHT:  # a weight of 0: no hop
+        in_period = dated.drawers_in_period(c, period.start, period.end, filters, now_ms,
+                                            params.pool)
+    mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
+    pool = read_pool(c, [*in_period, *lexical, *vector], query=query, filters=filters,
+                     now_ms=now_ms, qvec=qvec if params.neighbour_vector else None,
+                     vector_ids=list(vector))
+    hop = Hop(query, now_ms, params, period, tuple(in_period), frozenset(mentioned))
+    first, seen = _hop(hop, pool, lexical, vector, Seen(), lexical_hits.substring)
+    if not first.order or first.substring or not params.hop_weight:  # 0: no second hop
         return _spread_sets(query, first, params)
     n = sql.drawer_count(c) if n_docs is None else n_docs
-    words = hop_terms(query, sql.drawer_texts(c, first.order[:HOP_FROM]),
-                      lambda w: sql.text_doc_freq(c, w), n)
-    hop: dict[int, float] = {}
+    texts = [pool.head(i, HOP_CHARS) for i in first.order[:HOP_FROM]]
+    df = sql.text_doc_freqs(c, list(hop_names(query, texts))) if n > 0 else {}
+    words = hop_terms(query, texts, df.__getitem__, n)
+    found: dict[int, float] = {}
     if words:
         # On the engine the first hop used, else (or when it leaves the query) in FTS5.
-        found = engine_search(c, lexical_hits.engine, " ".join(words), filters, params.pool,
-                              now_ms)
-        hop = dict(found if found is not None else
-                   sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
-    if not hop:
+        hits = engine_search(c, lexical_hits.engine, " ".join(words), filters, params.pool,
+                             now_ms)
+        found = dict(hits if hits is not None else
+                     sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
+    if not found:
         return _spread_sets(query, first, params)
-    joined = standardized_fusion([lexical, hop], weights=[1.0, HOP_WEIGHT])
-    second = _rank_once(c, query, joined, vector, filters, now_ms, params, rooms, known)
+    joined = standardized_fusion([lexical, found], weights=[1.0, params.hop_weight])
+    pool = read_pool(c, list(found), query=query, filters=filters, now_ms=now_ms, known=pool)
+    second, _ = _hop(hop, pool, joined, vector, seen, False)
     # A drawer's keyword score stays its match with the query, and rooms rank by the query
     # alone (LoCoMo dev session R@1: .734 so, .727 by the second hop).
-    second.lexical, second.rooms = lexical, first.rooms
-    return _spread_sets(query, second, params)
+    return _spread_sets(query, replace(second, lexical=lexical, rooms=first.rooms), params)
 
 
 def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
@@ -308,78 +238,85 @@ def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
     hops: the second hop starts from the first's best drawers as ranked by the query)."""
     if not params.set_spread or len(r.order) < 2 or not asks_for_set(query):
         return r
-    r.scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, SET_KEEP)
-    r.order = ranking(r.scores)
-    return r
+    scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, params.set_keep)
+    return replace(r, scores=scores, order=ranking(scores))
 
 
-def _rank_once(c: apsw.Connection, query: str, lexical: dict[int, float],
-               vector: dict[int, float], filters: Filters, now_ms: int, params: RankParams,
-               rooms: Sequence[tuple[str, str]] | None, known: Known) -> Ranking:
-    """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order."""
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """What both hops of one ranking share besides the pool: the query and its parameters."""
+
+    query: str
+    now_ms: int
+    params: RankParams
+    period: Period | None  # the span of time the query names
+    in_period: tuple[int, ...]  # the newest drawers dated in it
+    mentioned: frozenset[tuple[str, str]]  # rooms the query names
+
+
+def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float], seen: Seen,
+         substring: bool) -> tuple[Ranking, Seen]:
+    """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order. Pure: a
+    function of the pool read and what earlier hops ``seen``. Never raises."""
+    query, params = h.query, h.params
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
-    if params.neighbour_vector and known.qvec is not None and vector:
-        vector = with_neighbours(c, vector, params.neighbour_vector, known)
+    if params.neighbour_vector and vector:
+        vector = with_neighbours(vector, pool.context, params.neighbour_vector)
     keyword = lexical  # what the query's words matched: what the Ranking reports
-    if known.in_period:  # the span's drawers join the keyword list at its lowest score
+    if h.in_period:  # the span's drawers join the keyword list at its lowest score
         low = min(lexical.values(), default=0.0)
-        lexical = {**dict.fromkeys(known.in_period, low), **lexical}
-    pool = list(dict.fromkeys([*lexical, *vector]))
-    if not pool:
-        return Ranking([], {}, keyword, own, {}, [])
-    new = [i for i in pool if i not in known.looked_up]
-    known.looked_up.update(new)
-    known.meta.update(sql.pool_meta(c, new, filters, now_ms))
-    known.closet_hits |= closet_matches(c, query, [i for i in new if i in known.meta])
-    meta = {i: known.meta[i] for i in pool if i in known.meta}
+        lexical = {**dict.fromkeys(h.in_period, low), **lexical}
+    empty = Ranking([], {}, keyword, own, {}, [], substring=substring)
+    ids = list(dict.fromkeys([*lexical, *vector]))
+    if not ids:
+        return empty, seen
+    meta = {i: pool.rows[i] for i in ids if i in pool.rows}
     fused = fuse(lexical, vector, lexical_weight=params.lexical_weight,
                  vector_weight=params.vector_weight)
     fused = {i: v for i, v in fused.items() if i in meta}
     if not fused:
-        return Ranking([], {}, keyword, own, {}, [])
-    # Texts are read for times and resolved dates in the best TIME_CHECKED alone: a boost is
-    # a fifth to a third of the score range, and reading every candidate's text cost p95
-    # +4 ms at 11k drawers. A candidate's own date needs no text.
-    find_times(c, query, [i for i in ranking(fused)[:TIME_CHECKED] if i not in known.checked],
-               params.when_boost, params.date_boost, known)
+        return empty, seen
+    seen = find_times(query, pool, fused, params.when_boost, params.date_boost, seen)
+    on_date = set(seen.dated)
     if params.date_boost and (asked := query_dates(query)):
-        known.dated.update(i for i in fused if date_matches(asked, {month_of(meta[i][3])}))
+        on_date.update(i for i in fused if date_matches(asked, {month_of(meta[i].occurred_ms)}))
     in_period: set[int] = set()
-    if known.period is not None:  # "yesterday", "last week": the user's calendar
-        in_period = {i for i in fused if known.period.start <= meta[i][3] < known.period.end}
-        known.dated |= in_period
-    closet_hits = known.closet_hits & fused.keys()
+    if h.period is not None:  # "yesterday", "last week": the user's calendar
+        in_period = {i for i in fused if h.period.start <= meta[i].occurred_ms < h.period.end}
+        on_date |= in_period
+    closet_hits = {i for i in fused if meta[i].closet}
     spread = max(fused.values()) - min(fused.values()) or 1.0
     scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
-              + (params.date_boost * spread if i in known.dated else 0.0)
+              + (params.date_boost * spread if i in on_date else 0.0)
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
-        {i: DrawerMeta(importance=v[2], ts_ms=v[3], accesses=v[4]) for i, v in meta.items()},
-        now_ms=now_ms, importance_weight=params.importance_weight,
-        recency_weight=params.recency_weight, access_weight=params.access_weight,
+        {i: DrawerMeta(importance=v.importance, ts_ms=v.occurred_ms, accesses=v.accesses)
+         for i, v in meta.items()},
+        now_ms=h.now_ms, importance_weight=params.importance_weight,
+        recency_weight=params.recency_weight, half_life_days=params.half_life_days,
+        access_weight=params.access_weight,
     )
-    room_of = {i: (v[0], v[1]) for i, v in meta.items()}
+    room_of = {i: (v.wing, v.room) for i, v in meta.items()}
     room_key = {i: f"{w}\x1f{r}" for i, (w, r) in room_of.items()}
-    room_score = room_scores(scores, room_key)
+    room_score = room_scores(scores, room_key, top_n=params.room_top_n,
+                             support_share=params.room_support)
     if params.question_drop:
         # After the rooms are scored, like the time boost: rooms rank by the query.
-        scores = pass_to_replies(c, query, scores, spread, params.question_drop,
-                                 params.when_boost, known)
+        scores, seen = pass_to_replies(query, pool, scores, spread, params.question_drop,
+                                       params.when_boost, seen)
     if params.reply_lift:
-        scores = lift_replies(c, query, scores, spread, params.reply_lift, known)
-    if known.timed:
+        scores, seen = lift_replies(query, pool, scores, spread, params.reply_lift, seen)
+    if seen.timed:
         # After the rooms are scored: a time stated picks among a room's drawers, while the
         # rooms rank by the query (LoCoMo dev session R@5 .904 with the boost in the rooms).
-        scores = {i: s + (params.when_boost * spread if i in known.timed else 0.0)
+        scores = {i: s + (params.when_boost * spread if i in seen.timed else 0.0)
                   for i, s in scores.items()}
     if params.room_weight > 0:
         scores = feed_back_rooms(scores, room_key, room_score, params.room_weight)
-    order = ranking(scores)
     room_list = []
     for key in rank_rooms(room_score):
         wing, room = key.split("\x1f", 1)
         room_list.append((wing, room, room_score[key]))
-    mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
-    return Ranking(order, scores, keyword, own, room_of, room_list, closet_hits, mentioned,
-                   period=known.period, in_period=in_period)
+    return Ranking(ranking(scores), scores, keyword, own, room_of, room_list, closet_hits,
+                   set(h.mentioned), substring, h.period, in_period), seen

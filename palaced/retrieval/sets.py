@@ -5,10 +5,10 @@ deploy fail?", "Do both of them like hiking?": the answer is several memories, u
 at different times, so in different rooms (sessions). The ranking's room feedback lifts a
 strong room's drawers together, which is right for a question one memory answers and wrong
 for these: the first ten places fill with one session's turns. For a set question ranking
-spreads the order over rooms (``RankParams.set_spread``): the best ``SET_KEEP`` drawers stay
-where they are (often one of them lists the whole set), and every other drawer is placed
-with its score lowered by a share of the score range for each better-placed drawer of its
-room. Pure functions.
+spreads the order over rooms (``RankParams.set_spread``): the best ``RankParams.set_keep``
+drawers stay where they are (often one of them lists the whole set), and every other drawer
+is placed with its score lowered by a share of the score range for each better-placed drawer
+of its room. Pure functions.
 """
 
 from __future__ import annotations
@@ -29,11 +29,6 @@ SET_QUESTION = re.compile(
     r"(?:has|have|does|do|did|are|were)\b)"
     r"|\bboth\b",
     re.IGNORECASE)
-# The places a set question's ranking keeps as they are. LoCoMo dev with share 0.1, turn
-# R@5/R@10, multi-hop and single-hop: keep 0 .385/.492 and .842/.916 (single-hop lower by
-# .002/.005, adversarial by .005/.005), keep 5 .362/.489 and .844/.919 (R@1 and R@5 of every
-# question as without the spread).
-SET_KEEP = 5
 
 
 def asks_for_set(query: str) -> bool:

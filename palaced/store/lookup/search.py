@@ -3,7 +3,8 @@
 BM25 over the drawers' full-text rows (``fts_search``, with ``TermStats`` to leave out terms
 that carry no weight), the query-term helpers also used by the knowledge graph's entity
 search, and the queries ``search.rank`` needs around the candidate pool: filtered vector
-rows, the pool's metadata, closet hits and the palace's rooms. Every function takes an open
+rows, the pool's rows (``pool_rows``: metadata, the ends of texts and closet hits in one
+statement), document frequencies and the palace's rooms. Every function takes an open
 ``apsw.Connection`` and only reads.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import apsw
 
@@ -289,39 +291,57 @@ def narrowed_ids(conn: apsw.Connection, filters: Filters, now_ms: int, cap: int
     return None if len(ids) > cap else ids
 
 
-def pool_meta(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_ms: int
-              ) -> dict[int, tuple[str, str, float, int, int, int]]:
-    """``{id: (wing, room, importance * weight, occurred_ms, access_count, characters)}`` of
-    the candidates that still match ``filters`` in this snapshot.
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    """What the ranking reads about one candidate (``pool_rows``)."""
+
+    wing: str
+    room: str
+    importance: float  # importance times its decay weight
+    occurred_ms: int
+    accesses: int
+    length: int  # characters of its text
+    head: str  # its text's first characters
+    tail: str  # its text's last characters
+    closet: bool  # filed under one of the query's topics
+
+
+def pool_rows(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_ms: int, *,
+              head_chars: int, tail_chars: int, topics: Sequence[str] = ()
+              ) -> dict[int, PoolRow]:
+    """``{id: PoolRow}`` of the candidates ``ids`` that still match ``filters`` in this
+    snapshot, in one statement: their metadata, the ends of their texts and whether they are
+    filed under one of ``topics``.
 
     BM25 may have run in an earlier read transaction (concurrently with embedding), so a
     candidate superseded, expired or forgotten since is dropped here.
     """
-    out: dict[int, tuple[str, str, float, int, int, int]] = {}
     if not ids:
-        return out
+        return {}
     marks = ",".join(str(int(i)) for i in ids)
     where, params = filters.sql(now_ms)
-    for did, wing, room, imp, occ, weight, count, chars in conn.execute(
+    closet = "0"
+    if topics:
+        keys = []
+        for k, topic in enumerate(topics):
+            params[f"topic{k}"] = topic
+            keys.append(f":topic{k}")
+        closet = (f"EXISTS (SELECT 1 FROM closets k WHERE k.drawer_id = d.id "
+                  f"AND k.topic IN ({','.join(keys)}))")
+    head, tail = int(head_chars), int(tail_chars)
+    out: dict[int, PoolRow] = {}
+    # substr(text, -n) is SQLite's alone (PostgreSQL returns the whole text): count it out.
+    for did, wing, room, imp, occ, weight, count, chars, first, last, filed in conn.execute(
         f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight, "
-        f"d.access_count, length(d.text) FROM drawers d WHERE d.id IN ({marks}) AND {where}",
+        f"d.access_count, length(d.text), substr(d.text, 1, {head}), "
+        f"substr(d.text, CASE WHEN length(d.text) > {tail} THEN length(d.text) - {tail} + 1 "
+        f"ELSE 1 END), {closet} FROM drawers d WHERE d.id IN ({marks}) AND {where}",
         params
     ):
         # Decay weight scales importance: a stale low drawer ranks below a fresh one.
-        out[int(did)] = (str(wing), str(room), float(imp) * float(weight), int(occ),
-                         int(count), int(chars))
+        out[int(did)] = PoolRow(str(wing), str(room), float(imp) * float(weight), int(occ),
+                                int(count), int(chars), str(first), str(last), bool(filed))
     return out
-
-
-def closet_hits(conn: apsw.Connection, topics: Sequence[str], ids: Sequence[int]) -> set[int]:
-    """Drawers among ``ids`` filed under one of ``topics``."""
-    if not topics or not ids:
-        return set()
-    tmarks = ",".join("?" * len(topics))
-    dmarks = ",".join(str(int(i)) for i in ids)
-    return {int(r[0]) for r in conn.execute(
-        f"SELECT DISTINCT drawer_id FROM closets WHERE topic IN ({tmarks}) "
-        f"AND drawer_id IN ({dmarks})", list(topics))}
 
 
 SKIP_SCAN_MAX = 1_000  # rooms found by index seeks before a plain scan is cheaper
@@ -354,23 +374,24 @@ def all_rooms(conn: apsw.Connection) -> list[tuple[str, str]]:
 
 def text_doc_freq(conn: apsw.Connection, word: str) -> int:
     """How many drawers' own text (not their neighbour context) holds ``word``."""
+    return text_doc_freqs(conn, [word])[word]
+
+
+def text_doc_freqs(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
+    """``{word: how many drawers' own text holds it}`` for ``words``: one statement (a
+    full-text count per word) on SQLite, a count per word on PostgreSQL."""
     if is_pg(conn):
-        return pg_search.doc_freq(conn, word, text_only=True)
-    phrase = fts_match([word])
-    if phrase is None:
-        return 0
-    return int(conn.execute("SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?",
-                            ("{text} : " + phrase,)).fetchall()[0][0])
-
-
-def drawer_texts(conn: apsw.Connection, ids: Sequence[int]) -> list[str]:
-    """The texts of the drawers ``ids``, in that order (missing ones left out)."""
-    if not ids:
-        return []
-    marks = ",".join(str(int(i)) for i in ids)
-    text = {int(i): str(t) for i, t in conn.execute(
-        f"SELECT id, text FROM drawers WHERE id IN ({marks})")}
-    return [text[i] for i in ids if i in text]
+        return {w: pg_search.doc_freq(conn, w, text_only=True) for w in words}
+    phrases = {w: p for w in words if (p := fts_match([w])) is not None}
+    out = dict.fromkeys(words, 0)
+    if not phrases:
+        return out
+    counts = ", ".join("(SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?)"
+                       for _ in phrases)
+    row = conn.execute(f"SELECT {counts}", ["{text} : " + p for p in phrases.values()]
+                       ).fetchall()[0]
+    out.update(zip(phrases, (int(n) for n in row), strict=True))
+    return out
 
 
 def drawer_tails(conn: apsw.Connection, ids: Sequence[int], chars: int
@@ -385,12 +406,3 @@ def drawer_tails(conn: apsw.Connection, ids: Sequence[int], chars: int
         "SELECT id, substr(text, CASE WHEN length(text) > ? THEN length(text) - ? + 1 "
         f"ELSE 1 END), length(text) FROM drawers WHERE id IN ({marks})",
         (int(chars), int(chars)))}
-
-
-def drawer_heads(conn: apsw.Connection, ids: Sequence[int], chars: int) -> dict[int, str]:
-    """``{id: the first chars characters of its text}`` of the drawers ``ids`` that exist."""
-    if not ids:
-        return {}
-    marks = ",".join(str(int(i)) for i in ids)
-    return {int(i): str(t) for i, t in conn.execute(
-        f"SELECT id, substr(text, 1, ?) FROM drawers WHERE id IN ({marks})", (int(chars),))}
