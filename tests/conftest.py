@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .inproc import InProcDaemon, inproc_daemon
-from .pgserver import PgServer, dbname_of
+from .support.inproc import InProcDaemon, inproc_daemon
+from .support.pgserver import PgServer, dbname_of
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -274,8 +274,8 @@ def keyword_daemon(home: Path) -> Iterator[DaemonProc]:
 
 @pytest.fixture(scope="module")
 def inproc() -> Iterator[InProcDaemon]:
-    """The daemon core in-process with the hashing embedder (see ``tests/inproc.py``), shared
-    by a module's tests (use distinct palaces): for op behaviour that needs no real model,
+    """The daemon core in-process with the hashing embedder (see ``tests/support/inproc.py``),
+    shared by a module's tests (use distinct palaces): for op behaviour that needs no real model,
     transport, auto-start, concurrency or crash."""
     import shutil
 
@@ -287,7 +287,7 @@ def inproc() -> Iterator[InProcDaemon]:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    """One real PostgreSQL 18 + pgvector server for the whole run (``tests/pgserver.py``),
+    """One real PostgreSQL 18 + pgvector server for the whole run (``tests/support/pgserver.py``),
     started on first use (about a second) and stopped at the end. Tests that stop or kill a
     server use ``pg_private`` instead."""
     with PgServer() as server:
