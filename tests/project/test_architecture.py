@@ -10,7 +10,8 @@
 * the storage/retrieval core is synchronous (no anyio: the daemon runs it in threads);
 * importing the clients loads no database, vector, model or numeric library;
 * usearch and onnxruntime coexist in one process (usearch 2.26 segfaulted there);
-* CI runs exactly the test command the README documents, and the service files are sane.
+* CI runs exactly the test command the README documents, and the service files are sane;
+* tests/ mirrors the packages: each test module in the folder of what it tests (TEST_FOLDERS).
 """
 
 from __future__ import annotations
@@ -453,3 +454,81 @@ def test_launchd_agent() -> None:
     assert agent["Sockets"]["palaced"]["SockPathMode"] == 0o600
     assert agent["KeepAlive"] == {"SuccessfulExit": False} and agent["RunAtLoad"] is True
     assert agent["StandardOutPath"] and agent["StandardErrorPath"]
+
+
+# -- (g) tests/ mirrors the packages ------------------------------------------------------------
+TESTS_DIR = REPO / "tests"
+# The folder map: a test module lives in the folder of what it tests, and its text shows it.
+# tests/palaced/L/ holds the tests of palaced/L/ (they name ``palaced.L`` or ``palaced/L/``),
+# likewise tests/palace_client/L/; tests/e2e/ the end-to-end tests (real processes through
+# daemon, CLI, MCP, agents), tests/project/ those of the project's own files (docs, bench,
+# CI), tests/support/ the helper modules every test shares (and the tests of those).
+TEST_FOLDERS = {
+    **{f"palaced/{layer}": rf"\bpalaced[./]{layer}\b" for layer in LAYERS},
+    **{f"palace_client/{layer}": rf"\bpalace_client[./]{layer}\b" for layer in CLIENT_LAYERS},
+    "e2e": r"DaemonProc|mark\.daemon|\b(daemon|shared_daemon|keyword_daemon|pg_url)\s*:",
+    "project": r"\b(bench|docs)\b|README",
+    "support": r"\btests[./]support\b",
+}
+# A layer also shows through the tool that drives it.
+EXTRA_EVIDENCE = {
+    "palaced/ops": r"\binproc\s*:",  # the daemon core in-process runs the ops
+    "palace_client/cli": r"\.cli\(|CliRunner",
+    "palace_client/mcp": r"\"mcp\"|palace mcp",
+}
+DATA_FOLDERS = frozenset({"fixtures", "__pycache__"})
+
+
+def _misplaced_tests(root: Path) -> list[str]:
+    """What under ``root`` (a tests/ folder) breaks the folder map TEST_FOLDERS."""
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        folder = rel.parent.as_posix()
+        if rel.parts[0] in DATA_FOLDERS or path.name == "__init__.py":
+            continue
+        if folder == ".":
+            if path.name != "conftest.py":
+                bad.append(f"{rel}: directly under tests/ (put it in its folder)")
+        elif folder not in TEST_FOLDERS:
+            bad.append(f"{rel}: {folder}/ mirrors no package folder")
+        elif not (path.parent / "__init__.py").exists():
+            bad.append(f"{rel}: {folder}/ has no __init__.py (test basenames repeat)")
+        elif not path.name.startswith("test_"):
+            if folder != "support":
+                bad.append(f"{rel}: helper modules live in tests/support/")
+        elif not any(re.search(pattern, path.read_text("utf-8")) for pattern in
+                     (TEST_FOLDERS[folder], EXTRA_EVIDENCE.get(folder, TEST_FOLDERS[folder]))):
+            bad.append(f"{rel}: names nothing of {folder}")
+    return bad
+
+
+def test_tests_mirror_the_packages() -> None:
+    assert len(list(TESTS_DIR.rglob("test_*.py"))) >= 90
+    bad = _misplaced_tests(TESTS_DIR)
+    assert not bad, ("each test module lives in the folder of what it tests "
+                     "(docs/development.md, TEST_FOLDERS):\n" + "\n".join(bad))
+
+
+def test_test_folder_rule_sees_a_misplaced_module(tmp_path: Path) -> None:
+    modules = {"conftest.py": "", "test_loose.py": "", "palaced/test_half.py": "",
+               "palaced/store/test_ok.py": "from palaced.store import db\n",
+               "palaced/text/test_wrong.py": "from palaced.store import db\n",
+               "palaced/ops/test_inproc.py": "def test_x(inproc: InProcDaemon) -> None: ...\n",
+               "palaced/nowhere/test_x.py": "", "e2e/helper.py": "",
+               "e2e/test_ok.py": "def test_x(keyword_daemon: DaemonProc) -> None: ...\n",
+               "project/test_unpackaged.py": "README", "support/helper.py": ""}
+    for name, text in modules.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        if path.parent != tmp_path and name != "project/test_unpackaged.py":
+            (path.parent / "__init__.py").write_text("")
+    assert _misplaced_tests(tmp_path) == [
+        "e2e/helper.py: helper modules live in tests/support/",
+        "palaced/nowhere/test_x.py: palaced/nowhere/ mirrors no package folder",
+        "palaced/test_half.py: palaced/ mirrors no package folder",
+        "palaced/text/test_wrong.py: names nothing of palaced/text",
+        "project/test_unpackaged.py: project/ has no __init__.py (test basenames repeat)",
+        "test_loose.py: directly under tests/ (put it in its folder)",
+    ]
