@@ -24,8 +24,9 @@ from palace_client.cli.common import flag_message, flag_names
 from palace_client.cli.memory import page_footer
 from palace_client.render.results import counted, excerpt
 from palaced import __version__
-from tests.conftest import DaemonProc, base_env
+from tests.conftest import DaemonProc, base_env, fresh_name
 from tests.support.cli_commands import COMMANDS, ROOT
+from tests.support.cli_inproc import InProcCliDaemonProc
 
 CLI_SOURCES = [*sorted((Path(__file__).parents[3] / "palace_client" / "cli").glob("*.py")),
                Path(__file__).parents[3] / "palace_client" / "render" / "results.py"]
@@ -173,39 +174,49 @@ def test_flag_message(message: str, arg: str, shown: str, want: str) -> None:
 
 
 @pytest.fixture
-def kd(keyword_daemon: DaemonProc) -> DaemonProc:
-    keyword_daemon.cli("create", "p", check=True)
-    return keyword_daemon
+def kd(shared_keyword_daemon: DaemonProc) -> InProcCliDaemonProc:
+    """The module's keyword-only daemon, its CLI run in-process (what these tests check is
+    what the commands print; test_version_is_the_clients_and_offline and
+    test_daemon_status_and_restart run the real entry point)."""
+    return InProcCliDaemonProc.of(shared_keyword_daemon)
 
 
-def test_daemon_errors_name_the_flags(kd: DaemonProc) -> None:
+@pytest.fixture
+def p(kd: InProcCliDaemonProc) -> str:
+    """A palace of this test's own on the shared daemon."""
+    name = fresh_name()
+    kd.cli("create", name, check=True)
+    return name
+
+
+def test_daemon_errors_name_the_flags(kd: InProcCliDaemonProc, p: str) -> None:
     # Values the CLI's own checks let through; the daemon refuses them (INVALID_ARGS).
-    res = kd.cli("remember", "x", "-p", "p", "--ttl", "0s")
+    res = kd.cli("remember", "x", "-p", p, "--ttl", "0s")
     assert res.returncode == 5
     assert "--ttl must be at least one second" in res.stderr, res.stderr
-    res = kd.cli("recall", "x", "-p", "p", "--wing", "w" * 201)
+    res = kd.cli("recall", "x", "-p", p, "--wing", "w" * 201)
     assert res.returncode == 5
     assert "--wing is longer than 200 characters" in res.stderr, res.stderr
     assert "'wing'" not in res.stderr and "memory.recall" not in res.stderr
-    res = kd.cli("recall", "x", "-p", "p", "--levels", "9", "--json")
+    res = kd.cli("recall", "x", "-p", p, "--levels", "9", "--json")
     assert res.returncode == 5
     err = json.loads(res.stdout)["error"]
     assert err["details"]["arg"] == "levels" and err["details"]["flag"] == "--levels"
     assert err["message"].startswith("item 0 of --levels must be"), err
     # The CLI's own range check already names the flag (a usage error, nothing sent).
-    res = kd.cli("recall", "x", "-p", "p", "--top-k", "0")
+    res = kd.cli("recall", "x", "-p", p, "--top-k", "0")
     assert res.returncode == 2 and "--top-k" in res.stderr
 
 
 # -- remember - ---------------------------------------------------------------------------------
-def test_remember_dash_reads_stdin(kd: DaemonProc) -> None:
+def test_remember_dash_reads_stdin(kd: InProcCliDaemonProc, p: str) -> None:
     assert "- reads it from stdin" in " ".join(_help("remember", "-h").split())
     text = "Line one of a long note.\n\n  Line three, indented.\n"
-    res = kd.cli("remember", "-", "-p", "p", "--json", input=text, check=True)
-    got = json.loads(kd.cli("get", str(json.loads(res.stdout)["id"]), "-p", "p", "--json",
+    res = kd.cli("remember", "-", "-p", p, "--json", input=text, check=True)
+    got = json.loads(kd.cli("get", str(json.loads(res.stdout)["id"]), "-p", p, "--json",
                             check=True).stdout)
     assert "Line one of a long note." in got["text"] and "Line three, indented." in got["text"]
-    empty = kd.cli("remember", "-", "-p", "p", input="")
+    empty = kd.cli("remember", "-", "-p", p, input="")
     assert empty.returncode == 5 and "TEXT is empty" in empty.stderr, empty.stderr
 
 
@@ -219,23 +230,23 @@ def test_page_footer() -> None:
     assert page_footer(0, 0, 0, None) == "(no drawers)"
 
 
-def test_drawers_pages_and_cuts_long_drawers(kd: DaemonProc) -> None:
+def test_drawers_pages_and_cuts_long_drawers(kd: InProcCliDaemonProc, p: str) -> None:
     lines = "\n".join(json.dumps({"text": f"note number {i}"}) for i in range(5))
-    kd.cli("remember-many", "-p", "p", input=lines, check=True)
-    first = kd.cli("drawers", "-p", "p", "--limit", "2", check=True).stdout.splitlines()
+    kd.cli("remember-many", "-p", p, input=lines, check=True)
+    first = kd.cli("drawers", "-p", p, "--limit", "2", check=True).stdout.splitlines()
     assert first[-1] == "(showing 1-2 of 5; next: --offset 2)"
-    last = kd.cli("drawers", "-p", "p", "--limit", "2", "--offset", "4", check=True).stdout
+    last = kd.cli("drawers", "-p", p, "--limit", "2", "--offset", "4", check=True).stdout
     assert last.splitlines()[-1] == "(showing 5 of 5)"
-    beyond = kd.cli("drawers", "-p", "p", "--offset", "100", check=True).stdout
+    beyond = kd.cli("drawers", "-p", p, "--offset", "100", check=True).stdout
     assert beyond.splitlines() == ["(none at --offset 100; 5 drawers in all)"]
     long_text = " ".join(f"word{i}" for i in range(20_000))  # ~129k characters
-    big = json.loads(kd.cli("remember", "-", "-p", "p", "--json", input=long_text,
+    big = json.loads(kd.cli("remember", "-", "-p", p, "--json", input=long_text,
                             check=True).stdout)["id"]
-    listing = kd.cli("drawers", "-p", "p", "--limit", "1", check=True).stdout
+    listing = kd.cli("drawers", "-p", p, "--limit", "1", check=True).stdout
     assert len(listing) < 600, listing
     assert f"… ({len(long_text):,} chars; `palace get {big}` for all)" in listing
-    assert kd.cli("get", str(big), "-p", "p", check=True).stdout.count("word19999") == 1
-    whole = json.loads(kd.cli("drawers", "-p", "p", "--limit", "1", "--json",
+    assert kd.cli("get", str(big), "-p", p, check=True).stdout.count("word19999") == 1
+    whole = json.loads(kd.cli("drawers", "-p", p, "--limit", "1", "--json",
                               check=True).stdout)
     assert whole["drawers"][0]["text"] == long_text  # --json keeps the whole text
 
@@ -263,11 +274,11 @@ def test_no_count_is_printed_with_a_fixed_plural() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_counts_in_the_output_agree_in_number(kd: DaemonProc) -> None:
-    one = kd.cli("remember-many", "-p", "p", input=json.dumps({"text": "only one"}) + "\n",
+def test_counts_in_the_output_agree_in_number(kd: InProcCliDaemonProc, p: str) -> None:
+    one = kd.cli("remember-many", "-p", p, input=json.dumps({"text": "only one"}) + "\n",
                  check=True)
     assert one.stdout.strip() == "stored 1 drawer"
-    info = kd.cli("info", "-p", "p", check=True).stdout
+    info = kd.cli("info", "-p", p, check=True).stdout
     assert "1 drawer," in info and "1 drawers" not in info
     assert "general/general: 1 drawer" in info
 

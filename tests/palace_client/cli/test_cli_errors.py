@@ -17,6 +17,7 @@ from palace_client.cli import app
 from palace_client.cli.failures import run, wants_json
 from tests.conftest import DaemonProc, base_env, short_home
 from tests.support.cli_commands import COMMANDS
+from tests.support.cli_inproc import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -66,18 +67,33 @@ CASES: list[tuple[list[str], str | None, int, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("args", "stdin", "code", "name", "text"), CASES,
-                         ids=[" ".join(c[0]) + (" <stdin>" if c[1] else "") for c in CASES])
+# The real entry point, as a process, for one case of each kind (usage, daemon, stdin); the
+# rest run in-process (``run_cli``: the same ``failures.run`` the console script calls).
+AS_PROCESS = frozenset({"get abc", "get 999", "create errs", "remember - <stdin>"})
+
+
+def _case_id(case: tuple[list[str], str | None, int, str, str]) -> str:
+    return " ".join(case[0]) + (" <stdin>" if case[1] else "")
+
+
+@pytest.mark.parametrize(("args", "stdin", "code", "name", "text", "as_process"), [
+    pytest.param(*case, _case_id(case) in AS_PROCESS,
+                 id=_case_id(case) + (" [process]" if _case_id(case) in AS_PROCESS else ""))
+    for case in CASES])
 def test_bad_invocations_exit_with_their_code_and_one_json_document(
         kd: DaemonProc, args: list[str], stdin: str | None, code: int, name: str,
-        text: str) -> None:
+        text: str, as_process: bool) -> None:
     needs_palace = args[0] in ("get", "recall", "remember-many", "remember", "drawers")
     full = [*args, *(["--palace", "errs"] if needs_palace else []), "--json"]
     data = stdin.encode("utf-8", "surrogateescape") if stdin is not None else None
-    res = subprocess.run([sys.executable, "-m", "palace_client", *full], env=kd.env,
-                         input=data, capture_output=True, timeout=60)
-    out, err = res.stdout.decode(), res.stderr.decode()
-    assert res.returncode == code, err
+    if as_process:
+        proc = subprocess.run([sys.executable, "-m", "palace_client", *full], env=kd.env,
+                              input=data, capture_output=True, timeout=60)
+        returncode, out, err = proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    else:
+        res = run_cli(kd.env, *full, input=data)
+        returncode, out, err = res.returncode, res.stdout, res.stderr
+    assert returncode == code, err
     doc = json.loads(out)  # exactly one document: json.loads refuses anything more
     assert doc["ok"] is False and doc["error"]["name"] == name, doc
     assert text in doc["error"]["message"], doc
