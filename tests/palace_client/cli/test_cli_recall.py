@@ -19,7 +19,8 @@ import pytest
 
 from palace_client.agents.setup import hook_command
 from palaced.engine.tokens import Tokenizer
-from tests.conftest import TIKTOKEN_FILE, DaemonProc
+from tests.conftest import TIKTOKEN_FILE, DaemonProc, fresh_name
+from tests.support.cli_inproc import InProcCliDaemonProc
 
 BRIDGE = [sys.executable, "-m", "palace_client", "mcp"]
 IDENTITY = ("I am the memory of the Harbor billing service. The team ships on Tuesdays, "
@@ -38,6 +39,14 @@ DRAWERS = [
     ("Bob wrote the dunning emails; templates live in templates/dunning.", "people", "0.3"),
 ]
 _names = (f"cli-recall-{i}" for i in itertools.count())
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(shared_daemon: DaemonProc) -> InProcCliDaemonProc:
+    """The module's real-model daemon with the CLI run in-process: these tests check what
+    recall and wake-up print (test_wake_up_without_palace_uses_the_sessions_project and
+    test_hook_installed_by_init_runs run the real console script)."""
+    return InProcCliDaemonProc.of(shared_daemon)
 
 
 @pytest.fixture(scope="module")
@@ -377,15 +386,17 @@ def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None
     assert re.match(r"^cli-recall-\d+ \[\d+\] general/\w+  score=", human.stdout.splitlines()[0])
 
 
-def test_unknown_names_hold_in_keyword_only_mode(keyword_daemon: DaemonProc) -> None:
-    keyword_daemon.cli("create", "kw", check=True)
+def test_unknown_names_hold_in_keyword_only_mode(shared_keyword_daemon: DaemonProc) -> None:
+    keyword_daemon = InProcCliDaemonProc.of(shared_keyword_daemon)
+    kw = fresh_name("kw")
+    keyword_daemon.cli("create", kw, check=True)
     keyword_daemon.cli("remember", "Alice owns the payment gateway integration with Stripe.",
-                       "--palace", "kw", check=True)
+                       "--palace", kw, check=True)
     res = _json(keyword_daemon.cli("recall", "What did Caroline say about the payment gateway?",
-                                   "--palace", "kw", "--json"))
+                                   "--palace", kw, "--json"))
     assert res["mode"] == "keyword" and res["floor"] == 0
     assert res["nothing_relevant"] is True and res["unknown_names"] == ["Caroline"]
     assert all(r["below_floor"] for r in res["results"])
     res = _json(keyword_daemon.cli("recall", "What did Alice say about the payment gateway?",
-                                   "--palace", "kw", "--json"))
+                                   "--palace", kw, "--json"))
     assert res["nothing_relevant"] is False and res["results"][0]["below_floor"] is False
