@@ -22,6 +22,14 @@ from tests.support.inproc import InProcDaemon
 from tests.support.transcripts import Session
 from tests.support.wire import Raw
 
+
+@pytest.fixture
+def keyword_daemon(shared_keyword_daemon: DaemonProc) -> DaemonProc:
+    """The module's keyword-only daemon (``shared_keyword_daemon``), not one per test: each
+    test here works in palaces of its own names and never stops, kills or damages it."""
+    return shared_keyword_daemon
+
+
 CUT = "\\ud83d"  # a JSON escape of a lone high surrogate: half of 😀
 FFFD = "\ufffd"
 

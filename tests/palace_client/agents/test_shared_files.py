@@ -37,6 +37,13 @@ def _as_attacker(code: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
+def keyword_daemon(shared_keyword_daemon: DaemonProc) -> DaemonProc:
+    """The module's keyword-only daemon (``shared_keyword_daemon``), not one per test: each
+    test here works in palaces of its own names and never stops, kills or damages it."""
+    return shared_keyword_daemon
+
+
+@pytest.fixture
 def shared() -> Iterator[Path]:
     """A directory every user may write to (0777, no sticky bit), reachable by the other uid."""
     path = Path(tempfile.mkdtemp(prefix="palace-shared-", dir="/tmp"))

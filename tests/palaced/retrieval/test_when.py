@@ -15,6 +15,13 @@ from palaced.retrieval.when import (
 from tests.conftest import DaemonProc
 
 
+@pytest.fixture
+def keyword_daemon(shared_keyword_daemon: DaemonProc) -> DaemonProc:
+    """The module's keyword-only daemon (``shared_keyword_daemon``), not one per test: each
+    test here works in palaces of its own names and never stops, kills or damages it."""
+    return shared_keyword_daemon
+
+
 @pytest.mark.parametrize(("query", "asks"), [
     ("When did Caroline go to the support group?", True),
     ("  when is the talent show", True),

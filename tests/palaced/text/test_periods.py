@@ -12,6 +12,14 @@ from hypothesis import strategies as st
 from palaced.text.periods import query_period
 from tests.conftest import DaemonProc
 
+
+@pytest.fixture
+def keyword_daemon(shared_keyword_daemon: DaemonProc) -> DaemonProc:
+    """The module's keyword-only daemon (``shared_keyword_daemon``), not one per test: each
+    test here works in palaces of its own names and never stops, kills or damages it."""
+    return shared_keyword_daemon
+
+
 # Tuesday 1 December 2026, 15:00 UTC.
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
