@@ -10,8 +10,7 @@ which op the tool runs and are written out in ``extra``.
 Every ``tools/list`` costs tokens in every agent session, so the surface is kept lean: ten
 tools, one-line descriptions that say when to call each, short property texts, no length
 limits or empty defaults in the published schemas (``schema.published``) and no
-``openWorldHint`` (``tests/palace_client/mcp/test_mcp_bridge.py`` prints the cl100k count
-and bounds it).
+``openWorldHint`` (tests/palace_client/mcp/test_mcp_bridge.py prints the cl100k count, bounds it).
 Tools that were folded into others are listed in ``RETIRED`` with what to call instead.
 """
 
