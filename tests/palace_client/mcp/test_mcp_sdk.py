@@ -26,7 +26,7 @@ from tests.conftest import REPO, DaemonProc
 # The first run installs the other SDK major (a download), within the test's time.
 pytestmark = pytest.mark.timeout(600)
 
-DRIVER = REPO / "tests" / "mcp_sdk_driver.py"
+DRIVER = REPO / "tests" / "support" / "mcp_sdk_driver.py"
 SDK_SPECS = {1: "mcp>=1.20,<2", 2: "mcp>=2.3,<3"}
 DISCOVER_TIMEOUT_S = 10.0  # mcp 2.x: how long its auto mode waits for server/discover
 TOOLS = ["remember", "recall", "wake_up", "forget", "list_drawers", "upkeep", "kg_assert",
