@@ -2,7 +2,7 @@
 
 The database is opened read-only with the stdlib ``sqlite3``; the vector index file is loaded
 with usearch and compared with the database's ``vectors`` table, the truth it caches. Used by
-the bench checks (``crash.py``) and by the tests (``tests/dbcheck.py`` loads this file).
+the bench checks (``crash.py``) and by the tests (``tests/support/dbcheck.py`` loads this file).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, all_drawers 
 
 from palace_client.importers.claude_code import import_transcripts  # noqa: E402
 from palace_client.importers.runner import Tally  # noqa: E402
-from tests.transcripts import Session  # noqa: E402
+from tests.support.transcripts import Session  # noqa: E402
 
 PROJECTS = ["shop-api", "billing", "mobile-app", "infra", "search", "auth", "data-pipeline",
             "docs-site", "ml-serving", "admin-ui"]

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, private_env
 
-from tests.transcripts import Session, hook_input
+from tests.support.transcripts import Session, hook_input
 
 
 def hook_argv() -> list[str]:

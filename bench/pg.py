@@ -3,7 +3,7 @@
 One private ``palaced`` with the real model (``--model-dir``) serves two palaces of each kind:
 a local one (SQLite + usearch) and a team one (``palace create NAME --store URL``) on a
 PostgreSQL 18 + pgvector server that this script starts on a Unix socket
-(``tests/pgserver.py``, the tests' server: fsync off, so the numbers are PostgreSQL's work,
+(``tests/support/pgserver.py``, the tests' server: fsync off, so the numbers are PostgreSQL's work,
 not a disk's flush latency; ``--pg-url`` uses another server instead).
 
 1. **ingest**: the same ``--drawers`` short synthetic drawers (``perf.py``'s texts) through
@@ -54,7 +54,7 @@ from _daemon import DEFAULT_MODEL  # noqa: E402
 from perf import pct, queries, synthetic, zipf_texts, zipf_vocabulary  # noqa: E402
 from scale import BUILD_BATCH, DIMS, Daemon, synthetic_vectors  # noqa: E402
 
-from tests.pgserver import PgServer  # noqa: E402
+from tests.support.pgserver import PgServer  # noqa: E402
 
 KINDS = ("sqlite", "team")
 INGEST_BATCH = 250

@@ -142,7 +142,7 @@ def bulk_batch(c: Any, start: int, count: int, n: int, text: Texts, vecs: np.nda
     room ``i % ROOMS``, ``ROOMS`` drawers apart), so each drawer's final context, the text of
     its ``CONTEXT_NEIGHBOURS`` room neighbours on each side, is known up front and written
     once; the context vectors are computed once the fill is done. The rows are those ``insert_drawer`` + ``store_vectors`` leave (the same statements
-    and values, ``tests/test_bench_checks.py`` compares both builds); only the FTS5 index's
+    and values, ``tests/project/test_bench_checks.py`` compares both builds); only the FTS5 index's
     internal segments differ (written once here, rewritten there).
     """
     from palaced.index.vectors import to_blob

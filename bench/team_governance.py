@@ -2,7 +2,7 @@
 
 One keyword-only palaced (no model: the numbers are the trash, the log and the policy, not
 embedding) serves a local palace and a team palace on a PostgreSQL 18 + pgvector server this
-script starts (``tests/pgserver.py``, the tests' server on a Unix socket). For each: ``n``
+script starts (``tests/support/pgserver.py``, the tests' server on a Unix socket). For each: ``n``
 remembers, forgets into the trash, restores, audit reads (an agent glob: GLOB on SQLite, a
 regular expression on PostgreSQL), policy reads (cached for a local palace, read per request
 for a team palace: ``palaced/memory/policy.py``) and remembers under a policy. Prints p50/p95 in ms
@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.conftest import DaemonProc, base_env, short_home
-from tests.pgserver import PgServer
+from tests.support.pgserver import PgServer
 
 OPS = ("remember", "forget", "restore", "audit", "policy", "remember+policy")
 

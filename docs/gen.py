@@ -22,7 +22,7 @@ Inside hand-written files, generated text sits between ``<!-- BEGIN GENERATED: n
 ``<!-- END GENERATED: name -->``. Facts the code does not state (what a config key or an
 environment variable means, the measurement behind a constant) live in the tables below; a key,
 variable or op the code gains without an entry here stops the generator with a message saying
-what to add. ``tests/test_docs.py`` fails while a committed file differs from what this writes.
+what to add. ``tests/project/test_docs.py`` fails while a committed file differs from what this writes.
 Deterministic, no daemon, no network; about a second.
 """
 

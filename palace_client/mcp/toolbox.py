@@ -411,7 +411,7 @@ class Toolbox:
 
 
 # list_drawers shows a long drawer's start (get reads it whole): ten of them, the default
-# page, stay under 1,000 tokens (tests/test_mcp_toolsets.py).
+# page, stay under 1,000 tokens (tests/palace_client/mcp/test_mcp_toolsets.py).
 LIST_EXCERPT_CHARS = 200
 LIST_EXCERPT_LINES = 3
 

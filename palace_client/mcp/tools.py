@@ -11,9 +11,9 @@ Every ``tools/list`` costs tokens in every agent session, so the surface is kept
 ``core`` toolset by default, the knowledge graph, memoir and upkeep tools opt-in
 (``palaced.wire.specs.MCP_TOOLSETS``, ``tools_of``); one-line descriptions that say when to
 call each, short property texts, no length limits or empty defaults in the published schemas
-(``schema.published``) and no ``openWorldHint`` (``tests/test_mcp_toolsets.py`` counts the
-cl100k tokens and bounds them). Tools that were folded into others are listed in ``RETIRED``
-with what to call instead.
+(``schema.published``) and no ``openWorldHint``
+(``tests/palace_client/mcp/test_mcp_toolsets.py`` counts the cl100k tokens and bounds them).
+Tools that were folded into others are listed in ``RETIRED`` with what to call instead.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ IDS: dict[str, Any] = {
     "items": {k: v for k, v in op_property("memory.get", "id").items() if k != "description"},
     "minItems": 1, "maxItems": GET_MAX_IDS,
     "description": f"1-{GET_MAX_IDS} drawer ids, e.g. [42] for '#42'."}
-LIST_PAGE = 10  # list_drawers' default page: under 1,000 tokens (tests/test_mcp_toolsets.py)
+# list_drawers' default page: under 1,000 tokens (tests/palace_client/mcp/test_mcp_toolsets.py)
+LIST_PAGE = 10
 
 SCOPES = ("palace", "all")
 SCOPE: dict[str, Any] = {"type": "string", "enum": list(SCOPES), "default": "palace",

@@ -8,7 +8,7 @@ never raises: it tries an explicit BPE file, then tiktoken's cache (a directory 
 The ranks are parsed here rather than with ``tiktoken.load.load_tiktoken_bpe`` on purpose: that
 function copies every local file it reads into tiktoken's cache directory (``/tmp`` by default)
 and raises when a configured cache directory is not writable. The format is the same one it
-parses (``base64(token) rank`` per line) and ``tests/test_tokens.py`` checks both agree.
+parses (``base64(token) rank`` per line) and tests/palaced/engine/test_tokens.py checks both agree.
 """
 
 from __future__ import annotations

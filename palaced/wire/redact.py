@@ -190,7 +190,7 @@ def redact(text: str) -> tuple[str, int]:
 
     Pure and total: never raises, and a text without secrets comes back unchanged (the same
     string, count 0). See the module docstring for what counts as a secret. Linear in the
-    length of the text (``tests/test_redact.py`` bounds every rule on adversarial input).
+    length of the text (tests/palaced/wire/test_redact.py bounds every rule on adversarial input).
     """
     if not text:
         return text, 0

@@ -116,7 +116,7 @@ def glob_value(conn: Any, glob: str) -> str:
 
 def glob_regex(glob: str) -> str:
     """A SQLite GLOB (``*``, ``?``, ``[...]`` with ``^`` negating) as an anchored PostgreSQL
-    regular expression matching the same strings (tests/test_team_governance.py compares
+    regular expression matching the same strings (tests/e2e/test_team_governance.py compares
     them)."""
     out = ["^"]
     i = 0

@@ -1,0 +1,541 @@
+"""Team palaces (issue 15) through a real daemon and a real PostgreSQL: creating and
+attaching, named stores, credentials refused, detach and purge, the ops that make no sense on
+a team palace, an unreachable server, recall across local and team palaces, and the
+backend's store functions themselves (full-text, vectors, race-safe inserts).
+
+The op-level suites parametrised over both backends (``store`` fixture of conftest) are
+test_memory_lifecycle, test_progressive, test_knowledge, test_export_import, test_graph,
+test_upkeep_edit and test_governance; the multi-daemon storms are tests/e2e/test_team_palaces.py,
+the multi-daemon governance checks tests/e2e/test_team_governance.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from palaced.config import settings as config
+from palaced.store.lookup import search
+from palaced.store.lookup.pg_search import vector_search
+from palaced.store.lookup.vectors import store_vectors
+from palaced.store.rows import drawers
+from palaced.store.rows.drawers import Filters, NewDrawer
+from palaced.wire import errors as E
+from tests.conftest import DaemonProc, base_env, short_home
+from tests.support.pgstore_support import pg_conn
+
+
+@pytest.fixture(scope="module")
+def team_daemon() -> Iterator[DaemonProc]:
+    """A daemon with the real model; its config names a store ``teamdb`` (set per test)."""
+    home = short_home()
+    d = DaemonProc(home, base_env(home))
+    d.start()
+    yield d
+    d.stop()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def test_create_attach_detach_and_purge(team_daemon: DaemonProc, pg_url: str) -> None:
+    d, name = team_daemon, _name("team")
+    with d.client() as c:
+        info = c.create_palace(name, store=pg_url)
+        assert info["created"] is True and info["schema"] == f"palace_{name.replace('-', '_')}"
+        assert "user" not in info["store"] and info["store"].endswith(":5432/" + pg_url.split(
+            "///")[1].split("?")[0])
+        did = c.remember(name, "The deploy key rotates every ninety days", room="ops")
+        store_file = d.home / "palaces" / name / "store.toml"
+        assert not (d.home / "palaces" / name / "palace.db").exists()
+        assert 'schema = "palace_' in store_file.read_text()
+        # Creating it again is PALACE_EXISTS; with exist_ok it is the same palace.
+        with pytest.raises(E.PalaceExists):
+            c.create_palace(name, store=pg_url)
+        assert c.create_palace(name, store=pg_url, exist_ok=True)["created"] is False
+        # Delete detaches this daemon only: the data stays, attaching again finds it.
+        assert c.delete_palace(name) == {"deleted": name}
+        assert not (d.home / "palaces" / name).exists()
+        again = c.create_palace(name, store=pg_url)
+        assert again["created"] is False and again["drawers"] == 1
+        assert c.get(name, did)["text"] == "The deploy key rotates every ninety days"
+        # --purge drops the schema: attaching afterwards starts an empty palace.
+        assert c.delete_palace(name, purge=True) == {"deleted": name, "purged": True}
+        fresh = c.create_palace(name, store=pg_url)
+        assert fresh["created"] is True and fresh["drawers"] == 0
+        c.delete_palace(name, purge=True)
+        local = _name("local")
+        c.create_palace(local)
+        with pytest.raises(E.InvalidArgs, match="local palace"):
+            c.delete_palace(local, purge=True)
+        assert local in [p["name"] for p in c.list_palaces()]
+
+
+def test_a_url_with_a_password_is_refused_and_nothing_is_made(team_daemon: DaemonProc,
+                                                              pg_url: str) -> None:
+    d, name = team_daemon, _name("pw")
+    secret = "s3cr3t-pass"
+    with_password = pg_url.replace("user=palace", f"user=palace&password={secret}")
+    with d.client() as c:
+        with pytest.raises(E.InvalidArgs, match="PGPASSWORD") as err:
+            c.create_palace(name, store=with_password)
+        assert secret not in json.dumps(err.value.to_wire())
+        assert name not in [p["name"] for p in c.list_palaces()]
+    assert not (d.home / "palaces" / name).exists()
+    res = d.cli("create", name, "--store", "postgresql://palace:" + secret + "@db.example/x")
+    assert res.returncode == 5 and "PGPASSWORD" in res.stderr and secret not in res.stderr
+    log = d.home / "state" / "palaced.log"
+    assert not log.exists() or secret not in log.read_text()
+
+
+def test_a_named_store_of_the_config(pg_url: str) -> None:
+    home = short_home()
+    (home / "config.toml").write_text(f'[team]\nstatement_timeout_s = 10\n\n'
+                                      f'[stores.teamdb]\nurl = "{pg_url}"\n')
+    d = DaemonProc(home, base_env(home, model=False))
+    d.start()
+    try:
+        with d.client() as c:
+            info = c.create_palace("shared", store="teamdb")
+            assert info["created"] is True
+            with pytest.raises(E.InvalidArgs, match=r"no store named 'nodb'.*teamdb"):
+                c.create_palace("other", store="nodb")
+        text = (home / "palaces" / "shared" / "store.toml").read_text()
+        assert 'store = "teamdb"' in text and pg_url not in text
+    finally:
+        d.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    bad = short_home() / "config.toml"
+    bad.write_text('[stores.x]\nurl = 5\nport = 1\n\n[stores.y]\n')
+    with pytest.raises(E.InvalidArgs) as err:
+        config.read_file(bad)
+    text = err.value.message
+    assert "[stores.x] url must be a string" in text and "unknown key 'port' in [stores.x]" in text
+    assert "[stores.y] has no url" in text and "unknown key 'port' in [stores.x] (only url)" in text
+    shutil.rmtree(bad.parent, ignore_errors=True)
+
+
+def test_file_ops_are_refused_on_a_team_palace(team_daemon: DaemonProc, pg_url: str,
+                                               tmp_path: Path) -> None:
+    d, name = team_daemon, _name("ops")
+    local = _name("loc")
+    with d.client() as c:
+        c.create_palace(name, store=pg_url)
+        c.create_palace(local)
+        c.remember(local, "A local memory")
+        for op, args in [("palace.backup", {}), ("palace.doctor", {}),
+                         ("palace.reembed", {}), ("memoir.create", {"memoir": "arch"}),
+                         ("palace.restore", {"path": str(tmp_path)})]:
+            with pytest.raises(E.TeamUnsupported) as err:
+                c.call(op, name, args)
+            assert err.value.code == 209 and name in err.value.message
+        # Without a palace, backup and doctor cover the local palaces and skip team ones.
+        out = c.call("palace.backup", None, {"to": str(tmp_path / "b")})
+        assert name in out["skipped"] and local in [b["palace"] for b in out["backups"]]
+        assert name not in c.call("palace.doctor", None, {})["palaces"]
+    res = d.cli("backup", "-p", name)
+    assert res.returncode == 1 and "TEAM_UNSUPPORTED" in res.stderr and "pg_dump" in res.stderr
+
+
+def test_an_unreachable_server_fails_fast_and_names_it(team_daemon: DaemonProc) -> None:
+    d, name = team_daemon, _name("gone")
+    nowhere = "postgresql:///palace?host=/tmp/no-such-pg-dir&user=palace"
+    with d.client() as c:
+        local = _name("loc")
+        c.create_palace(local)
+        started = time.monotonic()
+        with pytest.raises(E.StoreUnavailable) as err:
+            c.create_palace(name, store=nowhere)
+        assert time.monotonic() - started < 10
+        wire = err.value.to_wire()
+        assert wire["retryable"] is True and wire["code"] == 403
+        assert wire["details"]["server"] == "/tmp/no-such-pg-dir:5432/palace"
+        assert name not in [p["name"] for p in c.list_palaces()]
+        assert c.remember(local, "Local palaces keep working") > 0  # others unaffected
+    res = d.cli("create", name, "--store", nowhere)
+    assert res.returncode == 7 and "STORE_UNAVAILABLE" in res.stderr
+
+
+def test_recall_all_spans_local_and_team_palaces(team_daemon: DaemonProc, pg_url: str) -> None:
+    d = team_daemon
+    team, local = _name("t"), _name("l")
+    with d.client() as c:
+        c.create_palace(team, store=pg_url)
+        c.create_palace(local)
+        c.remember(team, "The team standup moved to 9:30 on Mondays", room="meetings")
+        c.remember(local, "My own standup notes live in the notebook", room="notes")
+        out = c.recall_all("when is the standup?", top_k=10)
+        palaces = {r["palace"] for r in out["results"]}
+        assert {team, local} <= palaces
+        woke = c.call("memory.wake_up", team, {"budget": 400})
+        assert "This palace holds the memories of" in json.dumps(woke)
+        c.delete_palace(team, purge=True)
+
+
+def test_a_nul_in_a_filter_is_invalid_args_on_team_and_local_palaces(
+        team_daemon: DaemonProc, pg_url: str) -> None:
+    """PostgreSQL text cannot hold NUL: an audit or import-ledger filter with one once failed
+    a team palace with STORAGE_ERROR where SQLite matched nothing. The argument layer refuses
+    a NUL in any argument (but texts, INVALID_CONTENT) for every palace, before a store sees
+    it."""
+    team, local = _name("t"), _name("l")
+    nul = "a\x00b"
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("palace.audit", {}, "agent"), ("palace.audit", {}, "op"),
+        ("source.list", {"importer": "markdown"}, "prefix"),
+        ("source.list", {"importer": "markdown"}, "after"),
+        ("source.sync", {"importer": "markdown", "key": "k", "items": []}, "hash"),
+        ("memory.recall", {"query": "deploy"}, "wing"), ("memory.list", {}, "room"),
+        ("graph.query", {}, "subject")]
+    with team_daemon.client() as c:
+        c.create_palace(team, store=pg_url)
+        c.create_palace(local)
+        for palace in (team, local):
+            c.remember(palace, "The deploy checklist lives in the wiki", tags=["ops"])
+            for op, args, arg in cases:
+                with pytest.raises(E.InvalidArgs, match="contains a NUL character") as info:
+                    c.call(op, palace, {**args, arg: nul})
+                assert info.value.details["arg"] == arg, (palace, op)
+            with pytest.raises(E.InvalidArgs, match="item 1 of argument 'tags' contains a NUL"):
+                c.call("memory.recall", palace, {"query": "deploy", "tags": ["ops", nul]})
+            with pytest.raises(E.InvalidContent):  # a text's NUL stays a content error
+                c.remember(palace, nul)
+            assert c.call("palace.audit", palace, {"agent": "*"})  # without NUL: answered
+        c.delete_palace(team, purge=True)
+
+
+# -- the store functions on PostgreSQL ------------------------------------------------------
+@pytest.fixture
+def pgc(pg_url: str) -> Iterator[Any]:
+    yield from pg_conn(pg_url)
+
+
+def _unit(seed: int, dims: int = 8) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(dims).astype("<f4")
+    return v / np.linalg.norm(v)
+
+
+def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
+    """The same drawers in SQLite (FTS5 bm25) and PostgreSQL (pg_search.bm25): the same
+    order, and scores within a few percent (the stemmers differ on few words)."""
+    from palaced.store import Store
+    texts = ["Caroline went hiking in the Alps with her sister",
+             "Melanie painted a sunrise over the lake",
+             "Caroline and Melanie talked about adoption agencies",
+             "The hiking boots were too small for the long trail",
+             "A quiet morning: coffee, a book, no hiking today"]
+    local = Store(tmp_path / "p.db")
+    try:
+        for i, t in enumerate(texts):
+            item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
+            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                drawers.insert_drawer(pgc, item, 1)
+        for query in ["hiking Caroline", "Melanie lake sunrise", "adoption", "trail boots"]:
+            a = local.read(lambda c, q=query: search.fts_search(c, q, Filters(), 10, 2))
+            b = search.fts_search(pgc, query, Filters(), 10, 2)
+            assert [i for i, _ in a] == [i for i, _ in b], query
+            for (_, sa), (_, sb) in zip(a, b, strict=True):
+                assert sb == pytest.approx(sa, rel=0.05), query
+    finally:
+        local.close()
+    assert search.mentioned(pgc, ["caroline", "zebra"]) == {"caroline"}
+    assert search.text_doc_freq(pgc, "hiking") == 3
+    assert [i for i, _ in search.substring_search(pgc, "rolin", Filters(), 10, 2)] == [3, 1]
+
+
+def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """Room neighbours (``context.neighbours_of``, one statement of row-value seeks; the
+    reply step reads them): the same on PostgreSQL as on SQLite, superseded drawers
+    skipped."""
+    from palaced.store import Store
+    from palaced.store.lookup import search as search_sql
+    from palaced.store.lookup.context import neighbours_of
+
+    local = Store(tmp_path / "n.db")
+    try:
+        ids = []
+        for i in range(8):
+            item = NewDrawer(text=f"turn number {i}", room="chat" if i % 4 else "other",
+                             occurred_ms=1_700_000_000_000 + (i // 2) * 60_000)
+            a, _ = local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                b, _ = drawers.insert_drawer(pgc, item, 1)
+            assert a == b
+            ids.append(a)
+        mark = "UPDATE drawers SET superseded_by = ? WHERE id = ?"
+        local.write(lambda c: c.execute(mark, (ids[7], ids[3])))
+        with pgc:
+            pgc.execute(mark, (ids[7], ids[3]))
+        want = local.read(lambda c: neighbours_of(c, [*ids, 999], 2))
+        assert neighbours_of(pgc, [*ids, 999], 2) == want
+        # Time order, then id order among drawers of the same minute; turn 3 is superseded.
+        assert want[ids[2]] == [(ids[1], -1), (ids[5], 1), (ids[6], 2)]
+        # The ends of texts the reply step reads: the same counted-out substring on both.
+        tails = local.read(lambda c: search_sql.drawer_tails(c, [ids[0], ids[5], 999], 3))
+        assert tails == {ids[0]: ("r 0", 13), ids[5]: ("r 5", 13)}
+        assert search_sql.drawer_tails(pgc, [ids[0], ids[5], 999], 3) == tails
+        assert search_sql.drawer_tails(pgc, [ids[0]], 50) == {ids[0]: ("turn number 0", 13)}
+    finally:
+        local.close()
+
+
+def test_pool_rows_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """What the ranking reads about its candidates (``store.search.pool_rows``: metadata,
+    the ends of texts counted out, closet hits, in one statement) and the second hop's
+    document frequencies (``text_doc_freqs``): the same on PostgreSQL as on SQLite."""
+    from palaced.store import Store
+    from palaced.store import search as search_sql
+
+    local = Store(tmp_path / "p.db")
+    try:
+        ids = []
+        for i, text in enumerate(["Caroline went hiking at the lake?", "x" * 50,
+                                  "Melanie and Caroline"]):
+            item = NewDrawer(text=text, room="chat", occurred_ms=1_700_000_000_000 + i)
+            a, _ = local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                b, _ = drawers.insert_drawer(pgc, item, 1)
+            assert a == b
+            ids.append(a)
+        add = "INSERT INTO closets(topic, drawer_id) VALUES (?, ?)"
+        local.write(lambda c: c.execute(add, ("zz-hiking", ids[0])))
+        with pgc:
+            pgc.execute(add, ("zz-hiking", ids[0]))
+
+        def rows(c: Any) -> dict[int, search_sql.PoolRow]:
+            return search_sql.pool_rows(c, [*ids, 999], Filters(), 2, head_chars=10,
+                                        tail_chars=6, topics=["zz-hiking", "other"])
+
+        want = local.read(rows)
+        assert rows(pgc) == want
+        assert want[ids[0]].head == "Caroline w" and want[ids[0]].tail == " lake?"
+        assert want[ids[0]].closet and not want[ids[2]].closet
+        assert want[ids[1]].length == 50 and 999 not in want
+        words = ["caroline", "melanie", "absent"]
+        got = local.read(lambda c: search_sql.text_doc_freqs(c, words))
+        assert got == {"caroline": 2, "melanie": 1, "absent": 0}
+        assert search_sql.text_doc_freqs(pgc, words) == got
+    finally:
+        local.close()
+
+
+def test_context_vectors_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """Each drawer's context vector (``store.context_vectors``), kept by inserts, vectors
+    and a supersede, and made again by ``rebuild``: the same on PostgreSQL as on SQLite."""
+    from palaced.store import Store
+    from palaced.store.lookup.context import rebuild_context_vectors
+    from palaced.store.schema.pg import claim_dims
+
+    def table(c: Any) -> dict[int, bytes]:
+        return {int(i): bytes(b) for i, b in c.execute(
+            "SELECT drawer_id, vec FROM context_vectors ORDER BY drawer_id")}
+
+    local = Store(tmp_path / "cv.db")
+    try:
+        with pgc:
+            claim_dims(pgc, 8)
+        ids = []
+        for i in range(10):
+            item = NewDrawer(text=f"context turn {i}", room="chat" if i % 3 else "other",
+                             occurred_ms=1_700_000_000_000 + (i * 7 % 5) * 60_000)
+            blobs = [_unit(i % 8).tobytes(), _unit((i + 3) % 8).tobytes()][:1 + i % 2]
+
+            def put(c: Any, item: NewDrawer = item, blobs: list[bytes] = blobs) -> int:
+                did, _ = drawers.insert_drawer(c, item, 1)
+                store_vectors(c, did, blobs)
+                return int(did)
+
+            a = local.write(put)
+            with pgc:
+                assert put(pgc) == a
+            ids.append(a)
+        local.write(lambda c: drawers.supersede(c, ids[4], ids[9], 2))
+        with pgc:
+            drawers.supersede(pgc, ids[4], ids[9], 2)
+        want = local.read(table)
+        assert len(want) == 9 and ids[4] not in want
+        assert table(pgc) == want
+        with pgc:
+            rebuild_context_vectors(pgc)
+        assert table(pgc) == want
+    finally:
+        local.close()
+
+
+def test_a_v1_team_palace_gets_its_context_vectors_when_it_migrates(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A team palace made by schema v1, with drawers and vectors: opening it with this
+    palaced runs v2, which makes ``context_vectors`` and fills it as the definition says."""
+    import psycopg
+
+    from palaced.store.conn.pg import PgConn, PgStore
+    from palaced.store.schema import pg as pg_schema
+    from tests.palaced.store.test_context_vectors import assert_same, expected, stored
+
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(pg_schema, "SCHEMA_VERSION", 1)
+        PgStore(pg_url, "palace_old", palace="old", create=True).close()
+    with psycopg.connect(pg_url, autocommit=True,
+                         options="-c search_path=palace_old,public") as raw:
+        c = PgConn(raw)
+        for k in range(12):
+            did = c.execute(
+                "INSERT INTO drawers(text, wing, room, occurred_ms, created_ms, updated_ms, "
+                "content_hash) VALUES(?, 'w', ?, ?, 0, 0, ?) RETURNING id",
+                (f"old note {k}", f"r{k % 2}", k * 7 % 5, f"h{k}")).fetchall()[0][0]
+            for chunk in range(1 + k % 2):
+                vec = _unit(10 * k + chunk)
+                c.execute("INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
+                          "VALUES(?, ?, ?, ?::vector)",
+                          (did, chunk, vec.tobytes(), str(vec.tolist())))
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            c.execute("SELECT 1 FROM context_vectors")
+        PgStore(pg_url, "palace_old", palace="old").close()
+        assert c.execute("SELECT value FROM meta WHERE key = 'schema'").fetchall() == [
+            (str(pg_schema.SCHEMA_VERSION),)]
+        got = stored(c)
+        assert len(got) == 12
+        assert_same(got, expected(c))
+
+
+def test_drawers_in_period_like_sqlite(pgc: Any, tmp_path: Path) -> None:
+    """The drawers of a span (``store.dated``, the candidates of "yesterday"): the same ids,
+    newest first, on PostgreSQL as on SQLite, filters and superseded drawers applied."""
+    from palaced.store import Store
+    from palaced.store.rows.dated import drawers_in_period
+
+    local = Store(tmp_path / "d.db")
+    try:
+        for i in range(12):
+            item = NewDrawer(text=f"day note {i}", room="a" if i % 2 else "b",
+                             occurred_ms=1_700_000_000_000 + i * 3_600_000)
+
+            def put(c: Any, item: NewDrawer = item) -> int:
+                return int(drawers.insert_drawer(c, item, 1)[0])
+
+            assert put(pgc) == local.write(put)
+        local.write(lambda c: drawers.supersede(c, 6, 12, 2))
+        drawers.supersede(pgc, 6, 12, 2)
+        start, end = 1_700_000_000_000 + 2 * 3_600_000, 1_700_000_000_000 + 9 * 3_600_000
+        for filters in (Filters(), Filters(room="b")):
+            want = local.read(lambda c, f=filters: drawers_in_period(c, start, end, f, 0, 4))
+            assert drawers_in_period(pgc, start, end, filters, 0, 4) == want
+        assert want == [9, 7, 5, 3]  # room b (odd ids) of drawers 3-9, newest first
+    finally:
+        local.close()
+
+
+def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
+    from palaced.store.schema.pg import claim_dims
+
+    with pgc:
+        claim_dims(pgc, 8)
+        ids = []
+        for i, room in enumerate(["a", "a", "b"]):
+            did, _ = drawers.insert_drawer(pgc, NewDrawer(text=f"drawer {i}", room=room),
+                                                 1)
+            store_vectors(pgc, did, [_unit(i).tobytes()])
+            ids.append(did)
+        # The same content again: the same drawer, not a second one.
+        assert drawers.insert_drawer(pgc, NewDrawer(text="drawer 1", room="a"), 2) == (
+            ids[1], False)
+    best = vector_search(pgc, "[" + ",".join(map(str, _unit(2))) + "]", 8, None, 2, 5)
+    assert best[0][0] == ids[2] and best[0][1] == pytest.approx(1.0, abs=1e-5)
+    only_a = vector_search(pgc, "[" + ",".join(map(str, _unit(2))) + "]", 8,
+                           Filters(room="a"), 5, 5)
+    assert {i for i, _ in only_a} == {ids[0], ids[1]}
+    with pgc:
+        assert len(drawers.delete_drawers(pgc, [ids[0]]) or []) == 1  # its one vector
+    assert pgc.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 2
+    assert drawers.list_drawers(pgc, Filters(), 10, 0, 5)[1] == 2
+
+
+@pytest.mark.parametrize(("sqlite", "postgres"), [
+    ("SELECT id FROM drawers WHERE id = ? AND room = :room",
+     "SELECT id FROM drawers WHERE id = %s AND room = %(room)s"),
+    ("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
+     "INSERT INTO closets(topic, drawer_id) VALUES(%s, %s) ON CONFLICT DO NOTHING"),
+    ("INSERT OR IGNORE INTO t(a) VALUES(?) RETURNING id",
+     "INSERT INTO t(a) VALUES(%s) ON CONFLICT DO NOTHING RETURNING id"),
+    ("UPDATE drawers SET importance = max(importance, ?), w = min(1.0, w + ?)",
+     "UPDATE drawers SET importance = GREATEST(importance, %s), w = LEAST(1.0, w + %s)"),
+    ("SELECT max(id) FROM vectors", "SELECT max(id) FROM vectors"),
+    ("WHERE id IN (SELECT value FROM json_each(?))",
+     "WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text((%s)::jsonb) AS j(value))"),
+    ("EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value IN (:tag0))",
+     "EXISTS (SELECT 1 FROM jsonb_array_elements_text((d.tags)::jsonb) AS j(value) "
+     "WHERE value IN (%(tag0)s))"),
+    ("WHERE f.object_id IS ? AND f.x IS NOT :v AND f.y IS NULL AND f.z IS NOT NULL",
+     "WHERE f.object_id IS NOT DISTINCT FROM %s AND f.x IS DISTINCT FROM %(v)s "
+     "AND f.y IS NULL AND f.z IS NOT NULL"),
+    ("SELECT '?', 'a:b', x::text, 5 % 2 FROM t WHERE s LIKE '%x'",
+     "SELECT '?', 'a:b', x::text, 5 %% 2 FROM t WHERE s LIKE '%%x'"),
+])
+def test_sqlite_spellings_are_translated(sqlite: str, postgres: str) -> None:
+    from palaced.store.conn.pg import translate
+
+    assert translate(sqlite) == postgres
+
+
+def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> None:
+    """BM25's N and average length are reused while the change counter stays close; a df
+    counted after other writers grew the palace never makes an idf undefined."""
+    from palaced.store.conn.pg import PgConn
+
+    cache: dict[str, Any] = {}
+    with pgc:
+        drawers.insert_drawer(pgc, NewDrawer(text="kubernetes cluster upgrade"), 1)
+    first = PgConn(pgc.raw, cache, changes=10)
+    assert [i for i, _ in search.fts_search(first, "kubernetes", Filters(), 10, 2)] == [1]
+    assert cache["bm25"]["n"] == 1
+    with pgc:  # another daemon writes: the counter it bumped is not seen yet
+        for k in range(5):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k}"), 1)
+    cache["bm25"]["df"].clear()
+    same = PgConn(pgc.raw, cache, changes=10)
+    assert len(search.fts_search(same, "kubernetes", Filters(), 10, 2)) == 6
+    assert cache["bm25"]["n"] == 1  # reused: the counter did not move
+    moved = PgConn(pgc.raw, cache, changes=100)
+    search.fts_search(moved, "kubernetes", Filters(), 10, 2)
+    assert cache["bm25"]["n"] == 6
+
+
+def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url: str) -> None:
+    """Governance (trash, audit log, policy) lives in the team palace's schema too."""
+    name = _name("gov")
+    with team_daemon.client() as c:
+        c.create_palace(name, store=pg_url)
+        a = c.remember(name, "The release train leaves every second Thursday", room="process")
+        b = c.remember(name, "Hotfixes skip the train", room="process")
+        assert c.call("memory.forget", name, {"id": a})["trashed"] is True
+        with pytest.raises(E.MemoryNotFound):
+            c.get(name, a)
+        assert c.call("memory.restore", name, {"id": a})["restored"] is True
+        assert c.get(name, a)["text"] == "The release train leaves every second Thursday"
+        assert c.call("memory.forget", name, {"id": b, "purge": True})["purged"] is True
+        entries = c.call("palace.audit", name, {})
+        ops = [(e["op"], e["outcome"]) for e in next(iter(entries.values()))]
+        assert ("memory.restore", "restored") in ops and ("palace.create", "created") in ops
+        out = c.call("palace.policy_set", name, {"permission": "write", "agents": ["nobody*"]})
+        assert out["allowed"]["write"] is False
+        with pytest.raises(E.PalaceError, match=r"FORBIDDEN|permission|may not"):
+            c.remember(name, "refused by the shared policy")
+        c.delete_palace(name, purge=True)
+
+
+def test_the_team_error_codes_are_their_own() -> None:
+    """STORE_UNAVAILABLE and TEAM_UNSUPPORTED decode to themselves (no code shared)."""
+    table = E.error_classes()
+    assert table[403] is E.StoreUnavailable and E.StoreUnavailable.retryable
+    assert table[209] is E.TeamUnsupported and table[208] is E.Forbidden

@@ -1,0 +1,133 @@
+"""The adversarial bench checks, tiny bounds: the protocol fuzzer and the kill -9 checks pass.
+
+``bench/fuzz.py`` and ``bench/crash.py`` each start their own private daemon under a scratch
+home; here they run as the CLI would run them, and must exit 0 and print their summaries.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import MODEL_DIR
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(script: str, *args: str, timeout: float = 100) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PALACE")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    return subprocess.run([sys.executable, str(REPO / "bench" / script), *args], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.daemon
+def test_fuzz_bounded_run_finds_nothing() -> None:
+    res = _run("fuzz.py", "--frames", "300", "--mcp-lines", "300", "--siege", "--seed", "1")
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    assert "frames sent" in out
+    assert "INTERNAL replies (500-502)" in out
+    assert "daemon alive at end" in out
+    assert "MCP lines sent                           300" in out
+    assert "mcp case deep_nesting" in out and "mcp answer error -32700" in out
+    assert "fuzz-keep canonical dump           unchanged" in out
+    assert "daemon RSS before/after (MB)" in out
+    assert "'stalled_frame': 10, 'no_hello': 10" in out and "'flood_refused': 10" in out
+    assert "RESULT: PASS" in out
+
+
+@pytest.mark.daemon
+def test_crash_bounded_run_loses_nothing() -> None:
+    res = _run("crash.py", "--rounds", "2", "--seed", "1")
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    assert "rounds (kill -9 + restart + check)    2" in out
+    assert "lost acknowledged writes              0" in out
+    assert "phantom drawers                       0" in out
+    assert "retried ops whose answer contradicted the final state:" in out
+    assert "RESULT: PASS" in out
+
+
+@pytest.mark.daemon
+@pytest.mark.timeout(300)
+def test_crash_storm_of_processes_loses_nothing() -> None:
+    """kill -9 under 16 writer processes (2 rounds), during palace reembed and during a
+    remember_many of 300 (2 transactions), with the real model: nothing acknowledged is
+    lost or doubled, keyword and vector recall find what was written, and the files check."""
+    res = _run("crash.py", "--procs", "16", "--rounds", "2", "--round-s", "1.2", "--bulk",
+               "300", "--search-sample", "4", "--seed", "2", "--model", str(MODEL_DIR),
+               timeout=280)
+    out = res.stdout
+    assert res.returncode == 0, out + res.stderr
+    assert "rounds (kill -9 + restart + check)    2" in out
+    assert "lost acknowledged writes              0" in out
+    assert "vector recall checks / misses" in out and "/ 0\n" in out
+    assert "reembed: killed while it ran" in out
+    assert "bulk resent in full: 300 distinct ids for 300 items" in out
+    assert "integrity_check: ok" in out
+    assert "RESULT: PASS" in out
+
+
+@pytest.mark.daemon
+@pytest.mark.timeout(180)
+def test_guard_quick_run_prints_its_table_and_a_verdict() -> None:
+    """``bench/guard.py --quick`` (one round, 64 drawers, 15 queries, real model) prints its
+    ratio table against the committed baseline and a verdict. Not a timing assertion: on a
+    busy machine the verdict may be either, so both are accepted."""
+    res = _run("guard.py", "--quick", "--model", str(MODEL_DIR), timeout=170)
+    out = res.stdout
+    assert res.returncode in (0, 1), out + res.stderr
+    assert "round    embed/s  palace/s" in out and "median" in out
+    for name in ("ingest", "recall"):
+        assert any(line.startswith(name) and ("ok" in line or "REGRESSED" in line)
+                   for line in out.splitlines()), out
+    verdict = [line for line in out.splitlines() if line.startswith("VERDICT: ")]
+    assert verdict and verdict[0].split()[1] in ("PASS", "REGRESSION"), out
+    assert (verdict[0].split()[1] == "PASS") == (res.returncode == 0), out
+
+
+@pytest.mark.slow
+def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> None:
+    """``bench/scale.py --bulk`` (drawers written in their final state) leaves the same rows
+    as the store layer's ``insert_drawer`` + ``store_vectors`` (neighbour contexts rewritten
+    as each drawer arrives), also when it resumes a build the store layer began."""
+    import apsw
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import scale
+
+    n = 2 * scale.BUILD_BATCH + 700
+    plain, bulk, mixed = tmp_path / "plain", tmp_path / "bulk", tmp_path / "mixed"
+    scale.build(plain, n, MODEL_DIR)
+    scale.build(bulk, n, MODEL_DIR, bulk=True)
+    scale.build(mixed, scale.BUILD_BATCH, MODEL_DIR)
+    scale.build(mixed, n, MODEL_DIR, bulk=True)
+
+    def dump(home: Path) -> list[Any]:
+        c = apsw.Connection(str(home / "palaces" / scale.PALACE / "palace.db"))
+        out = [c.execute(q).fetchall() for q in (
+            "SELECT * FROM drawers ORDER BY id",
+            "SELECT rowid, text, context, dates FROM drawers_fts ORDER BY rowid",
+            "SELECT * FROM vectors ORDER BY id",
+            "SELECT * FROM closets ORDER BY drawer_id, topic",
+            "SELECT * FROM context_vectors ORDER BY drawer_id",
+            # fts_changes is the keyword engine's feed, not content: the store layer logs
+            # every context rewrite, the bulk build writes final rows (an engine built later
+            # reads the rows themselves).
+            "SELECT name, seq FROM sqlite_sequence WHERE name != 'fts_changes' ORDER BY name",
+            "SELECT rowid FROM drawers_fts WHERE drawers_fts MATCH 'note' ORDER BY rowid",
+            "SELECT rowid FROM drawers_trigram WHERE drawers_trigram MATCH 'ote 12'",
+        )]
+        c.close()
+        return out
+
+    want = dump(plain)
+    assert len(want[0]) == n and len(want[2]) == n and len(want[4]) == n
+    assert dump(bulk) == want
+    assert dump(mixed) == want
