@@ -192,9 +192,9 @@ def recall(
     """Search a palace (hybrid keyword + semantic).
 
     Prints the ranked drawers with their 0-1 relevance (score); with --budget, --levels or
-    --deep prints the packed context instead: the hits first, then the L0/L2/L3 sections (L1
-    only when --levels names it), and the tokens they use. A recall with nothing above the
-    relevance floor says so in one line.
+    --deep prints what an agent is shown instead: a heading with the tokens the whole text
+    uses of the budget, the hits, then the L0/L2/L3 sections (L1 only when --levels names
+    it). A recall with nothing above the relevance floor says so in one line.
     """
     if all_palaces:
         _recall_all(query, top_k, wing, room, tag, include_superseded, as_json)
@@ -217,16 +217,15 @@ def recall(
         res = c.recall_ex(name, query, top_k=top_k, wing=wing, room=room, tags=tag, **extra)
 
     def human(r: dict[str, Any]) -> None:
+        if packed:  # what an agent is shown: the daemon's text, whole within the budget
+            typer.echo(r["text"])
+            return
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
         if r.get("substring"):
             typer.echo("(no word matched: these are substring matches)", err=True)
         if r.get("nothing_relevant"):
             typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
-        if packed:
-            echo_lines(render.cli_sections(list(r.get("sections") or [])))
-            typer.echo(render.cli_footer(r))
-            return
         for d in r["results"]:
             echo_lines(render.cli_drawer(d, score=True))
 
@@ -272,7 +271,7 @@ def wake_up(
     with client(as_json) as c:
         c.create_palace(name, exist_ok=True)
         res = c.wake_up(name, budget=budget)
-    emit(res, as_json, lambda r: echo_lines(render.cli_wake_up(r.get("sections") or [])))
+    emit(res, as_json, lambda r: typer.echo(r["text"]))
 
 
 @app.command()

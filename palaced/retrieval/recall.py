@@ -19,6 +19,7 @@ response carries, packed to a token budget (``packing.pack``) in this order:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -52,8 +53,16 @@ from palaced.store.search import all_rooms, fts_terms, mentioned
 from palaced.text import relevance
 from palaced.text.topics import query_entities, spelled
 from palaced.wire.errors import PalaceError
+from palaced.wire.recall_text import Frame, miss_line
 
 L1_SIZE = 15
+_ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+# A miss (nothing reaches the floor) delivers one line and its nearest drawers, all marked
+# weak, within this many tokens: enough for three short lines (measured in bench/relevance.py),
+# little enough that a miss costs the agent next to nothing.
+MISS_TOKENS = 80
+MISS_NEAREST = 3
+WEAK_CHARS = 90  # a weak drawer shows at most this much of its text, on one line
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class RecallRequest:
     levels: tuple[int, ...] = (0, 2, 3)
     budget: int = 1500
     deep: bool = False
+    compact: bool = False  # the delivered text's layout: one line per drawer
 
 
 @dataclass(frozen=True)
@@ -244,12 +254,50 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
+    nothing = bool(unknown) or not any(not r["below_floor"] for r in results)
+    notice = None if qvec is not None else keyword_reason(palace)
+    frame = Frame("recall", palace.name, req.compact, "hybrid" if qvec is not None else
+                  "keyword", miss_line(palace.name, unknown) if nothing else None, notice,
+                  ranking.substring)
+    if nothing:
+        # A miss costs a line: the nearest few, cut short, and no context levels.
+        parts = [Section(HITS, "Nearest, all weak", [_weak(d) for d in results[:MISS_NEAREST]])]
+    else:
+        parts = _levels(got, results, req, palace.name, l1_cached)
+    return RecallResult(
+        results=results,
+        rooms=ranking.rooms[: max(req.top_k, 10)],
+        hybrid=qvec is not None,
+        notice=notice,
+        sections=await pack_sections(palace, parts, req.budget, frame,
+                                     MISS_TOKENS if nothing else None),
+        floor=floor,
+        nothing_relevant=nothing,
+        unknown_names=unknown,
+        substring=ranking.substring,
+    )
+
+
+def _weak(d: dict[str, Any]) -> Item:
+    """A drawer shown under a miss: its start, on one line, at most ``WEAK_CHARS``."""
+    item = drawer_item(d, HITS)
+    text = " ".join(item.text.split())
+    if len(text) > WEAK_CHARS:
+        text = text[: WEAK_CHARS - 1].rstrip() + "…"
+    item.text = text
+    return item
+
+
+def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, palace: str,
+            l1: list[dict[str, Any]] | None) -> list[Section]:
+    """The sections of a recall that found something: the hits, then the levels asked for."""
+    levels = set(req.levels)
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
     if 0 in levels:
-        parts.append(identity_section(palace.name, got.identity or ""))
+        parts.append(identity_section(palace, got.identity or ""))
     if 1 in levels:
-        parts.append(essential_section(unexpired(l1_cached or [])))
+        parts.append(essential_section(unexpired(l1 or [])))
     if 2 in levels:
         items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
                                   if d), *got.facts]
@@ -257,17 +305,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     if 3 in levels:
         items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
         parts.append(Section(3, "Deep search", items))
-    return RecallResult(
-        results=results,
-        rooms=ranking.rooms[: max(req.top_k, 10)],
-        hybrid=qvec is not None,
-        notice=None if qvec is not None else keyword_reason(palace),
-        sections=await pack_sections(palace, parts, req.budget),
-        floor=floor,
-        nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
-        unknown_names=unknown,
-        substring=ranking.substring,
-    )
+    return parts
 
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
@@ -313,7 +351,10 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
         return ()
     # "Caroline Smith" stands for its words "caroline" and "smith" too.
     inside = {w for n in names if " " in n for w in n.split()}
-    return tuple(dict.fromkeys(spelled(query, n) for n in names if n not in inside))
+    # An acronym ("UI", "SQL", "API") names a kind of thing, not one thing: a palace that
+    # never spells it may still hold the answer ("the frontend is built with React").
+    return tuple(dict.fromkeys(s for s in (spelled(query, n) for n in names if n not in inside)
+                               if not _ACRONYM.fullmatch(s)))
 
 
 def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
@@ -379,8 +420,9 @@ def first_palace_error(group: BaseExceptionGroup[Any]) -> PalaceError | None:
 
 
 # -- wake-up ----------------------------------------------------------------------------------
-async def wake_up(palace: Palace, budget: int) -> Sections:
-    """L0 identity + L1 essential drawers within ``budget`` tokens (session start).
+async def wake_up(palace: Palace, budget: int, *, compact: bool = False) -> Sections:
+    """L0 identity + L1 essential drawers within ``budget`` tokens (session start), the whole
+    delivered text counted (``compact``: its layout, one line per drawer).
 
     Raises:
         StorageError: SQLite failed.
@@ -394,4 +436,4 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
              essential_section(unexpired(cached))]
-    return await pack_sections(palace, parts, budget)
+    return await pack_sections(palace, parts, budget, Frame("wake_up", palace.name, compact))

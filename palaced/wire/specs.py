@@ -286,11 +286,14 @@ _ALL: tuple[OpSpec, ...] = (
         "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
         "deep": Arg("bool", default=False),
         "include_superseded": Arg("bool", default=False),
+        "compact": Arg("bool", default=False),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
             "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
-            "packed into `budget` (L1 only when in `levels`)."),
+            "(L1 only when in `levels`) with `text`, what an agent is shown, which fits "
+            "`budget` whole (`tokens_used`; `compact`: one line per drawer); a miss is one "
+            "line and the nearest three drawers, marked weak."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
@@ -301,9 +304,11 @@ _ALL: tuple[OpSpec, ...] = (
     }, read_only=True, retry=SAFE,
         doc="Recall across every palace: the best `top_k` drawers of all of them by 0-1 "
             "relevance, each with its `palace`; `skipped` palaces that failed."),
-    OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
+    OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET),
+                              "compact": Arg("bool", default=False)},
            palace=_R, read_only=True, retry=SAFE,
-           doc="L0 identity and L1 essential drawers packed into `budget`."),
+           doc="L0 identity and L1 essential drawers, with their `text` fitting `budget` "
+               "whole."),
     OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False)}, palace=_R,
            read_only=True, retry=SAFE,
            doc="One drawer (`versions`: 1 + its edits; with `history`, the earlier versions)."),
