@@ -9,6 +9,7 @@ wire form. The hits section has level ``HITS`` (-1), shown as no level on the wi
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -103,21 +104,32 @@ def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter,
     (stating ``budget``) fits ``limit`` tokens, and its wire sections; None when not even the
     text without any item fits."""
 
-    def attempt(inner: int) -> tuple[PackResult, list[dict[str, Any]]] | None:
+    def attempt(inner: int) -> tuple[int, PackResult, list[dict[str, Any]]]:
         packed = pack(parts, inner, tok)
         wire = wire_sections(packed)
-        return (packed, wire) if tok.count(render(wire, budget, budget)) <= limit else None
+        return tok.count(render(wire, budget, budget)), packed, wire
 
-    best = attempt(limit)
-    if best is None:  # bisect for the largest packing budget whose text fits
-        lo, hi = -1, limit  # attempt(hi) does not fit; attempt(lo) is best (-1: none yet)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            got = attempt(mid)
-            if got is None:
-                hi = mid
-            else:
-                lo, best = mid, got
+    count, packed, wire = attempt(limit)
+    if count <= limit:
+        return packed, wire
+    # The largest packing budget whose text fits: the text grows with the packing budget, so
+    # search between one that fits (lo, -1: none yet) and one that does not (hi), guessing
+    # from the counts (the heads add about the same share per item), bisecting every other
+    # step so that a poor guess costs little.
+    best: tuple[PackResult, list[dict[str, Any]]] | None = None
+    lo, lo_count, hi, hi_count = -1, 0, limit, count
+    for step in itertools.count():
+        if hi - lo <= 1:
+            break
+        mid = (lo + hi) // 2
+        if step % 2 == 0 and hi_count > lo_count:
+            guess = lo + (hi - lo) * (limit - lo_count) // (hi_count - lo_count)
+            mid = min(max(guess, lo + 1), hi - 1)
+        count, packed, wire = attempt(mid)
+        if count <= limit:
+            lo, lo_count, best = mid, count, (packed, wire)
+        else:
+            hi, hi_count = mid, count
     return best
 
 
