@@ -217,3 +217,14 @@ def test_cli_and_bridge_deliver_within_budget(shared_daemon: DaemonProc, tok: To
         head = HEAD.search(text.split("\n", 1)[0])
         assert head, text
         assert int(head.group(1)) == tok.count(text) <= budget
+
+
+def test_an_acronym_is_not_a_missing_name(inproc: InProcDaemon) -> None:
+    name = "budget-acronym"
+    with inproc.client() as c:
+        c.create_palace(name)
+        c.call("memory.remember", name, {"text": "The frontend is built with React 18 and Vite."})
+    res = _recall(inproc, name, "which UI framework do we use")
+    assert "unknown_names" not in res  # the floor decides, not a missing "UI"
+    res = _recall(inproc, name, "Where does Caroline work?")
+    assert res["unknown_names"] == ["Caroline"] and res["nothing_relevant"]
