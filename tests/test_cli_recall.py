@@ -87,7 +87,10 @@ def test_budgeted_recall_json_stays_within_budget(shared_daemon: DaemonProc, pal
     # The hits come first (no level, each with its 0-1 relevance), then the levels asked for.
     hits, *levels = res["sections"]
     assert hits["level"] is None and hits["title"] == "Best matches"
-    assert all(0 <= i["score"] <= 1 for i in hits["items"])
+    # Each shows the score that orders them (rank_score), and keeps its 0-1 relevance.
+    assert all(0 <= i["relevance"] <= 1 for i in hits["items"])
+    scores = [i["score"] for i in hits["items"]]
+    assert scores == sorted(scores, reverse=True)
     assert [s["level"] for s in levels] == [0, 1, 3][: len(levels)]
     assert levels[0]["items"][0]["text"] == IDENTITY
     # The texts alone (without the headings and per-item overheads) fit the reported usage.
@@ -116,7 +119,7 @@ def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str,
     assert head.group(1) == palace and int(head.group(3)) == 200
     assert int(head.group(2)) == tokenizer.count(res.stdout.rstrip("\n")) <= 200
     assert lines[1:3] == ["", "## Best matches"]
-    assert re.match(r"^- #\d+ \[general/[a-z]+\] score [01]\.\d{3} \S", lines[3]), lines[3]
+    assert re.match(r"^- #\d+ \[general/[a-z]+\] score -?\d+\.\d{3} \S", lines[3]), lines[3]
     at = lines.index(f"## L0 · Identity of {palace}")
     assert lines[at + 1] == "  " + IDENTITY
     assert "## L1 · Essential" in lines

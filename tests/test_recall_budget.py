@@ -109,6 +109,7 @@ def test_delivered_text_never_exceeds_the_budget(inproc: InProcDaemon, tok: Toke
                 used = tok.count(text)
                 assert used <= budget, (tool, args, used, text)
                 ratios.append(used / budget)
+                assert _ordered_as_shown(text), text
                 # The heading states what was delivered (the nudge, when it fits, is after it).
                 head = HEAD.search(text.split("\n", 1)[0])
                 if head and NUDGE_TEXT not in text:
@@ -118,6 +119,19 @@ def test_delivered_text_never_exceeds_the_budget(inproc: InProcDaemon, tok: Toke
     print(f"\ndelivered/budget over {len(ratios)} calls: max {max(ratios):.3f}, "
           f"mean {sum(ratios) / len(ratios):.3f}; heading count off in {stated_wrong}")
     assert max(ratios) <= 1.0 and stated_wrong == 0
+
+
+_SHOWN = re.compile(r"^(?:- )?#\d+ .*?(?:score|weak) (-?\d+\.\d{3})", re.MULTILINE)
+
+
+def _ordered_as_shown(text: str) -> bool:
+    """Whether within each section of ``text`` the drawers come in the order of the score
+    they show (ties allowed)."""
+    for part in re.split(r"^(?:## )?(?:L\d · )?[A-Z][^\n]*$", text, flags=re.MULTILINE):
+        shown = [float(m.group(1)) for m in _SHOWN.finditer(part)]
+        if shown != sorted(shown, reverse=True):
+            return False
+    return True
 
 
 def test_deliver_property_in_process(tok: Tokenizer) -> None:
@@ -228,3 +242,23 @@ def test_an_acronym_is_not_a_missing_name(inproc: InProcDaemon) -> None:
     assert "unknown_names" not in res  # the floor decides, not a missing "UI"
     res = _recall(inproc, name, "Where does Caroline work?")
     assert res["unknown_names"] == ["Caroline"] and res["nothing_relevant"]
+
+
+def test_curated_drawers_outrank_captured_exchanges_at_equal_relevance(inproc: InProcDaemon
+                                                                       ) -> None:
+    name = "budget-curated"
+    with inproc.client() as c:
+        c.create_palace(name)
+        c.call("memory.remember", name, {
+            "text": "Deploys happen on Tuesdays after the standup.", "source": "cli"})
+        # An earlier session asking the same question, captured from its transcript.
+        c.call("memory.remember", name, {
+            "text": "when do deploys happen? when do deploys happen on Tuesdays? Deploys "
+                    "happen on Tuesdays after the standup, I think.",
+            "source": "/home/u/.claude/projects/p/0b1c.jsonl:10-12"})
+    res = _recall(inproc, name, "when do deploys happen on Tuesdays")
+    first, second = res["results"][:2]
+    assert first["score"] == second["score"] == 1.0  # both hold every word asked
+    assert first["source"] == "cli", res["results"]
+    assert first["rank_score"] >= second["rank_score"]
+    assert _ordered_as_shown(res["text"]), res["text"]

@@ -191,7 +191,7 @@ def recall(
 ) -> None:
     """Search a palace (hybrid keyword + semantic).
 
-    Prints the ranked drawers with their 0-1 relevance (score); with --budget, --levels or
+    Prints the ranked drawers with the score that ranks them; with --budget, --levels or
     --deep prints what an agent is shown instead: a heading with the tokens the whole text
     uses of the budget, the hits, then the L0/L2/L3 sections (L1 only when --levels names
     it). A recall with nothing above the relevance floor says so in one line.
@@ -227,7 +227,9 @@ def recall(
         if r.get("nothing_relevant"):
             typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
         for d in r["results"]:
-            echo_lines(render.cli_drawer(d, score=True))
+            # The score that orders the list (the 0-1 relevance orders only --all's merge).
+            echo_lines(render.cli_drawer({**d, "score": d.get("rank_score", d["score"])},
+                                         score=True))
 
     emit(res, as_json, human)
 

@@ -252,7 +252,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         l1_cached = got.l1
     unknown = got.unknown_names
 
-    results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
+    results = curated_first([d for d in (got.shown.get(i) for i in got.top) if d is not None])
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
     nothing = bool(unknown) or not any(not r["below_floor"] for r in results)
     notice = None if qvec is not None else keyword_reason(palace)
@@ -261,7 +261,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
                   ranking.substring)
     if nothing:
         # A miss costs a line: the nearest few, cut short, and no context levels.
-        parts = [Section(HITS, "Nearest, all weak", [_weak(d) for d in results[:MISS_NEAREST]])]
+        nearest = sorted(results[:MISS_NEAREST], key=lambda d: -float(d["score"]))
+        parts = [Section(HITS, "Nearest, all weak", [_weak(d) for d in nearest])]
     else:
         parts = _levels(got, results, req, palace.name, l1_cached)
     return RecallResult(
@@ -279,13 +280,48 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
 
 def _weak(d: dict[str, Any]) -> Item:
-    """A drawer shown under a miss: its start, on one line, at most ``WEAK_CHARS``."""
+    """A drawer shown under a miss: its start, on one line, at most ``WEAK_CHARS``, with its
+    0-1 relevance (what makes it weak; the nearest are shown in its order)."""
     item = drawer_item(d, HITS)
+    item.score = float(d["score"])
     text = " ".join(item.text.split())
     if len(text) > WEAK_CHARS:
         text = text[: WEAK_CHARS - 1].rstrip() + "…"
     item.text = text
     return item
+
+
+# -- curated before captured ----------------------------------------------------------------
+# A captured exchange's source is capture.drawers.source_label's "<transcript>:<first>-<last>".
+_CAPTURED_SOURCE = re.compile(r":\d+-\d+\Z")
+
+
+def captured(d: dict[str, Any]) -> bool:
+    """Whether drawer ``d`` is a captured exchange of a session transcript (not curated)."""
+    return bool(_CAPTURED_SOURCE.search(str(d.get("source") or "")))
+
+
+def curated_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hits with no captured exchange above a curated drawer of equal relevance.
+
+    An earlier session asking the same question matches it as well as the answer stored with
+    remember, and its words (the question's own) can rank it higher. At an equal shown
+    relevance (3 decimals) the captured one's ``rank_score`` is lowered to the curated one's
+    and the hits re-sorted (stably): the order still follows the score shown. The one
+    tie-break recall applies after the ranking (``search.rank``)."""
+    curated = [d for d in results if not captured(d)]
+    if len(curated) == len(results) or not curated:
+        return results
+    for d in results:
+        if captured(d):
+            rel = round(float(d["score"]), 3)
+            under = [float(c["rank_score"]) for c in curated
+                     if round(float(c["score"]), 3) == rel
+                     and float(c["rank_score"]) <= float(d["rank_score"])]
+            if under:
+                d["rank_score"] = min(under)
+    # Equal rank scores keep the given order, but a captured drawer goes after its curated tie.
+    return sorted(results, key=lambda d: (-float(d["rank_score"]), captured(d)))
 
 
 def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, palace: str,

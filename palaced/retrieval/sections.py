@@ -61,8 +61,11 @@ def wire_sections(result: PackResult) -> list[dict[str, Any]]:
     return [
         {"level": None if s.level == HITS else s.level, "title": s.title,
          # Only the hits and search levels (2, 3) have a meaningful score.
+         # The drawers of the hits and of L2/L3 show the score that orders them.
          "items": [{"id": it.id, "text": it.text,
-                    **({"score": round(it.score, 6)} if s.level >= 2 or s.level == HITS else {}),
+                    **({"score": round(it.score, 6)}
+                       if isinstance(it.id, int) and (s.level >= 2 or s.level == HITS)
+                       else {}),
                     **it.meta} for it in s.items]}
         for s in result.sections
     ]
@@ -167,11 +170,18 @@ def unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def drawer_item(d: dict[str, Any], level: int) -> Item:
-    """A drawer as a section item; a long one as its excerpt (``relevance.shorten``)."""
+    """A drawer as a section item; a long one as its excerpt (``relevance.shorten``).
+
+    A ranked drawer's score is its ``rank_score``, the score that orders the hits and L2/L3,
+    so the order shown follows the score shown; its 0-1 relevance is kept as ``relevance``.
+    """
     d = shorten(d, ())
+    ranked = d.get("rank_score")
     return Item(
-        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
+        id=int(d["id"]), text=str(d["text"]),
+        score=float(ranked if ranked is not None else d.get("score") or 0.0), level=level,
         meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
+              **({"relevance": d["score"]} if ranked is not None else {}),
               "occurred_ms": d["occurred_ms"],
               **({"below_floor": True} if d.get("below_floor") else {}),
               **({"superseded_by": d["superseded_by"]}
