@@ -184,11 +184,16 @@ def test_a_miss_costs_a_line(inproc: InProcDaemon, tok: Tokenizer) -> None:
     assert len(res["results"]) == 10
 
 
+def _one_drawer(d: InProcDaemon, name: str, text: str) -> None:
+    """A new palace ``name`` holding ``text``."""
+    with d.client() as c:
+        c.create_palace(name)
+        c.call("memory.remember", name, {"text": text})
+
+
 def test_placeholder_identity_is_not_recalled(inproc: InProcDaemon) -> None:
     name = "budget-identity"
-    with inproc.client() as c:
-        c.create_palace(name)
-        c.call("memory.remember", name, {"text": "The frontend is built with React 18 and Vite."})
+    _one_drawer(inproc, name, "The frontend is built with React 18 and Vite.")
     res = _recall(inproc, name, "frontend React Vite")
     assert "holds the memories of" not in res["text"]
     assert all(s["level"] != 0 for s in res["sections"])
@@ -235,9 +240,7 @@ def test_cli_and_bridge_deliver_within_budget(shared_daemon: DaemonProc, tok: To
 
 def test_an_acronym_is_not_a_missing_name(inproc: InProcDaemon) -> None:
     name = "budget-acronym"
-    with inproc.client() as c:
-        c.create_palace(name)
-        c.call("memory.remember", name, {"text": "The frontend is built with React 18 and Vite."})
+    _one_drawer(inproc, name, "The frontend is built with React 18 and Vite.")
     res = _recall(inproc, name, "which UI framework do we use")
     assert "unknown_names" not in res  # the floor decides, not a missing "UI"
     res = _recall(inproc, name, "Where does Caroline work?")
