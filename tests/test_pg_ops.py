@@ -179,7 +179,7 @@ def test_recall_all_spans_local_and_team_palaces(team_daemon: DaemonProc, pg_url
         woke = c.call("memory.wake_up", team, {"budget": 400})
         # A new palace's placeholder identity is not shown (issue 29): nothing stored yet.
         assert "This palace holds the memories of" not in woke["text"]
-        assert "The palace is empty so far" in woke["text"]
+        assert "The team standup moved to 9:30 on Mondays" in woke["text"]
         c.delete_palace(team, purge=True)
 
 
