@@ -14,7 +14,11 @@ then asked twice:
 
 Both are scored as ``bench/locomo.py`` does (turn recall@k = |gold ∩ top-k| / |gold|, averaged
 over questions); also reported: the share of questions whose gold turn is visible at all, and
-with ``levels`` [0, 1, 2, 3] (the essentials asked for) for comparison.
+with ``levels`` [0, 1, 2, 3] (the essentials asked for) for comparison; the engine's results
+in the order of their printed 0-1 relevance (``by relevance``); and what the default output
+costs: its cl100k tokens over the budget (the largest ratio), the share of the answerable
+questions (categories 1-4) answered "nothing relevant" (each an error) and the tokens of a
+miss.
 
     PYTHONPATH=. python bench/agent_visible.py [--data PATH] [--conversations N] [--json out]
 """
@@ -44,6 +48,7 @@ from locomo import (
 )
 
 from palace_client.mcp.toolbox import Toolbox
+from palaced.engine.tokens import Tokenizer
 
 KS = (1, 5, 10)
 _HEAD = re.compile(r"^- #(\d+) ", re.MULTILINE)
@@ -76,8 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     daemon = PrivateDaemon("pal-agentvis-", DEFAULT_MODEL, DEFAULT_TIKTOKEN)
     daemon.start()
     scores: dict[str, dict[int, list[float]]] = {
-        key: {k: [] for k in KS} for key in ("engine", "agent", "agent_l1")}
+        key: {k: [] for k in KS} for key in ("engine", "by_relevance", "agent", "agent_l1")}
     visible_any: list[float] = []
+    tok = Tokenizer.load(DEFAULT_TIKTOKEN)
+    ratios: list[float] = []
+    misses: list[int] = []  # tokens of each default output that says nothing is relevant
+    answerable = 0  # questions of categories 1-4 (the answer is stored)
     try:
         with daemon.client("bench-agent-visible") as client:
             _wait_model(client, 120)
@@ -93,14 +102,24 @@ def main(argv: list[str] | None = None) -> int:
                 for q in build_questions(sample):
                     res = client.recall_ex(name, q.question, top_k=10)
                     engine = [turn_of[int(r["id"])] for r in res["results"]]
+                    by_relevance = [turn_of[int(r["id"])] for r in sorted(
+                        res["results"], key=lambda r: -round(float(r["score"]), 3))]
                     out = box.call("recall", {"query": q.question})
-                    agent = [turn_of[i] for i in
-                             visible_ranking(out["content"][0]["text"], text_of)]
+                    shown = out["content"][0]["text"]
+                    agent = [turn_of[i] for i in visible_ranking(shown, text_of)]
+                    used = tok.count(shown)
+                    ratios.append(used / 1500)  # the tool's default budget
+                    answerable += q.category in (1, 2, 3, 4)
+                    if q.category in (1, 2, 3, 4) and shown.split("\n")[1:2] and shown.split(
+                            "\n")[1].startswith("Nothing relevant"):
+                        misses.append(used)
                     out1 = box.call("recall", {"query": q.question, "levels": [0, 1, 2, 3]})
                     agent1 = [turn_of[i] for i in
                               visible_ranking(out1["content"][0]["text"], text_of)]
                     for k in KS:
                         scores["engine"][k].append(recall_at_k(engine, q.gold_turns, k))
+                        scores["by_relevance"][k].append(
+                            recall_at_k(by_relevance, q.gold_turns, k))
                         scores["agent"][k].append(recall_at_k(agent, q.gold_turns, k))
                         scores["agent_l1"][k].append(recall_at_k(agent1, q.gold_turns, k))
                     visible_any.append(recall_at_k(agent, q.gold_turns, max(len(agent), 1)))
@@ -113,14 +132,21 @@ def main(argv: list[str] | None = None) -> int:
         "questions": len(visible_any),
         **{key: {f"R@{k}": mean(v) for k, v in per.items()} for key, per in scores.items()},
         "agent_visible_anywhere": mean(visible_any),
+        "delivered_over_budget_max": round(max(ratios, default=0.0), 4),
+        "nothing_relevant_rate": round(len(misses) / max(answerable, 1), 4),
+        "miss_tokens_max": max(misses, default=0),
     }
     print(f"{report['questions']} questions")
     for key, label in (("engine", "engine (memory.recall ranking)"),
+                       ("by_relevance", "engine results by printed relevance"),
                        ("agent", "agent-visible, MCP recall defaults"),
                        ("agent_l1", "agent-visible, levels 0,1,2,3")):
         row = "  ".join(f"R@{k} {report[key][f'R@{k}']:.3f}" for k in KS)
         print(f"{label:40s} {row}")
     print(f"gold visible anywhere in the default output: {report['agent_visible_anywhere']:.3f}")
+    print(f"default output: delivered/budget max {report['delivered_over_budget_max']:.3f}; "
+          f"nothing relevant on {report['nothing_relevant_rate']:.3f} of these answerable "
+          f"questions, at most {report['miss_tokens_max']} tokens each")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -191,10 +191,10 @@ def recall(
 ) -> None:
     """Search a palace (hybrid keyword + semantic).
 
-    Prints the ranked drawers with their 0-1 relevance (score); with --budget, --levels or
-    --deep prints the packed context instead: the hits first, then the L0/L2/L3 sections (L1
-    only when --levels names it), and the tokens they use. A recall with nothing above the
-    relevance floor says so in one line.
+    Prints the ranked drawers with the score that ranks them; with --budget, --levels or
+    --deep prints what an agent is shown instead: a heading with the tokens the whole text
+    uses of the budget, the hits, then the L0/L2/L3 sections (L1 only when --levels names
+    it). A recall with nothing above the relevance floor says so in one line.
     """
     if all_palaces:
         _recall_all(query, top_k, wing, room, tag, include_superseded, as_json)
@@ -217,18 +217,19 @@ def recall(
         res = c.recall_ex(name, query, top_k=top_k, wing=wing, room=room, tags=tag, **extra)
 
     def human(r: dict[str, Any]) -> None:
+        if packed:  # what an agent is shown: the daemon's text, whole within the budget
+            typer.echo(r["text"])
+            return
         if r.get("notice"):
             typer.echo(f"({r['notice']})", err=True)
         if r.get("substring"):
             typer.echo("(no word matched: these are substring matches)", err=True)
         if r.get("nothing_relevant"):
             typer.echo(render.nothing_relevant(name, query, r.get("unknown_names")))
-        if packed:
-            echo_lines(render.cli_sections(list(r.get("sections") or [])))
-            typer.echo(render.cli_footer(r))
-            return
         for d in r["results"]:
-            echo_lines(render.cli_drawer(d, score=True))
+            # The score that orders the list (the 0-1 relevance orders only --all's merge).
+            echo_lines(render.cli_drawer({**d, "score": d.get("rank_score", d["score"])},
+                                         score=True))
 
     emit(res, as_json, human)
 
@@ -271,8 +272,9 @@ def wake_up(
         try:
             res = c.wake_up(name, budget=budget)
         except E.PalaceNotFound:
-            res = {"sections": [], "tokens_used": 0, "cut": [], "palace_exists": False}
-    emit(res, as_json, lambda r: echo_lines(render.cli_wake_up(r.get("sections") or [])))
+            res = {"sections": [], "tokens_used": 0, "cut": [], "palace_exists": False,
+                   "text": ""}
+    emit(res, as_json, lambda r: typer.echo(r["text"]) if r["text"] else None)
 
 
 @app.command()

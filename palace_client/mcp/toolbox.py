@@ -32,12 +32,10 @@ from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
 from palace_client.render.results import (
     excerpt,
     format_time,
-    nothing_relevant,
     render_fact,
     render_facts,
     render_items,
     render_neighbours,
-    render_sections,
 )
 from palaced.wire.errors import PalaceError, PalaceNotFound, ShuttingDown
 from palaced.wire.specs import SPECS
@@ -48,6 +46,9 @@ NUDGE_TEXT = (
     "(palace hint: nothing was stored for a while. If you learned a durable fact, decision, "
     "preference or outcome, save it now with the `remember` tool.)"
 )
+# What "\n\n" + NUDGE_TEXT adds to a text, in cl100k tokens with a margin: a recall or wake-up
+# gets the nudge only when its budget has that much room left (tests/test_recall_budget.py).
+NUDGE_TOKENS = 40
 
 
 class DaemonClient(Protocol):
@@ -95,6 +96,7 @@ class Toolbox:
         self._client: DaemonClient | None = None
         self._nudge_after = nudge_after
         self._calls_since_remember = 0
+        self._room: int | None = None  # tokens a budgeted answer left unused (for the nudge)
         self._runners: dict[str, Callable[[dict[str, Any]], str]] = {
             "remember": self._remember, "recall": self._recall, "wake_up": self._wake_up,
             "forget": self._forget, "list_drawers": self._list_drawers,
@@ -147,6 +149,7 @@ class Toolbox:
                 "in palace's config.toml), then restart the server.", is_error=True)
         try:
             args = check_arguments(spec, arguments)
+            self._room = None
             text = self._runners[name](args)
         except PalaceNotFound as exc:
             if exc.details.get("palace") != self.palace:
@@ -160,7 +163,8 @@ class Toolbox:
             self._calls_since_remember = 0
         else:
             self._calls_since_remember += 1
-            if self._calls_since_remember >= self._nudge_after:
+            if self._calls_since_remember >= self._nudge_after and (
+                    self._room is None or self._room >= NUDGE_TOKENS):
                 self._calls_since_remember = 0
                 text = f"{text}\n\n{NUDGE_TEXT}"
         return text_result(text)
@@ -233,42 +237,19 @@ class Toolbox:
     def _recall(self, args: dict[str, Any]) -> str:
         if args.pop("scope", "palace") == "all":
             return self._recall_all(args)
-        result = self._op("memory.recall", self.palace, args)
-        return self._render_recall(args["query"], result)
+        # The daemon renders the text and fits all of it into the budget (recall_text).
+        return self._budgeted(self._op("memory.recall", self.palace, self._layout(args)))
 
-    def _render_recall(self, query: str, result: Mapping[str, Any]) -> str:
-        meta = [f"mode {result['mode']}"] if result.get("mode") else []
-        if result.get("tokens_used") is not None:
-            meta.append(f"{result['tokens_used']} tokens")
-        if result.get("truncated"):
-            meta.append("truncated to budget")
-        if result.get("substring"):
-            meta.append("no word matched: substring matches")
-        head = f"Recall {json.dumps(query, ensure_ascii=False)} in palace '{self.palace}'"
-        head += f" ({', '.join(meta)})" if meta else ""
-        sections = result.get("sections")
-        results = list(result.get("results") or [])
-        # Section items do not say whether a drawer was superseded; the results do.
-        successor = {r["id"]: r["superseded_by"] for r in results
-                     if isinstance(r.get("superseded_by"), int)}
-        if sections and successor:
-            sections = [{**s, "items": [{"superseded_by": successor.get(i.get("id")), **i}
-                                        for i in s.get("items") or []]} for s in sections]
-        if result.get("nothing_relevant"):
-            body = [nothing_relevant(self.palace, query,
-                                     result.get("unknown_names"))]
-            body += render_sections([s for s in sections or [] if s.get("items")], self.compact)
-        elif sections and any(s.get("items") for s in sections):
-            body = render_sections(sections, self.compact)
-        elif results:
-            body = render_items(results, self.compact)
-        else:
-            return (f"{head}\nNo drawers matched. Try other words, drop filters, or search every "
-                    "palace with scope='all'.")
-        if result.get("notice"):
-            body.append(f"({result['notice']})")
-        sep = "\n" if self.compact else "\n\n"
-        return head + sep + "\n".join(body).rstrip()
+    def _layout(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` asking the daemon for this bridge's layout (one line per drawer or not),
+        its excerpts naming the get tool an agent has."""
+        return {**args, "for_agent": True, **({"compact": True} if self.compact else {})}
+
+    def _budgeted(self, result: Mapping[str, Any]) -> str:
+        """A recall's or wake-up's text as the daemon rendered and counted it, noting the
+        room its budget has left."""
+        self._room = int(result.get("budget", 0)) - int(result.get("tokens_used", 0))
+        return str(result["text"])
 
     def _recall_all(self, args: dict[str, Any]) -> str:
         """``recall`` over every palace in one ``memory.recall_all`` op (one relevance scale).
@@ -301,16 +282,7 @@ class Toolbox:
         return "\n".join(lines)
 
     def _wake_up(self, args: dict[str, Any]) -> str:
-        result = self._op("memory.wake_up", self.palace, args)
-        head = f"Wake-up context of palace '{self.palace}'"
-        if result.get("tokens_used") is not None:
-            head += f" ({result['tokens_used']} tokens)"
-        sections = list(result.get("sections") or [])
-        if not any(s.get("items") for s in sections):
-            return (f"{head}\nThe palace is empty so far. Store durable facts and decisions with "
-                    "remember as you learn them.")
-        sep = "\n" if self.compact else "\n\n"
-        return head + sep + "\n".join(render_sections(sections, self.compact)).rstrip()
+        return self._budgeted(self._op("memory.wake_up", self.palace, self._layout(args)))
 
     def _forget(self, args: dict[str, Any]) -> str:
         result = self._op("memory.forget", self.palace, args)

@@ -17,13 +17,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+# The primitives and the agent layout of a drawer are shared with the daemon, which renders
+# the text of a recall or wake-up itself (palaced.wire.recall_text); re-exported here.
+from palaced.wire.recall_text import (
+    BELOW_FLOOR,
+    drawer_date,
+    drawer_place,
+    excerpt_note,
+    format_score,
+    indented,
+    one_line,
+    render_drawer,
+)
+
+__all__ = ["BELOW_FLOOR", "drawer_date", "drawer_place", "excerpt_note", "format_score",
+           "indented", "one_line", "render_drawer"]
+
 
 # -- primitives ---------------------------------------------------------------------------------
-def one_line(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) as one space."""
-    return " ".join(str(text).split())
-
-
 def counted(n: int, noun: str, plural: str = "") -> str:
     """``n`` and ``noun`` in the right number: ``1 drawer``, ``2 drawers``, ``0 entries``.
 
@@ -51,11 +62,6 @@ def excerpt(text: str, limit: int, max_lines: int) -> str | None:
     return head.rstrip()
 
 
-def format_score(score: Any) -> str:
-    """A relevance score with three decimals (anything else as is)."""
-    return f"{score:.3f}" if isinstance(score, int | float) else str(score)
-
-
 def format_time(ms: Any, *, missing: str = "?") -> str:
     """An epoch-ms instant as a UTC date, or a UTC time (ISO 8601) when it is not midnight.
 
@@ -70,37 +76,6 @@ def format_time(ms: Any, *, missing: str = "?") -> str:
     if (when.hour, when.minute, when.second, when.microsecond) == (0, 0, 0, 0):
         return when.strftime("%Y-%m-%d")
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def drawer_date(item: Mapping[str, Any]) -> str | None:
-    """The day a drawer's memory happened (or was stored), if known."""
-    value = item.get("occurred_ms") or item.get("occurred_at") or item.get("created_ms")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value / 1000, UTC).strftime("%Y-%m-%d")
-    return str(value) if value else None
-
-
-def drawer_place(item: Mapping[str, Any]) -> str:
-    """``wing/room`` of a drawer (the parts it has)."""
-    return "/".join(str(item[k]) for k in ("wing", "room") if item.get(k))
-
-
-def hanging(head: str, text: str, indent: str) -> list[str]:
-    """``head`` + the first line of ``text``; its further lines indented by ``indent``."""
-    first, *rest = str(text).splitlines() or [""]
-    return [f"{head}{first}", *(f"{indent}{line}" for line in rest)]
-
-
-def indented(text: str, indent: str) -> list[str]:
-    """Every line of ``text`` indented by ``indent`` (an empty text is one empty line)."""
-    return [f"{indent}{line}" for line in str(text).splitlines() or [""]]
-
-
-def section_heading(section: Mapping[str, Any], sep: str) -> str:
-    """``L{level}{sep}{title}`` of a recall/wake-up section (the title alone without level)."""
-    title = section.get("title") or "Memories"
-    level = section.get("level")
-    return f"L{level}{sep}{title}" if level is not None else str(title)
 
 
 def fact_object(fact: Mapping[str, Any]) -> str:
@@ -128,63 +103,10 @@ def fact_notes(fact: Mapping[str, Any]) -> list[str]:
 
 
 # -- agent layout (MCP tools) -------------------------------------------------------------------
-def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
-                  show_palace: bool = False) -> str:
-    """Render one drawer (recall item, list entry) as text: id, place, score, date, text."""
-    place = drawer_place(item)
-    if show_palace and item.get("palace"):
-        place = f"{item['palace']}:{place}" if place else str(item["palace"])
-    head: list[str] = []
-    # Only real drawers (integer ids) can be passed to forget; synthetic items have no "#".
-    if isinstance(item.get("id"), int):
-        head.append(f"#{item['id']}")
-    elif item.get("kind") == "fact" and isinstance(item.get("fact_id"), int):
-        head.append(f"fact #{item['fact_id']}")
-    elif item.get("kind") == "concept":
-        head.append(f"concept r{item.get('revision')}")
-    if place:
-        head.append(f"[{place}]")
-    if item.get("score") is not None:
-        head.append(f"score {format_score(item['score'])}")
-    if item.get("below_floor"):
-        head.append(BELOW_FLOOR)
-    when = drawer_date(item)
-    if when:
-        head.append(when)
-    if item.get("tags"):
-        head.append("tags " + ",".join(map(str, item["tags"])))
-    if isinstance(item.get("superseded_by"), int):
-        head.append(f"(superseded by #{item['superseded_by']})")
-    text = str(item.get("text", ""))
-    # get reads this palace only: a drawer of another palace (recall scope='all') is read
-    # with the CLI.
-    note = excerpt_note(item, AGENT_FETCH if not (show_palace and item.get("palace"))
-                        else f"`palace get {{id}} --palace {item['palace']}`")
-    if note:
-        text += "\n" + note
-    if compact:
-        return " ".join([*head, one_line(text)]).strip()
-    body = "\n".join(indented(text, "  ")) if text.splitlines() else "  (empty)"
-    return ("- " + " ".join(head) + "\n" + body) if head else body
-
-
 def render_items(items: Iterable[Mapping[str, Any]], compact: bool,
                  show_palace: bool = False) -> list[str]:
     """Render drawers with ``render_drawer``, one string per drawer."""
     return [render_drawer(item, compact=compact, show_palace=show_palace) for item in items]
-
-
-def render_sections(sections: Iterable[Mapping[str, Any]], compact: bool) -> list[str]:
-    """Render recall/wake-up sections: one heading per level, then its drawers."""
-    lines: list[str] = []
-    for section in sections:
-        items = list(section.get("items") or [])
-        heading = section_heading(section, " · ")
-        lines.append(heading if compact else f"## {heading}")
-        lines.extend(render_items(items, compact) if items else ["(nothing)"])
-        if not compact:
-            lines.append("")
-    return lines
 
 
 def render_tree(value: Any, indent: int = 0) -> list[str]:
@@ -324,67 +246,6 @@ def cli_history(versions: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines or ["  (never edited)"]
 
 
-def cli_sections(sections: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Packed recall sections: ``## L{level} {title}``, then one entry per item.
-
-    Facts and the L0 identity show their text only; drawers get ``[id] wing/room  ``, and
-    the hits (the section without a level) their 0-1 relevance as ``score=0.612  ``.
-    """
-    lines: list[str] = []
-    for section in sections:
-        lines.append(f"## {section_heading(section, ' ')}")
-        for item in section.get("items") or []:
-            text = str(item.get("text", ""))
-            if item.get("kind") == "fact" or not isinstance(item.get("id"), int):
-                lines.append(text)
-                continue
-            head = f"[{item['id']}] {drawer_place(item)}  "
-            if section.get("level") is None and item.get("score") is not None:
-                head += f"score={format_score(item['score'])}  "
-            if item.get("below_floor"):
-                head += f"{BELOW_FLOOR}  "
-            lines.extend(hanging(head, text, "    "))
-            note = excerpt_note(item)
-            if note:
-                lines.append(f"    {note}")
-    return lines
-
-
-def cli_wake_up(sections: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Wake-up sections for a session-start hook: drawers as ``- text`` list items, a blank
-    line between sections and none at the end."""
-    lines: list[str] = []
-    for n, section in enumerate(sections):
-        if n:
-            lines.append("")
-        lines.append(f"## {section_heading(section, ' ')}")
-        for item in section.get("items") or []:
-            text = str(item.get("text", ""))
-            lines.extend(hanging("- ", text, "  ") if isinstance(item.get("id"), int)
-                         else [text])
-            note = excerpt_note(item)
-            if note:
-                lines.append(f"  {note}")
-    return lines
-
-
-BELOW_FLOOR = "(under the relevance floor)"
-
-
-CLI_FETCH = "`palace get {id}`"
-AGENT_FETCH = "get ids=[{id}]"  # the MCP get tool
-
-
-def excerpt_note(item: Mapping[str, Any], fetch: str = CLI_FETCH) -> str | None:
-    """``… (N chars; `palace get ID` for all)`` under a drawer shown as an excerpt; ``fetch``
-    is how the reader gets it whole (``AGENT_FETCH`` for an agent: the get tool)."""
-    if not item.get("excerpt"):
-        return None
-    chars = item.get("chars")
-    size = f"{chars:,} chars; " if isinstance(chars, int) else ""
-    return f"… (excerpt: {size}{fetch.format(id=item.get('id'))} for all)"
-
-
 def nothing_relevant(palace: str, query: str, unknown: Sequence[str] | None = None) -> str:
     """The one line a recall with no drawer above the relevance floor answers; with the
     names the query asks about that no drawer mentions (``unknown_names``), says which."""
@@ -392,13 +253,6 @@ def nothing_relevant(palace: str, query: str, unknown: Sequence[str] | None = No
     if unknown:
         line += f" (no drawer mentions {' or '.join(unknown)})"
     return line
-
-
-def cli_footer(result: Mapping[str, Any]) -> str:
-    """``tokens used N/BUDGET (tokenizer NAME; K cut)`` under packed sections."""
-    tok = result.get("tokenizer") or {}
-    return (f"tokens used {result.get('tokens_used', 0)}/{result.get('budget', '?')} "
-            f"(tokenizer {tok.get('name', '?')}; {len(result.get('cut') or [])} cut)")
 
 
 def cli_fact(fact: Mapping[str, Any]) -> str:

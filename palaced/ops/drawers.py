@@ -62,7 +62,8 @@ async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
     if args["include_superseded"]:
         filters = replace(filters, include_superseded=True)
     req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
-                        budget=int(args["budget"]), deep=bool(args["deep"]))
+                        budget=int(args["budget"]), deep=bool(args["deep"]),
+                        compact=bool(args["compact"]), for_agent=bool(args["for_agent"]))
     return (await recall.recall(p, req)).to_wire()
 
 
@@ -106,7 +107,9 @@ async def op_recall_all(ctx: OpContext, palace: str | None, args: dict[str, Any]
 async def op_wake_up(ctx: OpContext, palace: str | None, args: dict[str, Any]
                      ) -> dict[str, Any]:
     p = await ctx.registry.get(need_palace(palace))
-    return (await recall.wake_up(p, int(args["budget"]))).to_wire()
+    return (await recall.wake_up(p, int(args["budget"]),
+                                 compact=bool(args["compact"]),
+                                 for_agent=bool(args["for_agent"]))).to_wire()
 
 
 async def op_get(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ response carries, packed to a token budget (``packing.pack``) in this order:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -52,8 +53,16 @@ from palaced.store.rows import drawers
 from palaced.text import relevance
 from palaced.text.topics import query_entities, spelled
 from palaced.wire.errors import PalaceError
+from palaced.wire.recall_text import Frame, miss_line
 
 L1_SIZE = 15
+_ACRONYM = re.compile(r"[A-Z]{2,5}s?")
+# A miss (nothing reaches the floor) delivers one line and its nearest drawers, all marked
+# weak, within this many tokens: enough for three short lines (measured in bench/relevance.py),
+# little enough that a miss costs the agent next to nothing.
+MISS_TOKENS = 80
+MISS_NEAREST = 3
+WEAK_CHARS = 90  # a weak drawer shows at most this much of its text, on one line
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class RecallRequest:
     levels: tuple[int, ...] = (0, 2, 3)
     budget: int = 1500
     deep: bool = False
+    compact: bool = False  # the delivered text's layout: one line per drawer
+    for_agent: bool = False  # the reader has the MCP get tool (excerpt notes name it)
 
 
 @dataclass(frozen=True)
@@ -242,14 +253,88 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         l1_cached = got.l1
     unknown = got.unknown_names
 
-    results = [d for d in (got.shown.get(i) for i in got.top) if d is not None]
+    results = curated_first([d for d in (got.shown.get(i) for i in got.top) if d is not None])
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
+    nothing = bool(unknown) or not any(not r["below_floor"] for r in results)
+    notice = None if qvec is not None else keyword_reason(palace)
+    frame = Frame("recall", palace.name, req.compact, "hybrid" if qvec is not None else
+                  "keyword", miss_line(palace.name, unknown) if nothing else None, notice,
+                  ranking.substring, req.for_agent)
+    if nothing:
+        # A miss costs a line: the nearest few, cut short, and no context levels.
+        nearest = sorted(results[:MISS_NEAREST], key=lambda d: -float(d["score"]))
+        parts = [Section(HITS, "Nearest, all weak", [_weak(d) for d in nearest])]
+    else:
+        parts = _levels(got, results, req, palace.name, l1_cached)
+    return RecallResult(
+        results=results,
+        rooms=ranking.rooms[: max(req.top_k, 10)],
+        hybrid=qvec is not None,
+        notice=notice,
+        sections=await pack_sections(palace, parts, req.budget, frame,
+                                     MISS_TOKENS if nothing else None),
+        floor=floor,
+        nothing_relevant=nothing,
+        unknown_names=unknown,
+        substring=ranking.substring,
+    )
+
+
+def _weak(d: dict[str, Any]) -> Item:
+    """A drawer shown under a miss: its start, on one line, at most ``WEAK_CHARS``, with its
+    0-1 relevance (what makes it weak; the nearest are shown in its order)."""
+    item = drawer_item(d, HITS)
+    item.score = float(d["score"])
+    text = " ".join(item.text.split())
+    if len(text) > WEAK_CHARS:
+        text = text[: WEAK_CHARS - 1].rstrip() + "…"
+    item.text = text
+    return item
+
+
+# -- curated before captured ----------------------------------------------------------------
+# A captured exchange's source is capture.drawers.source_label's "<transcript>:<first>-<last>".
+_CAPTURED_SOURCE = re.compile(r":\d+-\d+\Z")
+
+
+def captured(d: dict[str, Any]) -> bool:
+    """Whether drawer ``d`` is a captured exchange of a session transcript (not curated)."""
+    return bool(_CAPTURED_SOURCE.search(str(d.get("source") or "")))
+
+
+def curated_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hits with no captured exchange above a curated drawer of equal relevance.
+
+    An earlier session asking the same question matches it as well as the answer stored with
+    remember, and its words (the question's own) can rank it higher. At an equal shown
+    relevance (3 decimals) the captured one's ``rank_score`` is lowered to the curated one's
+    and the hits re-sorted (stably): the order still follows the score shown. The one
+    tie-break recall applies after the ranking (``search.rank``)."""
+    curated = [d for d in results if not captured(d)]
+    if len(curated) == len(results) or not curated:
+        return results
+    for d in results:
+        if captured(d):
+            rel = round(float(d["score"]), 3)
+            under = [float(c["rank_score"]) for c in curated
+                     if round(float(c["score"]), 3) == rel
+                     and float(c["rank_score"]) <= float(d["rank_score"])]
+            if under:
+                d["rank_score"] = min(under)
+    # Equal rank scores keep the given order, but a captured drawer goes after its curated tie.
+    return sorted(results, key=lambda d: (-float(d["rank_score"]), captured(d)))
+
+
+def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, palace: str,
+            l1: list[dict[str, Any]] | None) -> list[Section]:
+    """The sections of a recall that found something: the hits, then the levels asked for."""
+    levels = set(req.levels)
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results])]
     if 0 in levels:
-        parts.append(identity_section(palace.name, got.identity or ""))
+        parts.append(identity_section(palace, got.identity or ""))
     if 1 in levels:
-        parts.append(essential_section(unexpired(l1_cached or [])))
+        parts.append(essential_section(unexpired(l1 or [])))
     if 2 in levels:
         items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
                                   if d), *got.facts]
@@ -257,17 +342,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     if 3 in levels:
         items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
         parts.append(Section(3, "Deep search", items))
-    return RecallResult(
-        results=results,
-        rooms=ranking.rooms[: max(req.top_k, 10)],
-        hybrid=qvec is not None,
-        notice=None if qvec is not None else keyword_reason(palace),
-        sections=await pack_sections(palace, parts, req.budget),
-        floor=floor,
-        nothing_relevant=bool(unknown) or not any(not r["below_floor"] for r in results),
-        unknown_names=unknown,
-        substring=ranking.substring,
-    )
+    return parts
 
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
@@ -313,7 +388,10 @@ def _unknown_names(query: str, names: list[str], known: set[str]) -> tuple[str, 
         return ()
     # "Caroline Smith" stands for its words "caroline" and "smith" too.
     inside = {w for n in names if " " in n for w in n.split()}
-    return tuple(dict.fromkeys(spelled(query, n) for n in names if n not in inside))
+    # An acronym ("UI", "SQL", "API") names a kind of thing, not one thing: a palace that
+    # never spells it may still hold the answer ("the frontend is built with React").
+    return tuple(dict.fromkeys(s for s in (spelled(query, n) for n in names if n not in inside)
+                               if not _ACRONYM.fullmatch(s)))
 
 
 def _lexical(palace: Palace, caches: RecallCaches, req: RecallRequest
@@ -379,8 +457,11 @@ def first_palace_error(group: BaseExceptionGroup[Any]) -> PalaceError | None:
 
 
 # -- wake-up ----------------------------------------------------------------------------------
-async def wake_up(palace: Palace, budget: int) -> Sections:
-    """L0 identity + L1 essential drawers within ``budget`` tokens (session start).
+async def wake_up(palace: Palace, budget: int, *, compact: bool = False,
+                  for_agent: bool = False) -> Sections:
+    """L0 identity + L1 essential drawers within ``budget`` tokens (session start), the whole
+    delivered text counted (``compact``: its layout, one line per drawer; ``for_agent``: its
+    excerpts name the MCP get tool).
 
     Raises:
         StorageError: SQLite failed.
@@ -394,4 +475,5 @@ async def wake_up(palace: Palace, budget: int) -> Sections:
         caches.l1 = (counter, cached)
     parts = [identity_section(palace.name, await identity_text(palace)),
              essential_section(unexpired(cached))]
-    return await pack_sections(palace, parts, budget)
+    return await pack_sections(palace, parts, budget, Frame("wake_up", palace.name, compact,
+                                                               agent=for_agent))

@@ -1,59 +1,165 @@
-"""The sections of a recall or wake-up: items made from drawers, facts and concepts, and their
-packing.
+"""The sections of a recall or wake-up: items made from drawers, facts and concepts, their
+packing, and the text delivered.
 
-``Sections`` is what ``packing.pack`` made of them, with its wire form. The hits section has
-level ``HITS`` (-1), shown as no level on the wire.
+``deliver`` packs the sections so that the whole text an agent receives
+(``palaced.wire.recall_text.answer_text``: heading, titles, item heads, notices) fits the
+budget, counted by the daemon's tokenizer; ``Sections`` is that packing with its text and its
+wire form. The hits section has level ``HITS`` (-1), shown as no level on the wire.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
+import anyio
 import apsw
 
-from palaced.palace.handle import Palace, now_ms
-from palaced.retrieval.packing import Item, PackResult, Section, pack
+from palaced.palace.handle import IDENTITY_TEMPLATE, Palace, now_ms
+from palaced.palace.identity import strip_comments
+from palaced.retrieval.packing import Item, PackResult, Section, TokenCounter, pack
 from palaced.store.knowledge.concept_links import concepts_for_recall
 from palaced.store.knowledge.graph_walk import facts_matching
 from palaced.store.lookup.search import fts_terms
 from palaced.text.relevance import shorten
+from palaced.wire.recall_text import Frame, answer_text, minimal
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
 
 @dataclass(frozen=True)
 class Sections:
-    """Levelled sections packed into a token budget; ``exact``: counted by the real tokenizer."""
+    """Levelled sections packed into a token budget; ``exact``: counted by the real tokenizer;
+    ``text``: the whole delivered text, ``tokens`` its count (<= the budget)."""
 
     packed: PackResult
     exact: bool
+    text: str = ""
+    tokens: int = 0
+    budget: int = 0  # the budget asked for (the packing's own is what the text left it)
 
     def to_wire(self) -> dict[str, Any]:
-        """The ``sections``, ``tokens_used``, ``budget``, ``cut`` and ``tokenizer`` keys."""
+        """The ``sections``, ``text``, ``tokens_used``, ``budget``, ``cut`` and ``tokenizer``
+        keys (``tokens_used``: the tokens of ``text``, all of it)."""
         result = self.packed
         return {
-            "sections": [
-                {"level": None if s.level == HITS else s.level, "title": s.title,
-                 # Only the hits and search levels (2, 3) have a meaningful score.
-                 "items": [{"id": it.id, "text": it.text,
-                            **({"score": round(it.score, 6)}
-                               if s.level >= 2 or s.level == HITS else {}),
-                            **it.meta} for it in s.items]}
-                for s in result.sections
-            ],
-            "tokens_used": result.tokens_used,
-            "budget": result.budget_tokens,
+            "sections": wire_sections(result),
+            "text": self.text,
+            "tokens_used": self.tokens,
+            "budget": self.budget,
             "cut": [dict(c) for c in result.cut],
             "tokenizer": {"name": result.tokenizer_name, "exact": self.exact},
         }
 
 
-async def pack_sections(palace: Palace, parts: list[Section], budget: int) -> Sections:
-    """Pack ``parts`` into ``budget`` tokens with the daemon's tokenizer (waiting for it to
-    be loaded in the first moments after a start)."""
+def wire_sections(result: PackResult) -> list[dict[str, Any]]:
+    """The packed sections as the wire carries them (and ``answer_text`` renders them)."""
+    return [
+        {"level": None if s.level == HITS else s.level, "title": s.title,
+         # Only the hits and search levels (2, 3) have a meaningful score.
+         # The drawers of the hits and of L2/L3 show the score that orders them.
+         "items": [{"id": it.id, "text": it.text,
+                    **({"score": round(it.score, 6)}
+                       if isinstance(it.id, int) and (s.level >= 2 or s.level == HITS)
+                       else {}),
+                    **it.meta} for it in s.items]}
+        for s in result.sections
+    ]
+
+
+def deliver(parts: list[Section], budget: int, tok: TokenCounter, frame: Frame,
+            cap: int | None = None) -> tuple[PackResult, str, int]:
+    """Pack ``parts`` so that the whole delivered text fits ``budget`` tokens of ``tok``
+    (and ``cap`` when given: a miss fits a few tokens whatever its budget).
+
+    ``pack`` charges the items' texts; the text adds their heads (id, place, score, date),
+    the heading and the notices. So the packing budget is the largest (by bisection) whose
+    rendered text (``answer_text``) fits. A notice (why a recall is keyword-only) gives way
+    when no item would fit beside it (the heading still says ``mode keyword``); when not
+    even the heading fits, the text is the count alone (``minimal``), or empty. Returns the
+    packing, the text and its token count (always <= the limit).
+
+    Raises:
+        ValueError: ``budget < 0``.
+    """
+    limit = budget if cap is None else min(budget, cap)
+    dropped = any(s.items for s in parts)  # said when none of them fits
+    frames = [frame, replace(frame, notice=None)] if frame.notice else [frame]
+    for n, shown in enumerate(frames):
+        best = _fit(parts, budget, limit, tok, partial(answer_text, shown, dropped=dropped))
+        if best is not None and (best[0].sections or not dropped or n == len(frames) - 1):
+            packed, wire = best
+            text, tokens = _settle(partial(answer_text, shown, wire, budget=budget,
+                                           dropped=dropped), tok, budget)
+            return packed, text, tokens
+    empty = pack(parts, 0, tok)
+    text, tokens = _settle(partial(minimal, budget=budget), tok, budget)
+    return (empty, text, tokens) if tokens <= limit else (empty, "", 0)
+
+
+def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter,
+         render: Callable[..., str]) -> tuple[PackResult, list[dict[str, Any]]] | None:
+    """The packing of ``parts`` with the largest packing budget whose ``render``ed text
+    (stating ``budget``) fits ``limit`` tokens, and its wire sections; None when not even the
+    text without any item fits."""
+
+    def attempt(inner: int) -> tuple[int, PackResult, list[dict[str, Any]]]:
+        packed = pack(parts, inner, tok)
+        wire = wire_sections(packed)
+        return tok.count(render(wire, budget, budget)), packed, wire
+
+    count, packed, wire = attempt(limit)
+    if count <= limit:
+        return packed, wire
+    # The largest packing budget whose text fits: the text grows with the packing budget, so
+    # search between one that fits (lo, -1: none yet) and one that does not (hi), guessing
+    # from the counts (the heads add about the same share per item), bisecting every other
+    # step so that a poor guess costs little.
+    best: tuple[PackResult, list[dict[str, Any]]] | None = None
+    lo, lo_count, hi, hi_count = -1, 0, limit, count
+    for step in itertools.count():
+        if hi - lo <= 1:
+            break
+        mid = (lo + hi) // 2
+        if step % 2 == 0 and hi_count > lo_count:
+            guess = lo + (hi - lo) * (limit - lo_count) // (hi_count - lo_count)
+            mid = min(max(guess, lo + 1), hi - 1)
+        count, packed, wire = attempt(mid)
+        if count <= limit:
+            lo, lo_count, best = mid, count, (packed, wire)
+        else:
+            hi, hi_count = mid, count
+    return best
+
+
+def _settle(build: Callable[[int], str], tok: TokenCounter, budget: int) -> tuple[str, int]:
+    """The text ``build(n)`` whose stated count ``n`` is its own token count, and that count.
+
+    ``build(budget)`` fits; a smaller stated number has no more digits, so its text fits too.
+    Converges in a step or two (a count changes only when the number's digits do)."""
+    text = build(budget)
+    tokens = tok.count(text)
+    for _ in range(4):
+        again = build(tokens)
+        count = tok.count(again)
+        if count == tokens:
+            return again, count
+        tokens = count
+    return text, tok.count(text)
+
+
+async def pack_sections(palace: Palace, parts: list[Section], budget: int, frame: Frame,
+                        cap: int | None = None) -> Sections:
+    """Pack ``parts`` so the whole delivered text fits ``budget`` tokens (``deliver``) with the
+    daemon's tokenizer (waiting for it to be loaded in the first moments after a start), in a
+    worker thread: rendering and counting a long answer takes milliseconds."""
     tok = await palace.services.ready_tokenizer()
-    return Sections(pack(parts, budget, tok), tok.exact)
+    packed, text, tokens = await anyio.to_thread.run_sync(deliver, parts, budget, tok, frame,
+                                                          cap)
+    return Sections(packed, tok.exact, text, tokens, budget)
 
 
 def unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -63,13 +169,22 @@ def unexpired(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def drawer_item(d: dict[str, Any], level: int) -> Item:
-    """A drawer as a section item; a long one as its excerpt (``relevance.shorten``)."""
+    """A drawer as a section item; a long one as its excerpt (``relevance.shorten``).
+
+    A ranked drawer's score is its ``rank_score``, the score that orders the hits and L2/L3,
+    so the order shown follows the score shown; its 0-1 relevance is kept as ``relevance``.
+    """
     d = shorten(d, ())
+    ranked = d.get("rank_score")
     return Item(
-        id=int(d["id"]), text=str(d["text"]), score=float(d.get("score") or 0.0), level=level,
+        id=int(d["id"]), text=str(d["text"]),
+        score=float(ranked if ranked is not None else d.get("score") or 0.0), level=level,
         meta={"wing": d["wing"], "room": d["room"], "importance": d["importance"],
+              **({"relevance": d["score"]} if ranked is not None else {}),
               "occurred_ms": d["occurred_ms"],
               **({"below_floor": True} if d.get("below_floor") else {}),
+              **({"superseded_by": d["superseded_by"]}
+                 if isinstance(d.get("superseded_by"), int) else {}),
               **({"excerpt": True, "chars": d["chars"]} if d.get("excerpt") else {})},
     )
 
@@ -112,8 +227,11 @@ def concept_item(c: dict[str, Any]) -> Item:
 
 
 def identity_section(palace: str, text: str) -> Section:
-    """L0: the palace's identity text (no item when it is empty)."""
-    items = [Item(id="identity", text=text, score=1.0, level=0)] if text else []
+    """L0: the palace's identity text (no item when it is empty or still the placeholder a
+    new palace is created with: it says nothing the palace's name does not)."""
+    placeholder = strip_comments(IDENTITY_TEMPLATE.format(name=palace))
+    items = ([Item(id="identity", text=text, score=1.0, level=0)]
+             if text and text.strip() != placeholder else [])
     return Section(0, f"Identity of {palace}", items)
 
 

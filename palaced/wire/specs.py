@@ -133,6 +133,8 @@ MAX_TOP_K = 1_000
 
 _LABEL = Arg("str", max_len=MAX_FIELD_CHARS)
 _TAGS = Arg("strlist", default=[], max_len=64)
+_FOR_AGENT = Arg("bool", default=False,
+                 help="the reader is an agent with the MCP get tool: excerpts name it")
 _WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
 _ID = Arg("int", required=True, min=1, max=MAX_ID)
 _NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
@@ -287,11 +289,15 @@ _ALL: tuple[OpSpec, ...] = (
         "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
         "deep": Arg("bool", default=False),
         "include_superseded": Arg("bool", default=False),
+        "compact": Arg("bool", default=False),
+        "for_agent": _FOR_AGENT,
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
             "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
-            "packed into `budget` (L1 only when in `levels`)."),
+            "(L1 only when in `levels`) with `text`, what an agent is shown, which fits "
+            "`budget` whole (`tokens_used`; `compact`: one line per drawer); a miss is one "
+            "line and the nearest three drawers, marked weak."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),
@@ -302,9 +308,12 @@ _ALL: tuple[OpSpec, ...] = (
     }, read_only=True, retry=SAFE,
         doc="Recall across every palace: the best `top_k` drawers of all of them by 0-1 "
             "relevance, each with its `palace`; `skipped` palaces that failed."),
-    OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET)},
+    OpSpec("memory.wake_up", {"budget": Arg("int", default=800, min=0, max=MAX_BUDGET),
+                              "compact": Arg("bool", default=False),
+                              "for_agent": _FOR_AGENT},
            palace=_R, read_only=True, retry=SAFE,
-           doc="L0 identity and L1 essential drawers packed into `budget`."),
+           doc="L0 identity and L1 essential drawers, with their `text` fitting `budget` "
+               "whole."),
     OpSpec("memory.get", {"id": _ID, "history": Arg("bool", default=False),
                           "max_tokens": Arg("int", min=1, max=MAX_BUDGET,
                                             help="cut the text to this many tokens")},

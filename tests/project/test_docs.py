@@ -198,7 +198,11 @@ def _quickstart() -> list[tuple[str, list[str]]]:
 def _mask(text: str, home: Path | None = None) -> str:
     if home is not None:
         text = text.replace(str(home), "$PALACE_HOME")
-    return _PID.sub("pid N", _SCRATCH.sub("$PALACE_HOME", text))
+    # Recall and wake-up heads show the day a drawer was stored: today, whenever this runs.
+    return _DAY.sub(r"\1 YYYY-MM-DD", _PID.sub("pid N", _SCRATCH.sub("$PALACE_HOME", text)))
+
+
+_DAY = re.compile(r"(?<=^- #)(\d+ \[.*) \d{4}-\d{2}-\d{2}$")
 
 
 @pytest.mark.daemon

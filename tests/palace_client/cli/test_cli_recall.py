@@ -27,7 +27,9 @@ IDENTITY = ("I am the memory of the Harbor billing service. The team ships on Tu
             "reviews every migration twice, and keeps incident notes in the ops wing.")
 LONG_IDENTITY = " ".join(f"Rule {i}: every invoice line carries its currency and tax code."
                          for i in range(40))
-FOOTER = re.compile(r"^tokens used (\d+)/(\d+) \(tokenizer (\S+); (\d+) cut\)$")
+# The heading of a recall or wake-up: the tokens of the whole text, of the budget.
+HEAD = re.compile(r"^(?:Recall in|Wake-up context of) palace '([^']+)' \((?:mode \w+, )?"
+                  r"(\d+) of (\d+) tokens")
 DRAWERS = [
     ("Invoices are generated nightly at 02:00 UTC by the billing-cron job.", "billing", "high"),
     ("The staging database is Postgres 16 on port 5433.", "infra", "critical"),
@@ -94,7 +96,10 @@ def test_budgeted_recall_json_stays_within_budget(shared_daemon: DaemonProc, pal
     # The hits come first (no level, each with its 0-1 relevance), then the levels asked for.
     hits, *levels = res["sections"]
     assert hits["level"] is None and hits["title"] == "Best matches"
-    assert all(0 <= i["score"] <= 1 for i in hits["items"])
+    # Each shows the score that orders them (rank_score), and keeps its 0-1 relevance.
+    assert all(0 <= i["relevance"] <= 1 for i in hits["items"])
+    scores = [i["score"] for i in hits["items"]]
+    assert scores == sorted(scores, reverse=True)
     assert [s["level"] for s in levels] == [0, 1, 3][: len(levels)]
     assert levels[0]["items"][0]["text"] == IDENTITY
     # The texts alone (without the headings and per-item overheads) fit the reported usage.
@@ -111,24 +116,25 @@ def test_recall_never_exceeds_small_budgets(shared_daemon: DaemonProc, palace: s
     assert res["budget"] == budget
 
 
-def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str) -> None:
+def test_budgeted_recall_human_output(shared_daemon: DaemonProc, palace: str,
+                                      tokenizer: Tokenizer) -> None:
     res = shared_daemon.cli("recall", "when are invoices generated?", "--palace", palace,
                             "--budget", "200", "--levels", "0,1,3", "--top-k", "3")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == "## Best matches"
-    assert re.match(r"^\[\d+\] general/[a-z]+  score=[01]\.\d{3}  \S", lines[1]), lines[1]
-    at = lines.index(f"## L0 Identity of {palace}")
-    assert lines[at + 1] == IDENTITY
-    assert "## L1 Essential" in lines
-    drawer_lines = [ln for ln in lines if ln.startswith("[")]
-    assert drawer_lines and all(re.match(r"^\[\d+\] general/[a-z]+  \S", ln)
-                                for ln in drawer_lines)
-    assert any("nightly at 02:00" in ln for ln in drawer_lines[:3])
-    footer = FOOTER.match(lines[-1])
-    assert footer, lines[-1]
-    used, budget, name, _ = footer.groups()
-    assert int(used) <= int(budget) == 200 and name == "cl100k_base"
+    # What an agent is shown: the heading states the tokens of all of it.
+    head = HEAD.match(lines[0])
+    assert head, lines[0]
+    assert head.group(1) == palace and int(head.group(3)) == 200
+    assert int(head.group(2)) == tokenizer.count(res.stdout.rstrip("\n")) <= 200
+    assert lines[1:3] == ["", "## Best matches"]
+    assert re.match(r"^- #\d+ \[general/[a-z]+\] score -?\d+\.\d{3} \S", lines[3]), lines[3]
+    at = lines.index(f"## L0 · Identity of {palace}")
+    assert lines[at + 1] == "  " + IDENTITY
+    assert "## L1 · Essential" in lines
+    drawer_lines = [ln for ln in lines if ln.startswith("- #")]
+    assert drawer_lines and any("nightly at 02:00" in ln
+                                for ln in lines[:lines.index("## L0 · Identity of " + palace)])
 
 
 def test_plain_recall_keeps_the_ranked_list(shared_daemon: DaemonProc, palace: str) -> None:
@@ -169,11 +175,12 @@ def test_wake_up_prints_identity_and_essentials(shared_daemon: DaemonProc, palac
     res = shared_daemon.cli("wake-up", "--palace", palace, "--budget", "100")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[:2] == [f"## L0 Identity of {palace}", IDENTITY]
-    assert "## L1 Essential" in lines
-    assert "- The staging database is Postgres 16 on port 5433." in lines  # critical first
-    assert "tokens used" not in res.stdout and "[" not in res.stdout
-    assert "\n\n## L1 Essential\n" in res.stdout and not res.stdout.endswith("\n\n")
+    head = HEAD.match(lines[0])
+    assert head and int(head.group(2)) == tokenizer.count(res.stdout.rstrip("\n")) <= 100
+    assert lines[1:4] == ["", f"## L0 · Identity of {palace}", "  " + IDENTITY]
+    assert "## L1 · Essential" in lines
+    assert "  The staging database is Postgres 16 on port 5433." in lines  # critical first
+    assert "\n\n## L1 · Essential\n" in res.stdout and not res.stdout.endswith("\n\n")
     data = _json(shared_daemon.cli("wake-up", "--palace", palace, "--budget", "100", "--json"))
     assert data["budget"] == 100 and data["tokens_used"] <= 100
     assert [s["level"] for s in data["sections"]] == [0, 1]
@@ -184,7 +191,7 @@ def test_wake_up_prints_identity_and_essentials(shared_daemon: DaemonProc, palac
 def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: DaemonProc
                                                               ) -> None:
     name = _palace(shared_daemon, LONG_IDENTITY)
-    for budget in (20, 40):
+    for budget in (45, 60):  # the heading and the L0 title take about 30
         data = _json(shared_daemon.cli("wake-up", "--palace", name, "--budget", str(budget),
                                        "--json"))
         assert data["tokens_used"] <= budget
@@ -195,11 +202,11 @@ def test_tiny_budget_truncates_identity_instead_of_dropping_it(shared_daemon: Da
         assert LONG_IDENTITY.startswith(item["text"][:-1].rstrip())
         assert any(c["id"] == "identity" and c["truncated"] for c in data["cut"])
     # Beside the hits at a small budget: cut to fit, with the marker.
-    human = shared_daemon.cli("recall", "invoice", "--palace", name, "--budget", "45")
+    human = shared_daemon.cli("recall", "invoice", "--palace", name, "--budget", "90")
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
-    at = lines.index(f"## L0 Identity of {name}")
-    assert lines[at + 1].startswith("Rule 0:") and lines[at + 1].endswith("…")
+    at = lines.index(f"## L0 · Identity of {name}")
+    assert lines[at + 1].startswith("  Rule 0:") and lines[at + 1].endswith("…")
 
 
 def test_wake_up_of_a_missing_palace_prints_nothing_and_creates_nothing(
@@ -229,7 +236,7 @@ def test_wake_up_without_palace_uses_the_sessions_project(shared_daemon: DaemonP
                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
                          stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("## L0 Identity of hook-project\n")
+    assert res.stdout.startswith("Wake-up context of palace 'hook-project' (")
     assert "hook projects deploy on Fridays" in res.stdout
 
 
@@ -240,7 +247,8 @@ def test_hook_installed_by_init_runs(shared_daemon: DaemonProc, palace: str) -> 
     res = subprocess.run(shlex.split(command), env=shared_daemon.env, capture_output=True,
                          text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith(f"## L0 Identity of {palace}\n{IDENTITY}\n")
+    assert res.stdout.startswith(f"Wake-up context of palace '{palace}' (")
+    assert f"\n\n## L0 · Identity of {palace}\n  {IDENTITY}\n" in res.stdout
 
 
 def test_client_wake_up(shared_daemon: DaemonProc, palace: str) -> None:
@@ -316,10 +324,8 @@ def test_mcp_recall_with_budget_and_levels(bridge: Bridge, palace: str) -> None:
 def test_mcp_wake_up(bridge: Bridge, palace: str) -> None:
     failed, text = bridge.tool("wake_up", {"budget": 100})
     assert not failed, text
-    head = text.splitlines()[0]
-    assert head.startswith(f"Wake-up context of palace '{palace}'")
-    tokens = re.search(r"\((\d+) tokens\)", head)
-    assert tokens and int(tokens.group(1)) <= 100, head
+    head = HEAD.match(text.splitlines()[0])
+    assert head and head.group(1) == palace and int(head.group(2)) <= 100, text
     assert IDENTITY in text and "Postgres 16 on port 5433" in text
     assert text.index("## L0") < text.index("## L1")
 
@@ -377,11 +383,14 @@ def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
     assert "## L1" not in text  # the essentials belong to wake_up
     failed, text = bridge.tool("recall", {"query": "nonexistentwordxyz"})
     assert not failed, text
-    assert f"nothing relevant in palace {palace} for: nonexistentwordxyz" in text.splitlines()[2]
+    # A miss costs a line, and the nearest drawers, marked weak.
+    miss, *weak = text.splitlines()[1:]
+    assert miss == f"Nothing relevant in palace '{palace}'. Nearest, all weak:"
+    assert 1 <= len(weak) <= 3 and all(re.match(r"^- #\d+ weak ", ln) for ln in weak)
     failed, text = bridge.tool("recall", {"query": "Where does Caroline work?"})
     assert not failed, text
-    assert (f"nothing relevant in palace {palace} for: Where does Caroline work? "
-            "(no drawer mentions Caroline)") in text.splitlines()[2]
+    assert text.splitlines()[1] == (f"Nothing relevant in palace '{palace}' (no drawer "
+                                    "mentions Caroline). Nearest, all weak:")
 
 
 def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None:

@@ -30,6 +30,7 @@ from palace_client.mcp.stdio import MAX_LINE, serve
 from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
 from palaced.wire.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
+from palaced.wire.recall_text import Frame, answer_text
 from palaced.wire.specs import MCP_TOOLSETS
 from tests.conftest import DaemonProc, base_env
 
@@ -49,7 +50,7 @@ class FakeClient:
     """Enough of the daemon, in memory, to drive every tool."""
 
     RECALL_ARGS = frozenset({"query", "top_k", "wing", "room", "tags", "budget", "levels",
-                             "deep"})
+                             "deep", "compact"})
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, dict[str, Any]]] = []
@@ -85,7 +86,7 @@ class FakeClient:
             self.palaces.setdefault(str(palace), {})
             return {"name": palace}
         if op == "memory.recall_all":
-            unknown = set(args) - (self.RECALL_ARGS - {"budget", "levels", "deep"})
+            unknown = set(args) - (self.RECALL_ARGS - {"budget", "levels", "deep", "compact"})
             if unknown:
                 raise InvalidArgs(f"unknown argument(s): {sorted(unknown)}")
             merged = [{**hit, "palace": name} for name in self.palaces
@@ -119,16 +120,19 @@ class FakeClient:
                     for d in drawers.values()]
             hits = sorted((h for h in hits if h["score"] > 0), key=lambda h: -h["score"])
             hits = hits[: args.get("top_k", 10)]
-            out: dict[str, Any] = {"results": hits, "mode": "hybrid"}
-            if self.sections:
-                out["sections"] = [{"level": 3, "title": "Search", "items": hits}]
-                out["tokens_used"] = 42
-            return out
+            sections = [{"level": 3 if self.sections else None,
+                         "title": "Search" if self.sections else "Best matches", "items": hits}]
+            # The daemon renders the text an agent is shown (palaced.wire.recall_text).
+            frame = Frame("recall", str(palace), bool(args.get("compact")), "hybrid")
+            return {"results": hits, "mode": "hybrid", "sections": sections, "tokens_used": 42,
+                    "budget": 1500, "text": answer_text(frame, sections, 42, 1500)}
         if op == "memory.wake_up":
             items = sorted(drawers.values(), key=lambda d: -float(d.get("importance", 0.5)))
-            return {"sections": [{"level": 0, "title": "Identity", "items": []},
-                                 {"level": 1, "title": "Essential story", "items": items}],
-                    "tokens_used": 7}
+            sections = [{"level": 0, "title": "Identity", "items": []},
+                        {"level": 1, "title": "Essential story", "items": items}]
+            frame = Frame("wake_up", str(palace), bool(args.get("compact")))
+            return {"sections": sections, "tokens_used": 7, "budget": 800,
+                    "text": answer_text(frame, sections, 7, 800)}
         if op == "memory.forget":
             if args["id"] not in drawers:
                 raise MemoryNotFound(f"no drawer {args['id']} in palace {palace!r}",
@@ -436,7 +440,7 @@ def test_recall_passes_its_arguments_and_renders_sections() -> None:
                                                         "top_k": 5, "room": "ops",
                                                         "budget": 300, "levels": [3]})
     assert "## L3 · Search" in text
-    assert "42 tokens" in text
+    assert "(mode hybrid, 42 of 1500 tokens)" in text
 
 
 def test_recall_daemon_rejection_is_not_hidden() -> None:
@@ -454,8 +458,8 @@ def test_compact_mode_one_line_per_drawer() -> None:
     call_tool(bridge, "remember", {"text": "line three", "room": "r"})
     text = text_of(call_tool(bridge, "recall", {"query": "line"}))
     lines = text.splitlines()
-    assert len(lines) == 3
-    assert lines[1].startswith("#") and lines[1].endswith("line one line two")
+    assert len(lines) == 4 and lines[1] == "Best matches"
+    assert lines[2].startswith("#") and lines[2].endswith("line one line two")
 
 
 def test_recall_without_hits_suggests_next_step() -> None:
