@@ -255,7 +255,10 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     results = curated_first([d for d in (got.shown.get(i) for i in got.top) if d is not None])
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
-    nothing = bool(unknown) or not any(not r["below_floor"] for r in results)
+    # A memoir concept or a graph fact the query points at is relevant knowledge too, even
+    # when no drawer passes the floor: not a miss.
+    nothing = bool(unknown) or not (any(not r["below_floor"] for r in results)
+                                    or got.concepts or got.facts)
     notice = None if qvec is not None else keyword_reason(palace)
     frame = Frame("recall", palace.name, req.compact, "hybrid" if qvec is not None else
                   "keyword", miss_line(palace.name, unknown) if nothing else None, notice,

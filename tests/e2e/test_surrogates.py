@@ -142,14 +142,17 @@ def test_jsonl_restore_takes_a_record_with_a_lone_surrogate(keyword_daemon: Daem
 
 
 def test_the_mcp_bridge_reads_a_lone_surrogate_as_fffd() -> None:
-    bridge, _ = make_bridge()
+    bridge, fake = make_bridge()
+    fake.create_palace("proj")  # a read of a palace not yet written answers without a query
     line = ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": '
             f'"recall", "arguments": {{"query": "caf{CUT}"}}}}}}').encode()
     raw = bridge.handle_line(line)
     assert raw is not None
     answer = json.loads(raw)
     assert "result" in answer, answer  # before: INTERNAL_ERROR, cannot encode the result
-    assert f"caf{FFFD}" in answer["result"]["content"][0]["text"]
+    assert not answer["result"].get("isError"), answer
+    assert fake.calls[-1][:2] == ("memory.recall", "proj")
+    assert fake.calls[-1][2]["query"] == f"caf{FFFD}"
 
 
 def test_the_hook_reads_a_lone_surrogate_as_fffd() -> None:

@@ -31,7 +31,7 @@ from palace_client.mcp.toolbox import NUDGE_AFTER, NUDGE_TEXT, Toolbox
 from palace_client.mcp.tools import TOOLS
 from palaced.wire.errors import InvalidArgs, MemoryNotFound, PalaceNotFound, ShuttingDown
 from palaced.wire.recall_text import Frame, answer_text
-from palaced.wire.specs import MCP_TOOLSETS
+from palaced.wire.specs import MCP_TOOLSETS, SPECS
 from tests.conftest import DaemonProc, base_env
 
 REPO = Path(__file__).resolve().parents[3]
@@ -49,8 +49,9 @@ def _own_project_map(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 class FakeClient:
     """Enough of the daemon, in memory, to drive every tool."""
 
-    RECALL_ARGS = frozenset({"query", "top_k", "wing", "room", "tags", "budget", "levels",
-                             "deep", "compact"})
+    # The daemon's own argument lists (one definition: palaced.wire.specs).
+    RECALL_ARGS = frozenset(SPECS["memory.recall"].args)
+    RECALL_ALL_ARGS = frozenset(SPECS["memory.recall_all"].args)
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str | None, dict[str, Any]]] = []
@@ -86,7 +87,7 @@ class FakeClient:
             self.palaces.setdefault(str(palace), {})
             return {"name": palace}
         if op == "memory.recall_all":
-            unknown = set(args) - (self.RECALL_ARGS - {"budget", "levels", "deep", "compact"})
+            unknown = set(args) - self.RECALL_ALL_ARGS
             if unknown:
                 raise InvalidArgs(f"unknown argument(s): {sorted(unknown)}")
             merged = [{**hit, "palace": name} for name in self.palaces
@@ -438,7 +439,8 @@ def test_recall_passes_its_arguments_and_renders_sections() -> None:
                                                 "budget": 300, "levels": [3]}))
     assert fake.calls[-1] == ("memory.recall", "proj", {"query": "fridays", "deep": True,
                                                         "top_k": 5, "room": "ops",
-                                                        "budget": 300, "levels": [3]})
+                                                        "budget": 300, "levels": [3],
+                                                        "for_agent": True})
     assert "## L3 · Search" in text
     assert "(mode hybrid, 42 of 1500 tokens)" in text
 

@@ -296,7 +296,7 @@ def test_pool_rows_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     the ends of texts counted out, closet hits, in one statement) and the second hop's
     document frequencies (``text_doc_freqs``): the same on PostgreSQL as on SQLite."""
     from palaced.store import Store
-    from palaced.store import search as search_sql
+    from palaced.store.lookup import search as search_sql
 
     local = Store(tmp_path / "p.db")
     try:
