@@ -18,7 +18,8 @@ with ``levels`` [0, 1, 2, 3] (the essentials asked for) for comparison; the engi
 in the order of their printed 0-1 relevance (``by relevance``); and what the default output
 costs: its cl100k tokens over the budget (the largest ratio), the share of the answerable
 questions (categories 1-4) answered "nothing relevant" (each an error) and the tokens of a
-miss.
+miss. Last, what every session pays before any call: the cl100k tokens of ``tools/list`` as
+compact JSON, for the default toolset and for every toolset served.
 
     PYTHONPATH=. python bench/agent_visible.py [--data PATH] [--conversations N] [--json out]
 """
@@ -48,7 +49,9 @@ from locomo import (
 )
 
 from palace_client.mcp.toolbox import Toolbox
+from palace_client.mcp.tools import tools_of
 from palaced.engine.tokens import Tokenizer
+from palaced.wire.specs import MCP_TOOLSETS, parse_toolsets
 
 KS = (1, 5, 10)
 _HEAD = re.compile(r"^- #(\d+) ", re.MULTILINE)
@@ -65,6 +68,14 @@ def visible_ranking(text: str, drawer_text: dict[int, str]) -> list[int]:
         if body is not None and all(line.strip() in text for line in body.splitlines()):
             seen.append(did)
     return seen
+
+
+def tools_list_tokens(tok: Tokenizer, toolsets: tuple[str, ...]) -> tuple[int, int]:
+    """How many tools ``tools/list`` serves for ``toolsets`` and its cl100k tokens as compact
+    JSON (what an agent session carries before any call)."""
+    tools = [spec.to_mcp() for spec in tools_of(toolsets)]
+    return len(tools), tok.count(json.dumps({"tools": tools}, separators=(",", ":"),
+                                            ensure_ascii=False))
 
 
 def mean(xs: Sequence[float]) -> float:
@@ -147,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"default output: delivered/budget max {report['delivered_over_budget_max']:.3f}; "
           f"nothing relevant on {report['nothing_relevant_rate']:.3f} of these answerable "
           f"questions, at most {report['miss_tokens_max']} tokens each")
+    for label, sets in (("default", parse_toolsets(None)), ("all", tuple(MCP_TOOLSETS))):
+        n, tokens = tools_list_tokens(tok, sets)
+        print(f"tools/list, {label} toolsets: {n} tools, {tokens} cl100k tokens (compact JSON)")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
