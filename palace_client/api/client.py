@@ -81,6 +81,9 @@ class Client:
         self._autostart = autostart
         self._client_name = client_name
         self._conn: Connection | None = None
+        # Palaces this client's writes created (the first-write rule, ``call``): a person
+        # who mistyped a name is told (the CLI says so on stderr).
+        self.created: list[str] = []
         self.connect_timeout = (
             checked_seconds("connect_timeout", connect_timeout) if connect_timeout
             else env_seconds("PALACE_CONNECT_TIMEOUT", os.environ.get("PALACE_CONNECT_TIMEOUT"),
@@ -116,7 +119,8 @@ class Client:
             # A palace deleted under the daemon is reported, not silently made anew.
             if palace is None or op not in CREATES_PALACE or exc.details.get("deleted"):
                 raise
-        self._send("palace.create", palace, {"exist_ok": True})
+        if self._send("palace.create", palace, {"exist_ok": True}).get("created"):
+            self.created.append(palace)
         return self._send(op, palace, args, timeout_ms=timeout_ms)
 
     def _send(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,

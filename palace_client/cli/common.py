@@ -248,6 +248,8 @@ def client(as_json: bool, *, autostart: bool = True) -> Iterator[Client]:
         fail(_explained(exc), as_json)
     finally:
         c.close()
+        for name in c.created:  # stderr: a script reading stdout (or --json) is not disturbed
+            typer.echo(f"(created palace '{name}': its first write)", err=True)
 
 
 def need_palace(palace: str | None, as_json: bool) -> str:

@@ -164,6 +164,10 @@ def test_the_first_write_creates_a_palace_in_every_client_and_reads_never_do(
     made = cli(d, tmp_path, "remember", "named palace fact", "-p", "p1")
     assert made.returncode == 0, made.stderr
     assert texts(d, "p1") == ["named palace fact"]
+    # ... and says so on stderr (a mistyped name is seen), once: the next write is silent.
+    assert "(created palace 'p1': its first write)" in made.stderr
+    again = cli(d, tmp_path, "remember", "second fact", "-p", "p1")
+    assert again.returncode == 0 and "created palace" not in again.stderr, again.stderr
     # A read of a palace that does not exist says so and creates nothing.
     missing = cli(d, tmp_path, "recall", "anything", "-p", "nope")
     assert missing.returncode != 0 and "PALACE_NOT_FOUND" in missing.stderr
