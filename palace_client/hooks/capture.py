@@ -92,11 +92,11 @@ def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
 
 
 def parse_input(raw: bytes) -> dict[str, Any]:
-    """The fields the hook uses: ``transcript_path`` (absolute), ``session_id``, ``cwd``,
-    ``hook_event_name``.
+    """The fields the hook uses: ``transcript_path`` (absolute; "" when the input names
+    none), ``session_id``, ``cwd``, ``hook_event_name``.
 
     Raises:
-        HookInputError: not a JSON object with a string ``transcript_path``.
+        HookInputError: not a JSON object.
     """
     from palaced.wire.protocol import loads_json  # JSON strings cut inside an emoji: U+FFFD
 
@@ -108,14 +108,16 @@ def parse_input(raw: bytes) -> dict[str, Any]:
         raise HookInputError("hook input is not a JSON object")
     path = data.get("transcript_path")
     if not isinstance(path, str) or not path.strip():
-        raise HookInputError("hook input has no transcript_path")
+        path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-    path = os.path.expanduser(path)
-    if not os.path.isabs(path):
-        path = os.path.join(cwd or os.getcwd(), path)
+    if path:
+        path = os.path.expanduser(path)
+        if not os.path.isabs(path):
+            path = os.path.join(cwd or os.getcwd(), path)
+        path = os.path.abspath(path)
     session = data.get("session_id")
     event = data.get("hook_event_name")
-    return {"transcript_path": os.path.abspath(path),
+    return {"transcript_path": path,
             "session_id": session if isinstance(session, str) and session else None,
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
@@ -134,6 +136,13 @@ def palace_for(pinned: str | None, cwd: str | None) -> str:
         return current_project(cwd=Path(cwd) if cwd else None, warn=log_line).name
     except OSError:  # the working directory was deleted
         return DEFAULT_PALACE
+
+
+def has_transcript(path: str) -> bool:
+    """Whether there is a transcript to capture: False when the input names none, or one that
+    does not exist (``claude mcp list`` ends a "session" that never wrote one). A silent
+    no-op, not a SOURCE_UNREADABLE line in the log at every such command."""
+    return bool(path) and os.path.lexists(path)
 
 
 def request_args(hook: dict[str, Any]) -> dict[str, Any]:
@@ -213,8 +222,9 @@ def deliver(payload: bytes | str) -> int:
     return 0
 
 
-def _palace_arg(argv: Sequence[str]) -> str | None:
-    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv``.
+def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
+    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv`` (of ``palace hook
+    <verb>``).
 
     Raises:
         HookInputError: any other argument.
@@ -228,7 +238,7 @@ def _palace_arg(argv: Sequence[str]) -> str | None:
         elif arg.startswith("--palace="):
             pinned = arg.split("=", 1)[1]
         else:
-            raise HookInputError(f"unknown argument {arg!r} (usage: palace hook capture "
+            raise HookInputError(f"unknown argument {arg!r} (usage: palace hook {verb} "
                                  "[--palace NAME])")
     return pinned
 
@@ -240,9 +250,11 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
     try:
-        pinned = _palace_arg(argv)
+        pinned = palace_arg(argv)
         hook = parse_input(read_input(stdin_fd))
         event = hook["event"]
+        if not has_transcript(hook["transcript_path"]):
+            return 0
         palace = palace_for(pinned, hook["cwd"])
         args = request_args(hook)
         try:
