@@ -270,8 +270,10 @@ def prompt(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None)
             sys.stdout.flush()
     except PalaceNotFound:
         pass  # a project with no memories yet: nothing to inject
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass  # no daemon running: usual before a session started one, not worth a log line
     except (ConnectionError, OSError) as exc:
-        # No daemon, or not in time: the prompt goes on without memories.
+        # Not in time, or gone mid-request: the prompt goes on without memories.
         log_line(f"hook prompt: daemon not reached ({type(exc).__name__}: {exc})")
     except PalaceError as exc:
         log_line(f"hook prompt: {exc.message} [{exc.name}]")

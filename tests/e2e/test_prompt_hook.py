@@ -5,6 +5,7 @@ transcript is a silent no-op, a capture that stores nothing leaves no audit entr
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -144,6 +145,26 @@ def test_daemon_down_injects_nothing_within_the_time_box() -> None:
     assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
     assert took < 1.5  # the 1 s time box, interpreter start-up included
     assert not (home / "run").exists() or not list((home / "run").glob("*.sock"))  # no autostart
+    log = home / "state" / "palace.log"
+    assert not log.exists() or "hook prompt" not in log.read_text()  # usual: not logged
+
+
+def test_a_daemon_that_does_not_answer_costs_the_time_box_only(tmp_path: Path) -> None:
+    home = short_home()
+    env = base_env(home, model=False)
+    (home / "config.toml").write_text("[hooks]\nprompt_timeout_s = 0.4\n")
+    sock_path = home / "mute.sock"
+    mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mute.bind(str(sock_path))
+    mute.listen(8)  # accepts (the kernel does), never answers the handshake
+    try:
+        res, took = run({**env, "PALACE_SOCKET": str(sock_path)}, "prompt",
+                        prompt_input("which RabbitMQ port?", "s1"), "--palace", "x")
+    finally:
+        mute.close()
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert 0.3 < took < 0.9  # the configured 0.4 s, interpreter start-up included
+    assert "[DAEMON_UNREACHABLE]" in (home / "state" / "palace.log").read_text()
 
 
 def test_session_end_with_no_transcript_is_silent(shared_keyword_daemon: DaemonProc) -> None:
