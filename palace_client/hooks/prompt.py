@@ -188,16 +188,22 @@ def injected_text(result: dict[str, Any], seen: set[int]) -> tuple[str, set[int]
     drops its line, so the text stays within the budget it was packed to (its heading states
     the count of the text as packed, an upper bound).
     """
+    from palaced.wire.recall_text import section_heading
+
     if result.get("nothing_relevant"):
         return "", set()
-    items = [it for s in result.get("sections") or [] for it in s.get("items") or []
-             if isinstance(it.get("id"), int)]
+    sections = result.get("sections") or []
+    items = [it for s in sections for it in s.get("items") or [] if isinstance(it.get("id"), int)]
     keep = {it["id"] for it in items if not it.get("below_floor") and it["id"] not in seen}
     if not keep:
         return "", set()
     drop = {f"#{it['id']} " for it in items if it["id"] not in keep}
+    # A section left with no item loses its heading too (concepts and facts are items).
+    emptied = {section_heading(s, " · ") for s in sections
+               if not any(it.get("id") in keep or not isinstance(it.get("id"), int)
+                          for it in s.get("items") or [])}
     lines = [line for line in str(result.get("text") or "").splitlines()
-             if not any(line.startswith(mark) for mark in drop)]
+             if line not in emptied and not any(line.startswith(mark) for mark in drop)]
     return "\n".join(lines), keep
 
 

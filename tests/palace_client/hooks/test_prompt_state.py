@@ -76,6 +76,12 @@ def test_injected_text_drops_seen_and_weak_drawers() -> None:
     assert shown == {12}
     assert text.splitlines()[-1] == "#12 [a/b] score 0.8 twelve" and "#1 " not in text
     assert hook.injected_text(result, {1, 12}) == ("", set())
+    # A section whose drawers are all dropped loses its heading.
+    two = {**result, "text": result["text"] + "\nL2 · Where the query points\n#7 [a/b] seven",
+           "sections": [*result["sections"], {"level": 2, "title": "Where the query points",
+                                              "items": [{"id": 7, "text": "seven"}]}]}
+    text, shown = hook.injected_text(two, {7, 1})
+    assert shown == {12} and "L2" not in text and "Best matches" in text
     assert hook.injected_text({**result, "nothing_relevant": True}, set()) == ("", set())
     assert json.loads(hook.output("x")) == {"hookSpecificOutput": {
         "hookEventName": "UserPromptSubmit", "additionalContext": "x"}}
