@@ -124,13 +124,13 @@ def parse_input(raw: bytes) -> dict[str, Any]:
 
 def palace_for(pinned: str | None, cwd: str | None) -> str:
     """The palace to capture into (see the module docstring)."""
-    from palace_client.api.projects import current_project
-    from palace_client.api.slug import DEFAULT_PALACE
-
     if pinned:
         return pinned
     if os.environ.get("PALACE"):
         return os.environ["PALACE"]
+    from palace_client.api.projects import current_project  # ~5 ms: only when needed
+    from palace_client.api.slug import DEFAULT_PALACE
+
     try:
         # A new project's notice goes to the clients' log: the hook prints nothing.
         return current_project(cwd=Path(cwd) if cwd else None, warn=log_line).name

@@ -119,11 +119,11 @@ def state_path(session_id: str, state_dir: Path | None = None) -> Path:
 def load_seen(path: Path, palace: str) -> set[int] | None:
     """The drawer ids of ``palace`` the session was shown, or None for a new session (no
     file, another palace's, or one that is not what this hook writes)."""
+    if not os.path.lexists(path):
+        return None
     from palaced.wire.errors import PalaceError
     from palaced.wire.safe_files import read_regular
 
-    if not os.path.lexists(path):
-        return None
     try:
         data = json.loads(read_regular(path, MAX_STATE_BYTES)[0])
     except (OSError, PalaceError, ValueError) as exc:
