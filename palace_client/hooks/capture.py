@@ -6,6 +6,9 @@ events. Claude Code writes the hook input on stdin (``session_id``, ``transcript
 daemon only queues it) and exits. It must never cost the agent's turn anything:
 
 * it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
+* an input that names no transcript, or one that does not exist (``claude mcp list`` fires
+  ``SessionEnd`` for a session that never wrote one), is a silent no-op: nothing sent, nothing
+  logged;
 * it takes at most about ``BUDGET_S`` of wall time: every socket wait is bounded by what is
   left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
   (``palace_client.entry``);
