@@ -94,14 +94,14 @@ def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
     return b"".join(chunks)
 
 
-def parse_input(raw: bytes) -> dict[str, Any]:
-    """The fields the hook uses: ``transcript_path`` (absolute; "" when the input names
-    none), ``session_id``, ``cwd``, ``hook_event_name``.
+def hook_object(raw: bytes) -> dict[str, Any]:
+    """The hook input as a JSON object, lone surrogates (a string cut inside an emoji) as
+    U+FFFD; every hook reads its own fields from it.
 
     Raises:
         HookInputError: not a JSON object.
     """
-    from palaced.wire.protocol import loads_json  # JSON strings cut inside an emoji: U+FFFD
+    from palaced.wire.protocol import loads_json
 
     try:
         data = loads_json(raw)
@@ -109,6 +109,17 @@ def parse_input(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input is not JSON ({len(raw)} bytes)") from None
     if not isinstance(data, dict):
         raise HookInputError("hook input is not a JSON object")
+    return data
+
+
+def parse_input(raw: bytes) -> dict[str, Any]:
+    """The fields the hook uses: ``transcript_path`` (absolute; "" when the input names
+    none), ``session_id``, ``cwd``, ``hook_event_name``.
+
+    Raises:
+        HookInputError: not a JSON object.
+    """
+    data = hook_object(raw)
     path = data.get("transcript_path")
     if not isinstance(path, str) or not path.strip():
         path = ""  # a session with no transcript: nothing to capture (``capture`` returns)

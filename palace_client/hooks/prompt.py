@@ -40,6 +40,7 @@ from typing import Any
 
 from palace_client.hooks.capture import (
     HookInputError,
+    hook_object,
     log_line,
     palace_arg,
     palace_for,
@@ -89,14 +90,7 @@ def parse_prompt(raw: bytes) -> dict[str, Any]:
     Raises:
         HookInputError: not a JSON object with a string ``prompt``.
     """
-    from palaced.wire.protocol import loads_json  # lone surrogates become U+FFFD
-
-    try:
-        data = loads_json(raw)
-    except ValueError:
-        raise HookInputError(f"hook input is not JSON ({len(raw)} bytes)") from None
-    if not isinstance(data, dict):
-        raise HookInputError("hook input is not a JSON object")
+    data = hook_object(raw)
     prompt = data.get("prompt")
     if not isinstance(prompt, str):
         raise HookInputError("hook input has no prompt")
