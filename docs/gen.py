@@ -114,6 +114,12 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("mcp", "tools"): "The MCP toolsets `palace mcp` serves besides `core`, comma-separated: "
         "`kg`, `memoir`, `upkeep` or `all` (docs/agents.md); `palace mcp --tools` wins. Read "
         "by the bridge, checked by the daemon like every key.",
+    ("hooks", "prompt_budget"): "Tokens `palace hook prompt` (Claude Code's UserPromptSubmit "
+        "hook) may add to a prompt: the budget of its recall (docs/agents.md). Read by the "
+        "hook, checked by the daemon.",
+    ("hooks", "prompt_timeout_s"): "The whole wall time of `palace hook prompt`, start-up "
+        "included: past it, the prompt goes on without memories. Read by the hook, checked by "
+        "the daemon.",
     ("upkeep", "consolidate_hint_at"): "A room holding this many active, unconsolidated "
         "drawers makes `remember` (CLI, MCP) and `health` suggest consolidating it; 0 never.",
     ("upkeep", "promote_after"): "Every this many recalls that return a drawer raise its "

@@ -37,6 +37,7 @@ def init_command(
         "--uninstall", help="Remove palace's entries instead of adding them.")] = False,
     hooks: Annotated[bool, typer.Option(
         "--hooks", help="Also add Claude Code hooks: SessionStart runs `palace wake-up`; "
+        "UserPromptSubmit runs `palace hook prompt` (memories relevant to the prompt); "
         "PreCompact, Stop and SessionEnd run `palace hook capture` (the session is captured "
         "as drawers).")] = False,
     tools: Annotated[str | None, typer.Option(

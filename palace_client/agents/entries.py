@@ -126,18 +126,20 @@ def tools_arg(value: str | None) -> str | None:
 # The Claude Code hooks palace installs: event -> the palace subcommand it runs. SessionStart
 # opens the session with the palace's identity and essentials; the others have the daemon
 # capture the session's transcript: before a compaction drops detail, after every turn, and
-# when the session ends.
+# when the session ends. UserPromptSubmit adds the memories relevant to each prompt.
 WAKE_UP = ("wake-up",)
 CAPTURE = ("hook", "capture")
+PROMPT = ("hook", "prompt")
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
-    "SessionStart": WAKE_UP, "PreCompact": CAPTURE, "Stop": CAPTURE, "SessionEnd": CAPTURE,
+    "SessionStart": WAKE_UP, "UserPromptSubmit": PROMPT, "PreCompact": CAPTURE,
+    "Stop": CAPTURE, "SessionEnd": CAPTURE,
 }
 
 
 def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
               verb: Sequence[str] = WAKE_UP) -> str:
     """A hook's shell command: ``[VAR=value ...] exe <verb> [--palace NAME]`` (``verb``:
-    ``wake-up`` or ``hook capture``).
+    ``wake-up``, ``hook capture`` or ``hook prompt``).
 
     Without ``palace`` the hook does not pin one: the command derives it per session.
     Claude Code runs hook commands through the shell, so the assignments set the environment.
@@ -154,9 +156,10 @@ def hook_lines(exe: Sequence[str], palace: str | None, env: Mapping[str, str]
 
 
 def is_our_hook(command: object) -> bool:
-    """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...`` or
-    ``... palace hook capture ...``)."""
-    if not isinstance(command, str) or ("wake-up" not in command and "capture" not in command):
+    """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...``,
+    ``... palace hook capture ...`` or ``... palace hook prompt ...``)."""
+    if not isinstance(command, str) or not any(
+            verb in command for verb in ("wake-up", "capture", "prompt")):
         return False
     try:
         words = shlex.split(command)
@@ -168,7 +171,7 @@ def is_our_hook(command: object) -> bool:
         return False
     ours = "palace_client" in words or Path(words[0]).name == "palace"
     verb = "wake-up" in words or any(
-        words[i:i + 2] == ["hook", "capture"] for i in range(len(words) - 1))
+        words[i:i + 2] in (list(CAPTURE), list(PROMPT)) for i in range(len(words) - 1))
     return ours and verb
 
 

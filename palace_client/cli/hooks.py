@@ -1,8 +1,9 @@
-"""``palace hook capture``: the Claude Code hook, as typer documents it.
+"""``palace hook capture`` and ``palace hook prompt``: the Claude Code hooks, as typer documents
+them.
 
-Claude Code runs it after every turn, so ``palace_client.entry`` dispatches it to
-``palace_client.hooks.capture`` before typer is even imported; this command is what ``--help`` (and
-an unusual command line typer parses first) reaches, and it runs the same code.
+Claude Code runs them at every turn, so ``palace_client.entry`` dispatches them to
+``palace_client.hooks`` before typer is even imported; these commands are what ``--help`` (and
+an unusual command line typer parses first) reaches, and they run the same code.
 """
 
 from __future__ import annotations
@@ -26,5 +27,24 @@ def capture(palace: str | None = typer.Option(
     (palace.log beside the daemon's log). Installed for PreCompact, Stop and SessionEnd.
     """
     from palace_client.hooks.capture import capture as run_hook
+
+    raise typer.Exit(run_hook(["--palace", palace] if palace else []))
+
+
+@app.command("prompt")
+def prompt(palace: str | None = typer.Option(
+        None, "--palace", "-p",
+        help="Palace to recall in (default: PALACE, else the project of "
+             "CLAUDE_PROJECT_DIR, else of the hook input's cwd).")) -> None:
+    """Recall for the prompt in the hook input on stdin and print what to add to it.
+
+    Reads the UserPromptSubmit input JSON (prompt, session_id, cwd) and, when the project's
+    palace holds drawers relevant to the prompt that the session has not been shown (by the
+    wake-up or an earlier prompt), prints them as Claude Code's additionalContext JSON,
+    within [hooks] prompt_budget tokens (300). A miss, a missing palace or a daemon that is
+    not running prints nothing; it never starts a daemon and exits 0 within [hooks]
+    prompt_timeout_s (1 s) whatever happens. Installed for UserPromptSubmit.
+    """
+    from palace_client.hooks.prompt import prompt as run_hook
 
     raise typer.Exit(run_hook(["--palace", palace] if palace else []))

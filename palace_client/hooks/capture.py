@@ -6,6 +6,9 @@ events. Claude Code writes the hook input on stdin (``session_id``, ``transcript
 daemon only queues it) and exits. It must never cost the agent's turn anything:
 
 * it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
+* an input that names no transcript, or one that does not exist (``claude mcp list`` fires
+  ``SessionEnd`` for a session that never wrote one), is a silent no-op: nothing sent, nothing
+  logged;
 * it takes at most about ``BUDGET_S`` of wall time: every socket wait is bounded by what is
   left of it. Like ``palace mcp`` it is dispatched before typer and rich are imported
   (``palace_client.entry``);
@@ -91,14 +94,14 @@ def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
     return b"".join(chunks)
 
 
-def parse_input(raw: bytes) -> dict[str, Any]:
-    """The fields the hook uses: ``transcript_path`` (absolute), ``session_id``, ``cwd``,
-    ``hook_event_name``.
+def hook_object(raw: bytes) -> dict[str, Any]:
+    """The hook input as a JSON object, lone surrogates (a string cut inside an emoji) as
+    U+FFFD; every hook reads its own fields from it.
 
     Raises:
-        HookInputError: not a JSON object with a string ``transcript_path``.
+        HookInputError: not a JSON object.
     """
-    from palaced.wire.protocol import loads_json  # JSON strings cut inside an emoji: U+FFFD
+    from palaced.wire.protocol import loads_json
 
     try:
         data = loads_json(raw)
@@ -106,34 +109,54 @@ def parse_input(raw: bytes) -> dict[str, Any]:
         raise HookInputError(f"hook input is not JSON ({len(raw)} bytes)") from None
     if not isinstance(data, dict):
         raise HookInputError("hook input is not a JSON object")
+    return data
+
+
+def parse_input(raw: bytes) -> dict[str, Any]:
+    """The fields the hook uses: ``transcript_path`` (absolute; "" when the input names
+    none), ``session_id``, ``cwd``, ``hook_event_name``.
+
+    Raises:
+        HookInputError: not a JSON object.
+    """
+    data = hook_object(raw)
     path = data.get("transcript_path")
     if not isinstance(path, str) or not path.strip():
-        raise HookInputError("hook input has no transcript_path")
+        path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
-    path = os.path.expanduser(path)
-    if not os.path.isabs(path):
-        path = os.path.join(cwd or os.getcwd(), path)
+    if path:
+        path = os.path.expanduser(path)
+        if not os.path.isabs(path):
+            path = os.path.join(cwd or os.getcwd(), path)
+        path = os.path.abspath(path)
     session = data.get("session_id")
     event = data.get("hook_event_name")
-    return {"transcript_path": os.path.abspath(path),
+    return {"transcript_path": path,
             "session_id": session if isinstance(session, str) and session else None,
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
 
 def palace_for(pinned: str | None, cwd: str | None) -> str:
     """The palace to capture into (see the module docstring)."""
-    from palace_client.api.projects import current_project
-    from palace_client.api.slug import DEFAULT_PALACE
-
     if pinned:
         return pinned
     if os.environ.get("PALACE"):
         return os.environ["PALACE"]
+    from palace_client.api.projects import current_project  # ~5 ms: only when needed
+    from palace_client.api.slug import DEFAULT_PALACE
+
     try:
         # A new project's notice goes to the clients' log: the hook prints nothing.
         return current_project(cwd=Path(cwd) if cwd else None, warn=log_line).name
     except OSError:  # the working directory was deleted
         return DEFAULT_PALACE
+
+
+def has_transcript(path: str) -> bool:
+    """Whether there is a transcript to capture: False when the input names none, or one that
+    does not exist (``claude mcp list`` ends a "session" that never wrote one). A silent
+    no-op, not a SOURCE_UNREADABLE line in the log at every such command."""
+    return bool(path) and os.path.lexists(path)
 
 
 def request_args(hook: dict[str, Any]) -> dict[str, Any]:
@@ -213,8 +236,9 @@ def deliver(payload: bytes | str) -> int:
     return 0
 
 
-def _palace_arg(argv: Sequence[str]) -> str | None:
-    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv``.
+def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
+    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv`` (of ``palace hook
+    <verb>``).
 
     Raises:
         HookInputError: any other argument.
@@ -228,7 +252,7 @@ def _palace_arg(argv: Sequence[str]) -> str | None:
         elif arg.startswith("--palace="):
             pinned = arg.split("=", 1)[1]
         else:
-            raise HookInputError(f"unknown argument {arg!r} (usage: palace hook capture "
+            raise HookInputError(f"unknown argument {arg!r} (usage: palace hook {verb} "
                                  "[--palace NAME])")
     return pinned
 
@@ -240,9 +264,11 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
     try:
-        pinned = _palace_arg(argv)
+        pinned = palace_arg(argv)
         hook = parse_input(read_input(stdin_fd))
         event = hook["event"]
+        if not has_transcript(hook["transcript_path"]):
+            return 0
         palace = palace_for(pinned, hook["cwd"])
         args = request_args(hook)
         try:

@@ -43,6 +43,10 @@ The TOML file (``paths.config_file``; ``palaced print-paths`` shows where) may h
     promote_max = 0.8              # promotion stops at high
     recall_extends_ttl = true      # a recall restarts the lifetime of a drawer with a ttl
 
+    [hooks]
+    prompt_budget = 300            # tokens `palace hook prompt` may inject per prompt
+    prompt_timeout_s = 1.0         # its whole wall time: past it, it injects nothing
+
 Settings in the file matter because MCP clients strip the environment of the processes they
 spawn: a daemon auto-started from a bridge still finds its model through the file.
 """
@@ -65,7 +69,7 @@ from palaced.wire.errors import InvalidArgs
 from palaced.wire.paths import Paths, resolve
 from palaced.wire.protocol import DEFAULT_MAX_FRAME
 from palaced.wire.specs import parse_toolsets
-from palaced.wire.vocab import DEFAULT_MODEL, MAX_BACKUP_KEEP
+from palaced.wire.vocab import DEFAULT_MODEL, HOOK_SETTINGS, MAX_BACKUP_KEEP
 
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
@@ -197,6 +201,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
        for section in ("trash", "audit")},
     # Read by the MCP bridge (palace_client.mcp.stdio), checked here like every key.
     "mcp": {"tools": Key("string", "core", parse=parse_toolsets)},
+    # Read by the prompt hook (palace_client.hooks.prompt), checked here like every key.
+    "hooks": {key: Key("integer" if isinstance(default, int) else "number", default,
+                       bounds(low, high)) for key, (default, low, high) in HOOK_SETTINGS.items()},
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
     "team": {f.name: Key("number", f.default, dict(f.metadata))

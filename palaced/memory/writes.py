@@ -239,7 +239,9 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
 def _audit(c: apsw.Connection, actor: audit.Actor, outcomes: Sequence[dict[str, Any]],
            superseded: Sequence[int], ts: int) -> None:
     """One audit entry for a remember transaction: the ids (those stored, then those they
-    superseded), and what became of them."""
+    superseded), and what became of them; none for a transaction that stored nothing."""
+    if not outcomes and not superseded:
+        return  # a capture batch that only moved its state: nothing to account for
     created = sum(1 for o in outcomes if o["created"])
     merged = sum(1 for o in outcomes if o["deduplicated"])
     if len(outcomes) == 1:

@@ -94,3 +94,12 @@ MAX_FIELD_CHARS = 200  # wing, room, tag and source labels
 # palace), admin (change the policy).
 PERMISSIONS: tuple[str, ...] = ("write", "delete", "admin")
 MAX_POLICY_GLOBS = 64  # agent globs per permission
+
+# -- hooks ------------------------------------------------------------------------------------
+# ``[hooks]`` of the config file, read by ``palace hook prompt`` (palace_client.hooks.prompt)
+# and checked by the daemon (palaced.config.settings.SCHEMA): key -> (default, low, high),
+# ``low < value <= high`` (a budget of 0 would inject nothing: turn the hook off instead).
+HOOK_SETTINGS: dict[str, tuple[float, float, float]] = {
+    "prompt_budget": (300, 0, 4_000),  # tokens a prompt's injected memories may take
+    "prompt_timeout_s": (1.0, 0, 10.0),  # the prompt hook's whole wall time
+}

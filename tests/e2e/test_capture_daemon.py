@@ -89,13 +89,16 @@ def test_hook_queues_a_capture_of_only_what_is_new(shared_daemon: DaemonProc) ->
 def test_malformed_hook_input_exits_zero_and_logs_one_line(shared_daemon: DaemonProc) -> None:
     log = shared_daemon.home / "state" / "palace.log"
     before = log.read_text().splitlines() if log.exists() else []
-    for stdin, why in (("{not json", "not JSON"), ('{"session_id": "x"}', "no transcript_path"),
-                       ("[1, 2]", "not a JSON object")):
+    for stdin, why in (("{not json", "not JSON"), ("[1, 2]", "not a JSON object")):
         res, _ = run_hook(shared_daemon.env, stdin)
         assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
         lines = log.read_text().splitlines()
         assert len(lines) == len(before) + 1 and why in lines[-1]
         before = lines
+    # No transcript_path (test_prompt_hook: a SessionEnd of `claude mcp list`): silent.
+    res, _ = run_hook(shared_daemon.env, '{"session_id": "x"}')
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", "")
+    assert log.read_text().splitlines() == before
     res, _ = run_hook(shared_daemon.env, "{}", "--bogus")
     assert res.returncode == 0 and "unknown argument" in log.read_text().splitlines()[-1]
 

@@ -218,21 +218,26 @@ def test_init_command_reports_errors(world: World) -> None:
     assert "line 1, column 2: expected a quoted key" in result.output
 
 
-def test_hooks_install_all_four_events_idempotently_and_uninstall_them(world: World) -> None:
-    """`--hooks`: SessionStart runs wake-up; PreCompact, Stop and SessionEnd run the capture
-    hook. A second run changes nothing, the user's hooks stay, uninstall takes ours out."""
+def test_hooks_install_all_five_events_idempotently_and_uninstall_them(world: World) -> None:
+    """`--hooks`: SessionStart runs wake-up; UserPromptSubmit the prompt hook; PreCompact,
+    Stop and SessionEnd the capture hook. A second run changes nothing, the user's hooks
+    stay, uninstall takes ours out and leaves the file byte for byte as it was."""
     settings = world.project / ".claude" / "settings.local.json"
     settings.parent.mkdir(parents=True)
     mine = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}],
                       "PreCompact": [{"matcher": "manual",
-                                      "hooks": [{"type": "command", "command": "backup.sh"}]}]}}
+                                      "hooks": [{"type": "command", "command": "backup.sh"}]}],
+                      "UserPromptSubmit": [{"hooks": [{"type": "command",
+                                                       "command": "prompt-guard.sh"}]}]}}
     settings.write_text(dump(mine))
+    original = settings.read_bytes()
     world.run(agents=("claude",), hooks=True)
     data = json.loads(settings.read_text())
     commands = {event: [h["command"] for g in groups for h in g["hooks"]]
                 for event, groups in data["hooks"].items()}
     capture = f"{world.exe} hook capture"
     assert commands == {"Stop": ["say done", capture], "PreCompact": ["backup.sh", capture],
+                        "UserPromptSubmit": ["prompt-guard.sh", f"{world.exe} hook prompt"],
                         "SessionStart": [f"{world.exe} wake-up"], "SessionEnd": [capture]}
     assert data["hooks"]["PreCompact"][0]["matcher"] == "manual"
     before = settings.read_text()
@@ -243,7 +248,7 @@ def test_hooks_install_all_four_events_idempotently_and_uninstall_them(world: Wo
     assert [h["command"] for g in data["hooks"]["SessionEnd"] for h in g["hooks"]] == [
         f"{world.exe} hook capture --palace pinned"]
     world.run(agents=("claude",), uninstall=True)
-    assert json.loads(settings.read_text()) == mine
+    assert settings.read_bytes() == original
 
 
 def test_capture_hook_lines_carry_the_environment(world: World) -> None:
@@ -251,5 +256,9 @@ def test_capture_hook_lines_carry_the_environment(world: World) -> None:
     for event in ("PreCompact", "Stop", "SessionEnd"):
         assert hook_command(None, environ, str(world.python), event) == (
             f"PALACE_HOME=/x {world.exe} hook capture")
+    assert hook_command(None, environ, str(world.python), "UserPromptSubmit") == (
+        f"PALACE_HOME=/x {world.exe} hook prompt")
     assert is_our_hook(f"PALACE_HOME=/x {world.exe} hook capture --palace p")
+    assert is_our_hook(f"{world.exe} hook prompt --palace p")
+    assert not is_our_hook("my-script prompt") and not is_our_hook("palace-like hook prompt")
     assert not is_our_hook("my-script capture") and not is_our_hook("palace-like hook capture")

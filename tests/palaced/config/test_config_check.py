@@ -43,7 +43,10 @@ def _problems(tmp_path: Path, text: str) -> list[str]:
      ["4: unknown key 'modle' in [embedder] (did you mean 'model'?)"]),
     ("[limts]\nmax_frame = 9000\n",
      ["1: unknown section [limts] (did you mean [limits]?); the sections are [embedder], "
-      "[tokenizer], [backup], [limits], [trash], [audit], [mcp], [upkeep], [team]"]),
+      "[tokenizer], [backup], [limits], [trash], [audit], [mcp], [hooks], [upkeep], [team]"]),
+    ("[hooks]\nprompt_budget = 0\nprompt_timeout_s = 60\n",
+     ["2: [hooks] prompt_budget must be > 0 and <= 4000, got 0",
+      "3: [hooks] prompt_timeout_s must be > 0 and <= 10, got 60"]),
     ("[upkeep]\npromote_max = 1.5\nconsolidate_hint_at = -1\n",
      ["2: [upkeep] promote_max must be >= 0 and <= 1, got 1.5",
       "3: [upkeep] consolidate_hint_at must be >= 0 and <= 1000000, got -1"]),
