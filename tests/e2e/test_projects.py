@@ -79,7 +79,7 @@ def test_two_repositories_with_one_folder_name_get_two_palaces_in_every_client(
     # and its first write creates it.
     first = cli(d, work / "src", "remember", "work: the billing service deploys on Tuesdays")
     assert first.returncode == 0, first.stderr
-    assert first.stderr == ""
+    assert first.stderr == "(created palace 'api': its first write)\n"  # no warning
     second = cli(d, personal, "remember", "personal: the cat is called Tom")
     assert second.returncode == 0, second.stderr
     other = derived_name(personal)
