@@ -185,7 +185,18 @@ def answer_text(frame: Frame, sections: Sequence[Mapping[str, Any]], tokens: int
     """The whole text of one answer: heading, then the miss line and its weak nearest drawers
     or the sections, then the notice. ``tokens`` is the count the heading states;
     ``dropped``: there were items, but none fits the budget."""
-    head = heading(frame, tokens, budget)
+    return with_heading(frame, answer_body(frame, sections, budget, dropped), tokens, budget)
+
+
+def with_heading(frame: Frame, body: str, tokens: int, budget: int) -> str:
+    """``answer_body``'s ``body`` under the heading stating ``tokens`` of ``budget``: the
+    answer's text (the body does not depend on the count, so it is rendered once)."""
+    return (heading(frame, tokens, budget) + body).rstrip()
+
+
+def answer_body(frame: Frame, sections: Sequence[Mapping[str, Any]], budget: int,
+                dropped: bool = False) -> str:
+    """What follows the heading of ``answer_text`` (from the newline after it)."""
     filled = [s for s in sections if s.get("items")]
     if frame.miss is not None:
         body = [frame.miss + (" Nearest, all weak:" if filled else "")]
@@ -206,4 +217,4 @@ def answer_text(frame: Frame, sections: Sequence[Mapping[str, Any]], tokens: int
                 "as you learn them."]
     if frame.notice:
         body.append(f"({frame.notice})")
-    return "\n".join([head, *body]).rstrip()
+    return "\n".join(["", *body])
