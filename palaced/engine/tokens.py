@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import math
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,17 @@ _CL100K_SPECIAL_TOKENS = {
 _CHARS_PER_TOKEN = 4
 COUNT_CACHE_SIZE = 20_000
 COUNT_CACHE_MAX_CHARS = 20_000  # longer texts are rare and would pin memory
+# A text at least this long is counted by its lines (``_PIECES``), each remembered.
+PIECES_MIN_CHARS = 400
+# Where a text splits into pieces whose cl100k_base counts add up to its own: after a newline,
+# before a visible ASCII character. No alternative of _CL100K_PAT_STR matches across such a
+# point (a newline is only ever trailing in a match, after punctuation or whitespace; letters'
+# optional lead is no newline), and every match ending at it ends on the newline whether the
+# text goes on or not (``\s++$`` alone, ``\s*[\r\n]`` within, both the whole whitespace run),
+# so the pre-tokenizer's chunks, hence the tokens, are the same. A rendered answer is one
+# piece per heading and per drawer (its indented text stays with it), counted once while the
+# packing search and the stated count re-render the rest.
+_PIECES = re.compile(r"(?<=\n)(?=[!-~])")
 
 
 class Tokenizer:
@@ -123,7 +135,12 @@ class Tokenizer:
         with self._counts_lock:
             cached = self._counts.get(text)
         if cached is None:
-            cached = len(self._enc.encode_ordinary(text))
+            if len(text) >= PIECES_MIN_CHARS and "\n" in text:
+                pieces = _PIECES.split(text)
+                cached = (sum(map(self.count, pieces)) if len(pieces) > 1
+                          else len(self._enc.encode_ordinary(text)))
+            else:
+                cached = len(self._enc.encode_ordinary(text))
             if len(text) <= COUNT_CACHE_MAX_CHARS:
                 with self._counts_lock:
                     self._counts[text] = cached
