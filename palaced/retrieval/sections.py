@@ -25,7 +25,7 @@ from palaced.store.knowledge.concept_links import concepts_for_recall
 from palaced.store.knowledge.graph_walk import facts_matching
 from palaced.store.lookup.search import fts_terms
 from palaced.text.relevance import shorten
-from palaced.wire.recall_text import Frame, answer_body, minimal, with_heading
+from palaced.wire.recall_text import Frame, Renderings, answer_body, minimal, with_heading
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
@@ -55,19 +55,28 @@ class Sections:
         }
 
 
-def wire_sections(result: PackResult) -> list[dict[str, Any]]:
-    """The packed sections as the wire carries them (and ``answer_text`` renders them)."""
-    return [
-        {"level": None if s.level == HITS else s.level, "title": s.title,
-         # Only the hits and search levels (2, 3) have a meaningful score.
-         # The drawers of the hits and of L2/L3 show the score that orders them.
-         "items": [{"id": it.id, "text": it.text,
-                    **({"score": round(it.score, 6)}
-                       if isinstance(it.id, int) and (s.level >= 2 or s.level == HITS)
-                       else {}),
-                    **it.meta} for it in s.items]}
-        for s in result.sections
-    ]
+def wire_sections(result: PackResult, memo: dict[int, tuple[Item, dict[str, Any]]] | None
+                  = None) -> list[dict[str, Any]]:
+    """The packed sections as the wire carries them (and ``answer_text`` renders them);
+    ``memo`` keeps each item's mapping by the item's identity (holding the item), so that the
+    packings of one search share the mappings of the items they share (and their
+    renderings: ``recall_text.render_sections``)."""
+    def wired(it: Item, level: int) -> dict[str, Any]:
+        if memo is not None and (known := memo.get(id(it))) is not None and known[0] is it:
+            return known[1]
+        # Only the hits and search levels (2, 3) have a meaningful score.
+        # The drawers of the hits and of L2/L3 show the score that orders them.
+        d = {"id": it.id, "text": it.text,
+             **({"score": round(it.score, 6)}
+                if isinstance(it.id, int) and (level >= 2 or level == HITS) else {}),
+             **it.meta}
+        if memo is not None:
+            memo[id(it)] = (it, d)
+        return d
+
+    return [{"level": None if s.level == HITS else s.level, "title": s.title,
+             "items": [wired(it, s.level) for it in s.items]}
+            for s in result.sections]
 
 
 def deliver(parts: list[Section], budget: int, tok: TokenCounter, frame: Frame,
@@ -108,9 +117,14 @@ def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter, frame
     of ``frame``, stating ``budget``) fits ``limit`` tokens, with its body (``answer_body``);
     None when not even the text without any item fits."""
 
+    # The packings of the search share most items: their mappings and renderings are made
+    # once (an item is always in the same section: pack keeps an id in the first that has it).
+    wired: dict[int, tuple[Item, dict[str, Any]]] = {}
+    rendered: Renderings = {}
+
     def attempt(inner: int) -> tuple[int, PackResult, str]:
         packed = pack(parts, inner, tok)
-        body = answer_body(frame, wire_sections(packed), budget, dropped)
+        body = answer_body(frame, wire_sections(packed, wired), budget, dropped, rendered)
         return tok.count(with_heading(frame, body, budget, budget)), packed, body
 
     count, packed, body = attempt(limit)

@@ -5,11 +5,15 @@ still ``answer_text`` of the packing, its count exact."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
 from palaced.engine.tokens import Tokenizer
 from palaced.retrieval.packing import Item, Section
 from palaced.retrieval.sections import HITS, deliver, wire_sections
+from palaced.wire import recall_text
 from palaced.wire.recall_text import Frame, answer_text
 from tests.conftest import TIKTOKEN_FILE
 
@@ -70,3 +74,24 @@ def test_a_searched_packing_delivers_the_same_text(tok: Tokenizer) -> None:
                 assert text == answer_text(frame if "(no model yet)" in text else
                                            Frame("recall", "p", compact, "keyword"),
                                            wire_sections(packed), tokens, budget)
+
+
+def test_a_search_renders_each_item_once(tok: Tokenizer, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """The packings a search tries share most items: each item (or cut version of one) is
+    turned into its wire mapping and rendered once, not once per packing tried."""
+    rendered: list[tuple[object, str]] = []
+    real = recall_text.render_drawer
+
+    def spy(item: Mapping[str, Any], **kw: Any) -> str:
+        rendered.append((item.get("id"), str(item.get("text"))))
+        return real(item, **kw)
+
+    monkeypatch.setattr(recall_text, "render_drawer", spy)
+    frame = Frame("recall", "p", mode="hybrid")
+    counting = Counting(tok)
+    packed, text, tokens = deliver(_parts(30), 300, counting, frame)
+    assert len(counting.answers) > 2  # a search: more than one packing was tried
+    assert len(rendered) == len(set(rendered))
+    monkeypatch.undo()
+    assert text == answer_text(frame, wire_sections(packed), tokens, 300)
