@@ -50,15 +50,16 @@ COUNT_CACHE_SIZE = 20_000
 COUNT_CACHE_MAX_CHARS = 20_000  # longer texts are rare and would pin memory
 # A text at least this long is counted by its lines (``_PIECES``), each remembered.
 PIECES_MIN_CHARS = 400
-# Where a text splits into pieces whose cl100k_base counts add up to its own: after a newline,
-# before a visible ASCII character. No alternative of _CL100K_PAT_STR matches across such a
-# point (a newline is only ever trailing in a match, after punctuation or whitespace; letters'
-# optional lead is no newline), and every match ending at it ends on the newline whether the
-# text goes on or not (``\s++$`` alone, ``\s*[\r\n]`` within, both the whole whitespace run),
-# so the pre-tokenizer's chunks, hence the tokens, are the same. A rendered answer is one
-# piece per heading and per drawer (its indented text stays with it), counted once while the
-# packing search and the stated count re-render the rest.
-_PIECES = re.compile(r"(?<=\n)(?=[!-~])")
+# Where a text splits into pieces whose cl100k_base counts add up to its own: after the last
+# newline of a run of whitespace, before spaces or tabs and a visible ASCII character. Every
+# match of _CL100K_PAT_STR that holds a newline ends on one (newlines only trail punctuation
+# or whitespace; letters' optional lead is no newline) and none reaches past whitespace, so
+# one ends at such a point, whether the text goes on (``\s*[\r\n]``, greedy) or not
+# (``\s++$``): the pre-tokenizer's chunks, hence the tokens, are the same. A rendered answer
+# is a piece per heading, per drawer's head and per line of its text (the same in every
+# recall that shows it), counted once while the packing search and the stated count
+# re-render the rest.
+_PIECES = re.compile(r"(?<=\n)(?=[ \t]*[!-~])")
 
 
 class Tokenizer:

@@ -155,7 +155,8 @@ def test_truncate_never_splits_a_character(exact: Tokenizer) -> None:
 _PARTS = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", " \n", ".\n", ")\n\n", "a", "Zb",
           "word", "'s", "'LL", "1", "123", "4567", ".", ")", "…", "é", "日本", "#", "-",
           "- #12", "## L2 · Hits", "\u00a0", "\u2028", "\x1c", "\x85", "<|endoftext|>", "'",
-          "!!", "(", "  indented", "\n  ", "\n- ", "\n#", "\n'", "\n1", "\n.", "\n!"]
+          "!!", "(", "  indented", "\n  ", "\n- ", "\n#", "\n'", "\n1", "\n.", "\n!",
+          "\n\t", " \t", "\n \n", "\n  x", "\t\n", "\n \t'", "\f", "\v"]
 
 
 def _whole(tok: Tokenizer, text: str) -> int:
@@ -181,10 +182,11 @@ def test_an_answer_is_counted_by_its_pieces(exact: Tokenizer) -> None:
              "  (second line)" for i in range(40)]
     text = "Recall in palace 'p' (mode hybrid, 900 of 1500 tokens)\n\n## Hits\n" + \
         "\n".join(lines)
-    assert len(tokens._PIECES.split(text)) == 42
+    assert len(tokens._PIECES.split(text)) == 2 + 3 * 40
     fresh = Tokenizer(exact._enc)
     assert fresh.count(text) == _whole(exact, text)
-    # The same answer stating another count re-encodes its heading alone.
+    # The same answer stating another count re-encodes its heading alone; a drawer's lines
+    # are pieces of their own, whatever its head.
     calls: list[str] = []
     enc: Any = fresh._enc
 
