@@ -18,6 +18,7 @@ import binascii
 import hashlib
 import math
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,18 @@ _CL100K_SPECIAL_TOKENS = {
 _CHARS_PER_TOKEN = 4
 COUNT_CACHE_SIZE = 20_000
 COUNT_CACHE_MAX_CHARS = 20_000  # longer texts are rare and would pin memory
+# A text at least this long is counted by its lines (``_PIECES``), each remembered.
+PIECES_MIN_CHARS = 400
+# Where a text splits into pieces whose cl100k_base counts add up to its own: after the last
+# newline of a run of whitespace, before spaces or tabs and a visible ASCII character. Every
+# match of _CL100K_PAT_STR that holds a newline ends on one (newlines only trail punctuation
+# or whitespace; letters' optional lead is no newline) and none reaches past whitespace, so
+# one ends at such a point, whether the text goes on (``\s*[\r\n]``, greedy) or not
+# (``\s++$``): the pre-tokenizer's chunks, hence the tokens, are the same. A rendered answer
+# is a piece per heading, per drawer's head and per line of its text (the same in every
+# recall that shows it), counted once while the packing search and the stated count
+# re-render the rest.
+_PIECES = re.compile(r"(?<=\n)(?=[ \t]*[!-~])")
 
 
 class Tokenizer:
@@ -123,7 +136,12 @@ class Tokenizer:
         with self._counts_lock:
             cached = self._counts.get(text)
         if cached is None:
-            cached = len(self._enc.encode_ordinary(text))
+            if len(text) >= PIECES_MIN_CHARS and "\n" in text:
+                pieces = _PIECES.split(text)
+                cached = (sum(map(self.count, pieces)) if len(pieces) > 1
+                          else len(self._enc.encode_ordinary(text)))
+            else:
+                cached = len(self._enc.encode_ordinary(text))
             if len(text) <= COUNT_CACHE_MAX_CHARS:
                 with self._counts_lock:
                     self._counts[text] = cached

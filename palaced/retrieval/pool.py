@@ -56,7 +56,9 @@ class Pool:
     rows: Mapping[int, PoolRow] = field(default_factory=lambda: _frozen({}))
     looked_up: frozenset[int] = frozenset()  # every id read, found or not
     before: Mapping[int, int] = field(default_factory=lambda: _frozen({}))  # previous in room
-    after: Mapping[int, int] = field(default_factory=lambda: _frozen({}))  # next in room
+    # next in room; without superseded candidates (``Filters.include_superseded``), known
+    # only where the next is a candidate (the drawer read as that one's previous)
+    after: Mapping[int, int] = field(default_factory=lambda: _frozen({}))
     # (tail, length) of the drawers before candidates that are not candidates themselves
     tails: Mapping[int, tuple[str, int]] = field(default_factory=lambda: _frozen({}))
     # the query's cosine with the context vector of each vector hit that has one
@@ -97,9 +99,15 @@ def read_pool(c: apsw.Connection, ids: Sequence[int], *, query: str, filters: Fi
                          topics=query_topics(query) if new else ())
     before: dict[int, int] = {}
     after: dict[int, int] = {}
-    for i, near in ctx.neighbours_of(c, list(rows), 1).items():
+    # Without superseded candidates, each candidate's "after" is the drawer whose "before"
+    # it is, and is only asked about when that drawer is a candidate too, so the "before"
+    # side alone is read (the neighbours statement was most of the pool's extra CPU).
+    one_sided = not filters.include_superseded
+    for i, near in ctx.neighbours_of(c, list(rows), 1, after=not one_sided).items():
         for j, off in near:
             (before if off == -1 else after)[i] = j
+    if one_sided:
+        after = {j: i for i, j in before.items()}
     all_rows = {**known.rows, **rows}
     unread = [j for j in before.values() if j not in all_rows and j not in known.tails]
     tails = sql.drawer_tails(c, unread, TAIL_CHARS)

@@ -25,7 +25,7 @@ from palaced.store.knowledge.concept_links import concepts_for_recall
 from palaced.store.knowledge.graph_walk import facts_matching
 from palaced.store.lookup.search import fts_terms
 from palaced.text.relevance import shorten
-from palaced.wire.recall_text import Frame, answer_text, minimal
+from palaced.wire.recall_text import Frame, Renderings, answer_body, minimal, with_heading
 
 HITS = -1  # the section level of the hits (``None`` on the wire: the hits are no level)
 
@@ -55,19 +55,28 @@ class Sections:
         }
 
 
-def wire_sections(result: PackResult) -> list[dict[str, Any]]:
-    """The packed sections as the wire carries them (and ``answer_text`` renders them)."""
-    return [
-        {"level": None if s.level == HITS else s.level, "title": s.title,
-         # Only the hits and search levels (2, 3) have a meaningful score.
-         # The drawers of the hits and of L2/L3 show the score that orders them.
-         "items": [{"id": it.id, "text": it.text,
-                    **({"score": round(it.score, 6)}
-                       if isinstance(it.id, int) and (s.level >= 2 or s.level == HITS)
-                       else {}),
-                    **it.meta} for it in s.items]}
-        for s in result.sections
-    ]
+def wire_sections(result: PackResult, memo: dict[int, tuple[Item, dict[str, Any]]] | None
+                  = None) -> list[dict[str, Any]]:
+    """The packed sections as the wire carries them (and ``answer_text`` renders them);
+    ``memo`` keeps each item's mapping by the item's identity (holding the item), so that the
+    packings of one search share the mappings of the items they share (and their
+    renderings: ``recall_text.render_sections``)."""
+    def wired(it: Item, level: int) -> dict[str, Any]:
+        if memo is not None and (known := memo.get(id(it))) is not None and known[0] is it:
+            return known[1]
+        # Only the hits and search levels (2, 3) have a meaningful score.
+        # The drawers of the hits and of L2/L3 show the score that orders them.
+        d = {"id": it.id, "text": it.text,
+             **({"score": round(it.score, 6)}
+                if isinstance(it.id, int) and (level >= 2 or level == HITS) else {}),
+             **it.meta}
+        if memo is not None:
+            memo[id(it)] = (it, d)
+        return d
+
+    return [{"level": None if s.level == HITS else s.level, "title": s.title,
+             "items": [wired(it, s.level) for it in s.items]}
+            for s in result.sections]
 
 
 def deliver(parts: list[Section], budget: int, tok: TokenCounter, frame: Frame,
@@ -86,39 +95,46 @@ def deliver(parts: list[Section], budget: int, tok: TokenCounter, frame: Frame,
         ValueError: ``budget < 0``.
     """
     limit = budget if cap is None else min(budget, cap)
+    tok = _Memo(tok)
     dropped = any(s.items for s in parts)  # said when none of them fits
     frames = [frame, replace(frame, notice=None)] if frame.notice else [frame]
     for n, shown in enumerate(frames):
-        best = _fit(parts, budget, limit, tok, partial(answer_text, shown, dropped=dropped))
+        best = _fit(parts, budget, limit, tok, shown, dropped)
         if best is not None and (best[0].sections or not dropped or n == len(frames) - 1):
-            packed, wire = best
-            text, tokens = _settle(partial(answer_text, shown, wire, budget=budget,
-                                           dropped=dropped), tok, budget)
+            packed, body = best
+            # The body is rendered once; only the heading's stated count changes.
+            text, tokens = _settle(partial(with_heading, shown, body, budget=budget), tok,
+                                   budget)
             return packed, text, tokens
     empty = pack(parts, 0, tok)
     text, tokens = _settle(partial(minimal, budget=budget), tok, budget)
     return (empty, text, tokens) if tokens <= limit else (empty, "", 0)
 
 
-def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter,
-         render: Callable[..., str]) -> tuple[PackResult, list[dict[str, Any]]] | None:
-    """The packing of ``parts`` with the largest packing budget whose ``render``ed text
-    (stating ``budget``) fits ``limit`` tokens, and its wire sections; None when not even the
-    text without any item fits."""
+def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter, frame: Frame,
+         dropped: bool) -> tuple[PackResult, str] | None:
+    """The packing of ``parts`` with the largest packing budget whose text (``answer_text``
+    of ``frame``, stating ``budget``) fits ``limit`` tokens, with its body (``answer_body``);
+    None when not even the text without any item fits."""
 
-    def attempt(inner: int) -> tuple[int, PackResult, list[dict[str, Any]]]:
+    # The packings of the search share most items: their mappings and renderings are made
+    # once (an item is always in the same section: pack keeps an id in the first that has it).
+    wired: dict[int, tuple[Item, dict[str, Any]]] = {}
+    rendered: Renderings = {}
+
+    def attempt(inner: int) -> tuple[int, PackResult, str]:
         packed = pack(parts, inner, tok)
-        wire = wire_sections(packed)
-        return tok.count(render(wire, budget, budget)), packed, wire
+        body = answer_body(frame, wire_sections(packed, wired), budget, dropped, rendered)
+        return tok.count(with_heading(frame, body, budget, budget)), packed, body
 
-    count, packed, wire = attempt(limit)
+    count, packed, body = attempt(limit)
     if count <= limit:
-        return packed, wire
+        return packed, body
     # The largest packing budget whose text fits: the text grows with the packing budget, so
     # search between one that fits (lo, -1: none yet) and one that does not (hi), guessing
     # from the counts (the heads add about the same share per item), bisecting every other
     # step so that a poor guess costs little.
-    best: tuple[PackResult, list[dict[str, Any]]] | None = None
+    best: tuple[PackResult, str] | None = None
     lo, lo_count, hi, hi_count = -1, 0, limit, count
     for step in itertools.count():
         if hi - lo <= 1:
@@ -127,12 +143,34 @@ def _fit(parts: list[Section], budget: int, limit: int, tok: TokenCounter,
         if step % 2 == 0 and hi_count > lo_count:
             guess = lo + (hi - lo) * (limit - lo_count) // (hi_count - lo_count)
             mid = min(max(guess, lo + 1), hi - 1)
-        count, packed, wire = attempt(mid)
+        count, packed, body = attempt(mid)
         if count <= limit:
-            lo, lo_count, best = mid, count, (packed, wire)
+            lo, lo_count, best = mid, count, (packed, body)
         else:
             hi, hi_count = mid, count
     return best
+
+
+class _Memo:
+    """``tok`` remembering every count of one ``deliver``: its search renders the same text
+    more than once (packing budgets that pack alike, the text the search chose again when
+    settling its count), and a long answer is beyond the tokenizer's own memo."""
+
+    def __init__(self, tok: TokenCounter) -> None:
+        self.tok = tok
+        self.name = tok.name
+        self.counts: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        """``tok.count(text)``, counted once."""
+        n = self.counts.get(text)
+        if n is None:
+            n = self.counts[text] = self.tok.count(text)
+        return n
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """``tok.truncate``."""
+        return self.tok.truncate(text, max_tokens)
 
 
 def _settle(build: Callable[[int], str], tok: TokenCounter, budget: int) -> tuple[str, int]:

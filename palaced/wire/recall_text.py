@@ -118,16 +118,30 @@ def weak_item(item: Mapping[str, Any]) -> str:
     return f"- #{item.get('id')} {WEAK} {format_score(item.get('score'))}: {text}"
 
 
+Renderings = dict[tuple[int, bool, str], tuple[Mapping[str, Any], str]]
+
+
 def render_sections(sections: Iterable[Mapping[str, Any]], compact: bool,
-                    fetch: str = CLI_FETCH) -> list[str]:
+                    fetch: str = CLI_FETCH, memo: Renderings | None = None) -> list[str]:
     """Recall/wake-up sections: one heading per level, then its drawers (``fetch``: how the
-    reader reads an excerpt whole)."""
+    reader reads an excerpt whole). ``memo`` keeps each drawer mapping's rendering by its
+    identity (holding the mapping, so the identity stays its own), for a caller that renders
+    the same unchanged mappings again."""
     lines: list[str] = []
     for section in sections:
         items = list(section.get("items") or [])
         heading = section_heading(section, " · ")
         lines.append(heading if compact else f"## {heading}")
-        lines.extend(render_drawer(item, compact=compact, fetch=fetch) for item in items)
+        if memo is None:
+            lines.extend(render_drawer(item, compact=compact, fetch=fetch) for item in items)
+        else:
+            for item in items:
+                key = (id(item), compact, fetch)
+                known = memo.get(key)
+                if known is None or known[0] is not item:
+                    known = memo[key] = (item, render_drawer(item, compact=compact,
+                                                             fetch=fetch))
+                lines.append(known[1])
         if not items:
             lines.append("(nothing)")
         if not compact:
@@ -185,14 +199,26 @@ def answer_text(frame: Frame, sections: Sequence[Mapping[str, Any]], tokens: int
     """The whole text of one answer: heading, then the miss line and its weak nearest drawers
     or the sections, then the notice. ``tokens`` is the count the heading states;
     ``dropped``: there were items, but none fits the budget."""
-    head = heading(frame, tokens, budget)
+    return with_heading(frame, answer_body(frame, sections, budget, dropped), tokens, budget)
+
+
+def with_heading(frame: Frame, body: str, tokens: int, budget: int) -> str:
+    """``answer_body``'s ``body`` under the heading stating ``tokens`` of ``budget``: the
+    answer's text (the body does not depend on the count, so it is rendered once)."""
+    return (heading(frame, tokens, budget) + body).rstrip()
+
+
+def answer_body(frame: Frame, sections: Sequence[Mapping[str, Any]], budget: int,
+                dropped: bool = False, memo: Renderings | None = None) -> str:
+    """What follows the heading of ``answer_text`` (from the newline after it); ``memo``:
+    ``render_sections``'."""
     filled = [s for s in sections if s.get("items")]
     if frame.miss is not None:
         body = [frame.miss + (" Nearest, all weak:" if filled else "")]
         body += [weak_item(it) for s in filled for it in s["items"]]
     elif filled:
         body = render_sections(sections, frame.compact,
-                               AGENT_FETCH if frame.agent else CLI_FETCH)
+                               AGENT_FETCH if frame.agent else CLI_FETCH, memo)
         if not frame.compact:
             body.insert(0, "")
     elif dropped:
@@ -206,4 +232,4 @@ def answer_text(frame: Frame, sections: Sequence[Mapping[str, Any]], tokens: int
                 "as you learn them."]
     if frame.notice:
         body.append(f"({frame.notice})")
-    return "\n".join([head, *body]).rstrip()
+    return "\n".join(["", *body])

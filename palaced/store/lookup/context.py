@@ -116,12 +116,13 @@ def vectors_changed(conn: apsw.Connection, drawer_ids: Iterable[int]) -> None:
 _SIDES = (("<", "DESC", -1), (">", "ASC", 1))  # before, after: comparison, order, sign
 
 
-def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int
+def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int, *, after: bool = True
                   ) -> dict[int, list[tuple[int, int]]]:
     """``{id: [(neighbour_id, offset), ...]}``: the ``n`` drawers on each side of each of
     ``ids`` in its room's time order (offsets -n..-1 before, 1..n after; superseded drawers
-    skipped), the drawers whose text is its keyword context. Drawers of ``ids`` that do not
-    exist or have no neighbour are left out.
+    skipped), the drawers whose text is its keyword context; without ``after``, the drawers
+    before only (half the statement's work). Drawers of ``ids`` that do not exist or have no
+    neighbour are left out.
 
     One statement, a scalar subquery per side and distance: each is a seek in
     ``drawers_room_time`` (row values, so the seek starts at the candidate; an OR would
@@ -131,12 +132,13 @@ def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int
     out: dict[int, list[tuple[int, int]]] = {}
     if not ids or n <= 0:
         return out
+    sides = _SIDES if after else _SIDES[:1]
     cols = ", ".join(
         f"(SELECT x.id FROM drawers x WHERE x.wing = c.wing AND x.room = c.room AND "
         f"(x.occurred_ms, x.id) {op} (c.occurred_ms, c.id) AND x.superseded_by IS NULL "
         f"ORDER BY x.occurred_ms {order}, x.id {order} LIMIT 1 OFFSET {k})"
-        for op, order, _ in _SIDES for k in range(n))
-    offsets = [sign * (k + 1) for _, _, sign in _SIDES for k in range(n)]
+        for op, order, _ in sides for k in range(n))
+    offsets = [sign * (k + 1) for _, _, sign in sides for k in range(n)]
     for cid, *near in conn.execute(
             f"SELECT c.id, {cols} FROM drawers c WHERE c.id IN (SELECT value FROM json_each(?))",
             (json_ids(ids),)):

@@ -147,3 +147,55 @@ def test_truncate_never_splits_a_character(exact: Tokenizer) -> None:
         cut = exact.truncate(text, n)
         assert text.startswith(cut)
         assert exact.count(cut) <= n
+
+
+# Pieces around the joins a long text is counted by (``tokens._PIECES``): newlines, runs of
+# whitespace, punctuation that absorbs newlines, contractions, digits, non-ASCII and special
+# token text, so that every alternative of the pre-tokenizer meets a join.
+_PARTS = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", " \n", ".\n", ")\n\n", "a", "Zb",
+          "word", "'s", "'LL", "1", "123", "4567", ".", ")", "…", "é", "日本", "#", "-",
+          "- #12", "## L2 · Hits", "\u00a0", "\u2028", "\x1c", "\x85", "<|endoftext|>", "'",
+          "!!", "(", "  indented", "\n  ", "\n- ", "\n#", "\n'", "\n1", "\n.", "\n!",
+          "\n\t", " \t", "\n \n", "\n  x", "\t\n", "\n \t'", "\f", "\v"]
+
+
+def _whole(tok: Tokenizer, text: str) -> int:
+    """``text``'s count encoded whole, as tiktoken does."""
+    enc: Any = tok._enc
+    return len(enc.encode_ordinary(text))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PARTS), min_size=150, max_size=400))
+def test_a_long_text_counted_by_pieces_counts_as_a_whole(exact: Tokenizer,
+                                                         parts: list[str]) -> None:
+    """A long text is counted as the sum of its pieces' counts (each remembered, so the
+    packing search counts a re-rendered answer by its new lines alone): the same count as
+    encoding it whole, whatever its joins."""
+    text = "".join(parts)
+    fresh = Tokenizer(exact._enc)  # no piece remembered from another example
+    assert fresh.count(text) == _whole(exact, text)
+
+
+def test_an_answer_is_counted_by_its_pieces(exact: Tokenizer) -> None:
+    lines = [f"- #{i} [w/ops] score 0.{i:03d} 2023-11-14\n  Drawer {i} says: it's done.\n"
+             "  (second line)" for i in range(40)]
+    text = "Recall in palace 'p' (mode hybrid, 900 of 1500 tokens)\n\n## Hits\n" + \
+        "\n".join(lines)
+    assert len(tokens._PIECES.split(text)) == 2 + 3 * 40
+    fresh = Tokenizer(exact._enc)
+    assert fresh.count(text) == _whole(exact, text)
+    # The same answer stating another count re-encodes its heading alone; a drawer's lines
+    # are pieces of their own, whatever its head.
+    calls: list[str] = []
+    enc: Any = fresh._enc
+
+    class Spy:
+        def encode_ordinary(self, t: str) -> list[int]:
+            calls.append(t)
+            return list(enc.encode_ordinary(t))
+
+    fresh._enc = Spy()
+    again = text.replace("900 of", "901 of")
+    assert fresh.count(again) == len(enc.encode_ordinary(again))
+    assert calls == ["Recall in palace 'p' (mode hybrid, 901 of 1500 tokens)\n\n"]

@@ -24,7 +24,8 @@ from palaced.retrieval.candidates import (
     pass_to_replies,
     with_neighbours,
 )
-from palaced.retrieval.pool import Pool
+from palaced.retrieval.pool import Pool, read_pool
+from palaced.store.lookup import context as ctx
 from palaced.store.lookup.search import PoolRow
 from palaced.store.rows import drawers as m
 from tests.palaced.palace.test_palace_unit import services
@@ -138,3 +139,44 @@ async def test_a_recall_reads_each_kind_of_fact_once_per_hop(tmp_path: Path,
     # their own, a document frequency per name); now 10, 5 of them the ranking's.
     assert len(reads) <= 10, "\n".join(reads)
     assert sum("count(*) FROM drawers_fts" in s for s in reads) == 1  # every name at once
+
+
+@pytest.mark.anyio
+async def test_the_pool_reads_the_drawers_before_and_knows_the_next_among_candidates(
+        tmp_path: Path, tracer: Tracer) -> None:
+    """The neighbours statement reads one side (the drawers before): a candidate's next
+    drawer, which the reply step asks about only when it is a candidate, is the candidate
+    whose previous it is. The same as reading both sides, in half the subqueries; with
+    superseded drawers among the candidates, both sides are read."""
+    p = await Palace.open("nb", tmp_path / "nb", services(tmp_path, HashEmbedder()))
+    try:
+        ids = [int((await writes.remember(p, m.NewDrawer(
+            text=f"Turn {k} of the talk about the lake?", room=f"s{k % 2}",
+            occurred_ms=MAY_2023 + k * 60_000)))["id"]) for k in range(12)]
+        newer = await writes.remember(p, m.NewDrawer(
+            text="Turn 4 of the talk, corrected.", room="s0",
+            occurred_ms=MAY_2023 + 4 * 60_000 + 1, supersedes=ids[4]))
+        picked = ids[:3] + ids[5:9]  # some candidates' next drawers are no candidates
+
+        def both(c: apsw.Connection) -> dict[int, list[tuple[int, int]]]:
+            return ctx.neighbours_of(c, picked, 1)
+
+        near = await p.read(both)
+        tracer.on = True
+        pool = await p.read(lambda c: read_pool(c, picked, query="lake", filters=m.Filters(),
+                                                now_ms=MAY_2023 + 10 ** 9))
+        tracer.on = False
+        wide = await p.read(lambda c: read_pool(
+            c, [*picked, ids[4]], query="lake", now_ms=MAY_2023 + 10 ** 9,
+            filters=m.Filters(include_superseded=True)))
+    finally:
+        await p.aclose()
+    sides = {i: {off: j for j, off in got} for i, got in near.items()}
+    assert dict(pool.before) == {i: s[-1] for i, s in sides.items() if -1 in s}
+    assert {i: j for i, j in pool.after.items() if i in pool.rows and j in pool.rows} == {
+        i: s[1] for i, s in sides.items() if 1 in s and s[1] in picked}
+    [statement] = [s for s in tracer.sql if "LIMIT 1 OFFSET" in s]
+    assert "(c.occurred_ms, c.id)" in statement and ") >" not in statement
+    # The superseded candidate (4) has a next drawer (its correction); nothing has it as
+    # its previous.
+    assert wide.after[ids[4]] == newer["id"] and ids[4] not in wide.before.values()
