@@ -225,10 +225,11 @@ CLI_OPS: dict[str, str] = {
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
-# send model.load), or none.
+# send model.load; hook prompt: memory.wake_up on a session's first prompt, then memory.recall
+# with the hook's own fixed arguments), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall", "import jsonl", "import chatgpt", "import markdown",
-               "model fetch", "model import", "project"}
+               "model fetch", "model import", "project", "hook prompt"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id", "concept": "name"}
