@@ -83,6 +83,7 @@ def _budget(rng: random.Random) -> int:
         else rng.randint(10, 4000)
 
 
+@pytest.mark.slow  # 700 packings and renderings, ~4 s: in the full run, not the unit loop
 def test_delivered_text_never_exceeds_the_budget(inproc: InProcDaemon, tok: Tokenizer) -> None:
     rng = random.Random(29)
     ratios: list[float] = []

@@ -55,13 +55,19 @@ TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client &&
                 "&& python -m pytest -q -n 2 --dist loadfile")
 
 
+@functools.lru_cache(maxsize=None)
+def _parsed(path: Path) -> ast.Module:
+    """``path``'s syntax tree, parsed once per run (a dozen tests walk every module)."""
+    return ast.parse(path.read_text("utf-8"), filename=str(path))
+
+
 def _imports(path: Path) -> list[tuple[int, str]]:
     """Every absolute module a file imports (at any depth), as ``(line, dotted name)``.
 
     ``from pkg import name`` yields ``pkg.name`` so that submodule imports written that way
     (``from palaced import errors``) are seen; relative imports are skipped.
     """
-    tree = ast.parse(path.read_text("utf-8"), filename=str(path))
+    tree = _parsed(path)
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -214,7 +220,7 @@ def _relative_imports(path: Path) -> list[str]:
     here = _module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[:len(package) - node.level + 1]
             stem = ".".join([*base, *([node.module] if node.module else [])])
@@ -307,7 +313,7 @@ def _flavour_tests(path: Path) -> list[str]:
     """Where a file names a storage flavour (an import, a name, an attribute), as
     ``line name``: an ``isinstance`` on a palace class or a dialect check."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+    for node in ast.walk(_parsed(path)):
         if isinstance(node, ast.Name):
             name = node.id
         elif isinstance(node, ast.Attribute):
@@ -349,7 +355,7 @@ MAX_CODE_LINES = 600
 def _runs_sql(path: Path) -> bool:
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                and node.func.attr in ("execute", "executemany")
-               for node in ast.walk(ast.parse(path.read_text("utf-8"))))
+               for node in ast.walk(_parsed(path)))
 
 
 def test_sql_runs_only_in_the_store() -> None:
@@ -368,7 +374,7 @@ DDL_RE = re.compile(r"^\s*(CREATE|ALTER|DROP)\s+(TABLE|INDEX|TRIGGER|VIEW|VIRTUA
 
 def _ddl_strings(path: Path) -> list[int]:
     """Lines of string constants in ``path`` that start a DDL statement."""
-    return sorted(node.lineno for node in ast.walk(ast.parse(path.read_text("utf-8")))
+    return sorted(node.lineno for node in ast.walk(_parsed(path))
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
                   and DDL_RE.match(node.value))
 

@@ -165,6 +165,7 @@ def _whole(tok: Tokenizer, text: str) -> int:
     return len(enc.encode_ordinary(text))
 
 
+@pytest.mark.slow  # 400 hypothesis examples, ~6 s: the full run keeps it, the unit loop skips it
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(_PARTS), min_size=150, max_size=400))
 def test_a_long_text_counted_by_pieces_counts_as_a_whole(exact: Tokenizer,
