@@ -33,7 +33,6 @@ import json
 import os
 import sys
 import time
-import tomllib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,20 +62,15 @@ def settings(config_file: Path | None = None) -> tuple[int, float]:
     """``[hooks] prompt_budget`` and ``prompt_timeout_s`` of the config file; the default of
     a key that is missing, of the wrong type or out of its bound (``palaced check-config``
     reports those: the hook must not fail the prompt over them)."""
+    from palace_client.api.config_file import config_section
     from palaced.wire.paths import resolve
     from palaced.wire.vocab import HOOK_SETTINGS
 
-    table: Any = {}
-    try:
-        path = config_file or resolve().config_file
-        table = tomllib.loads(path.read_text("utf-8")).get("hooks", {})
-    except FileNotFoundError:
-        pass
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
-        log_line(f"hook prompt: cannot read the config file ({exc}); defaults used")
+    table = config_section(config_file or resolve().config_file, "hooks",
+                           lambda why: log_line(f"hook prompt: {why}; defaults used"))
     values: dict[str, float] = {}
     for key, (default, low, high) in HOOK_SETTINGS.items():
-        value = table.get(key) if isinstance(table, dict) else None
+        value = table.get(key)
         ok = (isinstance(value, int | float) and not isinstance(value, bool)
               and low < value <= high)
         values[key] = value if ok else default  # type: ignore[assignment]

@@ -14,13 +14,13 @@ import queue
 import signal
 import sys
 import threading
-import tomllib
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, BinaryIO
 
+from palace_client.api.config_file import config_section
 from palace_client.api.projects import default_palace, project_dir_palace
 from palace_client.mcp.bridge import INVALID_REQUEST, PARSE_ERROR, Bridge, _error, _log, encode
 from palace_client.mcp.toolbox import DaemonClient, Toolbox
@@ -215,15 +215,8 @@ def served_toolsets(tools: str | None, config_file: Path | None = None) -> tuple
         except InvalidArgs as exc:
             raise UsageError(f"--tools: {exc.message}", details=exc.details) from None
     path = config_file or resolve().config_file
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        return parse_toolsets(None)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        _log(f"cannot read {path} ({exc}); serving the core tools")
-        return parse_toolsets(None)
-    table = data.get("mcp")
-    value = table.get("tools") if isinstance(table, dict) else None
+    value = config_section(path, "mcp",
+                           lambda why: _log(f"{why}; serving the core tools")).get("tools")
     if value is not None and not isinstance(value, str):
         raise InvalidArgs(f"bad config file {path}: [mcp] tools must be a string such as "
                           f"\"kg,memoir\", got {value!r}", details={"file": str(path)})
