@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from palaced.store.rows.drawers import NewDrawer, normalise_text
-from palaced.text.exchanges import Exchange
+from palaced.text.exchanges import Exchange, source_label
 from palaced.text.topics import extract_topics
-from palaced.wire.vocab import MAX_FIELD_CHARS
 
 DEFAULT_WING = "sessions"
 ROOM_WORDS = 6
@@ -97,15 +96,6 @@ def project_wing(exchanges: Iterable[Exchange], fallback: str) -> str:
             if name:
                 return name
     return fallback
-
-
-def source_label(path: str, first_line: int, last_line: int) -> str:
-    """``<path>:<first>-<last>``, the path cut from the left to fit MAX_FIELD_CHARS."""
-    suffix = f":{first_line}-{last_line}"
-    room = MAX_FIELD_CHARS - len(suffix)
-    if len(path) > room:
-        path = "…" + path[-(room - 1):]
-    return path + suffix
 
 
 def answer_text(parts: Iterable[str]) -> str:

@@ -51,6 +51,7 @@ from palaced.store.lookup.fts_log import change_stamp
 from palaced.store.lookup.search import all_rooms, fts_terms, mentioned
 from palaced.store.rows import drawers
 from palaced.text import relevance
+from palaced.text.exchanges import is_exchange_source
 from palaced.text.topics import query_entities, spelled
 from palaced.wire.errors import PalaceError
 from palaced.wire.recall_text import Frame, miss_line
@@ -296,13 +297,9 @@ def _weak(d: dict[str, Any]) -> Item:
 
 
 # -- curated before captured ----------------------------------------------------------------
-# A captured exchange's source is capture.drawers.source_label's "<transcript>:<first>-<last>".
-_CAPTURED_SOURCE = re.compile(r":\d+-\d+\Z")
-
-
 def captured(d: dict[str, Any]) -> bool:
     """Whether drawer ``d`` is a captured exchange of a session transcript (not curated)."""
-    return bool(_CAPTURED_SOURCE.search(str(d.get("source") or "")))
+    return is_exchange_source(str(d.get("source") or ""))
 
 
 def curated_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ Pure and synchronous (file reads only); the daemon runs it in a worker thread.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,25 @@ from typing import BinaryIO
 from palaced.text.transcript import Answer, Malformed, Prompt, classify
 from palaced.wire.errors import SourceUnreadable
 from palaced.wire.protocol import loads_json
+from palaced.wire.vocab import MAX_FIELD_CHARS
+
+# A captured exchange's drawer names its transcript lines as its source (``source_label``);
+# recall tells captured exchanges from curated drawers by it (``recall.curated_first``).
+_EXCHANGE_SOURCE = re.compile(r":\d+-\d+\Z")
+
+
+def source_label(path: str, first_line: int, last_line: int) -> str:
+    """``<path>:<first>-<last>``, the path cut from the left to fit MAX_FIELD_CHARS."""
+    suffix = f":{first_line}-{last_line}"
+    room = MAX_FIELD_CHARS - len(suffix)
+    if len(path) > room:
+        path = "…" + path[-(room - 1):]
+    return path + suffix
+
+
+def is_exchange_source(source: str) -> bool:
+    """Whether ``source`` is a captured exchange's (what ``source_label`` writes)."""
+    return _EXCHANGE_SOURCE.search(source) is not None
 
 BLOCK = 1 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a longer line is skipped as malformed (it cannot be a sane record)
