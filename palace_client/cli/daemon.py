@@ -6,7 +6,6 @@ script can test for one; every other command starts the daemon when it is not ru
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from pathlib import Path
@@ -230,19 +229,6 @@ def _daemon_gone(pid: int, lock_file: Path) -> bool:
     else:
         # Field 3, after the parenthesised command name (which may contain spaces).
         return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
-    return _lock_free(lock_file)
+    from palace_client.transport.autostart import lock_holder
 
-
-def _lock_free(lock_file: Path) -> bool:
-    """True when nobody holds the daemon's lock (probed without blocking, released at once)."""
-    try:
-        fd = os.open(lock_file, os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # closing drops the probe's lock, if it got one
-    return True
+    return lock_holder(lock_file) is None
