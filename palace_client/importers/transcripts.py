@@ -50,8 +50,8 @@ _UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 Environ = Mapping[str, str]
 
 
-def _home(env: Environ, var: str, default: str) -> Path:
-    base = env.get(var)
+def _home(base: str | None, default: str) -> Path:
+    """``base`` (an agent's home variable) when set, else ``~/<default>``."""
     return Path(base).expanduser() if base else Path.home() / default
 
 
@@ -99,18 +99,17 @@ class Agent:
 
 AGENTS: dict[str, Agent] = {a.name: a for a in (
     Agent("claude-code", "Claude Code", "claude",
-          lambda env: _home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects",
+          lambda env: _home(env.get("CLAUDE_CONFIG_DIR"), ".claude") / "projects",
           ("*.jsonl", "*/*.jsonl"), False, _stem_session, 1),
     Agent("codex", "Codex CLI", "codex",
-          lambda env: _home(env, "CODEX_HOME", ".codex") / "sessions",
+          lambda env: _home(env.get("CODEX_HOME"), ".codex") / "sessions",
           ("rollout-*.jsonl",), True, _codex_session, 1),
     Agent("gemini", "Gemini CLI", "gemini",
-          lambda env: (Path(env["GEMINI_CLI_HOME"]).expanduser() if env.get("GEMINI_CLI_HOME")
-                       else Path.home()) / ".gemini" / "tmp",
+          lambda env: _home(env.get("GEMINI_CLI_HOME"), "") / ".gemini" / "tmp",
           ("session-*.jsonl", "chats/session-*.jsonl", "*/chats/session-*.jsonl"), False,
           _gemini_session, 2),
     Agent("copilot", "Copilot CLI", "copilot",
-          lambda env: _home(env, "COPILOT_HOME", ".copilot") / "session-state",
+          lambda env: _home(env.get("COPILOT_HOME"), ".copilot") / "session-state",
           ("events.jsonl", "*/events.jsonl"), False, lambda path: path.parent.name, 0),
 )}
 
