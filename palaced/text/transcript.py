@@ -90,6 +90,9 @@ class Records:
     file's first record before it resumes in the middle."""
 
     stateful: ClassVar[bool] = False
+    # The format was also written as one JSON document (``{..., "messages": [...]}``): such a
+    # file is read message by message (``palaced.text.exchanges``).
+    documents: ClassVar[bool] = False
 
     def classify(self, record: Any) -> Event:
         """The event ``record`` stands for.
