@@ -198,6 +198,7 @@ class TranscriptReader:
         self._line = line
         self._scanned = scanned
         self._buf = b""
+        self._at = 0  # where the next line starts in _buf
         self._eof = False
         self._current: Exchange | None = None
         self._seen: set[str] = set()
@@ -273,13 +274,17 @@ class TranscriptReader:
             self._line += 1
             return self._line, start, _Parsed(self._document[start])
         while True:
-            cut = self._buf.find(b"\n")
+            # Lines are cut from the buffer by index: slicing the rest off after each line
+            # copied the whole 1 MiB block per line (quadratic, and mostly page faults).
+            cut = self._buf.find(b"\n", self._at)
             if cut >= 0:
-                raw, self._buf = self._buf[:cut], self._buf[cut + 1:]
+                raw = self._buf[self._at:cut]
                 start = self._pos
-                self._pos += cut + 1
+                self._pos += cut + 1 - self._at
+                self._at = cut + 1
                 self._line += 1
                 return self._line, start, raw
+            self._buf, self._at = self._buf[self._at:], 0
             if self._eof:
                 return self._last_line()
             if len(self._buf) > MAX_LINE:
