@@ -66,10 +66,6 @@ _NOT_TYPED = re.compile(r"^\s*<(?:session_context|hook_context|state_snapshot)>"
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def _parts(content: Any) -> list[Any]:
     """A ``PartListUnion`` as a list of parts (a string is one text part).
 
@@ -118,9 +114,6 @@ class GeminiRecords(Records):
 
     stateful: ClassVar[bool] = True
     documents: ClassVar[bool] = True  # the chats of Gemini CLI before its JSONL recording
-
-    def __init__(self) -> None:
-        self.session_id: str | None = None
 
     def classify(self, record: Any) -> Event:
         """The event one chat record stands for.
