@@ -25,7 +25,10 @@ assembler's events (``palaced.text.exchanges``):
 :class:`Malformed` is raised for a line that is not a JSON object with a string ``type`` and
 a ``payload`` object, or whose ``user_message`` or ``message`` payload has the wrong shape.
 The reader keeps the session's id and working directory from ``session_meta`` and
-``turn_context`` (``stateful``: a capture resuming mid-file is shown the first line again).
+``turn_context`` (``stateful``: a capture resuming mid-file is shown the first line again). A
+sub-agent's rollout (``session_meta.source`` naming a ``subagent``: Codex writes a rollout per
+spawned agent, prompted by the parent agent, not by a person) yields no events, as Claude
+Code's sidechains do not.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class CodexRecords(Records):
     """Codex CLI rollout records (see the module docstring)."""
 
     stateful: ClassVar[bool] = True
+    subagent = False  # a sub-agent's rollout (see the module docstring)
 
     def classify(self, record: Any) -> Event:
         """The event one rollout record stands for.
@@ -133,6 +137,10 @@ class CodexRecords(Records):
         if kind == "session_meta":
             self.session_id = text_or_none(payload.get("id")) or self.session_id
             self.cwd = text_or_none(payload.get("cwd")) or self.cwd
+            source = payload.get("source")
+            self.subagent = self.subagent or (isinstance(source, dict) and "subagent" in source)
+            return None
+        if self.subagent:
             return None
         if kind == "turn_context":
             self.cwd = text_or_none(payload.get("cwd")) or self.cwd
