@@ -121,7 +121,9 @@ def _markers(agent: str, home: Path, project: Path, environ: Mapping[str, str]) 
         "codex": [codex_home(home, environ), project / ".codex"],
         "gemini": [home / ".gemini", project / ".gemini"],
         "windsurf": [home / ".codeium" / "windsurf"],
-        "copilot": [copilot_home(home, environ)],
+        # palace's own hooks file marks a project set up for Copilot CLI (so that `palace
+        # uninstall` finds it on a machine without Copilot).
+        "copilot": [copilot_home(home, environ), project / ".github" / "hooks" / "palace.json"],
     }[agent]
 
 
