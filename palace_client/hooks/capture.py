@@ -73,6 +73,19 @@ def log_line(message: str) -> None:
         pass
 
 
+def log_failure(what: str, exc: BaseException) -> None:
+    """Log why a hook (``what``: "hook capture Stop"...) did nothing: a refusal of the daemon
+    with its code, bad input as such, anything else as unexpected; never raises."""
+    from palaced.wire.errors import PalaceError
+
+    if isinstance(exc, PalaceError):
+        log_line(f"{what}: {exc.message} [{exc.name}]")
+    elif isinstance(exc, HookInputError):
+        log_line(f"{what}: {exc}")
+    else:
+        log_line(f"{what}: unexpected {type(exc).__name__}: {exc}")
+
+
 def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
     """The hook input on ``stdin_fd``: what arrives until end of file, at most ``wait_s``.
 
@@ -286,7 +299,7 @@ def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
 
 def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError
+    from palaced.wire.errors import Busy, DaemonUnreachable
 
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
@@ -307,12 +320,8 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
             _defer(palace, args)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")
-    except PalaceError as exc:
-        log_line(f"hook capture {event}: {exc.message} [{exc.name}]")
-    except HookInputError as exc:
-        log_line(f"hook capture {event}: {exc}")
     except BaseException as exc:  # a hook must never fail the agent's turn
-        log_line(f"hook capture {event}: unexpected {type(exc).__name__}: {exc}")
+        log_failure(f"hook capture {event}", exc)
     return 0
 
 
