@@ -150,7 +150,7 @@ def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
     Code's events, which it has; Gemini CLI (0.61): BeforeAgent is its prompt event, AfterAgent its
     end of turn, PreCompress its compaction; Cursor: only sessionStart takes context (its
     beforeSubmitPrompt cannot, and palace cannot read its transcripts); Copilot CLI (1.0.102):
-    camelCase events, whose transcripts palace cannot read either."""
+    camelCase events, agentStop its end of turn."""
     events: dict[str, dict[str, tuple[str, ...]]] = {"claude": HOOK_EVENTS}
     wake, prompt, capture = _verbs("codex")
     events["codex"] = {"SessionStart": wake, "UserPromptSubmit": prompt,
@@ -159,8 +159,9 @@ def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
     events["gemini"] = {"SessionStart": wake, "BeforeAgent": prompt, "PreCompress": capture,
                         "AfterAgent": capture, "SessionEnd": capture}
     events["cursor"] = {"sessionStart": _verbs("cursor")[0]}
-    wake, prompt, _ = _verbs("copilot")
-    events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt}
+    wake, prompt, capture = _verbs("copilot")
+    events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt,
+                         "preCompact": capture, "agentStop": capture}
     return events
 
 

@@ -1,12 +1,12 @@
 """``palace hook capture``: the hook that has the daemon capture an agent's session.
 
 Installed by ``palace init --hooks`` for Claude Code's ``PreCompact``, ``Stop`` and
-``SessionEnd`` events, and the equivalents of Codex CLI and Gemini CLI (``--agent codex``,
-``--agent gemini``: ``palace_client.hooks.agents``, whose rows name the input's fields and
-the transcript's ``format``). The agent writes the hook input on stdin (Claude Code:
-``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``); the hook sends
-``capture.transcript`` without ``wait`` (the daemon only queues it) and exits. It must never
-cost the agent's turn anything:
+``SessionEnd`` events, and the equivalents of Codex CLI, Gemini CLI and Copilot CLI
+(``--agent codex``, ``gemini``, ``copilot``: ``palace_client.hooks.agents``, whose rows name
+the input's fields and the transcript's ``format``). The agent writes the hook input on
+stdin (Claude Code: ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``); the
+hook sends ``capture.transcript`` without ``wait`` (the daemon only queues it) and exits. It
+must never cost the agent's turn anything:
 
 * it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
 * an input that names no transcript, or one that does not exist (``claude mcp list`` fires
