@@ -47,6 +47,7 @@ from palaced.retrieval.sections import (
     pack_sections,
     unexpired,
 )
+from palaced.store.knowledge import conflicts as conflict_rows
 from palaced.store.lookup.fts_log import change_stamp
 from palaced.store.lookup.search import all_rooms, fts_terms, mentioned
 from palaced.store.rows import drawers
@@ -230,6 +231,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
+        newer = conflict_rows.newer_of(c, want)
         concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
@@ -244,6 +246,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
                                tmap=caches.text_map(did, str(d["text"])),
                                dated=dated if did in ranking.in_period else ())
                  for did, d in rows.items()}
+        for did, n in newer.items():
+            if did in shown:
+                shown[did]["conflicts_with"] = n
         return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
                          unknown)
 
@@ -254,7 +259,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         l1_cached = got.l1
     unknown = got.unknown_names
 
-    results = curated_first([d for d in (got.shown.get(i) for i in got.top) if d is not None])
+    results = current_first(curated_first(
+        [d for d in (got.shown.get(i) for i in got.top) if d is not None]))
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
     # A memoir concept or a graph fact the query points at is relevant knowledge too, even
     # when no drawer passes the floor: not a miss.
@@ -323,6 +329,25 @@ def curated_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 d["rank_score"] = min(under)
     # Equal rank scores keep the given order, but a captured drawer goes after its curated tie.
     return sorted(results, key=lambda d: (-float(d["rank_score"]), captured(d)))
+
+
+def current_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The hits with the newer drawer of each open conflict (``conflicts_with``, set on the
+    older one) just above the older when both are hits: the current fact first. The newer
+    one takes the older one's ``rank_score`` when that is higher, so the order shown still
+    follows the score shown."""
+    order = list(results)
+    i = 0
+    while i < len(order):
+        newer = order[i].get("conflicts_with")
+        j = next((k for k in range(i + 1, len(order)) if order[k]["id"] == newer), None)
+        if j is None:
+            i += 1
+            continue
+        moved = order.pop(j)
+        moved["rank_score"] = max(float(moved["rank_score"]), float(order[i]["rank_score"]))
+        order.insert(i, moved)  # then looks at the moved one's own conflicts
+    return order
 
 
 def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, palace: str,

@@ -1,0 +1,73 @@
+"""The conflict rule on pairs: true conflicts, and the non-conflicts that must not fire."""
+
+from __future__ import annotations
+
+import pytest
+
+from palaced.text.conflicts import adds_detail, conflict_reason, covers
+
+CONFLICTS = [
+    ("Bob owns the payment gateway integration.", "Alice owns the payment gateway integration."),
+    ("Alice no longer owns the payment gateway.", "Alice owns the payment gateway integration."),
+    ("The API listens on port 9090.", "The API listens on port 8080."),
+    ("The build uses Node 20.", "The build uses Node 18."),
+    ("We upgraded production to Postgres 16.", "We use Postgres 15 in production."),
+    ("The release is planned for Monday.", "The release is planned for Friday."),
+    ("Feature flag new-checkout is disabled.", "Feature flag new-checkout is enabled."),
+    ("Signups from free email domains are denied.", "Signups from free email domains are allowed."),
+    ("The on-call lead for payments is Dana Kim.", "The on-call lead for payments is Eli Park."),
+]
+
+NOT_CONFLICTS = [
+    # different subjects
+    ("The metrics server listens on port 9090.", "The API listens on port 8080."),
+    ("The billing service is owned by Dana.", "The auth service is owned by Dana."),
+    ("Alice owns the refunds service.", "Alice owns the payment gateway integration."),
+    ("Carol leads the search team.", "Dana leads the checkout redesign and the mobile app."),
+    # added detail
+    ("Alice owns the payment gateway integration and also the refunds service.",
+     "Alice owns the payment gateway integration."),
+    ("The API listens on port 8080 and the admin UI on port 8081.",
+     "The API listens on port 8080."),
+    ("Alice owns the payment gateway, not the refunds service.",
+     "Alice owns the payment gateway."),
+    # paraphrase
+    ("Production runs on Postgres 15.", "We use Postgres 15 in production."),
+    ("The billing service is owned by Bob.", "Bob owns the billing service."),
+    ("Never deploy on Fridays.", "Don't deploy on Fridays."),
+    ("Deploys happen every Tuesday morning.", "Every Tuesday morning we deploy."),
+    # unrelated
+    ("Logs are shipped to Datadog.", "The frontend is written in TypeScript with React."),
+]
+
+
+@pytest.mark.parametrize(("new", "old"), CONFLICTS)
+def test_true_conflicts_fire(new: str, old: str) -> None:
+    assert conflict_reason(new, old) is not None
+
+
+@pytest.mark.parametrize(("new", "old"), NOT_CONFLICTS)
+def test_non_conflicts_stay_quiet(new: str, old: str) -> None:
+    assert conflict_reason(new, old) is None
+
+
+def test_reason_names_the_values() -> None:
+    assert conflict_reason("Bob owns the gateway.", "Alice owns the gateway.") == "bob vs alice"
+    assert conflict_reason("The API listens on port 9090.",
+                           "The API listens on port 8080.") == "9090 vs 8080"
+    assert conflict_reason("Alice no longer owns the gateway.",
+                           "Alice owns the gateway.") == "negated"
+
+
+def test_long_texts_are_not_compared() -> None:
+    filler = " and the team agreed on it after a long discussion" * 10
+    assert conflict_reason("Bob owns the gateway" + filler,
+                           "Alice owns the gateway" + filler) is None
+
+
+def test_added_detail_and_cover() -> None:
+    old = "Alice owns the payment gateway integration."
+    new = "Alice owns the payment gateway integration and also the refunds service."
+    assert adds_detail(new, old) and covers(new, old)
+    assert not adds_detail("Alice owns the payment gateway integration!", old)
+    assert not covers("Alice owns the refunds service.", old)
