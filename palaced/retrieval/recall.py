@@ -337,13 +337,15 @@ def current_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     one takes the older one's ``rank_score`` when that is higher, so the order shown still
     follows the score shown."""
     order = list(results)
+    lifted: set[int] = set()  # each drawer moves up once: no cycle can loop
     i = 0
     while i < len(order):
         newer = order[i].get("conflicts_with")
         j = next((k for k in range(i + 1, len(order)) if order[k]["id"] == newer), None)
-        if j is None:
+        if j is None or newer in lifted:
             i += 1
             continue
+        lifted.add(int(order[j]["id"]))
         moved = order.pop(j)
         moved["rank_score"] = max(float(moved["rank_score"]), float(order[i]["rank_score"]))
         order.insert(i, moved)  # then looks at the moved one's own conflicts

@@ -72,15 +72,20 @@ def _split(text: str) -> tuple[set[str], set[str], bool, set[str]]:
     every word lowercased."""
     tokens = _tokens(text)
     lower = [t.lower() for t in tokens]
-    values = set(_numbers(text, lower))
+    # A number among the first two content words names the subject ("Sprint 2 goal met",
+    # "Q3 roadmap", "v2 API"): a word of it, not a value stated about it.
+    content = [w for w in lower if not _is_function_word(w) and w not in _GLUE]
+    naming = {w for w in content[:2] if any(ch.isdigit() for ch in w)}
+    named = {n for w in naming for n in _numbers(w, [w])}
+    values = _numbers(text, lower) - named
     for i, (tok, low) in enumerate(zip(tokens, lower, strict=True)):
         if low in _CALENDAR:
             values.add(low)
         elif len(tok) > 1 and tok[:1].isupper() and (i > 0 or low not in _OPENERS):
             values.add(low)
-    words = {_stem(w) for w in lower
-             if not _is_function_word(w) and w not in values and not w.isdigit()
-             and w not in _CHANGE_MARKERS and w not in _GLUE}
+    words = {_stem(w) for w in content
+             if w not in values and (w in naming or not w.isdigit())
+             and w not in _CHANGE_MARKERS}
     return values, words, any(_is_negation(w) for w in lower), set(lower)
 
 

@@ -152,3 +152,20 @@ def test_consolidation_retires_its_sources(shared_daemon: DaemonProc, store: str
         assert c.get(p, ids[0])["text"] == facts[0]
     woke = cli.cli("wake-up", "--palace", p, check=True).stdout
     assert summary[:40] in woke and not any(f[:30] in woke for f in facts)
+
+
+def test_single_valued_fact_replaced_from_another_drawer_is_a_conflict(
+        shared_daemon: DaemonProc) -> None:
+    p = _palace(shared_daemon)
+    with shared_daemon.client() as c:
+        # Worded apart enough that the text rule alone would not pair them.
+        old = c.remember(p, "Checkout on-call rotation notes: Dana carries the pager.")
+        new = c.remember(p, "From the March planning meeting: Eli is on call for checkout.")
+        assert c.conflicts(p)["total"] == 0
+        c.kg_assert(p, "checkout", "on_call", "Dana", source_drawer=old)
+        c.kg_assert(p, "checkout", "on_call", "Eli", source_drawer=new)
+        [x] = c.conflicts(p)["conflicts"]
+        assert (x["newer_id"], x["older_id"], x["kind"], x["reason"]) == (
+            new, old, "fact", "on_call: Eli vs Dana")
+        hits = {h["id"]: h for h in c.recall(p, "who is on call for checkout?", top_k=5)}
+        assert hits[old]["conflicts_with"] == new

@@ -105,3 +105,26 @@ def resolve_between(conn: apsw.Connection, ids: Sequence[int], resolution: str, 
         "UPDATE conflicts SET resolved_ms = ?, resolution = ?, resolved_by = ? "
         f"WHERE resolved_ms IS NULL AND newer_id IN ({marks}) AND older_id IN ({marks})",
         (ts, resolution, agent))
+
+
+def fact_replaced(conn: apsw.Connection, fact: dict[str, Any], ts: int) -> list[int]:
+    """Record a conflict between the source drawer of ``fact`` (just asserted, single-valued)
+    and the source drawer of each fact of the same subject and predicate it closed: the
+    knowledge graph says the older drawer's value no longer holds. The conflict ids."""
+    src = (fact.get("source") or {}).get("drawer")
+    if src is None or fact.get("created_ms") != ts:
+        return []
+    found = []
+    for old_src, old_obj in conn.execute(
+            "SELECT f.source_drawer, coalesce(o.name, f.object_value) FROM facts f "
+            "LEFT JOIN entities o ON o.id = f.object_id "
+            "WHERE f.subject_id = (SELECT subject_id FROM facts WHERE id = ?) "
+            "AND f.predicate = ? AND f.id != ? AND f.valid_to_ms = ? "
+            "AND f.source_drawer IS NOT NULL AND f.source_drawer != ?",
+            (fact["id"], fact["predicate"], fact["id"], fact["valid_from_ms"], src)).fetchall():
+        cid = record(conn, int(src), int(old_src), kind="fact",
+                     reason=f"{fact['predicate']}: {fact['object']} vs {old_obj}",
+                     similarity=None, ts=ts)
+        if cid is not None:
+            found.append(cid)
+    return found

@@ -24,6 +24,8 @@ NOT_CONFLICTS = [
     ("The billing service is owned by Dana.", "The auth service is owned by Dana."),
     ("Alice owns the refunds service.", "Alice owns the payment gateway integration."),
     ("Carol leads the search team.", "Dana leads the checkout redesign and the mobile app."),
+    ("Sprint 2 goal met", "Sprint 1 goal met"),
+    ("The v2 API is deprecated.", "The v3 API is deprecated."),
     # added detail
     ("Alice owns the payment gateway integration and also the refunds service.",
      "Alice owns the payment gateway integration."),
