@@ -8,11 +8,15 @@ remember compares the texts of its nearest neighbours (cosine at least
 ``CONFLICT_SIMILARITY``, same wing) with the rule here. No model, no LLM: the rule reuses the
 near-duplicate guard's token helpers (``rules``) and fires only when
 
-* the two texts are about the same thing: most of their content words are shared once the
-  differing values are set aside (``SAME_SUBJECT``), and
+* the two texts are about the same thing: no content word of one is missing from the other
+  while the other has one of its own, beyond the words of a state and its change ("uses",
+  "runs on", "upgraded", "now owns", "took over": ``_STATE_WORDS``), and most content words
+  and values are shared (``SAME_SUBJECT``); and
 * the differing parts are values: each text names a value the other lacks (proper names,
-  weekdays and months, numbers), or one text negates what the other states, or they use
-  opposite words (enabled/disabled, allow/deny...).
+  weekdays and months, numbers; a name opening both texts, their subject, only for a
+  single-valued statement: an owner, a lead), or the new text announces a change naming the
+  old value and the new one ("switched from A to B", "took over from A"), or one text negates
+  what the other states, or they use opposite words (enabled/disabled, allow/deny...).
 
 A text that only *adds* values or words ("... and also the refunds service", "port 8080 and
 the admin UI on 8081") adds detail: it is no conflict (``adds_detail`` says so). Long texts
@@ -66,10 +70,48 @@ _STRONG_OPPOSITES = tuple(
                             "add", "start", "success", "increase"}))
 
 
-def _split(text: str) -> tuple[set[str], set[str], bool, set[str]]:
-    """``(values, words, negated, all_lower)`` of ``text``: the values it names (names,
-    calendar words, numbers), its other content words (stemmed), whether it is negated, and
-    every word lowercased."""
+# Verbs and nouns of a state or of its change: two statements of one fact may word the state
+# differently ("uses" / "runs on" / "upgraded to" / "now owns" / "took over"), so these may
+# differ between them; any other content word that each text has and the other lacks means
+# they are about different things ("inventory service" / "catalog service").
+_STATE_WORDS = frozenset(_stem(w) for w in (
+    "use uses used using run runs running ran upgraded upgrade downgraded moved move "
+    "migrated switched switch changed change replaced replace took take over became become "
+    "owns own owned owner ownership leads lead led lead manages managed maintains maintained "
+    "heads headed picked chose chosen decided decide adopted went going set sits lives "
+    "listens listen is are was were be been dropped drop left leaving instead new"
+).split())
+# A name swapped as a sentence's subject ("Bob ..." / "Alice ...") is a conflict only when
+# the statement is single-valued: one owner, one lead ("Eli prefers RFCs" / "Kofi prefers
+# RFCs" are two people's facts).
+_SINGLE_VALUED = frozenset(_stem(w) for w in (
+    "owns owner ownership owned leads lead heads manages maintains responsible charge "
+    "assigned point contact").split())
+# A text that says its new value is one more ("also", "too") adds, it does not replace.
+_ADDING = frozenset("also too additionally another".split())
+# Words announcing that a value replaced another ("switched from A to B", "took over from A").
+_CHANGE = frozenset(_stem(w) for w in (
+    "switched moved migrated replaced took instead dropped left changed upgraded "
+    "downgraded").split())
+# The words of the opposite pairs: a swap of them is the contradiction itself.
+_OPPOSITE_WORDS = frozenset(_stem(w) for a, b in _STRONG_OPPOSITES for w in a | b)
+_ACRONYM_MAX = 5  # an all-capitals word this short (API, SDK, UI) names a kind, not a value
+
+
+def _is_name(tok: str, low: str, first: bool) -> bool:
+    """A proper noun: capitalised, not an acronym of a kind (API), not a common opener."""
+    if len(tok) < 2 or not tok[:1].isupper():
+        return False
+    if tok.isupper() and len(tok) <= _ACRONYM_MAX:
+        return False
+    # "Moved the worker to ...", "Ownership of ...": a capitalised verb or noun of state.
+    return not first or (low not in _OPENERS and _stem(low) not in _STATE_WORDS | _CHANGE)
+
+
+def _split(text: str) -> tuple[set[str], set[str], bool, set[str], str | None]:
+    """``(values, words, negated, all_lower, lead)`` of ``text``: the values it names (names,
+    calendar words, numbers), its other content words (stemmed), whether it is negated, every
+    word lowercased, and the name opening it (its subject), if any."""
     tokens = _tokens(text)
     lower = [t.lower() for t in tokens]
     # A number among the first two content words names the subject ("Sprint 2 goal met",
@@ -78,38 +120,43 @@ def _split(text: str) -> tuple[set[str], set[str], bool, set[str]]:
     naming = {w for w in content[:2] if any(ch.isdigit() for ch in w)}
     named = {n for w in naming for n in _numbers(w, [w])}
     values = _numbers(text, lower) - named
+    lead = None
     for i, (tok, low) in enumerate(zip(tokens, lower, strict=True)):
         if low in _CALENDAR:
             values.add(low)
-        elif len(tok) > 1 and tok[:1].isupper() and (i > 0 or low not in _OPENERS):
+        elif _is_name(tok, low, i == 0):
             values.add(low)
+            lead = low if i == 0 else lead
     words = {_stem(w) for w in content
              if w not in values and (w in naming or not w.isdigit())
              and w not in _CHANGE_MARKERS}
-    return values, words, any(_is_negation(w) for w in lower), set(lower)
+    return values, words, any(_is_negation(w) for w in lower), set(lower), lead
 
 
 def conflict_reason(new_text: str, old_text: str) -> str | None:
     """Why ``new_text`` contradicts ``old_text`` (a short phrase naming the differing
-    values: "Bob vs Alice", "9090 vs 8080", "negated", "disabled vs enabled"), or None when
+    values: "bob vs alice", "9090 vs 8080", "negated", "disabled vs enabled"), or None when
     it does not: different subjects, added detail, paraphrase, or a text over ``MAX_CHARS``.
 
     The caller has checked the pair's cosine (``CONFLICT_SIMILARITY``); this looks at words.
     """
     if len(new_text) > MAX_CHARS or len(old_text) > MAX_CHARS:
         return None
-    new_vals, new_words, new_neg, new_all = _split(new_text)
-    old_vals, old_words, old_neg, old_all = _split(old_text)
+    new_vals, new_words, new_neg, new_all, new_lead = _split(new_text)
+    old_vals, old_words, old_neg, old_all, old_lead = _split(old_text)
+    # Different things: each text has a content word the other lacks, beyond the words of
+    # a state and its change.
+    free = _STATE_WORDS | _OPPOSITE_WORDS
+    if (new_words - old_words - free) and (old_words - new_words - free):
+        return None
     only_new, only_old = new_vals - old_vals, old_vals - new_vals
-    # About the same thing: words and values mostly shared, a value swapped for another
-    # counting as one slot both texts fill ("Bob"/"Alice", "9090"/"8080").
+    # About the same thing: words (but those of state) and values mostly shared, a value
+    # swapped for another counting as one slot both texts fill ("Bob"/"Alice", "9090"/"8080").
     swapped = min(len(only_new), len(only_old))
-    mine, theirs = new_words | new_vals, old_words | old_vals
+    mine, theirs = (new_words - _STATE_WORDS) | new_vals, (old_words - _STATE_WORDS) | old_vals
     same = (len(mine & theirs) + swapped) / max(len(mine | theirs) - swapped, 1)
     if same < SAME_SUBJECT:
         return None
-    if only_new and only_old:
-        return f"{' '.join(sorted(only_new))} vs {' '.join(sorted(only_old))}"
     if new_neg != old_neg:
         # A negated restatement adds nothing but the negation: "Alice no longer owns the
         # gateway" against "Alice owns the gateway integration"; "owns the gateway, not the
@@ -119,6 +166,19 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
         if neg_words <= pos_words and neg_vals <= pos_vals:
             return "negated" if new_neg else "no longer negated"
         return None
+    if new_all & _ADDING:
+        return None
+    reason = f"{' '.join(sorted(only_new))} vs {' '.join(sorted(only_old))}"
+    if only_new and only_old:
+        leads = {new_lead, old_lead} - {None}
+        if leads and leads <= only_new | only_old and not (
+                (new_words | old_words) & _SINGLE_VALUED):
+            return None  # two subjects' facts: "Eli prefers RFCs" / "Kofi prefers RFCs"
+        return reason
+    if only_new and old_vals and old_vals <= new_vals and {_stem(w) for w in new_all} & _CHANGE:
+        # "We switched feature flags from LaunchDarkly to Unleash" after "We use LaunchDarkly
+        # for feature flags": the new text names the old value and the one replacing it.
+        return f"{' '.join(sorted(only_new))} replaces {' '.join(sorted(old_vals))}"
     for side_a, side_b in _STRONG_OPPOSITES:
         for one, other in ((side_a, side_b), (side_b, side_a)):
             said, unsaid = new_all & one, old_all & other
@@ -130,13 +190,13 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
 def adds_detail(new_text: str, old_text: str) -> bool:
     """Whether ``new_text`` says something ``old_text`` does not: a content word or value the
     old text lacks ("Alice owns the gateway and also the refunds service")."""
-    new_vals, new_words, _, _ = _split(new_text)
-    old_vals, old_words, _, _ = _split(old_text)
+    new_vals, new_words, _, _, _ = _split(new_text)
+    old_vals, old_words, _, _, _ = _split(old_text)
     return bool((new_words - old_words) or (new_vals - old_vals))
 
 
 def covers(new_text: str, old_text: str) -> bool:
     """Whether ``new_text`` holds every content word and value of ``old_text``."""
-    new_vals, new_words, _, _ = _split(new_text)
-    old_vals, old_words, _, _ = _split(old_text)
+    new_vals, new_words, _, _, _ = _split(new_text)
+    old_vals, old_words, _, _, _ = _split(old_text)
     return old_words <= new_words and old_vals <= new_vals

@@ -276,9 +276,10 @@ _ALL: tuple[OpSpec, ...] = (
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, permission="write",
-           doc="Store one drawer (idempotent by content; near-duplicates refresh). A long text "
-               "answers once committed, with the `pending_chunks` left to embed in the "
-               "background."),
+           doc="Store one drawer (idempotent by content; near-duplicates refresh, one that "
+               "adds detail is stored: `extends`; `conflicts`: older drawers it contradicts). "
+               "A long text answers once committed, with the `pending_chunks` left to embed "
+               "in the background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
            retry=SAFE, permission="write",

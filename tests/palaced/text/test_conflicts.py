@@ -16,6 +16,11 @@ CONFLICTS = [
     ("Feature flag new-checkout is disabled.", "Feature flag new-checkout is enabled."),
     ("Signups from free email domains are denied.", "Signups from free email domains are allowed."),
     ("The on-call lead for payments is Dana Kim.", "The on-call lead for payments is Eli Park."),
+    # a change that names the old value and the new one
+    ("We switched the job queue from Sidekiq to GoodJob.", "We use Sidekiq for the job queue."),
+    ("Priya took over the mobile app from Omar.", "Omar owns the mobile app."),
+    ("Upgraded the web app to React 18.", "The web app runs on React 17."),
+    ("Moved the docs site to port 4000.", "The docs site listens on port 3000."),
 ]
 
 NOT_CONFLICTS = [
@@ -24,6 +29,14 @@ NOT_CONFLICTS = [
     ("The billing service is owned by Dana.", "The auth service is owned by Dana."),
     ("Alice owns the refunds service.", "Alice owns the payment gateway integration."),
     ("Carol leads the search team.", "Dana leads the checkout redesign and the mobile app."),
+    ("Staging for the inventory service resets on Friday.",
+     "Staging for the catalog service resets on Monday."),
+    ("The orders API allows 600 requests per minute.",
+     "The orders worker allows 60 requests per minute."),
+    # two people's facts of a many-valued kind
+    ("Eli prefers long-form design docs.", "Kofi prefers long-form design docs."),
+    ("Gus is on the on-call rotation for the web app.",
+     "Marco is on the on-call rotation for the web app."),
     ("Sprint 2 goal met", "Sprint 1 goal met"),
     ("The v2 API is deprecated.", "The v3 API is deprecated."),
     # added detail
@@ -33,6 +46,7 @@ NOT_CONFLICTS = [
      "The API listens on port 8080."),
     ("Alice owns the payment gateway, not the refunds service.",
      "Alice owns the payment gateway."),
+    ("The search API now also talks to Elastic.", "The search API talks to Solr."),
     # paraphrase
     ("Production runs on Postgres 15.", "We use Postgres 15 in production."),
     ("The billing service is owned by Bob.", "Bob owns the billing service."),
