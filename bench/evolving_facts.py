@@ -8,7 +8,8 @@ feature flags from LaunchDarkly to Unleash."), interleaved with unrelated contro
 (preferences, log sinks, dependencies, rate limits, commands) that never change. Then asks,
 per subject, the question whose answer is its current state, and reports:
 
-* ``current_first``: how often the current state's drawer ranks first (recall top 1);
+* ``current_first``: how often the current state's drawer ranks first (recall top 1), and
+  what ranks first otherwise: a stale state of the subject, or another subject's drawer;
 * ``stale_marked``: of the stale states shown in the top 5, how many carry ``conflicts_with``
   (the older of an open conflict) — zero on a tree without conflicts;
 * ``false_conflicts_per_1000``: conflicts recorded between drawers of different subjects or
@@ -238,10 +239,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 owner[did] = sub.key if sub is not None else ""
                 if sub is not None:
                     sub.ids.append(did)
-            first = marked = stale_shown = 0
+            first = marked = stale_shown = stale_first = missing = 0
             for sub in subs:
                 hits = c.recall("evolving", sub.question, top_k=5)
                 first += bool(hits) and hits[0]["id"] == sub.ids[-1]
+                stale_first += bool(hits) and hits[0]["id"] in sub.ids[:-1]
+                missing += sub.ids[-1] not in [h["id"] for h in hits]
                 for h in hits:
                     if h["id"] in sub.ids[:-1]:
                         stale_shown += 1
@@ -262,6 +265,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "subjects": len(subs), "states": sum(len(s.states) for s in subs),
         "controls": len(ctrl), "writes": len(writes),
         "current_first": round(first / len(subs), 3), "current_first_n": first,
+        "stale_first_n": stale_first, "other_first_n": len(subs) - first - stale_first,
+        "current_not_in_top5_n": missing,
         "stale_shown_top5": stale_shown, "stale_marked": marked,
         "stale_marked_share": round(marked / stale_shown, 3) if stale_shown else None,
         "conflicts": len(found), "false_conflicts": len(false),

@@ -66,17 +66,30 @@ def listing(conn: apsw.Connection, *, include_resolved: bool, limit: int
     return out, total
 
 
-def newer_of(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, int]:
-    """``{older id: newest newer id}`` for the drawers among ``ids`` that an open conflict
-    names as the older side."""
+MAX_HOPS = 4  # conflicts followed from a drawer to the newest that replaced it
+
+
+def _newer_step(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, int]:
     if not ids:
         return {}
     marks = ",".join(str(int(i)) for i in ids)
-    out: dict[int, int] = {}
-    for older, newer in conn.execute(
-            f"SELECT older_id, max(newer_id) FROM conflicts WHERE older_id IN ({marks}) "
-            "AND resolved_ms IS NULL GROUP BY older_id"):
-        out[int(older)] = int(newer)
+    return {int(older): int(newer) for older, newer in conn.execute(
+        f"SELECT older_id, max(newer_id) FROM conflicts WHERE older_id IN ({marks}) "
+        "AND resolved_ms IS NULL GROUP BY older_id")}
+
+
+def newer_of(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, int]:
+    """``{older id: newest newer id}`` for the drawers among ``ids`` that an open conflict
+    names as the older side, following the newer side's own conflicts (A replaced by B,
+    B by C: A's newest is C) up to ``MAX_HOPS``."""
+    out = _newer_step(conn, ids)
+    for _ in range(MAX_HOPS - 1):
+        further = _newer_step(conn, sorted(set(out.values())))
+        moved = {o: further[n] for o, n in out.items()
+                 if n in further and further[n] != o}
+        if not moved:
+            break
+        out.update(moved)
     return out
 
 
