@@ -26,6 +26,8 @@ precise on short statements (``MAX_CHARS``). Pure functions (layer 3).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from palaced.text.rules import (
     _CALENDAR,
     _OPPOSITES,
@@ -108,7 +110,9 @@ def _is_name(tok: str, low: str, first: bool) -> bool:
     return not first or (low not in _OPENERS and _stem(low) not in _STATE_WORDS | _CHANGE)
 
 
-def _split(text: str) -> tuple[set[str], set[str], bool, set[str], str | None]:
+@lru_cache(maxsize=4096)  # remember compares one new text with up to 10 neighbours
+def _split(text: str
+           ) -> tuple[frozenset[str], frozenset[str], bool, frozenset[str], str | None]:
     """``(values, words, negated, all_lower, lead)`` of ``text``: the values it names (names,
     calendar words, numbers), its other content words (stemmed), whether it is negated, every
     word lowercased, and the name opening it (its subject), if any."""
@@ -130,7 +134,8 @@ def _split(text: str) -> tuple[set[str], set[str], bool, set[str], str | None]:
     words = {_stem(w) for w in content
              if w not in values and (w in naming or not w.isdigit())
              and w not in _CHANGE_MARKERS}
-    return values, words, any(_is_negation(w) for w in lower), set(lower), lead
+    return (frozenset(values), frozenset(words), any(_is_negation(w) for w in lower),
+            frozenset(lower), lead)
 
 
 def conflict_reason(new_text: str, old_text: str) -> str | None:
