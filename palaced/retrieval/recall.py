@@ -208,6 +208,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     l1_cached = caches.l1_valid(counter) if 1 in levels else None
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
+    conflicts_cache = caches.conflicts
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
     team = palace.storage.shared
@@ -231,7 +232,12 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
-        newer = conflict_rows.newer_of(c, want)
+        conflicts = conflicts_cache[1] if conflicts_cache and conflicts_cache[0] == counter \
+            else None
+        if conflicts is None:
+            conflicts = conflict_rows.any_open(c)
+            caches.conflicts = (counter, conflicts)
+        newer = conflict_rows.newer_of(c, want) if conflicts else {}
         # The newer side of a hit's open conflict is shown even when it ranked lower: the
         # current fact goes first (``current_first``).
         absent = [n for o, n in newer.items() if o in top and n not in rows]

@@ -66,6 +66,12 @@ def listing(conn: apsw.Connection, *, include_resolved: bool, limit: int
     return out, total
 
 
+def any_open(conn: apsw.Connection) -> bool:
+    """Whether the palace has an open conflict (one index seek)."""
+    return bool(conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM conflicts WHERE resolved_ms IS NULL)").fetchall()[0][0])
+
+
 MAX_HOPS = 4  # conflicts followed from a drawer to the newest that replaced it
 
 
