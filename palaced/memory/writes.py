@@ -281,6 +281,7 @@ class Neighbour:
     similarity: float
     room: str
     text: str
+    consolidated: bool = False  # retired into a summary: no current truth to contradict
 
 
 def neighbours(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
@@ -306,7 +307,8 @@ def neighbours(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
         if (d is None or d["wing"] != new.wing or d["superseded_by"] is not None
                 or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
             continue
-        out.append(Neighbour(did, sim, str(d["room"]), str(d["text"])))
+        out.append(Neighbour(did, sim, str(d["room"]), str(d["text"]),
+                             d["consolidated_into"] is not None))
     return out
 
 
@@ -330,6 +332,8 @@ def _conflicts(c: apsw.Connection, did: int, new: drawers.NewDrawer,
     for n in near:
         if len(found) >= MAX_CONFLICTS:
             break
+        if n.consolidated:
+            continue
         reason = conflicts.conflict_reason(new.text, n.text)
         if reason is None:
             continue

@@ -149,6 +149,12 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
         return None
     new_vals, new_words, new_neg, new_all, new_lead = _split(new_text)
     old_vals, old_words, old_neg, old_all, old_lead = _split(old_text)
+    # A value in one text written as a plain word in the other ("Postgres" / "postgres") is
+    # the same in both: neither a differing value nor a differing word.
+    new_vals = new_vals - {v for v in new_vals if _stem(v) in old_words}
+    old_vals = old_vals - {v for v in old_vals if _stem(v) in new_words}
+    new_words = new_words - {_stem(v) for v in old_vals}
+    old_words = old_words - {_stem(v) for v in new_vals}
     # Different things: each text has a content word the other lacks, beyond the words of
     # a state and its change.
     free = _STATE_WORDS | _OPPOSITE_WORDS
@@ -192,16 +198,19 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
     return None
 
 
+def _content(text: str) -> frozenset[str]:
+    """Every content word and value of ``text``, values also stemmed: a word capitalised in
+    one text and not in the other ("Postgres" / "postgres") is the same word."""
+    values, words, _, _, _ = _split(text)
+    return words | values | {_stem(v) for v in values}
+
+
 def adds_detail(new_text: str, old_text: str) -> bool:
     """Whether ``new_text`` says something ``old_text`` does not: a content word or value the
     old text lacks ("Alice owns the gateway and also the refunds service")."""
-    new_vals, new_words, _, _, _ = _split(new_text)
-    old_vals, old_words, _, _, _ = _split(old_text)
-    return bool((new_words - old_words) or (new_vals - old_vals))
+    return bool(_content(new_text) - _content(old_text))
 
 
 def covers(new_text: str, old_text: str) -> bool:
     """Whether ``new_text`` holds every content word and value of ``old_text``."""
-    new_vals, new_words, _, _, _ = _split(new_text)
-    old_vals, old_words, _, _, _ = _split(old_text)
-    return old_words <= new_words and old_vals <= new_vals
+    return _content(old_text) <= _content(new_text)

@@ -75,6 +75,11 @@ def test_reason_names_the_values() -> None:
                            "Alice owns the gateway.") == "negated"
 
 
+def test_capitals_do_not_make_a_value() -> None:
+    assert conflict_reason("the staging db runs postgres 16",
+                           "The staging db runs Postgres 15") == "16 vs 15"
+
+
 def test_long_texts_are_not_compared() -> None:
     filler = " and the team agreed on it after a long discussion" * 10
     assert conflict_reason("Bob owns the gateway" + filler,
@@ -86,4 +91,7 @@ def test_added_detail_and_cover() -> None:
     new = "Alice owns the payment gateway integration and also the refunds service."
     assert adds_detail(new, old) and covers(new, old)
     assert not adds_detail("Alice owns the payment gateway integration!", old)
+    # Capitals do not make a word new: a value in one text is a word in the other.
+    assert not adds_detail("the staging database runs postgres 15",
+                           "The staging database runs Postgres 15")
     assert not covers("Alice owns the refunds service.", old)
