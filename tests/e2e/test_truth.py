@@ -169,3 +169,25 @@ def test_single_valued_fact_replaced_from_another_drawer_is_a_conflict(
             new, old, "fact", "on_call: Eli vs Dana")
         hits = {h["id"]: h for h in c.recall(p, "who is on call for checkout?", top_k=5)}
         assert hits[old]["conflicts_with"] == new
+
+
+def test_merge_retires_both_behind_the_merged_drawer(shared_daemon: DaemonProc) -> None:
+    p = _palace(shared_daemon)
+    cli = InProcCliDaemonProc.of(shared_daemon)
+    merged = "Alice and Bob share the payment gateway integration: Bob leads it."
+    with shared_daemon.client() as c:
+        alice = c.remember(p, ALICE, room="payments")
+        bob = c.remember_ex(p, BOB, room="payments")
+        cid = bob["conflicts"][0]["conflict"]
+    out = cli.cli("conflicts", "resolve", str(cid), "--merge", merged, "--palace", p,
+                  check=True).stdout
+    with shared_daemon.client() as c:
+        [hit] = c.recall(p, QUESTION, top_k=1)
+        assert hit["text"] == merged
+        assert out.strip() == (f"resolved conflict {cid}: merge; merged into drawer {hit['id']}"
+                               f"; retired #{bob['id']}, #{alice}")
+        assert {c.get(p, i)["superseded_by"] for i in (alice, bob["id"])} == {hit["id"]}
+        assert c.conflicts(p, include_resolved=True)["conflicts"][0]["resolution"] == "merge"
+        assert any(e["outcome"] == "conflict merge" for e in c.audit(p)["entries"])
+    bad = cli.cli("conflicts", "resolve", str(cid), "--palace", p)
+    assert bad.returncode != 0 and "exactly one of" in bad.stderr
