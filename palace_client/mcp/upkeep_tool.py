@@ -42,7 +42,7 @@ def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
     if action == "consolidate":
         return (f"Stored summary #{result['summary_id']} in [{result['wing']}/{result['room']}] "
                 f"of palace '{palace}'; it consolidates {len(result['source_ids'])} drawer(s), "
-                "which are kept.")
+                "which are kept but no longer recalled.")
     return _health(result, palace)
 
 

@@ -417,7 +417,8 @@ _ALL: tuple[OpSpec, ...] = (
         "wing": _LABEL,
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER, permission="write",
-        doc="Write a summary drawer and mark its sources consolidated into it."),
+        doc="Write a summary drawer and mark its sources consolidated into it: retired from "
+            "recall and L1 (kept; `get` and `include_superseded` reach them)."),
     # conflicting drawers (memory.truth): list and resolve
     OpSpec("memory.conflicts", {
         "include_resolved": Arg("bool", default=False, help="also the resolved ones"),
