@@ -715,3 +715,20 @@ class Client:
         """
         return self.call("memory.health", palace,
                          self._some(threshold=threshold, stale_days=stale_days, limit=limit))
+
+    def conflicts(self, palace: str, *, include_resolved: bool = False,
+                  limit: int | None = None) -> dict[str, Any]:
+        """Conflicting drawers newest first (a newer drawer restating an older one with
+        another value), open ones unless ``include_resolved``: ``{"conflicts", "total"}``.
+        """
+        return self.call("memory.conflicts", palace,
+                         self._some(include_resolved=include_resolved, limit=limit))
+
+    def resolve_conflict(self, palace: str, conflict_id: int, resolution: str, *,
+                         text: str | None = None) -> dict[str, Any]:
+        """Resolve a conflict: ``supersede`` (retire the older drawer), ``keep_both``, or
+        ``merge`` (store ``text``, retiring both). Returns the conflict with ``retired``.
+        Raises ``MemoryNotFound`` (no such conflict) or ``InvalidArgs``.
+        """
+        return self.call("memory.resolve_conflict", palace,
+                         self._some(id=conflict_id, resolution=resolution, text=text))

@@ -46,6 +46,7 @@ import typer
 from palace_client.agents.command import init_command
 from palace_client.cli import (
     backups,
+    conflicts,
     daemon,
     doctor,
     governance,
@@ -107,6 +108,7 @@ app.add_typer(governance.policy_app, name="policy")
 app.add_typer(knowledge.app, name="kg")
 app.add_typer(model.app, name="model")
 app.add_typer(memoirs.app, name="memoir")
+app.add_typer(conflicts.app, name="conflicts")
 app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")

@@ -23,7 +23,7 @@ from palace_client.cli.jsonl import parse_jsonl, read_stdin
 from palace_client.render import governance as governance_render
 from palace_client.render import results as render
 from palace_client.render.details import provenance
-from palace_client.render.results import counted
+from palace_client.render.results import counted, remember_notes
 from palaced.wire import errors as E
 from palaced.wire.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
@@ -92,6 +92,9 @@ def remember(
 
     if res.get("consolidate"):
         out["consolidate"] = res["consolidate"]
+    for key in ("extends", "conflicts"):
+        if res.get(key):
+            out[key] = res[key]
 
     def human(r: dict[str, Any]) -> None:
         if r["deduplicated"]:
@@ -101,6 +104,8 @@ def remember(
                        "being embedded in the background; found by its words until then)")
         else:
             typer.echo(f"{'stored' if r['created'] else 'already stored'} drawer {r['id']}")
+        for line in remember_notes(r, "(`palace conflicts resolve {conflict} --supersede`)"):
+            typer.echo(line)
         if r.get("consolidate"):
             typer.echo(f"hint: {r['consolidate']['hint']}", err=True)
 
@@ -183,7 +188,8 @@ def recall(
                            help="Always include L3 deep search."),
     include_superseded: bool = op_option(
         "memory.recall", "include_superseded", "--include-superseded",
-        help="Also return drawers replaced by newer ones."),
+        help="Also return retired drawers: replaced by newer ones or consolidated into a "
+        "summary."),
     all_palaces: bool = typer.Option(
         False, "--all", help="Search every palace (memory.recall_all): the best drawers of "
         "all of them by relevance, each with its palace; no context sections."),

@@ -130,7 +130,7 @@ def consolidate(
         help="Drawer to consolidate (repeatable).", unset="the whole room"),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Store a summary drawer and mark its sources consolidated (sources are kept)."""
+    """Store a summary drawer in place of its sources (kept, out of recall and wake-up)."""
     name = need_palace(palace, as_json)
     text = sys.stdin.read() if summary == "-" else summary
     with client(as_json) as c:

@@ -28,10 +28,11 @@ from palace_client.mcp.tools import (
     TOOLSET_OF,
     tools_of,
 )
-from palace_client.mcp.upkeep_tool import consolidation_hint, run_upkeep
+from palace_client.mcp.upkeep_tool import RESOLVE_BY_UPKEEP, consolidation_hint, run_upkeep
 from palace_client.render.results import (
     excerpt,
     format_time,
+    remember_notes,
     render_fact,
     render_facts,
     render_items,
@@ -202,6 +203,9 @@ class Toolbox:
             payload.setdefault("dedup", False)
         result = self._op("memory.remember", self.palace, payload)
         text = self._remembered(args, result, old)
+        notes = remember_notes(result, RESOLVE_BY_UPKEEP if "upkeep" in self._served
+                               else "(forget #{id}, or keep both)")
+        text = " ".join([text, *notes])
         hint = result.get("consolidate")
         if not hint or "upkeep" not in self._served:  # the hint is a call of upkeep
             return text

@@ -80,7 +80,8 @@ _ADD, _LINK = "memoir.add_concept", "memoir.link"
 # The upkeep tool's actions and the ops they run (prune and decay stay with the CLI and the
 # daemon's schedule: deleting by weight is a person's call).
 UPKEEP_ACTIONS: dict[str, str] = {
-    "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health"}
+    "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health",
+    "conflicts": "memory.conflicts", "resolve": "memory.resolve_conflict"}
 UPKEEP_ACTION: dict[str, Any] = {"type": "string", "enum": list(UPKEEP_ACTIONS)}
 _EDIT = "memory.update"
 
@@ -183,7 +184,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="upkeep",
         description=(
             "update: edit drawer id in place (old version kept); consolidate: sum up a room "
-            "in a summary; health: stale and duplicate drawers."
+            "in a summary; health: stale and duplicate drawers; conflicts: contradicting "
+            "drawers; resolve: conflict id by resolution."
         ),
         params={
             "id": param(op=_EDIT),
@@ -193,6 +195,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "room": param("To consolidate, or move to.", op=_EDIT),
             "wing": param(op=_EDIT),
             "summary": param(op="memory.consolidate"),
+            "resolution": param("supersede (the older), keep_both, or merge (with text).",
+                                op="memory.resolve_conflict"),
         },
         actions=UPKEEP_ACTIONS,
         extra={"action": UPKEEP_ACTION},

@@ -1,8 +1,10 @@
 """The MCP ``upkeep`` tool: one tool whose ``action`` picks the op it runs, and its wording.
 
 ``update`` runs ``memory.update`` (``id`` and the fields to change), ``consolidate`` runs
-``memory.consolidate`` (``room``, optional ``wing``, the ``summary``) and ``health`` runs
-``memory.health``. One tool instead of three keeps ``tools/list`` short (every session pays
+``memory.consolidate`` (``room``, optional ``wing``, the ``summary``), ``health`` runs
+``memory.health``, ``conflicts`` runs ``memory.conflicts`` and ``resolve`` runs
+``memory.resolve_conflict`` (``id``, ``resolution``, ``text`` to merge). One tool instead of
+five keeps ``tools/list`` short (every session pays
 for it); ``schema.action_args`` refuses the arguments an action does not take, naming the
 ones it does. The tool's schema is declared in ``tools`` (``UPKEEP_ACTIONS``).
 """
@@ -33,10 +35,14 @@ def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
     result = op_call(op, palace, args)
     if action == "update":
         return _updated(result, palace)
+    if action == "conflicts":
+        return _conflicts(result, palace)
+    if action == "resolve":
+        return _resolved(result)
     if action == "consolidate":
         return (f"Stored summary #{result['summary_id']} in [{result['wing']}/{result['room']}] "
                 f"of palace '{palace}'; it consolidates {len(result['source_ids'])} drawer(s), "
-                "which are kept.")
+                "which are kept but no longer recalled.")
     return _health(result, palace)
 
 
@@ -49,6 +55,36 @@ def _updated(result: Mapping[str, Any], palace: str) -> str:
             f"version {result['version']}, earlier versions are kept.")
     if "text" in changed and not result.get("embedded"):
         text += " Its new text is found by keywords now, by meaning once it is embedded."
+    return text
+
+
+# How the remember answer says to resolve a conflict when this tool is served.
+RESOLVE_BY_UPKEEP = "(upkeep action='resolve' id={conflict} resolution='supersede')"
+
+
+def _conflicts(result: Mapping[str, Any], palace: str) -> str:
+    found = result["conflicts"]
+    if not found:
+        return f"No open conflicts in palace '{palace}'."
+    lines = [f"{result['total']} open conflict(s) in palace '{palace}':"]
+    for x in found:
+        lines.append(f"conflict {x['id']} ({x['reason']}): #{x['newer_id']} "
+                     f"\u201c{one_line(x['newer_text'])}\u201d is newer than #{x['older_id']} "
+                     f"\u201c{one_line(x['older_text'])}\u201d")
+    lines.append("Resolve each with upkeep action='resolve' id=N resolution='supersede' "
+                 "(retire the older), 'keep_both', or 'merge' with text.")
+    return "\n".join(lines)
+
+
+def _resolved(result: Mapping[str, Any]) -> str:
+    if result.get("already"):
+        return f"Conflict {result['id']} was already resolved ({result['resolution']})."
+    text = f"Resolved conflict {result['id']}: {result['resolution']}."
+    if result.get("merged_id") is not None:
+        text += f" Stored the merged drawer #{result['merged_id']}."
+    if result["retired"]:
+        text += (" Retired " + ", ".join(f"#{i}" for i in result["retired"])
+                 + " (kept as history, no longer recalled).")
     return text
 
 

@@ -27,11 +27,12 @@ from palaced.wire.recall_text import (
     format_score,
     indented,
     one_line,
+    remember_notes,
     render_drawer,
 )
 
 __all__ = ["BELOW_FLOOR", "drawer_date", "drawer_place", "excerpt_note", "format_score",
-           "indented", "one_line", "render_drawer"]
+           "indented", "one_line", "remember_notes", "render_drawer"]
 
 
 # -- primitives ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import apsw
 
 from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
-from palaced.store.knowledge import entities, facts, graph_walk
+from palaced.store.knowledge import conflicts, entities, facts, graph_walk
 from palaced.store.rows import audit
 
 
@@ -58,11 +58,19 @@ async def kg_assert(
         MemoryNotFound: ``source_drawer`` names no drawer of this palace.
     """
     ts = clock_ms()
-    return await palace.transact(lambda c: _audited(c, actor, facts.assert_fact(
-        c, subject, predicate, obj, valid_from_ms=valid_from_ms, now_ms=ts,
-        confidence=confidence, source_drawer=source_drawer, source_url=source_url,
-        source_agent=source_agent, object_is_entity=not literal, multi=multi,
-        agent=actor.agent), ts, "asserted"))
+
+    def tx(c: apsw.Connection) -> dict[str, Any]:
+        fact = facts.assert_fact(
+            c, subject, predicate, obj, valid_from_ms=valid_from_ms, now_ms=ts,
+            confidence=confidence, source_drawer=source_drawer, source_url=source_url,
+            source_agent=source_agent, object_is_entity=not literal, multi=multi,
+            agent=actor.agent)
+        # A new value of a single-valued predicate cited from another drawer than the old
+        # value's: those two drawers conflict (recall marks the older).
+        conflicts.fact_replaced(c, fact, ts)
+        return _audited(c, actor, fact, ts, "asserted")
+
+    return await palace.transact(tx)
 
 
 async def kg_link(

@@ -35,6 +35,7 @@ from palaced.engine.embedder import Embedder
 from palaced.index.vectors import PgVectors, to_blob
 from palaced.memory.health import consolidation_hint
 from palaced.palace.handle import Palace, now_ms
+from palaced.store.knowledge import conflicts as conflict_rows
 from palaced.store.lookup import pg_search
 from palaced.store.lookup.context import vectors_changed
 from palaced.store.lookup.vectors import (
@@ -45,7 +46,7 @@ from palaced.store.lookup.vectors import (
     vector_ids,
 )
 from palaced.store.rows import audit, drawers
-from palaced.text import rules
+from palaced.text import conflicts, rules
 from palaced.text.chunking import chunk_text as split
 from palaced.wire.errors import EmbedderUnavailable
 
@@ -81,7 +82,11 @@ async def remember(palace: Palace, new: drawers.NewDrawer, *, dedup: bool = True
 
     Idempotent by content hash. With ``dedup``, a near-duplicate of an active drawer in
     the same wing/room refreshes that drawer instead (``deduplicated: true``); a text
-    embedded in the background is never merged (it has no vector yet to compare).
+    embedded in the background is never merged (it has no vector yet to compare). A
+    near-duplicate that adds detail is stored, never folded in: ``extends`` names the drawer
+    it extends (``superseded`` when it holds all that drawer said, which it then retires).
+    With ``dedup``, ``conflicts`` lists the older drawers of the wing the new one
+    contradicts (``text.conflicts``), each recorded as an open conflict.
 
     Raises:
         MemoryNotFound: ``new.supersedes`` names no drawer.
@@ -190,14 +195,19 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
             if now and vectors is not None:
                 vecs = vectors[offset:offset + len(chunks)]
                 offset += len(chunks)
-            dup = None
+            near: list[Neighbour] = []
             if dedup and vecs is not None and len(vecs) and palace.index is not None:
-                dup = near_duplicate(palace, c, it, vecs[0], ts)
+                near = neighbours(palace, c, it, vecs[0], ts)
+            dup = near_duplicate(it, near)
+            extends: Neighbour | None = None
+            if dup is not None and conflicts.adds_detail(it.text, dup.text):
+                # Folding it in would lose what it adds: it is stored (below), and retires
+                # the older drawer when it says all that one did (history kept).
+                dup, extends = None, dup
             if dup is not None:
-                did, sim = dup
-                drawers.refresh_duplicate(c, did, it.importance, ts, actor.agent)
-                outcomes.append({"id": did, "created": False, "deduplicated": True,
-                                 "similarity": round(sim, 4), "embedded": True})
+                drawers.refresh_duplicate(c, dup.id, it.importance, ts, actor.agent)
+                outcomes.append({"id": dup.id, "created": False, "deduplicated": True,
+                                 "similarity": round(dup.similarity, 4), "embedded": True})
                 continue
             # The room context (keyword context, context vectors) of the new drawers and
             # their neighbours is computed once, after the loop, with every vector stored:
@@ -212,8 +222,16 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
             if created and it.supersedes is not None:
                 drawers.supersede(c, it.supersedes, did, ts, actor.agent)
                 superseded.append(it.supersedes)
-            out = {"id": did, "created": created, "deduplicated": False,
-                   "embedded": vecs is not None if created else identity is not None}
+            out: dict[str, Any] = {
+                "id": did, "created": created, "deduplicated": False,
+                "embedded": vecs is not None if created else identity is not None}
+            if created and extends is not None and it.supersedes is None:
+                out["extends"] = _extend(c, extends, it, did, ts, actor.agent)
+                if out["extends"]["superseded"]:
+                    superseded.append(extends.id)
+            found = _conflicts(c, did, it, near, ts) if created else []
+            if found:
+                out["conflicts"] = found
             if created and vecs is None and identity is not None:
                 out["pending_chunks"] = len(chunks)
             outcomes.append(out)
@@ -255,32 +273,86 @@ def _audit(c: apsw.Connection, actor: audit.Actor, outcomes: Sequence[dict[str, 
                          "superseded": len(superseded)})
 
 
-def near_duplicate(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
-                   vec: np.ndarray, ts: int) -> tuple[int, float] | None:
-    """An active drawer of the same wing/room that ``new`` nearly repeats, if any.
+@dataclass(frozen=True)
+class Neighbour:
+    """An active drawer of the new drawer's wing near it in meaning."""
 
-    Candidates are the index's nearest vectors at or above ``rules.DEDUP_THRESHOLD``; the
-    first that passes ``rules.is_near_duplicate`` wins. Needs the index (worker thread).
-    """
+    id: int
+    similarity: float
+    room: str
+    text: str
+    consolidated: bool = False  # retired into a summary: no current truth to contradict
+
+
+def neighbours(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
+               vec: np.ndarray, ts: int) -> list[Neighbour]:
+    """The active drawers of ``new``'s wing among the index's 10 nearest vectors, at a
+    cosine of at least ``conflicts.CONFLICT_SIMILARITY`` (below ``rules.DEDUP_THRESHOLD``:
+    one search serves the near-duplicate and the conflict checks), nearest first. Needs
+    the index (worker thread)."""
     assert palace.index is not None
     if isinstance(palace.index, PgVectors):
         hits = pg_search.vector_search(c, pg_search.vector_literal(vec), palace.index.dims,
                                        None, 10, ts)
     else:
         hits = palace.index.search(vec, 10, lambda keys: owners_of(c, keys))
-    candidates = [(i, s) for i, s in hits if s >= rules.DEDUP_THRESHOLD]
+    floor = min(conflicts.CONFLICT_SIMILARITY, rules.DEDUP_THRESHOLD)
+    candidates = [(i, s) for i, s in hits if s >= floor]
     if not candidates:
-        return None
+        return []
     rows = drawers.get_drawers(c, [i for i, _ in candidates])
+    out = []
     for did, sim in candidates:
         d = rows.get(did)
-        if (d is None or d["wing"] != new.wing or d["room"] != new.room
-                or d["superseded_by"] is not None
+        if (d is None or d["wing"] != new.wing or d["superseded_by"] is not None
                 or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
             continue
-        if rules.is_near_duplicate(sim, new.text, str(d["text"])):
-            return did, sim
+        out.append(Neighbour(did, sim, str(d["room"]), str(d["text"]),
+                             d["consolidated_into"] is not None))
+    return out
+
+
+def near_duplicate(new: drawers.NewDrawer, near: Sequence[Neighbour]) -> Neighbour | None:
+    """The first of ``near`` in ``new``'s room that ``new`` nearly repeats
+    (``rules.is_near_duplicate``), if any."""
+    for n in near:
+        if n.room == new.room and rules.is_near_duplicate(n.similarity, new.text, n.text):
+            return n
     return None
+
+
+MAX_CONFLICTS = 3  # conflicts recorded per new drawer (its nearest)
+
+
+def _conflicts(c: apsw.Connection, did: int, new: drawers.NewDrawer,
+               near: Sequence[Neighbour], ts: int) -> list[dict[str, Any]]:
+    """Record the conflicts of new drawer ``did`` with its ``near`` neighbours
+    (``text.conflicts.conflict_reason``); each as ``{id, conflict, reason, text}``."""
+    found: list[dict[str, Any]] = []
+    for n in near:
+        if len(found) >= MAX_CONFLICTS:
+            break
+        if n.consolidated:
+            continue
+        reason = conflicts.conflict_reason(new.text, n.text)
+        if reason is None:
+            continue
+        cid = conflict_rows.record(c, did, n.id, kind="text", reason=reason,
+                                   similarity=round(n.similarity, 4), ts=ts)
+        if cid is not None:
+            found.append({"id": n.id, "conflict": cid, "reason": reason,
+                          "text": rules.preview(n.text)})
+    return found
+
+
+def _extend(c: apsw.Connection, old: Neighbour, new: drawers.NewDrawer, did: int, ts: int,
+            agent: str | None) -> dict[str, Any]:
+    """New drawer ``did`` adds detail to near-duplicate ``old``: when it holds every word and
+    value of ``old``, ``old`` is superseded by it (kept, reachable with ``get``)."""
+    whole = conflicts.covers(new.text, old.text)
+    if whole:
+        drawers.supersede(c, old.id, did, ts, agent)
+    return {"id": old.id, "similarity": round(old.similarity, 4), "superseded": whole}
 
 
 # -- embedding --------------------------------------------------------------------------------

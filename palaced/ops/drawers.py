@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from palaced.memory import edits, trash, writes
+from palaced.memory import edits, trash, truth, writes
 from palaced.ops.context import OpContext
 from palaced.ops.fields import (
     check_query,
+    check_text,
     drawer_from_args,
     drawers_from_items,
     edit_from_args,
@@ -166,3 +167,20 @@ async def op_list(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> d
     p = await ctx.registry.get(need_palace(palace))
     return await reads.list_drawers(p, filters_from_args(args), int(args["limit"]),
                                     int(args["offset"]))
+
+
+async def op_conflicts(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                       ) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    return await truth.list_conflicts(p, include_resolved=bool(args["include_resolved"]),
+                                      limit=int(args["limit"]))
+
+
+async def op_resolve_conflict(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                              ) -> dict[str, Any]:
+    p = await ctx.registry.get(need_palace(palace))
+    text = args.get("text")
+    if text is not None:
+        text = check_text(text, ctx.config.limits.max_text_chars)
+    return await truth.resolve_conflict(p, int(args["id"]), str(args["resolution"]),
+                                        text=text, actor=ctx.actor)

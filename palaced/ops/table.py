@@ -114,6 +114,8 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("memory.prune", upkeep.op_prune),
     ("memory.consolidate", upkeep.op_consolidate),
     ("memory.health", upkeep.op_health),
+    ("memory.conflicts", drawers.op_conflicts),
+    ("memory.resolve_conflict", drawers.op_resolve_conflict),
     ("memory.restore", governance.op_restore),
     ("memory.trash", governance.op_trash),
     ("memory.empty_trash", governance.op_empty_trash),

@@ -47,8 +47,9 @@ from palaced.retrieval.sections import (
     pack_sections,
     unexpired,
 )
+from palaced.store.knowledge import conflicts as conflict_rows
 from palaced.store.lookup.fts_log import change_stamp
-from palaced.store.lookup.search import all_rooms, fts_terms, mentioned
+from palaced.store.lookup.search import all_rooms, fts_terms, matching_ids, mentioned
 from palaced.store.rows import drawers
 from palaced.text import relevance
 from palaced.text.exchanges import is_exchange_source
@@ -207,6 +208,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     l1_cached = caches.l1_valid(counter) if 1 in levels else None
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
+    conflicts_cache = caches.conflicts
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
     team = palace.storage.shared
@@ -230,6 +232,18 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)
+        conflicts = conflicts_cache[1] if conflicts_cache and conflicts_cache[0] == counter \
+            else None
+        if conflicts is None:
+            conflicts = conflict_rows.any_open(c)
+            caches.conflicts = (counter, conflicts)
+        newer = conflict_rows.newer_of(c, want) if conflicts else {}
+        # The newer side of a hit's open conflict is shown even when it ranked lower: the
+        # current fact goes first (``current_first``).
+        absent = [n for o, n in newer.items() if o in top and n not in rows]
+        if absent:
+            live = matching_ids(c, absent, req.filters, ts)
+            rows.update(drawers.get_drawers(c, [n for n in absent if n in live]))
         concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
         # Read L0 in this same worker-thread hop.
@@ -244,6 +258,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
                                tmap=caches.text_map(did, str(d["text"])),
                                dated=dated if did in ranking.in_period else ())
                  for did, d in rows.items()}
+        for did, n in newer.items():
+            if did in shown:
+                shown[did]["conflicts_with"] = n
         return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
                          unknown)
 
@@ -254,7 +271,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         l1_cached = got.l1
     unknown = got.unknown_names
 
-    results = curated_first([d for d in (got.shown.get(i) for i in got.top) if d is not None])
+    results = current_first(curated_first(
+        [d for d in (got.shown.get(i) for i in got.top) if d is not None]), got.shown,
+        req.top_k)
     palace.note_touched(read_ids(results))  # what the agent reads counts as used
     # A memoir concept or a graph fact the query points at is relevant knowledge too, even
     # when no drawer passes the floor: not a miss.
@@ -323,6 +342,34 @@ def curated_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 d["rank_score"] = min(under)
     # Equal rank scores keep the given order, but a captured drawer goes after its curated tie.
     return sorted(results, key=lambda d: (-float(d["rank_score"]), captured(d)))
+
+
+def current_first(results: list[dict[str, Any]], shown: dict[int, dict[str, Any]],
+                  limit: int) -> list[dict[str, Any]]:
+    """The hits with the newer drawer of each open conflict (``conflicts_with``, set on the
+    older one) just above the older: the current fact first. A newer one that is no hit but
+    was read (``shown``: it matches the filters) comes in there, the last hit going when
+    there are ``limit`` already. The
+    newer one takes the older one's ``rank_score`` when that is higher, so the order shown
+    still follows the score shown."""
+    order = list(results)
+    lifted: set[int] = set()  # each drawer moves up once: no cycle can loop
+    i = 0
+    while i < len(order):
+        newer = order[i].get("conflicts_with")
+        j = next((k for k in range(i + 1, len(order)) if order[k]["id"] == newer), None)
+        if j is None and isinstance(newer, int) and newer in shown and newer not in lifted \
+                and all(d["id"] != newer for d in order[:i]):
+            order.append(shown[newer])
+            j = len(order) - 1
+        if j is None or order[j]["id"] in lifted:
+            i += 1
+            continue
+        lifted.add(int(order[j]["id"]))
+        moved = order.pop(j)
+        moved["rank_score"] = max(float(moved["rank_score"]), float(order[i]["rank_score"]))
+        order.insert(i, moved)  # then looks at the moved one's own conflicts
+    return order[:max(limit, len(results))]
 
 
 def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, palace: str,

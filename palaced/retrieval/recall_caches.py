@@ -39,6 +39,9 @@ class RecallCaches:
 
     l1: tuple[int, list[dict[str, Any]]] | None = None
     rooms: tuple[int, list[tuple[str, str]]] | None = None
+    # (counter, whether any conflict is open): most palaces have none, and then recall
+    # reads no conflict at all
+    conflicts: tuple[int, bool] | None = None
     # (counter, drawers now, counter of the last exact count, highest id then, count then)
     doc_count: tuple[int, int, int, int, int] | None = None
     term_stats: TermStats = field(default_factory=TermStats)

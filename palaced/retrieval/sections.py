@@ -223,6 +223,8 @@ def drawer_item(d: dict[str, Any], level: int) -> Item:
               **({"below_floor": True} if d.get("below_floor") else {}),
               **({"superseded_by": d["superseded_by"]}
                  if isinstance(d.get("superseded_by"), int) else {}),
+              **({"conflicts_with": d["conflicts_with"]}
+                 if isinstance(d.get("conflicts_with"), int) else {}),
               **({"excerpt": True, "chars": d["chars"]} if d.get("excerpt") else {})},
     )
 

@@ -99,6 +99,8 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append("tags " + ",".join(map(str, item["tags"])))
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
+    if isinstance(item.get("conflicts_with"), int):
+        head.append(f"(conflicts with #{item['conflicts_with']}, newer)")
     text = str(item.get("text", ""))
     # get reads its own palace only: a drawer of another palace (recall scope='all') is read
     # with the CLI.
@@ -233,3 +235,22 @@ def answer_body(frame: Frame, sections: Sequence[Mapping[str, Any]], budget: int
     if frame.notice:
         body.append(f"({frame.notice})")
     return "\n".join(["", *body])
+
+
+# -- remember's answer ------------------------------------------------------------------------
+def remember_notes(result: Mapping[str, Any], resolve: str) -> list[str]:
+    """The lines a remember answer adds about the drawers its new one touches: the drawer it
+    extends (a near-duplicate that adds detail is stored, never folded in) and the older
+    drawers it conflicts with, each with its id and a question. ``resolve`` says how to
+    resolve a conflict, with ``{conflict}`` and ``{id}`` for its ids."""
+    lines: list[str] = []
+    ext = result.get("extends")
+    if isinstance(ext, Mapping):
+        lines.append(f"It adds detail to the similar drawer #{ext['id']}, " + (
+            "which it now supersedes (kept as history)." if ext.get("superseded")
+            else "which is kept too."))
+    for c in result.get("conflicts") or []:
+        lines.append(f"It conflicts with #{c['id']} (\u201c{one_line(c['text'])}\u201d: "
+                     f"{c['reason']}): supersede it? "
+                     + resolve.format(conflict=c["conflict"], id=c["id"]))
+    return lines

@@ -135,6 +135,10 @@ MAX_TOP_K = 1_000
 
 _LABEL = Arg("str", max_len=MAX_FIELD_CHARS)
 _TAGS = Arg("strlist", default=[], max_len=64)
+# Retired drawers stay out of recall unless asked for: superseded by a correction, or
+# consolidated into a summary that takes their place.
+_RETIRED = Arg("bool", default=False,
+               help="also retired drawers: superseded, or consolidated into a summary")
 _FOR_AGENT = Arg("bool", default=False,
                  help="the reader is an agent with the MCP get tool: excerpts name it")
 _WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
@@ -274,9 +278,10 @@ _ALL: tuple[OpSpec, ...] = (
     # drawers
     OpSpec("memory.remember", {**DRAWER_ARGS, "dedup": Arg("bool", default=None)}, palace=_R,
            retry=SAFE, permission="write",
-           doc="Store one drawer (idempotent by content; near-duplicates refresh). A long text "
-               "answers once committed, with the `pending_chunks` left to embed in the "
-               "background."),
+           doc="Store one drawer (idempotent by content; near-duplicates refresh, one that "
+               "adds detail is stored: `extends`; `conflicts`: older drawers it contradicts). "
+               "A long text answers once committed, with the `pending_chunks` left to embed "
+               "in the background."),
     OpSpec("memory.remember_many", {"items": Arg("list", required=True, max_len=NO_LIMIT),
                                     "dedup": Arg("bool", default=False)}, palace=_R,
            retry=SAFE, permission="write",
@@ -290,7 +295,7 @@ _ALL: tuple[OpSpec, ...] = (
         "levels": Arg("intlist", default=[0, 2, 3], max_len=4, min=0, max=3),
         "budget": Arg("int", default=1500, min=0, max=MAX_BUDGET),
         "deep": Arg("bool", default=False),
-        "include_superseded": Arg("bool", default=False),
+        "include_superseded": _RETIRED,
         "compact": Arg("bool", default=False),
         "for_agent": _FOR_AGENT,
     }, palace=_R, read_only=True, retry=SAFE,
@@ -306,7 +311,7 @@ _ALL: tuple[OpSpec, ...] = (
         "wing": _LABEL,
         "room": _LABEL,
         "tags": _TAGS,
-        "include_superseded": Arg("bool", default=False),
+        "include_superseded": _RETIRED,
     }, read_only=True, retry=SAFE,
         doc="Recall across every palace: the best `top_k` drawers of all of them by 0-1 "
             "relevance, each with its `palace`; `skipped` palaces that failed."),
@@ -414,7 +419,26 @@ _ALL: tuple[OpSpec, ...] = (
         "wing": _LABEL,
         "ids": Arg("intlist", max_len=MAX_CONSOLIDATE_IDS, min=1, max=MAX_ID),
     }, palace=_R, retry=NEVER, permission="write",
-        doc="Write a summary drawer and mark its sources consolidated into it."),
+        doc="Write a summary drawer and mark its sources consolidated into it: retired from "
+            "recall and L1 (kept; `get` and `include_superseded` reach them)."),
+    # conflicting drawers (memory.truth): list and resolve
+    OpSpec("memory.conflicts", {
+        "include_resolved": Arg("bool", default=False, help="also the resolved ones"),
+        "limit": Arg("int", default=50, min=1, max=1000),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="Conflicts newest first: a newer drawer that restates an older one of its wing "
+            "with another name, number, date or polarity (found at remember time), with "
+            "both texts; open ones unless `include_resolved`."),
+    # A second run of a resolved conflict answers `already` and changes nothing.
+    OpSpec("memory.resolve_conflict", {
+        "id": Arg("int", required=True, min=1, max=MAX_ID, help="the conflict's id"),
+        "resolution": Arg("str", required=True, max_len=16,
+                          help="supersede (retire the older), keep_both, or merge"),
+        "text": Arg("str", max_len=NO_LIMIT, content=True,
+                    help="merge: the merged drawer's text (it retires both)"),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Resolve a conflict: `supersede` retires the older drawer behind the newer, "
+            "`keep_both` keeps both current, `merge` stores `text` and retires both."),
     # capture
     OpSpec("capture.transcript", {
         "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,

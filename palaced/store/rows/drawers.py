@@ -300,7 +300,7 @@ class Filters:
     wing: str | None = None
     room: str | None = None
     tags: tuple[str, ...] = ()
-    include_superseded: bool = False
+    include_superseded: bool = False  # and consolidated: every retired drawer
     include_expired: bool = False
 
     @property
@@ -313,7 +313,9 @@ class Filters:
         parts: list[str] = []
         params: dict[str, Any] = {"now": now_ms}
         if not self.include_superseded:
-            parts.append("d.superseded_by IS NULL")
+            # Retired drawers: superseded by a correction, or consolidated into a summary
+            # (which takes their place; ``get`` and this flag still reach them).
+            parts.append("d.superseded_by IS NULL AND d.consolidated_into IS NULL")
         if not self.include_expired:
             parts.append(LIVE_SQL)
         if self.wing is not None:
@@ -356,9 +358,11 @@ def list_drawers(
 
 
 def essential(conn: apsw.Connection, limit: int, now_ms: int) -> list[dict[str, Any]]:
-    """Top drawers by importance, then recency (L1)."""
+    """Top drawers by importance, then recency (L1); consolidated ones are left to their
+    summary."""
     rows = conn.execute(
         f"SELECT {', '.join('d.' + c for c in _COLS)} FROM drawers d WHERE {ACTIVE_SQL} "
+        "AND d.consolidated_into IS NULL "
         "ORDER BY d.importance DESC, d.occurred_ms DESC, d.id DESC LIMIT :limit",
         {"now": now_ms, "limit": limit},
     ).fetchall()

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from palaced.store.lookup.context import fill_context_vectors
-from palaced.store.schema.tables import CONTEXT_VECTORS_PG_DDL, DATED_DDL
+from palaced.store.schema.tables import CONFLICTS_PG_DDL, CONTEXT_VECTORS_PG_DDL, DATED_DDL
 from palaced.wire.errors import InvalidPalaceName, PalaceNotFound, SchemaTooNew, StorageError
 
 SCHEMA_PREFIX = "palace_"
@@ -261,9 +261,10 @@ V1: Sequence[str] = (
 )
 
 # v2: each drawer's context vector (``store/lookup/context_vectors.py``), filled by its own code;
-# v3: drawers by their own date (``store/rows/dated.py``).
+# v3: drawers by their own date (``store/rows/dated.py``); v4: conflicting drawers
+# (``store/knowledge/conflicts.py``).
 MIGRATIONS: list[Sequence[str | Callable[[Any], None]]] = [
-    V1, (*CONTEXT_VECTORS_PG_DDL, fill_context_vectors), DATED_DDL]
+    V1, (*CONTEXT_VECTORS_PG_DDL, fill_context_vectors), DATED_DDL, CONFLICTS_PG_DDL]
 SCHEMA_VERSION = len(MIGRATIONS)
 # Tables whose ids an import may set explicitly (``sync_ids`` moves their sequences past).
 _ID_TABLES = ("drawers", "entities", "facts", "sources")

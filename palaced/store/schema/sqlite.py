@@ -20,6 +20,7 @@ facts, the ``trash`` of forgotten drawers, the append-only ``audit`` log and the
 ``policy``. v10: ``vectors_owner``, a vector's drawer without reading the vector. v11:
 ``fts_changes``, the log the keyword engine follows. v12: ``context_vectors``, each drawer's room
 neighbours' mean vector. v13: ``drawers_occurred``, drawers by their own date (``store/dated``).
+v14: ``conflicts``, drawers that contradict older ones (``store/knowledge/conflicts``).
 
 Each step runs inside one transaction together with the bump of ``user_version``, so a crash
 mid-migration leaves the previous version intact. Newer schemas are refused, never guessed at.
@@ -41,6 +42,7 @@ from palaced.store.schema.tables import (
     AUDIT_DDL,
     CAPTURES_DDL,
     CHUNKS_DDL,
+    CONFLICTS_DDL,
     CONTEXT_VECTORS_DDL,
     DATED_DDL,
     FTS_LOG_DDL,
@@ -367,7 +369,7 @@ MIGRATIONS: list[Callable[[apsw.Connection], None]] = [
     _sql_step(V1), _sql_step(GRAPH_DDL), _sql_step(SOURCES_DDL), _sql_step(REEMBED_DDL),
     _sql_step(MEMOIR_DDL), _sql_step(CAPTURES_DDL), _sql_step(CHUNKS_DDL), _sql_step(UPKEEP_DDL),
     _sql_step(GOVERNANCE_DDL), _sql_step(OWNER_DDL), _sql_step(FTS_LOG_DDL),
-    _context_vectors, _sql_step(DATED_DDL)]
+    _context_vectors, _sql_step(DATED_DDL), _sql_step(CONFLICTS_DDL)]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

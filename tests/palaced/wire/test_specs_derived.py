@@ -207,6 +207,7 @@ CLI_OPS: dict[str, str] = {
     "daemon status": "daemon.status", "daemon restart": "daemon.stop",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "conflicts list": "memory.conflicts", "conflicts resolve": "memory.resolve_conflict",
     "doctor": "palace.doctor", "backup": "palace.backup", "restore": "palace.restore",
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
@@ -235,16 +236,17 @@ CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service s
                "model fetch", "model import", "project", "hook prompt"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
-               "fact_id": "id", "concept": "name"}
+               "fact_id": "id", "concept": "name", "conflict_id": "id", "merge": "text"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
 # writes; "location": `import claude-code|codex|gemini|copilot` expands files or
 # directories into transcripts;
 # "clear_tags": `update --clear-tags` sends tags=[]; "nobody": `policy set --nobody` sends an
 # empty agents list; "agent": the agent running a hook, whose input and output shapes it
-# uses and, for `hook capture`, whose transcript format it sends.)
+# uses and, for `hook capture`, whose transcript format it sends; "supersede", "keep_both":
+# `conflicts resolve` sends them as resolution.)
 CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location", "clear_tags",
-            "nobody", "agent"}
+            "nobody", "agent", "supersede", "keep_both"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
                                             ("trash list", "limit"): 20}
@@ -253,7 +255,8 @@ CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
                  ("hook capture", "path"),  # the hook input on stdin
                  ("import claude-code", "path"),  # each transcript found under PATH
                  ("import codex", "path"), ("import gemini", "path"),
-                 ("import copilot", "path")}
+                 ("import copilot", "path"),
+                 ("conflicts resolve", "resolution")}  # --supersede, --keep-both or --merge
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
               ("policy set", "agents"): "GLOB... or --nobody (an empty list)",
@@ -331,6 +334,7 @@ CLIENT_OPS: dict[str, str] = {
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
+    "conflicts": "memory.conflicts", "resolve_conflict": "memory.resolve_conflict",
     "restore_drawer": "memory.restore", "trash": "memory.trash",
     "empty_trash": "memory.empty_trash", "audit": "palace.audit", "policy": "palace.policy",
     "set_policy": "palace.policy_set",
@@ -349,7 +353,7 @@ CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
 # palace (not an argument).
 CLIENT_RENAMES: dict[str, str | None] = {"palace": None, "name": None, "obj": "object",
                                          "drawer_id": "id", "fact_id": "id", "digest": "hash",
-                                         "concept": "name"}
+                                         "concept": "name", "conflict_id": "id"}
 
 
 def test_every_client_method_is_mapped() -> None:
