@@ -7,21 +7,32 @@ first ones) is a prompt: the hook runs in a fresh process (the console script wh
 fed the UserPromptSubmit input on stdin, timed from spawn to exit. Measured:
 
 * **latency, warm daemon**: p50/p95/max of those runs (each its own session, so each also
-  fetches the session's wake-up once, the first-prompt path), of the same prompts as later
-  prompts of one session (``in session``: the recall alone), and the floor, the same
+  fetches the session's wake-up once, the first-prompt path), of the prompts of the
+  realistic sessions below (``in session``: the recall alone), and the floor, the same
   interpreter started to do nothing;
+* **latency, cold daemon**: the first prompt after a daemon start, ``--restarts`` times (the
+  daemon stopped and started again, the hook run once its model is loaded: the palace is
+  opened and every cache is cold), and whether it still injected within its time box;
 * **daemon down**: the same hook against a home where no daemon runs (the hook never
   starts one: it returns and injects nothing);
 * **answerable** (the question in its own conversation's palace, categories 1-4, with gold
-  turns): the share where a gold turn's drawer is in the injected text, the share that
-  injected anything, and the cl100k tokens injected per prompt (mean, p95, max; 0 for none);
+  turns, each its own session): the share where a gold turn's drawer is in the injected
+  text, the share that injected anything, and the cl100k tokens injected per prompt (mean,
+  p95, max; 0 for none);
 * **unanswerable** (the question in the next conversation's palace, so its people and events
   are not there): the share that injected anything (noise);
-* **one session** per conversation (all its prompts in a row): the tokens injected per
-  prompt when nothing already shown is injected again.
+* **realistic session**: one session per conversation in its palace, its prompts alternating
+  its own questions and the next conversation's (what the palace cannot answer), in a row,
+  so that nothing already shown is injected again: per prompt, the share that got a relevant
+  memory (a gold turn), the share that got noise (something injected, no gold turn; for the
+  unanswerable ones anything), the tokens injected, and the share of injections whose
+  heading states the text's exact token count (a hook that drops lines after packing makes
+  it an upper bound). ``--compare TREE`` runs the same sessions with the hook of another
+  checkout too (its ``PYTHONPATH``; e.g. ``git worktree add /tmp/old REV``), against the same
+  daemon: before and after in one run.
 
     PYTHONPATH=. python bench/prompt_hook.py [--conversations 5] [--questions 40]
-        [--keyword-only] [--json out.json]
+        [--restarts 5] [--compare TREE] [--keyword-only] [--json out.json]
 """
 
 from __future__ import annotations
@@ -49,6 +60,7 @@ from locomo import DEFAULT_DATA, _wait_embedded, _wait_model, build_drawers, bui
 from palaced.engine.tokens import Tokenizer
 
 _HEAD = re.compile(r"^#(\d+) ", re.MULTILINE)  # a drawer's line in the compact recall
+_STATED = re.compile(r"^Recall in palace '[^']*' \(mode \w+, (\d+) of \d+ tokens")
 
 
 def hook_argv() -> list[str]:
@@ -59,7 +71,11 @@ def hook_argv() -> list[str]:
 
 def run_hook(env: dict[str, str], palace: str, question: str, session: str
              ) -> tuple[float, str]:
-    """One hook process: its wall milliseconds and what it injected ("" for nothing)."""
+    """One hook process: its wall milliseconds and what it injected ("" for nothing).
+
+    Raises:
+        RuntimeError: the hook exited non-zero or wrote to stderr.
+    """
     stdin = json.dumps({"session_id": session, "transcript_path": "/nonexistent.jsonl",
                         "cwd": "/", "hook_event_name": "UserPromptSubmit",
                         "prompt": question})
@@ -89,11 +105,102 @@ def token_summary(values: list[int]) -> dict[str, float]:
             "max": max(values)}
 
 
+def ingest(daemon: PrivateDaemon, names: list[str], samples: list[dict[str, Any]],
+           keyword_only: bool) -> tuple[list[dict[int, str]], int, str]:
+    """One palace per conversation, one drawer per turn (embedded before returning): the
+    LoCoMo turn of each drawer id per palace, the drawer count and the daemon's mode."""
+    turn_of: list[dict[int, str]] = []
+    n_drawers = 0
+    with daemon.client("bench-prompt") as c:
+        if not keyword_only:
+            _wait_model(c, 300)
+        for name, sample in zip(names, samples, strict=True):
+            c.create_palace(name)
+            drawers = build_drawers(sample["conversation"])
+            ids = c.remember_many(name, [d.item for d in drawers])
+            if not keyword_only:
+                _wait_embedded(c, name, 600)
+            turn_of.append({i: d.dia_id for i, d in zip(ids, drawers, strict=True)})
+            n_drawers += len(drawers)
+        mode = str(c.status().get("mode"))
+    return turn_of, n_drawers, mode
+
+
+class Session:
+    """The figures of realistic sessions run with one hook (one tree's code)."""
+
+    def __init__(self, env: dict[str, str], tok: Tokenizer) -> None:
+        self.env, self.tok = env, tok
+        self.latency: list[float] = []
+        self.tokens: list[int] = []
+        self.answerable = self.relevant = self.noise_answerable = 0
+        self.unanswerable = self.noise_unanswerable = 0
+        self.injections = self.exact_heading = 0
+
+    def prompt(self, palace: str, question: str, session: str, gold: set[str] | None,
+               turn_of: dict[int, str]) -> None:
+        """One prompt of a session; ``gold`` the gold turns (None: not answerable here)."""
+        took, text = run_hook(self.env, palace, question, session)
+        self.latency.append(took)
+        self.tokens.append(self.tok.count(text) if text else 0)
+        if text:
+            self.injections += 1
+            stated = _STATED.match(text)
+            self.exact_heading += bool(stated and int(stated.group(1)) == self.tokens[-1])
+        if gold is None:
+            self.unanswerable += 1
+            self.noise_unanswerable += bool(text)
+            return
+        self.answerable += 1
+        hit = bool({turn_of.get(int(m)) for m in _HEAD.findall(text)} & gold)
+        self.relevant += hit
+        self.noise_answerable += bool(text) and not hit
+
+    def report(self) -> dict[str, Any]:
+        """The figures as the JSON report holds them."""
+        prompts = self.answerable + self.unanswerable
+        noise = self.noise_answerable + self.noise_unanswerable
+        return {
+            "prompts": prompts, "answerable": self.answerable,
+            "unanswerable": self.unanswerable,
+            "relevant_share": round(self.relevant / max(prompts, 1), 3),
+            "noise_share": round(noise / max(prompts, 1), 3),
+            "answerable_gold_injected": round(self.relevant / max(self.answerable, 1), 3),
+            "answerable_noise": round(self.noise_answerable / max(self.answerable, 1), 3),
+            "unanswerable_noise": round(self.noise_unanswerable / max(self.unanswerable, 1),
+                                        3),
+            "tokens_per_prompt": token_summary(self.tokens or [0]),
+            "injected_share": round(self.injections / max(prompts, 1), 3),
+            "exact_heading_share": round(self.exact_heading / max(self.injections, 1), 3),
+            "latency": summary(self.latency or [0.0]),
+        }
+
+
+def cold_runs(daemon: PrivateDaemon, env: dict[str, str], names: list[str],
+              samples: list[dict[str, Any]], restarts: int) -> tuple[list[float], int]:
+    """The first prompt after each of ``restarts`` daemon starts (model loaded, caches
+    cold): wall milliseconds, and how many injected something."""
+    took_ms: list[float] = []
+    injected = 0
+    for r in range(restarts):
+        daemon.stop()
+        daemon.start()  # returns once the model is no longer loading
+        i = r % len(names)
+        question = build_questions(samples[i])[r // len(names)].question
+        took, text = run_hook(env, names[i], question, uuid.uuid4().hex)
+        took_ms.append(took)
+        injected += bool(text)
+    return took_ms, injected
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--conversations", type=int, default=5)
     ap.add_argument("--questions", type=int, default=40, help="prompts per conversation")
+    ap.add_argument("--restarts", type=int, default=5, help="daemon starts for the cold case")
+    ap.add_argument("--compare", type=Path, help="another checkout whose hook runs the "
+                    "realistic sessions too (before/after)")
     ap.add_argument("--keyword-only", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -103,53 +210,53 @@ def main() -> int:
                            DEFAULT_TIKTOKEN)
     down_home = Path(tempfile.mkdtemp(prefix="pal-promptdown-", dir="/tmp"))
     names = [f"locomo-{i}" for i in range(len(samples))]
-    turn_of: list[dict[int, str]] = []
-    mode = "?"
     try:
         daemon.start()
-        with daemon.client("bench-prompt") as c:
-            if not args.keyword_only:
-                _wait_model(c, 300)
-            n_drawers = 0
-            for name, sample in zip(names, samples, strict=True):
-                c.create_palace(name)
-                drawers = build_drawers(sample["conversation"])
-                ids = c.remember_many(name, [d.item for d in drawers])
-                if not args.keyword_only:
-                    _wait_embedded(c, name, 600)
-                turn_of.append({i: d.dia_id for i, d in zip(ids, drawers, strict=True)})
-                n_drawers += len(drawers)
-            mode = str(c.status().get("mode"))
+        turn_of, n_drawers, mode = ingest(daemon, names, samples, args.keyword_only)
         env = {**daemon.env, "PATH": os.environ.get("PATH", "")}
         env.pop("CLAUDE_PROJECT_DIR", None)
         run_hook(env, names[0], "warm-up question", uuid.uuid4().hex)
+        hooks = {"this tree": Session(env, tok)}
+        if args.compare:
+            import compileall  # as launch() does for this tree: no import compiles
+
+            for package in ("palaced", "palace_client"):
+                compileall.compile_dir(args.compare / package, quiet=1)
+            hooks[str(args.compare)] = Session(
+                {**env, "PYTHONPATH": str(args.compare.resolve())}, tok)
 
         latency: list[float] = []
         found = injected_any = answerable = 0
         tokens: list[int] = []
         noise = unanswerable = 0
-        session_tokens: list[int] = []
-        session_latency: list[float] = []
         for i, sample in enumerate(samples):
             questions = build_questions(sample)[: args.questions]
-            other = names[(i + 1) % len(names)]
-            session = uuid.uuid4().hex  # the conversation's one session
-            for q in questions:
+            j = (i + 1) % len(names)
+            others = build_questions(samples[j])[: args.questions] if j != i else []
+            sessions = {label: uuid.uuid4().hex for label in hooks}  # one per conversation
+            for n, q in enumerate(questions):
                 took, text = run_hook(env, names[i], q.question, uuid.uuid4().hex)
                 latency.append(took)
-                if q.category in (1, 2, 3, 4) and q.gold_turns:
+                gold = set(q.gold_turns) if q.category in (1, 2, 3, 4) and q.gold_turns else None
+                if gold:
                     answerable += 1
                     shown = {turn_of[i].get(int(m)) for m in _HEAD.findall(text)}
-                    found += bool(shown & set(q.gold_turns))
+                    found += bool(shown & gold)
                     injected_any += bool(text)
                     tokens.append(tok.count(text) if text else 0)
-                if len(names) > 1:
-                    _, text = run_hook(env, other, q.question, uuid.uuid4().hex)
+                if others:
+                    _, text = run_hook(env, names[i], others[n % len(others)].question,
+                                       uuid.uuid4().hex)
                     unanswerable += 1
                     noise += bool(text)
-                took, text = run_hook(env, names[i], q.question, session)
-                session_latency.append(took)
-                session_tokens.append(tok.count(text) if text else 0)
+                # The realistic sessions: this prompt, then (when there is one) another
+                # conversation's question, in the same session, with each hook compared.
+                for label, hook in hooks.items():
+                    if gold:
+                        hook.prompt(names[i], q.question, sessions[label], gold, turn_of[i])
+                    if others:
+                        hook.prompt(names[i], others[n % len(others)].question,
+                                    sessions[label], None, turn_of[i])
         floor = []
         for _ in range(20):
             started = time.perf_counter()
@@ -159,14 +266,18 @@ def main() -> int:
         down = [run_hook(down_env, "locomo-0", "what did Caroline research?",
                          uuid.uuid4().hex)[0] for _ in range(20)]
         daemon_ran = (down_home / "run").exists() and any((down_home / "run").iterdir())
+        cold, cold_injected = cold_runs(daemon, env, names, samples, args.restarts)
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
         shutil.rmtree(down_home, ignore_errors=True)
+    sessions_report = {label: hook.report() for label, hook in hooks.items()}
     report: dict[str, Any] = {
         "mode": mode, "drawers": n_drawers, "prompts": len(latency),
         "budget_tokens": 300, "latency_warm": summary(latency),
-        "latency_warm_in_session": summary(session_latency), "daemon_down": summary(down),
+        "latency_warm_in_session": sessions_report["this tree"]["latency"],
+        "latency_cold_first_prompt": summary(cold or [0.0]),
+        "cold_injected": cold_injected, "daemon_down": summary(down),
         "python_start": summary(floor), "daemon_started_when_down": daemon_ran,
         "answerable": answerable,
         "gold_in_injection": round(found / max(answerable, 1), 3),
@@ -174,22 +285,31 @@ def main() -> int:
         "tokens_per_prompt": token_summary(tokens or [0]),
         "unanswerable": unanswerable,
         "injected_any_unanswerable": round(noise / max(unanswerable, 1), 3),
-        "session_tokens_per_prompt": token_summary(session_tokens or [0]),
+        "sessions": sessions_report,
     }
     print(f"palace hook prompt, LoCoMo dev: {len(samples)} conversations, {n_drawers} drawers, "
           f"mode {mode}, {len(latency)} prompts")
-    for case in ("latency_warm", "latency_warm_in_session", "daemon_down", "python_start"):
+    for case in ("latency_warm", "latency_warm_in_session", "latency_cold_first_prompt",
+                 "daemon_down", "python_start"):
         r = report[case]
-        print(f"  {case.replace('_', ' '):23} p50 {r['p50_ms']:6.1f} ms   p95 "
-              f"{r['p95_ms']:6.1f} ms   max {r['max_ms']:6.1f} ms")
-    t, s = report["tokens_per_prompt"], report["session_tokens_per_prompt"]
+        print(f"  {case.replace('_', ' '):26} p50 {r['p50_ms']:6.1f} ms   p95 "
+              f"{r['p95_ms']:6.1f} ms   max {r['max_ms']:6.1f} ms   ({r['runs']} runs)")
+    print(f"  cold: {cold_injected} of {len(cold)} first prompts injected within the time box")
+    t = report["tokens_per_prompt"]
     print(f"  answerable {answerable}: gold turn injected {report['gold_in_injection']:.3f}, "
           f"anything injected {report['injected_any_answerable']:.3f}; tokens/prompt mean "
           f"{t['mean']} p95 {t['p95']} max {t['max']}")
     print(f"  unanswerable {unanswerable} (another conversation's questions): anything "
           f"injected {report['injected_any_unanswerable']:.3f}")
-    print(f"  one session per conversation: tokens/prompt mean {s['mean']} p95 {s['p95']} "
-          f"max {s['max']}")
+    for label, r in sessions_report.items():
+        s = r["tokens_per_prompt"]
+        print(f"  realistic sessions, hook of {label}: {r['prompts']} prompts "
+              f"({r['answerable']} answerable, {r['unanswerable']} not): relevant "
+              f"{r['relevant_share']:.3f}, noise {r['noise_share']:.3f} (answerable: gold "
+              f"{r['answerable_gold_injected']:.3f}, noise {r['answerable_noise']:.3f}; "
+              f"unanswerable: noise {r['unanswerable_noise']:.3f}); injected "
+              f"{r['injected_share']:.3f}, tokens/prompt mean {s['mean']} p95 {s['p95']} "
+              f"max {s['max']}; heading exact {r['exact_heading_share']:.3f}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
