@@ -25,14 +25,16 @@ fed the UserPromptSubmit input on stdin, timed from spawn to exit. Measured:
   its own questions and the next conversation's (what the palace cannot answer), in a row,
   so that nothing already shown is injected again: per prompt, the share that got a relevant
   memory (a gold turn), the share that got noise (something injected, no gold turn; for the
-  unanswerable ones anything), the tokens injected, and the share of injections whose
+  unanswerable ones anything), the share of answerable prompts whose gold turn is in the
+  agent's context (injected now or by an earlier prompt of the session: the hook does not
+  inject it twice), the tokens injected, and the share of injections whose
   heading states the text's exact token count (a hook that drops lines after packing makes
   it an upper bound). ``--compare TREE`` runs the same sessions with the hook of another
   checkout too (its ``PYTHONPATH``; e.g. ``git worktree add /tmp/old REV``), against the same
   daemon: before and after in one run.
 
     PYTHONPATH=. python bench/prompt_hook.py [--conversations 5] [--questions 40]
-        [--restarts 5] [--compare TREE] [--keyword-only] [--json out.json]
+        [--restarts 5] [--repeat 20] [--compare TREE] [--keyword-only] [--json out.json]
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ class Session:
         self.env, self.tok = env, tok
         self.latency: list[float] = []
         self.tokens: list[int] = []
-        self.answerable = self.relevant = self.noise_answerable = 0
+        self.answerable = self.relevant = self.noise_answerable = self.in_context = 0
+        self.shown: dict[str, set[str]] = {}  # the turns each session was injected so far
         self.unanswerable = self.noise_unanswerable = 0
         self.injections = self.exact_heading = 0
 
@@ -152,9 +155,14 @@ class Session:
             self.noise_unanswerable += bool(text)
             return
         self.answerable += 1
-        hit = bool({turn_of.get(int(m)) for m in _HEAD.findall(text)} & gold)
+        turns = {turn_of.get(int(m)) for m in _HEAD.findall(text)}
+        hit = bool(turns & gold)
         self.relevant += hit
         self.noise_answerable += bool(text) and not hit
+        # Injected now or by an earlier prompt of the session: in the agent's context.
+        before = self.shown.setdefault(session, set())
+        self.in_context += hit or bool(before & gold)
+        before.update(t for t in turns if t is not None)
 
     def report(self) -> dict[str, Any]:
         """The figures as the JSON report holds them."""
@@ -166,6 +174,8 @@ class Session:
             "relevant_share": round(self.relevant / max(prompts, 1), 3),
             "noise_share": round(noise / max(prompts, 1), 3),
             "answerable_gold_injected": round(self.relevant / max(self.answerable, 1), 3),
+            "answerable_gold_in_context": round(self.in_context / max(self.answerable, 1),
+                                                3),
             "answerable_noise": round(self.noise_answerable / max(self.answerable, 1), 3),
             "unanswerable_noise": round(self.noise_unanswerable / max(self.unanswerable, 1),
                                         3),
@@ -199,6 +209,8 @@ def main() -> int:
     ap.add_argument("--conversations", type=int, default=5)
     ap.add_argument("--questions", type=int, default=40, help="prompts per conversation")
     ap.add_argument("--restarts", type=int, default=5, help="daemon starts for the cold case")
+    ap.add_argument("--repeat", type=int, default=20,
+                    help="runs of the daemon-down hook and of the bare interpreter")
     ap.add_argument("--compare", type=Path, help="another checkout whose hook runs the "
                     "realistic sessions too (before/after)")
     ap.add_argument("--keyword-only", action="store_true")
@@ -258,13 +270,13 @@ def main() -> int:
                         hook.prompt(names[i], others[n % len(others)].question,
                                     sessions[label], None, turn_of[i])
         floor = []
-        for _ in range(20):
+        for _ in range(args.repeat):
             started = time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
             floor.append((time.perf_counter() - started) * 1000)
         down_env = {**private_env(down_home, None, None), "PATH": os.environ.get("PATH", "")}
         down = [run_hook(down_env, "locomo-0", "what did Caroline research?",
-                         uuid.uuid4().hex)[0] for _ in range(20)]
+                         uuid.uuid4().hex)[0] for _ in range(args.repeat)]
         daemon_ran = (down_home / "run").exists() and any((down_home / "run").iterdir())
         cold, cold_injected = cold_runs(daemon, env, names, samples, args.restarts)
     finally:
@@ -306,7 +318,8 @@ def main() -> int:
         print(f"  realistic sessions, hook of {label}: {r['prompts']} prompts "
               f"({r['answerable']} answerable, {r['unanswerable']} not): relevant "
               f"{r['relevant_share']:.3f}, noise {r['noise_share']:.3f} (answerable: gold "
-              f"{r['answerable_gold_injected']:.3f}, noise {r['answerable_noise']:.3f}; "
+              f"{r['answerable_gold_injected']:.3f}, gold in context "
+              f"{r['answerable_gold_in_context']:.3f}, noise {r['answerable_noise']:.3f}; "
               f"unanswerable: noise {r['unanswerable_noise']:.3f}); injected "
               f"{r['injected_share']:.3f}, tokens/prompt mean {s['mean']} p95 {s['p95']} "
               f"max {s['max']}; heading exact {r['exact_heading_share']:.3f}")
