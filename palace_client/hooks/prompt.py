@@ -209,6 +209,7 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
     """
     from palace_client.api.identity import resolve as resolve_agent
     from palace_client.transport.connection import Connection, same_store
+    from palaced.wire.args import MAX_ID
     from palaced.wire.paths import resolve
     from palaced.wire.vocab import MAX_EXCLUDE
 
@@ -234,9 +235,11 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
             seen = drawer_ids(call("memory.wake_up", {})) if path else set()
         # Left out before packing: the budget is spent on drawers the session has not seen.
         # Over the cap (a long session), the newest drawers are the likelier to come back.
+        # The session file is untrusted: an id no drawer can have would fail every recall.
+        exclude = sorted(i for i in seen if 0 < i <= MAX_ID)[-MAX_EXCLUDE:]
         result = call("memory.recall", {
             "query": hook["prompt"], "top_k": TOP_K, "levels": [2], "budget": budget,
-            "compact": True, "for_agent": True, "exclude": sorted(seen)[-MAX_EXCLUDE:]})
+            "compact": True, "for_agent": True, "exclude": exclude})
     finally:
         conn.close()
     text, shown = injected_text(result, seen)

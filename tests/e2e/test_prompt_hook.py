@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from palace_client.hooks import prompt as hook_state
 from palaced.engine.tokens import Tokenizer
 from palaced.wire.errors import InvalidArgs
 from palaced.wire.vocab import MAX_EXCLUDE
@@ -167,6 +168,14 @@ def test_the_seen_drawer_makes_room_for_an_unseen_one(
         assert re.findall(r"^#(\d+) ", text, re.MULTILINE) == [str(b)], text
         assert "cluster omega on the green network." in text  # whole, not cut to fit
         assert heading_tokens(text) == tok.count(text) <= budget
+    # A session file holding ids no drawer can have (it is untrusted) still excludes A.
+    session = uuid.uuid4().hex
+    path = hook_state.state_path(session, d.home / "state")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"palace": name, "seen": [0, -4, 2**70, a]}))
+    res, _ = run(d.env, "prompt", prompt_input(prompt, session), "--palace", name)
+    assert re.findall(r"^#(\d+) ", injected(res), re.MULTILINE) == [str(b)]
+    assert "hook prompt" not in client_log(d)
 
 
 def test_a_bad_exclude_is_refused(shared_keyword_daemon: DaemonProc) -> None:
