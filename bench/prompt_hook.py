@@ -10,6 +10,9 @@ fed the UserPromptSubmit input on stdin, timed from spawn to exit. Measured:
   fetches the session's wake-up once, the first-prompt path), of the prompts of the
   realistic sessions below (``in session``: the recall alone), and the floor, the same
   interpreter started to do nothing;
+* **CPU time**: the hook process's (user + system, p50/p95 over the warm runs) and the
+  daemon's per prompt (its /proc counters over the warm runs, divided by their number):
+  what a quiet machine's wall time is made of, hardly changed by a shared machine's load;
 * **latency, cold daemon**: the first prompt after a daemon start, ``--restarts`` times (the
   daemon stopped and started again, the hook run once its model is loaded: the palace is
   opened and every cache is cold), and whether it still injected within its time box;
@@ -43,6 +46,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -71,9 +75,31 @@ def hook_argv() -> list[str]:
         sys.executable, "-c", "from palace_client.entry import main; main()", "hook", "prompt"]
 
 
+# CPU milliseconds (user + system) of every hook process run: unlike wall times, hardly
+# changed by the load of a shared machine.
+HOOK_CPU: list[float] = []
+
+
+def children_cpu_ms() -> float:
+    """CPU milliseconds of this process's reaped children (the hooks; the daemon is reaped
+    only when stopped)."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (use.ru_utime + use.ru_stime) * 1000
+
+
+def process_cpu_ms(pid: int | None) -> float:
+    """CPU milliseconds process ``pid`` has used so far (Linux /proc; 0 when unknown)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def run_hook(env: dict[str, str], palace: str, question: str, session: str
              ) -> tuple[float, str]:
-    """One hook process: its wall milliseconds and what it injected ("" for nothing).
+    """One hook process: its wall milliseconds and what it injected ("" for nothing); its
+    CPU time goes to ``HOOK_CPU``.
 
     Raises:
         RuntimeError: the hook exited non-zero or wrote to stderr.
@@ -81,10 +107,11 @@ def run_hook(env: dict[str, str], palace: str, question: str, session: str
     stdin = json.dumps({"session_id": session, "transcript_path": "/nonexistent.jsonl",
                         "cwd": "/", "hook_event_name": "UserPromptSubmit",
                         "prompt": question})
-    started = time.perf_counter()
+    cpu, started = children_cpu_ms(), time.perf_counter()
     res = subprocess.run([*hook_argv(), "--palace", palace], input=stdin, env=env,
                          capture_output=True, text=True, timeout=30)
     took = (time.perf_counter() - started) * 1000
+    HOOK_CPU.append(children_cpu_ms() - cpu)
     if res.returncode != 0 or res.stderr:
         raise RuntimeError(f"hook failed: {res.returncode} {res.stderr!r}")
     if not res.stdout:
@@ -237,6 +264,8 @@ def main() -> int:
             hooks[str(args.compare)] = Session(
                 {**env, "PYTHONPATH": str(args.compare.resolve())}, tok)
 
+        HOOK_CPU.clear()
+        daemon_cpu = process_cpu_ms(daemon.pid())
         latency: list[float] = []
         found = injected_any = answerable = 0
         tokens: list[int] = []
@@ -269,6 +298,9 @@ def main() -> int:
                     if others:
                         hook.prompt(names[i], others[n % len(others)].question,
                                     sessions[label], None, turn_of[i])
+        warm_runs = len(HOOK_CPU)
+        daemon_cpu = (process_cpu_ms(daemon.pid()) - daemon_cpu) / max(warm_runs, 1)
+        hook_cpu = summary(HOOK_CPU or [0.0])
         floor = []
         for _ in range(args.repeat):
             started = time.perf_counter()
@@ -288,6 +320,7 @@ def main() -> int:
         "mode": mode, "drawers": n_drawers, "prompts": len(latency),
         "budget_tokens": 300, "latency_warm": summary(latency),
         "latency_warm_in_session": sessions_report["this tree"]["latency"],
+        "hook_cpu_warm": hook_cpu, "daemon_cpu_per_prompt_ms": round(daemon_cpu, 1),
         "latency_cold_first_prompt": summary(cold or [0.0]),
         "cold_injected": cold_injected, "daemon_down": summary(down),
         "python_start": summary(floor), "daemon_started_when_down": daemon_ran,
@@ -301,11 +334,13 @@ def main() -> int:
     }
     print(f"palace hook prompt, LoCoMo dev: {len(samples)} conversations, {n_drawers} drawers, "
           f"mode {mode}, {len(latency)} prompts")
-    for case in ("latency_warm", "latency_warm_in_session", "latency_cold_first_prompt",
-                 "daemon_down", "python_start"):
+    for case in ("latency_warm", "latency_warm_in_session", "hook_cpu_warm",
+                 "latency_cold_first_prompt", "daemon_down", "python_start"):
         r = report[case]
         print(f"  {case.replace('_', ' '):26} p50 {r['p50_ms']:6.1f} ms   p95 "
               f"{r['p95_ms']:6.1f} ms   max {r['max_ms']:6.1f} ms   ({r['runs']} runs)")
+    print(f"  daemon CPU per warm prompt (mean of {warm_runs}): "
+          f"{report['daemon_cpu_per_prompt_ms']} ms")
     print(f"  cold: {cold_injected} of {len(cold)} first prompts injected within the time box")
     t = report["tokens_per_prompt"]
     print(f"  answerable {answerable}: gold turn injected {report['gold_in_injection']:.3f}, "
