@@ -214,20 +214,25 @@ class Session:
 
 
 def cold_runs(daemon: PrivateDaemon, env: dict[str, str], names: list[str],
-              samples: list[dict[str, Any]], restarts: int) -> tuple[list[float], int]:
+              samples: list[dict[str, Any]], restarts: int
+              ) -> tuple[list[float], list[float], int]:
     """The first prompt after each of ``restarts`` daemon starts (model loaded, caches
-    cold): wall milliseconds, and how many injected something."""
+    cold): wall milliseconds, the daemon's CPU milliseconds meanwhile, and how many
+    injected something."""
     took_ms: list[float] = []
+    daemon_ms: list[float] = []
     injected = 0
     for r in range(restarts):
         daemon.stop()
         daemon.start()  # returns once the model is no longer loading
         i = r % len(names)
         question = build_questions(samples[i])[r // len(names)].question
+        cpu = process_cpu_ms(daemon.pid())
         took, text = run_hook(env, names[i], question, uuid.uuid4().hex)
+        daemon_ms.append(process_cpu_ms(daemon.pid()) - cpu)
         took_ms.append(took)
         injected += bool(text)
-    return took_ms, injected
+    return took_ms, daemon_ms, injected
 
 
 def main() -> int:
@@ -310,7 +315,8 @@ def main() -> int:
         down = [run_hook(down_env, "locomo-0", "what did Caroline research?",
                          uuid.uuid4().hex)[0] for _ in range(args.repeat)]
         daemon_ran = (down_home / "run").exists() and any((down_home / "run").iterdir())
-        cold, cold_injected = cold_runs(daemon, env, names, samples, args.restarts)
+        cold, cold_daemon, cold_injected = cold_runs(daemon, env, names, samples,
+                                                     args.restarts)
     finally:
         daemon.stop()
         shutil.rmtree(daemon.home, ignore_errors=True)
@@ -318,11 +324,14 @@ def main() -> int:
     sessions_report = {label: hook.report() for label, hook in hooks.items()}
     report: dict[str, Any] = {
         "mode": mode, "drawers": n_drawers, "prompts": len(latency),
-        "budget_tokens": 300, "latency_warm": summary(latency),
+        "budget_tokens": 300, "latency_warm": summary(latency or [0.0]),
         "latency_warm_in_session": sessions_report["this tree"]["latency"],
         "hook_cpu_warm": hook_cpu, "daemon_cpu_per_prompt_ms": round(daemon_cpu, 1),
         "latency_cold_first_prompt": summary(cold or [0.0]),
-        "cold_injected": cold_injected, "daemon_down": summary(down),
+        "cold_injected": cold_injected, "daemon_cpu_cold_ms": summary(cold_daemon or [0.0]),
+        # The cold runs are the last hooks run.
+        "hook_cpu_cold": summary(HOOK_CPU[-len(cold):] if cold else [0.0]),
+        "daemon_down": summary(down),
         "python_start": summary(floor), "daemon_started_when_down": daemon_ran,
         "answerable": answerable,
         "gold_in_injection": round(found / max(answerable, 1), 3),
@@ -341,7 +350,10 @@ def main() -> int:
               f"{r['p95_ms']:6.1f} ms   max {r['max_ms']:6.1f} ms   ({r['runs']} runs)")
     print(f"  daemon CPU per warm prompt (mean of {warm_runs}): "
           f"{report['daemon_cpu_per_prompt_ms']} ms")
-    print(f"  cold: {cold_injected} of {len(cold)} first prompts injected within the time box")
+    print(f"  cold: {cold_injected} of {len(cold)} first prompts injected within the time box; "
+          f"CPU p50/max: hook {report['hook_cpu_cold']['p50_ms']}/"
+          f"{report['hook_cpu_cold']['max_ms']} ms, daemon "
+          f"{report['daemon_cpu_cold_ms']['p50_ms']}/{report['daemon_cpu_cold_ms']['max_ms']} ms")
     t = report["tokens_per_prompt"]
     print(f"  answerable {answerable}: gold turn injected {report['gold_in_injection']:.3f}, "
           f"anything injected {report['injected_any_answerable']:.3f}; tokens/prompt mean "
