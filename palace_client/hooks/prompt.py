@@ -9,7 +9,9 @@ Claude Code writes the hook input on stdin (``session_id``, ``transcript_path``,
 is added to the model's context. The hook recalls the prompt in the project's palace (chosen
 as ``palace hook capture`` chooses it, ``palace_client.hooks.capture.palace_for``) and
 prints the recall's text only when it is not a miss (``nothing_relevant`` false), cut to
-the drawers that pass the relevance floor and that the session has not been shown yet.
+the drawers that pass the relevance floor. The drawers the session has been shown already
+are left out by the daemon before it packs (``memory.recall`` ``exclude``), so the budget
+goes to drawers the session has not seen.
 
 It sits before every prompt, so it must never cost the user anything:
 
@@ -174,12 +176,14 @@ def drawer_ids(result: dict[str, Any]) -> set[int]:
 
 
 def injected_text(result: dict[str, Any], seen: set[int]) -> tuple[str, set[int]]:
-    """What a recall injects and the drawers in it: its text without the drawers ``seen``
-    or under the relevance floor ("" when none is left, or on a miss).
+    """What a recall injects and the drawers in it: its text without the drawers under the
+    relevance floor ("" when none is left, or on a miss). The drawers ``seen`` were excluded
+    by the daemon before packing (``exclude``); any still there are dropped too.
 
     The recall is compact, one line per drawer (``#ID [place] ...``): dropping a drawer
-    drops its line, so the text stays within the budget it was packed to (its heading states
-    the count of the text as packed, an upper bound).
+    drops its line, so the text stays within the budget it was packed to. With no line
+    dropped (no drawer under the floor), its heading's token count is the text's exact
+    count; with some, an upper bound.
     """
     from palaced.wire.recall_text import section_heading
 
@@ -210,7 +214,9 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
     """
     from palace_client.api.identity import resolve as resolve_agent
     from palace_client.transport.connection import Connection, same_store
+    from palaced.wire.args import MAX_ID
     from palaced.wire.paths import resolve
+    from palaced.wire.vocab import MAX_EXCLUDE
 
     paths = resolve()
     session = hook["session_id"]
@@ -232,9 +238,13 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
             # The session's first prompt: what its SessionStart wake-up showed (the same
             # op and defaults as `palace wake-up`) counts as seen.
             seen = drawer_ids(call("memory.wake_up", {})) if path else set()
+        # Left out before packing: the budget is spent on drawers the session has not seen.
+        # Over the cap (a long session), the newest drawers are the likelier to come back.
+        # The session file is untrusted: an id no drawer can have would fail every recall.
+        exclude = sorted(i for i in seen if 0 < i <= MAX_ID)[-MAX_EXCLUDE:]
         result = call("memory.recall", {
             "query": hook["prompt"], "top_k": TOP_K, "levels": [2], "budget": budget,
-            "compact": True, "for_agent": True})
+            "compact": True, "for_agent": True, "exclude": exclude})
     finally:
         conn.close()
     text, shown = injected_text(result, seen)

@@ -64,7 +64,8 @@ async def op_recall(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
         filters = replace(filters, include_superseded=True)
     req = RecallRequest(query=query, top_k=int(args["top_k"]), filters=filters, levels=levels,
                         budget=int(args["budget"]), deep=bool(args["deep"]),
-                        compact=bool(args["compact"]), for_agent=bool(args["for_agent"]))
+                        compact=bool(args["compact"]), for_agent=bool(args["for_agent"]),
+                        exclude=frozenset(args["exclude"]))
     return (await recall.recall(p, req)).to_wire()
 
 

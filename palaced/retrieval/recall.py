@@ -79,6 +79,7 @@ class RecallRequest:
     deep: bool = False
     compact: bool = False  # the delivered text's layout: one line per drawer
     for_agent: bool = False  # the reader has the MCP get tool (excerpt notes name it)
+    exclude: frozenset[int] = frozenset()  # drawer ids left out (a session saw them already)
 
 
 @dataclass(frozen=True)
@@ -145,19 +146,22 @@ def choose_levels(ranking: search.Ranking, req: RecallRequest
     the results to where the query points): the best ``top_k`` drawers beyond the results
     among those filed under a topic the query names or inside a room or wing it names. L3
     (when asked): the next ``top_k`` of the ranking after the results, with ``deep`` or when
-    L2 holds fewer than ``top_k`` drawers.
+    L2 holds fewer than ``top_k`` drawers. The drawers of ``req.exclude`` are left out of
+    the ranking first, so that the next ones take their places.
     """
     levels = set(req.levels)
-    top = ranking.order[: req.top_k]
+    order = ([i for i in ranking.order if i not in req.exclude] if req.exclude
+             else ranking.order)
+    top = order[: req.top_k]
     shown = set(top)
     l2_ids: list[int] = []
     if 2 in levels and not req.filters.narrows:
         pointed = ranking.closet_hits | {
             i for i, room in ranking.room_of.items() if room in ranking.mentioned_rooms}
-        l2_ids = [i for i in ranking.order if i in pointed and i not in shown][: req.top_k]
+        l2_ids = [i for i in order if i in pointed and i not in shown][: req.top_k]
     l3_ids: list[int] = []
     if 3 in levels and (req.deep or len(l2_ids) < req.top_k):
-        l3_ids = ranking.order[req.top_k: 2 * req.top_k]
+        l3_ids = order[req.top_k: 2 * req.top_k]
     return top, l2_ids, l3_ids
 
 
@@ -381,7 +385,8 @@ def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, p
     if 0 in levels:
         parts.append(identity_section(palace, got.identity or ""))
     if 1 in levels:
-        parts.append(essential_section(unexpired(l1 or [])))
+        parts.append(essential_section([d for d in unexpired(l1 or [])
+                                        if d["id"] not in req.exclude]))
     if 2 in levels:
         items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
                                   if d), *got.facts]

@@ -64,6 +64,7 @@ from palaced.wire.vocab import (
     MAX_DEFINITION_CHARS,
     MAX_DEPTH,
     MAX_DESCRIPTION_CHARS,
+    MAX_EXCLUDE,
     MAX_FIELD_CHARS,
     MAX_LABEL_CHARS,
     MAX_LIMIT,
@@ -298,13 +299,18 @@ _ALL: tuple[OpSpec, ...] = (
         "include_superseded": _RETIRED,
         "compact": Arg("bool", default=False),
         "for_agent": _FOR_AGENT,
+        "exclude": Arg("intlist", default=[], max_len=MAX_EXCLUDE, min=1, max=MAX_ID,
+                       help="drawer ids to leave out (already shown): the ranking's next "
+                            "drawers take their places"),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
             "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
             "(L1 only when in `levels`) with `text`, what an agent is shown, which fits "
             "`budget` whole (`tokens_used`; `compact`: one line per drawer); a miss is one "
-            "line and the nearest three drawers, marked weak."),
+            "line and the nearest three drawers, marked weak. `exclude`d drawers are left "
+            "out of the results and every section before packing: the next take their "
+            "places."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),

@@ -111,3 +111,6 @@ HOOK_SETTINGS: dict[str, tuple[float, float, float]] = {
     "prompt_budget": (300, 0, 4_000),  # tokens a prompt's injected memories may take
     "prompt_timeout_s": (1.0, 0, 10.0),  # the prompt hook's whole wall time
 }
+# Drawer ids a recall may be asked to leave out (``memory.recall`` ``exclude``): what a
+# session was already shown. The prompt hook keeps at most this many per session.
+MAX_EXCLUDE = 1_000

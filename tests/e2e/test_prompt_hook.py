@@ -7,6 +7,7 @@ silent no-op, a capture that stores nothing leaves no audit entry."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +18,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import DaemonProc, base_env, fresh_name, short_home
+from palace_client.hooks import prompt as hook_state
+from palaced.engine.tokens import Tokenizer
+from palaced.wire.errors import InvalidArgs
+from palaced.wire.vocab import MAX_EXCLUDE
+from tests.conftest import TIKTOKEN_FILE, DaemonProc, base_env, fresh_name, short_home
 from tests.support.transcripts import Session
 
 pytestmark = pytest.mark.daemon
@@ -182,6 +187,69 @@ def test_a_miss_and_a_missing_palace_inject_nothing(
     with d.client() as c:
         assert name in {p["name"] for p in c.list_palaces()}
         assert len({p["name"] for p in c.list_palaces()}) == 1  # reads create nothing
+
+
+def heading_tokens(text: str) -> int:
+    """The token count the recall's heading states (``... (mode M, N of B tokens)``)."""
+    found = re.match(r"Recall in palace '[^']*' \(mode \w+, (\d+) of \d+ tokens", text)
+    assert found, text
+    return int(found.group(1))
+
+
+def test_the_seen_drawer_makes_room_for_an_unseen_one(
+        shared_keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    """The wake-up showed A; a prompt matching A (ranked first) and B injects B alone, with
+    the heading's count the text's own. Before ``exclude``, A was packed and then dropped by
+    the hook: under a budget that fits one drawer (90 tokens) nothing was injected, and over it the
+    heading stated the tokens of A's line too."""
+    d = shared_keyword_daemon
+    name = fresh_name("seen")
+    with d.client() as c:
+        c.create_palace(name)
+        c.remember_many(name, [{"text": f"Standup note {i}: sprint item {i} is on track.",
+                                "importance": "high"} for i in range(16)])
+        a = c.remember(name, "Deploys go through the Kubernetes cluster zeta.",
+                       wing="infra", room="deploy", importance="critical")
+        b = c.remember(name, "Hotfix deploys of the billing service go through the "
+                       "Kubernetes cluster omega on the green network.",
+                       wing="infra", room="hotfix", importance="low")
+        assert "cluster zeta" in c.wake_up(name)["text"]
+        assert "cluster omega" not in c.wake_up(name)["text"]
+        ranked = c.recall(name, "which Kubernetes cluster do deploys go through?", top_k=5)
+        assert [r["id"] for r in ranked][:2] == [a, b]
+    tok = Tokenizer.load(TIKTOKEN_FILE)
+    prompt = "which Kubernetes cluster do deploys go through?"
+    for budget in (90, 300):  # 90: room for one drawer beside the heading
+        config = tmp_path / f"config-{budget}.toml"
+        config.write_text(f"[hooks]\nprompt_budget = {budget}\n")
+        res, _ = run({**d.env, "PALACE_CONFIG": str(config)}, "prompt",
+                     prompt_input(prompt, uuid.uuid4().hex), "--palace", name)
+        text = injected(res)
+        assert re.findall(r"^#(\d+) ", text, re.MULTILINE) == [str(b)], text
+        assert "cluster omega on the green network." in text  # whole, not cut to fit
+        assert heading_tokens(text) == tok.count(text) <= budget
+    # A session file holding ids no drawer can have (it is untrusted) still excludes A.
+    session = uuid.uuid4().hex
+    path = hook_state.state_path(session, d.home / "state")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"palace": name, "seen": [0, -4, 2**70, a]}))
+    res, _ = run(d.env, "prompt", prompt_input(prompt, session), "--palace", name)
+    assert re.findall(r"^#(\d+) ", injected(res), re.MULTILINE) == [str(b)]
+    assert "hook prompt" not in client_log(d)
+
+
+def test_a_bad_exclude_is_refused(shared_keyword_daemon: DaemonProc) -> None:
+    d = shared_keyword_daemon
+    name = fresh_name("excl")
+    with d.client() as c:
+        c.create_palace(name)
+        did = c.remember(name, "The email queue runs on RabbitMQ 3.13, port 5673.")
+        assert c.recall(name, "RabbitMQ port", exclude=[did + 1]) != []
+        assert c.recall(name, "RabbitMQ port", exclude=[did]) == []
+        for bad in (list(range(1, MAX_EXCLUDE + 2)), [0], ["7"], [True], 7):
+            with pytest.raises(InvalidArgs) as info:
+                c.recall(name, "RabbitMQ port", exclude=bad)
+            assert info.value.details["arg"] == "exclude"
 
 
 def test_bad_input_injects_nothing_and_exits_0(

@@ -6,6 +6,7 @@ home; here they run as the CLI would run them, and must exit 0 and print their s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -131,3 +132,25 @@ def test_scale_bulk_build_writes_what_the_store_layer_writes(tmp_path: Path) -> 
     assert len(want[0]) == n and len(want[2]) == n and len(want[4]) == n
     assert dump(bulk) == want
     assert dump(mixed) == want
+
+
+@pytest.mark.daemon
+def test_prompt_hook_bench_small_run_prints_every_figure(tmp_path: Path) -> None:
+    """``bench/prompt_hook.py`` keyword-only on two conversations, two prompts each, one
+    restart, with this checkout as its own ``--compare``: every figure printed and sane (the
+    hook never starts a daemon, its headings state exact counts). No timing asserted."""
+    out_json = tmp_path / "out.json"
+    res = _run("prompt_hook.py", "--keyword-only", "--conversations", "2", "--questions", "2",
+               "--restarts", "1", "--repeat", "2", "--compare", str(REPO), "--json", str(out_json))
+    assert res.returncode == 0, res.stdout + res.stderr
+    for line in ("latency warm ", "latency cold first prompt", "daemon down",
+                 "of 1 first prompts injected", "realistic sessions, hook of this tree",
+                 f"realistic sessions, hook of {REPO}"):
+        assert line in res.stdout, res.stdout
+    report = json.loads(out_json.read_text())
+    assert report["daemon_started_when_down"] is False
+    ours, again = (report["sessions"][k] for k in ("this tree", str(REPO)))
+    assert ours["prompts"] == again["prompts"] == 8
+    assert ours["answerable"] + ours["unanswerable"] == 8
+    assert 0 <= ours["noise_share"] <= 1 and 0 <= ours["relevant_share"] <= 1
+    assert ours["exact_heading_share"] == 1.0
