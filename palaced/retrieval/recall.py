@@ -244,7 +244,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         newer = conflict_rows.newer_of(c, want) if conflicts else {}
         # The newer side of a hit's open conflict is shown even when it ranked lower: the
         # current fact goes first (``current_first``).
-        absent = [n for o, n in newer.items() if o in top and n not in rows]
+        absent = [n for o, n in newer.items()
+                  if o in top and n not in rows and n not in req.exclude]
         if absent:
             live = matching_ids(c, absent, req.filters, ts)
             rows.update(drawers.get_drawers(c, [n for n in absent if n in live]))

@@ -119,9 +119,13 @@ def _split(text: str
     tokens = _tokens(text)
     lower = [t.lower() for t in tokens]
     # A number among the first two content words names the subject ("Sprint 2 goal met",
-    # "Q3 roadmap", "v2 API"): a word of it, not a value stated about it.
+    # "Q3 roadmap", "v2 API"): a word of it, not a value stated about it. So does a number
+    # before the statement's first word of state ("Kafka broker 5 listens on port 9095",
+    # "node 3 runs ..."): numbered instances are different things, not one thing's values.
     content = [w for w in lower if not _is_function_word(w) and w not in _GLUE]
-    naming = {w for w in content[:2] if any(ch.isdigit() for ch in w)}
+    verb = next((i for i, w in enumerate(content) if _stem(w) in _STATE_WORDS | _CHANGE),
+                0)
+    naming = {w for w in content[:max(2, verb)] if any(ch.isdigit() for ch in w)}
     named = {n for w in naming for n in _numbers(w, [w])}
     values = _numbers(text, lower) - named
     lead = None

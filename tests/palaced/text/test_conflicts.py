@@ -28,6 +28,10 @@ NOT_CONFLICTS = [
     ("The metrics server listens on port 9090.", "The API listens on port 8080."),
     ("The billing service is owned by Dana.", "The auth service is owned by Dana."),
     ("Alice owns the refunds service.", "Alice owns the payment gateway integration."),
+    # numbered instances: the number before the statement's verb names which one
+    ("Kafka broker 5 listens on port 9095 in staging.",
+     "Kafka broker 4 listens on port 9094 in staging."),
+    ("Worker node 3 runs 8 executors.", "Worker node 2 runs 4 executors."),
     ("Carol leads the search team.", "Dana leads the checkout redesign and the mobile app."),
     ("Staging for the inventory service resets on Friday.",
      "Staging for the catalog service resets on Monday."),
