@@ -346,7 +346,7 @@ def store(request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture(scope="session")
 def agent_bin_dir() -> Path:
     """The ``node_modules/.bin`` of the real agent binaries pinned in tests/agents/ (Claude
-    Code, Codex CLI, Gemini CLI), installed once by ``npm ci`` into a cache keyed by the lock
+    Code, Codex CLI, Gemini CLI, Copilot CLI), installed once by ``npm ci`` into a cache keyed by the lock
     file (``tests/support/agents.py``). Fails, never skips, without node and npm."""
     from .support.agents import AgentsUnavailable, install_agents
 

@@ -22,6 +22,10 @@ pinned in ``tests/agents/package.json``):
   selectedType = "gemini-api-key"`` in the user settings, ``gemini -m MODEL -p PROMPT
   --allowed-tools mcp_palace_remember`` (a fixed model: the default ``auto`` first asks a
   classifier model for JSON).
+* GitHub Copilot CLI: bring-your-own-key mode (``COPILOT_OFFLINE=true``,
+  ``COPILOT_PROVIDER_BASE_URL``, ``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_MODEL``): no
+  GitHub sign-in; ``copilot -p PROMPT --allow-tool palace``; palace's entry in
+  ``~/.copilot/mcp-config.json`` (``palace init`` has no Copilot target).
 """
 
 from __future__ import annotations
@@ -107,12 +111,20 @@ def install_agents(root: Path | None = None) -> tuple[Path, float]:
 
 @dataclass
 class World:
-    """One scratch machine for an agent: its HOME, a git project, the daemon's environment."""
+    """One scratch machine for an agent: its HOME, a git project, the daemon's environment,
+    the stand-in's URL and the installed binaries."""
 
     home: Path
     project: Path
     env: dict[str, str]
     standin_url: str
+    bin_dir: Path
+
+    @property
+    def shared_cache(self) -> Path:
+        """A cache directory beside the install, shared by every world (Copilot CLI unpacks
+        its 235 MB package into ``$XDG_CACHE_HOME`` on first run: once, not per HOME)."""
+        return self.bin_dir.parents[1] / "xdg-cache"
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,22 @@ def _codex_prepare(world: World) -> dict[str, str]:
     return {"CODEX_HOME": str(codex_home), "STANDIN_API_KEY": "standin-key"}
 
 
+def _copilot_prepare(world: World) -> dict[str, str]:
+    # palace init has no Copilot CLI entry: the user config holds what init writes for the
+    # other agents (palace from PATH, the project's palace, the PALACE_* variables).
+    copilot_dir = world.home / ".copilot"
+    copilot_dir.mkdir(exist_ok=True)
+    env = {k: v for k, v in world.env.items() if k.startswith("PALACE")}
+    (copilot_dir / "mcp-config.json").write_text(json.dumps({"mcpServers": {"palace": {
+        "type": "local", "command": "palace", "args": ["mcp", "--palace", world.project.name],
+        "env": env, "tools": ["*"]}}}, indent=2))
+    # Bring-your-own-key mode against the stand-in, offline: no GitHub sign-in.
+    return {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": world.standin_url,
+            "COPILOT_PROVIDER_TYPE": "anthropic", "COPILOT_PROVIDER_API_KEY": "standin-key",
+            "COPILOT_MODEL": "claude-sonnet-4", "COPILOT_AUTO_UPDATE": "false",
+            "XDG_CACHE_HOME": str(world.shared_cache)}
+
+
 def _gemini_prepare(world: World) -> dict[str, str]:
     gemini_dir = world.home / ".gemini"
     gemini_dir.mkdir(exist_ok=True)
@@ -179,10 +207,15 @@ AGENTS = {
                     lambda b, p: [str(b), "-m", "gemini-2.5-flash", "--allowed-tools",
                                   "mcp_palace_remember", "-p", p],
                     "gemini-cli-mcp-client"),
+    "copilot": Agent("copilot", "copilot", _copilot_prepare,
+                     lambda b, p: [str(b), "-p", p, "--allow-tool", "palace",
+                                   "--no-auto-update"],
+                     "copilot-cli"),
 }
 
 
-def make_world(root: Path, daemon_env: dict[str, str], standin_url: str, project: str) -> World:
+def make_world(root: Path, daemon_env: dict[str, str], standin_url: str, project: str,
+               bin_dir: Path) -> World:
     """A scratch HOME and git project under ``root`` for the daemon of ``daemon_env``; the
     Python running the tests (whose scripts dir holds ``palace``) comes first on PATH, as an
     installed palace would be."""
@@ -196,14 +229,14 @@ def make_world(root: Path, daemon_env: dict[str, str], standin_url: str, project
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
                 "CODEX_HOME", "CLAUDE_CONFIG_DIR", "GEMINI_CLI_HOME", "CLAUDE_PROJECT_DIR"):
         env.pop(var, None)
-    return World(home, proj, env, standin_url)
+    return World(home, proj, env, standin_url, bin_dir)
 
 
-def run_agent(agent: Agent, bin_dir: Path, world: World, prompt: str,
+def run_agent(agent: Agent, world: World, prompt: str,
               timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """One headless session of ``agent`` in ``world``'s project; AssertionError on failure."""
     env = {**world.env, **agent.prepare(world)}
-    res = subprocess.run(agent.argv(bin_dir / agent.binary, prompt), cwd=world.project,
+    res = subprocess.run(agent.argv(world.bin_dir / agent.binary, prompt), cwd=world.project,
                          env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                          timeout=timeout)
     if res.returncode != 0:

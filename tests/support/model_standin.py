@@ -15,8 +15,9 @@ assert what reached the model, and follows a tiny script, the same for every API
 
 * when the last turn carries a tool result, it answers with a final text (``final_text``);
 * else, when the last user turn's text matches ``trigger`` (a regex with one group) and the
-  request declares a tool named ``tool`` (or ending in ``__tool``, as agents prefix MCP
-  tools with their server), it calls that tool with ``{argument: <the group>}``;
+  request declares a tool named ``tool`` (or ending in ``_tool``, ``-tool`` or ``.tool``, as
+  agents prefix MCP tools with their server's name), it calls that tool with
+  ``{argument: <the group>}``;
 * else it answers ``plain_text``.
 
 It knows nothing of palace beyond the tool name and argument of its script.
@@ -85,8 +86,10 @@ def decide(script: Script, turn: Turn) -> Reply:
         return Reply(text=script.final_text)
     match = re.search(script.trigger, turn.user_text)
     if match:
+        # Agents prefix an MCP server's tools: mcp__palace__remember, mcp_palace_remember,
+        # palace-remember, or a namespace (Codex).
         for name in turn.tools:
-            if name == script.tool or name.endswith("_" + script.tool):
+            if re.fullmatch(rf"(.*[_.-])?{re.escape(script.tool)}", name):
                 return Reply(tool_name=name, tool_args={script.argument: match.group(1).strip()})
     return Reply(text=script.plain_text)
 
