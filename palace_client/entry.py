@@ -7,8 +7,10 @@ answered is part of every session's start: importing typer and rich for it would
 renders), the bridge's own small argument parser takes the command line; its options are the
 same as the typer command's (``palace_client.mcp.command``), which documents them. The same
 goes for ``hook capture``, which Claude Code runs after every turn and which must return
-within 200 ms (``palace_client.hooks.capture``; documented by ``palace_client.cli.hooks``), and
-for ``hook prompt``, which runs before every prompt (``palace_client.hooks.prompt``).
+within 200 ms (``palace_client.hooks.capture``; documented by ``palace_client.cli.hooks``), for
+``hook prompt``, which runs before every prompt (``palace_client.hooks.prompt``), and for
+``hook wake-up``, which opens every session of the agents other than Claude Code
+(``palace_client.hooks.wake``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ def main() -> None:
         from palace_client.hooks.prompt import prompt
 
         sys.exit(prompt(args[2:], started=_STARTED))
+    if args[:2] == ["hook", "wake-up"] and not {"-h", "--help"} & set(args[2:]):
+        from palace_client.hooks.wake import wake_up
+
+        sys.exit(wake_up(args[2:]))
     from palace_client.cli import main as cli_main
 
     cli_main()

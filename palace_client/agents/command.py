@@ -30,16 +30,18 @@ def init_command(
         "project on this machine only (Claude Code); user: every project.")] = Scope.project,
     agent: Annotated[list[str] | None, typer.Option(
         "--agent", help="Agent to configure (repeatable): claude, cursor, vscode, codex, "
-        "gemini, windsurf. Default: every detected agent.")] = None,
+        "gemini, windsurf, copilot. Default: every detected agent.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show the edits as diffs; write nothing.")] = False,
     uninstall: Annotated[bool, typer.Option(
         "--uninstall", help="Remove palace's entries instead of adding them.")] = False,
     hooks: Annotated[bool, typer.Option(
-        "--hooks", help="Also add Claude Code hooks: SessionStart runs `palace wake-up`; "
-        "UserPromptSubmit runs `palace hook prompt` (memories relevant to the prompt); "
-        "PreCompact, Stop and SessionEnd run `palace hook capture` (the session is captured "
-        "as drawers).")] = False,
+        "--hooks", help="Also add each agent's hooks. Claude Code: SessionStart runs `palace "
+        "wake-up`; UserPromptSubmit runs `palace hook prompt` (memories relevant to the "
+        "prompt); PreCompact, Stop and SessionEnd run `palace hook capture` (the session is "
+        "captured as drawers). Codex CLI and Gemini CLI: the same three, Cursor: the wake-up, "
+        "Copilot CLI: the wake-up and prompt recall (`palace hook ... --agent NAME`).")
+    ] = False,
     tools: Annotated[str | None, typer.Option(
         "--tools", help=f"{TOOLSETS_HELP}: the bridge serves them (written into its "
         "entries as `palace mcp --tools`; default: none written, so [mcp] tools of "

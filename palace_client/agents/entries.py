@@ -136,6 +136,37 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+
+
+def _verbs(agent: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The session-start, prompt and capture commands of ``agent``'s hooks."""
+    flag = ("--agent", agent)
+    return ("hook", "wake-up", *flag), (*PROMPT, *flag), (*CAPTURE, *flag)
+
+
+def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Every agent's hooks: event -> palace subcommand (``palace_client.hooks.agents`` has the
+    input and output shapes; docs/agents.md why each event). Codex CLI (0.171): the Claude
+    Code events it has; Gemini CLI (0.61): BeforeAgent is its prompt event, AfterAgent its
+    end of turn, PreCompress its compaction; Cursor: only sessionStart takes context (its
+    beforeSubmitPrompt cannot, and palace cannot read its transcripts); Copilot CLI (1.0.102):
+    camelCase events, whose transcripts palace cannot read either."""
+    events: dict[str, dict[str, tuple[str, ...]]] = {"claude": HOOK_EVENTS}
+    wake, prompt, capture = _verbs("codex")
+    events["codex"] = {"SessionStart": wake, "UserPromptSubmit": prompt,
+                       "PreCompact": capture, "Stop": capture}
+    wake, prompt, capture = _verbs("gemini")
+    events["gemini"] = {"SessionStart": wake, "BeforeAgent": prompt, "PreCompress": capture,
+                        "AfterAgent": capture, "SessionEnd": capture}
+    events["cursor"] = {"sessionStart": _verbs("cursor")[0]}
+    wake, prompt, _ = _verbs("copilot")
+    events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt}
+    return events
+
+
+AGENT_HOOK_EVENTS = _agent_events()
+
+
 def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
               verb: Sequence[str] = WAKE_UP) -> str:
     """A hook's shell command: ``[VAR=value ...] exe <verb> [--palace NAME]`` (``verb``:
@@ -149,15 +180,18 @@ def hook_line(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
     return " ".join([*words, shlex.join(argv)])
 
 
-def hook_lines(exe: Sequence[str], palace: str | None, env: Mapping[str, str]
-               ) -> dict[str, str]:
-    """The command of every hook palace installs, by Claude Code event (``HOOK_EVENTS``)."""
-    return {event: hook_line(exe, palace, env, verb) for event, verb in HOOK_EVENTS.items()}
+def hook_lines(exe: Sequence[str], palace: str | None, env: Mapping[str, str],
+               agent: str = "claude") -> dict[str, str]:
+    """The command of every hook palace installs for ``agent``, by event
+    (``AGENT_HOOK_EVENTS``; Claude Code's: ``HOOK_EVENTS``)."""
+    return {event: hook_line(exe, palace, env, verb)
+            for event, verb in AGENT_HOOK_EVENTS[agent].items()}
 
 
 def is_our_hook(command: object) -> bool:
     """True if ``command`` is a hook ``palace init`` wrote (``... palace wake-up ...``,
-    ``... palace hook capture ...`` or ``... palace hook prompt ...``)."""
+    ``... palace hook wake-up ...``, ``... palace hook capture ...`` or ``... palace hook
+    prompt ...``)."""
     if not isinstance(command, str) or not any(
             verb in command for verb in ("wake-up", "capture", "prompt")):
         return False

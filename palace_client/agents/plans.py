@@ -15,7 +15,7 @@ now empty.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,10 +186,13 @@ def set_entry(keys: tuple[str, ...], entry: dict[str, Any]) -> JsonEdit:
 
 
 # -- Claude Code settings (enabledMcpjsonServers, hooks) ---------------------------------------
-def claude_settings(enable_server: bool, hooks: Mapping[str, str] | None) -> JsonEdit:
+def claude_settings(enable_server: bool, hooks: Mapping[str, str] | None,
+                    events: Iterable[str] = HOOK_EVENTS) -> JsonEdit:
     """An edit of Claude Code's settings: list palace in ``enabledMcpjsonServers`` (project
     scope) and put each of ``hooks`` (event -> command) in a hook of that event (or, removing,
-    take palace's hooks out of every event of ``HOOK_EVENTS``)."""
+    take palace's hooks out of every event of ``events``, Claude Code's ``HOOK_EVENTS`` by
+    default). Codex's ``hooks.json`` and Gemini's ``settings.json`` nest hooks the same way
+    (``nested_hooks``)."""
 
     def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
         key = "enabledMcpjsonServers"
@@ -207,11 +210,77 @@ def claude_settings(enable_server: bool, hooks: Mapping[str, str] | None) -> Jso
             if SERVER_KEY not in enabled:
                 enabled.append(SERVER_KEY)
         if remove:
-            for event in HOOK_EVENTS:
+            for event in events:
                 _mutate_hook(data, event, None, original)
         elif hooks is not None:
             for event, command in hooks.items():
                 _mutate_hook(data, event, command, original)
+
+    return edit
+
+
+def nested_hooks(hooks: Mapping[str, str] | None, events: Iterable[str]) -> JsonEdit:
+    """An edit of a file whose ``hooks`` map events to groups of ``{"type": "command",
+    "command": ...}`` hooks, as Claude Code's settings (Codex CLI's ``hooks.json``, Gemini
+    CLI's ``settings.json``): ``hooks`` (event -> command) in, or palace's out of ``events``."""
+    return claude_settings(False, hooks, events)
+
+
+def flat_hooks(hooks: Mapping[str, str] | None, events: Iterable[str], key: str,
+               extra: Mapping[str, Any]) -> JsonEdit:
+    """An edit of a ``{"version": 1, "hooks": {event: [entry, ...]}}`` file whose entries
+    hold their command under ``key`` (Cursor's ``hooks.json``: ``command``; Copilot CLI's
+    ``.github/hooks/*.json``: ``bash``, with ``extra`` ``{"type": "command"}``): each of
+    ``hooks`` (event -> command) palace's one entry of that event, or, removing, palace's
+    entries out of every event of ``events``. The user's entries stay; ``version`` is added
+    with the first hook and leaves with the last when the original had none.
+
+    Raises (from the edit):
+        PlanError: ``hooks`` or one of its events is not what the file format says.
+    """
+
+    def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
+        table = data.get("hooks")
+        if (remove and not isinstance(table, dict)) or (not remove and hooks is None):
+            return
+        if not remove:
+            data.setdefault("version", 1)  # what both formats require, first in a new file
+        if table is None:
+            table = data["hooks"] = {}
+        if not isinstance(table, dict):
+            raise PlanError("'hooks' is not an object")
+        had = original.get("hooks") if isinstance(original.get("hooks"), dict) else {}
+        wanted = {} if remove or hooks is None else dict(hooks)
+        removed = False
+        for event in dict.fromkeys([*events, *wanted]):
+            entries = table.get(event)
+            if entries is None and event not in wanted:
+                continue
+            if entries is None:
+                entries = []
+            if not isinstance(entries, list):
+                raise PlanError(f"'hooks.{event}' is not a list")
+            command = wanted.get(event)
+            if not remove and command is None:
+                continue
+            ours = [e for e in entries if isinstance(e, dict) and is_our_hook(e.get(key))]
+            if command is None and not ours:
+                continue  # nothing of palace's to remove: the user's (empty) lists stay
+            if command is not None and len(ours) == 1 and ours[0].get(key) == command:
+                continue  # installed as it should be: the entry and the user's keys in it stay
+            kept = [e for e in entries if not (isinstance(e, dict) and is_our_hook(e.get(key)))]
+            removed = removed or bool(ours)
+            if command is not None:
+                kept.append({**extra, key: command})
+            if kept or (isinstance(had, dict) and event in had):
+                table[event] = kept
+            else:
+                table.pop(event, None)
+        if remove and removed:  # back to the original: its version, or none
+            if not table and "hooks" not in original:
+                del data["hooks"]
+            if "version" not in original:
+                data.pop("version", None)
 
     return edit
 

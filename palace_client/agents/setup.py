@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from palace_client.agents.entries import (
+    AGENT_HOOK_EVENTS,
     HOOK_EVENTS,
     bridge_command,
     hook_line,
@@ -47,7 +48,8 @@ from palace_client.api.slug import DEFAULT_PALACE, find_project_root
 SCOPES: tuple[str, ...] = ("project", "local", "user")
 _ALIASES = {
     "claude-code": "claude", "claude_code": "claude", "code": "vscode", "vs-code": "vscode",
-    "codex-cli": "codex", "gemini-cli": "gemini",
+    "codex-cli": "codex", "gemini-cli": "gemini", "copilot-cli": "copilot",
+    "github-copilot": "copilot",
 }
 
 Runner = Callable[[Sequence[str], "Path | None"], "subprocess.CompletedProcess[str]"]
@@ -69,8 +71,10 @@ class InitOptions:
         agents: agents to configure; empty means every detected agent.
         palace: pin this palace everywhere (default: the project's name in project and
             local scope, none in user scope and in hooks).
-        hooks: also add the Claude Code hooks (``entries.HOOK_EVENTS``): SessionStart runs
-            ``palace wake-up``; PreCompact, Stop and SessionEnd run ``palace hook capture``.
+        hooks: also add each agent's hooks (``entries.AGENT_HOOK_EVENTS``): Claude Code's
+            SessionStart runs ``palace wake-up``, UserPromptSubmit ``palace hook prompt``,
+            PreCompact, Stop and SessionEnd ``palace hook capture``; the other agents' run
+            the same with ``--agent NAME`` (session start: ``palace hook wake-up``).
         uninstall: remove palace's entries instead of adding them.
         dry_run: plan and diff only.
         tools: the MCP toolsets the bridge serves (``palace mcp --tools``), written into
@@ -227,13 +231,18 @@ def _context(options: InitOptions) -> Ctx:
     shadow = None
     if options.scope == "project" and path_palace_problem(which) is not None:
         shadow = bridge_command(exe, named, env, tools).as_entry()
-    hooks = None
+    hooks = agent_hooks = None
     if options.hooks and not options.uninstall:
         hooks = hook_lines(exe, options.palace, env)
+        # Files shared with the project (every agent's project scope but Claude Code's,
+        # whose hooks go to its local settings) run `palace` from PATH, as their MCP entries.
+        shared = ["palace"] if options.scope == "project" else exe
+        agent_hooks = {agent: hook_lines(exe if agent == "claude" else shared, options.palace,
+                                         env, agent) for agent in AGENT_HOOK_EVENTS}
     return Ctx(home=home, project=project, scope=options.scope, environ=environ,
                project_entry=project_cmd.as_entry(), local_entry=local_cmd.as_entry(),
                hook_commands=hooks, uninstall=options.uninstall, which=which,
-               shadow_entry=shadow)
+               shadow_entry=shadow, agent_hooks=agent_hooks)
 
 
 def _no_project(start: Path, home: Path, scope: str) -> str:
@@ -319,7 +328,7 @@ def format_changes(changes: Sequence[Change], *, dry_run: bool = False) -> str:
     """Human-readable report of ``init_agents``: one line per change, diffs when dry-running."""
     if not changes:
         return ("No supported agent detected (Claude Code, Cursor, VS Code, Codex CLI, Gemini "
-                "CLI, Windsurf); pass --agent NAME to configure one anyway.")
+                "CLI, Windsurf, Copilot CLI); pass --agent NAME to configure one anyway.")
     lines: list[str] = []
     for change in changes:
         action = change.action

@@ -8,6 +8,12 @@
 | codex    | .codex/config.toml                 | -                       | $CODEX_HOME/config  |
 | gemini   | .gemini/settings.json (comments)   | -                       | ~/.gemini/settings  |
 | windsurf | (user file, unpinned)              | -                       | mcp_config.json     |
+| copilot  | .github/mcp.json                   | -                       | ~/.copilot/mcp-...  |
+
+With ``--hooks`` (``Ctx.agent_hooks``) the agents with hooks also get them: Claude Code in its
+settings, Codex CLI in ``hooks.json`` beside its ``config.toml``, Gemini CLI in the same
+``settings.json``, Cursor in ``hooks.json`` beside its ``mcp.json``, Copilot CLI in a file of
+its own, ``.github/hooks/palace.json`` or ``~/.copilot/hooks/palace.json``.
 
 Project files live at the git root. VS Code reads JSONC (comments and trailing commas), Gemini
 CLI strips comments before a strict parse (so no trailing commas), the others read strict JSON:
@@ -16,36 +22,41 @@ what a client reads is accepted and kept, nothing more.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palace_client.agents.entries import Which
+from palace_client.agents.entries import AGENT_HOOK_EVENTS, Which
 from palace_client.agents.jsonc import COMMENTS, JSONC, STRICT, Dialect
 from palace_client.agents.plans import (
     SERVER_KEY,
     CommandPlan,
     FilePlan,
+    JsonEdit,
     Plan,
     PlanError,
     claude_settings,
     codex_plan,
+    flat_hooks,
     json_plan,
     load_json,
+    nested_hooks,
     read_text,
     set_entry,
 )
 
-AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf")
+AGENTS: tuple[str, ...] = ("claude", "cursor", "vscode", "codex", "gemini", "windsurf",
+                           "copilot")
 LABELS = {
     "claude": "Claude Code", "cursor": "Cursor", "vscode": "VS Code", "codex": "Codex CLI",
-    "gemini": "Gemini CLI", "windsurf": "Windsurf",
+    "gemini": "Gemini CLI", "windsurf": "Windsurf", "copilot": "Copilot CLI",
 }
 _BINARIES = {
     "claude": ("claude",), "cursor": ("cursor",), "vscode": ("code",), "codex": ("codex",),
-    "gemini": ("gemini",), "windsurf": ("windsurf",),
+    "gemini": ("gemini",), "windsurf": ("windsurf",), "copilot": ("copilot",),
 }
 
 
@@ -65,7 +76,8 @@ class Ctx:
     ``local_entry`` the machine's (absolute path; pinned in local scope, not in user scope).
     ``shadow_entry``, in project scope when ``palace`` on PATH is one an agent started
     elsewhere would not find: the absolute, pinned entry Claude Code's local scope gets, which
-    it prefers to the shared ``.mcp.json``'s.
+    it prefers to the shared ``.mcp.json``'s. ``agent_hooks`` (``--hooks``): per agent, event
+    -> command of the hooks this scope's files get (``entries.AGENT_HOOK_EVENTS``).
     """
 
     home: Path
@@ -78,6 +90,7 @@ class Ctx:
     uninstall: bool
     which: Which
     shadow_entry: dict[str, Any] | None = None
+    agent_hooks: Mapping[str, Mapping[str, str]] | None = None
 
 
 def vscode_user_dir(home: Path, environ: Mapping[str, str]) -> Path:
@@ -94,6 +107,12 @@ def codex_home(home: Path, environ: Mapping[str, str]) -> Path:
     return Path(env).expanduser() if env else home / ".codex"
 
 
+def copilot_home(home: Path, environ: Mapping[str, str]) -> Path:
+    """Copilot CLI's home: ``$COPILOT_HOME`` or ``~/.copilot``."""
+    env = environ.get("COPILOT_HOME")
+    return Path(env).expanduser() if env else home / ".copilot"
+
+
 def _markers(agent: str, home: Path, project: Path, environ: Mapping[str, str]) -> list[Path]:
     return {
         "claude": [home / ".claude", home / ".claude.json", project / ".claude"],
@@ -102,6 +121,9 @@ def _markers(agent: str, home: Path, project: Path, environ: Mapping[str, str]) 
         "codex": [codex_home(home, environ), project / ".codex"],
         "gemini": [home / ".gemini", project / ".gemini"],
         "windsurf": [home / ".codeium" / "windsurf"],
+        # palace's own hooks file marks a project set up for Copilot CLI (so that `palace
+        # uninstall` finds it on a machine without Copilot).
+        "copilot": [copilot_home(home, environ), project / ".github" / "hooks" / "palace.json"],
     }[agent]
 
 
@@ -203,14 +225,93 @@ def _plan_json(container: str, project_file: Callable[[Ctx], Path],
     return plan
 
 
+def _hooks_edit(ctx: Ctx, agent: str, make: Callable[[Mapping[str, str] | None, list[str]],
+                                                   JsonEdit]) -> JsonEdit | None:
+    """``agent``'s hooks edit for this run: installing (``--hooks``) or uninstalling; None
+    when neither (the file is not touched for hooks)."""
+    hooks = (ctx.agent_hooks or {}).get(agent)
+    if hooks is None and not ctx.uninstall:
+        return None
+    return make(hooks, list(AGENT_HOOK_EVENTS[agent]))
+
+
+def _hooks_plan(ctx: Ctx, agent: str, path: Path,
+                make: Callable[[Mapping[str, str] | None, list[str]], JsonEdit]) -> list[Plan]:
+    """The plan of a hooks file of its own (nothing when not asked for, or when uninstalling
+    and there is no such file)."""
+    edit = _hooks_edit(ctx, agent, make)
+    if edit is None or (ctx.uninstall and not os.path.lexists(path)):
+        return []
+    return [json_plan(path, edit, ctx.uninstall)]
+
+
+def _both(first: JsonEdit, second: JsonEdit | None) -> JsonEdit:
+    """Two edits of one file, one after the other."""
+    if second is None:
+        return first
+
+    def edit(data: dict[str, Any], original: dict[str, Any], remove: bool) -> None:
+        first(data, original, remove)
+        second(data, original, remove)
+
+    return edit
+
+
 def _plan_codex(ctx: Ctx) -> list[Plan | Skip]:
     project_file = ctx.project / ".codex" / "config.toml"
     if ctx.scope == "local":
         return [Skip(str(project_file), "no local scope; use --scope project or user")]
     if ctx.scope == "project":
-        return [codex_plan(project_file, ctx.project_entry, ctx.uninstall)]
-    return [codex_plan(codex_home(ctx.home, ctx.environ) / "config.toml", ctx.local_entry,
-                       ctx.uninstall)]
+        plans: list[Plan | Skip] = [codex_plan(project_file, ctx.project_entry, ctx.uninstall)]
+        folder = ctx.project / ".codex"
+    else:
+        folder = codex_home(ctx.home, ctx.environ)
+        plans = [codex_plan(folder / "config.toml", ctx.local_entry, ctx.uninstall)]
+    # Codex 0.171 reads hooks from hooks.json beside each config.toml (or [hooks] in it):
+    # the JSON file keeps the user's TOML untouched.
+    return plans + _hooks_plan(ctx, "codex", folder / "hooks.json", nested_hooks)
+
+
+def _plan_gemini(ctx: Ctx) -> list[Plan | Skip]:
+    project_file = ctx.project / ".gemini" / "settings.json"
+    if ctx.scope == "local":
+        return [Skip(str(project_file), "no local scope; use --scope project or user")]
+    project = ctx.scope == "project"
+    path = project_file if project else ctx.home / ".gemini" / "settings.json"
+    entry = ctx.project_entry if project else ctx.local_entry
+    # Gemini CLI keeps its hooks in the settings.json that holds its MCP servers.
+    edit = _both(set_entry(("mcpServers",), entry), _hooks_edit(ctx, "gemini", nested_hooks))
+    return [json_plan(path, edit, ctx.uninstall, COMMENTS)]
+
+
+def _plan_cursor(ctx: Ctx) -> list[Plan | Skip]:
+    project = ctx.scope == "project"
+    folder = ctx.project / ".cursor" if project else ctx.home / ".cursor"
+    plans = _plan_json("mcpServers", lambda c: c.project / ".cursor" / "mcp.json",
+                       lambda c: c.home / ".cursor" / "mcp.json")(ctx)
+    if ctx.scope == "local":
+        return plans
+    return plans + _hooks_plan(ctx, "cursor", folder / "hooks.json",
+                               lambda hooks, events: flat_hooks(hooks, events, "command", {}))
+
+
+def _plan_copilot(ctx: Ctx) -> list[Plan | Skip]:
+    project = ctx.scope == "project"
+    user = copilot_home(ctx.home, ctx.environ)
+    if ctx.scope == "local":
+        return [Skip(str(ctx.project / ".github" / "mcp.json"),
+                     "no local scope; use --scope project or user")]
+    entry = {"type": "local", **(ctx.project_entry if project else ctx.local_entry),
+             "tools": ["*"]}
+    path = ctx.project / ".github" / "mcp.json" if project else user / "mcp-config.json"
+    plans: list[Plan | Skip] = [json_plan(path, set_entry(("mcpServers",), entry),
+                                          ctx.uninstall)]
+    # Copilot CLI loads every .github/hooks/*.json of the repository and ~/.copilot/hooks/:
+    # palace's hooks get a file of their own there.
+    hooks_file = (ctx.project / ".github" if project else user) / "hooks" / "palace.json"
+    return plans + _hooks_plan(
+        ctx, "copilot", hooks_file,
+        lambda hooks, events: flat_hooks(hooks, events, "bash", {"type": "command"}))
 
 
 def _plan_windsurf(ctx: Ctx) -> list[Plan | Skip]:
@@ -223,13 +324,12 @@ def _plan_windsurf(ctx: Ctx) -> list[Plan | Skip]:
 
 PLANNERS: dict[str, Callable[[Ctx], list[Plan | Skip]]] = {
     "claude": _plan_claude,
-    "cursor": _plan_json("mcpServers", lambda c: c.project / ".cursor" / "mcp.json",
-                         lambda c: c.home / ".cursor" / "mcp.json"),
+    "cursor": _plan_cursor,
     "vscode": _plan_json("servers", lambda c: c.project / ".vscode" / "mcp.json",
                          lambda c: vscode_user_dir(c.home, c.environ) / "mcp.json",
                          stdio_type=True, dialect=JSONC),
     "codex": _plan_codex,
-    "gemini": _plan_json("mcpServers", lambda c: c.project / ".gemini" / "settings.json",
-                         lambda c: c.home / ".gemini" / "settings.json", dialect=COMMENTS),
+    "gemini": _plan_gemini,
     "windsurf": _plan_windsurf,
+    "copilot": _plan_copilot,
 }

@@ -1,9 +1,12 @@
-"""``palace hook capture``: the Claude Code hook that has the daemon capture the session.
+"""``palace hook capture``: the hook that has the daemon capture an agent's session.
 
-Installed by ``palace init --hooks`` for the ``PreCompact``, ``Stop`` and ``SessionEnd``
-events. Claude Code writes the hook input on stdin (``session_id``, ``transcript_path``,
-``cwd``, ``hook_event_name``); the hook sends ``capture.transcript`` without ``wait`` (the
-daemon only queues it) and exits. It must never cost the agent's turn anything:
+Installed by ``palace init --hooks`` for Claude Code's ``PreCompact``, ``Stop`` and
+``SessionEnd`` events, and the equivalents of Codex CLI and Gemini CLI (``--agent codex``,
+``--agent gemini``: ``palace_client.hooks.agents``, whose rows name the input's fields and
+the transcript's ``format``). The agent writes the hook input on stdin (Claude Code:
+``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``); the hook sends
+``capture.transcript`` without ``wait`` (the daemon only queues it) and exits. It must never
+cost the agent's turn anything:
 
 * it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
 * an input that names no transcript, or one that does not exist (``claude mcp list`` fires
@@ -36,6 +39,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field
 
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
@@ -112,27 +117,27 @@ def hook_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
-def parse_input(raw: bytes) -> dict[str, Any]:
-    """The fields the hook uses: ``transcript_path`` (absolute; "" when the input names
+def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
+    """The fields the hook uses, under the names ``agent`` gives them
+    (``palace_client.hooks.agents``): ``transcript_path`` (absolute; "" when the input names
     none), ``session_id``, ``cwd``, ``hook_event_name``.
 
     Raises:
         HookInputError: not a JSON object.
     """
+    shape = agent_hooks(agent)
     data = hook_object(raw)
-    path = data.get("transcript_path")
-    if not isinstance(path, str) or not path.strip():
+    path = field(data, shape.transcript_keys) or ""
+    if not path.strip():
         path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
-    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
+    cwd = field(data, shape.cwd_keys)
     if path:
         path = os.path.expanduser(path)
         if not os.path.isabs(path):
             path = os.path.join(cwd or os.getcwd(), path)
         path = os.path.abspath(path)
-    session = data.get("session_id")
     event = data.get("hook_event_name")
-    return {"transcript_path": path,
-            "session_id": session if isinstance(session, str) and session else None,
+    return {"transcript_path": path, "session_id": field(data, shape.session_keys),
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
 
@@ -159,11 +164,21 @@ def has_transcript(path: str) -> bool:
     return bool(path) and os.path.lexists(path)
 
 
-def request_args(hook: dict[str, Any]) -> dict[str, Any]:
-    """The ``capture.transcript`` arguments for one hook input."""
+def request_args(hook: dict[str, Any], agent: str = DEFAULT_AGENT) -> dict[str, Any]:
+    """The ``capture.transcript`` arguments for one hook input of ``agent``: its transcript's
+    ``format`` for an agent other than Claude Code (whose format is the daemon's default).
+
+    Raises:
+        HookInputError: palace cannot read ``agent``'s transcripts.
+    """
+    fmt = agent_hooks(agent).capture_format
+    if fmt is None:
+        raise HookInputError(f"palace cannot read {agent}'s transcripts: nothing captured")
     args: dict[str, Any] = {"path": hook["transcript_path"], "create": True}
     if hook["session_id"]:
         args["session_id"] = hook["session_id"]
+    if fmt != DEFAULT_AGENT:
+        args["format"] = fmt
     return args
 
 
@@ -236,14 +251,15 @@ def deliver(payload: bytes | str) -> int:
     return 0
 
 
-def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
-    """``--palace NAME`` / ``-p NAME`` / ``--palace=NAME`` of ``argv`` (of ``palace hook
-    <verb>``).
+def hook_options(argv: Sequence[str], verb: str = "capture") -> tuple[str | None, str]:
+    """``--palace NAME`` (``-p NAME``, ``--palace=NAME``) and ``--agent NAME``
+    (``--agent=NAME``; default ``claude``) of ``argv`` (of ``palace hook <verb>``).
 
     Raises:
-        HookInputError: any other argument.
+        HookInputError: any other argument, or an agent palace has no hooks for.
     """
     pinned = None
+    agent = DEFAULT_AGENT
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -251,10 +267,21 @@ def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
             pinned = args.pop(0)
         elif arg.startswith("--palace="):
             pinned = arg.split("=", 1)[1]
+        elif arg == "--agent" and args:
+            agent = args.pop(0)
+        elif arg.startswith("--agent="):
+            agent = arg.split("=", 1)[1]
         else:
             raise HookInputError(f"unknown argument {arg!r} (usage: palace hook {verb} "
-                                 "[--palace NAME])")
-    return pinned
+                                 "[--palace NAME] [--agent NAME])")
+    if agent not in AGENTS:
+        raise HookInputError(f"unknown agent {agent!r} (one of {', '.join(AGENTS)})")
+    return pinned, agent
+
+
+def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
+    """``--palace NAME`` of ``argv`` (``hook_options``, whose errors it raises)."""
+    return hook_options(argv, verb)[0]
 
 
 def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
@@ -264,13 +291,13 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
     try:
-        pinned = palace_arg(argv)
-        hook = parse_input(read_input(stdin_fd))
+        pinned, agent = hook_options(argv)
+        hook = parse_input(read_input(stdin_fd), agent)
         event = hook["event"]
         if not has_transcript(hook["transcript_path"]):
             return 0
+        args = request_args(hook, agent)
         palace = palace_for(pinned, hook["cwd"])
-        args = request_args(hook)
         try:
             _send(palace, args, deadline - 0.03)
         except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:

@@ -1,4 +1,7 @@
-"""``palace hook prompt``: the Claude Code ``UserPromptSubmit`` hook that recalls for a prompt.
+"""``palace hook prompt``: the Claude Code ``UserPromptSubmit`` hook that recalls for a prompt,
+and its equivalent for the other agents that can add context to a prompt (``--agent``:
+Codex CLI's ``UserPromptSubmit``, Gemini CLI's ``BeforeAgent``, Copilot CLI's
+``userPromptSubmitted``; their input fields and output shapes in ``palace_client.hooks.agents``).
 
 Claude Code writes the hook input on stdin (``session_id``, ``transcript_path``, ``cwd``,
 ``hook_event_name``, ``prompt``) before the model sees the prompt; what the hook prints as
@@ -37,16 +40,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field
 from palace_client.hooks.capture import (
     HookInputError,
     hook_object,
+    hook_options,
     log_line,
-    palace_arg,
     palace_for,
     read_input,
 )
 
-EVENT = "UserPromptSubmit"
 CLIENT_NAME = "palace-hook"
 MAX_PROMPT_CHARS = 2_000  # of a prompt, recalled at most: its start says what it is about
 TOP_K = 5  # drawers recalled per prompt (the budget cuts further)
@@ -77,21 +80,22 @@ def settings(config_file: Path | None = None) -> tuple[int, float]:
     return int(values["prompt_budget"]), float(values["prompt_timeout_s"])
 
 
-def parse_prompt(raw: bytes) -> dict[str, Any]:
-    """The fields the hook uses: ``prompt`` (cut to ``MAX_PROMPT_CHARS``), ``session_id``,
-    ``cwd``.
+def parse_prompt(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
+    """The fields the hook uses, under the names ``agent`` gives them
+    (``palace_client.hooks.agents``): ``prompt`` (cut to ``MAX_PROMPT_CHARS``),
+    ``session_id``, ``cwd``.
 
     Raises:
         HookInputError: not a JSON object with a string ``prompt``.
     """
+    shape = agent_hooks(agent)
     data = hook_object(raw)
-    prompt = data.get("prompt")
-    if not isinstance(prompt, str):
+    prompt = next((data[k] for k in shape.prompt_keys if isinstance(data.get(k), str)), None)
+    if prompt is None:
         raise HookInputError("hook input has no prompt")
-    session, cwd = data.get("session_id"), data.get("cwd")
     return {"prompt": prompt[:MAX_PROMPT_CHARS],
-            "session_id": session if isinstance(session, str) and session else None,
-            "cwd": cwd if isinstance(cwd, str) else None}
+            "session_id": field(data, shape.session_keys),
+            "cwd": field(data, shape.cwd_keys)}
 
 
 # -- what the session has seen ------------------------------------------------------------------
@@ -238,10 +242,17 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
     return text
 
 
-def output(text: str) -> str:
-    """The hook's stdout for ``text``: Claude Code's JSON for added context."""
-    return json.dumps({"hookSpecificOutput": {"hookEventName": EVENT,
-                                              "additionalContext": text}})
+def output(text: str, agent: str = DEFAULT_AGENT) -> str:
+    """The hook's stdout for ``text``: ``agent``'s JSON for context added to a prompt
+    (Claude Code's ``hookSpecificOutput.additionalContext`` by default).
+
+    Raises:
+        HookInputError: ``agent``'s prompt hook cannot add context.
+    """
+    build = agent_hooks(agent).prompt
+    if build is None:
+        raise HookInputError(f"{agent}'s prompt hook cannot add context")
+    return json.dumps(build(text))
 
 
 def prompt(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
@@ -250,17 +261,19 @@ def prompt(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None)
 
     start = started if started is not None else time.monotonic()
     try:
-        pinned = palace_arg(argv, "prompt")
+        pinned, agent = hook_options(argv, "prompt")
+        if agent_hooks(agent).prompt is None:
+            raise HookInputError(f"{agent}'s prompt hook cannot add context")
         budget, timeout = settings()
         deadline = start + timeout - OUTPUT_RESERVE_S
         hook = parse_prompt(read_input(stdin_fd, max(min(0.1, deadline - time.monotonic()),
-                                                     0.001)))
+                                                     0.001)), agent)
         if not hook["prompt"].strip():
             return 0
         palace = palace_for(pinned, hook["cwd"])
         text = recall(palace, hook, budget, deadline)
         if text and time.monotonic() < start + timeout:
-            sys.stdout.write(output(text) + "\n")
+            sys.stdout.write(output(text, agent) + "\n")
             sys.stdout.flush()
     except PalaceNotFound:
         pass  # a project with no memories yet: nothing to inject

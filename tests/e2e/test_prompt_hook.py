@@ -1,6 +1,8 @@
 """``palace hook prompt`` as Claude Code runs it (a process fed the UserPromptSubmit input on
-stdin) against a real keyword daemon, and the capture hook's hygiene: a session with no
-transcript is a silent no-op, a capture that stores nothing leaves no audit entry."""
+stdin) against a real keyword daemon, and as Codex CLI, Gemini CLI and Copilot CLI run it
+(``--agent``: their input fields, their output shapes); ``palace hook wake-up`` as each agent's
+session start runs it; and the capture hook's hygiene: a session with no transcript is a
+silent no-op, a capture that stores nothing leaves no audit entry."""
 
 from __future__ import annotations
 
@@ -32,19 +34,33 @@ def run(env: dict[str, str], verb: str, stdin: str, *args: str
     return res, time.perf_counter() - started
 
 
-def prompt_input(prompt: str, session: str, cwd: str = "/") -> str:
+def prompt_input(prompt: str, session: str, cwd: str = "/", agent: str = "claude") -> str:
+    """A prompt hook's input as ``agent`` sends it (its documented fields)."""
+    if agent == "copilot":  # camelCase events: camelCase fields
+        return json.dumps({"sessionId": session, "timestamp": 1764900000000, "cwd": cwd,
+                           "prompt": prompt})
+    event = {"gemini": "BeforeAgent"}.get(agent, "UserPromptSubmit")
     return json.dumps({"session_id": session, "transcript_path": "/nonexistent.jsonl",
-                       "cwd": cwd, "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+                       "cwd": cwd, "hook_event_name": event, "prompt": prompt})
 
 
-def injected(res: subprocess.CompletedProcess[str]) -> str:
-    """The additionalContext the hook printed ("" when it printed nothing)."""
+def injected(res: subprocess.CompletedProcess[str], agent: str = "claude",
+             event: str = "UserPromptSubmit") -> str:
+    """The context the hook printed in ``agent``'s shape ("" when it printed nothing)."""
     assert res.returncode == 0 and res.stderr == ""
     if not res.stdout:
         return ""
     out = json.loads(res.stdout)
-    assert out["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    if agent in ("copilot", "cursor"):  # a top-level key of their own
+        (key,) = out
+        assert key == {"copilot": "additionalContext", "cursor": "additional_context"}[agent]
+        return str(out[key])
+    assert out["hookSpecificOutput"]["hookEventName"] == event
     return str(out["hookSpecificOutput"]["additionalContext"])
+
+
+PROMPT_EVENTS = {"claude": "UserPromptSubmit", "codex": "UserPromptSubmit",
+                 "gemini": "BeforeAgent", "copilot": "userPromptSubmitted"}
 
 
 def client_log(d: DaemonProc) -> str:
@@ -72,27 +88,71 @@ def filled(shared_keyword_daemon: DaemonProc) -> tuple[DaemonProc, str, dict[str
     return d, name, ids
 
 
+@pytest.mark.parametrize("agent", sorted(PROMPT_EVENTS))
 def test_a_hit_injects_its_drawer_once_per_session(
-        filled: tuple[DaemonProc, str, dict[str, int]]) -> None:
+        filled: tuple[DaemonProc, str, dict[str, int]], agent: str) -> None:
     d, name, ids = filled
     session = uuid.uuid4().hex
+    flags = ("--palace", name) if agent == "claude" else ("--palace", name, "--agent", agent)
+    event = "UserPromptSubmit" if agent == "codex" else PROMPT_EVENTS[agent]
     res, _ = run(d.env, "prompt", prompt_input("which RabbitMQ port does the queue use?",
-                                               session), "--palace", name)
-    text = injected(res)
+                                               session, agent=agent), *flags)
+    text = injected(res, agent, event)
     assert f"#{ids['queue']} " in text and "5673" in text
     assert f"#{ids['db']} " not in text  # under the floor or not found: never injected
     # The same question again in the same session: already seen, nothing injected ...
-    res, _ = run(d.env, "prompt", prompt_input("RabbitMQ port of the queue, again?", session),
-                 "--palace", name)
-    assert injected(res) == ""
+    res, _ = run(d.env, "prompt", prompt_input("RabbitMQ port of the queue, again?", session,
+                                               agent=agent), *flags)
+    assert injected(res, agent, event) == ""
     # ... while another session is shown it.
     res, _ = run(d.env, "prompt", prompt_input("which RabbitMQ port does the queue use?",
-                                               uuid.uuid4().hex), "--palace", name)
-    assert "5673" in injected(res)
+                                               uuid.uuid4().hex, agent=agent), *flags)
+    assert "5673" in injected(res, agent, event)
     # The session's file is private.
     files = list((d.home / "state" / "prompt-sessions").glob("*.json"))
     assert files and all(f.stat().st_mode & 0o077 == 0 for f in files)
     assert "hook prompt" not in client_log(d)  # no failure made it quiet
+
+
+def test_cursor_has_no_prompt_hook(filled: tuple[DaemonProc, str, dict[str, int]]) -> None:
+    """Cursor's beforeSubmitPrompt can only allow or block: the hook adds nothing, says why
+    in the log, and exits 0."""
+    d, name, _ = filled
+    stdin = json.dumps({"conversation_id": "c1", "workspace_roots": ["/"],
+                        "hook_event_name": "beforeSubmitPrompt",
+                        "prompt": "which RabbitMQ port does the queue use?"})
+    res, _ = run(d.env, "prompt", stdin, "--palace", name, "--agent", "cursor")
+    assert injected(res, "cursor") == ""
+    assert "cursor's prompt hook cannot add context" in client_log(d)
+
+
+START_INPUTS = {
+    "claude": {"session_id": "s", "cwd": "/", "hook_event_name": "SessionStart",
+               "source": "startup"},
+    "codex": {"session_id": "s", "cwd": "/", "hook_event_name": "SessionStart",
+              "source": "startup", "model": "gpt-5", "transcript_path": None},
+    "gemini": {"session_id": "s", "cwd": "/", "hook_event_name": "SessionStart",
+               "source": "startup", "transcript_path": "/t.json", "timestamp": "x"},
+    "cursor": {"session_id": "s", "conversation_id": "s", "workspace_roots": ["/"],
+               "is_background_agent": False, "composer_mode": "agent"},
+    "copilot": {"sessionId": "s", "timestamp": 1764900000000, "cwd": "/", "source": "new"},
+}
+
+
+@pytest.mark.parametrize("agent", sorted(START_INPUTS))
+def test_wake_up_hook_opens_the_session_in_the_agents_shape(
+        filled: tuple[DaemonProc, str, dict[str, int]], agent: str) -> None:
+    d, name, _ = filled
+    with d.client() as c:
+        shown = c.wake_up(name)["text"]
+    stdin = json.dumps(START_INPUTS[agent])
+    res, _ = run(d.env, "wake-up", stdin, "--palace", name, "--agent", agent)
+    assert injected(res, agent, "SessionStart") == shown  # what `palace wake-up` prints
+    assert "Kubernetes cluster zeta" in shown
+    # A palace not created yet: nothing printed (reads create nothing), exit 0.
+    res, _ = run(d.env, "wake-up", stdin, "--palace", fresh_name("none"), "--agent", agent)
+    assert injected(res, agent, "SessionStart") == ""
+    assert "hook wake-up" not in client_log(d)
 
 
 def test_what_the_wake_up_showed_is_not_injected(

@@ -159,6 +159,9 @@ def test_uninstall_restores_every_file_byte_for_byte(world: World) -> None:
     changes = world.run(uninstall=True)
     actions = {Path(c.target): c.action for c in changes}
     assert actions.pop(world.project / ".gemini" / "settings.json") == "deleted"
+    # The hook files palace created (Codex's and Cursor's hooks.json) go too.
+    assert actions.pop(world.project / ".codex" / "hooks.json") == "deleted"
+    assert actions.pop(world.project / ".cursor" / "hooks.json") == "deleted"
     assert set(actions.values()) == {"updated"}, changes
     assert snapshot(world.root) == before  # and the backups are gone with palace's entries
     again = world.run(uninstall=True)

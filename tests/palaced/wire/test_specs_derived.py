@@ -222,6 +222,7 @@ CLI_OPS: dict[str, str] = {
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
     "memoir unlink": "memoir.unlink",
     "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
+    "hook wake-up": "memory.wake_up",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
@@ -237,9 +238,10 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
 # writes; "location": `import claude-code` expands a file or directory into transcripts;
 # "clear_tags": `update --clear-tags` sends tags=[]; "nobody": `policy set --nobody` sends an
-# empty agents list.)
+# empty agents list; "agent": the agent running a hook, whose input and output shapes it
+# uses and, for `hook capture`, whose transcript format it sends.)
 CLI_ONLY = {"palace", "as_json", "yes", "name", "all_palaces", "file", "location", "clear_tags",
-            "nobody"}
+            "nobody", "agent"}
 # Defaults the CLI chooses on purpose.
 CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a terminal page
                                             ("trash list", "limit"): 20}
