@@ -111,6 +111,8 @@ app.add_typer(service_app, name="service")
 app.command("uninstall")(uninstall_command)
 app.add_typer(transfer.imports, name="import")
 transfer.imports.command("claude-code")(imports.claude_code)
+transfer.imports.command("codex")(imports.codex)
+transfer.imports.command("gemini")(imports.gemini)
 app.add_typer(hooks.app, name="hook")
 
 

@@ -8,8 +8,9 @@
 * ``redaction``: the one call every imported text goes through before it is sent;
 * the formats: ``jsonl`` (a palace export), ``chatgpt`` (``conversations.json``),
   ``markdown`` (a directory of ``.md``/``.txt``/``.rst``, split by ``sections``);
-* ``claude_code``: Claude Code session transcripts, which the daemon reads itself (the op
-  the capture hooks use), so it has its own loop and reports through the same ``Tally``.
+* ``transcripts``: coding agents' session transcripts (Claude Code, Codex CLI, Gemini CLI),
+  which the daemon reads itself (the op the capture hooks use), so they have their own loop
+  and report through the same ``Tally``.
 
 Formats and behaviour: ``docs/importing.md``.
 """

@@ -1,8 +1,9 @@
-"""Ingesting a Claude Code transcript into a palace: only what is new, exactly once.
+"""Ingesting a session transcript into a palace: only what is new, exactly once.
 
 The capture state of the transcript (``store/rows/captures.py``) says where the last capture
 stopped. From there the transcript is read in batches of complete exchanges
-(``palaced.text.exchanges``); each batch's drawers (``palaced.capture.drawers``) commit in one
+(``palaced.text.exchanges``, in the job's ``format``: Claude Code, Codex CLI or Gemini CLI
+records); each batch's drawers (``palaced.capture.drawers``) commit in one
 transaction together with the new state, so a crash (even ``kill -9``) between batches loses nothing
 and a repeat stores nothing. The state always points at the start of the first exchange that is not
 complete, so an exchange still in progress is read again next time:
@@ -32,7 +33,14 @@ from palaced.memory import writes
 from palaced.palace.handle import Palace, now_ms
 from palaced.store.rows.audit import SYSTEM, Actor, append
 from palaced.store.rows.captures import CaptureState, drop_open_drawer, get_state, put_state
-from palaced.text.exchanges import MAX_LISTED, Exchange, TranscriptReader, open_transcript
+from palaced.text.exchanges import (
+    MAX_LISTED,
+    Exchange,
+    TranscriptReader,
+    open_transcript,
+    records_for,
+)
+from palaced.wire.vocab import DEFAULT_TRANSCRIPT_FORMAT
 
 BATCH = 256  # exchanges per transaction
 
@@ -43,13 +51,14 @@ class CaptureJob:
 
     palace: str
     path: Path
-    key: str  # the session id, else the path
+    key: str  # the session id, else the path (prefixed ``<format>:`` but for Claude Code's)
     session_id: str | None = None
     wing: str = "sessions"
     project_wing: bool = False
     create: bool = False
     dry_run: bool = False
     actor: Actor = SYSTEM  # who asked: the agent the drawers and the audit log record
+    format: str = DEFAULT_TRANSCRIPT_FORMAT  # whose transcript: wire.vocab.TRANSCRIPT_FORMATS
 
 
 @dataclass
@@ -73,7 +82,7 @@ class Report:
                 "drawers": self.drawers, "replaced": self.replaced,
                 "redactions": self.redactions, "skipped": self.skipped,
                 "skipped_lines": self.skipped_lines, "pending": self.pending,
-                "tags": dict(self.tags), "dry_run": job.dry_run}
+                "tags": dict(self.tags), "dry_run": job.dry_run, "format": job.format}
 
 
 @dataclass
@@ -93,6 +102,7 @@ async def ingest(palace: Palace | None, job: CaptureJob, limit: int) -> Report:
 
     Raises:
         SourceUnreadable: the transcript is missing, not a regular file or not readable.
+        InvalidArgs: ``job.format`` is not a transcript format.
         StorageError: SQLite failed (the batches committed before it stay committed).
     """
     if palace is None and not job.dry_run:
@@ -103,11 +113,12 @@ async def ingest(palace: Palace | None, job: CaptureJob, limit: int) -> Report:
         # from the start; content hashes keep what is already stored from being stored twice.
         state = replace(state, path=str(job.path), offset=0, line=0, scanned=0,
                         open_drawer=None, open_hash=None)
+    records = records_for(job.format)
     fh = await anyio.to_thread.run_sync(open_transcript, job.path)
     try:
         reader = await anyio.to_thread.run_sync(
             partial(TranscriptReader, fh, state.offset if state else 0,
-                    state.line if state else 0, state.scanned if state else 0))
+                    state.line if state else 0, state.scanned if state else 0, records))
         return await _ingest(palace, job, limit, reader, state)
     finally:
         fh.close()

@@ -17,8 +17,9 @@ from palaced.capture.ingest import CaptureJob, Report, ingest
 from palaced.ops.context import OpContext
 from palaced.ops.fields import check_label, need_palace
 from palaced.palace import team
-from palaced.text.exchanges import open_transcript
+from palaced.text.exchanges import open_transcript, records_for
 from palaced.wire.errors import InternalError, InvalidArgs, PalaceNotFound
+from palaced.wire.vocab import DEFAULT_TRANSCRIPT_FORMAT
 
 
 def _check_path(raw: str) -> Path:
@@ -40,8 +41,15 @@ async def op_capture_transcript(ctx: OpContext, palace: str | None, args: dict[s
     team.refuse(ctx.registry, name, "capture", "capture transcripts into a local palace")
     path = _check_path(args["path"])
     session_id = check_label(args["session_id"], "session_id")
+    fmt = args["format"]
+    records_for(fmt)  # an unknown format is refused before anything is queued
+    # Claude Code's states keep their bare keys (palaces captured before formats had names);
+    # another agent's session of the same id is a different transcript.
+    key = session_id or str(path)
+    if fmt != DEFAULT_TRANSCRIPT_FORMAT:
+        key = f"{fmt}:{key}"
     job = CaptureJob(
-        palace=name, path=path, key=session_id or str(path), session_id=session_id,
+        palace=name, path=path, key=key, session_id=session_id, format=fmt,
         wing=check_label(args["wing"], "wing") or "sessions",
         project_wing=bool(args["project_wing"]), create=bool(args["create"]),
         dry_run=bool(args["dry_run"]), actor=ctx.actor)

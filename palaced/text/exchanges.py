@@ -2,7 +2,9 @@
 
 A :class:`TranscriptReader` reads *complete* lines from a byte offset on (a last line without
 its newline counts only when it already parses as a JSON object: a line still being written
-never does), classifies each record (``palaced.text.transcript``) and assembles exchanges: a
+never does), classifies each record with its format's reader (:func:`records_for`: Claude
+Code's ``palaced.text.transcript``, Codex CLI's ``transcript_codex``, Gemini CLI's
+``transcript_gemini``; every format is JSON lines) and assembles exchanges: a
 prompt, then every answer part until the next prompt. An exchange is *complete* once the next
 prompt appears; the last one of the file is the *tail*, still open: its answer may grow. The
 reader hands them out in batches (:meth:`TranscriptReader.next_batch`) with the position a
@@ -21,10 +23,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from palaced.text.transcript import Answer, Malformed, Prompt, classify
-from palaced.wire.errors import SourceUnreadable
+from palaced.text.transcript import Answer, ClaudeRecords, Malformed, Prompt, Records
+from palaced.text.transcript_codex import CodexRecords
+from palaced.text.transcript_gemini import GeminiRecords
+from palaced.wire.errors import InvalidArgs, SourceUnreadable
 from palaced.wire.protocol import loads_json
-from palaced.wire.vocab import MAX_FIELD_CHARS
+from palaced.wire.vocab import MAX_FIELD_CHARS, TRANSCRIPT_FORMATS
+
+_FORMATS: dict[str, type[Records]] = {
+    "claude": ClaudeRecords, "codex": CodexRecords, "gemini": GeminiRecords}
+assert tuple(_FORMATS) == TRANSCRIPT_FORMATS, "one reader per format of wire.vocab"
+
+
+def records_for(fmt: str) -> Records:
+    """A fresh reader of format ``fmt``'s records (one per transcript pass: some keep state).
+
+    Raises:
+        InvalidArgs: ``fmt`` is not one of ``TRANSCRIPT_FORMATS``.
+    """
+    kind = _FORMATS.get(fmt)
+    if kind is None:
+        raise InvalidArgs(f"unknown transcript format {fmt!r}; one of "
+                          + ", ".join(TRANSCRIPT_FORMATS),
+                          details={"arg": "format", "value": fmt[:64]})
+    return kind()
 
 # A captured exchange's drawer names its transcript lines as its source (``source_label``);
 # recall tells captured exchanges from curated drawers by it (``recall.curated_first``).
@@ -47,6 +69,7 @@ def is_exchange_source(source: str) -> bool:
 BLOCK = 1 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a longer line is skipped as malformed (it cannot be a sane record)
 MAX_LISTED = 100  # malformed line numbers reported (the count is always whole)
+MAX_FIRST_LINE = 4 << 20  # the first record a stateful format reads again when resuming
 
 
 @dataclass
@@ -62,6 +85,23 @@ class Exchange:
     first_line: int
     last_line: int
     parts: list[str] = field(default_factory=list)
+    # Where each keyed answer's parts are in ``parts`` (start, count), so that a later copy
+    # of the same message replaces them.
+    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def add(self, answer: Answer) -> None:
+        """Append ``answer``'s parts, or put them in place of its earlier copy's."""
+        old = self.spans.get(answer.key) if answer.key is not None else None
+        if old is None:
+            if answer.key is not None:
+                self.spans[answer.key] = (len(self.parts), len(answer.parts))
+            self.parts.extend(answer.parts)
+            return
+        at, count = old
+        self.parts[at:at + count] = answer.parts
+        shift = len(answer.parts) - count
+        self.spans = {k: (s + shift if s > at else s, n) for k, (s, n) in self.spans.items()}
+        self.spans[answer.key or ""] = (at, len(answer.parts))
 
     @property
     def answered(self) -> bool:
@@ -118,16 +158,23 @@ class TranscriptReader:
     """Exchanges of one transcript from a byte offset on (see the module docstring).
 
     ``line`` is the number of lines before ``offset``; ``scanned`` the byte offset up to which
-    an earlier capture already reported malformed lines (they are not reported again).
+    an earlier capture already reported malformed lines (they are not reported again);
+    ``records`` reads the format's records (default: Claude Code's). A stateful format
+    resuming past the start is shown the file's first record first (the session's id and
+    working directory are there).
     """
 
-    def __init__(self, fh: BinaryIO, offset: int, line: int, scanned: int = 0) -> None:
+    def __init__(self, fh: BinaryIO, offset: int, line: int, scanned: int = 0,
+                 records: Records | None = None) -> None:
         self._fh = fh
+        self._records = records if records is not None else ClaudeRecords()
         self.size = os.fstat(fh.fileno()).st_size
         # A file shorter than the offset was replaced or truncated: read it again.
         self.restarted = offset > self.size
         if self.restarted:
             offset, line, scanned = 0, 0, 0
+        if offset > 0 and self._records.stateful:
+            self._prime()
         fh.seek(offset)
         self._pos = offset  # byte offset of the next unread line
         self._line = line
@@ -136,6 +183,24 @@ class TranscriptReader:
         self._eof = False
         self._current: Exchange | None = None
         self._seen: set[str] = set()
+
+    def _prime(self) -> None:
+        """Show the format's reader the file's first record (its events are not used; a
+        first line that is too long or not a record is passed over)."""
+        self._fh.seek(0)
+        head = b""
+        while len(head) <= MAX_FIRST_LINE and b"\n" not in head:
+            chunk = self._fh.read(BLOCK)
+            if not chunk:
+                break
+            head += chunk
+        first = head.split(b"\n", 1)[0]
+        if len(first) > MAX_FIRST_LINE:
+            return
+        try:
+            self._records.classify(loads_json(first))
+        except (ValueError, Malformed, RecursionError):
+            pass
 
     @property
     def position(self) -> int:
@@ -214,14 +279,14 @@ class TranscriptReader:
                 continue
             try:
                 record = loads_json(raw)  # a lone surrogate: U+FFFD, never a failure
-                event = classify(record)
+                event = self._records.classify(record)
             except (ValueError, Malformed, RecursionError):
                 if start >= self._scanned:
                     batch.malformed += 1
                     if len(batch.malformed_lines) < MAX_LISTED:
                         batch.malformed_lines.append(number)
                 continue
-            self._feed(event, number, start, record.get("uuid"), batch)
+            self._feed(event, number, start, batch)
         self._scanned = max(self._scanned, self._pos)
         current = self._current
         if current is not None:
@@ -232,21 +297,29 @@ class TranscriptReader:
             batch.tail = current
         return batch
 
-    def _feed(self, event: Prompt | Answer | None, number: int, start: int, uuid: object,
+    def _feed(self, event: Prompt | Answer | None, number: int, start: int,
               batch: Batch) -> None:
         if event is None:
             return
-        if isinstance(uuid, str):
-            if uuid in self._seen:
-                return  # the same record written twice (a resumed session's copy)
-            self._seen.add(uuid)
+        key = event.key
+        if key is not None:
+            current = self._current
+            if key in self._seen:
+                # A copy of a record read before (a resumed session's copy), or a message
+                # grown since: its answer parts replace the earlier ones while that is in the
+                # exchange being read; anything else was read already.
+                if isinstance(event, Answer) and current is not None and key in current.spans:
+                    current.add(event)
+                    current.last_line = number
+                return
+            self._seen.add(key)
         if isinstance(event, Prompt):
             done = self._current
             if done is not None and (done.answered or not done.prompt.command):
                 batch.complete.append(done)
             self._current = Exchange(event, start, number, number)
         elif self._current is not None:
-            self._current.parts.extend(event.parts)
+            self._current.add(event)
             self._current.last_line = number
         # An answer before any prompt (a session's opening, a compacted session's
         # continuation read from its start) belongs to no exchange here: dropped.

@@ -20,7 +20,12 @@ event for the exchange assembler (``palaced.text.exchanges``):
   ``file-history-snapshot`` and other bookkeeping records, sidechains, API error notices).
 
 :class:`Malformed` is raised for a record that is not a JSON object with a string ``type``,
-or whose ``user``/``assistant`` ``message`` is not an object with string or list content.
+or whose ``user``/``assistant`` ``message`` is not an object with string or list content,
+and for a Codex CLI rollout record (a ``payload`` object): a file of the wrong format reads
+as malformed lines, not as an empty session.
+
+The other agents' formats (``transcript_codex``, ``transcript_gemini``) produce the same
+events through a :class:`Records` reader of their own; :class:`ClaudeRecords` is this one's.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import os
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 MAX_TOOL_TARGET = 120  # characters of a tool line's target (a command, a path, a query)
 # Tools that only read or plan: a line each would bury what was done.
@@ -58,6 +63,7 @@ class Prompt:
     session_id: str | None
     cwd: str | None
     command: bool = False  # a slash command (``/model``): dropped when nothing answers it
+    key: str | None = None  # the record's own id: a second record with it is a copy
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,39 @@ class Answer:
 
     parts: tuple[str, ...]
     at_ms: int | None
+    # The message's own id. A later record with the same id is a copy (Claude Code, a resumed
+    # session) or the same message grown (Gemini CLI re-appends it with its tool calls): it
+    # replaces the earlier one's parts while that is in the exchange being read.
+    key: str | None = None
 
 
 Event = Prompt | Answer | None
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
+                          "compacted"})
+
+
+class Records:
+    """The records of one transcript format, read in order by one reader
+    (``palaced.text.exchanges``); a format that keeps state across records (the session's id
+    and directory from its first record) sets ``stateful``, and the reader then shows it the
+    file's first record before it resumes in the middle."""
+
+    stateful: ClassVar[bool] = False
+
+    def classify(self, record: Any) -> Event:
+        """The event ``record`` stands for.
+
+        Raises:
+            Malformed: the record is not one this format writes.
+        """
+        raise NotImplementedError
+
+
+class ClaudeRecords(Records):
+    """Claude Code's records: :func:`classify` (each record stands alone)."""
+
+    def classify(self, record: Any) -> Event:
+        return classify(record)
 
 
 def parse_time(value: Any) -> int | None:
@@ -211,6 +247,8 @@ def classify(record: Any) -> Event:
     if not isinstance(kind, str):
         raise Malformed("no string 'type'")
     if kind not in ("user", "assistant"):
+        if kind in _CODEX_TYPES and isinstance(record.get("payload"), dict):
+            raise Malformed("a Codex CLI rollout record (capture it with format codex)")
         return None
     message = record.get("message")
     if not isinstance(message, dict) or "content" not in message:
@@ -223,7 +261,7 @@ def classify(record: Any) -> Event:
         if record.get("isApiErrorMessage") is True:
             return None
         parts = _answer_parts(message["content"], cwd)
-        return Answer(parts, at_ms) if parts else None
+        return Answer(parts, at_ms, _str(record.get("uuid"))) if parts else None
     if record.get("isMeta") is True or record.get("isCompactSummary") is True:
         # Still checked: a meta record of the wrong shape is as malformed as any other.
         if not isinstance(message["content"], str | list):
@@ -232,4 +270,5 @@ def classify(record: Any) -> Event:
     text, command = _prompt_text(message["content"])
     if text is None:
         return None
-    return Prompt(text, at_ms, _str(record.get("sessionId")), cwd, command)
+    return Prompt(text, at_ms, _str(record.get("sessionId")), cwd, command,
+                  _str(record.get("uuid")))

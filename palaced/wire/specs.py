@@ -56,6 +56,7 @@ from palaced.wire.vocab import (
     DEFAULT_CONSOLIDATION_THRESHOLD,
     DEFAULT_IMPORTANCE,
     DEFAULT_PRUNE_THRESHOLD,
+    DEFAULT_TRANSCRIPT_FORMAT,
     HEALTH_LIST_LIMIT,
     MAX_BACKUP_KEEP,
     MAX_CONCEPT_LABELS,
@@ -76,6 +77,7 @@ from palaced.wire.vocab import (
     MAX_VALUE_CHARS,
     PERMISSIONS,
     STALE_DAYS,
+    TRANSCRIPT_FORMATS,
 )
 
 
@@ -416,7 +418,9 @@ _ALL: tuple[OpSpec, ...] = (
     # capture
     OpSpec("capture.transcript", {
         "path": Arg("str", required=True, max_len=MAX_PATH_CHARS,
-                    help="absolute path of the Claude Code transcript (JSONL) to read"),
+                    help="absolute path of the session transcript (JSONL) to read"),
+        "format": Arg("str", default=DEFAULT_TRANSCRIPT_FORMAT, max_len=MAX_NAME_CHARS,
+                      help="whose transcript: " + "/".join(TRANSCRIPT_FORMATS)),
         "session_id": Arg("str", max_len=MAX_FIELD_CHARS,
                           help="the session's id: keys its capture state (default: the path)"),
         "wing": Arg("str", default="sessions", max_len=MAX_FIELD_CHARS,
@@ -429,8 +433,9 @@ _ALL: tuple[OpSpec, ...] = (
         "dry_run": Arg("bool", default=False,
                        help="count what would be captured, store nothing (implies wait)"),
     }, palace=_R, retry=SAFE, permission="write",
-        doc="Capture what is new in a Claude Code transcript: one drawer per exchange, secrets "
-            "redacted, tool output left out; queued unless `wait` (then the counts)."),
+        doc="Capture what is new in a session transcript (Claude Code, Codex CLI, Gemini CLI): "
+            "one drawer per exchange, secrets redacted, tool output left out; queued unless "
+            "`wait` (then the counts)."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),

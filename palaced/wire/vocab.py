@@ -88,6 +88,13 @@ def typed_relation(text: str) -> str | None:
 # -- labels -----------------------------------------------------------------------------------
 MAX_FIELD_CHARS = 200  # wing, room, tag and source labels
 
+# -- transcripts ------------------------------------------------------------------------------
+# The session transcript formats ``capture.transcript`` reads (its ``format``), one per coding
+# agent: Claude Code's JSONL, Codex CLI's rollout JSONL, Gemini CLI's chat JSONL
+# (docs/capture.md). The CLI, the MCP bridge and the hooks name them from here.
+TRANSCRIPT_FORMATS: tuple[str, ...] = ("claude", "codex", "gemini")
+DEFAULT_TRANSCRIPT_FORMAT = "claude"
+
 # -- policy -----------------------------------------------------------------------------------
 # What a palace's policy grants, each to a list of agent globs (default: every agent):
 # write (store and change memories and facts), delete (forget, purge, prune, delete the
