@@ -167,14 +167,6 @@ def _codex_prepare(world: World) -> dict[str, str]:
 
 
 def _copilot_prepare(world: World) -> dict[str, str]:
-    # palace init has no Copilot CLI entry: the user config holds what init writes for the
-    # other agents (palace from PATH, the project's palace, the PALACE_* variables).
-    copilot_dir = world.home / ".copilot"
-    copilot_dir.mkdir(exist_ok=True)
-    env = {k: v for k, v in world.env.items() if k.startswith("PALACE")}
-    (copilot_dir / "mcp-config.json").write_text(json.dumps({"mcpServers": {"palace": {
-        "type": "local", "command": "palace", "args": ["mcp", "--palace", world.project.name],
-        "env": env, "tools": ["*"]}}}, indent=2))
     # Bring-your-own-key mode against the stand-in, offline: no GitHub sign-in.
     return {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": world.standin_url,
             "COPILOT_PROVIDER_TYPE": "anthropic", "COPILOT_PROVIDER_API_KEY": "standin-key",
@@ -200,7 +192,7 @@ AGENTS = {
                                   "--output-format", "json"],
                     "claude-code"),
     "codex": Agent("codex", "codex", _codex_prepare,
-                   lambda b, p: [str(b), "exec", "-c",
+                   lambda b, p: [str(b), "exec", "--dangerously-bypass-hook-trust", "-c",
                                  'mcp_servers.palace.default_tools_approval_mode="approve"', p],
                    "codex-mcp-client"),
     "gemini": Agent("gemini", "gemini", _gemini_prepare,
@@ -208,7 +200,7 @@ AGENTS = {
                                   "mcp_palace_remember", "-p", p],
                     "gemini-cli-mcp-client"),
     "copilot": Agent("copilot", "copilot", _copilot_prepare,
-                     lambda b, p: [str(b), "-p", p, "--allow-tool", "palace",
+                     lambda b, p: [str(b), "-p", p, "--trust-folder", "--allow-tool", "palace",
                                    "--no-auto-update"],
                      "copilot-cli"),
 }
