@@ -198,6 +198,7 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                         "copies it, `XDG_DATA_HOME` and `XDG_STATE_HOME` into the service "
                         "when set, so that the service daemon resolves the same paths."),
     "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
+    "COPILOT_HOME": ("`palace init`", "Copilot CLI's home (default `~/.copilot`)."),
     "HOME": ("`palace init`, `palace service`, `palace uninstall`", "The home whose agent "
              "configs the user and local scopes edit, and where the service files go."),
     "PATH": ("`palace init`, `palace service`", "Searched for the agents' commands (`claude`, "

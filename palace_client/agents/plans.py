@@ -34,6 +34,7 @@ class FilePlan:
 
     ``backup``: ``old`` is the user's pre-palace file, to be backed up (once) before writing.
     ``drop_backup``: the file is back to its backup byte for byte, which can go.
+    ``note``: what the user must do for the change to take effect, shown when it is made.
     """
 
     path: Path
@@ -42,6 +43,7 @@ class FilePlan:
     error: str = ""
     backup: bool = False
     drop_backup: bool = False
+    note: str = ""
 
 
 @dataclass

@@ -157,7 +157,7 @@ def _apply_file(agent: str, plan: FilePlan, dry_run: bool) -> Change:
                 drop_backup(plan.path)
         except OSError as exc:
             return Change(agent, target, "error", diff, f"cannot write {target}: {exc}")
-    return Change(agent, target, action, diff)
+    return Change(agent, target, action, diff, plan.note)
 
 
 def _state_dir() -> Path:
@@ -311,7 +311,7 @@ def init_agents(options: InitOptions) -> list[Change]:
                 if note and change.action in ("created", "updated", "unchanged") and \
                         plan.path.is_relative_to(ctx.project) and \
                         plan.path.name != "settings.local.json":
-                    change.detail = note
+                    change.detail = "\n".join(filter(None, (note, change.detail)))
                     if agent == "claude" and ctx.shadow_entry is not None:
                         change.detail = (
                             "note: this shared file runs `palace` from PATH; on this machine "

@@ -236,7 +236,8 @@ def _hooks_edit(ctx: Ctx, agent: str, make: Callable[[Mapping[str, str] | None, 
 
 
 def _hooks_plan(ctx: Ctx, agent: str, path: Path,
-                make: Callable[[Mapping[str, str] | None, list[str]], JsonEdit]) -> list[Plan]:
+                make: Callable[[Mapping[str, str] | None, list[str]], JsonEdit]
+                ) -> list[FilePlan]:
     """The plan of a hooks file of its own (nothing when not asked for, or when uninstalling
     and there is no such file)."""
     edit = _hooks_edit(ctx, agent, make)
@@ -269,7 +270,17 @@ def _plan_codex(ctx: Ctx) -> list[Plan | Skip]:
         plans = [codex_plan(folder / "config.toml", ctx.local_entry, ctx.uninstall)]
     # Codex 0.171 reads hooks from hooks.json beside each config.toml (or [hooks] in it):
     # the JSON file keeps the user's TOML untouched.
-    return plans + _hooks_plan(ctx, "codex", folder / "hooks.json", nested_hooks)
+    hooks = _hooks_plan(ctx, "codex", folder / "hooks.json", nested_hooks)
+    for plan in hooks:
+        if not ctx.uninstall:
+            plan.note = CODEX_TRUST_NOTE
+    return plans + hooks
+
+
+# Codex runs a hook only once the user has trusted its exact definition (docs/agents.md).
+CODEX_TRUST_NOTE = ("note: Codex CLI runs new or changed hooks only once you trust them: "
+                    "open /hooks in Codex and trust palace's (a project's hooks also need a "
+                    "trusted project)")
 
 
 def _plan_gemini(ctx: Ctx) -> list[Plan | Skip]:

@@ -152,6 +152,11 @@ def test_dry_run_shows_the_hook_diffs_and_writes_nothing(world: World) -> None:
     assert f"would be created   {hook_file(world, 'codex', 'project')}" in report
     assert '+            "command": "palace hook prompt --agent codex"' in report
     assert '+        "bash": "palace hook wake-up --agent copilot"' in report
+    # Codex runs a hook only once trusted: the change says how (not a later unchanged run).
+    assert "note: Codex CLI runs new or changed hooks only once you trust them" in report
+    world.run(agents=("codex",), hooks=True)
+    again = format_changes(world.run(agents=("codex",), hooks=True))
+    assert "unchanged" in again and "trust" not in again
 
 
 def test_without_hooks_no_hook_file_is_written_and_uninstall_skips_missing_ones(
