@@ -10,6 +10,17 @@ embedding, storage), then the raw embedder's throughput on a sample of the very 
 of 32, in-process while no daemon runs), timed right before and right after the import, and
 the share of their mean the import reaches.
 
+**Per format** (``--formats``): one large generated session in each agent's format (Claude
+Code, Codex CLI, Gemini CLI, Copilot CLI: ``--session-exchanges`` exchanges, each a prompt,
+reasoning or a thought, a read, an edit and a shell call with raw output, and an answer; the
+same words in each format; Gemini's model message appended again as it grows, as Gemini CLI
+writes it).
+Timed per format, ``--rounds`` times, medians printed as exchanges/s and MB/s of transcript:
+the reader alone in-process (parse, classify, assemble: ``palaced.text.exchanges``), and
+``capture.transcript`` with ``dry_run`` against a keyword-only daemon (the reader plus the
+drawer rendering, redaction and extraction, over the socket; no storage, no embedding), then
+one full keyword-only capture (storage too).
+
 **LoCoMo** (``--locomo``): every LoCoMo dev conversation rendered as Claude Code transcripts
 (one per session; the first speaker's turns are prompts, the other's the answers, each turn
 ``{speaker} said, "{text}"`` as ``bench/locomo.py`` stores it, at the session's date) and
@@ -19,6 +30,7 @@ questions, scored by ``bench/locomo.py``'s ``evaluate`` (a drawer's rank counts 
 its turns).
 
     python bench/capture.py [--exchanges 10000] [--locomo [--conversations N]] [--json out.json]
+    python bench/capture.py --formats [--session-exchanges 5000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -38,8 +50,13 @@ sys.path.insert(0, str(ROOT))
 import locomo  # noqa: E402  (bench/ is on sys.path: this script's directory)
 from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon, all_drawers  # noqa: E402
 
-from palace_client.importers.claude_code import import_transcripts  # noqa: E402
 from palace_client.importers.runner import Tally  # noqa: E402
+from palace_client.importers.transcripts import AGENTS, import_transcripts  # noqa: E402
+from tests.support.agent_transcripts import (  # noqa: E402
+    CodexSession,
+    CopilotSession,
+    GeminiSession,
+)
 from tests.support.transcripts import Session  # noqa: E402
 
 PROJECTS = ["shop-api", "billing", "mobile-app", "infra", "search", "auth", "data-pipeline",
@@ -155,6 +172,130 @@ def import_rate(args: argparse.Namespace) -> dict[str, Any]:
             "second_capture_of_a_file": again["exchanges"]}
 
 
+FORMATS = ("claude", "codex", "gemini", "copilot")
+
+
+def format_session(fmt: str, root: Path, exchanges: int, seed: int = 7) -> Path:
+    """One session of ``exchanges`` exchanges in format ``fmt``, the same words in each."""
+    rnd = random.Random(seed)
+    cwd = "/home/dev/src/shop-api"
+    writer: Session | CodexSession | GeminiSession | CopilotSession
+    if fmt == "claude":
+        writer = Session(root / "claude" / "bench.jsonl", session_id="bench-claude", cwd=cwd)
+    elif fmt == "codex":
+        writer = CodexSession(root / "codex", session_id="0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000",
+                              cwd=cwd)
+    elif fmt == "gemini":
+        writer = GeminiSession(root / "gemini", session_id="6f1d2c3b-0000-4000-8000-bench0000000")
+    else:
+        writer = CopilotSession(root / "copilot", session_id="bench-copilot", cwd=cwd)
+    for i in range(exchanges):
+        c, n = rnd.choice(COMPONENTS), rnd.randint(2, 900)
+        prompt = f"Ticket {i + 1}: " + rnd.choice(ASKS).format(c=c, n=n) + (
+            " The token is ghp_" + "".join(rnd.choices("abcdefXYZ0123456789", k=36))
+            if rnd.random() < 0.05 else "")
+        answer = rnd.choice(ANSWERS).format(c=c.capitalize(), n=n, p="shop-api")
+        path, output = f"{cwd}/src/main.py", f"{n} passed in 1.2s\n" + "." * 400
+        if isinstance(writer, Session):
+            writer.prompt(prompt)
+            writer.say(f"Let me look at {c}.", thinking=f"The user asks about {c}.")
+            writer.tool("Read", {"file_path": path}, "x = 1\n" * 40)
+            writer.tool("Edit", {"file_path": path, "old_string": "a", "new_string": "b"},
+                        "The file has been updated.")
+            writer.tool("Bash", {"command": "pytest -q"}, output)
+            writer.say(answer)
+        elif isinstance(writer, CodexSession):
+            writer.prompt(prompt)
+            writer.think(f"The user asks about {c}.")
+            writer.shell(f"sed -n 1,40p {path}", "x = 1\n" * 40)
+            writer.patch("src/main.py", "-a\n+b")
+            writer.shell("pytest -q", output)
+            writer.say(answer)
+        elif isinstance(writer, CopilotSession):
+            writer.prompt(prompt)
+            writer.say(f"Let me look at {c}.", reasoning=f"The user asks about {c}.", tools=[
+                ("view", {"path": path}, "x = 1\n" * 40),
+                ("edit", {"path": path, "old_str": "a", "new_str": "b"}, "File updated"),
+                ("bash", {"command": "pytest -q"}, output)])
+            writer.say(answer)
+            writer.end_turn()
+        else:
+            writer.prompt(prompt)
+            writer.say(f"Let me look at {c}.", thought=f"The user asks about {c}.")
+            writer.tool("read_file", {"file_path": path}, "x = 1\n" * 40)
+            writer.tool("replace", {"file_path": path, "old_string": "a", "new_string": "b"},
+                        "Successfully modified file")
+            writer.tool("run_shell_command", {"command": "pytest -q"}, output)
+            writer.say(answer)
+    return writer.path
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def read_rate(fmt: str, path: Path) -> tuple[int, float]:
+    """Exchanges read from ``path`` by the reader alone, and the seconds it took."""
+    from palaced.text.exchanges import TranscriptReader, open_transcript, records_for
+
+    started = time.perf_counter()
+    count = 0
+    with open_transcript(path) as fh:
+        reader = TranscriptReader(fh, 0, 0, 0, records_for(fmt))
+        while True:
+            batch = reader.next_batch(256)
+            count += len(batch.complete)
+            if batch.eof:
+                count += batch.tail is not None and batch.tail.answered
+                break
+    return count, time.perf_counter() - started
+
+
+def format_rates(args: argparse.Namespace) -> dict[str, Any]:
+    """Per format: the reader's and the daemon's capture throughput (see the docstring)."""
+    daemon = PrivateDaemon("pal-fmtbench-", None, None)
+    out: dict[str, Any] = {"session_exchanges": args.session_exchanges, "rounds": args.rounds,
+                           "formats": {}}
+    try:
+        paths = {fmt: format_session(fmt, daemon.home / "sessions", args.session_exchanges)
+                 for fmt in FORMATS}
+        for fmt, path in paths.items():
+            mb = path.stat().st_size / 1e6
+            reads = [read_rate(fmt, path) for _ in range(args.rounds)]
+            out["formats"][fmt] = {
+                "mb": round(mb, 2), "exchanges": reads[0][0],
+                "reader_exchanges_per_s": round(_median([n / s for n, s in reads]), 0),
+                "reader_mb_per_s": round(_median([mb / s for _, s in reads]), 1)}
+        daemon.start()
+        with daemon.client("bench-formats") as c:
+            for fmt, path in paths.items():
+                row = out["formats"][fmt]
+                mb = row["mb"]
+                args_ = {"path": str(path), "session_id": f"bench-{fmt}", "format": fmt,
+                         "wait": True}
+                dry: list[tuple[int, float]] = []
+                for _ in range(args.rounds):
+                    started = time.perf_counter()
+                    res = c.call("capture.transcript", "bench", {**args_, "dry_run": True},
+                                 timeout_ms=3_600_000)
+                    dry.append((int(res["exchanges"]), time.perf_counter() - started))
+                started = time.perf_counter()
+                res = c.call("capture.transcript", "bench", {**args_, "create": True},
+                             timeout_ms=3_600_000)
+                full = time.perf_counter() - started
+                row.update({
+                    "dry_run_exchanges_per_s": round(_median([n / s for n, s in dry]), 0),
+                    "dry_run_mb_per_s": round(_median([mb / s for _, s in dry]), 1),
+                    "capture_exchanges": int(res["exchanges"]),
+                    "capture_redactions": int(res["redactions"]),
+                    "capture_exchanges_per_s": round(int(res["exchanges"]) / full, 0),
+                    "capture_mb_per_s": round(mb / full, 1)})
+    finally:
+        daemon.stop()
+        daemon.cleanup(keep=False)
+    return out
+
+
 def locomo_transcripts(sample: dict[str, Any], root: Path
                        ) -> tuple[list[Path], dict[tuple[str, int], str]]:
     """One transcript per session of ``sample``; also (path, line) -> dia_id."""
@@ -224,7 +365,8 @@ def locomo_compare(args: argparse.Namespace) -> dict[str, Any]:
                 paths, line_turns = locomo_transcripts(sample, daemon.home / "locomo")
                 started = time.perf_counter()
                 tally = import_transcripts(c.call, name, paths,
-                                           Tally("claude-code", "transcript", "", name, False))
+                                           Tally("claude-code", "transcript", "", name, False),
+                                           agent=AGENTS["claude-code"])
                 ingest_s += time.perf_counter() - started
                 drawers += tally.stored
                 turns_of: dict[int, list[str]] = {}
@@ -294,9 +436,25 @@ def main() -> int:
     ap.add_argument("--locomo", action="store_true", help="run the LoCoMo comparison instead")
     ap.add_argument("--conversations", type=int, default=None,
                     help="LoCoMo: only the first N conversations")
+    ap.add_argument("--formats", action="store_true",
+                    help="per transcript format: reader and capture throughput instead")
+    ap.add_argument("--session-exchanges", type=int, default=5_000,
+                    help="--formats: exchanges of each format's session")
+    ap.add_argument("--rounds", type=int, default=5, help="--formats: timed rounds (median)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    if args.locomo:
+    if args.formats:
+        report = format_rates(args)
+        print(f"one session of {args.session_exchanges} exchanges per format, medians of "
+              f"{args.rounds} rounds (capture: one keyword-only run)")
+        print(f"  {'format':8} {'MB':>6} {'reader ex/s':>12} {'MB/s':>6} "
+              f"{'dry-run ex/s':>13} {'MB/s':>6} {'capture ex/s':>13} {'MB/s':>6}")
+        for fmt, row in report["formats"].items():
+            print(f"  {fmt:8} {row['mb']:6.1f} {row['reader_exchanges_per_s']:12.0f} "
+                  f"{row['reader_mb_per_s']:6.1f} {row['dry_run_exchanges_per_s']:13.0f} "
+                  f"{row['dry_run_mb_per_s']:6.1f} {row['capture_exchanges_per_s']:13.0f} "
+                  f"{row['capture_mb_per_s']:6.1f}")
+    elif args.locomo:
         report = locomo_compare(args)
         print(f"LoCoMo dev, {report['questions']} questions, turn recall@1/5/10")
         for key in ("remember_many", "remember_many_widened_to_exchanges",

@@ -192,13 +192,19 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
     "CLAUDE_CONFIG_DIR": ("`palace import claude-code`", "Claude Code's configuration "
                           "directory; its `projects/` holds the session transcripts imported "
                           "by default (default `~/.claude`)."),
+    "GEMINI_CLI_HOME": ("`palace import gemini`", "Where Gemini CLI keeps `.gemini/` (default "
+                        "the home directory); its `tmp/*/chats/` hold the chats imported by "
+                        "default."),
+    "COPILOT_HOME": ("`palace init`, `palace import copilot`", "GitHub Copilot CLI's home (default "
+                     "`~/.copilot`); its `session-state/` holds the session logs imported by "
+                     "default."),
     "XDG_CONFIG_HOME": ("`palace init`, `palace service`", "Where VS Code's user `mcp.json` is "
                         "looked for on Linux, and where the systemd user units are written "
                         "(`systemd/user/`; default `~/.config`). `palace service install` also "
                         "copies it, `XDG_DATA_HOME` and `XDG_STATE_HOME` into the service "
                         "when set, so that the service daemon resolves the same paths."),
-    "CODEX_HOME": ("`palace init`", "Codex CLI's home (default `~/.codex`)."),
-    "COPILOT_HOME": ("`palace init`", "Copilot CLI's home (default `~/.copilot`)."),
+    "CODEX_HOME": ("`palace init`, `palace import codex`", "Codex CLI's home (default "
+                   "`~/.codex`); its `sessions/` holds the rollouts imported by default."),
     "HOME": ("`palace init`, `palace service`, `palace uninstall`", "The home whose agent "
              "configs the user and local scopes edit, and where the service files go."),
     "PATH": ("`palace init`, `palace service`", "Searched for the agents' commands (`claude`, "

@@ -113,6 +113,7 @@ app.add_typer(transfer.imports, name="import")
 transfer.imports.command("claude-code")(imports.claude_code)
 transfer.imports.command("codex")(imports.codex)
 transfer.imports.command("gemini")(imports.gemini)
+transfer.imports.command("copilot")(imports.copilot)
 app.add_typer(hooks.app, name="hook")
 
 

@@ -1,5 +1,5 @@
-"""``palace import claude-code|codex|gemini``: coding agents' sessions into a palace (registered
-in the ``palace import`` group of ``transfer``; one command per agent of
+"""``palace import claude-code|codex|gemini|copilot``: coding agents' sessions into a palace
+(registered in the ``palace import`` group of ``transfer``; one command per agent of
 ``importers.transcripts.AGENTS``, all running :func:`import_agent`)."""
 
 from __future__ import annotations
@@ -86,3 +86,7 @@ gemini = _command(
     "gemini", "Gemini CLI", "Chat files (session-*.jsonl), chats directories, project "
     "directories or the tmp directory (default: ~/.gemini/tmp/*/chats; "
     "$GEMINI_CLI_HOME/.gemini/tmp when that is set).", "chats")
+copilot = _command(
+    "copilot", "GitHub Copilot CLI", "Session logs (events.jsonl), session directories or the "
+    "session-state directory (default: $COPILOT_HOME/session-state, else "
+    "~/.copilot/session-state).", "logs")

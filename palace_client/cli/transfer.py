@@ -36,10 +36,9 @@ if TYPE_CHECKING:
 app = typer.Typer()
 imports = typer.Typer(no_args_is_help=True, help=(
     "Import memories from files: a palace export (jsonl), a ChatGPT export (chatgpt), a "
-    "directory of documents (markdown), coding agents' sessions (claude-code, codex, gemini). "
-    "Re-running an "
-    "import stores only what changed. Exits 10 when malformed records were skipped (they "
-    "are listed)."))
+    "directory of documents (markdown), coding agents' sessions (claude-code, codex, gemini, "
+    "copilot). Re-running an import stores only what changed. Exits 10 when malformed "
+    "records were skipped (they are listed)."))
 
 DryRunOpt = typer.Option(False, "--dry-run", help="Parse and count; store nothing.")
 TagOpt = typer.Option([], "--tag", help="Tag every imported drawer (repeatable).",

@@ -1,4 +1,4 @@
-"""``palace import claude-code|codex|gemini [PATH...]``: agents' session transcripts into a palace.
+"""``palace import claude-code|codex|gemini|copilot [PATH...]``: agents' sessions into a palace.
 
 One loop for every agent: :data:`AGENTS` says, per agent, the transcript format the daemon
 reads (``capture.transcript``'s ``format``), where the sessions are by default and which
@@ -9,18 +9,21 @@ files under a directory are sessions:
 * ``codex``: ``rollout-*.jsonl`` at any depth under ``$CODEX_HOME/sessions``, else
   ``~/.codex/sessions`` (``YYYY/MM/DD/`` folders);
 * ``gemini``: ``session-*.jsonl`` of ``~/.gemini/tmp/*/chats`` (``$GEMINI_CLI_HOME/.gemini``
-  when that is set; PATH: a chats directory, a project directory or the ``tmp`` directory).
+  when that is set; PATH: a chats directory, a project directory or the ``tmp`` directory);
+* ``copilot``: ``*/events.jsonl`` under ``$COPILOT_HOME/session-state``, else
+  ``~/.copilot/session-state`` (PATH: an ``events.jsonl``, a session directory or the
+  ``session-state`` directory).
 
 Each transcript goes to the daemon with ``capture.transcript`` and ``wait``: the op the hooks
 use, so the drawers are the same (one per exchange, secrets redacted, tool output left out)
 and a session the hooks already captured into the palace is not stored twice (the session id
 sent is the one the agent's hook names: the file name's for Claude Code and Codex, the chat's
-metadata line's for Gemini CLI). Each transcript is filed under a wing named after its project
-(the last component of the session's working directory, else the project directory's name).
-Resumable and idempotent: a second run stores nothing, an interrupted run goes on where it
-stopped. Unlike the other formats (which parse on this side and feed ``runner.run``), the
-daemon reads the transcripts, so this has its own loop; it counts into the runner's ``Tally``
-and reports with the runner's ``report``.
+metadata line's for Gemini CLI, the session directory's for Copilot CLI). Each transcript is
+filed under a wing named after its project (the last component of the session's working
+directory, else the project directory's name). Resumable and idempotent: a second run stores
+nothing, an interrupted run goes on where it stopped. Unlike the other formats (which parse on
+this side and feed ``runner.run``), the daemon reads the transcripts, so this has its own
+loop; it counts into the runner's ``Tally`` and reports with the runner's ``report``.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ _UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 Environ = Mapping[str, str]
 
 
-def _home(env: Environ, var: str, default: str) -> Path:
-    base = env.get(var)
+def _home(base: str | None, default: str) -> Path:
+    """``base`` (an agent's home variable) when set, else ``~/<default>``."""
     return Path(base).expanduser() if base else Path.home() / default
 
 
@@ -91,21 +94,23 @@ class Agent:
     patterns: tuple[str, ...]  # globs of transcripts under a directory given or found
     recursive: bool  # the patterns apply at any depth (Codex's YYYY/MM/DD folders)
     session_id: Callable[[Path], str]
-    wing_dir: int  # which parent directory names the project (1: the file's own directory)
+    wing_dir: int  # which parent directory names the project (1: the file's own; 0: none)
 
 
 AGENTS: dict[str, Agent] = {a.name: a for a in (
     Agent("claude-code", "Claude Code", "claude",
-          lambda env: _home(env, "CLAUDE_CONFIG_DIR", ".claude") / "projects",
+          lambda env: _home(env.get("CLAUDE_CONFIG_DIR"), ".claude") / "projects",
           ("*.jsonl", "*/*.jsonl"), False, _stem_session, 1),
     Agent("codex", "Codex CLI", "codex",
-          lambda env: _home(env, "CODEX_HOME", ".codex") / "sessions",
+          lambda env: _home(env.get("CODEX_HOME"), ".codex") / "sessions",
           ("rollout-*.jsonl",), True, _codex_session, 1),
     Agent("gemini", "Gemini CLI", "gemini",
-          lambda env: (Path(env["GEMINI_CLI_HOME"]).expanduser() if env.get("GEMINI_CLI_HOME")
-                       else Path.home()) / ".gemini" / "tmp",
+          lambda env: _home(env.get("GEMINI_CLI_HOME"), "") / ".gemini" / "tmp",
           ("session-*.jsonl", "chats/session-*.jsonl", "*/chats/session-*.jsonl"), False,
           _gemini_session, 2),
+    Agent("copilot", "Copilot CLI", "copilot",
+          lambda env: _home(env.get("COPILOT_HOME"), ".copilot") / "session-state",
+          ("events.jsonl", "*/events.jsonl"), False, lambda path: path.parent.name, 0),
 )}
 
 
@@ -135,6 +140,8 @@ def find_transcripts(location: Path, agent: Agent) -> list[Path]:
 def fallback_wing(path: Path, agent: Agent) -> str:
     """A wing from the project directory's name (``-home-me-src-shop-api`` ->
     ``home-me-src-shop-api``), for sessions whose records name no working directory."""
+    if agent.wing_dir == 0:
+        return "sessions"  # the session's directory is named after the session, not a project
     parents = path.parents
     folder = parents[agent.wing_dir - 1] if len(parents) >= agent.wing_dir else path.parent
     return _slug(folder.name) or "sessions"

@@ -2,8 +2,8 @@
 
 The capture state of the transcript (``store/rows/captures.py``) says where the last capture
 stopped. From there the transcript is read in batches of complete exchanges
-(``palaced.text.exchanges``, in the job's ``format``: Claude Code, Codex CLI or Gemini CLI
-records); each batch's drawers (``palaced.capture.drawers``) commit in one
+(``palaced.text.exchanges``, in the job's ``format``: Claude Code, Codex CLI, Gemini CLI or
+Copilot CLI records); each batch's drawers (``palaced.capture.drawers``) commit in one
 transaction together with the new state, so a crash (even ``kill -9``) between batches loses nothing
 and a repeat stores nothing. The state always points at the start of the first exchange that is not
 complete, so an exchange still in progress is read again next time:

@@ -4,12 +4,12 @@ A :class:`TranscriptReader` reads *complete* lines from a byte offset on (a last
 its newline counts only when it already parses as a JSON object: a line still being written
 never does), classifies each record with its format's reader (:func:`records_for`: Claude
 Code's ``palaced.text.transcript``, Codex CLI's ``transcript_codex``, Gemini CLI's
-``transcript_gemini``; every format is JSON lines) and assembles exchanges: a
-prompt, then every answer part until the next prompt. An exchange is *complete* once the next
-prompt appears; the last one of the file is the *tail*, still open: its answer may grow. The
-reader hands them out in batches (:meth:`TranscriptReader.next_batch`) with the position a
-later capture must resume from: the start of the first exchange not complete, so nothing in
-progress is ever skipped.
+``transcript_gemini``, Copilot CLI's ``transcript_copilot``; every format is JSON lines) and
+assembles exchanges: a prompt, then every answer part until the next prompt. An exchange is
+*complete* once the next prompt appears; the last one of the file is the *tail*, still open:
+its answer may grow. The reader hands them out in batches (:meth:`TranscriptReader.next_batch`)
+with the position a later capture must resume from: the start of the first exchange not
+complete, so nothing in progress is ever skipped.
 
 Pure and synchronous (file reads only); the daemon runs it in a worker thread.
 """
@@ -25,13 +25,15 @@ from typing import BinaryIO
 
 from palaced.text.transcript import Answer, ClaudeRecords, Malformed, Prompt, Records
 from palaced.text.transcript_codex import CodexRecords
+from palaced.text.transcript_copilot import CopilotRecords
 from palaced.text.transcript_gemini import GeminiRecords
 from palaced.wire.errors import InvalidArgs, SourceUnreadable
 from palaced.wire.protocol import loads_json
 from palaced.wire.vocab import MAX_FIELD_CHARS, TRANSCRIPT_FORMATS
 
 _FORMATS: dict[str, type[Records]] = {
-    "claude": ClaudeRecords, "codex": CodexRecords, "gemini": GeminiRecords}
+    "claude": ClaudeRecords, "codex": CodexRecords, "gemini": GeminiRecords,
+    "copilot": CopilotRecords}
 assert tuple(_FORMATS) == TRANSCRIPT_FORMATS, "one reader per format of wire.vocab"
 
 

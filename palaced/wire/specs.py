@@ -433,9 +433,9 @@ _ALL: tuple[OpSpec, ...] = (
         "dry_run": Arg("bool", default=False,
                        help="count what would be captured, store nothing (implies wait)"),
     }, palace=_R, retry=SAFE, permission="write",
-        doc="Capture what is new in a session transcript (Claude Code, Codex CLI, Gemini CLI): "
-            "one drawer per exchange, secrets redacted, tool output left out; queued unless "
-            "`wait` (then the counts)."),
+        doc="Capture what is new in a session transcript (Claude Code, Codex CLI, Gemini CLI, "
+            "Copilot CLI): one drawer per exchange, secrets redacted, tool output left out; "
+            "queued unless `wait` (then the counts)."),
     OpSpec("memory.health", {
         "threshold": _THRESHOLD,
         "stale_days": Arg("float", default=STALE_DAYS, min=0.0, max=36_500.0),

@@ -90,9 +90,10 @@ MAX_FIELD_CHARS = 200  # wing, room, tag and source labels
 
 # -- transcripts ------------------------------------------------------------------------------
 # The session transcript formats ``capture.transcript`` reads (its ``format``), one per coding
-# agent: Claude Code's JSONL, Codex CLI's rollout JSONL, Gemini CLI's chat JSONL
-# (docs/capture.md). The CLI, the MCP bridge and the hooks name them from here.
-TRANSCRIPT_FORMATS: tuple[str, ...] = ("claude", "codex", "gemini")
+# agent: Claude Code's JSONL, Codex CLI's rollout JSONL, Gemini CLI's chat JSONL, GitHub
+# Copilot CLI's events.jsonl (docs/capture.md). The CLI, the MCP bridge and the hooks name
+# them from here.
+TRANSCRIPT_FORMATS: tuple[str, ...] = ("claude", "codex", "gemini", "copilot")
 DEFAULT_TRANSCRIPT_FORMAT = "claude"
 
 # -- policy -----------------------------------------------------------------------------------

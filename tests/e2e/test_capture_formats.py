@@ -1,7 +1,8 @@
-"""Capturing Codex CLI and Gemini CLI sessions through a real daemon: ``capture.transcript``
+"""Capturing Codex CLI, Gemini CLI and Copilot CLI sessions through a real daemon:
+``capture.transcript``
 with ``format`` on the fixtures (twice: the second stores nothing), appended to (only the
 new exchange is stored), the planted key redacted in the stored drawers; ``palace import
-codex|gemini`` from where those agents keep their sessions."""
+codex|gemini|copilot`` from where those agents keep their sessions."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from palaced.wire.errors import InvalidArgs
 from tests.conftest import DaemonProc, fresh_name
-from tests.support.agent_transcripts import CodexSession, GeminiSession
+from tests.support.agent_transcripts import CodexSession, CopilotSession, GeminiSession
 
 pytestmark = pytest.mark.daemon
 
@@ -24,6 +25,8 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
 KEY = "sk-proj-Xq7vR2mN9pL4kT8wZ3cF6hJ1bD5sG0aE"
 CODEX_ID = "0199a3b2-7c4e-7d10-9f21-5e8b3c6a4d12"
 GEMINI_ID = "6f1d2c3b-9a8e-4b7c-8d6e-2f1a0b9c8d7e"
+COPILOT_ID = "a3f0c9d2-5b1e-4c7a-9e84-0d6b2f1c7e55"
+CORRUPT_LINE = {"codex": 29, "gemini": 28, "copilot": 22}
 
 
 def _codex_layout(root: Path) -> Path:
@@ -44,14 +47,27 @@ def _gemini_layout(root: Path) -> Path:
     return path
 
 
+def _copilot_layout(root: Path) -> Path:
+    """The Copilot fixture where Copilot CLI keeps it: ``~/.copilot/session-state/<id>/``."""
+    path = root / "session-state" / COPILOT_ID / "events.jsonl"
+    path.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / "copilot-events.jsonl", path)
+    return path
+
+
+LAYOUTS = {"codex": _codex_layout, "gemini": _gemini_layout, "copilot": _copilot_layout}
+
+
 def _append(fmt: str, path: Path, scratch: Path) -> None:
     """One more exchange at the end of the session file, as the agent would write it."""
-    writer: CodexSession | GeminiSession
+    writer: CodexSession | GeminiSession | CopilotSession
     if fmt == "codex":
         writer = CodexSession(scratch)
         writer.turns = 5  # not a first turn: no injections
-    else:
+    elif fmt == "gemini":
         writer = GeminiSession(scratch)
+    else:
+        writer = CopilotSession(scratch)
     writer.path = path
     writer.clock = writer.clock.replace(hour=9)
     writer.exchange("Which port does the admin UI use?", "The admin UI listens on port 8443.")
@@ -62,13 +78,14 @@ def texts(d: DaemonProc, palace: str) -> list[dict[str, Any]]:
         return list(c.drawers(palace, limit=1000)["drawers"])
 
 
-@pytest.mark.parametrize(("fmt", "session_id"), [("codex", CODEX_ID), ("gemini", GEMINI_ID)])
+@pytest.mark.parametrize(("fmt", "session_id"), [("codex", CODEX_ID), ("gemini", GEMINI_ID),
+                                                 ("copilot", COPILOT_ID)])
 def test_capture_is_incremental_idempotent_and_redacted(shared_keyword_daemon: DaemonProc,
                                                         tmp_path: Path, fmt: str,
                                                         session_id: str) -> None:
     d = shared_keyword_daemon
     palace = fresh_name(fmt)
-    path = (_codex_layout if fmt == "codex" else _gemini_layout)(tmp_path)
+    path = LAYOUTS[fmt](tmp_path)
     args = {"format": fmt, "session_id": session_id, "wait": True, "create": True}
     with d.client() as c:
         first = c.capture_transcript(palace, str(path), **args)
@@ -83,7 +100,8 @@ def test_capture_is_incremental_idempotent_and_redacted(shared_keyword_daemon: D
     assert KEY not in joined and "[REDACTED:openai_key]" in joined
     # What the agent injected, its reasoning and tool output are not memories.
     for left_out in ("AGENTS.md", "environment_context", "mocks the clock", "42 passed",
-                     "expected 2025-01-01", "Checking the Redis settings"):
+                     "expected 2025-01-01", "Checking the Redis settings", "current_datetime",
+                     "Looking for the body size", "client_max_body_size 1m;"):
         assert left_out not in joined, left_out
     assert {x["room"] for x in stored} == {first["room"]}
 
@@ -130,19 +148,17 @@ def test_a_file_in_another_format_is_malformed_not_stored(shared_keyword_daemon:
         assert c.palace_info(palace)["drawers"] == 0
 
 
-@pytest.mark.parametrize("fmt", ["codex", "gemini"])
+@pytest.mark.parametrize("fmt", ["codex", "gemini", "copilot"])
 def test_import_from_the_agents_default_location(shared_keyword_daemon: DaemonProc,
                                                  tmp_path: Path, fmt: str) -> None:
-    """`palace import codex|gemini` without PATH: $CODEX_HOME/sessions, or the .gemini/tmp of
-    $GEMINI_CLI_HOME; one wing per project; a second run stores nothing."""
+    """`palace import codex|gemini|copilot` without PATH: $CODEX_HOME/sessions, the .gemini/tmp
+    of $GEMINI_CLI_HOME, $COPILOT_HOME/session-state; one wing per project; a second run stores
+    nothing."""
     d = shared_keyword_daemon
     palace = fresh_name(f"imp-{fmt}")
-    if fmt == "codex":
-        _codex_layout(tmp_path)
-        env = {**d.env, "CODEX_HOME": str(tmp_path)}
-    else:
-        _gemini_layout(tmp_path)
-        env = {**d.env, "GEMINI_CLI_HOME": str(tmp_path)}
+    LAYOUTS[fmt](tmp_path)
+    home = {"codex": "CODEX_HOME", "gemini": "GEMINI_CLI_HOME", "copilot": "COPILOT_HOME"}
+    env = {**d.env, home[fmt]: str(tmp_path)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "palace_client", "import", fmt,
@@ -157,7 +173,7 @@ def test_import_from_the_agents_default_location(shared_keyword_daemon: DaemonPr
     report = json.loads(res.stdout)
     assert (report["importer"], report["read"], report["stored"], report["redacted"]) == (
         fmt, 1, 4, 1)
-    assert [p["line"] for p in report["problems"]] == [29 if fmt == "codex" else 28]
+    assert [p["line"] for p in report["problems"]] == [CORRUPT_LINE[fmt]]
     assert {x["wing"] for x in texts(d, palace)} == {"shop-api"}
     again = cli()
     assert again.returncode == 0, again.stderr

@@ -8,7 +8,12 @@ was typed, ``reasoning``, ``function_call`` / ``function_call_output``, the ``as
 ``message`` and its ``agent_message`` event copy, ``token_count``). ``GeminiSession`` appends
 chat records as Gemini CLI 0.61 does (``ChatRecordingService``: a metadata line, message
 records appended again whole as they grow, ``$set`` updates, tool output as a user message of
-``functionResponse`` parts). docs/capture.md describes both formats.
+``functionResponse`` parts). ``CopilotSession`` appends session events as GitHub Copilot CLI
+1.0.102 does (the non-``ephemeral`` events of the Copilot SDK's ``session-events`` schema:
+``session.start`` with the working directory, ``user.message`` with its ``transformedContent``,
+``assistant.turn_start``, ``assistant.message`` with ``toolRequests`` and ``reasoningText``,
+``tool.execution_start``/``_complete``, ``assistant.turn_end``). docs/capture.md describes the
+formats.
 """
 
 from __future__ import annotations
@@ -189,3 +194,64 @@ class GeminiSession(_Writer):
     def exchange(self, prompt: str, answer: str) -> None:
         self.prompt(prompt)
         self.say(answer)
+
+
+class CopilotSession(_Writer):
+    """A GitHub Copilot CLI ``events.jsonl`` being written (see the module docstring)."""
+
+    def __init__(self, root: Path, *, session_id: str | None = None,
+                 cwd: str = "/home/me/src/shop-api", start: datetime | None = None) -> None:
+        self.session_id = session_id or str(uuid_mod.uuid4())
+        super().__init__(root / self.session_id / "events.jsonl", start)
+        self.cwd = cwd
+        self.parent: str | None = None
+        self.turn = 0
+        self.event("session.start", {
+            "sessionId": self.session_id, "version": 1, "producer": "copilot-agent",
+            "copilotVersion": "1.0.102", "startTime": self.stamp(),
+            "selectedModel": "claude-sonnet-4.5",
+            "context": {"cwd": cwd, "gitRoot": cwd, "branch": "main",
+                        "repository": "me/shop-api", "hostType": "github"}})
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        event_id = str(uuid_mod.uuid4())
+        self.write({"type": kind, "data": data, "id": event_id, "timestamp": self.stamp(),
+                    "parentId": self.parent})
+        self.parent = event_id
+
+    def prompt(self, text: str) -> None:
+        self.turn += 1
+        self.event("user.message", {
+            "content": text, "transformedContent": (
+                f"<current_datetime>{self.stamp()}</current_datetime>\n\n{text}"),
+            "attachments": [], "agentMode": "interactive", "delivery": "idle",
+            "interactionId": str(uuid_mod.uuid4())})
+        self.event("assistant.turn_start", {"turnId": str(self.turn - 1)})
+
+    def say(self, text: str, *, reasoning: str | None = None,
+            tools: list[tuple[str, dict[str, Any], str]] | None = None) -> None:
+        """An assistant message, its tool requests and their executions."""
+        tools = tools or []
+        requests = [{"toolCallId": f"toolu_{uuid_mod.uuid4().hex[:24]}", "name": name,
+                     "arguments": args, "type": "function"} for name, args, _ in tools]
+        data: dict[str, Any] = {"messageId": str(uuid_mod.uuid4()), "content": text,
+                                "toolRequests": requests, "model": "claude-sonnet-4.5",
+                                "outputTokens": 184}
+        if reasoning is not None:
+            data["reasoningText"] = reasoning
+        self.event("assistant.message", data)
+        for request, (_, _, output) in zip(requests, tools, strict=True):
+            self.event("tool.execution_start", {"toolCallId": request["toolCallId"],
+                                                "toolName": request["name"],
+                                                "arguments": request["arguments"]})
+            self.event("tool.execution_complete", {
+                "toolCallId": request["toolCallId"], "success": True,
+                "result": {"content": output, "detailedContent": output}})
+
+    def end_turn(self) -> None:
+        self.event("assistant.turn_end", {"turnId": str(self.turn - 1)})
+
+    def exchange(self, prompt: str, answer: str) -> None:
+        self.prompt(prompt)
+        self.say(answer)
+        self.end_turn()

@@ -224,6 +224,7 @@ CLI_OPS: dict[str, str] = {
     "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
     "hook wake-up": "memory.wake_up",
     "import codex": "capture.transcript", "import gemini": "capture.transcript",
+    "import copilot": "capture.transcript",
 }
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
@@ -237,8 +238,8 @@ CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id
                "fact_id": "id", "concept": "name"}
 # CLI parameters that are no op argument: palace selection, output, confirmation.
 # ("all_palaces": `recall --all` sends memory.recall_all instead; "file": where `export`
-# writes; "location": `import claude-code|codex|gemini` expands files or directories into
-# transcripts;
+# writes; "location": `import claude-code|codex|gemini|copilot` expands files or
+# directories into transcripts;
 # "clear_tags": `update --clear-tags` sends tags=[]; "nobody": `policy set --nobody` sends an
 # empty agents list; "agent": the agent running a hook, whose input and output shapes it
 # uses and, for `hook capture`, whose transcript format it sends.)
@@ -251,7 +252,8 @@ CLI_DEFAULTS: dict[tuple[str, str], Any] = {("drawers", "limit"): 20,  # a termi
 CLI_ELSEWHERE = {("remember-many", "items"),  # JSONL on stdin
                  ("hook capture", "path"),  # the hook input on stdin
                  ("import claude-code", "path"),  # each transcript found under PATH
-                 ("import codex", "path"), ("import gemini", "path")}
+                 ("import codex", "path"), ("import gemini", "path"),
+                 ("import copilot", "path")}
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
               ("policy set", "agents"): "GLOB... or --nobody (an empty list)",
