@@ -18,7 +18,8 @@ assembler's events (``palaced.text.exchanges``):
   (what was typed, before ``@file`` expansion), else its ``content``'s text parts. Not a
   prompt: a ``user`` message of ``functionResponse`` parts (tool output Gemini CLI records as
   a user message), the session and hook context it injects (``<session_context>``,
-  ``<hook_context>``), and the ``<state_snapshot>`` that continues a compressed chat. A
+  ``<hook_context>``: a prompt that follows the hook context in the same message is kept
+  without it), and the ``<state_snapshot>`` that continues a compressed chat. A
   ``/command`` is a prompt dropped when nothing answers it.
 * :class:`Answer`: a ``gemini`` message's text parts (not the ``thought`` ones) and one line
   per entry of its ``toolCalls`` in the words of the Claude reader's :func:`tool_line`
@@ -61,6 +62,9 @@ _AS_CLAUDE = {"run_shell_command": "Bash", "write_file": "Write", "replace": "Ed
               "edit": "Edit", "google_web_search": "WebSearch", "web_fetch": "WebFetch",
               "invoke_agent": "Agent"}
 _NOT_TYPED = re.compile(r"^\s*<(?:session_context|hook_context|state_snapshot)>")
+# What hooks added before the session's first prompt: Gemini CLI 0.61 sends the SessionStart
+# hooks' context in front of the typed words, in one text part (checked by tests/e2e/agents).
+_HOOK_CONTEXT = re.compile(r"^\s*<hook_context>.*?</hook_context>\s*", re.S)
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
@@ -163,7 +167,7 @@ class GeminiRecords(Records):
                 parts = _parts(shown)
             except Malformed:
                 pass  # what was sent is still the prompt
-        text = "\n\n".join(_texts(parts)).strip()
+        text = _HOOK_CONTEXT.sub("", "\n\n".join(_texts(parts)), count=1).strip()
         if not text or _NOT_TYPED.match(text):
             return None
         return Prompt(text, at_ms, self.session_id, None, text.startswith("/"), record["id"])
