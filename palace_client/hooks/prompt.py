@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field
+from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field, typed_prompt
 from palace_client.hooks.capture import (
     HookInputError,
     hook_object,
@@ -82,7 +82,8 @@ def settings(config_file: Path | None = None) -> tuple[int, float]:
 
 def parse_prompt(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     """The fields the hook uses, under the names ``agent`` gives them
-    (``palace_client.hooks.agents``): ``prompt`` (cut to ``MAX_PROMPT_CHARS``),
+    (``palace_client.hooks.agents``): ``prompt`` (the words typed, without the hook context
+    Gemini CLI puts in front of a session's first prompt, cut to ``MAX_PROMPT_CHARS``),
     ``session_id``, ``cwd``.
 
     Raises:
@@ -93,7 +94,7 @@ def parse_prompt(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     prompt = next((data[k] for k in shape.prompt_keys if isinstance(data.get(k), str)), None)
     if prompt is None:
         raise HookInputError("hook input has no prompt")
-    return {"prompt": prompt[:MAX_PROMPT_CHARS],
+    return {"prompt": typed_prompt(prompt)[:MAX_PROMPT_CHARS],
             "session_id": field(data, shape.session_keys),
             "cwd": field(data, shape.cwd_keys)}
 
