@@ -13,7 +13,6 @@ real keyword-only palaced, in a scratch HOME and git project configured by ``pal
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -103,46 +102,56 @@ def remembered(daemon: DaemonProc, palace: str) -> dict[str, Any]:
     return hits[0]
 
 
-def wait_captured(daemon: DaemonProc, palace: str, timeout: float = 20) -> list[dict[str, Any]]:
-    """The captured exchange drawers (wing ``sessions``) once the one of PROMPT_REMEMBER is in."""
+def wait_captured(daemon: DaemonProc, palace: str, prompt: str = PROMPT_REMEMBER,
+                  timeout: float = 20) -> list[dict[str, Any]]:
+    """The captured exchange drawers (wing ``sessions``) once the one of ``prompt`` (its first
+    line) is in."""
     deadline = time.monotonic() + timeout
+    first_line = prompt.splitlines()[0]
     while True:
         with daemon.client() as c:
             drawers = c.drawers(palace, wing="sessions", limit=100)["drawers"]
-        if any("remember: " + FACT in d["text"] for d in drawers):
+        if any(f"User: {first_line}" in d["text"] for d in drawers):
             return list(drawers)
         if time.monotonic() > deadline:
             raise AssertionError(f"no captured exchange after {timeout} s: {drawers}")
         time.sleep(0.2)
 
 
-def test_claude_code_remembers_wakes_up_recalls_and_captures(
-        shared_keyword_daemon: DaemonProc, agent_bin_dir: Path, scratch: Path) -> None:
+# Agents whose sessions palace init --hooks captures (a capture hook, and a transcript format
+# palace reads). Copilot CLI gets only the wake-up and prompt hooks (docs/agents.md#hooks).
+CAPTURED = ("claude", "codex", "gemini")
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "copilot"])
+def test_agent_remembers_wakes_up_recalls_and_captures(
+        shared_keyword_daemon: DaemonProc, agent_bin_dir: Path, scratch: Path,
+        name: str) -> None:
     d = shared_keyword_daemon
-    agent = AGENTS["claude"]
-    palace = f"claude-{uuid.uuid4().hex[:8]}"
+    agent = AGENTS[name]
+    palace = f"{name}-{uuid.uuid4().hex[:8]}"
     with ModelStandin() as standin:
         world = make_world(scratch, d.env, standin.url, palace, agent_bin_dir)
         init_project(agent, world)
 
         # (a) Session 1: the model calls palace's remember tool through the real binary.
         out = run_agent(agent, world, PROMPT_REMEMBER)
-        assert json.loads(out.stdout)["result"] == standin.script.final_text
+        assert standin.script.final_text in out.stdout
         fact = remembered(d, palace)
         assert fact["created_by"].startswith(f"mcp:{agent.client_name}/"), fact
-        # The tool result came back to the model.
-        assert texts_with(standin, f"Stored drawer #{fact['id']}")
+        assert texts_with(standin, f"Stored drawer #{fact['id']}")  # the tool result came back
 
-        # (c) The Stop/SessionEnd hooks captured the exchange, the key redacted.
-        captured = wait_captured(d, palace)
-        exchange = next(x for x in captured if "remember: " + FACT in x["text"])
-        assert "[REDACTED:openai_key]" in exchange["text"], exchange["text"]
+        # (c) The capture hooks stored the exchange, the key redacted.
+        if name in CAPTURED:
+            captured = wait_captured(d, palace)
+            exchange = next(x for x in captured if "remember: " + FACT in x["text"])
+            assert "[REDACTED:openai_key]" in exchange["text"], exchange["text"]
         with d.client() as c:
             every = c.drawers(palace, limit=100)["drawers"]
         assert not [x["id"] for x in every if SECRET in x["text"]]
 
-        # (b) Session 2: the SessionStart hook's wake-up and the UserPromptSubmit hook's recall
-        # reach the model.
+        # (b) Session 2: the session-start hook's wake-up and the prompt hook's recall reach
+        # the model.
         for seed in SEEDS:
             d.cli("remember", seed, "--palace", palace, "--importance", "high", check=True)
         standin.clear()
@@ -152,21 +161,5 @@ def test_claude_code_remembers_wakes_up_recalls_and_captures(
         assert FACT not in wake  # L1 is full of the seeds: the fact comes from the prompt
         recall = injected(standin, f"Recall in palace '{palace}'")
         assert f"#{fact['id']} [general/general] " in recall and FACT in recall, recall
-
-
-@pytest.mark.parametrize("name", ["codex", "gemini", "copilot"])
-def test_agent_remembers_through_the_mcp_bridge(
-        shared_keyword_daemon: DaemonProc, agent_bin_dir: Path, scratch: Path,
-        name: str) -> None:
-    d = shared_keyword_daemon
-    agent = AGENTS[name]
-    palace = f"{name}-{uuid.uuid4().hex[:8]}"
-    with ModelStandin() as standin:
-        world = make_world(scratch, d.env, standin.url, palace, agent_bin_dir)
-        if name != "copilot":  # no Copilot target in palace init: tests/support/agents.py
-            init_project(agent, world)
-        out = run_agent(agent, world, PROMPT_REMEMBER)
-        assert standin.script.final_text in out.stdout
-        fact = remembered(d, palace)
-        assert fact["created_by"].startswith(f"mcp:{agent.client_name}/"), fact
-        assert texts_with(standin, f"Stored drawer #{fact['id']}")
+        if name in CAPTURED:  # the second session's first prompt is captured too
+            wait_captured(d, palace, PROMPT_ASK)
