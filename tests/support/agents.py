@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = REPO / "tests" / "agents"
 PACKAGE_FILES = ("package.json", "package-lock.json")
+NODE_MAJOR = 20  # the highest "engines" minimum of the pinned packages run through node
 
 
 class AgentsUnavailable(RuntimeError):
@@ -69,14 +71,23 @@ def install_agents(root: Path | None = None) -> tuple[Path, float]:
     """The ``node_modules/.bin`` of the pinned agents, installed with ``npm ci`` unless the
     cache already holds them, and the seconds this call spent installing (0.0 when cached).
 
-    Raises AgentsUnavailable without node or npm, or when ``npm ci`` fails.
+    Raises AgentsUnavailable without node or npm, with a node older than ``NODE_MAJOR``, or
+    when ``npm ci`` fails.
     """
     missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
     if missing:
         raise AgentsUnavailable(
             f"{' and '.join(missing)} not found on PATH: the agent tests run the real Claude "
-            "Code, Codex CLI and Gemini CLI from npm (tests/agents/package.json); install "
-            "Node.js 20+ with npm (Debian: apt-get install nodejs npm)")
+            "Code, Codex CLI, Gemini CLI and Copilot CLI from npm (tests/agents/package.json); "
+            f"install Node.js {NODE_MAJOR}+ with npm")
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    major = re.match(r"v(\d+)\.", version)
+    if major is None or int(major.group(1)) < NODE_MAJOR:
+        raise AgentsUnavailable(
+            f"node {version or '(no version)'} is too old: the agent tests need Node.js "
+            f"{NODE_MAJOR}+ (Gemini CLI 0.61 requires it; Debian 12's own nodejs is 18: use "
+            "Debian 13's or NodeSource's)")
     root = root or cache_root()
     digest = lock_digest()
     target = root / digest
