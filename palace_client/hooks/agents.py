@@ -24,7 +24,6 @@ and the bundled changelog); details and what each cannot do in ``docs/agents.md`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,13 +117,3 @@ def field(data: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
-
-
-# Gemini CLI 0.61 puts the SessionStart hooks' context in front of the session's first prompt,
-# in the BeforeAgent hook's ``prompt`` too (seen through the real binary, tests/e2e/agents).
-_HOOK_CONTEXT = re.compile(r"^\s*<hook_context>.*?</hook_context>\s*", re.S)
-
-
-def typed_prompt(prompt: str) -> str:
-    """``prompt`` without the hook context an agent put in front of it: the words typed."""
-    return _HOOK_CONTEXT.sub("", prompt, count=1)

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field, typed_prompt
+from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field
 from palace_client.hooks.capture import (
     HookInputError,
     hook_object,
@@ -89,6 +89,8 @@ def parse_prompt(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     Raises:
         HookInputError: not a JSON object with a string ``prompt``.
     """
+    from palaced.wire.vocab import typed_prompt
+
     shape = agent_hooks(agent)
     data = hook_object(raw)
     prompt = next((data[k] for k in shape.prompt_keys if isinstance(data.get(k), str)), None)

@@ -49,6 +49,7 @@ from palaced.text.transcript import (
     parse_time,
     tool_line,
 )
+from palaced.wire.vocab import typed_prompt
 
 # Tools that only look or plan (the Claude reader's QUIET_TOOLS, in Gemini CLI's names).
 QUIET_TOOLS = frozenset({"read_file", "read_many_files", "glob", "grep_search",
@@ -62,9 +63,6 @@ _AS_CLAUDE = {"run_shell_command": "Bash", "write_file": "Write", "replace": "Ed
               "edit": "Edit", "google_web_search": "WebSearch", "web_fetch": "WebFetch",
               "invoke_agent": "Agent"}
 _NOT_TYPED = re.compile(r"^\s*<(?:session_context|hook_context|state_snapshot)>")
-# What hooks added before the session's first prompt: Gemini CLI 0.61 sends the SessionStart
-# hooks' context in front of the typed words, in one text part (checked by tests/e2e/agents).
-_HOOK_CONTEXT = re.compile(r"^\s*<hook_context>.*?</hook_context>\s*", re.S)
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 
 
@@ -167,7 +165,8 @@ class GeminiRecords(Records):
                 parts = _parts(shown)
             except Malformed:
                 pass  # what was sent is still the prompt
-        text = _HOOK_CONTEXT.sub("", "\n\n".join(_texts(parts)), count=1).strip()
+        # The SessionStart hooks' context comes in front of a session's first prompt.
+        text = typed_prompt("\n\n".join(_texts(parts))).strip()
         if not text or _NOT_TYPED.match(text):
             return None
         return Prompt(text, at_ms, self.session_id, None, text.startswith("/"), record["id"])

@@ -111,3 +111,15 @@ HOOK_SETTINGS: dict[str, tuple[float, float, float]] = {
     "prompt_budget": (300, 0, 4_000),  # tokens a prompt's injected memories may take
     "prompt_timeout_s": (1.0, 0, 10.0),  # the prompt hook's whole wall time
 }
+
+
+# -- agents' hooks ----------------------------------------------------------------------------
+# Gemini CLI 0.61 puts the SessionStart hooks' context in front of a session's first prompt,
+# in one text part of its chat file and in its BeforeAgent hook's ``prompt`` (seen through the
+# real binary, tests/e2e/agents): capture and the prompt hook take the words typed.
+_HOOK_CONTEXT = re.compile(r"^\s*<hook_context>.*?</hook_context>\s*", re.S)
+
+
+def typed_prompt(prompt: str) -> str:
+    """``prompt`` without the ``<hook_context>`` block an agent put in front of it."""
+    return _HOOK_CONTEXT.sub("", prompt, count=1)

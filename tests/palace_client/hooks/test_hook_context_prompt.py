@@ -1,13 +1,14 @@
 """``palace hook prompt`` recalls the words typed: Gemini CLI 0.61 sends the SessionStart hooks'
 context in front of the session's first prompt in its BeforeAgent ``prompt`` (what the real
-binary sent in tests/e2e/agents), which palace_client.hooks.prompt.parse_prompt drops."""
+binary sent in tests/e2e/agents), which palace_client.hooks.prompt.parse_prompt drops
+(palaced.wire.vocab.typed_prompt)."""
 
 from __future__ import annotations
 
 import json
 
-from palace_client.hooks.agents import typed_prompt
 from palace_client.hooks.prompt import parse_prompt
+from palaced.wire.vocab import typed_prompt
 
 
 def test_the_gemini_hook_context_is_not_the_prompt() -> None:
