@@ -39,8 +39,8 @@ def init_command(
         "--hooks", help="Also add each agent's hooks. Claude Code: SessionStart runs `palace "
         "wake-up`; UserPromptSubmit runs `palace hook prompt` (memories relevant to the "
         "prompt); PreCompact, Stop and SessionEnd run `palace hook capture` (the session is "
-        "captured as drawers). Codex CLI and Gemini CLI: the same three, Cursor: the wake-up, "
-        "Copilot CLI: the wake-up and prompt recall (`palace hook ... --agent NAME`).")
+        "captured as drawers). Codex CLI, Gemini CLI and Copilot CLI: the same three, Cursor: "
+        "the wake-up (`palace hook ... --agent NAME`).")
     ] = False,
     tools: Annotated[str | None, typer.Option(
         "--tools", help=f"{TOOLSETS_HELP}: the bridge serves them (written into its "

@@ -146,21 +146,22 @@ def _verbs(agent: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
 
 def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
     """Every agent's hooks: event -> palace subcommand (``palace_client.hooks.agents`` has the
-    input and output shapes; docs/agents.md why each event). Codex CLI (0.171): the Claude
-    Code events it has; Gemini CLI (0.61): BeforeAgent is its prompt event, AfterAgent its
+    input and output shapes; docs/agents.md why each event). Codex CLI (0.171): Claude
+    Code's events, which it has; Gemini CLI (0.61): BeforeAgent is its prompt event, AfterAgent its
     end of turn, PreCompress its compaction; Cursor: only sessionStart takes context (its
     beforeSubmitPrompt cannot, and palace cannot read its transcripts); Copilot CLI (1.0.102):
-    camelCase events, whose transcripts palace cannot read either."""
+    camelCase events, agentStop its end of turn."""
     events: dict[str, dict[str, tuple[str, ...]]] = {"claude": HOOK_EVENTS}
     wake, prompt, capture = _verbs("codex")
     events["codex"] = {"SessionStart": wake, "UserPromptSubmit": prompt,
-                       "PreCompact": capture, "Stop": capture}
+                       "PreCompact": capture, "Stop": capture, "SessionEnd": capture}
     wake, prompt, capture = _verbs("gemini")
     events["gemini"] = {"SessionStart": wake, "BeforeAgent": prompt, "PreCompress": capture,
                         "AfterAgent": capture, "SessionEnd": capture}
     events["cursor"] = {"sessionStart": _verbs("cursor")[0]}
-    wake, prompt, _ = _verbs("copilot")
-    events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt}
+    wake, prompt, capture = _verbs("copilot")
+    events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt,
+                         "preCompact": capture, "agentStop": capture}
     return events
 
 

@@ -37,7 +37,8 @@ def capture(palace: str | None = typer.Option(
     daemon to capture what is new in the transcript (in the background), and exits 0 within
     about 200 ms whatever happens, printing nothing: problems go to the clients' log
     (palace.log beside the daemon's log). Installed for Claude Code's PreCompact, Stop and
-    SessionEnd, and the equivalents of Codex CLI and Gemini CLI (--agent codex, gemini).
+    SessionEnd, and the equivalents of Codex CLI, Gemini CLI and Copilot CLI (--agent
+    codex, gemini, copilot).
     """
     from palace_client.hooks.capture import capture as run_hook
 

@@ -17,9 +17,10 @@ and the bundled changelog); details and what each cannot do in ``docs/agents.md`
   hook can only allow or block a prompt, never add to it, so Cursor gets no prompt hook.
 * Copilot CLI's camelCase events send ``sessionId``, ``cwd``, ``prompt`` and
   ``transcriptPath`` and read a top-level ``additionalContext``.
-* Capture needs a transcript palace can read: Claude Code's, Codex's and Gemini's JSONL
-  (``capture.transcript``'s ``format``). Cursor's and Copilot's transcripts are not among
-  them, so those agents get no capture hook.
+* Capture needs a transcript palace can read (``capture.transcript``'s ``format``): Claude
+  Code's, Codex's, Gemini's and Copilot's (whose ``agentStop`` and ``preCompact`` name its
+  session's ``events.jsonl`` as ``transcriptPath``). Cursor's is not among them, so Cursor
+  gets no capture hook.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ AGENTS: Mapping[str, AgentHooks] = {
                           cwd_keys=("cwd",), transcript_keys=("transcriptPath",
                                                               "transcript_path"),
                           prompt_keys=("prompt",), start=_top("additionalContext"),
-                          prompt=_top("additionalContext"), capture_format=None),
+                          prompt=_top("additionalContext"), capture_format="copilot"),
 }
 
 

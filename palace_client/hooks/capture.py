@@ -1,12 +1,12 @@
 """``palace hook capture``: the hook that has the daemon capture an agent's session.
 
 Installed by ``palace init --hooks`` for Claude Code's ``PreCompact``, ``Stop`` and
-``SessionEnd`` events, and the equivalents of Codex CLI and Gemini CLI (``--agent codex``,
-``--agent gemini``: ``palace_client.hooks.agents``, whose rows name the input's fields and
-the transcript's ``format``). The agent writes the hook input on stdin (Claude Code:
-``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``); the hook sends
-``capture.transcript`` without ``wait`` (the daemon only queues it) and exits. It must never
-cost the agent's turn anything:
+``SessionEnd`` events, and the equivalents of Codex CLI, Gemini CLI and Copilot CLI
+(``--agent codex``, ``gemini``, ``copilot``: ``palace_client.hooks.agents``, whose rows name
+the input's fields and the transcript's ``format``). The agent writes the hook input on
+stdin (Claude Code: ``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``); the
+hook sends ``capture.transcript`` without ``wait`` (the daemon only queues it) and exits. It
+must never cost the agent's turn anything:
 
 * it always exits 0 and prints nothing (a ``Stop`` hook's stdout is read by Claude Code);
 * an input that names no transcript, or one that does not exist (``claude mcp list`` fires
@@ -71,6 +71,19 @@ def log_line(message: str) -> None:
             os.close(fd)
     except Exception:  # nowhere left to report to
         pass
+
+
+def log_failure(what: str, exc: BaseException) -> None:
+    """Log why a hook (``what``: "hook capture Stop"...) did nothing: a refusal of the daemon
+    with its code, bad input as such, anything else as unexpected; never raises."""
+    from palaced.wire.errors import PalaceError
+
+    if isinstance(exc, PalaceError):
+        log_line(f"{what}: {exc.message} [{exc.name}]")
+    elif isinstance(exc, HookInputError):
+        log_line(f"{what}: {exc}")
+    else:
+        log_line(f"{what}: unexpected {type(exc).__name__}: {exc}")
 
 
 def read_input(stdin_fd: int, wait_s: float = STDIN_WAIT_S) -> bytes:
@@ -286,7 +299,7 @@ def palace_arg(argv: Sequence[str], verb: str = "capture") -> str | None:
 
 def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError
+    from palaced.wire.errors import Busy, DaemonUnreachable
 
     deadline = (started if started is not None else time.monotonic()) + BUDGET_S
     event = "?"
@@ -307,12 +320,8 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
             _defer(palace, args)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")
-    except PalaceError as exc:
-        log_line(f"hook capture {event}: {exc.message} [{exc.name}]")
-    except HookInputError as exc:
-        log_line(f"hook capture {event}: {exc}")
     except BaseException as exc:  # a hook must never fail the agent's turn
-        log_line(f"hook capture {event}: unexpected {type(exc).__name__}: {exc}")
+        log_failure(f"hook capture {event}", exc)
     return 0
 
 

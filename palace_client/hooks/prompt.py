@@ -45,6 +45,7 @@ from palace_client.hooks.capture import (
     HookInputError,
     hook_object,
     hook_options,
+    log_failure,
     log_line,
     palace_for,
     read_input,
@@ -260,7 +261,7 @@ def output(text: str, agent: str = DEFAULT_AGENT) -> str:
 
 def prompt(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.wire.errors import PalaceError, PalaceNotFound
+    from palaced.wire.errors import PalaceNotFound
 
     start = started if started is not None else time.monotonic()
     try:
@@ -285,12 +286,8 @@ def prompt(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None)
     except (ConnectionError, OSError) as exc:
         # Not in time, or gone mid-request: the prompt goes on without memories.
         log_line(f"hook prompt: daemon not reached ({type(exc).__name__}: {exc})")
-    except PalaceError as exc:
-        log_line(f"hook prompt: {exc.message} [{exc.name}]")
-    except HookInputError as exc:
-        log_line(f"hook prompt: {exc}")
     except BaseException as exc:  # a hook must never fail the prompt
-        log_line(f"hook prompt: unexpected {type(exc).__name__}: {exc}")
+        log_failure("hook prompt", exc)
     return 0
 
 

@@ -30,6 +30,7 @@ from palace_client.hooks.capture import (
     HookInputError,
     hook_object,
     hook_options,
+    log_failure,
     log_line,
     palace_for,
     read_input,
@@ -81,8 +82,6 @@ def wake_text(palace: str) -> str:
 
 def wake_up(argv: Sequence[str], stdin_fd: int = 0) -> int:
     """Run the hook; always returns 0 (failures are logged, see the module docstring)."""
-    from palaced.wire.errors import PalaceError
-
     try:
         pinned, agent = hook_options(argv, "wake-up")
         try:
@@ -94,12 +93,8 @@ def wake_up(argv: Sequence[str], stdin_fd: int = 0) -> int:
         if text:
             sys.stdout.write(output(text, agent) + "\n")
             sys.stdout.flush()
-    except PalaceError as exc:
-        log_line(f"hook wake-up: {exc.message} [{exc.name}]")
-    except HookInputError as exc:
-        log_line(f"hook wake-up: {exc}")
     except BaseException as exc:  # a hook must never fail the session's start
-        log_line(f"hook wake-up: unexpected {type(exc).__name__}: {exc}")
+        log_failure("hook wake-up", exc)
     return 0
 
 

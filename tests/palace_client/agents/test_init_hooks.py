@@ -193,3 +193,19 @@ def test_copilot_is_detected_and_gets_its_mcp_config(world: World) -> None:
     world.environ["COPILOT_HOME"] = str(world.root / "cp")
     world.run(agents=("copilot-cli",), scope="user", hooks=True)
     assert (world.root / "cp" / "hooks" / "palace.json").exists()
+
+
+def test_a_hooks_file_without_version_or_hooks_gets_them_back_out(world: World) -> None:
+    path = hook_file(world, "cursor", "user")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"theme": 1}')
+    world.run(agents=("cursor",), scope="user", hooks=True)
+    assert json.loads(path.read_text())["version"] == 1
+    world.run(agents=("cursor",), scope="user", uninstall=True)
+    assert path.read_text() == '{"theme": 1}'
+    # A file of the user's own hooks holds nothing of palace's: uninstall leaves it alone.
+    path.write_text(dump({"hooks": {"sessionStart": [], "stop": [{"command": "x"}]}}))
+    before = path.read_bytes()
+    assert {c.action for c in world.run(agents=("cursor",), scope="user", uninstall=True)} <= {
+        "unchanged"}
+    assert path.read_bytes() == before

@@ -123,11 +123,15 @@ def test_capture_request_args_per_agent() -> None:
             "path": hook["transcript_path"], "create": True, "session_id": "s1",
             "format": agent}
     copilot = capture.parse_input(json.dumps(
-        {"sessionId": "s1", "cwd": "/w", "transcriptPath": "rel/t.jsonl"}).encode(), "copilot")
-    assert copilot["transcript_path"] == "/w/rel/t.jsonl" and copilot["session_id"] == "s1"
-    for agent in ("cursor", "copilot"):  # transcripts palace cannot read
-        with pytest.raises(HookInputError, match="cannot read"):
-            capture.request_args(copilot, agent)
+        {"sessionId": "s1", "cwd": "/w", "transcriptPath": "rel/events.jsonl",
+         "stopReason": "end_turn"}).encode(), "copilot")
+    assert capture.request_args(copilot, "copilot") == {
+        "path": "/w/rel/events.jsonl", "create": True, "session_id": "s1", "format": "copilot"}
+    cursor = capture.parse_input(json.dumps(
+        {"conversation_id": "c", "transcript_path": "/t/x.txt"}).encode(), "cursor")
+    assert cursor["transcript_path"] == ""  # Cursor's transcript is not one palace reads
+    with pytest.raises(HookInputError, match="cannot read"):
+        capture.request_args(copilot, "cursor")
 
 
 # -- fail-open, every agent ---------------------------------------------------------------------
