@@ -83,9 +83,9 @@ codex = _command(
     "codex", "Codex CLI", "Rollout files (rollout-*.jsonl) or directories holding them at any "
     "depth (default: $CODEX_HOME/sessions, else ~/.codex/sessions).", "rollouts")
 gemini = _command(
-    "gemini", "Gemini CLI", "Chat files (session-*.jsonl), chats directories, project "
-    "directories or the tmp directory (default: ~/.gemini/tmp/*/chats; "
-    "$GEMINI_CLI_HOME/.gemini/tmp when that is set).", "chats")
+    "gemini", "Gemini CLI", "Chat files (session-*.jsonl, and older releases' session-*.json), "
+    "chats directories, project directories or the tmp directory (default: "
+    "~/.gemini/tmp/*/chats; $GEMINI_CLI_HOME/.gemini/tmp when that is set).", "chats")
 copilot = _command(
     "copilot", "GitHub Copilot CLI", "Session logs (events.jsonl), session directories or the "
     "session-state directory (default: $COPILOT_HOME/session-state, else "

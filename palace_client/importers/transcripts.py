@@ -9,7 +9,9 @@ files under a directory are sessions:
 * ``codex``: ``rollout-*.jsonl`` at any depth under ``$CODEX_HOME/sessions``, else
   ``~/.codex/sessions`` (``YYYY/MM/DD/`` folders);
 * ``gemini``: ``session-*.jsonl`` of ``~/.gemini/tmp/*/chats`` (``$GEMINI_CLI_HOME/.gemini``
-  when that is set; PATH: a chats directory, a project directory or the ``tmp`` directory);
+  when that is set; PATH: a chats directory, a project directory or the ``tmp`` directory),
+  and the ``session-*.json`` documents of older releases but those Gemini CLI converted to a
+  ``.jsonl`` beside them (on resuming the session);
 * ``copilot``: ``*/events.jsonl`` under ``$COPILOT_HOME/session-state``, else
   ``~/.copilot/session-state`` (PATH: an ``events.jsonl``, a session directory or the
   ``session-state`` directory).
@@ -28,7 +30,6 @@ loop; it counts into the runner's ``Tally`` and reports with the runner's ``repo
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -44,6 +45,7 @@ from palaced.wire.errors import PalaceError, SourceUnreadable
 OP = "capture.transcript"
 REQUEST_TIMEOUT_MS = 3_600_000  # one transcript may be long; the daemon caps it (1 hour)
 MAX_HEAD = 1 << 20  # bytes of a Gemini chat's first line read for its session id
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"\\]+)"')
 _UUID_TAIL = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z",
                         re.I)
 
@@ -72,15 +74,16 @@ def _codex_session(path: Path) -> str:
 
 
 def _gemini_session(path: Path) -> str:
-    """The ``sessionId`` of a Gemini CLI chat's metadata line, else the file's stem."""
+    """The ``sessionId`` a Gemini CLI chat opens with (its metadata line, or the top of an
+    older chat document), else the file's stem."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(MAX_HEAD).split(b"\n", 1)[0]
-        meta = json.loads(head)
-    except (OSError, ValueError, RecursionError):
+            head = fh.read(MAX_HEAD)
+    except OSError:
         return path.stem
-    sid = meta.get("sessionId") if isinstance(meta, dict) else None
-    return sid if isinstance(sid, str) and 0 < len(sid) <= 200 else path.stem
+    m = _SESSION_ID.search(head)
+    sid = m.group(1).decode("utf-8", "replace") if m else ""
+    return sid if 0 < len(sid) <= 200 else path.stem
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,8 @@ AGENTS: dict[str, Agent] = {a.name: a for a in (
           ("rollout-*.jsonl",), True, _codex_session, 1),
     Agent("gemini", "Gemini CLI", "gemini",
           lambda env: _home(env.get("GEMINI_CLI_HOME"), "") / ".gemini" / "tmp",
-          ("session-*.jsonl", "chats/session-*.jsonl", "*/chats/session-*.jsonl"), False,
-          _gemini_session, 2),
+          tuple(f"{where}session-*.{ext}" for where in ("", "chats/", "*/chats/")
+                for ext in ("jsonl", "json")), False, _gemini_session, 2),
     Agent("copilot", "Copilot CLI", "copilot",
           lambda env: _home(env.get("COPILOT_HOME"), ".copilot") / "session-state",
           ("events.jsonl", "*/events.jsonl"), False, lambda path: path.parent.name, 0),
@@ -134,7 +137,9 @@ def find_transcripts(location: Path, agent: Agent) -> list[Path]:
                                "directory", details={"path": str(location)})
     globber = location.rglob if agent.recursive else location.glob
     found = {p for pattern in agent.patterns for p in globber(pattern) if p.is_file()}
-    return sorted(found)
+    # A document converted to JSON lines beside it (Gemini CLI, on resuming it) is that copy.
+    return sorted(p for p in found if not (p.suffix == ".json" and p.with_suffix(".jsonl")
+                                           in found))
 
 
 def fallback_wing(path: Path, agent: Agent) -> str:

@@ -11,6 +11,12 @@ its answer may grow. The reader hands them out in batches (:meth:`TranscriptRead
 with the position a later capture must resume from: the start of the first exchange not
 complete, so nothing in progress is ever skipped.
 
+A format that also had a whole-document shape (Gemini CLI's chats before its JSONL recording:
+one JSON object with a ``messages`` list, rewritten after every message; ``Records.documents``)
+is read from such a file as one record per message: there "line" *n* is the document's *n*-th
+message, offsets are message indexes, and the document (at most ``MAX_DOCUMENT`` bytes) is
+parsed whole on each capture; everything else (resume, the open tail, dedupe) is the same.
+
 Pure and synchronous (file reads only); the daemon runs it in a worker thread.
 """
 
@@ -21,7 +27,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from palaced.text.transcript import Answer, ClaudeRecords, Malformed, Prompt, Records
 from palaced.text.transcript_codex import CodexRecords
@@ -72,6 +78,7 @@ BLOCK = 1 << 20  # bytes read at a time
 MAX_LINE = 64 << 20  # a longer line is skipped as malformed (it cannot be a sane record)
 MAX_LISTED = 100  # malformed line numbers reported (the count is always whole)
 MAX_FIRST_LINE = 4 << 20  # the first record a stateful format reads again when resuming
+MAX_DOCUMENT = 64 << 20  # a whole-document transcript larger than this is not read
 
 
 @dataclass
@@ -163,32 +170,41 @@ class TranscriptReader:
     an earlier capture already reported malformed lines (they are not reported again);
     ``records`` reads the format's records (default: Claude Code's). A stateful format
     resuming past the start is shown the file's first record first (the session's id and
-    working directory are there).
+    working directory are there). A whole document (see the module docstring) is read by
+    message: offsets and lines count messages.
+
+    Raises:
+        SourceUnreadable: a whole-document transcript larger than MAX_DOCUMENT.
     """
 
     def __init__(self, fh: BinaryIO, offset: int, line: int, scanned: int = 0,
                  records: Records | None = None) -> None:
         self._fh = fh
         self._records = records if records is not None else ClaudeRecords()
-        self.size = os.fstat(fh.fileno()).st_size
+        self._document: list[Any] | None = None
+        if self._records.documents and _is_document(self._first_line()):
+            self._document = self._load_document()
+            self.size = len(self._document)
+        else:
+            self.size = os.fstat(fh.fileno()).st_size
         # A file shorter than the offset was replaced or truncated: read it again.
         self.restarted = offset > self.size
         if self.restarted:
             offset, line, scanned = 0, 0, 0
-        if offset > 0 and self._records.stateful:
+        if offset > 0 and self._records.stateful and self._document is None:
             self._prime()
-        fh.seek(offset)
+        fh.seek(offset if self._document is None else 0)
         self._pos = offset  # byte offset of the next unread line
         self._line = line
         self._scanned = scanned
         self._buf = b""
+        self._at = 0  # where the next line starts in _buf
         self._eof = False
         self._current: Exchange | None = None
         self._seen: set[str] = set()
 
-    def _prime(self) -> None:
-        """Show the format's reader the file's first record (its events are not used; a
-        first line that is too long or not a record is passed over)."""
+    def _first_line(self) -> bytes:
+        """The file's first line (b"" when longer than MAX_FIRST_LINE)."""
         self._fh.seek(0)
         head = b""
         while len(head) <= MAX_FIRST_LINE and b"\n" not in head:
@@ -197,28 +213,78 @@ class TranscriptReader:
                 break
             head += chunk
         first = head.split(b"\n", 1)[0]
-        if len(first) > MAX_FIRST_LINE:
+        return b"" if len(first) > MAX_FIRST_LINE else first
+
+    def _prime(self) -> None:
+        """Show the format's reader the file's first record (its events are not used; a
+        first line that is too long or not a record is passed over)."""
+        first = self._first_line()
+        if not first:
             return
         try:
             self._records.classify(loads_json(first))
         except (ValueError, Malformed, RecursionError):
             pass
 
+    def _load_document(self) -> list[Any]:
+        """The messages of a whole-document transcript, after showing the format's reader the
+        document without them (its metadata); a document that does not parse, or has no
+        ``messages`` list, is one malformed "line".
+
+        Raises:
+            SourceUnreadable: the file is larger than MAX_DOCUMENT.
+        """
+        self._fh.seek(0)
+        data = b""
+        while len(data) <= MAX_DOCUMENT:
+            chunk = self._fh.read(BLOCK)
+            if not chunk:
+                break
+            data += chunk
+        if len(data) > MAX_DOCUMENT:
+            raise SourceUnreadable(
+                f"a transcript document larger than {MAX_DOCUMENT >> 20} MiB is not read",
+                details={"size": os.fstat(self._fh.fileno()).st_size})
+        try:
+            doc = loads_json(data)
+        except (ValueError, RecursionError):
+            return [None]
+        messages = doc.get("messages") if isinstance(doc, dict) else None
+        if not isinstance(messages, list):
+            return [None]
+        try:
+            self._records.classify({k: v for k, v in doc.items() if k != "messages"})
+        except Malformed:
+            pass
+        return messages
+
     @property
     def position(self) -> int:
         """Byte offset after the last complete line read."""
         return self._pos
 
-    def _lines(self) -> tuple[int, int, bytes] | None:
-        """The next complete line as ``(number, start, bytes)``, or None at the end."""
+    def _lines(self) -> tuple[int, int, bytes | _Parsed] | None:
+        """The next complete line as ``(number, start, bytes)`` (of a whole document: the
+        next message, parsed), or None at the end."""
+        if self._document is not None:
+            if self._pos >= len(self._document):
+                return None
+            start = self._pos
+            self._pos += 1
+            self._line += 1
+            return self._line, start, _Parsed(self._document[start])
         while True:
-            cut = self._buf.find(b"\n")
+            # Lines are cut from the buffer by index: slicing the rest off after each line
+            # copied the whole 1 MiB block per line (quadratic, and mostly page faults).
+            cut = self._buf.find(b"\n", self._at)
             if cut >= 0:
-                raw, self._buf = self._buf[:cut], self._buf[cut + 1:]
+                raw = self._buf[self._at:cut]
                 start = self._pos
-                self._pos += cut + 1
+                self._pos += cut + 1 - self._at
+                self._at = cut + 1
                 self._line += 1
                 return self._line, start, raw
+            self._buf, self._at = self._buf[self._at:], 0
             if self._eof:
                 return self._last_line()
             if len(self._buf) > MAX_LINE:
@@ -277,10 +343,11 @@ class TranscriptReader:
                 batch.eof = True
                 break
             number, start, raw = got
-            if not raw.strip():
+            if isinstance(raw, bytes) and not raw.strip():
                 continue
             try:
-                record = loads_json(raw)  # a lone surrogate: U+FFFD, never a failure
+                # A lone surrogate: U+FFFD, never a failure.
+                record = raw.value if isinstance(raw, _Parsed) else loads_json(raw)
                 event = self._records.classify(record)
             except (ValueError, Malformed, RecursionError):
                 if start >= self._scanned:
@@ -326,3 +393,26 @@ class TranscriptReader:
         # An answer before any prompt (a session's opening, a compacted session's
         # continuation read from its start) belongs to no exchange here: dropped.
 
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A record of a whole document, already parsed (``TranscriptReader._lines``)."""
+
+    value: Any
+
+
+def _is_document(first: bytes) -> bool:
+    """Whether a file whose first line is ``first`` holds one JSON document rather than JSON
+    lines: a first line that opens an object and is not one (a pretty-printed document), or
+    one line holding the whole document (an object with a ``messages`` list)."""
+    stripped = first.strip()
+    if stripped == b"{":
+        return True
+    if not stripped.startswith(b"{"):
+        return False
+    try:
+        value = loads_json(stripped)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and isinstance(value.get("messages"), list)

@@ -86,10 +86,17 @@ _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_co
 class Records:
     """The records of one transcript format, read in order by one reader
     (``palaced.text.exchanges``); a format that keeps state across records (the session's id
-    and directory from its first record) sets ``stateful``, and the reader then shows it the
-    file's first record before it resumes in the middle."""
+    and directory from its first record: ``session_id``, ``cwd``) sets ``stateful``, and the
+    reader then shows it the file's first record before it resumes in the middle."""
 
     stateful: ClassVar[bool] = False
+    # The format was also written as one JSON document (``{..., "messages": [...]}``): such a
+    # file is read message by message (``palaced.text.exchanges``).
+    documents: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.session_id: str | None = None
+        self.cwd: str | None = None
 
     def classify(self, record: Any) -> Event:
         """The event ``record`` stands for.
@@ -120,8 +127,10 @@ def parse_time(value: Any) -> int | None:
     return int(stamp.timestamp() * 1000)
 
 
-def _str(value: Any) -> str | None:
+def text_or_none(value: Any) -> str | None:
+    """``value`` when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
+
 
 
 def _one_line(text: str, limit: int = MAX_TOOL_TARGET) -> str:
@@ -147,20 +156,20 @@ def tool_line(name: str, tool_input: Any, cwd: str | None = None) -> str | None:
         return None
     args = tool_input if isinstance(tool_input, dict) else {}
     if name in _FILE_TOOLS:
-        path = _str(args.get("file_path")) or _str(args.get("notebook_path")) or _str(
-            args.get("path"))
+        path = (text_or_none(args.get("file_path")) or text_or_none(args.get("notebook_path"))
+                or text_or_none(args.get("path")))
         return f"→ {name} {_one_line(_relative(path, cwd))}" if path else f"→ {name}"
     if name == "Bash":
-        command = _str(args.get("command"))
+        command = text_or_none(args.get("command"))
         return f"→ Bash: {_one_line(command)}" if command else "→ Bash"
     if name in ("Task", "Agent"):
-        what = _str(args.get("description")) or _str(args.get("subagent_type"))
+        what = text_or_none(args.get("description")) or text_or_none(args.get("subagent_type"))
         return f"→ {name}: {_one_line(what)}" if what else f"→ {name}"
     if name == "WebFetch":
-        url = _str(args.get("url"))
+        url = text_or_none(args.get("url"))
         return f"→ WebFetch {_one_line(url)}" if url else "→ WebFetch"
     if name == "WebSearch":
-        query = _str(args.get("query"))
+        query = text_or_none(args.get("query"))
         return f"→ WebSearch: {_one_line(query)}" if query else "→ WebSearch"
     # Any other tool (MCP tools included): its name and its first short string argument.
     first = next((v for v in args.values() if isinstance(v, str) and v.strip()), None)
@@ -256,12 +265,12 @@ def classify(record: Any) -> Event:
     if record.get("isSidechain") is True:
         return None
     at_ms = parse_time(record.get("timestamp"))
-    cwd = _str(record.get("cwd"))
+    cwd = text_or_none(record.get("cwd"))
     if kind == "assistant":
         if record.get("isApiErrorMessage") is True:
             return None
         parts = _answer_parts(message["content"], cwd)
-        return Answer(parts, at_ms, _str(record.get("uuid"))) if parts else None
+        return Answer(parts, at_ms, text_or_none(record.get("uuid"))) if parts else None
     if record.get("isMeta") is True or record.get("isCompactSummary") is True:
         # Still checked: a meta record of the wrong shape is as malformed as any other.
         if not isinstance(message["content"], str | list):
@@ -270,5 +279,5 @@ def classify(record: Any) -> Event:
     text, command = _prompt_text(message["content"])
     if text is None:
         return None
-    return Prompt(text, at_ms, _str(record.get("sessionId")), cwd, command,
-                  _str(record.get("uuid")))
+    return Prompt(text, at_ms, text_or_none(record.get("sessionId")), cwd, command,
+                  text_or_none(record.get("uuid")))

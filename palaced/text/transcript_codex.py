@@ -28,7 +28,10 @@ assembler's events (``palaced.text.exchanges``):
 :class:`Malformed` is raised for a line that is not a JSON object with a string ``type`` and
 a ``payload`` object, or whose ``user_message`` or ``message`` payload has the wrong shape.
 The reader keeps the session's id and working directory from ``session_meta`` and
-``turn_context`` (``stateful``: a capture resuming mid-file is shown the first line again).
+``turn_context`` (``stateful``: a capture resuming mid-file is shown the first line again). A
+sub-agent's rollout (``session_meta.source`` naming a ``subagent``: Codex writes a rollout per
+spawned agent, prompted by the parent agent, not by a person) yields no events, as Claude
+Code's sidechains do not.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from palaced.text.transcript import (
     Prompt,
     Records,
     parse_time,
+    text_or_none,
     tool_line,
 )
 
@@ -63,10 +67,6 @@ _PATCH_VERBS = {"Add": "Write", "Update": "Edit", "Delete": "Delete"}
 _SHELL_WRAPPERS = frozenset({"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/bin/zsh",
                              "/usr/bin/bash", "/usr/bin/zsh", "pwsh", "powershell"})
 MAX_ARGUMENTS = 1 << 20  # characters of a call's JSON arguments parsed for its tool line
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _command(value: Any) -> str | None:
@@ -108,7 +108,7 @@ def call_lines(name: str, args: dict[str, Any], cwd: str | None) -> list[str]:
         command = _command(args.get("command")) or _command(args.get("cmd"))
         line = tool_line("Bash", {"command": command} if command else {}, cwd)
     elif name == "apply_patch":
-        patch = _str(args.get("input")) or _str(args.get("patch")) or ""
+        patch = text_or_none(args.get("input")) or text_or_none(args.get("patch")) or ""
         return _patch_lines(patch, cwd)
     elif name in ("web_search", "search"):
         line = tool_line("WebSearch", {"query": args.get("query")}, cwd)
@@ -121,13 +121,10 @@ class CodexRecords(Records):
     """Codex CLI rollout records (see the module docstring)."""
 
     stateful: ClassVar[bool] = True
-
-    def __init__(self) -> None:
-        self.session_id: str | None = None
-        self.cwd: str | None = None
-        # The last prompt's text until an answer follows it: a user_message and the
-        # UserMessage item of the same prompt come one after the other.
-        self._unanswered: str | None = None
+    subagent = False  # a sub-agent's rollout (see the module docstring)
+    # The last prompt's text until an answer follows it: a user_message and the UserMessage
+    # item of the same prompt come one after the other.
+    _unanswered: str | None = None
 
     def classify(self, record: Any) -> Event:
         """The event one rollout record stands for.
@@ -144,11 +141,15 @@ class CodexRecords(Records):
             raise Malformed("not a Codex rollout record (string 'type', object 'payload')")
         at_ms = parse_time(record.get("timestamp"))
         if kind == "session_meta":
-            self.session_id = _str(payload.get("id")) or self.session_id
-            self.cwd = _str(payload.get("cwd")) or self.cwd
+            self.session_id = text_or_none(payload.get("id")) or self.session_id
+            self.cwd = text_or_none(payload.get("cwd")) or self.cwd
+            source = payload.get("source")
+            self.subagent = self.subagent or (isinstance(source, dict) and "subagent" in source)
+            return None
+        if self.subagent:
             return None
         if kind == "turn_context":
-            self.cwd = _str(payload.get("cwd")) or self.cwd
+            self.cwd = text_or_none(payload.get("cwd")) or self.cwd
             return None
         if kind == "event_msg":
             return self._event(payload, at_ms)

@@ -36,6 +36,7 @@ from palaced.text.transcript import (
     Prompt,
     Records,
     parse_time,
+    text_or_none,
     tool_line,
 )
 
@@ -47,10 +48,6 @@ _AS_CLAUDE = {"bash": "Bash", "shell": "Bash", "powershell": "Bash", "edit": "Ed
               "str_replace_editor": "Edit", "str_replace": "Edit", "create": "Write",
               "web_fetch": "WebFetch", "task": "Task"}
 _NOT_TYPED = ("skill-", "agent-", "system", "schedule", "command", "autopilot", "hook")
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def call_line(request: Any, cwd: str | None = None) -> str | None:
@@ -72,10 +69,6 @@ class CopilotRecords(Records):
 
     stateful: ClassVar[bool] = True
 
-    def __init__(self) -> None:
-        self.session_id: str | None = None
-        self.cwd: str | None = None
-
     def classify(self, record: Any) -> Event:
         """The event one session event stands for.
 
@@ -93,8 +86,8 @@ class CopilotRecords(Records):
         if kind in ("session.start", "session.resume"):
             context = data.get("context")
             if isinstance(context, dict):
-                self.cwd = _str(context.get("cwd")) or self.cwd
-            self.session_id = _str(data.get("sessionId")) or self.session_id
+                self.cwd = text_or_none(context.get("cwd")) or self.cwd
+            self.session_id = text_or_none(data.get("sessionId")) or self.session_id
             return None
         if kind not in ("user.message", "assistant.message"):
             return None

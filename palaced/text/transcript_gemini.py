@@ -29,10 +29,12 @@ assembler's events (``palaced.text.exchanges``):
   already captured stays captured), ``info``/``error``/``warning`` messages.
 
 :class:`Malformed` is raised for a line that is none of those records, or a message whose
-``content`` is not a string, a part or a list of parts. Gemini CLI before the JSONL recording
-wrote a whole JSON document (``session-*.json``, rewritten per message); it converts one to
-JSONL when the session is resumed, and palace reads only the JSONL (a document's lines read
-as malformed).
+``content`` is not a string, a part or a list of parts.
+
+Gemini CLI before the JSONL recording wrote a whole JSON document per session
+(``session-<time>-<id>.json``: the metadata fields and a ``messages`` list of the same message
+records, rewritten after every message): ``documents`` has the reader read such a file
+message by message, offsets counting messages (``palaced.text.exchanges``).
 """
 
 from __future__ import annotations
@@ -64,10 +66,6 @@ _AS_CLAUDE = {"run_shell_command": "Bash", "write_file": "Write", "replace": "Ed
               "invoke_agent": "Agent"}
 _NOT_TYPED = re.compile(r"^\s*<(?:session_context|hook_context|state_snapshot)>")
 _MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _parts(content: Any) -> list[Any]:
@@ -117,9 +115,7 @@ class GeminiRecords(Records):
     """Gemini CLI chat records (see the module docstring)."""
 
     stateful: ClassVar[bool] = True
-
-    def __init__(self) -> None:
-        self.session_id: str | None = None
+    documents: ClassVar[bool] = True  # the chats of Gemini CLI before its JSONL recording
 
     def classify(self, record: Any) -> Event:
         """The event one chat record stands for.

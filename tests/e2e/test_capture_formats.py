@@ -178,3 +178,32 @@ def test_import_from_the_agents_default_location(shared_keyword_daemon: DaemonPr
     again = cli()
     assert again.returncode == 0, again.stderr
     assert "0 stored" in again.stdout
+
+
+def test_an_older_gemini_chat_document_is_captured_by_message(shared_keyword_daemon: DaemonProc,
+                                                              tmp_path: Path) -> None:
+    """A Gemini CLI chat of the releases before JSONL: one document rewritten per message,
+    captured by message index (twice: nothing new; rewritten longer: only the new exchange)."""
+    d = shared_keyword_daemon
+    palace = fresh_name("gemini-doc")
+    path = tmp_path / "chats" / f"session-2025-09-14T08-00-{GEMINI_ID[:8]}.json"
+    path.parent.mkdir(parents=True)
+    doc = json.loads((FIXTURES / "gemini-session-legacy.json").read_text("utf-8"))
+    path.write_text(json.dumps(doc, indent=2))
+    args = {"format": "gemini", "session_id": GEMINI_ID, "wait": True, "create": True}
+    with d.client() as c:
+        first = c.capture_transcript(palace, str(path), **args)
+        assert (first["exchanges"], first["skipped"], first["skipped_lines"]) == (4, 1, [5])
+        again = c.capture_transcript(palace, str(path), **args)
+        assert (again["exchanges"], again["drawers"]) == (0, 0)
+        doc["messages"] += [
+            {"id": "u-new", "timestamp": "2025-09-14T09:00:00.000Z", "type": "user",
+             "content": [{"text": "Which port does the admin UI use?"}]},
+            {"id": "g-new", "timestamp": "2025-09-14T09:00:05.000Z", "type": "gemini",
+             "content": "The admin UI listens on port 8443.", "thoughts": []}]
+        path.write_text(json.dumps(doc, indent=2))
+        grown = c.capture_transcript(palace, str(path), **args)
+        assert (grown["exchanges"], grown["drawers"]) == (1, 1)
+    stored = texts(d, palace)
+    assert len(stored) == 5 and KEY not in "\n".join(x["text"] for x in stored)
+    assert any("port 8443" in x["text"] for x in stored)

@@ -157,3 +157,19 @@ def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(InvalidArgs, match="unknown transcript format"):
         records_for("cursor")
     assert json.loads(FIXTURE.read_text("utf-8").splitlines()[0])["type"] == "session_meta"
+
+
+def test_a_subagents_rollout_yields_nothing(tmp_path: Path) -> None:
+    """Codex writes a rollout per spawned sub-agent; its prompts are the parent agent's."""
+    s = CodexSession(tmp_path)
+    first = json.loads(s.path.read_text("utf-8"))
+    first["payload"]["source"] = {"subagent": {"thread_spawn": {"parent_thread_id": "root",
+                                                                "depth": 1}}}
+    s.path.write_text(json.dumps(first) + "\n")
+    s.exchange("Review the diff of src/app.py", "Two issues: a missing await, a stale import.")
+    s.exchange("Summarize", "Done.")
+    batch = read(s.path)
+    assert (batch.complete, batch.tail, batch.malformed) == ([], None, 0)
+    plain = CodexSession(tmp_path / "plain")
+    plain.exchange("Review the diff of src/app.py", "Two issues.")
+    assert read(plain.path).tail is not None

@@ -4,6 +4,7 @@ again as they grow, and incremental reads."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,60 @@ def test_a_message_grown_after_a_capture_replaces_its_parts(tmp_path: Path) -> N
     assert again.tail is not None
     assert again.tail.parts == ["Adding it now.", "→ Write src/health.ts", "Added GET /health."]
     assert again.tail.prompt.session_id == s.session_id  # from the first line, before offset
+
+
+# -- the whole-document chats of Gemini CLI before its JSONL recording -------------------------
+LEGACY = FIXTURE.parent / "gemini-session-legacy.json"
+
+
+def test_a_legacy_document_reads_message_by_message() -> None:
+    batch = read(LEGACY)
+    exchanges = [*batch.complete, *([batch.tail] if batch.tail else [])]
+    assert [e.prompt.text[:20] for e in exchanges] == [
+        "Why does `npm test` ", "Summarize @docs/depl", "Erkläre kurz: was he",
+        "Which database runs "]
+    assert (batch.malformed, batch.malformed_lines) == (1, [5])  # message 5: content 42
+    assert exchanges[0].parts[:2] == ["Let me run the payments tests first.",
+                                      "→ Bash: npm test -- payments"]
+    # Offsets and lines count messages: the tail starts at message index 10 (line 11).
+    assert (batch.resume, batch.resume_line) == (10, 10)
+    assert exchanges[-1].first_line == 11 and exchanges[0].prompt.session_id == (
+        "6f1d2c3b-9a8e-4b7c-8d6e-2f1a0b9c8d7e")
+
+
+def test_a_legacy_document_rewritten_is_read_from_the_stored_index(tmp_path: Path) -> None:
+    doc = json.loads(LEGACY.read_text("utf-8"))
+    path = tmp_path / "session-2025-09-14T08-00-6f1d2c3b.json"
+    path.write_text(json.dumps(doc, indent=2))
+    first = read(path)
+    # Gemini CLI rewrites the whole document: the last answer grows, a new exchange follows.
+    doc["messages"][-1]["content"] += " Its replica runs on port 5434."
+    doc["messages"] += [
+        {"id": "u-new", "timestamp": "2025-09-14T09:00:00.000Z", "type": "user",
+         "content": [{"text": "And production?"}]},
+        {"id": "g-new", "timestamp": "2025-09-14T09:00:05.000Z", "type": "gemini",
+         "content": "Production runs PostgreSQL 16 on a managed cluster."}]
+    path.write_text(json.dumps(doc, indent=2))
+    again = read(path, offset=first.resume, line=first.resume_line)
+    assert [e.prompt.text for e in again.complete] == ["Which database runs in staging?"]
+    assert again.complete[0].parts == [
+        "Staging runs PostgreSQL 16 on port 5433. Its replica runs on port 5434."]
+    assert again.tail is not None and again.tail.first_line == 13
+    assert again.tail.prompt.session_id == doc["sessionId"]  # from the document's metadata
+    assert again.malformed == 0  # message 5 was reported by the first read
+
+
+def test_legacy_documents_broken_or_too_large(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from palaced.text import exchanges
+    from palaced.wire.errors import SourceUnreadable
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n  "sessionId": "s",\n  "messages": [\n')
+    batch = read(broken)
+    assert (batch.malformed, batch.malformed_lines, batch.tail) == (1, [1], None)
+    monkeypatch.setattr(exchanges, "MAX_DOCUMENT", 1000)
+    with pytest.raises(SourceUnreadable, match="larger than"):
+        read(LEGACY)
+    # A JSONL chat (its first line is the metadata, without messages) is no document.
+    assert read(FIXTURE).malformed == 1
