@@ -42,7 +42,9 @@ class Script:
 
     tool: str = "remember"
     argument: str = "text"
-    trigger: str = r"remember: ([^\n<]+)"
+    # At a line's start: context an agent adds to the turn (a recall quoting an earlier
+    # "User: remember: ..." exchange) must not trigger it.
+    trigger: str = r"(?m)^remember: ([^\n<]+)"
     final_text: str = "Stored that in memory."
     plain_text: str = "Noted."
 
