@@ -1,14 +1,18 @@
-"""Real agent binaries from npm (Claude Code, Codex CLI, Gemini CLI: tests/agents/package.json)
-run real sessions offline against a local model stand-in (tests/support/model_standin.py) and a
-real keyword-only palaced, in a scratch HOME and git project configured by ``palace init
---hooks --scope project``. What they prove, through each binary:
+"""Real agent binaries from npm (Claude Code, Codex CLI, Gemini CLI, Copilot CLI:
+tests/agents/package.json) run real sessions offline against a local model stand-in
+(tests/support/model_standin.py) and a real keyword-only palaced, in a scratch HOME and git
+project configured by ``palace init --hooks --scope project``. What they prove, through
+each binary:
 
 (a) remember: a prompt "remember: X" makes the stand-in call palace's MCP ``remember`` tool;
     the drawer is stored with the agent's MCP client name as its author;
 (b) wake-up and prompt-time recall: in the next session the text the hooks injected reached
     the model (the stand-in's recorded request bodies);
 (c) capture: after a session the transcript's exchange is in the palace, its planted
-    ``sk-...`` key redacted.
+    ``sk-...`` key redacted (not for Copilot CLI: ``CAPTURED``).
+
+How each binary is pointed at the stand-in: tests/support/agents.py; what ran, with versions:
+docs/agents.md#proved-with-the-real-agents.
 """
 
 from __future__ import annotations
