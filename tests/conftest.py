@@ -341,3 +341,19 @@ def store(request: pytest.FixtureRequest) -> str | None:
     if request.param == "local":
         return None
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(scope="session")
+def agent_bin_dir() -> Path:
+    """The ``node_modules/.bin`` of the real agent binaries pinned in tests/agents/ (Claude
+    Code, Codex CLI, Gemini CLI, Copilot CLI), installed once by ``npm ci`` into a cache keyed by the lock
+    file (``tests/support/agents.py``). Fails, never skips, without node and npm."""
+    from .support.agents import AgentsUnavailable, install_agents
+
+    try:
+        bin_dir, seconds = install_agents()
+    except AgentsUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    if seconds:
+        print(f"\nagent binaries installed by npm ci in {seconds:.1f} s", file=sys.stderr)
+    return bin_dir

@@ -85,18 +85,21 @@ def settings(config_file: Path | None = None) -> tuple[int, float]:
 
 def parse_prompt(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     """The fields the hook uses, under the names ``agent`` gives them
-    (``palace_client.hooks.agents``): ``prompt`` (cut to ``MAX_PROMPT_CHARS``),
+    (``palace_client.hooks.agents``): ``prompt`` (the words typed, without the hook context
+    Gemini CLI puts in front of a session's first prompt, cut to ``MAX_PROMPT_CHARS``),
     ``session_id``, ``cwd``.
 
     Raises:
         HookInputError: not a JSON object with a string ``prompt``.
     """
+    from palaced.wire.vocab import typed_prompt
+
     shape = agent_hooks(agent)
     data = hook_object(raw)
     prompt = next((data[k] for k in shape.prompt_keys if isinstance(data.get(k), str)), None)
     if prompt is None:
         raise HookInputError("hook input has no prompt")
-    return {"prompt": prompt[:MAX_PROMPT_CHARS],
+    return {"prompt": typed_prompt(prompt)[:MAX_PROMPT_CHARS],
             "session_id": field(data, shape.session_keys),
             "cwd": field(data, shape.cwd_keys)}
 

@@ -10,7 +10,10 @@ described in docs/capture.md; :class:`CodexRecords` turns records into the excha
 assembler's events (``palaced.text.exchanges``):
 
 * :class:`Prompt`: an ``event_msg`` of ``payload.type`` ``user_message``: what the person
-  typed (``payload.message``; attached images become ``[image]``). The ``response_item``
+  typed (``payload.message``; attached images become ``[image]``); or, as the real 0.171.0
+  binary writes it (``codex exec``, checked by tests/e2e/agents), an ``event_msg`` of type
+  ``item_completed`` whose ``item`` is a ``UserMessage`` (its ``text`` parts). A file holding
+  both says each prompt twice in a row: the second copy is dropped. The ``response_item``
   ``message`` of role ``user`` carries the same words *and* what Codex injects on its own
   (``AGENTS.md`` instructions, ``<environment_context>``, ``<user_instructions>``), so it is
   never a prompt; neither is a ``user_message`` that is one of those injections.
@@ -119,13 +122,16 @@ class CodexRecords(Records):
 
     stateful: ClassVar[bool] = True
     subagent = False  # a sub-agent's rollout (see the module docstring)
+    # The last prompt's text until an answer follows it: a user_message and the UserMessage
+    # item of the same prompt come one after the other.
+    _unanswered: str | None = None
 
     def classify(self, record: Any) -> Event:
         """The event one rollout record stands for.
 
         Raises:
             Malformed: not a JSON object with a string ``type`` and an object ``payload``, or
-                a ``user_message`` / ``message`` payload of the wrong shape.
+                a ``user_message`` / ``UserMessage`` / ``message`` payload of the wrong shape.
         """
         if not isinstance(record, dict):
             raise Malformed("not a JSON object")
@@ -149,25 +155,41 @@ class CodexRecords(Records):
             return self._event(payload, at_ms)
         if kind == "response_item":
             parts = self._item(payload)
-            return Answer(tuple(parts), at_ms) if parts else None
+            if not parts:
+                return None
+            self._unanswered = None
+            return Answer(tuple(parts), at_ms)
         return None  # compacted, and records of later versions
 
     def _event(self, payload: dict[str, Any], at_ms: int | None) -> Event:
-        if payload.get("type") != "user_message":
-            return None  # agent_message and agent_reasoning copy response items; the rest
-            #              is bookkeeping (token counts, turn starts and ends)
-        message = payload.get("message")
-        if not isinstance(message, str):
-            raise Malformed("a user_message without a string message")
-        text = message.strip()
-        images = payload.get("images")
-        local = payload.get("local_images")
-        count = (len(images) if isinstance(images, list) else 0) + (
-            len(local) if isinstance(local, list) else 0)
+        kind = payload.get("type")
+        if kind == "user_message":
+            message = payload.get("message")
+            if not isinstance(message, str):
+                raise Malformed("a user_message without a string message")
+            text = message.strip()
+            images = payload.get("images")
+            local = payload.get("local_images")
+            count = (len(images) if isinstance(images, list) else 0) + (
+                len(local) if isinstance(local, list) else 0)
+        elif kind == "item_completed" and isinstance(payload.get("item"), dict) \
+                and payload["item"].get("type") == "UserMessage":
+            content = payload["item"].get("content")
+            if not isinstance(content, list):
+                raise Malformed("a UserMessage item without a content list")
+            text = "\n".join(b["text"] for b in content if isinstance(b, dict)
+                             and b.get("type") == "text" and isinstance(b.get("text"), str)
+                             ).strip()
+            count = sum(1 for b in content if isinstance(b, dict)
+                        and b.get("type") in ("image", "local_image"))
+        else:
+            return None  # agent_message, agent_reasoning and the other items copy response
+            #              items; the rest is bookkeeping (token counts, turn starts and ends)
         if count:
             text = "\n".join([text, *["[image]"] * count]).strip()
-        if not text or _INJECTED.match(text):
+        if not text or _INJECTED.match(text) or text == self._unanswered:
             return None
+        self._unanswered = text
         return Prompt(text, at_ms, self.session_id, self.cwd)
 
     def _item(self, payload: dict[str, Any]) -> list[str]:

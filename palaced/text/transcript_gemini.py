@@ -18,7 +18,8 @@ assembler's events (``palaced.text.exchanges``):
   (what was typed, before ``@file`` expansion), else its ``content``'s text parts. Not a
   prompt: a ``user`` message of ``functionResponse`` parts (tool output Gemini CLI records as
   a user message), the session and hook context it injects (``<session_context>``,
-  ``<hook_context>``), and the ``<state_snapshot>`` that continues a compressed chat. A
+  ``<hook_context>``: a prompt that follows the hook context in the same message is kept
+  without it), and the ``<state_snapshot>`` that continues a compressed chat. A
   ``/command`` is a prompt dropped when nothing answers it.
 * :class:`Answer`: a ``gemini`` message's text parts (not the ``thought`` ones) and one line
   per entry of its ``toolCalls`` in the words of the Claude reader's :func:`tool_line`
@@ -50,6 +51,7 @@ from palaced.text.transcript import (
     parse_time,
     tool_line,
 )
+from palaced.wire.vocab import typed_prompt
 
 # Tools that only look or plan (the Claude reader's QUIET_TOOLS, in Gemini CLI's names).
 QUIET_TOOLS = frozenset({"read_file", "read_many_files", "glob", "grep_search",
@@ -159,7 +161,8 @@ class GeminiRecords(Records):
                 parts = _parts(shown)
             except Malformed:
                 pass  # what was sent is still the prompt
-        text = "\n\n".join(_texts(parts)).strip()
+        # The SessionStart hooks' context comes in front of a session's first prompt.
+        text = typed_prompt("\n\n".join(_texts(parts))).strip()
         if not text or _NOT_TYPED.match(text):
             return None
         return Prompt(text, at_ms, self.session_id, None, text.startswith("/"), record["id"])

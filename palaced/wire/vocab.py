@@ -114,3 +114,15 @@ HOOK_SETTINGS: dict[str, tuple[float, float, float]] = {
 # Drawer ids a recall may be asked to leave out (``memory.recall`` ``exclude``): what a
 # session was already shown. The prompt hook keeps at most this many per session.
 MAX_EXCLUDE = 1_000
+
+
+# -- agents' hooks ----------------------------------------------------------------------------
+# Gemini CLI 0.61 puts the SessionStart hooks' context in front of a session's first prompt,
+# in one text part of its chat file and in its BeforeAgent hook's ``prompt`` (seen through the
+# real binary, tests/e2e/agents): capture and the prompt hook take the words typed.
+_HOOK_CONTEXT = re.compile(r"^\s*<hook_context>.*?</hook_context>\s*", re.S)
+
+
+def typed_prompt(prompt: str) -> str:
+    """``prompt`` without the ``<hook_context>`` block an agent put in front of it."""
+    return _HOOK_CONTEXT.sub("", prompt, count=1)

@@ -562,6 +562,8 @@ TEST_FOLDERS = {
     **{f"palaced/{layer}": rf"\bpalaced[./]{layer}\b" for layer in LAYERS},
     **{f"palace_client/{layer}": rf"\bpalace_client[./]{layer}\b" for layer in CLIENT_LAYERS},
     "e2e": r"DaemonProc|mark\.daemon|\b(daemon|shared_daemon|keyword_daemon|pg_url)\s*:",
+    # Real agent binaries from npm (tests/agents/package.json) against a model stand-in.
+    "e2e/agents": r"DaemonProc|mark\.daemon",
     "project": r"\b(bench|docs)\b|README",
     "support": r"\btests[./]support\b",
 }
