@@ -646,6 +646,36 @@ class Client:
         """Delete every drawer in the trash for good: ``{"purged": [ids]}``."""
         return self.call("memory.empty_trash", palace)
 
+    def forget_many(self, palace: str, *, wing: str | None = None, room: str | None = None,
+                    tags: Iterable[str] | None = None, source: str | None = None,
+                    older_than: str | int | None = None, query: str | None = None,
+                    dry_run: bool = False, max_drawers: int | None = None,
+                    show: int | None = None) -> dict[str, Any]:
+        """Move every drawer matching all the selectors given (at least one) to the trash as
+        one batch; ``dry_run`` only lists them. Returns ``{"dry_run", "matched", "forgotten",
+        "batch", "drawers", "restorable_until_ms", "max_drawers"}``.
+
+        Raises ``InvalidArgs`` without a selector, or when more than ``max_drawers`` (the
+        daemon's default: 1,000) match outside a dry run.
+        """
+        return self.call("memory.forget_many", palace, self._some(
+            wing=wing, room=room, tags=None if tags is None else list(tags), source=source,
+            older_than=older_than, query=query, dry_run=dry_run, max_drawers=max_drawers,
+            show=show))
+
+    def restore_batch(self, palace: str, batch: str) -> dict[str, Any]:
+        """Bring back every drawer of a bulk forget's or a merge's ``batch`` still in the
+        trash: ``{"batch", "restored": [ids], "conflicts": [{"id", "conflict"}]}``.
+        Raises ``MemoryNotFound`` when none is left there."""
+        return self.call("memory.restore_batch", palace, {"batch": batch})
+
+    def merge(self, palace: str, ids: Iterable[int], *, dry_run: bool = False
+              ) -> dict[str, Any]:
+        """Merge duplicate drawers into one (the longest text, then the newest, is kept with
+        the union of their tags); the others go to the trash as one batch. Returns
+        ``{"dry_run", "kept", "merged", "tags", "importance", "batch", ...}``."""
+        return self.call("memory.merge", palace, {"ids": list(ids), "dry_run": dry_run})
+
     def audit(self, palace: str, *, since: str | int | None = None, agent: str | None = None,
               op: str | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
         """Audit entries newest first: ``{"entries", "total", "next_offset"}``; ``since`` is a

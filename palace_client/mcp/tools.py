@@ -80,9 +80,11 @@ _ADD, _LINK = "memoir.add_concept", "memoir.link"
 # The upkeep tool's actions and the ops they run (prune and decay stay with the CLI and the
 # daemon's schedule: deleting by weight is a person's call).
 UPKEEP_ACTIONS: dict[str, str] = {
-    "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health"}
+    "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health",
+    "forget": "memory.forget_many", "merge": "memory.merge", "restore": "memory.restore_batch"}
 UPKEEP_ACTION: dict[str, Any] = {"type": "string", "enum": list(UPKEEP_ACTIONS)}
 _EDIT = "memory.update"
+_BULK = "memory.forget_many"
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -183,16 +185,27 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="upkeep",
         description=(
             "update: edit drawer id in place (old version kept); consolidate: sum up a room "
-            "in a summary; health: stale and duplicate drawers."
+            "in a summary; health: stale and duplicate drawers; forget: trash every drawer "
+            "matching room/wing/tags/source/older_than/query; merge: join duplicate ids into "
+            "one; forget and merge only list what they would do unless dry_run=false; "
+            "restore: bring back the batch they name."
         ),
         params={
             "id": param(op=_EDIT),
             "text": param("update: the new text.", op=_EDIT),
             "importance": param(op=_EDIT, **_IMPORTANCE),
             "tags": param(op=_EDIT),
-            "room": param("To consolidate, or move to.", op=_EDIT),
+            "room": param("To consolidate, forget, or move to.", op=_EDIT),
             "wing": param(op=_EDIT),
             "summary": param(op="memory.consolidate"),
+            "source": param(op=_BULK),
+            "older_than": param(op=_BULK, kind="str"),
+            "query": param(op=_BULK),
+            "dry_run": param("forget, merge: false to do it (default: only list).", op=_BULK),
+            "max_drawers": param(op=_BULK),
+            "ids": param(op="memory.merge"),
+            "batch": param("restore: the batch id forget or merge gave.",
+                           op="memory.restore_batch"),
         },
         actions=UPKEEP_ACTIONS,
         extra={"action": UPKEEP_ACTION},

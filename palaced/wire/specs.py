@@ -143,6 +143,9 @@ _THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
 _IMPORTER = Arg("str", required=True, max_len=64)
 _KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
 MAX_EXPORT_PAGE = 10_000
+MAX_BULK = 100_000  # drawers one bulk forget may trash
+BULK_MAX_DEFAULT = 1_000  # past this a bulk forget must be confirmed by a larger max_drawers
+MAX_MERGE = 100  # drawers one merge joins
 
 DRAWER_ARGS: dict[str, Arg] = {
     "text": Arg("str", required=True, max_len=NO_LIMIT, content=True),
@@ -349,6 +352,43 @@ _ALL: tuple[OpSpec, ...] = (
     # Emptying an empty trash changes nothing: a resend converges.
     OpSpec("memory.empty_trash", palace=_R, retry=SAFE, permission="delete",
            doc="Delete every drawer in the trash for good."),
+    # -- bulk upkeep (issue 31): every drawer a selection names, or a set of duplicates, into
+    # the trash as one batch that memory.restore_batch brings back. A resent bulk forget
+    # finds nothing left and would report something else: NEVER.
+    OpSpec("memory.forget_many", {
+        "wing": _LABEL,
+        "room": _LABEL,
+        "tags": Arg("strlist", default=[], max_len=64, help="drawers with any of these tags"),
+        "source": Arg("str", max_len=MAX_FIELD_CHARS, help="source glob, e.g. 'chatgpt:*'"),
+        "older_than": Arg("str|int", max_len=MAX_TIME_CHARS,
+                          help="stored before: a duration back from now (90d) or a time"),
+        "query": Arg("str", max_len=MAX_QUERY_CHARS,
+                     help="drawers holding every word of it (keywords, not meaning)"),
+        "dry_run": Arg("bool", default=False, help="only list what would be forgotten"),
+        "max_drawers": Arg("int", default=BULK_MAX_DEFAULT, min=1, max=MAX_BULK,
+                           help="refuse when more drawers match"),
+        "show": Arg("int", default=20, min=0, max=MAX_LIMIT,
+                    help="how many of the selected drawers the answer lists"),
+    }, palace=_R, retry=NEVER, permission="delete",
+        doc="Move every drawer matching all the selectors given (at least one) to the trash "
+            "as one batch (`batch`, restorable with memory.restore_batch); `dry_run` lists "
+            "them and changes nothing; more than `max_drawers` is refused."),
+    # A resent restore finds nothing left: MEMORY_NOT_FOUND means the first one did it.
+    OpSpec("memory.restore_batch", {"batch": Arg("str", required=True, max_len=64)},
+           palace=_R, permission="write",
+           retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,
+                           done_result=lambda palace, args: {"batch": args.get("batch"),
+                                                             "restored": [],
+                                                             "conflicts": []}),
+           doc="Bring back every drawer a bulk forget or a merge put in the trash."),
+    OpSpec("memory.merge", {
+        "ids": Arg("intlist", required=True, min=1, max=MAX_ID, max_len=MAX_MERGE,
+                   help="the duplicate drawers (at least two)"),
+        "dry_run": Arg("bool", default=False, help="only say what the merge would do"),
+    }, palace=_R, retry=NEVER, permission="delete",
+        doc="Merge duplicate drawers into one: the longest (then newest) text is kept with "
+            "the union of their tags and the highest importance (its old version kept as "
+            "history); the others go to the trash as one batch."),
     OpSpec("memory.list", {
         "wing": _LABEL,
         "room": _LABEL,

@@ -9,7 +9,9 @@ the one deletion path (``drawers.delete_drawers``), so a trashed drawer is simpl
 index rows go with it, the substring index's by trigger). Restoring puts the row back under the
 same id with its keyword-index row, closets, vectors and edit history, and relinks what still
 exists. The row is saved by column name, so a drawer trashed before a migration that adds a
-column restores with that column's default.
+column restores with that column's default; beside its columns it keeps the concepts that
+cited it, which cite it again once it is restored. A bulk forget or a merge trashes its
+drawers with its batch id as their ``reason``, which ``batch_ids`` finds again.
 
 Which entries count is the caller's: ``kept_since_ms`` hides entries trashed before it (past
 the configured keep period), whether or not the upkeep has purged them yet. Every function
@@ -42,6 +44,8 @@ _ENTRY = "t.id, t.drawer, t.reason, t.trashed_ms, t.trashed_by"
 # The drawer_history columns a trash entry keeps (its rows go with the drawer, ON DELETE
 # CASCADE), restored in order.
 _HISTORY = "text, wing, room, tags, importance, replaced_ms"
+# The key of the saved row that lists the concepts citing the drawer (no column's name).
+CONCEPTS_KEY = "_concepts"
 
 
 def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, agent: str,
@@ -69,6 +73,10 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
         cur = conn.execute(f"SELECT {_HISTORY} FROM drawer_history WHERE drawer_id = ? "
                            "ORDER BY id", (did,))
         history = [list(r) for r in cur]
+        # The concepts citing it lose it with the row (ON DELETE CASCADE): kept beside the
+        # row's columns, under a key no column has, so a restore cites them again.
+        saved[CONCEPTS_KEY] = [int(r[0]) for r in conn.execute(
+            "SELECT concept_id FROM concept_sources WHERE drawer_id = ?", (did,))]
         conn.execute(
             "INSERT INTO trash(id, drawer, topics, vectors, vector_count, embedder, facts, "
             "sources, history, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -83,7 +91,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
 def _summary(row: Sequence[Any]) -> dict[str, Any]:
     """A trash entry as the wire sees it: the drawer's fields plus how it got there."""
     saved = json.loads(row[1])
-    drawer = {k: v for k, v in saved.items() if k not in ("content_hash",)}
+    drawer = {k: v for k, v in saved.items() if k not in ("content_hash", CONCEPTS_KEY)}
     drawer["tags"] = json.loads(drawer.get("tags") or "[]")
     drawer["embedded"] = bool(drawer.get("embedded"))
     return {**drawer, "id": int(row[0]), "reason": row[2], "trashed_ms": int(row[3]),
@@ -167,8 +175,19 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
                  "(SELECT value FROM json_each(?))", (drawer_id, facts))
     conn.execute("UPDATE drawers SET consolidated_into = ? WHERE consolidated_into IS NULL "
                  "AND id IN (SELECT value FROM json_each(?))", (drawer_id, sources))
+    conn.execute("INSERT OR IGNORE INTO concept_sources(concept_id, drawer_id) SELECT id, ? "
+                 "FROM concepts WHERE id IN (SELECT value FROM json_each(?))",
+                 (drawer_id, json_ids(saved.get(CONCEPTS_KEY) or [])))
     conn.execute("DELETE FROM trash WHERE id = ?", (drawer_id,))
     return blobs, vector_ids
+
+
+def batch_ids(conn: apsw.Connection, reason: str, kept_since_ms: int) -> list[int]:
+    """The kept entries trashed with ``reason`` (a bulk forget's or a merge's batch id), by
+    id."""
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM trash WHERE reason = ? AND trashed_ms >= ? ORDER BY id",
+        (reason, kept_since_ms))]
 
 
 def purge(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:
