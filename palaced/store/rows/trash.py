@@ -26,7 +26,7 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import for_update, json_ids
+from palaced.store.conn.dialect import for_update, is_pg, json_ids
 from palaced.store.conn.meta import meta_get
 from palaced.store.lookup.context import (
     CONTEXT_NEIGHBOURS,
@@ -74,9 +74,11 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
                            "ORDER BY id", (did,))
         history = [list(r) for r in cur]
         # The concepts citing it lose it with the row (ON DELETE CASCADE): kept beside the
-        # row's columns, under a key no column has, so a restore cites them again.
-        saved[CONCEPTS_KEY] = [int(r[0]) for r in conn.execute(
-            "SELECT concept_id FROM concept_sources WHERE drawer_id = ?", (did,))]
+        # row's columns, under a key no column has, so a restore cites them again. (Memoirs
+        # are a local palace's: a team palace has no concepts.)
+        if not is_pg(conn):
+            saved[CONCEPTS_KEY] = [int(r[0]) for r in conn.execute(
+                "SELECT concept_id FROM concept_sources WHERE drawer_id = ?", (did,))]
         conn.execute(
             "INSERT INTO trash(id, drawer, topics, vectors, vector_count, embedder, facts, "
             "sources, history, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -175,9 +177,10 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
                  "(SELECT value FROM json_each(?))", (drawer_id, facts))
     conn.execute("UPDATE drawers SET consolidated_into = ? WHERE consolidated_into IS NULL "
                  "AND id IN (SELECT value FROM json_each(?))", (drawer_id, sources))
-    conn.execute("INSERT OR IGNORE INTO concept_sources(concept_id, drawer_id) SELECT id, ? "
-                 "FROM concepts WHERE id IN (SELECT value FROM json_each(?))",
-                 (drawer_id, json_ids(saved.get(CONCEPTS_KEY) or [])))
+    if saved.get(CONCEPTS_KEY):
+        conn.execute("INSERT OR IGNORE INTO concept_sources(concept_id, drawer_id) SELECT id, ? "
+                     "FROM concepts WHERE id IN (SELECT value FROM json_each(?))",
+                     (drawer_id, json_ids(saved[CONCEPTS_KEY])))
     conn.execute("DELETE FROM trash WHERE id = ?", (drawer_id,))
     return blobs, vector_ids
 

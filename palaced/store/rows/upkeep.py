@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import glob_test, glob_value, json_ids
+from palaced.store.conn.dialect import glob_test, glob_value, is_pg, json_ids
 from palaced.store.rows.drawers import ACTIVE_SQL, SUMMARY_KIND
 
 
@@ -145,7 +145,9 @@ def bulk_rows(conn: apsw.Connection, *, wing: str | None, room: str | None,
 
 def move_concept_sources(conn: apsw.Connection, from_ids: Sequence[int], to_id: int) -> int:
     """Make the concepts citing any of ``from_ids`` cite ``to_id`` (a merge's keeper); how
-    many concepts gained it."""
+    many concepts gained it. (A team palace has no concepts: 0.)"""
+    if is_pg(conn):
+        return 0
     return len(conn.execute(
         "INSERT INTO concept_sources(concept_id, drawer_id) SELECT DISTINCT concept_id, ? "
         "FROM concept_sources WHERE drawer_id IN (SELECT value FROM json_each(?)) "
