@@ -610,6 +610,28 @@ class Client:
         return self.call("memoir.unlink", palace, {"memoir": memoir, "name": concept,
                                                    "relation": relation, "to": to})
 
+    def memoir_update(self, palace: str, memoir: str, *, description: str | None = None,
+                      consolidation_threshold: int | None = None) -> dict[str, Any]:
+        """Change a memoir's description and/or consolidation threshold: ``{"memoir",
+        "changed"}`` (the fields changed). Raises ``MemoirNotFound``, ``InvalidArgs`` when
+        neither is given."""
+        return self.call("memoir.update", palace, self._some(
+            memoir=memoir, description=description,
+            consolidation_threshold=consolidation_threshold))
+
+    def memoir_rename_concept(self, palace: str, memoir: str, concept: str, new_name: str
+                              ) -> dict[str, Any]:
+        """Rename a concept (definition, labels, sources and links stay): ``{"concept",
+        "changed"}``. Raises ``ConceptNotFound``, ``ConceptExists`` for a taken name."""
+        return self.call("memoir.rename_concept", palace,
+                         {"memoir": memoir, "name": concept, "new_name": new_name})
+
+    def memoir_delete_concept(self, palace: str, memoir: str, concept: str
+                              ) -> dict[str, Any]:
+        """Delete a concept with its labels, sources and links: ``{"concept", "links",
+        "deleted"}``. Raises ``ConceptNotFound``."""
+        return self.call("memoir.delete_concept", palace, {"memoir": memoir, "name": concept})
+
     # -- governance: forget into the trash, restore, the trash, the audit log, the policy -----
     _agent: str
 

@@ -116,6 +116,63 @@ def delete(
         f"{counted(r.get('links', 0), 'link')})"))
 
 
+@app.command("update")
+def update(
+    memoir: str = op_argument("memoir.update", "memoir", metavar="NAME", help="Memoir name."),
+    palace: str | None = PalaceOpt,
+    description: str | None = op_option("memoir.update", "description", "--description", "-d",
+                                        unset="unchanged", help="What the memoir holds."),
+    consolidation_threshold: int | None = op_option(
+        "memoir.update", "consolidation_threshold", "--consolidation-threshold",
+        unset="unchanged", help="Sources after which a concept is flagged for consolidation."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Change a memoir's description and/or consolidation threshold."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.memoir_update(name, memoir, description=description,
+                              consolidation_threshold=consolidation_threshold)
+    note = f"updated ({', '.join(res['changed'])})" if res["changed"] else "unchanged:"
+    emit(res, as_json, lambda r: typer.echo(f"{note} memoir {mr.memoir_line(r['memoir'])}"))
+
+
+@app.command("rename-concept")
+def rename_concept(
+    concept: str = op_argument("memoir.rename_concept", "name", metavar="NAME",
+                               help="Concept name."),
+    new_name: str = op_argument("memoir.rename_concept", "new_name", metavar="NEW_NAME",
+                                help="Its new name."),
+    memoir: str = _memoir_opt("memoir.rename_concept"),
+    palace: str | None = PalaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Rename a concept; its definition, labels, sources and links stay."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.memoir_rename_concept(name, memoir, concept, new_name)
+    note = [] if res["changed"] else ["(already so named: unchanged)"]
+    emit(res, as_json, lambda r: echo_lines([*mr.cli_concept(r["concept"]), *note]))
+
+
+@app.command("delete-concept")
+def delete_concept(
+    concept: str = op_argument("memoir.delete_concept", "name", metavar="NAME",
+                               help="Concept name."),
+    memoir: str = _memoir_opt("memoir.delete_concept"),
+    palace: str | None = PalaceOpt,
+    yes: bool = typer.Option(False, "--yes", help="Really delete (required)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Delete a concept with its labels, sources and links (needs --yes)."""
+    name = need_palace(palace, as_json)
+    if not yes:
+        fail(E.InvalidArgs(f"refusing to delete concept {concept!r} without --yes"), as_json)
+    with client(as_json) as c:
+        res = c.memoir_delete_concept(name, memoir, concept)
+    emit(res, as_json, lambda r: typer.echo(
+        f"deleted concept {r['concept']['name']} ({counted(r.get('links', 0), 'link')})"))
+
+
 @app.command("add-concept")
 def add_concept(
     concept: str = op_argument("memoir.add_concept", "name", metavar="NAME",

@@ -67,12 +67,13 @@ DEPTH: dict[str, Any] = {
     k: v for k, v in op_property("graph.neighbors", "depth", "Linked entities within n hops.",
                                  minimum=1).items() if k != "default"}
 
-# The memoir tool's actions and the ops they run (no delete or unlink: an agent curates,
-# a person prunes with `palace memoir delete`).
+# The memoir tool's actions and the ops they run (no memoir delete or unlink: an agent
+# curates concepts, a person prunes whole memoirs with `palace memoir delete`).
 MEMOIR_ACTIONS: dict[str, str] = {
     "create": "memoir.create", "list": "memoir.list", "show": "memoir.show",
     "add_concept": "memoir.add_concept", "refine": "memoir.refine", "link": "memoir.link",
-    "search": "memoir.search", "inspect": "memoir.inspect",
+    "search": "memoir.search", "inspect": "memoir.inspect", "update": "memoir.update",
+    "rename_concept": "memoir.rename_concept", "delete_concept": "memoir.delete_concept",
 }
 ACTION: dict[str, Any] = {"type": "string", "enum": list(MEMOIR_ACTIONS)}
 _ADD, _LINK = "memoir.add_concept", "memoir.link"
@@ -210,6 +211,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         actions=UPKEEP_ACTIONS,
         extra={"action": UPKEEP_ACTION},
         extra_required=("action",),
+        destructive=True,  # forget and merge move drawers to the trash
     ),
     # -- knowledge graph: temporal facts about entities -------------------------------------
     ToolSpec(
@@ -265,8 +267,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="memoir",
         description=(
             "Curated knowledge: concepts (definition, labels) in named memoirs, linked by "
-            "typed relations; refine them as you learn. search spans all memoirs unless "
-            "given one."
+            "typed relations; refine, rename or delete them as you learn. search spans all "
+            "memoirs unless given one."
         ),
         params={
             "memoir": param(op=_ADD),
@@ -280,10 +282,14 @@ TOOLS: tuple[ToolSpec, ...] = (
             "label": param(op="memoir.search"),
             "depth": param(op="memoir.inspect"),
             "description": param(op="memoir.create"),
+            "consolidation_threshold": param(op="memoir.update"),
+            "new_name": param("rename_concept: the new name.", op="memoir.rename_concept",
+                              minLength=1),
         },
         actions=MEMOIR_ACTIONS,
         extra={"action": ACTION},
         extra_required=("action",),
+        destructive=True,  # delete_concept
         idempotent=True,
     ),
 )

@@ -48,7 +48,13 @@ from types import MappingProxyType
 from typing import Any
 
 from palaced.wire.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.wire.errors import InvalidArgs, MemoirNotFound, MemoryNotFound, PalaceNotFound
+from palaced.wire.errors import (
+    ConceptNotFound,
+    InvalidArgs,
+    MemoirNotFound,
+    MemoryNotFound,
+    PalaceNotFound,
+)
 from palaced.wire.export_format import MAX_KEY_CHARS
 from palaced.wire.protocol import HELLO_OP
 from palaced.wire.vocab import (
@@ -566,6 +572,26 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
            doc="Link two concepts of a memoir by a typed relation (a duplicate is stored once)."),
     OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE, permission="write",
            doc="Remove a link between two concepts (none there: nothing to do)."),
+    # -- curating memoirs (issue 31); each finds its values in place on a resend.
+    OpSpec("memoir.update", {
+        "memoir": _MEMOIR,
+        "description": Arg("str", max_len=MAX_DESCRIPTION_CHARS),
+        "consolidation_threshold": Arg("int", min=1, max=MAX_CONSOLIDATION_THRESHOLD),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Change a memoir's description and/or consolidation threshold."),
+    # A resent rename finds the concept under its new name, the old one gone.
+    OpSpec("memoir.rename_concept", {"memoir": _MEMOIR, "name": _CONCEPT, "new_name": _CONCEPT},
+           palace=_R, permission="write",
+           retry=RetryRule(Retry.CONVERGE, done_code=ConceptNotFound.code,
+                           done_result=lambda palace, args: {
+                               "concept": {"name": args.get("new_name")}, "changed": True}),
+           doc="Rename a concept; its definition, labels, sources and links stay."),
+    OpSpec("memoir.delete_concept", {"memoir": _MEMOIR, "name": _CONCEPT}, palace=_R,
+           permission="delete",
+           retry=RetryRule(Retry.CONVERGE, done_code=ConceptNotFound.code,
+                           done_result=lambda palace, args: {
+                               "concept": {"name": args.get("name")}, "deleted": True}),
+           doc="Delete a concept with its labels, sources and links."),
 )
 
 

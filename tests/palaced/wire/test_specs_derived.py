@@ -220,7 +220,9 @@ CLI_OPS: dict[str, str] = {
     "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
-    "memoir unlink": "memoir.unlink",
+    "memoir unlink": "memoir.unlink", "memoir update": "memoir.update",
+    "memoir rename-concept": "memoir.rename_concept",
+    "memoir delete-concept": "memoir.delete_concept",
     "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
 }
 # Commands that run a second op when their first one's required argument is left out: the
@@ -348,7 +350,9 @@ CLIENT_OPS: dict[str, str] = {
     "memoir_delete": "memoir.delete", "memoir_add_concept": "memoir.add_concept",
     "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
     "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
-    "memoir_unlink": "memoir.unlink",
+    "memoir_unlink": "memoir.unlink", "memoir_update": "memoir.update",
+    "memoir_rename_concept": "memoir.rename_concept",
+    "memoir_delete_concept": "memoir.delete_concept",
     "capture_transcript": "capture.transcript",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
