@@ -110,8 +110,9 @@ def test_memoir_writes_and_imports_are_audited(shared_keyword_daemon: DaemonProc
         c.memoir_rename_concept(src, "auth", "session", "login session")
         c.memoir_delete_concept(src, "auth", "refresh token")
         c.memoir_delete(src, "empty one")
-        log = [(e["op"], e["outcome"]) for e in c.audit(src, op="memoir.*", limit=100)["entries"]]
-        added = [e for e in c.audit(src, op="memoir.add_concept")["entries"]]
+        log = [(e["op"], e["outcome"])
+               for e in c.audit(src, op="memoir.*", limit=100)["entries"]]
+        added = list(c.audit(src, op="memoir.add_concept")["entries"])
     assert sorted(log) == sorted([
         ("memoir.create", "created"), ("memoir.create", "created"),
         ("memoir.add_concept", "created"), ("memoir.add_concept", "created"),
