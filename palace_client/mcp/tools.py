@@ -185,11 +185,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="upkeep",
         description=(
-            "update: edit drawer id in place (old version kept); consolidate: sum up a room "
-            "in a summary; health: stale and duplicate drawers; forget: trash every drawer "
-            "matching room/wing/tags/source/older_than/query; merge: join duplicate ids into "
-            "one; forget and merge only list what they would do unless dry_run=false; "
-            "restore: bring back the batch they name."
+            "update: edit drawer id; consolidate: sum up a room; health: stale/duplicate "
+            "drawers; forget: trash drawers by selectors; merge: join duplicate ids; restore: "
+            "undo a batch. forget/merge only list unless dry_run=false."
         ),
         params={
             "id": param(op=_EDIT),
@@ -202,7 +200,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "source": param(op=_BULK),
             "older_than": param(op=_BULK, kind="str"),
             "query": param(op=_BULK),
-            "dry_run": param("forget, merge: false to do it (default: only list).", op=_BULK),
+            "dry_run": param("false: do it (default: only list).", op=_BULK),
             "max_drawers": param(op=_BULK),
             "ids": param(op="memory.merge"),
             "batch": param("restore: the batch id forget or merge gave.",
