@@ -426,10 +426,22 @@ class Client:
         return self.call("graph.path", palace,
                          self._some(a=a, b=b, max_depth=max_depth, as_of=as_of))
 
-    def kg_search(self, palace: str, query: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        """Entities matching ``query`` by name, definition or labels, best first."""
-        res = self.call("graph.search", palace, {"query": query, "limit": limit})
+    def kg_search(self, palace: str, query: str, *, limit: int = 20, type: str | None = None
+                  ) -> list[dict[str, Any]]:
+        """Entities matching ``query`` by name, definition or labels (of ``type`` only, when
+        given), best first."""
+        res = self.call("graph.search", palace, self._some(query=query, limit=limit, type=type))
         return list(res["entities"])
+
+    def kg_describe(self, palace: str, entity: str, *, type: str | None = None,
+                    definition: str | None = None, labels: Iterable[str] | None = None
+                    ) -> dict[str, Any]:
+        """Set an entity's type, definition and/or labels (labels replace its list; the
+        entity is created when new): ``{"entity", "changed"}``. Raises ``InvalidArgs`` when
+        none is given, ``InvalidContent`` for a bad value."""
+        return self.call("graph.describe", palace, self._some(
+            entity=entity, type=type, definition=definition,
+            labels=None if labels is None else list(labels)))
 
     # -- bulk: export, restore, the import ledger, capture -----------------------------------
     def export(self, palace: str, *, limit: int = 1000) -> Iterator[dict[str, Any]]:

@@ -80,6 +80,8 @@ _ADD, _LINK = "memoir.add_concept", "memoir.link"
 
 # The upkeep tool's actions and the ops they run (prune and decay stay with the CLI and the
 # daemon's schedule: deleting by weight is a person's call).
+# (forget has no max_drawers here: an agent forgets at most the op's default, 1,000, at once;
+# a person confirms a larger forget with `palace forget --max N`.)
 UPKEEP_ACTIONS: dict[str, str] = {
     "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health",
     "forget": "memory.forget_many", "merge": "memory.merge", "restore": "memory.restore_batch"}
@@ -200,11 +202,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "source": param(op=_BULK),
             "older_than": param(op=_BULK, kind="str"),
             "query": param(op=_BULK),
-            "dry_run": param("false: do it (default: only list).", op=_BULK),
-            "max_drawers": param(op=_BULK),
+            "dry_run": param("false: do it.", op=_BULK),
             "ids": param(op="memory.merge"),
-            "batch": param("restore: the batch id forget or merge gave.",
-                           op="memory.restore_batch"),
+            "batch": param("restore: what forget/merge said.", op="memory.restore_batch"),
         },
         actions=UPKEEP_ACTIONS,
         extra={"action": UPKEEP_ACTION},
@@ -228,6 +228,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "multi": param("true: keep the old values too (e.g. uses)."),
             "valid_from": _when("ISO 8601; default now."),
             "source_url": param(),
+            "type": param("Subject's type, e.g. person.", op="graph.describe"),
+            "definition": param("What the subject is.", op="graph.describe"),
+            "labels": param("Subject's labels.", op="graph.describe"),
         },
         idempotent=True,
     ),
@@ -280,8 +283,8 @@ TOOLS: tuple[ToolSpec, ...] = (
             "label": param(op="memoir.search"),
             "depth": param(op="memoir.inspect"),
             "description": param(op="memoir.create"),
-            "consolidation_threshold": param(op="memoir.update"),
-            "new_name": param("rename_concept: the new name.", op="memoir.rename_concept",
+            "consolidation_threshold": param("update: sources to flag.", op="memoir.update"),
+            "new_name": param("rename_concept: to this.", op="memoir.rename_concept",
                               minLength=1),
         },
         actions=MEMOIR_ACTIONS,

@@ -67,7 +67,8 @@ def _forgotten(result: Mapping[str, Any], palace: str) -> str:
         head = (f"Would forget {matched} drawer(s) of palace '{palace}' (nothing changed yet; "
                 "call again with dry_run=false to do it):")
         if matched > int(result["max_drawers"]):
-            head += f" more than max_drawers {result['max_drawers']}, which would be refused."
+            head += (f" more than {result['max_drawers']}, which would be refused: narrow the "
+                     "selection, or ask the user to run `palace forget` with --max.")
     elif result.get("batch"):
         head = (f"Moved {result['forgotten']} drawer(s) of palace '{palace}' to the trash as "
                 f"batch {result['batch']} (upkeep action='restore' batch='{result['batch']}' "

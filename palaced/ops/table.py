@@ -109,6 +109,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("graph.neighbors", graph.op_graph_neighbors),
     ("graph.path", graph.op_graph_path),
     ("graph.search", graph.op_graph_search),
+    ("graph.describe", graph.op_graph_describe),
     *memoirs.HANDLERS,
     ("memory.decay", upkeep.op_decay),
     ("memory.prune", upkeep.op_prune),

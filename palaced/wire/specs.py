@@ -69,6 +69,9 @@ from palaced.wire.vocab import (
     MAX_DEFINITION_CHARS,
     MAX_DEPTH,
     MAX_DESCRIPTION_CHARS,
+    MAX_ENTITY_DEFINITION_CHARS,
+    MAX_ENTITY_LABEL_CHARS,
+    MAX_ENTITY_LABELS,
     MAX_FIELD_CHARS,
     MAX_LABEL_CHARS,
     MAX_LIMIT,
@@ -443,8 +446,19 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
+        "type": Arg("str", max_len=MAX_ENTITY_LABEL_CHARS, help="only entities of this type"),
     }, palace=_R, read_only=True, retry=SAFE,
-        doc="Full-text search over entity names, definitions and labels."),
+        doc="Full-text search over entity names, definitions and labels (of one type)."),
+    # Sets values: a resend finds them in place and changes nothing.
+    OpSpec("graph.describe", {
+        "entity": _NAME,
+        "type": Arg("str", max_len=MAX_ENTITY_LABEL_CHARS, help="e.g. person, service"),
+        "definition": Arg("str", max_len=MAX_ENTITY_DEFINITION_CHARS,
+                          help="what it is, in a sentence"),
+        "labels": Arg("strlist", max_len=MAX_ENTITY_LABELS, help="replace its labels"),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Set an entity's type, definition and/or labels (created when new); they are "
+            "searched by graph.search."),
     # lifecycle
     # Recomputes weights from the clock; a rerun's count is its own.
     OpSpec("memory.decay", palace=_R, retry=SAFE, permission="write",

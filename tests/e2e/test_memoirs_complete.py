@@ -215,3 +215,42 @@ def test_a_crafted_export_is_refused_record_by_record(shared_keyword_daemon: Dae
     with d.client() as c:
         assert _memoir_state(c, dst) == _memoir_state(c, src)  # nothing of the bad ones
         assert not c.memoir_search(dst, query="orphan") and not c.memoir_search(dst, query="big")
+
+
+def test_entity_type_definition_and_labels_are_set_and_searched(
+        shared_keyword_daemon: DaemonProc, store: str | None) -> None:
+    from tests.palace_client.mcp.test_mcp_knowledge import Bridge
+
+    d = InProcCliDaemonProc.of(shared_keyword_daemon)
+    p = _name("ent")
+    with d.client() as c:
+        c.create_palace(p, store=store)
+        c.kg_assert(p, "billing", "depends_on", "ledger")
+    out = d.cli("kg", "describe", "billing", "--type", "service", "--definition",
+                "Charges cards every month", "--label", "pci", "--label", "core",
+                "--palace", p, check=True).stdout
+    assert "billing (service)  [pci, core]" in out and "(type, definition, labels set)" in out
+    again = d.cli("kg", "describe", "billing", "--type", "service", "--palace", p, check=True)
+    assert "(unchanged)" in again.stdout
+    assert d.cli("kg", "describe", "billing", "--palace", p).returncode == 5  # nothing to set
+    with d.client() as c:
+        assert [e["name"] for e in c.kg_search(p, "charges cards")] == ["billing"]
+        assert [e["name"] for e in c.kg_search(p, "pci")] == ["billing"]
+        assert [e["name"] for e in c.kg_search(p, "billing", type="SERVICE")] == ["billing"]
+        assert c.kg_search(p, "billing", type="person") == []
+        described = list(c.audit(p, op="graph.describe")["entries"])
+        assert [e["outcome"] for e in described] == ["described"]
+    res = json.loads(d.cli("kg", "search", "cards", "--type", "service", "--json", "--palace",
+                           p, check=True).stdout)
+    assert res["entities"][0]["labels"] == ["pci", "core"]
+    b = Bridge(d.env, p)
+    try:
+        text = b.ok("kg_assert", subject="Alice", predicate="works_at", object="Acme",
+                    type="person", definition="Leads the payments team", labels=["staff"])
+        assert "Alice is described: a person; Leads the payments team; labels staff" in text
+        assert "(a person; Leads the payments team; labels staff)" in b.ok(
+            "kg_query", subject="alice")
+    finally:
+        b.close()
+    with d.client() as c:
+        assert [e["name"] for e in c.kg_search(p, "payments team", type="person")] == ["Alice"]

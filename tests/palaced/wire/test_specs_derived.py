@@ -56,7 +56,7 @@ MCP_UNIONS = {("remember", "importance"): _IMPORTANCE, ("upkeep", "importance"):
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
                  ("kg_assert", "predicate"), ("kg_assert", "object"), ("kg_query", "subject"),
-                 ("memoir", "name"), ("memoir", "definition")}
+                 ("memoir", "name"), ("memoir", "definition"), ("memoir", "new_name")}
 # Properties an enum narrows to the only values the daemon accepts, and why.
 MCP_ENUMS = {("memoir", "relation"): list(TYPED_RELATIONS)}  # the nine typed relations
 # Properties only the tool knows (no op argument), and why.
@@ -211,6 +211,7 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
+    "kg describe": "graph.describe",
     "restore-drawer": "memory.restore", "trash list": "memory.trash", "merge": "memory.merge",
     "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
     "policy set": "palace.policy_set",
@@ -336,6 +337,7 @@ CLIENT_OPS: dict[str, str] = {
     "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",
     "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
+    "kg_describe": "graph.describe",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
     "restore_drawer": "memory.restore", "trash": "memory.trash",
