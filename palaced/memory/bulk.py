@@ -190,7 +190,7 @@ async def restore_batch(palace: Palace, batch: str, actor: audit.Actor, *, keep_
                     try:
                         with c:  # a savepoint: a conflict leaves nothing behind
                             got = trash_sql.restore(c, did, agent=actor.agent, now_ms=ts,
-                                                    kept_since_ms=ts - keep_ms)
+                                                    kept_since_ms=ts - keep_ms, around=False)
                     except InvalidContent as exc:
                         conflicts.append({"id": did, "conflict": exc.details.get("conflict")})
                         continue
@@ -200,6 +200,7 @@ async def restore_batch(palace: Palace, batch: str, actor: audit.Actor, *, keep_
                         vids += got[1]
                         waiting = waiting or not got[1]
                 if back:
+                    trash_sql.restore_around(c, back)  # each room neighbour once
                     audit.append(c, actor, "restored", ts, drawer_ids=back,
                                  detail={"batch": batch, "vectors": len(vids)})
                 return back, blobs, vids, waiting

@@ -33,10 +33,11 @@ from palaced.store.lookup.context import (
     date_words,
     refresh_context,
     room_neighbours,
+    vectors_changed,
 )
 from palaced.store.lookup.fts_log import note_changed
 from palaced.store.lookup.vectors import store_vectors
-from palaced.store.rows.drawers import delete_drawers, find_by_hash
+from palaced.store.rows.drawers import delete_drawers, find_by_hash, refresh_around
 from palaced.wire.errors import InvalidContent
 
 # Trash columns besides the saved drawer row.
@@ -120,8 +121,11 @@ def list_trash(conn: apsw.Connection, kept_since_ms: int, limit: int, offset: in
 
 
 def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
-            kept_since_ms: int) -> tuple[list[bytes], list[int]] | None:
+            kept_since_ms: int, around: bool = True) -> tuple[list[bytes], list[int]] | None:
     """Put a kept trash entry back as drawer ``drawer_id``; None when there is none.
+
+    ``around`` False leaves its room neighbours' keyword context and context vectors to the
+    caller, who restores a batch and refreshes each neighbour once (``restore_around``).
 
     Returns ``(chunk vector blobs, their new vector ids)`` for the index; both are empty when
     the vectors were made by another embedder than the palace's now (the drawer then waits
@@ -161,7 +165,8 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
     conn.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
                  (drawer_id, saved["text"], "", date_words(int(saved["occurred_ms"]))))
     note_changed(conn, (drawer_id,))
-    for did in {drawer_id, *room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)}:
+    for did in {drawer_id, *(room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
+                             if around else ())}:
         refresh_context(conn, did)
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                      [(t, drawer_id) for t in json.loads(topics)])
@@ -172,7 +177,7 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
     if vectors_ok:
         size = len(blob) // int(count)
         blobs = [bytes(blob[i * size:(i + 1) * size]) for i in range(int(count))]
-        vector_ids = store_vectors(conn, drawer_id, blobs)
+        vector_ids = store_vectors(conn, drawer_id, blobs, context=around)
     conn.execute("UPDATE facts SET source_drawer = ? WHERE source_drawer IS NULL AND id IN "
                  "(SELECT value FROM json_each(?))", (drawer_id, facts))
     conn.execute("UPDATE drawers SET consolidated_into = ? WHERE consolidated_into IS NULL "
@@ -183,6 +188,13 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
                      (drawer_id, json_ids(saved[CONCEPTS_KEY])))
     conn.execute("DELETE FROM trash WHERE id = ?", (drawer_id,))
     return blobs, vector_ids
+
+
+def restore_around(conn: apsw.Connection, ids: Sequence[int]) -> None:
+    """The neighbours' side of restoring ``ids`` with ``around=False``: their room neighbours'
+    keyword context and context vectors, each neighbour once."""
+    refresh_around(conn, ids)
+    vectors_changed(conn, ids)
 
 
 def batch_ids(conn: apsw.Connection, reason: str, kept_since_ms: int) -> list[int]:
