@@ -225,8 +225,8 @@ _ALL: tuple[OpSpec, ...] = (
         "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="One page of the palace's export records (header, identity, drawers, entities, "
-            "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
-            "after the end record."),
+            "facts, sources, memoirs, concepts, concept links, end) from `cursor`; `next` is "
+            "the cursor of the next page, null after the end record."),
     OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
            palace=_R, retry=SAFE, permission="write",
            doc="Restore a batch of export records into an empty palace (or one this export "

@@ -57,6 +57,12 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
     """
     embedder = meta_get(conn, "embedder")
     trashed: list[int] = []
+    # The drawers consolidated into each: one scan for all (consolidated_into has no index).
+    consolidated: dict[int, list[int]] = {}
+    for src, into in conn.execute(
+            "SELECT id, consolidated_into FROM drawers WHERE consolidated_into IN "
+            "(SELECT value FROM json_each(?)) ORDER BY id", (json_ids(ids),)):
+        consolidated.setdefault(int(into), []).append(int(src))
     for did in ids:
         cur = conn.execute(f"SELECT * FROM drawers WHERE id = ?{for_update(conn)}", (did,))
         row = cur.fetchone()
@@ -69,8 +75,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
             "SELECT vec FROM vectors WHERE drawer_id = ? ORDER BY chunk", (did,))]
         facts = [int(r[0]) for r in conn.execute(
             "SELECT id FROM facts WHERE source_drawer = ?", (did,))]
-        sources = [int(r[0]) for r in conn.execute(
-            "SELECT id FROM drawers WHERE consolidated_into = ?", (did,))]
+        sources = consolidated.get(int(did), [])
         cur = conn.execute(f"SELECT {_HISTORY} FROM drawer_history WHERE drawer_id = ? "
                            "ORDER BY id", (did,))
         history = [list(r) for r in cur]
