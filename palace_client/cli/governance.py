@@ -34,9 +34,11 @@ policy_app = typer.Typer(no_args_is_help=True,
 
 @app.command("restore-drawer")
 def restore_drawer(drawer_id: int | None = op_argument("memory.restore", "id", default=None,
+                                                       show_default="none: --batch",
                                                        help="Drawer id."),
                    batch: str | None = op_option(
                        "memory.restore_batch", "batch", "--batch", default=None,
+                       unset="none: DRAWER_ID",
                        help="Restore every drawer of this batch (what a bulk forget or a "
                             "merge printed) instead."),
                    palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:

@@ -305,6 +305,7 @@ _BULK = "memory.forget_many"
 
 @app.command()
 def forget(drawer_id: int | None = op_argument("memory.forget", "id", default=None,
+                                               show_default="none: the selectors below",
                                                help="Drawer id (or select drawers with the "
                                                     "options below)."),
            palace: str | None = PalaceOpt,
