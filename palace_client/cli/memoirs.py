@@ -44,6 +44,12 @@ def _labels(op: str) -> Any:
                      help="Label namespace:value, e.g. domain:auth (repeatable).")
 
 
+def _confirmed(yes: bool, what: str, as_json: bool) -> None:
+    """End the command with INVALID_ARGS unless ``--yes`` confirmed deleting ``what``."""
+    if not yes:
+        fail(E.InvalidArgs(f"refusing to delete {what} without --yes"), as_json)
+
+
 def _sources(op: str) -> Any:
     return op_option(op, "sources", "--source", unset="none",
                      help="Id of a drawer it was learnt from (repeatable).")
@@ -107,8 +113,7 @@ def delete(
 ) -> None:
     """Delete a memoir with all its concepts and links (needs --yes)."""
     name = need_palace(palace, as_json)
-    if not yes:
-        fail(E.InvalidArgs(f"refusing to delete memoir {memoir!r} without --yes"), as_json)
+    _confirmed(yes, f"memoir {memoir!r}", as_json)
     with client(as_json) as c:
         res = c.memoir_delete(name, memoir)
     emit(res, as_json, lambda r: typer.echo(
@@ -165,8 +170,7 @@ def delete_concept(
 ) -> None:
     """Delete a concept with its labels, sources and links (needs --yes)."""
     name = need_palace(palace, as_json)
-    if not yes:
-        fail(E.InvalidArgs(f"refusing to delete concept {concept!r} without --yes"), as_json)
+    _confirmed(yes, f"concept {concept!r}", as_json)
     with client(as_json) as c:
         res = c.memoir_delete_concept(name, memoir, concept)
     emit(res, as_json, lambda r: typer.echo(
