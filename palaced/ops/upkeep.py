@@ -61,7 +61,7 @@ async def op_forget_many(ctx: OpContext, palace: str | None, args: dict[str, Any
     sel = bulk.Selection(
         wing=check_label(args["wing"], "wing"), room=check_label(args["room"], "room"),
         tags=tags, source=check_label(args["source"], "source"),
-        before_ms=since_ms(args["older_than"], int(time.time() * 1000)),
+        before_ms=since_ms(args["older_than"], int(time.time() * 1000), "older_than"),
         query=None if query is None else check_query(query))
     return await bulk.forget_many(p, sel, ctx.actor, keep_ms=ctx.config.retention.trash_keep_ms,
                                   max_drawers=int(args["max_drawers"]),

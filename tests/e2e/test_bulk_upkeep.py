@@ -125,6 +125,8 @@ def test_selectors_combine_and_a_selectorless_or_huge_forget_is_refused(
     assert matched("--older-than", "1d") == []
     assert len(matched("--older-than", "2999-01-01")) == 30
 
+    res = d.cli("forget", "--older-than", "5 fortnights", "--palace", p)
+    assert res.returncode == EXIT_INVALID and "--older-than" in res.stderr, res.stderr
     res = d.cli("forget", "--palace", p, "--json")
     assert res.returncode == EXIT_INVALID and "needs a selector" in res.stdout
     res = d.cli("forget", "--older-than", "2999-01-01", "--max", "10", "--palace", p)
