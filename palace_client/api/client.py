@@ -426,10 +426,22 @@ class Client:
         return self.call("graph.path", palace,
                          self._some(a=a, b=b, max_depth=max_depth, as_of=as_of))
 
-    def kg_search(self, palace: str, query: str, *, limit: int = 20) -> list[dict[str, Any]]:
-        """Entities matching ``query`` by name, definition or labels, best first."""
-        res = self.call("graph.search", palace, {"query": query, "limit": limit})
+    def kg_search(self, palace: str, query: str, *, limit: int = 20, type: str | None = None
+                  ) -> list[dict[str, Any]]:
+        """Entities matching ``query`` by name, definition or labels (of ``type`` only, when
+        given), best first."""
+        res = self.call("graph.search", palace, self._some(query=query, limit=limit, type=type))
         return list(res["entities"])
+
+    def kg_describe(self, palace: str, entity: str, *, type: str | None = None,
+                    definition: str | None = None, labels: Iterable[str] | None = None
+                    ) -> dict[str, Any]:
+        """Set an entity's type, definition and/or labels (labels replace its list; the
+        entity is created when new): ``{"entity", "changed"}``. Raises ``InvalidArgs`` when
+        none is given, ``InvalidContent`` for a bad value."""
+        return self.call("graph.describe", palace, self._some(
+            entity=entity, type=type, definition=definition,
+            labels=None if labels is None else list(labels)))
 
     # -- bulk: export, restore, the import ledger, capture -----------------------------------
     def export(self, palace: str, *, limit: int = 1000) -> Iterator[dict[str, Any]]:
@@ -610,6 +622,28 @@ class Client:
         return self.call("memoir.unlink", palace, {"memoir": memoir, "name": concept,
                                                    "relation": relation, "to": to})
 
+    def memoir_update(self, palace: str, memoir: str, *, description: str | None = None,
+                      consolidation_threshold: int | None = None) -> dict[str, Any]:
+        """Change a memoir's description and/or consolidation threshold: ``{"memoir",
+        "changed"}`` (the fields changed). Raises ``MemoirNotFound``, ``InvalidArgs`` when
+        neither is given."""
+        return self.call("memoir.update", palace, self._some(
+            memoir=memoir, description=description,
+            consolidation_threshold=consolidation_threshold))
+
+    def memoir_rename_concept(self, palace: str, memoir: str, concept: str, new_name: str
+                              ) -> dict[str, Any]:
+        """Rename a concept (definition, labels, sources and links stay): ``{"concept",
+        "changed"}``. Raises ``ConceptNotFound``, ``ConceptExists`` for a taken name."""
+        return self.call("memoir.rename_concept", palace,
+                         {"memoir": memoir, "name": concept, "new_name": new_name})
+
+    def memoir_delete_concept(self, palace: str, memoir: str, concept: str
+                              ) -> dict[str, Any]:
+        """Delete a concept with its labels, sources and links: ``{"concept", "links",
+        "deleted"}``. Raises ``ConceptNotFound``."""
+        return self.call("memoir.delete_concept", palace, {"memoir": memoir, "name": concept})
+
     # -- governance: forget into the trash, restore, the trash, the audit log, the policy -----
     _agent: str
 
@@ -645,6 +679,36 @@ class Client:
     def empty_trash(self, palace: str) -> dict[str, Any]:
         """Delete every drawer in the trash for good: ``{"purged": [ids]}``."""
         return self.call("memory.empty_trash", palace)
+
+    def forget_many(self, palace: str, *, wing: str | None = None, room: str | None = None,
+                    tags: Iterable[str] | None = None, source: str | None = None,
+                    older_than: str | int | None = None, query: str | None = None,
+                    dry_run: bool = False, max_drawers: int | None = None,
+                    show: int | None = None) -> dict[str, Any]:
+        """Move every drawer matching all the selectors given (at least one) to the trash as
+        one batch; ``dry_run`` only lists them. Returns ``{"dry_run", "matched", "forgotten",
+        "batch", "drawers", "restorable_until_ms", "max_drawers"}``.
+
+        Raises ``InvalidArgs`` without a selector, or when more than ``max_drawers`` (the
+        daemon's default: 1,000) match outside a dry run.
+        """
+        return self.call("memory.forget_many", palace, self._some(
+            wing=wing, room=room, tags=None if tags is None else list(tags), source=source,
+            older_than=older_than, query=query, dry_run=dry_run, max_drawers=max_drawers,
+            show=show))
+
+    def restore_batch(self, palace: str, batch: str) -> dict[str, Any]:
+        """Bring back every drawer of a bulk forget's or a merge's ``batch`` still in the
+        trash: ``{"batch", "restored": [ids], "conflicts": [{"id", "conflict"}]}``.
+        Raises ``MemoryNotFound`` when none is left there."""
+        return self.call("memory.restore_batch", palace, {"batch": batch})
+
+    def merge(self, palace: str, ids: Iterable[int], *, dry_run: bool = False
+              ) -> dict[str, Any]:
+        """Merge duplicate drawers into one (the longest text, then the newest, is kept with
+        the union of their tags); the others go to the trash as one batch. Returns
+        ``{"dry_run", "kept", "merged", "tags", "importance", "batch", ...}``."""
+        return self.call("memory.merge", palace, {"ids": list(ids), "dry_run": dry_run})
 
     def audit(self, palace: str, *, since: str | int | None = None, agent: str | None = None,
               op: str | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:

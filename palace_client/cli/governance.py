@@ -33,10 +33,26 @@ policy_app = typer.Typer(no_args_is_help=True,
 
 
 @app.command("restore-drawer")
-def restore_drawer(drawer_id: int = op_argument("memory.restore", "id", help="Drawer id."),
+def restore_drawer(drawer_id: int | None = op_argument("memory.restore", "id", default=None,
+                                                       show_default="none: --batch",
+                                                       help="Drawer id."),
+                   batch: str | None = op_option(
+                       "memory.restore_batch", "batch", "--batch", default=None,
+                       unset="none: DRAWER_ID",
+                       help="Restore every drawer of this batch (what a bulk forget or a "
+                            "merge printed) instead."),
                    palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
-    """Bring a forgotten drawer back from the trash (text, keyword index, vectors)."""
+    """Bring a forgotten drawer back from the trash (text, keyword index, vectors), or with
+    --batch every drawer a bulk `palace forget` or a `palace merge` moved there."""
     name = need_palace(palace, as_json)
+    if (drawer_id is None) == (batch is None):
+        fail(E.UsageError("give a drawer id or --batch (one of them)"), as_json)
+    if batch is not None:
+        with client(as_json) as c:
+            res = c.restore_batch(name, batch)
+        emit(res, as_json, lambda r: echo_lines(governance_render.restored_batch(r)))
+        return
+    assert drawer_id is not None
     with client(as_json) as c:
         res = c.restore_drawer(name, drawer_id)
     emit(res, as_json, lambda r: typer.echo(

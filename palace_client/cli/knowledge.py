@@ -14,6 +14,7 @@ from palace_client.cli.common import (
     JsonOpt,
     PalaceOpt,
     client,
+    echo_lines,
     emit,
     need_palace,
     op_arg,
@@ -226,20 +227,48 @@ def kg_search(
     query: str = op_argument("graph.search", "query", help="Words to look for."),
     palace: str | None = PalaceOpt,
     limit: int = op_option("graph.search", "limit", "--limit", help="Most entities to list."),
+    type: str | None = op_option("graph.search", "type", "--type", unset="any",
+                                 help="Only entities of this type."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Find entities by name, definition or labels."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        entities = c.kg_search(name, query, limit=limit)
+        entities = c.kg_search(name, query, limit=limit, type=type)
 
     def human(es: list[dict[str, Any]]) -> None:
         if not es:
             typer.echo("no matching entities")
         for e in es:
-            kind = f" ({e['type']})" if e.get("type") else ""
-            typer.echo(f"{e['name']}{kind}")
-            if e.get("definition"):
-                typer.echo(f"    {e['definition']}")
+            echo_lines(_entity_lines(e))
 
     emit({"entities": entities} if as_json else entities, as_json, human)
+
+
+def _entity_lines(e: Mapping[str, Any]) -> list[str]:
+    kind = f" ({e['type']})" if e.get("type") else ""
+    labels = f"  [{', '.join(e['labels'])}]" if e.get("labels") else ""
+    return [f"{e['name']}{kind}{labels}",
+            *([f"    {e['definition']}"] if e.get("definition") else [])]
+
+
+@app.command("describe")
+def kg_describe(
+    entity: str = op_argument("graph.describe", "entity", help="Entity name."),
+    palace: str | None = PalaceOpt,
+    type: str | None = op_option("graph.describe", "type", "--type", unset="unchanged",
+                                 help="Its type, e.g. person, service."),
+    definition: str | None = op_option("graph.describe", "definition", "--definition",
+                                       unset="unchanged", help="What it is, in a sentence."),
+    labels: list[str] | None = op_option("graph.describe", "labels", "--label",  # noqa: B008
+                                         default=None, unset="unchanged",
+                                         help="A label (repeatable; replaces its labels)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Set an entity's type, definition and/or labels (created when new); `palace kg
+    search` finds them."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.kg_describe(name, entity, type=type, definition=definition, labels=labels)
+    note = f"({', '.join(res['changed'])} set)" if res["changed"] else "(unchanged)"
+    emit(res, as_json, lambda r: echo_lines([*_entity_lines(r["entity"]), note]))

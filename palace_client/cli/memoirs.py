@@ -44,6 +44,12 @@ def _labels(op: str) -> Any:
                      help="Label namespace:value, e.g. domain:auth (repeatable).")
 
 
+def _confirmed(yes: bool, what: str, as_json: bool) -> None:
+    """End the command with INVALID_ARGS unless ``--yes`` confirmed deleting ``what``."""
+    if not yes:
+        fail(E.InvalidArgs(f"refusing to delete {what} without --yes"), as_json)
+
+
 def _sources(op: str) -> Any:
     return op_option(op, "sources", "--source", unset="none",
                      help="Id of a drawer it was learnt from (repeatable).")
@@ -107,13 +113,68 @@ def delete(
 ) -> None:
     """Delete a memoir with all its concepts and links (needs --yes)."""
     name = need_palace(palace, as_json)
-    if not yes:
-        fail(E.InvalidArgs(f"refusing to delete memoir {memoir!r} without --yes"), as_json)
+    _confirmed(yes, f"memoir {memoir!r}", as_json)
     with client(as_json) as c:
         res = c.memoir_delete(name, memoir)
     emit(res, as_json, lambda r: typer.echo(
         f"deleted memoir {r['memoir']} ({counted(r.get('concepts', 0), 'concept')}, "
         f"{counted(r.get('links', 0), 'link')})"))
+
+
+@app.command("update")
+def update(
+    memoir: str = op_argument("memoir.update", "memoir", metavar="NAME", help="Memoir name."),
+    palace: str | None = PalaceOpt,
+    description: str | None = op_option("memoir.update", "description", "--description", "-d",
+                                        unset="unchanged", help="What the memoir holds."),
+    consolidation_threshold: int | None = op_option(
+        "memoir.update", "consolidation_threshold", "--consolidation-threshold",
+        unset="unchanged", help="Sources after which a concept is flagged for consolidation."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Change a memoir's description and/or consolidation threshold."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.memoir_update(name, memoir, description=description,
+                              consolidation_threshold=consolidation_threshold)
+    note = f"updated ({', '.join(res['changed'])})" if res["changed"] else "unchanged:"
+    emit(res, as_json, lambda r: typer.echo(f"{note} memoir {mr.memoir_line(r['memoir'])}"))
+
+
+@app.command("rename-concept")
+def rename_concept(
+    concept: str = op_argument("memoir.rename_concept", "name", metavar="NAME",
+                               help="Concept name."),
+    new_name: str = op_argument("memoir.rename_concept", "new_name", metavar="NEW_NAME",
+                                help="Its new name."),
+    memoir: str = _memoir_opt("memoir.rename_concept"),
+    palace: str | None = PalaceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Rename a concept; its definition, labels, sources and links stay."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.memoir_rename_concept(name, memoir, concept, new_name)
+    note = [] if res["changed"] else ["(already so named: unchanged)"]
+    emit(res, as_json, lambda r: echo_lines([*mr.cli_concept(r["concept"]), *note]))
+
+
+@app.command("delete-concept")
+def delete_concept(
+    concept: str = op_argument("memoir.delete_concept", "name", metavar="NAME",
+                               help="Concept name."),
+    memoir: str = _memoir_opt("memoir.delete_concept"),
+    palace: str | None = PalaceOpt,
+    yes: bool = typer.Option(False, "--yes", help="Really delete (required)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Delete a concept with its labels, sources and links (needs --yes)."""
+    name = need_palace(palace, as_json)
+    _confirmed(yes, f"concept {concept!r}", as_json)
+    with client(as_json) as c:
+        res = c.memoir_delete_concept(name, memoir, concept)
+    emit(res, as_json, lambda r: typer.echo(
+        f"deleted concept {r['concept']['name']} ({counted(r.get('links', 0), 'link')})"))
 
 
 @app.command("add-concept")

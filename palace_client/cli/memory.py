@@ -306,18 +306,64 @@ def get(drawer_id: int = op_argument("memory.get", "id", help="Drawer id."),
     emit(d, as_json, human)
 
 
+_BULK = "memory.forget_many"
+
+
 @app.command()
-def forget(drawer_id: int = op_argument("memory.forget", "id", help="Drawer id."),
+def forget(drawer_id: int | None = op_argument("memory.forget", "id", default=None,
+                                               show_default="none: the selectors below",
+                                               help="Drawer id (or select drawers with the "
+                                                    "options below)."),
            palace: str | None = PalaceOpt,
            purge: bool = op_option("memory.forget", "purge", "--purge",
                                    help="Delete it for good now (also a drawer already in "
                                         "the trash), instead of moving it to the trash."),
+           wing: str | None = op_option(_BULK, "wing", "--wing", help="Drawers of this wing.",
+                                        unset="any"),
+           room: str | None = op_option(_BULK, "room", "--room", help="Drawers of this room.",
+                                        unset="any"),
+           tag: list[str] = op_option(_BULK, "tags", "--tag",  # noqa: B008
+                                      help="Drawers with this tag (repeatable: any of them).",
+                                      unset="any"),
+           source: str | None = op_option(_BULK, "source", "--source",
+                                          help="Drawers whose source matches this glob "
+                                               "(chatgpt:*).", unset="any"),
+           older_than: str | None = op_option(
+               _BULK, "older_than", "--older-than", unset="any age",
+               help="Drawers stored before: a duration back from now (90d, 12h) or a time."),
+           query: str | None = op_option(_BULK, "query", "--query",
+                                         help="Drawers holding every word of it (keywords).",
+                                         unset="any"),
+           dry_run: bool = op_option(_BULK, "dry_run", "--dry-run",
+                                     help="Only list what would be forgotten."),
+           max_drawers: int = op_option(_BULK, "max_drawers", "--max",
+                                        help="Refuse when more drawers match (raise it to "
+                                             "confirm a larger forget)."),
+           show: int = op_option(_BULK, "show", "--show",
+                                 help="How many of the selected drawers to list."),
            as_json: bool = JsonOpt) -> None:
-    """Move one drawer to the trash (`palace restore-drawer ID` brings it back)."""
+    """Move one drawer to the trash (`palace restore-drawer ID` brings it back), or every
+    drawer matching all the selectors given, as one batch (`palace restore-drawer --batch B`
+    brings it back; try --dry-run first).
+    """
     name = need_palace(palace, as_json)
+    selected = any(v is not None for v in (wing, room, source, older_than, query)) or tag
+    if drawer_id is not None:
+        if selected or dry_run:
+            fail(E.UsageError("give a drawer id or selectors (--room, --tag...), not both"),
+                 as_json)
+        with client(as_json) as c:
+            res = c.forget(name, drawer_id, purge=purge)
+        emit(res, as_json, lambda r: typer.echo(governance_render.forgotten(r, name)))
+        return
+    if purge:
+        fail(E.UsageError("--purge forgets one drawer; a bulk forget goes to the trash"),
+             as_json)
     with client(as_json) as c:
-        res = c.forget(name, drawer_id, purge=purge)
-    emit(res, as_json, lambda r: typer.echo(governance_render.forgotten(r, name)))
+        res = c.forget_many(name, wing=wing, room=room, tags=tag, source=source,
+                            older_than=older_than, query=query, dry_run=dry_run,
+                            max_drawers=max_drawers, show=show)
+    emit(res, as_json, lambda r: echo_lines(governance_render.forgotten_many(r, name)))
 
 
 @app.command()

@@ -86,11 +86,13 @@ def export(
         return
     done = {"palace": name, "file": file, "records": sum(counts.values()),
             "drawers": counts["drawer"], "entities": counts["entity"],
-            "facts": counts["fact"], "sources": counts["source"]}
+            "facts": counts["fact"], "sources": counts["source"], "memoirs": counts["memoir"],
+            "concepts": counts["concept"], "concept_links": counts["concept_link"]}
     emit(done, as_json, lambda r: typer.echo(
         f"exported palace {name} to {file}: {counted(r['drawers'], 'drawer')}, "
         f"{counted(r['entities'], 'entity', 'entities')}, {counted(r['facts'], 'fact')}, "
-        f"{counted(r['sources'], 'source')}"))
+        f"{counted(r['sources'], 'source')}, {counted(r['memoirs'], 'memoir')}, "
+        f"{counted(r['concepts'], 'concept')}"))
 
 
 def run_import(make: Callable[[], Importer], palace: str | None, *, dry_run: bool,

@@ -1,5 +1,5 @@
-"""``palace update``, ``decay``, ``prune``, ``consolidate``, ``health``: keeping a palace in
-shape."""
+"""``palace update``, ``decay``, ``prune``, ``merge``, ``consolidate``, ``health``: keeping a
+palace in shape."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from palace_client.cli.common import (
     op_option,
 )
 from palace_client.cli.jsonl import read_stdin
+from palace_client.render import governance as governance_render
 from palace_client.render.results import counted
 from palaced.wire import errors as E
 
@@ -114,6 +115,24 @@ def prune(
         typer.echo(f"{verb} {counted(len(r['ids']), 'drawer')} (threshold {r['threshold']:g})")
 
     emit(res, as_json, human)
+
+
+@app.command("merge")
+def merge(
+    ids: list[int] = op_argument("memory.merge", "ids",  # noqa: B008
+                                 help="The duplicate drawers' ids (two or more)."),
+    palace: str | None = PalaceOpt,
+    dry_run: bool = op_option("memory.merge", "dry_run", "--dry-run",
+                              help="Only say what the merge would do."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Merge duplicate drawers (`palace health` lists them) into one: the longest text
+    (then the newest) is kept with the union of their tags; the others go to the trash as
+    one batch (`palace restore-drawer --batch B` brings them back)."""
+    name = need_palace(palace, as_json)
+    with client(as_json) as c:
+        res = c.merge(name, ids, dry_run=dry_run)
+    emit(res, as_json, lambda r: typer.echo(governance_render.merged(r, name)))
 
 
 @app.command("consolidate")

@@ -53,6 +53,16 @@ def run_memoir(op_call: OpCall, palace: str, arguments: dict[str, Any], compact:
                 ("refine", False): "Nothing new in this refinement (unchanged):",
                 }[(action, bool(result.get("created", result.get("changed"))))]
         return head + "\n" + render_concept(c, compact=compact)
+    if action == "update":
+        changed = ", ".join(result["changed"]) or "nothing: it says that already"
+        return f"Updated memoir {memoir_line(result['memoir'])} {where} ({changed})."
+    if action == "rename_concept":
+        c = result["concept"]
+        verb = "Renamed" if result["changed"] else "Already so named (unchanged):"
+        return f"{verb} concept {json.dumps(c['name'], ensure_ascii=False)} {where}."
+    if action == "delete_concept":
+        return (f"Deleted concept {json.dumps(result['concept']['name'], ensure_ascii=False)} "
+                f"{where} with {counted(int(result.get('links') or 0), 'link')}.")
     if action == "link":
         verb = "Linked" if result["created"] else "Already linked"
         return f"{verb} {where}: {link_line(result['link'])}"

@@ -30,6 +30,7 @@ from palace_client.mcp.tools import (
 )
 from palace_client.mcp.upkeep_tool import RESOLVE_BY_UPKEEP, consolidation_hint, run_upkeep
 from palace_client.render.results import (
+    describe_entity,
     excerpt,
     format_time,
     remember_notes,
@@ -311,10 +312,17 @@ class Toolbox:
 
     # -- knowledge graph --------------------------------------------------------------------
     def _kg_assert(self, args: dict[str, Any]) -> str:
+        # type, definition and labels describe the subject (graph.describe), after the fact.
+        describe: dict[str, Any] = {k: args.pop(k) for k in ("type", "definition", "labels")
+                                    if k in args}
         result = self._op("graph.assert", self.palace, {**args, "source_agent": self.source})
         fact = result["fact"]
         lines = [f"Recorded fact in palace '{self.palace}':",
                  render_fact(fact, compact=self.compact)]
+        if describe:
+            entity = self._op("graph.describe", self.palace,
+                              {"entity": args["subject"], **describe})["entity"]
+            lines.append(f"{entity['name']} is described: " + describe_entity(entity))
         predicate = str(fact.get("predicate"))
         multi = args.get("multi")
         if not (multi if multi is not None else predicate in MULTI_VALUED):
@@ -355,10 +363,12 @@ class Toolbox:
         when = (f"valid at {format_time(result['as_of_ms'])}"
                 if result.get("as_of_ms") is not None else "true now")
         facts = list(result.get("facts") or [])
+        described = describe_entity(result["entity"])
+        about = f"'{name}' ({described})" if described else f"'{name}'"
         if not facts:
-            return (f"No facts about '{name}' {when} in palace '{self.palace}'. kg_query with "
+            return (f"No facts about {about} {when} in palace '{self.palace}'. kg_query with "
                     "history=true shows its full history.")
-        return self._facts_block(f"Facts about '{name}' {when} in palace '{self.palace}' "
+        return self._facts_block(f"Facts about {about} {when} in palace '{self.palace}' "
                                  f"({len(facts)}):", facts)
 
     def _kg_history(self, args: dict[str, Any]) -> str:

@@ -67,23 +67,28 @@ DEPTH: dict[str, Any] = {
     k: v for k, v in op_property("graph.neighbors", "depth", "Linked entities within n hops.",
                                  minimum=1).items() if k != "default"}
 
-# The memoir tool's actions and the ops they run (no delete or unlink: an agent curates,
-# a person prunes with `palace memoir delete`).
+# The memoir tool's actions and the ops they run (no memoir delete or unlink: an agent
+# curates concepts, a person prunes whole memoirs with `palace memoir delete`).
 MEMOIR_ACTIONS: dict[str, str] = {
     "create": "memoir.create", "list": "memoir.list", "show": "memoir.show",
     "add_concept": "memoir.add_concept", "refine": "memoir.refine", "link": "memoir.link",
-    "search": "memoir.search", "inspect": "memoir.inspect",
+    "search": "memoir.search", "inspect": "memoir.inspect", "update": "memoir.update",
+    "rename_concept": "memoir.rename_concept", "delete_concept": "memoir.delete_concept",
 }
 ACTION: dict[str, Any] = {"type": "string", "enum": list(MEMOIR_ACTIONS)}
 _ADD, _LINK = "memoir.add_concept", "memoir.link"
 
 # The upkeep tool's actions and the ops they run (prune and decay stay with the CLI and the
 # daemon's schedule: deleting by weight is a person's call).
+# (forget has no max_drawers here: an agent forgets at most the op's default, 1,000, at once;
+# a person confirms a larger forget with `palace forget --max N`.)
 UPKEEP_ACTIONS: dict[str, str] = {
     "update": "memory.update", "consolidate": "memory.consolidate", "health": "memory.health",
-    "conflicts": "memory.conflicts", "resolve": "memory.resolve_conflict"}
+    "conflicts": "memory.conflicts", "resolve": "memory.resolve_conflict",
+    "forget": "memory.forget_many", "merge": "memory.merge", "restore": "memory.restore_batch"}
 UPKEEP_ACTION: dict[str, Any] = {"type": "string", "enum": list(UPKEEP_ACTIONS)}
 _EDIT = "memory.update"
+_BULK = "memory.forget_many"
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -183,24 +188,31 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         name="upkeep",
         description=(
-            "update: edit drawer id in place (old version kept); consolidate: sum up a room "
-            "in a summary; health: stale and duplicate drawers; conflicts: contradicting "
-            "drawers; resolve: conflict id by resolution."
+            "update: edit a drawer; consolidate: sum up a room; health: stale/duplicates; "
+            "conflicts, resolve: contradictions; forget: trash by selectors; merge: join ids; "
+            "restore: undo a batch. forget/merge list unless dry_run=false."
         ),
         params={
             "id": param(op=_EDIT),
             "text": param("update: the new text.", op=_EDIT),
             "importance": param(op=_EDIT, **_IMPORTANCE),
             "tags": param(op=_EDIT),
-            "room": param("To consolidate, or move to.", op=_EDIT),
+            "room": param("To consolidate, forget, or move to.", op=_EDIT),
             "wing": param(op=_EDIT),
             "summary": param(op="memory.consolidate"),
             "resolution": param("supersede (the older), keep_both, or merge (with text).",
                                 op="memory.resolve_conflict"),
+            "source": param(op=_BULK),
+            "older_than": param(op=_BULK, kind="str"),
+            "query": param(op=_BULK),
+            "dry_run": param("false: do it.", op=_BULK),
+            "ids": param(op="memory.merge"),
+            "batch": param("restore: what forget/merge said.", op="memory.restore_batch"),
         },
         actions=UPKEEP_ACTIONS,
         extra={"action": UPKEEP_ACTION},
         extra_required=("action",),
+        destructive=True,  # forget and merge move drawers to the trash
     ),
     # -- knowledge graph: temporal facts about entities -------------------------------------
     ToolSpec(
@@ -219,6 +231,9 @@ TOOLS: tuple[ToolSpec, ...] = (
             "multi": param("true: keep the old values too (e.g. uses)."),
             "valid_from": _when("ISO 8601; default now."),
             "source_url": param(),
+            "type": param("Subject's type, e.g. person.", op="graph.describe"),
+            "definition": param("What the subject is.", op="graph.describe"),
+            "labels": param("Subject's labels.", op="graph.describe"),
         },
         idempotent=True,
     ),
@@ -256,8 +271,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         name="memoir",
         description=(
             "Curated knowledge: concepts (definition, labels) in named memoirs, linked by "
-            "typed relations; refine them as you learn. search spans all memoirs unless "
-            "given one."
+            "typed relations; refine, rename or delete them as you learn. search spans all "
+            "memoirs unless given one."
         ),
         params={
             "memoir": param(op=_ADD),
@@ -271,10 +286,14 @@ TOOLS: tuple[ToolSpec, ...] = (
             "label": param(op="memoir.search"),
             "depth": param(op="memoir.inspect"),
             "description": param(op="memoir.create"),
+            "consolidation_threshold": param("update: sources to flag.", op="memoir.update"),
+            "new_name": param("rename_concept: to this.", op="memoir.rename_concept",
+                              minLength=1),
         },
         actions=MEMOIR_ACTIONS,
         extra={"action": ACTION},
         extra_required=("action",),
+        destructive=True,  # delete_concept
         idempotent=True,
     ),
 )

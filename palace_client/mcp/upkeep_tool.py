@@ -3,10 +3,12 @@
 ``update`` runs ``memory.update`` (``id`` and the fields to change), ``consolidate`` runs
 ``memory.consolidate`` (``room``, optional ``wing``, the ``summary``), ``health`` runs
 ``memory.health``, ``conflicts`` runs ``memory.conflicts`` and ``resolve`` runs
-``memory.resolve_conflict`` (``id``, ``resolution``, ``text`` to merge). One tool instead of
-five keeps ``tools/list`` short (every session pays
-for it); ``schema.action_args`` refuses the arguments an action does not take, naming the
-ones it does. The tool's schema is declared in ``tools`` (``UPKEEP_ACTIONS``).
+``memory.resolve_conflict`` (``id``, ``resolution``, ``text`` to merge), and the bulk upkeep
+``forget`` (``memory.forget_many``: the selectors), ``merge`` (``memory.merge``: ``ids``) and
+``restore`` (``memory.restore_batch``: ``batch``); ``forget`` and ``merge`` are dry runs unless
+the agent passes ``dry_run: false``. One tool instead of eight keeps ``tools/list`` short (every
+session pays for it); ``schema.action_args`` refuses the arguments an action does not take,
+naming the ones it does. The tool's schema is declared in ``tools`` (``UPKEEP_ACTIONS``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,21 @@ def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
     """
     action = str(arguments["action"])
     op, args = action_args(TOOLS_BY_NAME["upkeep"], arguments)
+    if action in ("forget", "merge"):
+        args.setdefault("dry_run", True)  # an agent sees what goes before it goes
     result = op_call(op, palace, args)
+    if action == "forget":
+        return _forgotten(result, palace)
+    if action == "merge":
+        return _merged(result, palace)
+    if action == "restore":
+        conflicts = result.get("conflicts") or []
+        text = (f"Restored {len(result['restored'])} drawer(s) of batch {result['batch']} "
+                f"in palace '{palace}'.")
+        if conflicts:
+            text += (f" {len(conflicts)} stay in the trash: the same text is stored again "
+                     f"(#{', #'.join(str(c['conflict']) for c in conflicts[:LISTED])}).")
+        return text
     if action == "update":
         return _updated(result, palace)
     if action == "conflicts":
@@ -44,6 +60,39 @@ def run_upkeep(op_call: OpCall, palace: str, arguments: dict[str, Any]) -> str:
                 f"of palace '{palace}'; it consolidates {len(result['source_ids'])} drawer(s), "
                 "which are kept but no longer recalled.")
     return _health(result, palace)
+
+
+def _forgotten(result: Mapping[str, Any], palace: str) -> str:
+    matched = int(result["matched"])
+    lines = [f"  #{d['id']} [{d['wing']}/{d['room']}] {one_line(d['preview'])}"
+             for d in (result.get("drawers") or [])[:LISTED]]
+    if matched > len(lines):
+        lines.append(f"  ... and {matched - len(lines)} more")
+    if result["dry_run"]:
+        head = (f"Would forget {matched} drawer(s) of palace '{palace}' (nothing changed yet; "
+                "call again with dry_run=false to do it):")
+        if matched > int(result["max_drawers"]):
+            head += (f" more than {result['max_drawers']}, which would be refused: narrow the "
+                     "selection, or ask the user to run `palace forget` with --max.")
+    elif result.get("batch"):
+        head = (f"Moved {result['forgotten']} drawer(s) of palace '{palace}' to the trash as "
+                f"batch {result['batch']} (upkeep action='restore' batch='{result['batch']}' "
+                "brings them back):")
+    else:
+        head = f"Deleted {result['forgotten']} drawer(s) of palace '{palace}' for good:"
+    return "\n".join([head, *lines]) if matched else "No drawer matches; nothing to forget."
+
+
+def _merged(result: Mapping[str, Any], palace: str) -> str:
+    others = ", ".join(f"#{i}" for i in result["merged"])
+    tags = ", ".join(result.get("tags") or []) or "none"
+    if result["dry_run"]:
+        return (f"Would keep drawer #{result['kept']} of palace '{palace}' (tags: {tags}) "
+                f"and move {others} to the trash; call again with dry_run=false to merge.")
+    undo = (f" as batch {result['batch']} (upkeep action='restore' batch='{result['batch']}' "
+            "undoes it)") if result.get("batch") else " for good"
+    return (f"Kept drawer #{result['kept']} of palace '{palace}' (tags: {tags}); moved "
+            f"{others} to the trash{undo}.")
 
 
 def _updated(result: Mapping[str, Any], palace: str) -> str:
@@ -117,6 +166,6 @@ def _health(result: Mapping[str, Any], palace: str) -> str:
     if len(lines) == 1:
         lines.append("Nothing to tidy.")
     else:
-        lines.append("Merge duplicates with upkeep update + forget; forget stale drawers "
-                     "that no longer hold.")
+        lines.append("Merge duplicates with upkeep action='merge' ids=[...]; forget stale "
+                     "drawers that no longer hold.")
     return "\n".join(lines)

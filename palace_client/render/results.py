@@ -165,6 +165,14 @@ def render_fact(fact: Mapping[str, Any], *, compact: bool = False) -> str:
     return "- " + line + (f" (source: {', '.join(cited)})" if cited else "")
 
 
+def describe_entity(entity: Mapping[str, Any]) -> str:
+    """An entity's type, definition and labels on one line ("" when it has none)."""
+    parts = [f"a {entity['type']}" if entity.get("type") else "",
+             str(entity.get("definition") or ""),
+             f"labels {', '.join(entity['labels'])}" if entity.get("labels") else ""]
+    return "; ".join(p for p in parts if p)
+
+
 def render_facts(facts: Iterable[Mapping[str, Any]], compact: bool) -> list[str]:
     """Render facts with ``render_fact``, one string per fact."""
     return [render_fact(f, compact=compact) for f in facts]

@@ -22,6 +22,7 @@ from palaced import __version__
 from palaced.palace.handle import Palace, now_ms
 from palaced.store.conn.meta import meta_get, meta_set
 from palaced.store.jobs import transfer as sql
+from palaced.store.rows import audit
 from palaced.store.rows.drawers import refresh_around
 from palaced.store.schema.sqlite import SCHEMA_VERSION
 from palaced.wire.errors import InvalidArgs, InvalidContent, PalaceError, PalaceNotEmpty, quote
@@ -209,14 +210,23 @@ def _apply(c: apsw.Connection, item: Prepared, result: RestoreResult, new: list[
     elif item.kind == "source":
         stored, missing = sql.restore_source(c, rec)
         result.dropped_links += missing
+    elif item.kind == "memoir":
+        stored = sql.restore_memoir(c, rec)
+    elif item.kind == "concept":
+        stored, missing = sql.restore_concept(c, rec)
+        result.dropped_links += missing
+    elif item.kind == "concept_link":
+        stored = sql.restore_concept_link(c, rec)
     if stored:
         result.stored += 1
     else:
         result.unchanged += 1
 
 
-def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) -> None:
-    """The write half of a restore (worker thread, under ``write_lock``)."""
+def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult,
+                  actor: audit.Actor) -> None:
+    """The write half of a restore (worker thread, under ``write_lock``): audited as one
+    ``imported`` entry per batch that stored anything (the new drawers' ids, the counts)."""
     header = next((p for p in batch if p.kind == "header"), None)
     new: list[int] = []
 
@@ -238,6 +248,10 @@ def _restore_sync(palace: Palace, batch: list[Prepared], result: RestoreResult) 
         if any(p.kind == "end" for p in batch):
             result.dropped_links += sql.clear_dangling(c)
             result.finished = True
+        if result.stored:
+            audit.append(c, actor, "imported", now_ms(), drawer_ids=new,
+                         detail={"stored": result.stored, "unchanged": result.unchanged,
+                                 "rejected": len(result.rejected)})
         palace.storage.after_import(c)  # records came with their ids
 
     palace.store.write(tx)
@@ -255,8 +269,8 @@ def _restore_identity(palace: Palace, text: str, result: RestoreResult) -> None:
         result.unchanged += 1
 
 
-async def restore(palace: Palace, batch: list[Prepared], rejected: list[dict[str, Any]]
-                  ) -> dict[str, Any]:
+async def restore(palace: Palace, batch: list[Prepared], rejected: list[dict[str, Any]],
+                  actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
     """Restore a batch of checked records (``rejected``: those refused by their checks).
 
     Raises:
@@ -264,6 +278,6 @@ async def restore(palace: Palace, batch: list[Prepared], rejected: list[dict[str
         InvalidContent: no header, and no restore started in this palace.
     """
     result = RestoreResult(rejected=list(rejected))
-    await palace.write(lambda: _restore_sync(palace, batch, result))
+    await palace.write(lambda: _restore_sync(palace, batch, result, actor))
     result.rejected.sort(key=lambda r: int(r["index"]))
     return result.to_wire()

@@ -18,6 +18,7 @@ from palaced.palace.handle import Palace
 from palaced.palace.handle import now_ms as clock_ms
 from palaced.store.knowledge import conflicts, entities, facts, graph_walk
 from palaced.store.rows import audit
+from palaced.wire.errors import InvalidArgs
 
 
 def _audited(c: apsw.Connection, actor: audit.Actor, fact: dict[str, Any], stamp: int,
@@ -173,11 +174,44 @@ async def kg_path(palace: Palace, a: str, b: str, *, max_depth: int = 6,
             "length": None if chain is None else len(chain), "path": chain}
 
 
-async def kg_search(palace: Palace, query: str, *, limit: int = 20) -> dict[str, Any]:
-    """Entities whose name, definition or labels match ``query``, best first.
+async def kg_search(palace: Palace, query: str, *, limit: int = 20,
+                    type: str | None = None) -> dict[str, Any]:
+    """Entities whose name, definition or labels match ``query`` (of ``type``: only that
+    type's), best first.
 
     Raises:
         InvalidArgs: limit out of range.
     """
-    found = await palace.read(lambda c: graph_walk.search_entities(c, query, limit))
+    found = await palace.read(lambda c: graph_walk.search_entities(c, query, limit, type=type))
     return {"entities": found}
+
+
+_DESCRIBED = ("name", "type", "definition", "labels")
+
+
+async def kg_describe(palace: Palace, name: str, *, type: str | None = None,
+                      definition: str | None = None, labels: list[str] | None = None,
+                      actor: audit.Actor = audit.SYSTEM) -> dict[str, Any]:
+    """Set an entity's type, definition and/or labels (None: keep; labels replace the
+    list), creating it when it is new; returns ``{"entity", "changed"}`` (the fields whose
+    value changed; audited as ``described`` when any did).
+
+    Raises:
+        InvalidArgs: nothing to set.
+        InvalidContent: an invalid name, type, definition or labels.
+    """
+    if type is None and definition is None and labels is None:
+        raise InvalidArgs("give a type, a definition or labels to set",
+                          details={"arg": "type"})
+
+    def tx(c: apsw.Connection) -> dict[str, Any]:
+        before = entities.get_entity(c, name)
+        after = entities.upsert_entity(c, name, type=type, definition=definition,
+                                       labels=labels, now_ms=clock_ms())
+        changed = [k for k in _DESCRIBED if before is None or before[k] != after[k]]
+        if changed:
+            audit.append(c, actor, "described", clock_ms(),
+                         detail={"entity": int(after["id"]), "changed": ",".join(changed)})
+        return {"entity": after, "changed": changed}
+
+    return await palace.transact(tx)

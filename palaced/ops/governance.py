@@ -40,9 +40,10 @@ async def op_empty_trash(ctx: OpContext, palace: str | None, args: dict[str, Any
     return await trash.empty(p, ctx.actor)
 
 
-def since_ms(value: str | int | None, now: int) -> int | None:
-    """``palace.audit``'s ``since``: a time (ISO 8601, epoch ms) or a duration back from
-    ``now`` (``90m``, ``12h``, ``7d``: a number and a unit).
+def since_ms(value: str | int | None, now: int, arg: str = "since") -> int | None:
+    """``palace.audit``'s ``since`` (or the argument ``arg``, e.g. a bulk forget's
+    ``older_than``): a time (ISO 8601, epoch ms) or a duration back from ``now`` (``90m``,
+    ``12h``, ``7d``: a number and a unit).
 
     Raises:
         InvalidArgs: a malformed duration. InvalidContent: a malformed time.
@@ -56,10 +57,10 @@ def since_ms(value: str | int | None, now: int) -> int | None:
             # parse_ttl's own words name ``ttl`` and offer bare seconds, which ``since``
             # reads as epoch milliseconds.
             raise InvalidArgs(
-                f"bad since {quote(value, 60)}: use a duration back from now (90m, 12h, 7d) "
+                f"bad {arg} {quote(value, 60)}: use a duration back from now (90m, 12h, 7d) "
                 "or a time (ISO 8601 such as 2023-05-08, or epoch milliseconds)",
-                details={"arg": "since", "value": quote(value, 60)}) from None
-    return when({"since": value}, "since", now)
+                details={"arg": arg, "value": quote(value, 60)}) from None
+    return when({arg: value}, arg, now)
 
 
 async def op_audit(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -90,4 +90,14 @@ async def op_graph_search(ctx: OpContext, palace: str | None, args: dict[str, An
                           ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     check_query(args["query"])
-    return await graph.kg_search(p, args["query"], limit=int(args["limit"]))
+    return await graph.kg_search(p, args["query"], limit=int(args["limit"]), type=args["type"])
+
+
+async def op_graph_describe(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                            ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    labels = args["labels"]
+    return await graph.kg_describe(p, args["entity"], type=args["type"],
+                                   definition=args["definition"],
+                                   labels=None if labels is None else list(labels),
+                                   actor=ctx.actor)

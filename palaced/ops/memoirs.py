@@ -27,7 +27,7 @@ async def op_memoir_create(ctx: OpContext, palace: str | None, args: dict[str, A
     p = await _palace(ctx, palace)
     found = await memoirs.create(p, args["memoir"], description=args["description"],
                                  consolidation_threshold=int(args["consolidation_threshold"]),
-                                 exist_ok=bool(args["exist_ok"]))
+                                 exist_ok=bool(args["exist_ok"]), actor=ctx.actor)
     return {"memoir": found, "created": found.pop("created")}
 
 
@@ -46,7 +46,7 @@ async def op_memoir_show(ctx: OpContext, palace: str | None, args: dict[str, Any
 async def op_memoir_delete(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return {**await memoirs.delete(p, args["memoir"]), "deleted": True}
+    return {**await memoirs.delete(p, args["memoir"], actor=ctx.actor), "deleted": True}
 
 
 async def op_memoir_add_concept(ctx: OpContext, palace: str | None, args: dict[str, Any]
@@ -55,7 +55,7 @@ async def op_memoir_add_concept(ctx: OpContext, palace: str | None, args: dict[s
     concept = await memoirs.add_concept(p, args["memoir"], args["name"], args["definition"],
                                         labels=args["labels"],
                                         confidence=float(args["confidence"]),
-                                        sources=args["sources"])
+                                        sources=args["sources"], actor=ctx.actor)
     return {"concept": concept, "created": concept.pop("created")}
 
 
@@ -63,7 +63,8 @@ async def op_memoir_refine(ctx: OpContext, palace: str | None, args: dict[str, A
                            ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     concept = await memoirs.refine(p, args["memoir"], args["name"], args["definition"],
-                                   labels=args["labels"], sources=args["sources"])
+                                   labels=args["labels"], sources=args["sources"],
+                                   actor=ctx.actor)
     return {"concept": concept, "changed": concept.pop("changed")}
 
 
@@ -88,14 +89,40 @@ async def op_memoir_link(ctx: OpContext, palace: str | None, args: dict[str, Any
                          ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     found = await memoirs.link(p, args["memoir"], args["name"], args["relation"], args["to"],
-                               weight=float(args["weight"]))
+                               weight=float(args["weight"]), actor=ctx.actor)
     return {"link": found, "created": found.pop("created")}
 
 
 async def op_memoir_unlink(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
-    return await memoirs.unlink(p, args["memoir"], args["name"], args["relation"], args["to"])
+    return await memoirs.unlink(p, args["memoir"], args["name"], args["relation"], args["to"],
+                                actor=ctx.actor)
+
+
+async def op_memoir_update(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    threshold = args["consolidation_threshold"]
+    found = await memoirs.update(p, args["memoir"], description=args["description"],
+                                 consolidation_threshold=None if threshold is None
+                                 else int(threshold), actor=ctx.actor)
+    return {"memoir": found, "changed": found.pop("changed")}
+
+
+async def op_memoir_rename_concept(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                                   ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    concept = await memoirs.rename_concept(p, args["memoir"], args["name"], args["new_name"],
+                                           actor=ctx.actor)
+    return {"concept": concept, "changed": concept.pop("changed")}
+
+
+async def op_memoir_delete_concept(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                                   ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return {**await memoirs.delete_concept(p, args["memoir"], args["name"], actor=ctx.actor),
+            "deleted": True}
 
 
 HANDLERS = (
@@ -109,4 +136,7 @@ HANDLERS = (
     ("memoir.inspect", op_memoir_inspect),
     ("memoir.link", op_memoir_link),
     ("memoir.unlink", op_memoir_unlink),
+    ("memoir.update", op_memoir_update),
+    ("memoir.rename_concept", op_memoir_rename_concept),
+    ("memoir.delete_concept", op_memoir_delete_concept),
 )

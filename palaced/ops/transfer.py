@@ -117,7 +117,7 @@ async def op_import_records(ctx: OpContext, palace: str | None, args: dict[str, 
 
     # Topic extraction of a thousand texts would stall the event loop: in a thread.
     batch, rejected = await anyio.to_thread.run_sync(check)
-    return await transfer.restore(await ctx.registry.get(name), batch, rejected)
+    return await transfer.restore(await ctx.registry.get(name), batch, rejected, ctx.actor)
 
 
 # -- the import ledger ------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Handlers of the memory lifecycle ops: ``memory.decay``, ``memory.prune``,
-``memory.consolidate`` and ``memory.health``.
+``memory.consolidate``, ``memory.health`` and the bulk upkeep ``memory.forget_many``,
+``memory.restore_batch`` and ``memory.merge``.
 
 Handlers validate what the generic decoder cannot (labels, texts, ids) and call
 ``palaced.memory.upkeep`` and ``palaced.memory.health``; every failure is a typed PalaceError.
@@ -7,11 +8,13 @@ Handlers validate what the generic decoder cannot (labels, texts, ids) and call
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from palaced.memory import health, upkeep
+from palaced.memory import bulk, health, upkeep
 from palaced.ops.context import OpContext
-from palaced.ops.fields import check_label, check_text, need_palace
+from palaced.ops.fields import check_label, check_query, check_text, need_palace
+from palaced.ops.governance import since_ms
 from palaced.palace.handle import Palace
 from palaced.wire.errors import InvalidArgs
 
@@ -48,3 +51,31 @@ async def op_health(ctx: OpContext, palace: str | None, args: dict[str, Any]) ->
     p = await _palace(ctx, palace)
     return await health.report(p, threshold=float(args["threshold"]),
                           stale_days=float(args["stale_days"]), limit=int(args["limit"]))
+
+
+async def op_forget_many(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                         ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    tags = tuple(t for t in (check_label(t, "tag") for t in args["tags"]) if t is not None)
+    query = args["query"]
+    sel = bulk.Selection(
+        wing=check_label(args["wing"], "wing"), room=check_label(args["room"], "room"),
+        tags=tags, source=check_label(args["source"], "source"),
+        before_ms=since_ms(args["older_than"], int(time.time() * 1000), "older_than"),
+        query=None if query is None else check_query(query))
+    return await bulk.forget_many(p, sel, ctx.actor, keep_ms=ctx.config.retention.trash_keep_ms,
+                                  max_drawers=int(args["max_drawers"]),
+                                  dry_run=bool(args["dry_run"]), show=int(args["show"]))
+
+
+async def op_restore_batch(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                           ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await bulk.restore_batch(p, bulk.check_batch(args["batch"]), ctx.actor,
+                                    keep_ms=ctx.config.retention.trash_keep_ms)
+
+
+async def op_merge(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await bulk.merge(p, args["ids"], ctx.actor, keep_ms=ctx.config.retention.trash_keep_ms,
+                            dry_run=bool(args["dry_run"]))

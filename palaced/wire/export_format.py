@@ -8,9 +8,10 @@ checks every line against the same specs before sending it, so a dry run catches
 daemon would refuse. The format is documented in ``docs/export-format.md``.
 
 An export is JSON Lines: one ``header`` record, one ``identity`` record, then every
-``drawer``, ``entity``, ``fact`` and ``source`` record (each kind in id order), and one
-``end`` record. Vectors, the full-text index and closets are not exported: they are derived
-from the texts again on import.
+``drawer``, ``entity``, ``fact`` and ``source`` record, then (version 2) every ``memoir``,
+``concept`` (with its labels and source drawers) and ``concept_link`` record (each kind in
+id order), and one ``end`` record. Vectors, the full-text index and closets are not
+exported: they are derived from the texts again on import.
 """
 
 from __future__ import annotations
@@ -19,9 +20,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from palaced.wire.args import NO_LIMIT, Arg
+from palaced.wire.vocab import (
+    MAX_CONCEPT_LABELS,
+    MAX_CONSOLIDATION_THRESHOLD,
+    MAX_DEFINITION_CHARS,
+    MAX_DESCRIPTION_CHARS,
+    MAX_ENTITY_DEFINITION_CHARS,
+    MAX_ENTITY_LABEL_CHARS,
+    MAX_ENTITY_LABELS,
+    MAX_NAME_CHARS,
+    MAX_PREDICATE_CHARS,
+)
 
 FORMAT = "palace-export"
-VERSION = 1
+VERSION = 2  # 2: memoirs, concepts and their links (a version 1 export has none)
 KIND_KEY = "record"  # the key naming a record's kind ("type" is an entity field)
 MAX_KEY_CHARS = 4_096  # an import ledger key (a file path, a conversation id)
 MAX_IDENTITY_CHARS = 65_536  # identity.txt is read up to 64 KiB
@@ -93,9 +105,9 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         KIND_KEY: _KIND,
         "id": _ID,
         "name": Arg("str", required=True, max_len=200),
-        "type": Arg("str", max_len=64),
-        "definition": Arg("str", max_len=4_000),
-        "labels": Arg("strlist", default=[], max_len=32),
+        "type": Arg("str", max_len=MAX_ENTITY_LABEL_CHARS),
+        "definition": Arg("str", max_len=MAX_ENTITY_DEFINITION_CHARS),
+        "labels": Arg("strlist", default=[], max_len=MAX_ENTITY_LABELS),
         "created_ms": _MS,
         "updated_ms": _MS,
     }),
@@ -123,6 +135,39 @@ RECORDS: dict[str, RecordSpec] = {spec.name: spec for spec in (
         "imported_ms": _MS,
         "drawers": Arg("intlist", default=[], min=1, max=MAX_RESTORED_ID,
                        max_len=MAX_SOURCE_DRAWERS),
+    }),
+    RecordSpec("memoir", {
+        KIND_KEY: _KIND,
+        "id": _ID,
+        "name": Arg("str", required=True, max_len=MAX_NAME_CHARS),
+        "description": Arg("str", default="", max_len=MAX_DESCRIPTION_CHARS),
+        "consolidation_threshold": Arg("int", required=True, min=1,
+                                       max=MAX_CONSOLIDATION_THRESHOLD),
+        "created_ms": _MS,
+        "updated_ms": _MS,
+    }),
+    RecordSpec("concept", {
+        KIND_KEY: _KIND,
+        "id": _ID,
+        "memoir": _ID,  # the memoir record's id
+        "name": Arg("str", required=True, max_len=MAX_NAME_CHARS),
+        "definition": Arg("str", required=True, max_len=MAX_DEFINITION_CHARS),
+        "labels": Arg("strlist", default=[], max_len=MAX_CONCEPT_LABELS),
+        "confidence": Arg("float", required=True, min=0.0, max=1.0),
+        "revision": Arg("int", default=1, min=1, max=MAX_COUNT),
+        "sources": Arg("intlist", default=[], min=1, max=MAX_RESTORED_ID,
+                       max_len=MAX_SOURCE_DRAWERS),
+        "created_ms": _MS,
+        "updated_ms": _MS,
+    }),
+    RecordSpec("concept_link", {
+        KIND_KEY: _KIND,
+        "id": _ID,
+        "source": _ID,  # concept record ids, of one memoir
+        "target": _ID,
+        "relation": Arg("str", required=True, max_len=MAX_PREDICATE_CHARS),
+        "weight": Arg("float", default=1.0, min=0.0, max=1.0),
+        "created_ms": _MS,
     }),
     RecordSpec("end", {KIND_KEY: _KIND}),
 )}

@@ -48,7 +48,13 @@ from types import MappingProxyType
 from typing import Any
 
 from palaced.wire.args import MAX_ID, MAX_OFFSET, MAX_TIME_CHARS, NO_LIMIT, Arg
-from palaced.wire.errors import InvalidArgs, MemoirNotFound, MemoryNotFound, PalaceNotFound
+from palaced.wire.errors import (
+    ConceptNotFound,
+    InvalidArgs,
+    MemoirNotFound,
+    MemoryNotFound,
+    PalaceNotFound,
+)
 from palaced.wire.export_format import MAX_KEY_CHARS
 from palaced.wire.protocol import HELLO_OP
 from palaced.wire.vocab import (
@@ -64,6 +70,9 @@ from palaced.wire.vocab import (
     MAX_DEFINITION_CHARS,
     MAX_DEPTH,
     MAX_DESCRIPTION_CHARS,
+    MAX_ENTITY_DEFINITION_CHARS,
+    MAX_ENTITY_LABEL_CHARS,
+    MAX_ENTITY_LABELS,
     MAX_EXCLUDE,
     MAX_FIELD_CHARS,
     MAX_LABEL_CHARS,
@@ -150,6 +159,9 @@ _THRESHOLD = Arg("float", default=DEFAULT_PRUNE_THRESHOLD, min=0.0, max=1.0)
 _IMPORTER = Arg("str", required=True, max_len=64)
 _KEY = Arg("str", required=True, max_len=MAX_KEY_CHARS)
 MAX_EXPORT_PAGE = 10_000
+MAX_BULK = 100_000  # drawers one bulk forget may trash
+BULK_MAX_DEFAULT = 1_000  # past this a bulk forget must be confirmed by a larger max_drawers
+MAX_MERGE = 100  # drawers one merge joins
 
 DRAWER_ARGS: dict[str, Arg] = {
     "text": Arg("str", required=True, max_len=NO_LIMIT, content=True),
@@ -220,8 +232,8 @@ _ALL: tuple[OpSpec, ...] = (
         "limit": Arg("int", default=1000, min=1, max=MAX_EXPORT_PAGE),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="One page of the palace's export records (header, identity, drawers, entities, "
-            "facts, sources, end) from `cursor`; `next` is the cursor of the next page, null "
-            "after the end record."),
+            "facts, sources, memoirs, concepts, concept links, end) from `cursor`; `next` is "
+            "the cursor of the next page, null after the end record."),
     OpSpec("palace.import_records", {"records": Arg("list", required=True, max_len=NO_LIMIT)},
            palace=_R, retry=SAFE, permission="write",
            doc="Restore a batch of export records into an empty palace (or one this export "
@@ -362,6 +374,43 @@ _ALL: tuple[OpSpec, ...] = (
     # Emptying an empty trash changes nothing: a resend converges.
     OpSpec("memory.empty_trash", palace=_R, retry=SAFE, permission="delete",
            doc="Delete every drawer in the trash for good."),
+    # -- bulk upkeep (issue 31): every drawer a selection names, or a set of duplicates, into
+    # the trash as one batch that memory.restore_batch brings back. A resent bulk forget
+    # finds nothing left and would report something else: NEVER.
+    OpSpec("memory.forget_many", {
+        "wing": _LABEL,
+        "room": _LABEL,
+        "tags": Arg("strlist", default=[], max_len=64, help="drawers with any of these tags"),
+        "source": Arg("str", max_len=MAX_FIELD_CHARS, help="source glob, e.g. 'chatgpt:*'"),
+        "older_than": Arg("str|int", max_len=MAX_TIME_CHARS,
+                          help="stored before: a duration back from now (90d) or a time"),
+        "query": Arg("str", max_len=MAX_QUERY_CHARS,
+                     help="drawers holding every word of it (keywords, not meaning)"),
+        "dry_run": Arg("bool", default=False, help="only list what would be forgotten"),
+        "max_drawers": Arg("int", default=BULK_MAX_DEFAULT, min=1, max=MAX_BULK,
+                           help="refuse when more drawers match"),
+        "show": Arg("int", default=20, min=0, max=MAX_LIMIT,
+                    help="how many of the selected drawers the answer lists"),
+    }, palace=_R, retry=NEVER, permission="delete",
+        doc="Move every drawer matching all the selectors given (at least one) to the trash "
+            "as one batch (`batch`, restorable with memory.restore_batch); `dry_run` lists "
+            "them and changes nothing; more than `max_drawers` is refused."),
+    # A resent restore finds nothing left: MEMORY_NOT_FOUND means the first one did it.
+    OpSpec("memory.restore_batch", {"batch": Arg("str", required=True, max_len=64)},
+           palace=_R, permission="write",
+           retry=RetryRule(Retry.CONVERGE, done_code=MemoryNotFound.code,
+                           done_result=lambda palace, args: {"batch": args.get("batch"),
+                                                             "restored": [],
+                                                             "conflicts": []}),
+           doc="Bring back every drawer a bulk forget or a merge put in the trash."),
+    OpSpec("memory.merge", {
+        "ids": Arg("intlist", required=True, min=1, max=MAX_ID, max_len=MAX_MERGE,
+                   help="the duplicate drawers (at least two)"),
+        "dry_run": Arg("bool", default=False, help="only say what the merge would do"),
+    }, palace=_R, retry=NEVER, permission="delete",
+        doc="Merge duplicate drawers into one: the longest (then newest) text is kept with "
+            "the union of their tags and the highest importance (its old version kept as "
+            "history); the others go to the trash as one batch."),
     OpSpec("memory.list", {
         "wing": _LABEL,
         "room": _LABEL,
@@ -410,8 +459,19 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
+        "type": Arg("str", max_len=MAX_ENTITY_LABEL_CHARS, help="only entities of this type"),
     }, palace=_R, read_only=True, retry=SAFE,
-        doc="Full-text search over entity names, definitions and labels."),
+        doc="Full-text search over entity names, definitions and labels (of one type)."),
+    # Sets values: a resend finds them in place and changes nothing.
+    OpSpec("graph.describe", {
+        "entity": _NAME,
+        "type": Arg("str", max_len=MAX_ENTITY_LABEL_CHARS, help="e.g. person, service"),
+        "definition": Arg("str", max_len=MAX_ENTITY_DEFINITION_CHARS,
+                          help="what it is, in a sentence"),
+        "labels": Arg("strlist", max_len=MAX_ENTITY_LABELS, help="replace its labels"),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Set an entity's type, definition and/or labels (created when new); they are "
+            "searched by graph.search."),
     # lifecycle
     # Recomputes weights from the clock; a rerun's count is its own.
     OpSpec("memory.decay", palace=_R, retry=SAFE, permission="write",
@@ -561,6 +621,26 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
            doc="Link two concepts of a memoir by a typed relation (a duplicate is stored once)."),
     OpSpec("memoir.unlink", _LINK_ARGS, palace=_R, retry=SAFE, permission="write",
            doc="Remove a link between two concepts (none there: nothing to do)."),
+    # -- curating memoirs (issue 31); each finds its values in place on a resend.
+    OpSpec("memoir.update", {
+        "memoir": _MEMOIR,
+        "description": Arg("str", max_len=MAX_DESCRIPTION_CHARS),
+        "consolidation_threshold": Arg("int", min=1, max=MAX_CONSOLIDATION_THRESHOLD),
+    }, palace=_R, retry=SAFE, permission="write",
+        doc="Change a memoir's description and/or consolidation threshold."),
+    # A resent rename finds the concept under its new name, the old one gone.
+    OpSpec("memoir.rename_concept", {"memoir": _MEMOIR, "name": _CONCEPT, "new_name": _CONCEPT},
+           palace=_R, permission="write",
+           retry=RetryRule(Retry.CONVERGE, done_code=ConceptNotFound.code,
+                           done_result=lambda palace, args: {
+                               "concept": {"name": args.get("new_name")}, "changed": True}),
+           doc="Rename a concept; its definition, labels, sources and links stay."),
+    OpSpec("memoir.delete_concept", {"memoir": _MEMOIR, "name": _CONCEPT}, palace=_R,
+           permission="delete",
+           retry=RetryRule(Retry.CONVERGE, done_code=ConceptNotFound.code,
+                           done_result=lambda palace, args: {
+                               "concept": {"name": args.get("name")}, "deleted": True}),
+           doc="Delete a concept with its labels, sources and links."),
 )
 
 

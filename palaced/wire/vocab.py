@@ -42,6 +42,9 @@ MAX_DEPTH = 6  # graph.neighbors depth
 MAX_PATH_DEPTH = 12  # graph.path max_depth
 MAX_LIMIT = 1_000  # rows a graph listing returns
 MAX_QUERY_CHARS = 10_000  # a search query (recall, entity and concept search)
+MAX_ENTITY_DEFINITION_CHARS = 4_000  # an entity's definition
+MAX_ENTITY_LABELS = 32  # labels of one entity
+MAX_ENTITY_LABEL_CHARS = 64  # one entity label, and an entity type
 
 # -- memoirs (curated concept graphs) ----------------------------------------------------------
 # A new concept's confidence, and how much each refinement that changes it adds (capped at 1):

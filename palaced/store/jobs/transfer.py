@@ -17,7 +17,8 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import raise_sequence, sequence_value
+from palaced.store.conn.dialect import is_pg, raise_sequence, sequence_value
+from palaced.store.knowledge import concept_links, concepts, memoirs
 from palaced.store.knowledge.entities import (
     MAX_DEFINITION_CHARS,
     MAX_LABEL_CHARS,
@@ -28,8 +29,15 @@ from palaced.store.knowledge.entities import (
 )
 from palaced.store.knowledge.facts import normalize_predicate
 from palaced.store.rows.drawers import index_drawer
-from palaced.wire.errors import InvalidContent
-from palaced.wire.vocab import MAX_NAME_CHARS, MAX_VALUE_CHARS
+from palaced.wire.errors import InvalidContent, quote
+from palaced.wire.vocab import (
+    MAX_DEFINITION_CHARS as MAX_CONCEPT_DEFINITION_CHARS,
+)
+from palaced.wire.vocab import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+)
 
 _DRAWER_SELECT = (
     "SELECT id, text, wing, room, tags, importance, source, kind, created_ms, updated_ms, "
@@ -47,6 +55,12 @@ _FACT_SELECT = (
 )
 _SOURCE_SELECT = ("SELECT id, importer, key, hash, imported_ms FROM sources WHERE id > ? "
                   "ORDER BY id")
+_MEMOIR_SELECT = ("SELECT id, name, description, consolidation_threshold, created_ms, "
+                  "updated_ms FROM memoirs WHERE id > ? ORDER BY id")
+_CONCEPT_SELECT = ("SELECT id, memoir_id, name, definition, labels, confidence, revision, "
+                   "created_ms, updated_ms FROM concepts WHERE id > ? ORDER BY id")
+_LINK_SELECT = ("SELECT id, source_id, target_id, relation, weight, created_ms FROM "
+                "concept_links WHERE id > ? ORDER BY id")
 _FIELDS = {
     "drawer": ("id", "text", "wing", "room", "tags", "importance", "source", "kind",
                "created_ms", "updated_ms", "occurred_ms", "accessed_ms", "access_count",
@@ -56,9 +70,17 @@ _FIELDS = {
              "valid_to_ms", "confidence", "source_drawer", "source_url", "source_agent",
              "created_ms", "invalidated_ms"),
     "source": ("id", "importer", "key", "hash", "imported_ms"),
+    "memoir": ("id", "name", "description", "consolidation_threshold", "created_ms",
+               "updated_ms"),
+    "concept": ("id", "memoir", "name", "definition", "labels", "confidence", "revision",
+                "created_ms", "updated_ms"),
+    "concept_link": ("id", "source", "target", "relation", "weight", "created_ms"),
 }
 _SELECTS = {"drawer": _DRAWER_SELECT, "entity": _ENTITY_SELECT, "fact": _FACT_SELECT,
-            "source": _SOURCE_SELECT}
+            "source": _SOURCE_SELECT, "memoir": _MEMOIR_SELECT, "concept": _CONCEPT_SELECT,
+            "concept_link": _LINK_SELECT}
+# Memoirs are a local palace's own (a team palace has none of their tables).
+MEMOIR_KINDS = ("memoir", "concept", "concept_link")
 EXPORTED_KINDS = tuple(_SELECTS)  # the kinds listed row by row, in export order
 # superseded_by steps doctor follows from each drawer looking for a cycle (real chains: a few)
 _MAX_CHAIN = 1_000
@@ -72,15 +94,23 @@ def rows_after(conn: apsw.Connection, kind: str, after: int
     Lazy: the caller stops when its page is full. Consume it inside the read that opened
     ``conn``.
     """
+    if kind in MEMOIR_KINDS and is_pg(conn):
+        return
     for row in conn.execute(_SELECTS[kind], (after,)):
         values = dict(zip(_FIELDS[kind], row, strict=True))
         row_id = int(values["id"])
         record: dict[str, Any] = {"record": kind, **values}
-        if kind == "drawer" or kind == "entity":
+        if kind in ("drawer", "entity", "concept"):
             key = "tags" if kind == "drawer" else "labels"
             record[key] = json.loads(record[key]) if record[key] else []
+            if kind == "concept":
+                record["sources"] = [int(r[0]) for r in conn.execute(
+                    "SELECT drawer_id FROM concept_sources WHERE concept_id = ? "
+                    "ORDER BY drawer_id", (row_id,))]
         elif kind == "fact":
             record["object_is_entity"] = bool(record["object_is_entity"])
+        elif kind in MEMOIR_KINDS:
+            pass
         else:
             del record["id"]  # a source's id is internal: its key names it
             record["drawers"] = [int(r[0]) for r in conn.execute(
@@ -95,11 +125,17 @@ def drawer_seq(conn: apsw.Connection) -> int:
 
 
 def counts(conn: apsw.Connection) -> dict[str, int]:
-    """Rows of every exported kind: ``{"drawers", "entities", "facts", "sources"}``."""
+    """Rows of every exported kind: ``{"drawers", "entities", "facts", "sources", "memoirs",
+    "concepts", "concept_links"}`` (a team palace has no memoirs: 0)."""
     row = conn.execute(
         "SELECT (SELECT count(*) FROM drawers), (SELECT count(*) FROM entities), "
         "(SELECT count(*) FROM facts), (SELECT count(*) FROM sources)").fetchall()[0]
-    return dict(zip(("drawers", "entities", "facts", "sources"), map(int, row), strict=True))
+    out = dict(zip(("drawers", "entities", "facts", "sources"), map(int, row), strict=True))
+    row = (0, 0, 0) if is_pg(conn) else conn.execute(
+        "SELECT (SELECT count(*) FROM memoirs), (SELECT count(*) FROM concepts), "
+        "(SELECT count(*) FROM concept_links)").fetchall()[0]
+    out.update(zip(("memoirs", "concepts", "concept_links"), map(int, row), strict=True))
+    return out
 
 
 # -- restore ----------------------------------------------------------------------------------
@@ -299,3 +335,115 @@ def clear_dangling(conn: apsw.Connection) -> int:
             f"UPDATE drawers SET {column} = NULL WHERE {column} IS NOT NULL AND NOT EXISTS "
             f"(SELECT 1 FROM drawers t WHERE t.id = drawers.{column}) RETURNING id").fetchall())
     return total
+
+
+# -- memoirs ----------------------------------------------------------------------------------
+def _local_only(conn: apsw.Connection, kind: str) -> None:
+    """Raises InvalidContent for a memoir record into a team palace (it has no memoirs)."""
+    if is_pg(conn):
+        raise InvalidContent(f"a {kind} record cannot go into a team palace: memoirs are a "
+                             "local palace's", details={"condition": "unsupported"})
+
+
+def restore_memoir(conn: apsw.Connection, rec: Mapping[str, Any]) -> bool:
+    """Insert memoir ``rec`` with its own id; False when it is already there.
+
+    Raises:
+        InvalidContent: its id or its name belongs to another memoir, or its name or
+            description is invalid.
+    """
+    _local_only(conn, "memoir")
+    mid = int(rec["id"])
+    name = memoirs.clean_name(rec["name"], "a memoir name")
+    key = memoirs.name_key(name)
+    text = memoirs.clean_text(rec["description"], "a memoir description",
+                              MAX_DESCRIPTION_CHARS, empty=True)
+    same = conn.execute("SELECT name_key FROM memoirs WHERE id = ?", (mid,)).fetchall()
+    if same:
+        if same[0][0] == key:
+            return False
+        raise _conflict(f"memoir {mid} already exists with another name", id=mid)
+    if conn.execute("SELECT 1 FROM memoirs WHERE name_key = ?", (key,)).fetchall():
+        raise _conflict(f"memoir {quote(name, 80)} already exists under another id", id=mid)
+    conn.execute(
+        "INSERT INTO memoirs(id, name, name_key, description, consolidation_threshold, "
+        "created_ms, updated_ms) VALUES(?,?,?,?,?,?,?)",
+        (mid, name, key, text, rec["consolidation_threshold"], rec["created_ms"],
+         rec["updated_ms"]))
+    return True
+
+
+def restore_concept(conn: apsw.Connection, rec: Mapping[str, Any]) -> tuple[bool, int]:
+    """Insert concept ``rec`` with its own id and its sources: ``(stored, sources
+    dropped)``; source drawers that do not exist are left out (and counted).
+
+    Raises:
+        InvalidContent: its memoir was not restored, its id or its name (in its memoir)
+            belongs to another concept, or its name, definition or labels are invalid.
+    """
+    _local_only(conn, "concept")
+    cid, mid = int(rec["id"]), int(rec["memoir"])
+    if not conn.execute("SELECT 1 FROM memoirs WHERE id = ?", (mid,)).fetchall():
+        raise InvalidContent(f"concept {cid} names memoir {mid}, which no memoir record "
+                             "restored", details={"condition": "missing", "memoir": mid})
+    name = memoirs.clean_name(rec["name"], "a concept name")
+    key = memoirs.name_key(name)
+    definition = memoirs.clean_text(rec["definition"], "a definition",
+                                    MAX_CONCEPT_DEFINITION_CHARS)
+    labels = concepts.clean_labels(rec["labels"])
+    same = conn.execute("SELECT memoir_id, name_key FROM concepts WHERE id = ?",
+                        (cid,)).fetchall()
+    if same:
+        if tuple(same[0]) == (mid, key):
+            return False, 0
+        raise _conflict(f"concept {cid} already exists with another name", id=cid)
+    if conn.execute("SELECT 1 FROM concepts WHERE memoir_id = ? AND name_key = ?",
+                    (mid, key)).fetchall():
+        raise _conflict(f"concept {quote(name, 80)} already exists under another id", id=cid)
+    conn.execute(
+        "INSERT INTO concepts(id, memoir_id, name, name_key, definition, labels, confidence, "
+        "revision, created_ms, updated_ms) VALUES(?,?,?,?,?,?,?,?,?,?)",
+        (cid, mid, name, key, definition, json.dumps(labels, ensure_ascii=False),
+         rec["confidence"], rec["revision"], rec["created_ms"], rec["updated_ms"]))
+    wanted = sorted(set(rec["sources"]))
+    present = [int(r[0]) for r in conn.execute(
+        "SELECT id FROM drawers WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(wanted),))]
+    conn.executemany("INSERT INTO concept_sources(concept_id, drawer_id) VALUES(?, ?)",
+                     [(cid, d) for d in present])
+    return True, len(wanted) - len(present)
+
+
+def restore_concept_link(conn: apsw.Connection, rec: Mapping[str, Any]) -> bool:
+    """Insert concept link ``rec`` with its own id; False when it is already there.
+
+    Raises:
+        InvalidContent: a concept it names was not restored, it links a concept to itself or
+            two memoirs, its relation is not a typed one, or its id holds another link.
+    """
+    _local_only(conn, "concept_link")
+    lid, src, dst = int(rec["id"]), int(rec["source"]), int(rec["target"])
+    relation = concept_links.relation_of(rec["relation"])
+    found = {int(r[0]): int(r[1]) for r in conn.execute(
+        "SELECT id, memoir_id FROM concepts WHERE id IN (?, ?)", (src, dst))}
+    missing = [c for c in (src, dst) if c not in found]
+    if missing:
+        raise InvalidContent(f"concept link {lid} names concept {missing[0]}, which no concept "
+                             "record restored", details={"condition": "missing",
+                                                         "concept": missing[0]})
+    if src == dst or found[src] != found[dst]:
+        raise InvalidContent(f"concept link {lid} links a concept to itself or across "
+                             "memoirs", details={"id": lid})
+    same = conn.execute("SELECT source_id, target_id, relation FROM concept_links "
+                        "WHERE id = ?", (lid,)).fetchall()
+    if same:
+        if tuple(same[0]) == (src, dst, relation):
+            return False
+        raise _conflict(f"concept link {lid} already exists with other contents", id=lid)
+    if conn.execute("SELECT 1 FROM concept_links WHERE source_id = ? AND target_id = ? AND "
+                    "relation = ?", (src, dst, relation)).fetchall():
+        raise _conflict(f"concept link {lid} is already stored under another id", id=lid)
+    conn.execute("INSERT INTO concept_links(id, source_id, target_id, relation, weight, "
+                 "created_ms) VALUES(?,?,?,?,?,?)",
+                 (lid, src, dst, relation, rec["weight"], rec["created_ms"]))
+    return True

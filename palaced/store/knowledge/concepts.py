@@ -266,6 +266,48 @@ def refine_concept(conn: apsw.Connection, memoir: str, name: str, definition: st
 
 
 # -- search -----------------------------------------------------------------------------------
+def rename_concept(conn: apsw.Connection, memoir: str, name: str, new_name: str, *,
+                   now_ms: int) -> dict[str, Any]:
+    """Rename concept ``name`` of ``memoir`` (its links, labels and sources stay); returns it
+    with ``changed`` (False: it has that name already, spelled the same).
+
+    Raises:
+        InvalidContent: invalid names.
+        MemoirNotFound, ConceptNotFound: no such memoir or concept.
+        ConceptExists: another concept of the memoir has the new name.
+    """
+    mid = memoir_id(conn, memoir)
+    cid = concept_id(conn, mid, name)
+    clean = clean_name(new_name, "a concept name")
+    current = concept_by_id(conn, cid)
+    if current["name"] == clean:
+        return {**current, "changed": False}
+    other = query(conn, "SELECT id FROM concepts WHERE memoir_id = ? AND name_key = ? "
+                  "AND id != ?", (mid, name_key(clean), cid))
+    if other:
+        raise ConceptExists(f"memoir {quote(current['memoir'], 80)} has a concept "
+                            f"{quote(clean, 80)} already", details={"concept": clean})
+    query(conn, "UPDATE concepts SET name = ?, name_key = ?, updated_ms = ? WHERE id = ?",
+          (clean, name_key(clean), now_ms, cid))
+    return {**concept_by_id(conn, cid), "changed": True}
+
+
+def delete_concept(conn: apsw.Connection, memoir: str, name: str) -> dict[str, Any]:
+    """Delete concept ``name`` of ``memoir`` with its labels, sources and links (one
+    statement): ``{"concept", "links"}``, the concept as it was and how many links went.
+
+    Raises:
+        InvalidContent: invalid names.
+        MemoirNotFound, ConceptNotFound: no such memoir or concept.
+    """
+    cid = concept_id(conn, memoir_id(conn, memoir), name)
+    found = concept_by_id(conn, cid)
+    links = int(query(conn, "SELECT count(*) FROM concept_links WHERE source_id = ? OR "
+                      "target_id = ?", (cid, cid))[0][0])
+    query(conn, "DELETE FROM concepts WHERE id = ?", (cid,))
+    return {"concept": found, "links": links}
+
+
 def search_concepts(conn: apsw.Connection, *, text: str | None = None,
                     label: str | None = None, memoir: str | None = None, limit: int = 20
                     ) -> list[dict[str, Any]]:

@@ -19,11 +19,17 @@ from typing import Any
 import apsw
 
 from palaced.wire.errors import InvalidArgs, InvalidContent
-from palaced.wire.vocab import MAX_LIMIT, MAX_NAME_CHARS
+from palaced.wire.vocab import (
+    MAX_ENTITY_DEFINITION_CHARS,
+    MAX_ENTITY_LABEL_CHARS,
+    MAX_ENTITY_LABELS,
+    MAX_LIMIT,
+    MAX_NAME_CHARS,
+)
 
-MAX_DEFINITION_CHARS = 4_000
-MAX_LABELS = 32
-MAX_LABEL_CHARS = 64
+MAX_DEFINITION_CHARS = MAX_ENTITY_DEFINITION_CHARS
+MAX_LABELS = MAX_ENTITY_LABELS
+MAX_LABEL_CHARS = MAX_ENTITY_LABEL_CHARS
 
 _ENTITY_FIELDS = ("id", "name", "type", "definition", "labels", "created_ms", "updated_ms")
 _ENTITY_COLS = ", ".join("e." + c for c in _ENTITY_FIELDS)

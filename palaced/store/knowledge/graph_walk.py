@@ -46,8 +46,10 @@ _NAME_TOKEN = re.compile(r"[^\W_]+")
 
 
 # -- entity search --------------------------------------------------------------------------
-def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[dict[str, Any]]:
-    """Entities whose name, definition or labels match the words of ``query``, best first.
+def search_entities(conn: apsw.Connection, query: str, limit: int = 20, *,
+                    type: str | None = None) -> list[dict[str, Any]]:
+    """Entities whose name, definition or labels match the words of ``query``, best first;
+    with ``type``, only entities of that type (any case).
 
     Each word is quoted, so FTS5 syntax in the query (quotes, ``*``, ``AND``, ``NEAR(``,
     ``col:``) is searched as plain words and never raises. An exact name match ranks first.
@@ -63,22 +65,26 @@ def search_entities(conn: apsw.Connection, query: str, limit: int = 20) -> list[
     if match is None:
         return []
     key = _squash(query).casefold()
+    of_type = "" if type is None else "AND lower(e.type) = lower(:type) "
     if is_pg(conn):
         # The same words as prefixes in tsquery syntax; ts_rank with the same column weights
         # (name 10, definition 1, labels 3) stands for bm25, negated to FTS5's lower-is-better.
         rows = _query(
             conn,
             f"SELECT {_ENTITY_COLS}, -ts_rank(ARRAY[0, 0.3, 0.1, 1.0]::float4[], e.tsv, q) "
-            "AS rank FROM entities e, CAST(:q AS tsquery) q WHERE e.tsv @@ q "
+            f"AS rank FROM entities e, CAST(:q AS tsquery) q WHERE e.tsv @@ q {of_type}"
             "ORDER BY e.name_key = :key DESC, rank, e.id LIMIT :limit",
-            {"q": _prefix_tsquery(fts_terms(query)), "key": key, "limit": limit})
+            {"q": _prefix_tsquery(fts_terms(query)), "key": key, "limit": limit,
+             **({} if type is None else {"type": type})})
     else:
         rows = _query(
             conn,
             f"SELECT {_ENTITY_COLS}, bm25(entities_fts, 10.0, 1.0, 3.0) AS rank "
             "FROM entities_fts JOIN entities e ON e.id = entities_fts.rowid "
-            "WHERE entities_fts MATCH ? ORDER BY e.name_key = ? DESC, rank, e.id LIMIT ?",
-            (match, key, limit),
+            f"WHERE entities_fts MATCH :match {of_type}"
+            "ORDER BY e.name_key = :key DESC, rank, e.id LIMIT :limit",
+            {"match": match, "key": key, "limit": limit,
+             **({} if type is None else {"type": type})},
         )
     out = []
     for row in rows:

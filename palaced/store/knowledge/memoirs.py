@@ -155,6 +155,34 @@ def create_memoir(conn: apsw.Connection, name: str, *, description: str = "",
     return {**get_memoir(conn, clean), "created": bool(rows)}
 
 
+def update_memoir(conn: apsw.Connection, name: str, *, description: str | None = None,
+                  consolidation_threshold: int | None = None, now_ms: int) -> dict[str, Any]:
+    """Change memoir ``name``'s description and/or threshold (None: keep it); returns it with
+    ``changed`` (the fields whose value changed; none: nothing was written).
+
+    Raises:
+        InvalidContent: an invalid name or description.
+        InvalidArgs: a threshold outside 1..MAX_CONSOLIDATION_THRESHOLD, or neither given.
+        MemoirNotFound: no memoir of that name.
+    """
+    if description is None and consolidation_threshold is None:
+        raise InvalidArgs("give a description or a consolidation_threshold to change",
+                          details={"arg": "description"})
+    found = get_memoir(conn, name)
+    new = {"description": found["description"] if description is None else clean_text(
+               description, "a memoir description", MAX_DESCRIPTION_CHARS, empty=True),
+           "consolidation_threshold": found["consolidation_threshold"]
+           if consolidation_threshold is None else check_count(
+               consolidation_threshold, "consolidation_threshold", 1,
+               MAX_CONSOLIDATION_THRESHOLD)}
+    changed = [k for k, v in new.items() if v != found[k]]
+    if changed:
+        query(conn, "UPDATE memoirs SET description = ?, consolidation_threshold = ?, "
+              "updated_ms = ? WHERE id = ?",
+              (new["description"], new["consolidation_threshold"], now_ms, found["id"]))
+    return {**get_memoir(conn, found["name"]), "changed": changed}
+
+
 def list_memoirs(conn: apsw.Connection) -> list[dict[str, Any]]:
     """Every memoir of the palace with its counts, by name."""
     return [_memoir_dict(r) for r in query(conn, _MEMOIR_SELECT + "ORDER BY m.name_key")]

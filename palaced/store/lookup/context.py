@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import apsw
 
@@ -40,21 +41,32 @@ def _neighbour_rows(conn: apsw.Connection, drawer_id: int, n: int) -> list[tuple
     if not rows:
         return []
     wing, room, occ = rows[0]
-    before = conn.execute(
-        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
-        "(occurred_ms < ? OR (occurred_ms = ? AND id < ?)) AND superseded_by IS NULL "
-        "ORDER BY occurred_ms DESC, id DESC LIMIT ?",
-        (wing, room, occ, occ, drawer_id, n),
-    ).fetchall()
-    after = conn.execute(
-        "SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND "
-        "(occurred_ms > ? OR (occurred_ms = ? AND id > ?)) AND superseded_by IS NULL "
-        "ORDER BY occurred_ms ASC, id ASC LIMIT ?",
-        (wing, room, occ, occ, drawer_id, n),
-    ).fetchall()
+    before = _side(conn, wing, room, occ, drawer_id, n, "<", "DESC")
+    after = _side(conn, wing, room, occ, drawer_id, n, ">", "ASC")
     return [(int(r[0]), str(r[1])) for r in reversed(before)] + [
         (int(r[0]), str(r[1])) for r in after
     ]
+
+
+def _side(conn: apsw.Connection, wing: str, room: str, occ: int, drawer_id: int, n: int,
+          cmp: str, order: str) -> list[tuple[Any, ...]]:
+    """The ``n`` drawers on one side of ``drawer_id`` (``cmp`` ``<`` and ``order`` DESC:
+    before it; ``>`` and ASC: after it): those of its own time first, then the others.
+
+    Two index seeks, not one ``(occurred_ms > ? OR (occurred_ms = ? AND id > ?))``: SQLite
+    runs that as a range on ``occurred_ms`` alone and steps through every drawer of the same
+    time (a ``remember_many`` batch shares one), 0.3 ms in a run of 5,000 against 0.004 ms.
+    """
+    rows = conn.execute(
+        f"SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND occurred_ms = ? AND "
+        f"id {cmp} ? AND superseded_by IS NULL ORDER BY id {order} LIMIT ?",
+        (wing, room, occ, drawer_id, n)).fetchall()
+    if len(rows) < n:
+        rows += conn.execute(
+            f"SELECT id, text FROM drawers WHERE wing = ? AND room = ? AND occurred_ms {cmp} ? "
+            f"AND superseded_by IS NULL ORDER BY occurred_ms {order}, id {order} LIMIT ?",
+            (wing, room, occ, n - len(rows))).fetchall()
+    return list(rows)
 
 
 def room_neighbours(conn: apsw.Connection, drawer_id: int, n: int) -> list[int]:

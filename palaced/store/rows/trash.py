@@ -9,7 +9,9 @@ the one deletion path (``drawers.delete_drawers``), so a trashed drawer is simpl
 index rows go with it, the substring index's by trigger). Restoring puts the row back under the
 same id with its keyword-index row, closets, vectors and edit history, and relinks what still
 exists. The row is saved by column name, so a drawer trashed before a migration that adds a
-column restores with that column's default.
+column restores with that column's default; beside its columns it keeps the concepts that
+cited it, which cite it again once it is restored. A bulk forget or a merge trashes its
+drawers with its batch id as their ``reason``, which ``batch_ids`` finds again.
 
 Which entries count is the caller's: ``kept_since_ms`` hides entries trashed before it (past
 the configured keep period), whether or not the upkeep has purged them yet. Every function
@@ -24,17 +26,18 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import for_update, json_ids
+from palaced.store.conn.dialect import for_update, is_pg, json_ids
 from palaced.store.conn.meta import meta_get
 from palaced.store.lookup.context import (
     CONTEXT_NEIGHBOURS,
     date_words,
     refresh_context,
     room_neighbours,
+    vectors_changed,
 )
 from palaced.store.lookup.fts_log import note_changed
 from palaced.store.lookup.vectors import store_vectors
-from palaced.store.rows.drawers import delete_drawers, find_by_hash
+from palaced.store.rows.drawers import delete_drawers, find_by_hash, refresh_around
 from palaced.wire.errors import InvalidContent
 
 # Trash columns besides the saved drawer row.
@@ -42,6 +45,8 @@ _ENTRY = "t.id, t.drawer, t.reason, t.trashed_ms, t.trashed_by"
 # The drawer_history columns a trash entry keeps (its rows go with the drawer, ON DELETE
 # CASCADE), restored in order.
 _HISTORY = "text, wing, room, tags, importance, replaced_ms"
+# The key of the saved row that lists the concepts citing the drawer (no column's name).
+CONCEPTS_KEY = "_concepts"
 
 
 def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, agent: str,
@@ -52,6 +57,12 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
     """
     embedder = meta_get(conn, "embedder")
     trashed: list[int] = []
+    # The drawers consolidated into each: one scan for all (consolidated_into has no index).
+    consolidated: dict[int, list[int]] = {}
+    for src, into in conn.execute(
+            "SELECT id, consolidated_into FROM drawers WHERE consolidated_into IN "
+            "(SELECT value FROM json_each(?)) ORDER BY id", (json_ids(ids),)):
+        consolidated.setdefault(int(into), []).append(int(src))
     for did in ids:
         cur = conn.execute(f"SELECT * FROM drawers WHERE id = ?{for_update(conn)}", (did,))
         row = cur.fetchone()
@@ -64,11 +75,16 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
             "SELECT vec FROM vectors WHERE drawer_id = ? ORDER BY chunk", (did,))]
         facts = [int(r[0]) for r in conn.execute(
             "SELECT id FROM facts WHERE source_drawer = ?", (did,))]
-        sources = [int(r[0]) for r in conn.execute(
-            "SELECT id FROM drawers WHERE consolidated_into = ?", (did,))]
+        sources = consolidated.get(int(did), [])
         cur = conn.execute(f"SELECT {_HISTORY} FROM drawer_history WHERE drawer_id = ? "
                            "ORDER BY id", (did,))
         history = [list(r) for r in cur]
+        # The concepts citing it lose it with the row (ON DELETE CASCADE): kept beside the
+        # row's columns, under a key no column has, so a restore cites them again. (Memoirs
+        # are a local palace's: a team palace has no concepts.)
+        if not is_pg(conn):
+            saved[CONCEPTS_KEY] = [int(r[0]) for r in conn.execute(
+                "SELECT concept_id FROM concept_sources WHERE drawer_id = ?", (did,))]
         conn.execute(
             "INSERT INTO trash(id, drawer, topics, vectors, vector_count, embedder, facts, "
             "sources, history, reason, trashed_ms, trashed_by) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -83,7 +99,7 @@ def trash_drawers(conn: apsw.Connection, ids: Sequence[int], *, reason: str, age
 def _summary(row: Sequence[Any]) -> dict[str, Any]:
     """A trash entry as the wire sees it: the drawer's fields plus how it got there."""
     saved = json.loads(row[1])
-    drawer = {k: v for k, v in saved.items() if k not in ("content_hash",)}
+    drawer = {k: v for k, v in saved.items() if k not in ("content_hash", CONCEPTS_KEY)}
     drawer["tags"] = json.loads(drawer.get("tags") or "[]")
     drawer["embedded"] = bool(drawer.get("embedded"))
     return {**drawer, "id": int(row[0]), "reason": row[2], "trashed_ms": int(row[3]),
@@ -110,8 +126,11 @@ def list_trash(conn: apsw.Connection, kept_since_ms: int, limit: int, offset: in
 
 
 def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
-            kept_since_ms: int) -> tuple[list[bytes], list[int]] | None:
+            kept_since_ms: int, around: bool = True) -> tuple[list[bytes], list[int]] | None:
     """Put a kept trash entry back as drawer ``drawer_id``; None when there is none.
+
+    ``around`` False leaves its room neighbours' keyword context and context vectors to the
+    caller, who restores a batch and refreshes each neighbour once (``restore_around``).
 
     Returns ``(chunk vector blobs, their new vector ids)`` for the index; both are empty when
     the vectors were made by another embedder than the palace's now (the drawer then waits
@@ -151,7 +170,8 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
     conn.execute("INSERT INTO drawers_fts(rowid, text, context, dates) VALUES(?,?,?,?)",
                  (drawer_id, saved["text"], "", date_words(int(saved["occurred_ms"]))))
     note_changed(conn, (drawer_id,))
-    for did in {drawer_id, *room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)}:
+    for did in {drawer_id, *(room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS)
+                             if around else ())}:
         refresh_context(conn, did)
     conn.executemany("INSERT OR IGNORE INTO closets(topic, drawer_id) VALUES(?, ?)",
                      [(t, drawer_id) for t in json.loads(topics)])
@@ -162,13 +182,32 @@ def restore(conn: apsw.Connection, drawer_id: int, *, agent: str, now_ms: int,
     if vectors_ok:
         size = len(blob) // int(count)
         blobs = [bytes(blob[i * size:(i + 1) * size]) for i in range(int(count))]
-        vector_ids = store_vectors(conn, drawer_id, blobs)
+        vector_ids = store_vectors(conn, drawer_id, blobs, context=around)
     conn.execute("UPDATE facts SET source_drawer = ? WHERE source_drawer IS NULL AND id IN "
                  "(SELECT value FROM json_each(?))", (drawer_id, facts))
     conn.execute("UPDATE drawers SET consolidated_into = ? WHERE consolidated_into IS NULL "
                  "AND id IN (SELECT value FROM json_each(?))", (drawer_id, sources))
+    if saved.get(CONCEPTS_KEY):
+        conn.execute("INSERT OR IGNORE INTO concept_sources(concept_id, drawer_id) SELECT id, ? "
+                     "FROM concepts WHERE id IN (SELECT value FROM json_each(?))",
+                     (drawer_id, json_ids(saved[CONCEPTS_KEY])))
     conn.execute("DELETE FROM trash WHERE id = ?", (drawer_id,))
     return blobs, vector_ids
+
+
+def restore_around(conn: apsw.Connection, ids: Sequence[int]) -> None:
+    """The neighbours' side of restoring ``ids`` with ``around=False``: their room neighbours'
+    keyword context and context vectors, each neighbour once."""
+    refresh_around(conn, ids)
+    vectors_changed(conn, ids)
+
+
+def batch_ids(conn: apsw.Connection, reason: str, kept_since_ms: int) -> list[int]:
+    """The kept entries trashed with ``reason`` (a bulk forget's or a merge's batch id), by
+    id."""
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM trash WHERE reason = ? AND trashed_ms >= ? ORDER BY id",
+        (reason, kept_since_ms))]
 
 
 def purge(conn: apsw.Connection, ids: Sequence[int]) -> list[int]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import json_ids
+from palaced.store.conn.dialect import glob_test, glob_value, is_pg, json_ids
 from palaced.store.rows.drawers import ACTIVE_SQL, SUMMARY_KIND
 
 
@@ -107,3 +107,48 @@ def health_rows(conn: apsw.Connection, now_ms: int) -> Iterator[tuple[Any, ...]]
         "SELECT d.id, d.wing, d.room, d.text, d.importance, d.created_ms, d.accessed_ms, "
         "d.access_count, d.kind, d.consolidated_into, "
         f"({ACTIVE_SQL}) FROM drawers d ORDER BY d.wing, d.room, d.id", {"now": now_ms})
+
+
+# -- bulk upkeep --------------------------------------------------------------------------------
+def bulk_rows(conn: apsw.Connection, *, wing: str | None, room: str | None,
+              tags: Sequence[str], source: str | None, before_ms: int | None,
+              ids: Sequence[int] | None = None) -> list[tuple[int, str, str, str, int]]:
+    """``(id, wing, room, text, created_ms)`` of every drawer (history and expired ones
+    included) that matches all the selectors given, by id: ``wing``, ``room``, any of
+    ``tags``, ``source`` (a glob), stored before ``before_ms``, and among ``ids``."""
+    parts = ["TRUE"]
+    params: dict[str, Any] = {}
+    if wing is not None:
+        parts.append("d.wing = :wing")
+        params["wing"] = wing
+    if room is not None:
+        parts.append("d.room = :room")
+        params["room"] = room
+    if tags:
+        keys = [f":tag{i}" for i in range(len(tags))]
+        params.update({f"tag{i}": tag for i, tag in enumerate(tags)})
+        parts.append(f"EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value IN "
+                     f"({','.join(keys)}))")
+    if source is not None:
+        parts.append(f"d.source IS NOT NULL AND {glob_test(conn, 'd.source', 'source')}")
+        params["source"] = glob_value(conn, source)
+    if before_ms is not None:
+        parts.append("d.created_ms < :before")
+        params["before"] = before_ms
+    if ids is not None:
+        parts.append("d.id IN (SELECT value FROM json_each(:ids))")
+        params["ids"] = json_ids(ids)
+    return [(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in conn.execute(
+        f"SELECT d.id, d.wing, d.room, d.text, d.created_ms FROM drawers d "
+        f"WHERE {' AND '.join(parts)} ORDER BY d.id", params)]
+
+
+def move_concept_sources(conn: apsw.Connection, from_ids: Sequence[int], to_id: int) -> int:
+    """Make the concepts citing any of ``from_ids`` cite ``to_id`` (a merge's keeper); how
+    many concepts gained it. (A team palace has no concepts: 0.)"""
+    if is_pg(conn):
+        return 0
+    return len(conn.execute(
+        "INSERT INTO concept_sources(concept_id, drawer_id) SELECT DISTINCT concept_id, ? "
+        "FROM concept_sources WHERE drawer_id IN (SELECT value FROM json_each(?)) "
+        "ON CONFLICT DO NOTHING RETURNING concept_id", (to_id, json_ids(from_ids))).fetchall())

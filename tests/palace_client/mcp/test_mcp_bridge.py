@@ -351,7 +351,7 @@ def test_tools_list_order_and_schemas() -> None:
     assert read_only == {"recall", "wake_up", "get", "list_drawers", "rooms", "kg_query"}
     destructive = {n for n, h in hints.items()
                    if not h.get("readOnlyHint", False) and h.get("destructiveHint", True)}
-    assert destructive == {"forget"}
+    assert destructive == {"forget", "upkeep", "memoir"}  # upkeep forget/merge, delete_concept
     assert all("openWorldHint" not in h for h in hints.values())  # 60 tokens, no reader
     assert all(h == {"readOnlyHint": True} for n, h in hints.items() if n in read_only)
     assert fake.calls == []

@@ -105,7 +105,8 @@ def test_tools_list_has_the_knowledge_tools_with_valid_schemas(bridge: Bridge) -
     for name, keys in required.items():
         assert by_name[name]["inputSchema"]["required"] == keys
     assert set(by_name["kg_assert"]["inputSchema"]["properties"]) == {
-        "subject", "predicate", "object", "valid_from", "literal", "multi", "source_url"}
+        "subject", "predicate", "object", "valid_from", "literal", "multi", "source_url",
+        "type", "definition", "labels"}  # the last three describe the subject
     assert set(by_name["kg_query"]["inputSchema"]["properties"]) == {
         "subject", "as_of", "history", "depth", "relation"}
     assert set(by_name["kg_invalidate"]["inputSchema"]["properties"]) == {"id", "at"}

@@ -41,8 +41,9 @@ def test_memoir_tool_actions(bridge: Bridge) -> None:
     memoir = tools["memoir"]
     assert memoir["inputSchema"]["required"] == ["action"]
     assert memoir["inputSchema"]["properties"]["action"]["enum"] == [
-        "create", "list", "show", "add_concept", "refine", "link", "search", "inspect"]
-    assert memoir["annotations"] == {"destructiveHint": False, "idempotentHint": True}
+        "create", "list", "show", "add_concept", "refine", "link", "search", "inspect",
+        "update", "rename_concept", "delete_concept"]
+    assert memoir["annotations"] == {"idempotentHint": True}  # destructive: delete_concept
 
     # Before the palace's first write there is no palace yet: nothing, and nothing created.
     assert "holds nothing yet" in ok(bridge, action="list")

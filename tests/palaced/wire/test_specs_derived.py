@@ -56,7 +56,7 @@ MCP_UNIONS = {("remember", "importance"): _IMPORTANCE, ("upkeep", "importance"):
 # Empty texts and names are refused by the daemon's content checks; the schema says so.
 MCP_NON_EMPTY = {("remember", "text"), ("recall", "query"), ("kg_assert", "subject"),
                  ("kg_assert", "predicate"), ("kg_assert", "object"), ("kg_query", "subject"),
-                 ("memoir", "name"), ("memoir", "definition")}
+                 ("memoir", "name"), ("memoir", "definition"), ("memoir", "new_name")}
 # Properties an enum narrows to the only values the daemon accepts, and why.
 MCP_ENUMS = {("memoir", "relation"): list(TYPED_RELATIONS)}  # the nine typed relations
 # Properties only the tool knows (no op argument), and why.
@@ -212,7 +212,8 @@ CLI_OPS: dict[str, str] = {
     "kg assert": "graph.assert", "kg link": "graph.link", "kg invalidate": "graph.invalidate",
     "kg query": "graph.query", "kg timeline": "graph.timeline",
     "kg neighbors": "graph.neighbors", "kg path": "graph.path", "kg search": "graph.search",
-    "restore-drawer": "memory.restore", "trash list": "memory.trash",
+    "kg describe": "graph.describe",
+    "restore-drawer": "memory.restore", "trash list": "memory.trash", "merge": "memory.merge",
     "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
     "policy set": "palace.policy_set",
     "export": "palace.export",
@@ -221,12 +222,19 @@ CLI_OPS: dict[str, str] = {
     "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
     "memoir inspect": "memoir.inspect", "memoir link": "memoir.link",
-    "memoir unlink": "memoir.unlink",
+    "memoir unlink": "memoir.unlink", "memoir update": "memoir.update",
+    "memoir rename-concept": "memoir.rename_concept",
+    "memoir delete-concept": "memoir.delete_concept",
     "hook capture": "capture.transcript", "import claude-code": "capture.transcript",
     "import codex": "capture.transcript", "import gemini": "capture.transcript",
     "import copilot": "capture.transcript",
     "hook wake-up": "memory.wake_up",
 }
+# Commands that run a second op when their first one's required argument is left out: the
+# selectors of `forget` (no drawer id) send memory.forget_many, `restore-drawer --batch`
+# memory.restore_batch; their other parameters are that op's arguments.
+CLI_ALSO: dict[str, str] = {"forget": "memory.forget_many",
+                            "restore-drawer": "memory.restore_batch"}
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
 # send model.load; hook prompt: memory.wake_up on a session's first prompt, then memory.recall
@@ -274,7 +282,7 @@ def _cli_kind(param: click.Parameter) -> str:
     kinds = [(click.types.BoolParamType, "bool"), (click.types.IntParamType, "int"),
              (click.types.FloatParamType, "float"), (click.types.StringParamType, "str")]
     kind = next(k for t, k in kinds if isinstance(param.type, t))
-    return f"{kind}list" if param.multiple else kind
+    return f"{kind}list" if param.multiple or param.nargs == -1 else kind
 
 
 def _same_default(cli: Any, spec: Any) -> bool:
@@ -293,14 +301,19 @@ def test_cli_options_are_the_op_spec(command: str) -> None:
         if param.name in CLI_ONLY:
             continue
         name = CLI_RENAMES.get(param.name, param.name)
-        assert name in op.args, f"{command}: {param.name} is no argument of {op.name}"
+        also = SPECS[CLI_ALSO[command]] if command in CLI_ALSO else None
+        carrier = op if name in op.args or also is None else also
+        assert name in carrier.args, f"{command}: {param.name} is no argument of {op.name}"
         seen.add(name)
-        arg = op.args[name]
+        arg = carrier.args[name]
         default = CLI_DEFAULTS.get((command, name), arg.default)
         if (command, name) in CLI_PARSED:
             continue  # a string the command parses; the daemon checks the value
+        if also is not None and arg.required and not param.required:
+            default = None  # left out: the command sends the other op
+        else:
+            assert param.required == arg.required, (command, name)
         assert _same_default(param.default, default), (command, name, param.default, default)
-        assert param.required == arg.required, (command, name)
         kind = _cli_kind(param)
         assert kind in arg.kind.split("|"), (command, name, kind)  # the kind, or a member
         if kind not in ("int", "float", "intlist"):
@@ -310,6 +323,8 @@ def test_cli_options_are_the_op_spec(command: str) -> None:
             assert isinstance(param.type, click.IntRange | click.FloatRange), (command, name)
             assert (param.type.min, param.type.max) == (lo, hi), (command, name)
     required = {k for k, a in op.args.items() if a.required}
+    if command in CLI_ALSO:
+        required |= {k for k, a in SPECS[CLI_ALSO[command]].args.items() if a.required}
     missing = required - seen - {n for c, n in CLI_ELSEWHERE if c == command}
     assert not missing, f"{command} cannot send the required {missing}"
 
@@ -332,11 +347,14 @@ CLIENT_OPS: dict[str, str] = {
     "kg_assert": "graph.assert", "kg_invalidate": "graph.invalidate",
     "kg_query": "graph.query", "kg_timeline": "graph.timeline", "kg_link": "graph.link",
     "kg_neighbors": "graph.neighbors", "kg_path": "graph.path", "kg_search": "graph.search",
+    "kg_describe": "graph.describe",
     "decay": "memory.decay", "prune": "memory.prune", "consolidate": "memory.consolidate",
     "health": "memory.health",
     "conflicts": "memory.conflicts", "resolve_conflict": "memory.resolve_conflict",
     "restore_drawer": "memory.restore", "trash": "memory.trash",
     "empty_trash": "memory.empty_trash", "audit": "palace.audit", "policy": "palace.policy",
+    "forget_many": "memory.forget_many", "restore_batch": "memory.restore_batch",
+    "merge": "memory.merge",
     "set_policy": "palace.policy_set",
     "export": "palace.export", "import_records": "palace.import_records",
     "sources": "source.list", "sync_source": "source.sync", "drop_source": "source.drop",
@@ -345,7 +363,9 @@ CLIENT_OPS: dict[str, str] = {
     "memoir_delete": "memoir.delete", "memoir_add_concept": "memoir.add_concept",
     "memoir_refine": "memoir.refine", "memoir_search": "memoir.search",
     "memoir_inspect": "memoir.inspect", "memoir_link": "memoir.link",
-    "memoir_unlink": "memoir.unlink",
+    "memoir_unlink": "memoir.unlink", "memoir_update": "memoir.update",
+    "memoir_rename_concept": "memoir.rename_concept",
+    "memoir_delete_concept": "memoir.delete_concept",
     "capture_transcript": "capture.transcript",
 }
 CLIENT_PLUMBING = {"call", "close", "server_info", "agent"}
