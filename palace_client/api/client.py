@@ -34,9 +34,17 @@ from palace_client.transport.connection import (
     env_seconds,
     outcome_unknown,
 )
-from palaced.wire.errors import Busy, DaemonUnreachable, PalaceError, PalaceNotFound, Timeout
+from palaced.wire.errors import (
+    Busy,
+    DaemonUnreachable,
+    InvalidArgs,
+    PalaceError,
+    PalaceNotFound,
+    Timeout,
+    UnknownOp,
+)
 from palaced.wire.paths import Paths, resolve
-from palaced.wire.specs import Retry, retry_rule
+from palaced.wire.specs import SPEC_DIGEST, Retry, retry_rule
 
 BULK_TIMEOUT_MS = 600_000  # a batch may embed thousands of texts
 # Whole-palace work (a backup or check of a large palace, a restore that rebuilds the vector
@@ -114,14 +122,32 @@ class Client:
             PalaceError: the daemon's typed error, and what ``_send`` raises.
         """
         try:
+            try:
+                return self._send(op, palace, args, timeout_ms=timeout_ms)
+            except PalaceNotFound as exc:
+                # A palace deleted under the daemon is reported, not silently made anew.
+                if palace is None or op not in CREATES_PALACE or exc.details.get("deleted"):
+                    raise
+            if self._send("palace.create", palace, {"exist_ok": True}).get("created"):
+                self.created.append(palace)
             return self._send(op, palace, args, timeout_ms=timeout_ms)
-        except PalaceNotFound as exc:
-            # A palace deleted under the daemon is reported, not silently made anew.
-            if palace is None or op not in CREATES_PALACE or exc.details.get("deleted"):
-                raise
-        if self._send("palace.create", palace, {"exist_ok": True}).get("created"):
-            self.created.append(palace)
-        return self._send(op, palace, args, timeout_ms=timeout_ms)
+        except (InvalidArgs, UnknownOp) as exc:
+            raise self._stale_daemon(exc) from None
+
+    def _stale_daemon(self, exc: InvalidArgs | UnknownOp) -> InvalidArgs | UnknownOp:
+        """``exc`` saying so when the daemon runs other code than this client (its hello's
+        ``spec`` digest differs: a palaced started before an upgrade refuses what it does not
+        know yet), else ``exc`` as it is."""
+        if self._conn is None:
+            return exc
+        spec = self._conn.server_info.get("spec")
+        if spec == SPEC_DIGEST:
+            return exc
+        return type(exc)(
+            f"{exc.message} (the running palaced accepts other ops and arguments than this "
+            "client: it was started from another version of palace; `palace daemon restart` "
+            "runs this one)", details={**exc.details, "daemon_spec": spec,
+                                       "client_spec": SPEC_DIGEST})
 
     def _send(self, op: str, palace: str | None = None, args: Mapping[str, Any] | None = None,
               *, timeout_ms: int | None = None) -> dict[str, Any]:

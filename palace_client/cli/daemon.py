@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from palace_client.api.client import Client
 from palace_client.cli.common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
 from palace_client.render.results import counted, pending_chunks
 from palaced.wire import errors as E
@@ -33,10 +34,13 @@ def status(as_json: bool = JsonOpt) -> None:
     """Show the daemon, its model and every palace."""
     with client(as_json) as c:
         s = c.status()
+        s["current"] = _current(c)
 
     def human(s: dict[str, Any]) -> None:
         model = s["model"]
         typer.echo(f"palaced {s['version']}  pid {s['pid']}  up {format_uptime(s['uptime_s'])}")
+        if not s["current"]:
+            typer.echo(f"  {STALE}")
         typer.echo(f"  socket   {s['socket']}")
         typer.echo(f"  data     {s['data_dir']}")
         if model["state"] == "ready":
@@ -146,17 +150,32 @@ def daemon_status(as_json: bool = JsonOpt) -> None:
             emit({"running": False, "socket": socket}, as_json,
                  lambda r: typer.echo(f"palaced is not running (socket {socket})"))
             raise typer.Exit(EXIT_UNREACHABLE) from None
+        current = _current(c)
     res = {"running": True, "version": s["version"], "pid": s["pid"], "socket": s["socket"],
-           "uptime_s": s["uptime_s"], "model": s["model"]}
+           "uptime_s": s["uptime_s"], "model": s["model"], "current": current}
 
     def human(r: dict[str, Any]) -> None:
         typer.echo(f"palaced {r['version']} running")
+        if not r["current"]:
+            typer.echo(f"  {STALE}")
         typer.echo(f"  pid      {r['pid']}")
         typer.echo(f"  socket   {r['socket']}")
         typer.echo(f"  uptime   {format_uptime(r['uptime_s'])}")
         typer.echo(f"  model    {_model(r['model'])}")
 
     emit(res, as_json, human)
+
+
+STALE = ("STALE    started from another version of palace than this one: "
+         "`palace daemon restart` runs this one")
+
+
+def _current(c: Client) -> bool:
+    """Whether the daemon accepts what this client sends (its hello's ``spec`` digest is
+    this palace's): one started before an upgrade runs the older code until it restarts."""
+    from palaced.wire.specs import SPEC_DIGEST
+
+    return bool(c.server_info.get("spec") == SPEC_DIGEST)
 
 
 def _model(model: dict[str, Any]) -> str:

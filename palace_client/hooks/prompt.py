@@ -218,6 +218,7 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
     from palace_client.api.identity import resolve as resolve_agent
     from palace_client.transport.connection import Connection, same_store
     from palaced.wire.args import MAX_ID
+    from palaced.wire.errors import InvalidArgs
     from palaced.wire.paths import resolve
     from palaced.wire.vocab import MAX_EXCLUDE
 
@@ -245,9 +246,19 @@ def recall(palace: str, hook: dict[str, Any], budget: int, deadline: float,
         # Over the cap (a long session), the newest drawers are the likelier to come back.
         # The session file is untrusted: an id no drawer can have would fail every recall.
         exclude = sorted(i for i in seen if 0 < i <= MAX_ID)[-MAX_EXCLUDE:]
-        result = call("memory.recall", {
-            "query": hook["prompt"], "top_k": TOP_K, "levels": [2], "budget": budget,
-            "compact": True, "for_agent": True, "exclude": exclude})
+        args = {"query": hook["prompt"], "top_k": TOP_K, "levels": [2], "budget": budget,
+                "compact": True, "for_agent": True, "exclude": exclude}
+        try:
+            result = call("memory.recall", args)
+        except InvalidArgs:
+            from palaced.wire.specs import SPEC_DIGEST  # the error path only: ~9 ms import
+
+            if conn.server_info.get("spec") == SPEC_DIGEST:
+                raise
+            # A palaced started before an upgrade knows no ``exclude``: recall without it
+            # (what the session saw is still cut from the text below) rather than go
+            # without memories until the daemon restarts.
+            result = call("memory.recall", {k: v for k, v in args.items() if k != "exclude"})
     finally:
         conn.close()
     text, shown = injected_text(result, seen)

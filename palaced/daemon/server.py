@@ -48,6 +48,7 @@ from palaced.wire.protocol import (
     parse_header,
     socket_peer_uid,
 )
+from palaced.wire.specs import SPEC_DIGEST
 
 log = logging.getLogger("palaced.daemon.server")
 
@@ -284,6 +285,7 @@ class ConnectionHandler:
             "server": {"name": "palaced", "version": __version__, "pid": os.getpid(),
                        "data_dir": self._data_dir},
             "ops": [HELLO_OP, *self._op_names()],
+            "spec": SPEC_DIGEST,  # what it accepts: a client tells an older daemon by it
             "max_frame": self._max_frame,
             # So that clients wait for a reply as long as the daemon may work on it.
             "request_timeout_s": self._timeout,

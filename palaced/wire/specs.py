@@ -42,6 +42,7 @@ resend (a stalled daemon would make the caller wait twice): ``SAFE`` ops raise `
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -645,6 +646,18 @@ MEMOIR_SPECS: tuple[OpSpec, ...] = (
 
 
 SPECS: dict[str, OpSpec] = {spec.name: spec for spec in (*_ALL, *MEMOIR_SPECS)}
+
+
+def _spec_digest() -> str:
+    """A digest of every op's name, palace rule and argument names and kinds: what a daemon
+    accepts. The hello carries it, so a client can tell a daemon started from older code (a
+    running palaced outlives a ``pip install -U``) from a refusal of its own arguments."""
+    shape = sorted((name, spec.palace, sorted((a, arg.kind) for a, arg in spec.args.items()))
+                   for name, spec in SPECS.items())
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
+
+
+SPEC_DIGEST = _spec_digest()
 
 
 def retry_rule(op: str) -> RetryRule:
