@@ -23,6 +23,12 @@ must never cost the agent's turn anything:
 * anything that goes wrong (bad input, an error from the daemon) becomes one line in the
   clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
 
+What it stores is authored ``hook:<agent>`` (``hook:claude`` without ``--agent``,
+``hook:codex``...), else ``PALACE_AGENT`` when set: a palace's policy (``palace policy set
+write ...``) allows or denies each agent's capture by that name. Copilot CLI's ``sessionEnd``
+input names no transcript, only its ``sessionId``: the path is derived from it
+(``palace_client.hooks.agents.copilot_transcript``).
+
 The palace is ``--palace``, else ``PALACE``, else the project of ``CLAUDE_PROJECT_DIR``, else
 of the input's ``cwd``, else of the working directory (``palace_client.api.projects``: by the
 project's path, as the CLI and the MCP bridge choose it; created by the capture, a write, when
@@ -40,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field
+from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field, hook_author
 
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
@@ -141,6 +147,10 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     shape = agent_hooks(agent)
     data = hook_object(raw)
     path = field(data, shape.transcript_keys) or ""
+    session = field(data, shape.session_keys)
+    if not path.strip() and session and shape.session_transcript is not None:
+        # Copilot's sessionEnd names only its session: its transcript is at a known place.
+        path = shape.session_transcript(session) or ""
     if not path.strip():
         path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
     cwd = field(data, shape.cwd_keys)
@@ -150,7 +160,7 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
             path = os.path.join(cwd or os.getcwd(), path)
         path = os.path.abspath(path)
     event = data.get("hook_event_name")
-    return {"transcript_path": path, "session_id": field(data, shape.session_keys),
+    return {"transcript_path": path, "session_id": session,
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
 
@@ -195,8 +205,21 @@ def request_args(hook: dict[str, Any], agent: str = DEFAULT_AGENT) -> dict[str, 
     return args
 
 
-def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
-    """Send the request to a running daemon, every wait bounded by ``deadline``.
+def author(agent: str) -> str:
+    """Who a capture of ``agent``'s hook is stored as: ``PALACE_AGENT``, else
+    ``hook:<agent>`` (``hook:claude``, ``hook:codex``...; a palace's policy matches it).
+
+    Raises:
+        InvalidArgs: ``PALACE_AGENT`` is not a valid agent name.
+    """
+    from palace_client.api.identity import resolve as resolve_agent
+
+    return resolve_agent(fallback=hook_author(agent))
+
+
+def _send(palace: str, args: dict[str, Any], deadline: float, agent: str) -> None:
+    """Send the request to a running daemon as ``agent``, every wait bounded by
+    ``deadline``.
 
     Raises:
         ConnectionError, OSError: no daemon, or it did not answer in time.
@@ -204,7 +227,6 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         Busy: it has no connection slot free (the request did not run).
         PalaceError: the daemon refused the request.
     """
-    from palace_client.api.identity import resolve as resolve_agent
     from palace_client.transport.connection import Connection, same_store
     from palaced.wire.paths import resolve
 
@@ -215,13 +237,12 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         if not os.environ.get("PALACE_SOCKET"):
             same_store(conn, paths)
         conn.set_timeout(max(deadline - time.monotonic(), 0.01))
-        # The agent as for any `palace` command: PALACE_AGENT, else the user.
-        conn.call(OP, palace, args, agent=resolve_agent())
+        conn.call(OP, palace, args, agent=agent)
     finally:
         conn.close()
 
 
-def _defer(palace: str, args: dict[str, Any]) -> None:
+def _defer(palace: str, args: dict[str, Any], agent: str) -> None:
     """Start a detached process that starts the daemon if needed and delivers the request.
 
     The request goes to it on a pipe (its stdin): argv is readable by every local user
@@ -233,7 +254,7 @@ def _defer(palace: str, args: dict[str, Any]) -> None:
     """
     import subprocess  # only on this path: it costs the hook a few milliseconds to import
 
-    payload = json.dumps({"palace": palace, "args": args}).encode()
+    payload = json.dumps({"palace": palace, "args": args, "agent": agent}).encode()
     proc = subprocess.Popen(  # our own interpreter and module
         [sys.executable, "-m", "palace_client.hooks.capture", "--deliver"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -255,7 +276,8 @@ def deliver(payload: bytes | str) -> int:
 
     try:
         request = json.loads(payload)
-        with Client(client_name=CLIENT_NAME) as client:
+        # The hook's author (older hooks sent none: the client's default then).
+        with Client(client_name=CLIENT_NAME, agent=request.get("agent")) as client:
             client.call(OP, request["palace"], request["args"])
     except PalaceError as exc:
         log_line(f"hook capture (deferred): {exc.message} [{exc.name}]")
@@ -311,13 +333,14 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
             return 0
         args = request_args(hook, agent)
         palace = palace_for(pinned, hook["cwd"])
+        who = author(agent)
         try:
-            _send(palace, args, deadline - 0.03)
+            _send(palace, args, deadline - 0.03, who)
         except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:
             # Not sent, or not answered within the budget (a handshake slower than what is
             # left of it, BUSY: no connection slot free, which ran nothing): the delivery has
             # the time to start the daemon, wait for it and retry.
-            _defer(palace, args)
+            _defer(palace, args, who)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")
     except BaseException as exc:  # a hook must never fail the agent's turn
