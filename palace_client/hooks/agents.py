@@ -73,7 +73,9 @@ class AgentHooks:
     ``capture.transcript`` format of its transcripts; None when palace cannot read them
     (``claude`` sends no ``format``: the daemon's default). ``session_transcript`` derives
     the transcript's path from the session id when an input names no transcript (None: the
-    agent always names it, or palace cannot know it).
+    agent always names it, or palace cannot know it). ``end_marker`` is what the agent
+    writes last when a session ends: a capture of a derived transcript (the session-end hook's)
+    waits for it, since the agent may flush the file only after its hook.
     """
 
     name: str
@@ -85,6 +87,7 @@ class AgentHooks:
     prompt: Output | None
     capture_format: str | None
     session_transcript: Callable[[str], str | None] | None = None
+    end_marker: bytes | None = None
 
 
 def hook_author(agent: str) -> str:
@@ -134,7 +137,8 @@ AGENTS: Mapping[str, AgentHooks] = {
                                                               "transcript_path"),
                           prompt_keys=("prompt",), start=_top("additionalContext"),
                           prompt=_top("additionalContext"), capture_format="copilot",
-                          session_transcript=copilot_transcript),
+                          session_transcript=copilot_transcript,
+                          end_marker=b'"session.shutdown"'),
 }
 
 

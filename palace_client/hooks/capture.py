@@ -51,6 +51,8 @@ from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
 DELIVER_STDIN_WAIT_S = 10.0  # how long the delivery waits for the request on its stdin
+SETTLE_S = 15.0  # how long a session-end delivery waits for the agent's last write
+SETTLE_POLL_S = 0.05
 MAX_INPUT = 1 << 20  # bytes of hook input read at most
 OP = "capture.transcript"
 CLIENT_NAME = "palace-hook"
@@ -148,9 +150,11 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     data = hook_object(raw)
     path = field(data, shape.transcript_keys) or ""
     session = field(data, shape.session_keys)
+    derived = False
     if not path.strip() and session and shape.session_transcript is not None:
         # Copilot's sessionEnd names only its session: its transcript is at a known place.
         path = shape.session_transcript(session) or ""
+        derived = bool(path)
     if not path.strip():
         path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
     cwd = field(data, shape.cwd_keys)
@@ -160,7 +164,7 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
             path = os.path.join(cwd or os.getcwd(), path)
         path = os.path.abspath(path)
     event = data.get("hook_event_name")
-    return {"transcript_path": path, "session_id": session,
+    return {"transcript_path": path, "session_id": session, "derived": derived,
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
 
@@ -242,7 +246,42 @@ def _send(palace: str, args: dict[str, Any], deadline: float, agent: str) -> Non
         conn.close()
 
 
-def _defer(palace: str, args: dict[str, Any], agent: str) -> None:
+def settle_from(path: str, agent: str) -> dict[str, Any] | None:
+    """What a delivery of ``agent``'s session-end capture of ``path`` waits for: the
+    agent's end marker written past the file's size now (None: the agent has no marker)."""
+    marker = agent_hooks(agent).end_marker
+    if marker is None:
+        return None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    return {"offset": size, "marker": marker.decode()}
+
+
+def wait_settled(path: str, settle: dict[str, Any], limit_s: float = SETTLE_S) -> bool:
+    """Wait until ``settle["marker"]`` is in ``path`` past ``settle["offset"]`` (the agent
+    has written the session's end), at most ``limit_s``; whether it came. Never raises."""
+    deadline = time.monotonic() + limit_s
+    marker = str(settle.get("marker", "")).encode()
+    offset = settle.get("offset", 0)
+    offset = offset if isinstance(offset, int) and offset >= 0 else 0
+    while marker:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(max(offset - len(marker), 0))
+                if marker in fh.read():
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(SETTLE_POLL_S)
+    return False
+
+
+def _defer(palace: str, args: dict[str, Any], agent: str,
+           settle: dict[str, Any] | None = None) -> None:
     """Start a detached process that starts the daemon if needed and delivers the request.
 
     The request goes to it on a pipe (its stdin): argv is readable by every local user
@@ -254,7 +293,8 @@ def _defer(palace: str, args: dict[str, Any], agent: str) -> None:
     """
     import subprocess  # only on this path: it costs the hook a few milliseconds to import
 
-    payload = json.dumps({"palace": palace, "args": args, "agent": agent}).encode()
+    payload = json.dumps({"palace": palace, "args": args, "agent": agent,
+                          "settle": settle}).encode()
     proc = subprocess.Popen(  # our own interpreter and module
         [sys.executable, "-m", "palace_client.hooks.capture", "--deliver"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -276,6 +316,10 @@ def deliver(payload: bytes | str) -> int:
 
     try:
         request = json.loads(payload)
+        if isinstance(request.get("settle"), dict) and not wait_settled(
+                request["args"]["path"], request["settle"]):
+            log_line("hook capture (deferred): the session's end was not written within "
+                     f"{SETTLE_S:.0f} s; capturing what is there")
         # The hook's author (older hooks sent none: the client's default then).
         with Client(client_name=CLIENT_NAME, agent=request.get("agent")) as client:
             client.call(OP, request["palace"], request["args"])
@@ -334,6 +378,12 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         args = request_args(hook, agent)
         palace = palace_for(pinned, hook["cwd"])
         who = author(agent)
+        settle = settle_from(args["path"], agent) if hook["derived"] else None
+        if settle is not None:
+            # A session-end hook (Copilot's) may run before the agent has flushed the
+            # session to its file: the delivery waits for the agent's last write, then sends.
+            _defer(palace, args, who, settle)
+            return 0
         try:
             _send(palace, args, deadline - 0.03, who)
         except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:

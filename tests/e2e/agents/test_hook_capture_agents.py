@@ -137,8 +137,18 @@ def test_copilot_session_end_captures_the_sessions_events(
     shutil.copy(TRANSCRIPTS["copilot"], outside)
     for bad in ("..", "../..", f"../../{tmp_path.name}", "/tmp", "a/b"):
         hook(env, end | {"sessionId": bad}, "--palace", palace, "--agent", "copilot")
+    started = time.monotonic()
     hook(env, end, "--palace", palace, "--agent", "copilot")
+    # Copilot writes the session's last events after its sessionEnd hook (session.shutdown
+    # last): the capture waits for it, else it would read a file without the last turn.
+    time.sleep(1.0)
+    with d.client() as c:
+        assert palace not in {p["name"] for p in c.list_palaces()}
+    with events.open("a") as fh:
+        fh.write(json.dumps({"type": "session.shutdown", "data": {}, "id": "x",
+                             "timestamp": "2025-09-14T08:01:45.000Z", "parentId": None}) + "\n")
     drawers = captured(d, palace)
+    assert time.monotonic() - started < 8  # sent on the marker, not after the 15 s bound
     texts = "\n".join(x["text"] for x in drawers)
     assert "client_max_body_size" in texts and "Which CDN serves the images?" in texts
     assert "sk-proj-Xq7vR2mN9pL4kT8wZ3cF6hJ1bD5sG0aE" not in texts
