@@ -27,7 +27,10 @@ What it stores is authored ``hook:<agent>`` (``hook:claude`` without ``--agent``
 ``hook:codex``...), else ``PALACE_AGENT`` when set: a palace's policy (``palace policy set
 write ...``) allows or denies each agent's capture by that name. Copilot CLI's ``sessionEnd``
 input names no transcript, only its ``sessionId``: the path is derived from it
-(``palace_client.hooks.agents.copilot_transcript``).
+(``palace_client.hooks.agents.copilot_transcript``), and since Copilot writes the session's
+last events after that hook, the capture always goes through the detached delivery, which
+first waits (``SETTLE_S`` at most) for the agent's end marker (``session.shutdown``) in the
+file.
 
 The palace is ``--palace``, else ``PALACE``, else the project of ``CLAUDE_PROJECT_DIR``, else
 of the input's ``cwd``, else of the working directory (``palace_client.api.projects``: by the
@@ -316,8 +319,11 @@ def deliver(payload: bytes | str) -> int:
 
     try:
         request = json.loads(payload)
+        path = request["args"]["path"]
         if isinstance(request.get("settle"), dict) and not wait_settled(
-                request["args"]["path"], request["settle"]):
+                path, request["settle"]):
+            if not has_transcript(path):
+                return 0  # a session that never wrote its file: nothing to capture
             log_line("hook capture (deferred): the session's end was not written within "
                      f"{SETTLE_S:.0f} s; capturing what is there")
         # The hook's author (older hooks sent none: the client's default then).
@@ -373,7 +379,10 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         pinned, agent = hook_options(argv)
         hook = parse_input(read_input(stdin_fd), agent)
         event = hook["event"]
-        if not has_transcript(hook["transcript_path"]):
+        # A session-end capture of a derived path (Copilot's) may come before the agent has
+        # even created the file: its delivery waits for it.
+        if not hook["transcript_path"] or not (hook["derived"]
+                                               or has_transcript(hook["transcript_path"])):
             return 0
         args = request_args(hook, agent)
         palace = palace_for(pinned, hook["cwd"])

@@ -128,7 +128,6 @@ def test_copilot_session_end_captures_the_sessions_events(
     session = str(uuid.uuid4())
     events = copilot_home / "session-state" / session / "events.jsonl"
     events.parent.mkdir(parents=True)
-    shutil.copy(TRANSCRIPTS["copilot"], events)
     env = d.env | {"COPILOT_HOME": str(copilot_home)}
     end = {"sessionId": session, "timestamp": 1796452660088, "cwd": str(tmp_path),
            "reason": "complete"}
@@ -139,9 +138,13 @@ def test_copilot_session_end_captures_the_sessions_events(
         hook(env, end | {"sessionId": bad}, "--palace", palace, "--agent", "copilot")
     started = time.monotonic()
     hook(env, end, "--palace", palace, "--agent", "copilot")
-    # Copilot writes the session's last events after its sessionEnd hook (session.shutdown
-    # last): the capture waits for it, else it would read a file without the last turn.
+    # Copilot may write the session's file only after its sessionEnd hook, session.shutdown
+    # last (seen under load: no file at the hook): the capture waits for that.
     time.sleep(1.0)
+    with d.client() as c:
+        assert palace not in {p["name"] for p in c.list_palaces()}
+    shutil.copy(TRANSCRIPTS["copilot"], events)
+    time.sleep(0.3)
     with d.client() as c:
         assert palace not in {p["name"] for p in c.list_palaces()}
     with events.open("a") as fh:
