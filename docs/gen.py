@@ -202,9 +202,10 @@ ENV_MEANINGS: dict[str, tuple[str, str]] = {
                         "when set, so that the service daemon resolves the same paths."),
     "CODEX_HOME": ("`palace init`, `palace import codex`", "Codex CLI's home (default "
                    "`~/.codex`); its `sessions/` holds the rollouts imported by default."),
-    "COPILOT_HOME": ("`palace init`, `palace import copilot`", "GitHub Copilot CLI's home "
-                     "(default `~/.copilot`); its `session-state/` holds the session logs "
-                     "imported by default."),
+    "COPILOT_HOME": ("`palace init`, `palace import copilot`, `palace hook capture`",
+                     "GitHub Copilot CLI's home (default `~/.copilot`); its `session-state/` "
+                     "holds the session logs imported by default, and the one a `sessionEnd` "
+                     "hook's `sessionId` names."),
     "HOME": ("`palace init`, `palace service`, `palace uninstall`", "The home whose agent "
              "configs the user and local scopes edit, and where the service files go."),
     "PATH": ("`palace init`, `palace service`", "Searched for the agents' commands (`claude`, "

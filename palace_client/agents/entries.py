@@ -150,7 +150,8 @@ def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
     Code's events, which it has; Gemini CLI (0.61): BeforeAgent is its prompt event, AfterAgent its
     end of turn, PreCompress its compaction; Cursor: only sessionStart takes context (its
     beforeSubmitPrompt cannot, and palace cannot read its transcripts); Copilot CLI (1.0.102):
-    camelCase events, agentStop its end of turn."""
+    camelCase events, agentStop its end of turn; sessionEnd too, since 1.0.102 may run agentStop
+    before the turn is in its transcript (the sessionEnd input names only the session)."""
     events: dict[str, dict[str, tuple[str, ...]]] = {"claude": HOOK_EVENTS}
     wake, prompt, capture = _verbs("codex")
     events["codex"] = {"SessionStart": wake, "UserPromptSubmit": prompt,
@@ -161,7 +162,7 @@ def _agent_events() -> dict[str, dict[str, tuple[str, ...]]]:
     events["cursor"] = {"sessionStart": _verbs("cursor")[0]}
     wake, prompt, capture = _verbs("copilot")
     events["copilot"] = {"sessionStart": wake, "userPromptSubmitted": prompt,
-                         "preCompact": capture, "agentStop": capture}
+                         "preCompact": capture, "agentStop": capture, "sessionEnd": capture}
     return events
 
 

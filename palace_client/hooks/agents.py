@@ -19,17 +19,27 @@ and the bundled changelog); details and what each cannot do in ``docs/agents.md`
   ``transcriptPath`` and read a top-level ``additionalContext``.
 * Capture needs a transcript palace can read (``capture.transcript``'s ``format``): Claude
   Code's, Codex's, Gemini's and Copilot's (whose ``agentStop`` and ``preCompact`` name its
-  session's ``events.jsonl`` as ``transcriptPath``). Cursor's is not among them, so Cursor
-  gets no capture hook.
+  session's ``events.jsonl`` as ``transcriptPath``; its ``sessionEnd`` names none, only the
+  ``sessionId``, from which ``copilot_transcript`` derives the file). Cursor's is not among
+  them, so Cursor gets no capture hook.
+* What a hook stores is authored ``hook:<agent>`` (``hook_author``: ``hook:claude``,
+  ``hook:codex``...), unless ``PALACE_AGENT`` says otherwise, so that a palace's policy can
+  allow or deny each agent's capture by name.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 DEFAULT_AGENT = "claude"
+AUTHOR_PREFIX = "hook:"
+# A session id palace turns into a path: one plain name (Copilot's are UUIDs), never a
+# separator nor a dot-only name.
+_SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 Output = Callable[[str], dict[str, Any]]
 
@@ -61,7 +71,11 @@ class AgentHooks:
     ``start`` and ``prompt`` build the stdout that adds context at session start and at
     prompt time; None when the agent cannot take context there. ``capture_format`` is the
     ``capture.transcript`` format of its transcripts; None when palace cannot read them
-    (``claude`` sends no ``format``: the daemon's default).
+    (``claude`` sends no ``format``: the daemon's default). ``session_transcript`` derives
+    the transcript's path from the session id when an input names no transcript (None: the
+    agent always names it, or palace cannot know it). ``end_marker`` is what the agent
+    writes last when a session ends: a capture of a derived transcript (the session-end hook's)
+    waits for it, since the agent may flush the file only after its hook.
     """
 
     name: str
@@ -72,10 +86,40 @@ class AgentHooks:
     start: Output | None
     prompt: Output | None
     capture_format: str | None
+    session_transcript: Callable[[str], str | None] | None = None
+    end_marker: bytes | None = None
 
 
-_SNAKE = {"session_keys": ("session_id",), "cwd_keys": ("cwd",),
-          "transcript_keys": ("transcript_path",), "prompt_keys": ("prompt",)}
+def hook_author(agent: str) -> str:
+    """The agent name a hook of ``agent`` stores under: ``hook:<agent>``."""
+    return AUTHOR_PREFIX + agent
+
+
+def copilot_transcript(session_id: str) -> str | None:
+    """Copilot CLI's transcript of session ``session_id``:
+    ``$COPILOT_HOME`` (else ``~/.copilot``) ``/session-state/<id>/events.jsonl``; None when
+    the id is not one plain name (the hook input is untrusted: no ``/``, no ``..``) or the
+    path would leave ``session-state`` (a symlinked session directory pointing elsewhere)."""
+    if not _SESSION_NAME.fullmatch(session_id) or set(session_id) == {"."}:
+        return None
+    home = os.environ.get("COPILOT_HOME") or os.path.join("~", ".copilot")
+    root = os.path.abspath(os.path.join(os.path.expanduser(home), "session-state"))
+    path = os.path.join(root, session_id, "events.jsonl")
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
+        return None
+    return path
+
+
+class _Keys(TypedDict):
+    session_keys: tuple[str, ...]
+    cwd_keys: tuple[str, ...]
+    transcript_keys: tuple[str, ...]
+    prompt_keys: tuple[str, ...]
+
+
+_SNAKE: _Keys = {"session_keys": ("session_id",), "cwd_keys": ("cwd",),
+                 "transcript_keys": ("transcript_path",), "prompt_keys": ("prompt",)}
 
 AGENTS: Mapping[str, AgentHooks] = {
     "claude": AgentHooks("claude", **_SNAKE, start=_specific("SessionStart"),
@@ -92,7 +136,9 @@ AGENTS: Mapping[str, AgentHooks] = {
                           cwd_keys=("cwd",), transcript_keys=("transcriptPath",
                                                               "transcript_path"),
                           prompt_keys=("prompt",), start=_top("additionalContext"),
-                          prompt=_top("additionalContext"), capture_format="copilot"),
+                          prompt=_top("additionalContext"), capture_format="copilot",
+                          session_transcript=copilot_transcript,
+                          end_marker=b'"session.shutdown"'),
 }
 
 

@@ -23,6 +23,15 @@ must never cost the agent's turn anything:
 * anything that goes wrong (bad input, an error from the daemon) becomes one line in the
   clients' log, ``<state_dir>/palace.log`` beside the daemon's ``palaced.log``.
 
+What it stores is authored ``hook:<agent>`` (``hook:claude`` without ``--agent``,
+``hook:codex``...), else ``PALACE_AGENT`` when set: a palace's policy (``palace policy set
+write ...``) allows or denies each agent's capture by that name. Copilot CLI's ``sessionEnd``
+input names no transcript, only its ``sessionId``: the path is derived from it
+(``palace_client.hooks.agents.copilot_transcript``), and since Copilot writes the session's
+last events after that hook, the capture always goes through the detached delivery, which
+first waits (``SETTLE_S`` at most) for the agent's end marker (``session.shutdown``) in the
+file.
+
 The palace is ``--palace``, else ``PALACE``, else the project of ``CLAUDE_PROJECT_DIR``, else
 of the input's ``cwd``, else of the working directory (``palace_client.api.projects``: by the
 project's path, as the CLI and the MCP bridge choose it; created by the capture, a write, when
@@ -40,11 +49,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field
+from palace_client.hooks.agents import AGENTS, DEFAULT_AGENT, agent_hooks, field, hook_author
 
 BUDGET_S = 0.2  # wall time the hook may take, start-up included
 STDIN_WAIT_S = 0.1  # how long to wait for the hook input to arrive
 DELIVER_STDIN_WAIT_S = 10.0  # how long the delivery waits for the request on its stdin
+SETTLE_S = 15.0  # how long a session-end delivery waits for the agent's last write
+SETTLE_POLL_S = 0.05
 MAX_INPUT = 1 << 20  # bytes of hook input read at most
 OP = "capture.transcript"
 CLIENT_NAME = "palace-hook"
@@ -141,6 +152,12 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
     shape = agent_hooks(agent)
     data = hook_object(raw)
     path = field(data, shape.transcript_keys) or ""
+    session = field(data, shape.session_keys)
+    derived = False
+    if not path.strip() and session and shape.session_transcript is not None:
+        # Copilot's sessionEnd names only its session: its transcript is at a known place.
+        path = shape.session_transcript(session) or ""
+        derived = bool(path)
     if not path.strip():
         path = ""  # a session with no transcript: nothing to capture (``capture`` returns)
     cwd = field(data, shape.cwd_keys)
@@ -150,7 +167,7 @@ def parse_input(raw: bytes, agent: str = DEFAULT_AGENT) -> dict[str, Any]:
             path = os.path.join(cwd or os.getcwd(), path)
         path = os.path.abspath(path)
     event = data.get("hook_event_name")
-    return {"transcript_path": path, "session_id": field(data, shape.session_keys),
+    return {"transcript_path": path, "session_id": session, "derived": derived,
             "cwd": cwd, "event": event if isinstance(event, str) else "?"}
 
 
@@ -195,8 +212,21 @@ def request_args(hook: dict[str, Any], agent: str = DEFAULT_AGENT) -> dict[str, 
     return args
 
 
-def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
-    """Send the request to a running daemon, every wait bounded by ``deadline``.
+def author(agent: str) -> str:
+    """Who a capture of ``agent``'s hook is stored as: ``PALACE_AGENT``, else
+    ``hook:<agent>`` (``hook:claude``, ``hook:codex``...; a palace's policy matches it).
+
+    Raises:
+        InvalidArgs: ``PALACE_AGENT`` is not a valid agent name.
+    """
+    from palace_client.api.identity import resolve as resolve_agent
+
+    return resolve_agent(fallback=hook_author(agent))
+
+
+def _send(palace: str, args: dict[str, Any], deadline: float, agent: str) -> None:
+    """Send the request to a running daemon as ``agent``, every wait bounded by
+    ``deadline``.
 
     Raises:
         ConnectionError, OSError: no daemon, or it did not answer in time.
@@ -204,7 +234,6 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         Busy: it has no connection slot free (the request did not run).
         PalaceError: the daemon refused the request.
     """
-    from palace_client.api.identity import resolve as resolve_agent
     from palace_client.transport.connection import Connection, same_store
     from palaced.wire.paths import resolve
 
@@ -215,13 +244,47 @@ def _send(palace: str, args: dict[str, Any], deadline: float) -> None:
         if not os.environ.get("PALACE_SOCKET"):
             same_store(conn, paths)
         conn.set_timeout(max(deadline - time.monotonic(), 0.01))
-        # The agent as for any `palace` command: PALACE_AGENT, else the user.
-        conn.call(OP, palace, args, agent=resolve_agent())
+        conn.call(OP, palace, args, agent=agent)
     finally:
         conn.close()
 
 
-def _defer(palace: str, args: dict[str, Any]) -> None:
+def settle_from(path: str, agent: str) -> dict[str, Any] | None:
+    """What a delivery of ``agent``'s session-end capture of ``path`` waits for: the
+    agent's end marker written past the file's size now (None: the agent has no marker)."""
+    marker = agent_hooks(agent).end_marker
+    if marker is None:
+        return None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    return {"offset": size, "marker": marker.decode()}
+
+
+def wait_settled(path: str, settle: dict[str, Any], limit_s: float = SETTLE_S) -> bool:
+    """Wait until ``settle["marker"]`` is in ``path`` past ``settle["offset"]`` (the agent
+    has written the session's end), at most ``limit_s``; whether it came. Never raises."""
+    deadline = time.monotonic() + limit_s
+    marker = str(settle.get("marker", "")).encode()
+    offset = settle.get("offset", 0)
+    offset = offset if isinstance(offset, int) and offset >= 0 else 0
+    while marker:
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(max(offset - len(marker), 0))
+                if marker in fh.read():
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(SETTLE_POLL_S)
+    return False
+
+
+def _defer(palace: str, args: dict[str, Any], agent: str,
+           settle: dict[str, Any] | None = None) -> None:
     """Start a detached process that starts the daemon if needed and delivers the request.
 
     The request goes to it on a pipe (its stdin): argv is readable by every local user
@@ -233,7 +296,8 @@ def _defer(palace: str, args: dict[str, Any]) -> None:
     """
     import subprocess  # only on this path: it costs the hook a few milliseconds to import
 
-    payload = json.dumps({"palace": palace, "args": args}).encode()
+    payload = json.dumps({"palace": palace, "args": args, "agent": agent,
+                          "settle": settle}).encode()
     proc = subprocess.Popen(  # our own interpreter and module
         [sys.executable, "-m", "palace_client.hooks.capture", "--deliver"],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -255,7 +319,15 @@ def deliver(payload: bytes | str) -> int:
 
     try:
         request = json.loads(payload)
-        with Client(client_name=CLIENT_NAME) as client:
+        path = request["args"]["path"]
+        if isinstance(request.get("settle"), dict) and not wait_settled(
+                path, request["settle"]):
+            if not has_transcript(path):
+                return 0  # a session that never wrote its file: nothing to capture
+            log_line("hook capture (deferred): the session's end was not written within "
+                     f"{SETTLE_S:.0f} s; capturing what is there")
+        # The hook's author (older hooks sent none: the client's default then).
+        with Client(client_name=CLIENT_NAME, agent=request.get("agent")) as client:
             client.call(OP, request["palace"], request["args"])
     except PalaceError as exc:
         log_line(f"hook capture (deferred): {exc.message} [{exc.name}]")
@@ -307,17 +379,27 @@ def capture(argv: Sequence[str], stdin_fd: int = 0, started: float | None = None
         pinned, agent = hook_options(argv)
         hook = parse_input(read_input(stdin_fd), agent)
         event = hook["event"]
-        if not has_transcript(hook["transcript_path"]):
+        # A session-end capture of a derived path (Copilot's) may come before the agent has
+        # even created the file: its delivery waits for it.
+        if not hook["transcript_path"] or not (hook["derived"]
+                                               or has_transcript(hook["transcript_path"])):
             return 0
         args = request_args(hook, agent)
         palace = palace_for(pinned, hook["cwd"])
+        who = author(agent)
+        settle = settle_from(args["path"], agent) if hook["derived"] else None
+        if settle is not None:
+            # A session-end hook (Copilot's) may run before the agent has flushed the
+            # session to its file: the delivery waits for the agent's last write, then sends.
+            _defer(palace, args, who, settle)
+            return 0
         try:
-            _send(palace, args, deadline - 0.03)
+            _send(palace, args, deadline - 0.03, who)
         except (OSError, ConnectionError, Busy, DaemonUnreachable) as exc:
             # Not sent, or not answered within the budget (a handshake slower than what is
             # left of it, BUSY: no connection slot free, which ran nothing): the delivery has
             # the time to start the daemon, wait for it and retry.
-            _defer(palace, args)
+            _defer(palace, args, who)
             log_line(f"hook capture {event}: daemon not reached ({exc.__class__.__name__}: "
                      f"{exc}); delivering in the background")
     except BaseException as exc:  # a hook must never fail the agent's turn

@@ -209,3 +209,28 @@ def test_wake_up_hook_prints_the_agents_shape_or_nothing(
     log = _log(no_daemon)
     assert "hook wake-up: no daemon" in log and "unknown argument" in log
     assert asked == ["p", "empty"]
+
+
+def test_copilot_transcript_of_a_session_stays_under_session_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from palace_client.hooks.agents import copilot_transcript
+
+    monkeypatch.setenv("COPILOT_HOME", str(tmp_path / "ch"))
+    root = tmp_path / "ch" / "session-state"
+    sid = "5ef6eb39-6ac6-47b7-bca9-54661771532f"
+    assert copilot_transcript(sid) == str(root / sid / "events.jsonl")
+    for bad in ("", ".", "..", "...", "../x", "a/b", "/etc", "a\x00b", "-rf", "x" * 200):
+        assert copilot_transcript(bad) is None, bad
+    root.mkdir(parents=True)
+    (root / "away").symlink_to(tmp_path)  # a session directory that leads elsewhere
+    assert copilot_transcript("away") is None
+    monkeypatch.delenv("COPILOT_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    assert copilot_transcript(sid) == str(tmp_path / "h" / ".copilot" / "session-state" / sid
+                                          / "events.jsonl")
+    # The sessionEnd input (no transcriptPath) names the derived file.
+    end = capture.parse_input(json.dumps({"sessionId": sid, "cwd": "/w",
+                                          "reason": "complete"}).encode(), "copilot")
+    assert end["transcript_path"] == copilot_transcript(sid)
+    claude = capture.parse_input(json.dumps({"session_id": sid}).encode())
+    assert claude["transcript_path"] == ""  # only Copilot's sessions have a known place
