@@ -164,9 +164,9 @@ def conflict_reason(new_text: str, old_text: str, *, strict: bool = False) -> st
     it does not: different subjects, added detail, paraphrase, or a text over ``MAX_CHARS``.
 
     The caller has checked the pair's cosine (``CONFLICT_SIMILARITY``); this looks at words.
-    ``strict`` is for a pair found without that check (by shared words): then neither text
-    may have a content word the other lacks (beyond those of a state), and both must state
-    the same kind of thing (``_OWNING``).
+    ``strict`` is for a pair found without that check (by shared words): then both must
+    state the same kind of thing (``_OWNING``), and neither text may have a content word the
+    other lacks (beyond those of a state) but for a negation of a part of the other.
     """
     if len(new_text) > MAX_CHARS or len(old_text) > MAX_CHARS:
         return None
@@ -182,7 +182,7 @@ def conflict_reason(new_text: str, old_text: str, *, strict: bool = False) -> st
     # a state and its change.
     free = _STATE_WORDS | _OPPOSITE_WORDS
     extra_new, extra_old = new_words - old_words - free, old_words - new_words - free
-    if (extra_new and extra_old) or (strict and (extra_new or extra_old)):
+    if extra_new and extra_old:
         return None
     if strict:
         kinds_new, kinds_old = _kinds(new_words), _kinds(old_words)
@@ -205,7 +205,7 @@ def conflict_reason(new_text: str, old_text: str, *, strict: bool = False) -> st
         if neg_words <= pos_words and neg_vals <= pos_vals:
             return "negated" if new_neg else "no longer negated"
         return None
-    if new_all & _ADDING:
+    if new_all & _ADDING or (strict and (extra_new or extra_old)):
         return None
     reason = f"{' '.join(sorted(only_new))} vs {' '.join(sorted(only_old))}"
     if only_new and only_old:
