@@ -408,8 +408,9 @@ def word_neighbours(c: apsw.Connection, wing: str, text: str, exclude: int, ts: 
 
 # Drawers a remember stored without a vector, with its checks on: once embedded, their
 # vectors' neighbours are checked for conflicts too (``_conflicts_later``). Kept in memory
-# per open palace: imports and other writes without the check are not looked at, and a
-# daemon restart in between forgets them (their words were compared when they were stored).
+# per open palace: imports and other writes without the check are not looked at, and the
+# palace closing in between (idle, a restart) forgets them (their words were compared when
+# they were stored).
 _LATER: weakref.WeakKeyDictionary[Palace, set[int]] = weakref.WeakKeyDictionary()
 LATER_MAX = 100_000  # ids remembered per palace (a keyword-only palace never embeds them)
 

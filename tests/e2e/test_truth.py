@@ -206,10 +206,10 @@ def _wait(cond: Callable[[], bool], what: str, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def test_keyword_only_palace_finds_conflicts_by_words(shared_keyword_daemon: DaemonProc
-                                                      ) -> None:
+def test_keyword_only_palace_finds_conflicts_by_words(shared_keyword_daemon: DaemonProc,
+                                                      store: str | None) -> None:
     d = shared_keyword_daemon
-    p = _palace(d)
+    p = _palace(d, store)
     cli = InProcCliDaemonProc.of(d)
     with d.client() as c:
         alice = c.remember(p, ALICE, room="payments")
@@ -262,8 +262,8 @@ def test_drawers_stored_before_the_model_are_checked_once_embedded(home: Path) -
 
 
 def test_remember_many_with_dedup_checks_the_batch_and_the_palace(
-        shared_daemon: DaemonProc) -> None:
-    p = _palace(shared_daemon)
+        shared_daemon: DaemonProc, store: str | None) -> None:
+    p = _palace(shared_daemon, store)
     port = "The checkout API listens on port 8080."
     with shared_daemon.client() as c:
         old = c.remember(p, port, room="api")
@@ -281,9 +281,9 @@ def test_remember_many_with_dedup_checks_the_batch_and_the_palace(
         assert "conflicts" not in res and c.conflicts(q)["total"] == 0
 
 
-def test_detail_that_supersedes_a_drawer_takes_its_conflicts(shared_daemon: DaemonProc
-                                                            ) -> None:
-    p = _palace(shared_daemon)
+def test_detail_that_supersedes_a_drawer_takes_its_conflicts(shared_daemon: DaemonProc,
+                                                            store: str | None) -> None:
+    p = _palace(shared_daemon, store)
     more = "Alice owns the payment gateway integration and also the refunds service."
     with shared_daemon.client() as c:
         alice = c.remember(p, ALICE, room="payments")
