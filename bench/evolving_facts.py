@@ -266,7 +266,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         d.stop()
         d.cleanup(keep=False)
     return {
-        "keyword_only": args.keyword_only, "subjects": len(subs), "states": sum(len(s.states) for s in subs),
+        "keyword_only": args.keyword_only,
+        "subjects": len(subs), "states": sum(len(s.states) for s in subs),
         "controls": len(ctrl), "writes": len(writes),
         "current_first": round(first / len(subs), 3), "current_first_n": first,
         "stale_first_n": stale_first, "other_first_n": len(subs) - first - stale_first,
