@@ -22,6 +22,10 @@ The script only uses ops every tree since 941dc27 has, so one copy measures an o
 ``PYTHONPATH=/tmp/truth-old python bench/evolving_facts.py`` starts that tree's palaced.
 
     python bench/evolving_facts.py [--subjects 120] [--controls 1000] [--seed 31] [--json F]
+                                   [--keyword-only]
+
+``--keyword-only`` starts the daemon without a model: conflicts are then found (or not) from
+the words alone, and recall ranks by keywords.
 """
 
 from __future__ import annotations
@@ -222,7 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     subs = subjects(rnd, args.subjects)
     ctrl = controls(rnd, args.controls)
     writes = timeline(rnd, subs, ctrl, args.weeks)
-    d = PrivateDaemon("evolving-", args.model, args.tiktoken)
+    d = PrivateDaemon("evolving-", None if args.keyword_only else args.model, args.tiktoken)
     d.adopt_env()
     d.start()
     try:
@@ -262,6 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         d.stop()
         d.cleanup(keep=False)
     return {
+        "keyword_only": args.keyword_only,
         "subjects": len(subs), "states": sum(len(s.states) for s in subs),
         "controls": len(ctrl), "writes": len(writes),
         "current_first": round(first / len(subs), 3), "current_first_n": first,
@@ -286,6 +291,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=31)
     ap.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--tiktoken", type=Path, default=DEFAULT_TIKTOKEN)
+    ap.add_argument("--keyword-only", action="store_true",
+                    help="a daemon without a model (conflicts found from words alone)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     report = run(args)

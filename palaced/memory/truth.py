@@ -90,6 +90,10 @@ async def resolve_conflict(palace: Palace, conflict_id: int, resolution: str, *,
             drawers.supersede(c, i, by, ts, actor.agent)
         rows.resolve(c, conflict_id, resolution, ts, actor.agent)
         rows.resolve_between(c, [*pair, *([by] if by else [])], resolution, ts, actor.agent)
+        if merged_id is not None:
+            # The merged drawer restates both: what else contradicted them contradicts it.
+            for i in retired:
+                rows.move(c, i, merged_id, ts, actor.agent)
         audit.append(c, actor, f"conflict {resolution}", ts,
                      drawer_ids=[*pair, *([merged_id] if merged_id else [])],
                      detail={"conflict": conflict_id, "retired": len(retired)})

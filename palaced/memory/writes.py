@@ -22,6 +22,7 @@ alone.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -36,7 +37,7 @@ from palaced.index.vectors import PgVectors, to_blob
 from palaced.memory.health import consolidation_hint
 from palaced.palace.handle import Palace, now_ms
 from palaced.store.knowledge import conflicts as conflict_rows
-from palaced.store.lookup import pg_search
+from palaced.store.lookup import pg_search, search
 from palaced.store.lookup.context import vectors_changed
 from palaced.store.lookup.vectors import (
     awaits_vectors,
@@ -103,6 +104,10 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
                         ) -> dict[str, Any]:
     """Store many drawers, one transaction per batch of 256; ids in input order.
 
+    With ``dedup`` (off by default: a bulk load of history), near-duplicates are merged as
+    by ``remember`` and conflicts are checked, against the palace and the batch's earlier
+    items: ``conflicts`` lists them (``newer_id`` and ``remember``'s fields).
+
     Raises:
         MemoryNotFound: an item supersedes no drawer.
     """
@@ -111,12 +116,16 @@ async def remember_many(palace: Palace, items: Sequence[drawers.NewDrawer], *,
     for start in range(0, len(items), step):
         outcomes.extend(await _insert_many(palace, items[start:start + step], dedup=dedup,
                                            actor=actor))
-    return {
+    out = {
         "ids": [o["id"] for o in outcomes],
         "created": [o["created"] for o in outcomes],
         "deduplicated": [o["deduplicated"] for o in outcomes],
         "embedded": all(o["embedded"] for o in outcomes),
     }
+    found = [{"newer_id": o["id"], **x} for o in outcomes for x in o.get("conflicts", ())]
+    if found:
+        out["conflicts"] = found
+    return out
 
 
 @dataclass(frozen=True)
@@ -190,6 +199,9 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
         offset = 0
         superseded: list[int] = []
         new_ids: list[int] = []
+        # The batch's own drawers, for its later items' conflict checks: the index learns
+        # their vectors only after the commit.
+        batch: list[tuple[int, str, str, np.ndarray]] = []
         for it, chunks, now in zip(items, chunk_lists, inline, strict=True):
             vecs = None
             if now and vectors is not None:
@@ -197,7 +209,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 offset += len(chunks)
             near: list[Neighbour] = []
             if dedup and vecs is not None and len(vecs) and palace.index is not None:
-                near = neighbours(palace, c, it, vecs[0], ts)
+                near = neighbours(palace, c, it.wing, vecs[0], ts)
             dup = near_duplicate(it, near)
             extends: Neighbour | None = None
             if dup is not None and conflicts.adds_detail(it.text, dup.text):
@@ -221,6 +233,7 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 added.append((did, vids, vecs))
             if created and it.supersedes is not None:
                 drawers.supersede(c, it.supersedes, did, ts, actor.agent)
+                conflict_rows.move(c, it.supersedes, did, ts, actor.agent)
                 superseded.append(it.supersedes)
             out: dict[str, Any] = {
                 "id": did, "created": created, "deduplicated": False,
@@ -229,7 +242,19 @@ def _insert_sync(palace: Palace, items: Sequence[drawers.NewDrawer],
                 out["extends"] = _extend(c, extends, it, did, ts, actor.agent)
                 if out["extends"]["superseded"]:
                     superseded.append(extends.id)
-            found = _conflicts(c, did, it, near, ts) if created else []
+            found: list[dict[str, Any]] = []
+            if created and dedup:
+                if vecs is not None and len(vecs):
+                    found = _conflicts(c, did, it, [*near, *_batch_near(it, vecs[0], batch)],
+                                       ts)
+                    batch.append((did, it.wing, it.text, vecs[0]))
+                else:
+                    # No vector to compare now (keyword-only, the model still loading, a
+                    # long text): the words find candidates, and the vectors, once
+                    # embedded, look again (``_check_later``).
+                    found = _conflicts(c, did, it, word_neighbours(c, it.wing, it.text, did,
+                                                                   ts), ts)
+                    _check_later(palace, did, it.text)
             if found:
                 out["conflicts"] = found
             if created and vecs is None and identity is not None:
@@ -282,11 +307,12 @@ class Neighbour:
     room: str
     text: str
     consolidated: bool = False  # retired into a summary: no current truth to contradict
+    by_words: bool = False  # found by the words alone (no vector): ``similarity`` is not one
 
 
-def neighbours(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
-               vec: np.ndarray, ts: int) -> list[Neighbour]:
-    """The active drawers of ``new``'s wing among the index's 10 nearest vectors, at a
+def neighbours(palace: Palace, c: apsw.Connection, wing: str, vec: np.ndarray, ts: int
+               ) -> list[Neighbour]:
+    """The active drawers of ``wing`` among the index's 10 nearest vectors, at a
     cosine of at least ``conflicts.CONFLICT_SIMILARITY`` (below ``rules.DEDUP_THRESHOLD``:
     one search serves the near-duplicate and the conflict checks), nearest first. Needs
     the index (worker thread)."""
@@ -304,7 +330,7 @@ def neighbours(palace: Palace, c: apsw.Connection, new: drawers.NewDrawer,
     out = []
     for did, sim in candidates:
         d = rows.get(did)
-        if (d is None or d["wing"] != new.wing or d["superseded_by"] is not None
+        if (d is None or d["wing"] != wing or d["superseded_by"] is not None
                 or (d["expires_ms"] is not None and d["expires_ms"] <= ts)):
             continue
         out.append(Neighbour(did, sim, str(d["room"]), str(d["text"]),
@@ -334,15 +360,92 @@ def _conflicts(c: apsw.Connection, did: int, new: drawers.NewDrawer,
             break
         if n.consolidated:
             continue
-        reason = conflicts.conflict_reason(new.text, n.text)
+        reason = conflicts.conflict_reason(new.text, n.text, strict=n.by_words)
         if reason is None:
             continue
-        cid = conflict_rows.record(c, did, n.id, kind="text", reason=reason,
-                                   similarity=round(n.similarity, 4), ts=ts)
+        cid = conflict_rows.record(
+            c, did, n.id, kind="text", reason=reason,
+            similarity=None if n.by_words else round(n.similarity, 4), ts=ts)
         if cid is not None:
             found.append({"id": n.id, "conflict": cid, "reason": reason,
                           "text": rules.preview(n.text)})
     return found
+
+
+def _batch_near(new: drawers.NewDrawer, vec: np.ndarray,
+                batch: Sequence[tuple[int, str, str, np.ndarray]]) -> list[Neighbour]:
+    """The drawers stored earlier in the same transaction (``remember_many``) of ``new``'s
+    wing at a cosine of at least ``CONFLICT_SIMILARITY``, nearest first."""
+    if not batch:
+        return []
+    mine = [(did, text, v) for did, wing, text, v in batch if wing == new.wing]
+    if not mine:
+        return []
+    others = np.stack([v for _, _, v in mine])
+    sims = others @ vec / np.maximum(np.linalg.norm(others, axis=1) * np.linalg.norm(vec),
+                                     1e-9)
+    near = [Neighbour(did, float(sim), "", text)
+            for (did, text, _), sim in zip(mine, sims, strict=True)
+            if sim >= conflicts.CONFLICT_SIMILARITY]
+    return sorted(near, key=lambda n: -n.similarity)
+
+
+WORD_CANDIDATES = 10  # drawers of the wing a text without a vector is compared with
+
+
+def word_neighbours(c: apsw.Connection, wing: str, text: str, exclude: int, ts: int
+                    ) -> list[Neighbour]:
+    """The active drawers of ``wing`` that share the most words with ``text`` (BM25 over
+    its words, as recall's keyword search), best first, but ``exclude``: the candidates of
+    a conflict check without a vector. None for a text too long to be compared."""
+    if len(text) > conflicts.MAX_CHARS:
+        return []
+    hits = search.fts_search(c, text, drawers.Filters(wing=wing), WORD_CANDIDATES + 1, ts)
+    rows = drawers.get_drawers(c, [i for i, _ in hits if i != exclude])
+    return [Neighbour(did, 0.0, str(d["room"]), str(d["text"]), by_words=True)
+            for did, d in rows.items()]
+
+
+# Drawers a remember stored without a vector, with its checks on: once embedded, their
+# vectors' neighbours are checked for conflicts too (``_conflicts_later``). Kept in memory
+# per open palace: imports and other writes without the check are not looked at, and the
+# palace closing in between (idle, a restart) forgets them (their words were compared when
+# they were stored).
+_LATER: weakref.WeakKeyDictionary[Palace, set[int]] = weakref.WeakKeyDictionary()
+LATER_MAX = 100_000  # ids remembered per palace (a keyword-only palace never embeds them)
+
+
+def _check_later(palace: Palace, did: int, text: str) -> None:
+    if len(text) > conflicts.MAX_CHARS:
+        return  # never compared
+    later = _LATER.setdefault(palace, set())
+    if len(later) < LATER_MAX:
+        later.add(did)
+
+
+def _conflicts_later(palace: Palace, due: dict[int, np.ndarray], c: apsw.Connection) -> None:
+    """Record the conflicts of drawers just embedded in the background (``due``: their
+    first vectors) with their nearest drawers, the later-written of each pair as the newer
+    (worker thread, under ``write_lock``, the vectors in the index)."""
+    if palace.index is None:
+        return
+    ts = now_ms()
+    rows = drawers.get_drawers(c, list(due))
+    for did, vec in due.items():
+        d = rows.get(did)
+        if d is None or d["superseded_by"] is not None or d["consolidated_into"] is not None:
+            continue
+        found = 0
+        for n in neighbours(palace, c, str(d["wing"]), vec, ts):
+            if n.id == did or n.consolidated or found >= MAX_CONFLICTS:
+                continue
+            newer, older = (did, n.id) if did > n.id else (n.id, did)
+            texts = {did: str(d["text"]), n.id: n.text}
+            reason = conflicts.conflict_reason(texts[newer], texts[older])
+            if reason is not None and conflict_rows.record(
+                    c, newer, older, kind="text", reason=reason,
+                    similarity=round(n.similarity, 4), ts=ts) is not None:
+                found += 1
 
 
 def _extend(c: apsw.Connection, old: Neighbour, new: drawers.NewDrawer, did: int, ts: int,
@@ -352,6 +455,8 @@ def _extend(c: apsw.Connection, old: Neighbour, new: drawers.NewDrawer, did: int
     whole = conflicts.covers(new.text, old.text)
     if whole:
         drawers.supersede(c, old.id, did, ts, agent)
+        # What contradicted the old drawer contradicts the one restating it with detail.
+        conflict_rows.move(c, old.id, did, ts, agent)
     return {"id": old.id, "similarity": round(old.similarity, 4), "superseded": whole}
 
 
@@ -411,5 +516,10 @@ def _store_pending_sync(palace: Palace, batch: list[tuple[int, str]],
     palace.store.write(tx)
     for _did, vids, vecs in added:
         index.add(vids, vecs)
+    later = _LATER.get(palace, set())
+    due = {did: vecs[0] for did, _, vecs in added if did in later and len(vecs)}
+    later.difference_update(did for did, _ in batch)
+    if due:
+        palace.store.write(partial(_conflicts_later, palace, due))
 
 

@@ -83,6 +83,16 @@ _STATE_WORDS = frozenset(_stem(w) for w in (
     "heads headed picked chose chosen decided decide adopted went going set sits lives "
     "listens listen is are was were be been dropped drop left leaving instead new"
 ).split())
+# Without the model's similarity (``strict``: candidates found by their words alone), two
+# statements must also state the same kind of thing: one of ownership (an owner, a lead) and
+# one of what a thing runs on, uses or listens on are about different facts of one subject
+# ("Marco now owns the invoicing gateway." / "The invoicing gateway runs on port 8081.").
+_OWNING = frozenset(_stem(w) for w in (
+    "owns own owned owner ownership leads lead led manages managed maintains maintained "
+    "heads headed took take over became become").split())
+_NEUTRAL = frozenset(_stem(w) for w in (
+    "is are was were be been new instead changed change decided decide set went going "
+    "picked chose chosen adopted").split())
 # A name swapped as a sentence's subject ("Bob ..." / "Alice ...") is a conflict only when
 # the statement is single-valued: one owner, one lead ("Eli prefers RFCs" / "Kofi prefers
 # RFCs" are two people's facts).
@@ -142,12 +152,21 @@ def _split(text: str
             frozenset(lower), lead)
 
 
-def conflict_reason(new_text: str, old_text: str) -> str | None:
+def _kinds(words: frozenset[str]) -> set[str]:
+    """The kinds of statement ``words`` make: owning, running (uses, runs on, listens...)."""
+    state = words & _STATE_WORDS - _NEUTRAL
+    return {"own" if w in _OWNING else "run" for w in state}
+
+
+def conflict_reason(new_text: str, old_text: str, *, strict: bool = False) -> str | None:
     """Why ``new_text`` contradicts ``old_text`` (a short phrase naming the differing
     values: "bob vs alice", "9090 vs 8080", "negated", "disabled vs enabled"), or None when
     it does not: different subjects, added detail, paraphrase, or a text over ``MAX_CHARS``.
 
     The caller has checked the pair's cosine (``CONFLICT_SIMILARITY``); this looks at words.
+    ``strict`` is for a pair found without that check (by shared words): then both must
+    state the same kind of thing (``_OWNING``), and neither text may have a content word the
+    other lacks (beyond those of a state) but for a negation of a part of the other.
     """
     if len(new_text) > MAX_CHARS or len(old_text) > MAX_CHARS:
         return None
@@ -162,8 +181,13 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
     # Different things: each text has a content word the other lacks, beyond the words of
     # a state and its change.
     free = _STATE_WORDS | _OPPOSITE_WORDS
-    if (new_words - old_words - free) and (old_words - new_words - free):
+    extra_new, extra_old = new_words - old_words - free, old_words - new_words - free
+    if extra_new and extra_old:
         return None
+    if strict:
+        kinds_new, kinds_old = _kinds(new_words), _kinds(old_words)
+        if kinds_new and kinds_old and not kinds_new & kinds_old:
+            return None
     only_new, only_old = new_vals - old_vals, old_vals - new_vals
     # About the same thing: words (but those of state) and values mostly shared, a value
     # swapped for another counting as one slot both texts fill ("Bob"/"Alice", "9090"/"8080").
@@ -181,7 +205,7 @@ def conflict_reason(new_text: str, old_text: str) -> str | None:
         if neg_words <= pos_words and neg_vals <= pos_vals:
             return "negated" if new_neg else "no longer negated"
         return None
-    if new_all & _ADDING:
+    if new_all & _ADDING or (strict and (extra_new or extra_old)):
         return None
     reason = f"{' '.join(sorted(only_new))} vs {' '.join(sorted(only_old))}"
     if only_new and only_old:

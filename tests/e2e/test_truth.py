@@ -3,18 +3,24 @@ the older marked, resolved through the CLI and the MCP ``upkeep`` tool; a near-d
 adds detail is stored, never folded in; consolidation retires its sources from recall and L1.
 
 One real palaced with the real model serves the module (each test a palace of its own); the
-conflict and consolidation tests run on a local and a team (PostgreSQL) palace.
+conflict and consolidation tests run on a local and a team (PostgreSQL) palace. Conflicts
+without the model: a keyword-only daemon (words find the candidates), and a daemon whose model
+comes later (the drawers stored meanwhile are checked once embedded).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import DaemonProc
+from tests.conftest import MODEL_DIR, DaemonProc, base_env
 from tests.palace_client.mcp.test_mcp_knowledge import Bridge
 from tests.support.cli_inproc import InProcCliDaemonProc
 
@@ -191,3 +197,110 @@ def test_merge_retires_both_behind_the_merged_drawer(shared_daemon: DaemonProc) 
         assert any(e["outcome"] == "conflict merge" for e in c.audit(p)["entries"])
     bad = cli.cli("conflicts", "resolve", str(cid), "--palace", p)
     assert bad.returncode != 0 and "exactly one of" in bad.stderr
+
+
+def _wait(cond: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_keyword_only_palace_finds_conflicts_by_words(shared_keyword_daemon: DaemonProc,
+                                                      store: str | None) -> None:
+    d = shared_keyword_daemon
+    p = _palace(d, store)
+    cli = InProcCliDaemonProc.of(d)
+    with d.client() as c:
+        alice = c.remember(p, ALICE, room="payments")
+        # Another fact of the same subject (on call, not owner) is no conflict.
+        assert "conflicts" not in c.remember_ex(
+            p, "Dana is on the on-call rotation for the payment gateway integration.",
+            room="payments")
+    out = cli.cli("remember", BOB, "--palace", p, "--room", "payments", check=True).stdout
+    bob = int(re.search(r"stored drawer (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert f"It conflicts with #{alice} (\u201c{ALICE}\u201d: bob vs alice): supersede it?" in out
+    with d.client() as c:
+        [x] = c.conflicts(p)["conflicts"]
+        assert (x["newer_id"], x["older_id"], x["similarity"]) == (bob, alice, None)
+        hits = {h["id"]: h for h in c.recall(p, QUESTION, top_k=5)}
+        assert hits[alice]["conflicts_with"] == bob
+
+
+def test_drawers_stored_before_the_model_are_checked_once_embedded(home: Path) -> None:
+    model = home / "model"
+    (home / "config.toml").write_text("[limits]\ncheckpoint_idle_s = 0.3\n")  # prompt backfill
+    env = base_env(home)
+    env["PALACE_EMBED_MODEL_PATH"] = str(model)  # not there yet: the model comes later
+    d = DaemonProc(home, env)
+    d.start()
+    port_old = "The checkout API listens on port 8080."
+    # One-sided extra words: too loose a match for the words alone, a conflict by vectors.
+    port_new = "The checkout API listens on port 9090 behind the load balancer."
+    try:
+        with d.client() as c:
+            assert c.status()["model"]["state"] == "unavailable"
+            p = _palace(d)
+            alice = c.remember(p, ALICE, room="payments")
+            bob = c.remember_ex(p, BOB, room="payments")
+            # Told at once, from the words.
+            assert [x["id"] for x in bob["conflicts"]] == [alice]
+            old = c.remember(p, port_old, room="api")
+            new = c.remember_ex(p, port_new, room="api")
+            assert "conflicts" not in new and c.conflicts(p)["total"] == 1
+            shutil.copytree(MODEL_DIR, model)
+            _wait(lambda: c.palace_info(p)["pending_embeddings"] == 0, "backfill")
+            _wait(lambda: c.conflicts(p)["total"] == 2, "the conflict found once embedded")
+            pairs = {(x["newer_id"], x["older_id"]): x for x in c.conflicts(p)["conflicts"]}
+            assert set(pairs) == {(bob["id"], alice), (new["id"], old)}
+            assert pairs[(new["id"], old)]["reason"] == "9090 vs 8080"
+            hits = {h["id"]: h for h in c.recall(p, "which port does the checkout API use?",
+                                                 top_k=5)}
+            assert hits[old]["conflicts_with"] == new["id"]
+    finally:
+        d.stop()
+
+
+def test_remember_many_with_dedup_checks_the_batch_and_the_palace(
+        shared_daemon: DaemonProc, store: str | None) -> None:
+    p = _palace(shared_daemon, store)
+    port = "The checkout API listens on port 8080."
+    with shared_daemon.client() as c:
+        old = c.remember(p, port, room="api")
+        res = c.call("memory.remember_many", p, {"dedup": True, "items": [
+            {"text": ALICE, "room": "payments"}, {"text": BOB, "room": "payments"},
+            {"text": "The checkout API listens on port 9090.", "room": "api"}]})
+        alice, bob, moved = res["ids"]
+        assert {(x["newer_id"], x["id"], x["reason"]) for x in res["conflicts"]} == {
+            (bob, alice, "bob vs alice"), (moved, old, "9090 vs 8080")}
+        assert c.conflicts(p)["total"] == 2
+        # Without dedup (the default: a bulk load of history) nothing is checked.
+        q = _palace(shared_daemon)
+        res = c.call("memory.remember_many", q, {"items": [
+            {"text": ALICE, "room": "payments"}, {"text": BOB, "room": "payments"}]})
+        assert "conflicts" not in res and c.conflicts(q)["total"] == 0
+
+
+def test_detail_that_supersedes_a_drawer_takes_its_conflicts(shared_daemon: DaemonProc,
+                                                            store: str | None) -> None:
+    p = _palace(shared_daemon, store)
+    more = "Alice owns the payment gateway integration and also the refunds service."
+    with shared_daemon.client() as c:
+        alice = c.remember(p, ALICE, room="payments")
+        bob = c.remember_ex(p, BOB, room="payments")
+        assert [x["id"] for x in bob["conflicts"]] == [alice]
+        ext = c.remember_ex(p, more, room="payments")
+        assert ext["extends"] == {"id": alice, "similarity": ext["extends"]["similarity"],
+                                  "superseded": True}
+        # The open conflict names the drawer restating Alice's claim, the later-written
+        # one as the newer, its reason read that way round.
+        [x] = c.conflicts(p)["conflicts"]
+        assert (x["newer_id"], x["older_id"], x["reason"]) == (ext["id"], bob["id"],
+                                                               "alice vs bob")
+        hits = {h["id"]: h for h in c.recall(p, QUESTION, top_k=5)}
+        assert alice not in hits and hits[bob["id"]]["conflicts_with"] == ext["id"]
+        # An explicit supersedes moves them too.
+        fix = c.remember_ex(p, "Bob owns the payment gateway integration since March.",
+                            room="payments", supersedes=bob["id"])
+        [x] = c.conflicts(p)["conflicts"]
+        assert (x["newer_id"], x["older_id"]) == (fix["id"], ext["id"])

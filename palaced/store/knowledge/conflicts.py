@@ -126,6 +126,41 @@ def resolve_between(conn: apsw.Connection, ids: Sequence[int], resolution: str, 
         (ts, resolution, agent))
 
 
+def _flipped(reason: str | None) -> str | None:
+    """``reason`` read from the other side ("bob vs alice" -> "alice vs bob")."""
+    if reason is None:
+        return None
+    if reason in ("negated", "no longer negated"):
+        return "no longer negated" if reason == "negated" else "negated"
+    new, sep, old = reason.partition(" vs ")
+    return f"{old} vs {new}" if sep else reason
+
+
+def move(conn: apsw.Connection, old: int, new: int, ts: int, agent: str | None) -> list[int]:
+    """Drawer ``old`` was just superseded by ``new`` (which restates it with more detail, or
+    replaces it): its open conflicts name ``new`` instead, each pair ordered by id (write
+    order: the later-written drawer is the newer), the reason read from the new order. A
+    conflict that would pair ``new`` with itself, or a pair already recorded, is closed as
+    ``supersede`` instead. Returns the ids of the conflicts moved."""
+    moved = []
+    for cid, newer, older, reason in conn.execute(
+            "SELECT id, newer_id, older_id, reason FROM conflicts WHERE resolved_ms IS NULL "
+            "AND (newer_id = ? OR older_id = ?)", (old, old)).fetchall():
+        other = int(older) if int(newer) == old else int(newer)
+        pair = (max(new, other), min(new, other))
+        taken = other == new or conn.execute(
+            "SELECT 1 FROM conflicts WHERE newer_id = ? AND older_id = ?", pair).fetchall()
+        if taken:
+            resolve(conn, int(cid), "supersede", ts, agent)
+            continue
+        # The other side was the newer and is now the older, or the other way round.
+        flip = (int(newer) == other) != (pair[0] == other)
+        conn.execute("UPDATE conflicts SET newer_id = ?, older_id = ?, reason = ? WHERE id = ?",
+                     (*pair, _flipped(reason) if flip else reason, cid))
+        moved.append(int(cid))
+    return moved
+
+
 def fact_replaced(conn: apsw.Connection, fact: dict[str, Any], ts: int) -> list[int]:
     """Record a conflict between the source drawer of ``fact`` (just asserted, single-valued)
     and the source drawer of each fact of the same subject and predicate it closed: the

@@ -99,3 +99,29 @@ def test_added_detail_and_cover() -> None:
     assert not adds_detail("the staging database runs postgres 15",
                            "The staging database runs Postgres 15")
     assert not covers("Alice owns the refunds service.", old)
+
+
+@pytest.mark.parametrize(("new", "old"), CONFLICTS)
+def test_strict_keeps_the_true_conflicts(new: str, old: str) -> None:
+    # Found by words alone (no vector), every true conflict above still fires.
+    assert conflict_reason(new, old, strict=True) is not None
+
+
+# Pairs of one subject found by shared words (keyword-only palaces) that the loose rule takes
+# for conflicts: another fact of the subject (its port, its log sink, who is on call).
+LOOSE_ONLY = [
+    ("Marco now owns the invoicing gateway.", "The invoicing gateway runs on port 8081."),
+    ("Luis owns the payments service.", "The payments service uses Node 18."),
+    ("The email gateway now runs on Postgres 15.", "Marco now owns the email gateway."),
+    ("Quinn is on the on-call rotation for the ledger service.",
+     "The ledger service is owned by Chloe."),
+    ("The checkout API listens on port 9090 behind the load balancer.",
+     "The checkout API listens on port 8080."),
+]
+
+
+@pytest.mark.parametrize(("new", "old"), LOOSE_ONLY)
+def test_strict_needs_the_same_kind_of_statement_and_no_extra_words(new: str, old: str
+                                                                    ) -> None:
+    assert conflict_reason(new, old) is not None
+    assert conflict_reason(new, old, strict=True) is None
