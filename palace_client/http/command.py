@@ -53,7 +53,10 @@ def run(host: str, port: int, as_json: bool) -> int:
     address = loopback_host(host)
     probe = Client(client_name="palace-serve")
     probe.server_info  # noqa: B018 (reach, or start, the daemon before listening)
-    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+    # IPPROTO_TCP stated: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and
+    # without it every response waited ~40 ms (Nagle against the client's delayed ACK).
+    sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET,
+                         socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((address, port))

@@ -276,3 +276,18 @@ def test_stopping_removes_the_secret_file(shared_keyword_daemon: DaemonProc) -> 
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert not path.exists()
+
+
+def test_responses_do_not_wait_for_a_delayed_ack(served: Served) -> None:
+    """The listening socket is made as TCP (asyncio sets TCP_NODELAY only then): without it
+    every response took >= 40 ms, Nagle's algorithm waiting for the client's delayed ACK."""
+    import statistics
+    import time
+
+    times = []
+    with served.client() as c:
+        for _ in range(15):
+            started = time.perf_counter()
+            assert c.get("/api/v1/session", headers=served.bearer()).status_code == 200
+            times.append(time.perf_counter() - started)
+    assert statistics.median(times) < 0.025, times
