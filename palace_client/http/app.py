@@ -11,6 +11,7 @@ worker threads, each on a pooled ``palace_client.Client`` of the daemon's Unix s
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -37,6 +38,7 @@ from palace_client.http.security import (
 from palaced.wire import errors as E
 from palaced.wire.protocol import DEFAULT_MAX_FRAME
 
+log = logging.getLogger("palace.serve")
 MAX_BODY = DEFAULT_MAX_FRAME  # the daemon's largest request frame: a larger body cannot pass
 MAX_CLIENTS = 8  # ops in flight at once (each holds one daemon connection)
 SECURITY_HEADERS = (
@@ -183,6 +185,11 @@ def build_app(keys: Keys, port: int, pool: ClientPool) -> ASGIApp:
                 return await handler(request, how)
             except E.PalaceError as exc:
                 return error_response(exc)
+            except Exception as exc:  # a bug: still a typed answer, the traceback on stderr
+                log.exception("palace serve: unexpected error")
+                return error_response(E.ClientError(
+                    f"unexpected {type(exc).__name__} in palace serve (a bug; its stderr has "
+                    "the traceback)", details={"exception": type(exc).__name__}))
         return endpoint
 
     async def login(request: Request) -> Response:
