@@ -271,11 +271,20 @@ def test_stopping_removes_the_secret_file(shared_keyword_daemon: DaemonProc) -> 
                              "--json"], env=shared_keyword_daemon.env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    path = Path(json.loads(proc.stdout.readline())["secret_file"])
-    assert path.exists()
+    info = json.loads(proc.stdout.readline())
+    path = Path(info["secret_file"])
+    secret = path.read_text().strip()
+    with httpx.Client(base_url=info["base"], timeout=30) as c:
+        assert c.get(info["url"].removeprefix(info["base"])).status_code == 303
+        assert c.get("/login", params={"token": secret + "x"}).status_code == 401
+        assert c.post("/api/v1/ops/palace.list", json={},
+                      headers={"Authorization": f"Bearer {secret}"}).status_code == 200
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert not path.exists()
+    # The secret was printed once, in the URL for a person, and is in no log line.
+    assert proc.stdout.read() == ""
+    assert proc.stderr is not None and secret not in proc.stderr.read()
 
 
 def test_responses_do_not_wait_for_a_delayed_ack(served: Served) -> None:
