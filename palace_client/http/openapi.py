@@ -114,7 +114,8 @@ _ERROR_SCHEMA: dict[str, Any] = {
                        "details": {"type": "object"}}}}}
 
 
-def _responses(spec: OpSpec) -> dict[str, Any]:
+def _responses() -> dict[str, Any]:
+    """An op's answers: its result (200), or a typed error with one of ``STATUS``'s codes."""
     error = {"description": "a typed error (docs/protocol.md#errors)",
              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     out: dict[str, Any] = {"200": {
@@ -137,7 +138,7 @@ def openapi_document() -> dict[str, Any]:
             "x-palace-permission": spec.permission or None,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": request_schema(spec)}}},
-            "responses": _responses(spec)}}
+            "responses": _responses()}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "palace local HTTP API", "version": __version__,
