@@ -24,8 +24,9 @@ code  meaning
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
 ``model`` (``palace model``), ``memoirs`` (``palace memoir``), ``upkeep``, ``doctor``,
 ``backups``, ``transfer`` (``palace export``, ``palace import``), ``governance`` (trash, audit,
-policy) and ``daemon``; ``common`` holds what they share. ``palace mcp`` and ``palace init``
-come from ``palace_client.mcp.command`` and ``palace_client.agents.command``, ``palace
+policy) and ``daemon``; ``common`` holds what they share. ``palace mcp``, ``palace serve`` and
+``palace init`` come from ``palace_client.mcp.command``, ``palace_client.http.command`` and
+``palace_client.agents.command``, ``palace
 service`` and ``palace uninstall`` from ``palace_client.cli.service``. ``palace --agent
 NAME`` (or ``PALACE_AGENT``) names who the requests come from.
 
@@ -61,6 +62,7 @@ from palace_client.cli import (
     upkeep,
 )
 from palace_client.cli.service import service_app, uninstall_command
+from palace_client.http.command import serve_command
 from palace_client.mcp.command import mcp_command
 from palaced.wire.helptext import plain_help
 
@@ -99,6 +101,8 @@ agents = typer.Typer()
 agents.command("mcp", help="Run the MCP stdio bridge (spawned by agents).")(mcp_command)
 agents.command("init", help="Register the palace MCP bridge with installed agents.")(
     init_command)
+agents.command("serve", help="Serve the ops as a local HTTP API (loopback, secret-protected).")(
+    serve_command)
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
                   transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands

@@ -397,6 +397,23 @@ class UsageError(ClientError):
     name = "USAGE_ERROR"
 
 
+class Unauthorized(ClientError):
+    """An HTTP API request (``palace serve``) without the server's per-launch secret (a
+    Bearer token or the session cookie ``/login`` sets), or with a wrong one."""
+
+    code = 607
+    name = "UNAUTHORIZED"
+
+
+class RequestRefused(ClientError):
+    """The HTTP API (``palace serve``) refused a request another site or host could have
+    made: a foreign ``Host`` (DNS rebinding) or ``Origin``, or a cookie-authenticated
+    request without the CSRF header."""
+
+    code = 608
+    name = "REQUEST_REFUSED"
+
+
 def error_classes() -> dict[int, type[PalaceError]]:
     """Each code's most specific class of this module (a subclass wins over its base), found
     anew on each call (``protocol`` keeps its own table)."""

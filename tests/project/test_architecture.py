@@ -39,7 +39,7 @@ LAYERS = ("wire", "config", "text", "engine", "store", "index", "palace", "memor
 ENTRY_POINTS = frozenset({"__init__.py", "__main__.py", "cli.py"})
 # The same for palace_client, whose entry points are the package, ``__main__`` and ``entry``.
 CLIENT_LAYERS = ("transport", "api", "render", "models", "importers", "agents", "service",
-                 "hooks", "mcp", "cli")
+                 "hooks", "mcp", "http", "cli")
 CLIENT_ENTRY_POINTS = frozenset({"__init__.py", "__main__.py", "entry.py"})
 # The layers that run in the daemon's worker threads, synchronous through and through (no
 # anyio); SYNC_EDGES are the modules of those layers that work on an open palace (its
