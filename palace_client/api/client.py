@@ -290,13 +290,22 @@ class Client:
     def remember_many(self, palace: str, items: Sequence[Mapping[str, Any]],
                       **options: Any) -> list[int]:
         """Store many drawers in one batch; returns their ids in input order."""
+        return [int(i) for i in self.remember_many_ex(palace, items, **options)["ids"]]
+
+    def remember_many_ex(self, palace: str, items: Sequence[Mapping[str, Any]],
+                         **options: Any) -> dict[str, Any]:
+        """Like ``remember_many`` but returns the whole result: ``ids`` and, with ``dedup``,
+        the ``conflicts`` found (each ``newer_id``, the older ``id``, ``reason``, ``text``).
+
+        Raises:
+            PalaceError: the daemon refused the batch (INVALID_ARGS names the item).
+        """
         # An item without a text goes as is: the daemon refuses it with INVALID_ARGS naming
         # the item, where the keyword call would raise a bare TypeError.
         payload = [drawer_args(**dict(item)) if "text" in item else dict(item)
                    for item in items]
-        result = self.call("memory.remember_many", palace, {"items": payload, **options},
-                           timeout_ms=600_000)
-        return [int(i) for i in result["ids"]]
+        return self.call("memory.remember_many", palace, {"items": payload, **options},
+                         timeout_ms=600_000)
 
     def recall(self, palace: str, query: str, *, top_k: int = 10, wing: str | None = None,
                room: str | None = None, tags: Iterable[str] = (),

@@ -25,11 +25,13 @@ from palace_client.render import results as render
 from palace_client.render.details import provenance
 from palace_client.render.results import counted, remember_notes
 from palaced.wire import errors as E
+from palaced.wire.recall_text import one_line
 from palaced.wire.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
 app = typer.Typer()
 
 BATCH = 2000  # drawers per memory.remember_many request
+MAX_SHOWN = 10  # conflicts a remember-many lists (all of them in --json)
 DRAWERS_PAGE = 20  # `palace drawers` shows a terminal page, not the daemon's 50
 
 
@@ -129,10 +131,13 @@ def remember_many(palace: str | None = PalaceOpt,
     except E.InvalidArgs as exc:
         fail(exc, as_json)
     ids: list[int] = []
+    found: list[dict[str, Any]] = []
     with client(as_json) as c:
         for start in range(0, len(items), BATCH):
             try:
-                ids.extend(c.remember_many(name, items[start:start + BATCH], dedup=dedup))
+                res = c.remember_many_ex(name, items[start:start + BATCH], dedup=dedup)
+                ids.extend(int(i) for i in res["ids"])
+                found.extend(res.get("conflicts") or [])
             except E.PalaceError as exc:
                 index = exc.details.get("index")
                 if isinstance(index, int) and 0 <= start + index < len(lines):
@@ -141,8 +146,18 @@ def remember_many(palace: str | None = PalaceOpt,
                     exc.message = f"line {line}: " + exc.message.removeprefix(f"item {index}: ")
                     exc.details["line"] = line
                 raise
-    emit({"ids": ids, "count": len(ids)}, as_json,
-         lambda r: typer.echo(f"stored {counted(r['count'], 'drawer')}"))
+    def human(r: dict[str, Any]) -> None:
+        typer.echo(f"stored {counted(r['count'], 'drawer')}")
+        for x in r["conflicts"][:MAX_SHOWN]:
+            typer.echo(f"#{x['newer_id']} conflicts with #{x['id']} ({x['reason']}): "
+                       f"{one_line(str(x['text']))}")
+        if r["conflicts"]:
+            more = len(r["conflicts"]) - MAX_SHOWN
+            typer.echo((f"... and {more} more; " if more > 0 else "")
+                       + "`palace conflicts list` shows them, `palace conflicts resolve ID` "
+                       "settles one")
+
+    emit({"ids": ids, "count": len(ids), "conflicts": found}, as_json, human)
 
 
 def parse_levels(value: str) -> list[int]:

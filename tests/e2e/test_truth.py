@@ -281,6 +281,21 @@ def test_remember_many_with_dedup_checks_the_batch_and_the_palace(
         assert "conflicts" not in res and c.conflicts(q)["total"] == 0
 
 
+def test_cli_remember_many_lists_the_conflicts_it_found(shared_daemon: DaemonProc) -> None:
+    p = _palace(shared_daemon)
+    lines = "".join(json.dumps({"text": t, "room": "payments"}) + "\n" for t in (ALICE, BOB))
+    res = shared_daemon.cli("remember-many", "--palace", p, "--dedup", input=lines, check=True)
+    assert "stored 2 drawers" in res.stdout
+    assert "conflicts with" in res.stdout and "bob vs alice" in res.stdout, res.stdout
+    assert "palace conflicts list" in res.stdout
+    res = shared_daemon.cli("remember-many", "--palace", _palace(shared_daemon), "--dedup",
+                            "--json", input=lines, check=True)
+    out = json.loads(res.stdout)
+    [found] = out["conflicts"]
+    assert (found["newer_id"], found["id"], found["reason"]) == (*out["ids"][::-1],
+                                                                 "bob vs alice")
+
+
 def test_detail_that_supersedes_a_drawer_takes_its_conflicts(shared_daemon: DaemonProc,
                                                             store: str | None) -> None:
     p = _palace(shared_daemon, store)
