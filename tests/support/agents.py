@@ -24,8 +24,9 @@ pinned in ``tests/agents/package.json``):
   classifier model for JSON).
 * GitHub Copilot CLI: bring-your-own-key mode (``COPILOT_OFFLINE=true``,
   ``COPILOT_PROVIDER_BASE_URL``, ``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_MODEL``): no
-  GitHub sign-in; ``copilot -p PROMPT --allow-tool palace``; palace's entry in
-  ``~/.copilot/mcp-config.json`` (``palace init`` has no Copilot target).
+  GitHub sign-in; ``copilot -p PROMPT --trust-folder --allow-tool palace``; palace's entries
+  are the ones ``palace init --hooks`` writes (``.github/mcp.json``, ``.github/hooks/``), read
+  only in a trusted folder.
 """
 
 from __future__ import annotations
