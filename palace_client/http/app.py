@@ -45,7 +45,10 @@ SECURITY_HEADERS = (
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser's form post says `Origin:
+    # null`, which check_origin refuses; no page links elsewhere, and no URL after /login
+    # carries a secret.
+    (b"referrer-policy", b"same-origin"),
     # Scripts and styles only from this server's own files (htmx vendored, docs/ui.md): no
     # inline script or style, no other origin; forms post only here.
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; "
