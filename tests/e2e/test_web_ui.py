@@ -53,6 +53,8 @@ def ui(shared_keyword_daemon: DaemonProc) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
+        "apt-get install chromium chromium-driver (as .ci/run does)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--disable-gpu", "--window-size=1100,1000",
