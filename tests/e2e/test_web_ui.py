@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,27 @@ def test_without_the_cookie_a_page_is_401_and_a_form_post_without_csrf_is_403(
         refused = c.post(f"/p/{palace}/d/{drawer}/forget", data={"x": "1"})
         assert refused.status_code == 403 and "X-Palace-CSRF" in refused.text
         assert "kept safe" in c.get(f"/p/{palace}/d/{drawer}").text  # not forgotten
+
+
+def test_palace_ui_opens_the_browser_on_the_login_url(
+        shared_keyword_daemon: DaemonProc, tmp_path: Path) -> None:
+    # webbrowser runs $BROWSER's command first (%s: the URL): a "browser" that writes it down.
+    opened = tmp_path / "opened"
+    record = f"import sys, pathlib; pathlib.Path({str(opened)!r}).write_text(sys.argv[1])"
+    env = {**shared_keyword_daemon.env, "BROWSER": f'{sys.executable} -c "{record}" %s'}
+    proc = subprocess.Popen([sys.executable, "-m", "palace_client", "ui", "--port", "0",
+                             "--json"], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        deadline = time.monotonic() + 30
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert opened.read_text() == info["url"] and "/login?token=" in info["url"]
+        with httpx.Client(base_url=info["base"], timeout=30) as c:
+            assert c.get(info["url"]).status_code == 303  # the login: the cookie, then to /
+            assert "<h1>Palaces</h1>" in c.get("/").text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
