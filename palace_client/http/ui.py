@@ -11,6 +11,7 @@ untrusted: templates are autoescaped and the CSP allows no inline script.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
 from palaced.wire import errors as E
 
+log = logging.getLogger("palace.serve")
 HERE = Path(__file__).parent
 MAX_FORM = 1 << 20  # a drawer edit's form: 1 MiB is far above any drawer a person types
 RunOp = Callable[[str, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -76,6 +78,11 @@ def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
                 return await handler(request)
             except E.PalaceError as exc:
                 return page("error.html", status_of(exc), error=exc)
+            except Exception as exc:  # a bug: still a typed page, the traceback on stderr
+                log.exception("palace ui: unexpected error")
+                return page("error.html", 500, error=E.ClientError(
+                    f"unexpected {type(exc).__name__} in palace ui (a bug; its stderr has "
+                    "the traceback)"))
         return endpoint
 
     def palace_url(palace: str, *rest: str) -> str:
@@ -85,12 +92,15 @@ def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
         listed = (await run_op("palace.list", None, {}))["palaces"]
         rows = []
         for entry in listed:
-            info = await run_op("palace.info", entry["name"], {})
-            rows.append({**entry, "drawers": info.get("drawers"),
-                         "model": (info.get("embedder") or {}).get("name")
-                         if isinstance(info.get("embedder"), dict) else info.get("embedder"),
-                         "mode": info.get("recall_mode"), "project": entry.get("project"),
-                         "url": palace_url(entry["name"])})
+            row = {**entry, "url": palace_url(entry["name"])}
+            try:
+                info = await run_op("palace.info", entry["name"], {})
+            except E.PalaceError as exc:  # one palace that fails (a team palace's server
+                row["error"] = f"{exc.name}: {exc}"  # down) leaves the others listed
+            else:
+                row.update(drawers=info.get("drawers"), model=info.get("embedder"),
+                           mode=info.get("recall_mode"))
+            rows.append(row)
         return page("palaces.html", palaces=rows)
 
     async def search(request: Request) -> Response:

@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from palace_client.http.app import ClientPool, build_app
 from palace_client.http.security import COOKIE, Keys
+from palaced.wire import errors as E
 
 BASE = "http://127.0.0.1:8765"
 XSS = "<script>alert(1)</script><img src=x onerror=alert(2)>"
@@ -24,6 +25,15 @@ class _Pool(ClientPool):
 
     def call(self, agent: str, op: str, palace: str | None, args: Any) -> dict[str, Any]:
         self.calls.append((op, palace, dict(args)))
+        if op == "palace.list":
+            return {"palaces": [{"name": n, "path": f"/p/{n}", "open": True}
+                                for n in ("down", "fine", "buggy")]}
+        if op == "palace.info" and palace == "down":
+            raise E.StoreUnavailable("the team palace's server does not answer")
+        if op == "palace.info" and palace == "buggy":
+            raise RuntimeError("boom")
+        if op == "palace.info":
+            return {"drawers": 7, "embedder": "fastembed:m:384", "recall_mode": "hybrid"}
         if op == "memory.get":
             return {"drawer": {"id": 1, "text": XSS, "wing": "w", "room": "r", "tags": [XSS],
                                "source": XSS, "versions": 1, "history": []}}
@@ -111,3 +121,31 @@ def test_palace_serve_alone_serves_no_pages() -> None:
     headers = {"Authorization": f"Bearer {keys.secret}"}
     assert client.get("/", headers=headers).json()["openapi"] == "/api/v1/openapi.json"
     assert client.get("/p/pal", headers=headers).status_code == 404
+
+
+def test_an_unexpected_exception_is_a_500_page_without_its_message(
+        ui: tuple[TestClient, Keys, _Pool]) -> None:
+    client, _, _ = ui
+    page = client.get("/")
+    assert page.status_code == 500 and "RuntimeError" in page.text  # "buggy": a bug's page
+    assert "boom" not in page.text  # the traceback goes to stderr only
+
+
+def test_a_palace_whose_store_is_down_is_marked_on_the_list() -> None:
+    keys, pool = Keys(), _Pool()
+    pool.call = _without_buggy(pool.call)  # type: ignore[method-assign]
+    client = TestClient(build_app(keys, 8765, pool, ui=True), base_url=BASE)
+    client.cookies.set(COOKIE, keys.session)
+    page = client.get("/")
+    assert page.status_code == 200
+    assert "the team palace&#39;s server does not answer" in page.text
+    assert "fastembed:m:384" in page.text and ">7<" in page.text
+
+
+def _without_buggy(call: Any) -> Any:
+    def listed(agent: str, op: str, palace: str | None, args: Any) -> dict[str, Any]:
+        result: dict[str, Any] = call(agent, op, palace, args)
+        if op == "palace.list":
+            result["palaces"] = [p for p in result["palaces"] if p["name"] != "buggy"]
+        return result
+    return listed
