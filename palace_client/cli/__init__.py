@@ -24,11 +24,11 @@ code  meaning
 The commands live by concern in ``palaces``, ``memory``, ``knowledge`` (``palace kg``),
 ``model`` (``palace model``), ``memoirs`` (``palace memoir``), ``upkeep``, ``doctor``,
 ``backups``, ``transfer`` (``palace export``, ``palace import``), ``governance`` (trash, audit,
-policy) and ``daemon``; ``common`` holds what they share. ``palace mcp``, ``palace serve`` and
-``palace init`` come from ``palace_client.mcp.command``, ``palace_client.http.command`` and
-``palace_client.agents.command``, ``palace
-service`` and ``palace uninstall`` from ``palace_client.cli.service``. ``palace --agent
-NAME`` (or ``PALACE_AGENT``) names who the requests come from.
+policy) and ``daemon``; ``common`` holds what they share. ``palace mcp``, ``palace serve``
+(and ``ui``) and ``palace init`` come from ``palace_client.mcp.command``,
+``palace_client.http.command`` and ``palace_client.agents.command``, ``palace service`` and
+``palace uninstall`` from ``palace_client.cli.service``. ``palace --agent NAME`` (or
+``PALACE_AGENT``) names who the requests come from.
 
 ``-h`` is ``--help`` everywhere, ``palace --version`` prints the client's version (offline),
 and typer's shell completion is on (``palace --install-completion``/``--show-completion``).
@@ -62,7 +62,7 @@ from palace_client.cli import (
     upkeep,
 )
 from palace_client.cli.service import service_app, uninstall_command
-from palace_client.http.command import serve_command
+from palace_client.http.command import serve_command, ui_command
 from palace_client.mcp.command import mcp_command
 from palaced.wire.helptext import plain_help
 
@@ -103,6 +103,8 @@ agents.command("init", help="Register the palace MCP bridge with installed agent
     init_command)
 agents.command("serve", help="Serve the ops as a local HTTP API (loopback, secret-protected).")(
     serve_command)
+agents.command("ui", help="Open the local web app in your browser (palace serve + pages).")(
+    ui_command)
 for _commands in (palaces.app, memory.app, daemon.app, upkeep.app, doctor.app, backups.app,
                   transfer.app, agents):
     app.add_typer(_commands)  # no name: their commands are top-level commands

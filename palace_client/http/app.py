@@ -20,11 +20,12 @@ import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from palace_client.api.client import Client
 from palace_client.api.identity import checked
+from palace_client.http.bodies import MAX_BODY, read_body
 from palace_client.http.openapi import API_PREFIX, EXPOSED, error_body, openapi_document, status_of
 from palace_client.http.security import (
     COOKIE,
@@ -36,17 +37,23 @@ from palace_client.http.security import (
     same,
 )
 from palaced.wire import errors as E
-from palaced.wire.protocol import DEFAULT_MAX_FRAME
 
 log = logging.getLogger("palace.serve")
-MAX_BODY = DEFAULT_MAX_FRAME  # the daemon's largest request frame: a larger body cannot pass
+UI_AGENT = "http:palace-ui"  # the agent the web app's reads and edits are recorded as
 MAX_CLIENTS = 8  # ops in flight at once (each holds one daemon connection)
 SECURITY_HEADERS = (
     (b"cache-control", b"no-store"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+    # same-origin, not no-referrer: under no-referrer a browser's form post says `Origin:
+    # null`, which check_origin refuses; no page links elsewhere, and no URL after /login
+    # carries a secret.
+    (b"referrer-policy", b"same-origin"),
+    # Scripts and styles only from this server's own files (htmx vendored, docs/ui.md): no
+    # inline script or style, no other origin; forms post only here.
+    (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; "
+                                 b"img-src 'self'; connect-src 'self'; form-action 'self'; "
+                                 b"base-uri 'none'; frame-ancestors 'none'"),
 )
 
 
@@ -132,20 +139,7 @@ async def read_json(request: Request, limit: int = MAX_BODY) -> Any:
         FrameTooLarge: the body is larger (said by Content-Length or found reading it).
         InvalidArgs: not ``Content-Type: application/json``, or not valid JSON.
     """
-    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json":
-        raise E.InvalidArgs("send a JSON body with Content-Type: application/json",
-                            details={"content_type": ctype[:100]})
-    too_large = E.FrameTooLarge(f"the request body exceeds {limit} bytes",
-                                details={"max_bytes": limit})
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_large
+    body = await read_body(request, "application/json", limit)
     try:
         return json.loads(body) if body else {}
     except ValueError as exc:
@@ -172,8 +166,9 @@ def op_request(body: Any, op: str) -> tuple[str | None, dict[str, Any]]:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def build_app(keys: Keys, port: int, pool: ClientPool) -> ASGIApp:
-    """The application for a server on ``port`` holding ``keys`` (wrapped in ``Guard``)."""
+def build_app(keys: Keys, port: int, pool: ClientPool, ui: bool = False) -> ASGIApp:
+    """The application for a server on ``port`` holding ``keys`` (wrapped in ``Guard``); with
+    ``ui``, the web app's pages too (``palace ui``, docs/ui.md), ``/`` being its first."""
     limiter = anyio.CapacityLimiter(MAX_CLIENTS)
     document = openapi_document()
 
@@ -223,11 +218,21 @@ def build_app(keys: Keys, port: int, pool: ClientPool) -> ASGIApp:
                                                 limiter=limiter)
         return json_response(result)
 
-    app = Starlette(routes=[
+    routes: list[BaseRoute] = [
         Route("/login", login, methods=["GET"]),
-        Route("/", authed(index), methods=["GET"]),
         Route(f"{API_PREFIX}/openapi.json", authed(openapi), methods=["GET"]),
         Route(f"{API_PREFIX}/session", authed(session), methods=["GET"]),
         Route(f"{API_PREFIX}/ops/{{op}}", authed(call_op), methods=["POST"]),
-    ])
+    ]
+    if ui:
+        from palace_client.http.ui import ui_routes  # Jinja2 is loaded only for the web app
+
+        async def run_op(op: str, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:
+            return await anyio.to_thread.run_sync(pool.call, UI_AGENT, op, palace, args,
+                                                  limiter=limiter)
+
+        routes += ui_routes(keys, port, run_op)
+    else:
+        routes.append(Route("/", authed(index), methods=["GET"]))
+    app = Starlette(routes=routes)
     return Guard(app, port)

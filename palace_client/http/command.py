@@ -1,5 +1,6 @@
-"""The ``palace serve`` command (a typer command function, registered by ``palace_client.cli``):
-binds loopback, writes the per-launch secret, prints the URL once and runs uvicorn."""
+"""The ``palace serve`` and ``palace ui`` commands (typer command functions, registered by
+``palace_client.cli``): bind loopback, write the per-launch secret, print the URL once and run
+uvicorn; ``palace ui`` serves the web app too and opens the browser on the login URL."""
 
 from __future__ import annotations
 
@@ -35,8 +36,24 @@ def serve_command(
     raise typer.Exit(run(host, port, as_json))
 
 
-def run(host: str, port: int, as_json: bool) -> int:
+def ui_command(
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=0, max=65535,
+                             help="TCP port on loopback (0: any free port)."),
+    host: str = typer.Option("127.0.0.1", "--host",
+                             help="Loopback address to listen on (as `palace serve`)."),
+    no_browser: bool = typer.Option(False, "--no-browser",
+                                    help="Only print the login URL; open no browser."),
+    as_json: bool = typer.Option(False, "--json",
+                                 help="Print one JSON document on stdout when listening."),
+) -> None:
+    """Open the local web app (docs/ui.md): `palace serve` plus pages, in your browser."""
+    raise typer.Exit(run(host, port, as_json, ui=True, browser=not no_browser))
+
+
+def run(host: str, port: int, as_json: bool, ui: bool = False, browser: bool = False) -> int:
     """Listen on ``host``:``port`` until stopped (SIGINT/SIGTERM); returns the exit code.
+    With ``ui``, the web app's pages are served too; with ``browser``, the person's browser
+    is opened on the login URL (as Jupyter does).
 
     Raises:
         UsageError: ``host`` is not loopback, or ``port`` cannot be bound.
@@ -75,9 +92,14 @@ def run(host: str, port: int, as_json: bool) -> int:
     pool = ClientPool(lambda: Client(client_name="palace-serve"), idle=[probe])
     secret_file = SecretFile(probe.paths.runtime_dir, port, keys.secret)
     try:
-        _announce(address, port, keys.secret, secret_file.path, as_json)
+        url = _announce(address, port, keys.secret, secret_file.path, as_json)
+        if browser:
+            # The socket already listens: the browser's first request waits in its backlog.
+            import webbrowser
+
+            webbrowser.open(url)
         # No access log: the login URL carries the secret; no proxy headers: none forwards.
-        config = uvicorn.Config(build_app(keys, port, pool), log_level="warning",
+        config = uvicorn.Config(build_app(keys, port, pool, ui=ui), log_level="warning",
                                 access_log=False, server_header=False, proxy_headers=False,
                                 lifespan="off", timeout_graceful_shutdown=5)
         uvicorn.Server(config).run(sockets=[sock])
@@ -90,16 +112,19 @@ def run(host: str, port: int, as_json: bool) -> int:
     return 0
 
 
-def _announce(address: str, port: int, secret: str, secret_file: Path, as_json: bool) -> None:
-    """Print, once, the URL a person opens (it carries the secret) and where clients find it."""
+def _announce(address: str, port: int, secret: str, secret_file: Path, as_json: bool) -> str:
+    """Print, once, the URL a person opens (it carries the secret) and where clients find it;
+    returns that URL."""
     shown = f"[{address}]" if ":" in address else address
     base = f"http://{shown}:{port}"
+    url = f"{base}/login?token={secret}"
     if as_json:
-        sys.stdout.write(json.dumps({"url": f"{base}/login?token={secret}", "base": base,
+        sys.stdout.write(json.dumps({"url": url, "base": base,
                                      "port": port, "secret_file": str(secret_file),
                                      "openapi": f"{base}/api/v1/openapi.json"}) + "\n")
     else:
-        sys.stdout.write(f"palace serve: open {base}/login?token={secret}\n"
+        sys.stdout.write(f"palace serve: open {url}\n"
                          f"  API clients: Authorization: Bearer <the content of {secret_file}>\n"
                          f"  OpenAPI: {base}/api/v1/openapi.json  (Ctrl-C stops; docs/http.md)\n")
     sys.stdout.flush()
+    return url

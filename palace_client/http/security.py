@@ -116,9 +116,10 @@ def authenticate(headers: Mapping[str, str], cookies: Mapping[str, str], keys: K
 
 
 def check_origin(method: str, headers: Mapping[str, str], how: str, keys: Keys,
-                 port: int) -> None:
+                 port: int, form_token: str | None = None) -> None:
     """A request that may change something (any but GET and HEAD) must come from this
-    server's own origin, and, when authenticated by cookie, carry ``X-Palace-CSRF``.
+    server's own origin, and, when authenticated by cookie, carry ``X-Palace-CSRF`` or, a
+    web app form (docs/ui.md), the same value as its hidden field ``form_token``.
 
     Raises:
         RequestRefused: a foreign ``Origin``, or a cookie request without the CSRF value.
@@ -128,7 +129,8 @@ def check_origin(method: str, headers: Mapping[str, str], how: str, keys: Keys,
     origin = headers.get("origin")
     if origin is not None and origin.lower() not in {f"http://{h}" for h in allowed_hosts(port)}:
         raise RequestRefused("a request from another origin", details={"origin": origin[:100]})
-    if how == "cookie" and not same(headers.get(CSRF_HEADER), keys.csrf):
+    if how == "cookie" and not (same(headers.get(CSRF_HEADER), keys.csrf)
+                                or same(form_token, keys.csrf)):
         raise RequestRefused("a cookie-authenticated request must carry the X-Palace-CSRF "
                              "header (GET /api/v1/session gives its value)")
 

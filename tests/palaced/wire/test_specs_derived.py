@@ -241,7 +241,7 @@ CLI_ALSO: dict[str, str] = {"forget": "memory.forget_many",
 # with the hook's own fixed arguments), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall", "import jsonl", "import chatgpt", "import markdown",
-               "model fetch", "model import", "project", "hook prompt", "serve"}
+               "model fetch", "model import", "project", "hook prompt", "serve", "ui"}
 # CLI parameters named otherwise than the op argument they carry.
 CLI_RENAMES = {"tag": "tags", "when": "occurred_at", "obj": "object", "drawer_id": "id",
                "fact_id": "id", "concept": "name", "conflict_id": "id", "merge": "text"}

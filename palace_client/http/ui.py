@@ -1,0 +1,163 @@
+"""The web app of ``palace ui`` (docs/ui.md): server-rendered pages over the same ops, in the
+same server and behind the same guard as the HTTP API.
+
+Pages: ``/`` palaces, ``/p/{palace}`` search, ``/p/{palace}/d/{id}`` a drawer (edit, forget,
+restore), ``/p/{palace}/trash``. Every page needs the session cookie (or the bearer secret);
+every write is a POST carrying the CSRF value in a hidden field (``csrf``) or the
+``X-Palace-CSRF`` header, and answers with a 303 to the page to show next. Drawer text is
+untrusted: templates are autoescaped and the CSP allows no inline script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from palace_client.http.bodies import read_body
+from palace_client.http.openapi import status_of
+from palace_client.http.security import Keys, authenticate, check_origin
+from palaced.wire import errors as E
+
+log = logging.getLogger("palace.serve")
+HERE = Path(__file__).parent
+MAX_FORM = 1 << 20  # a drawer edit's form: 1 MiB is far above any drawer a person types
+RunOp = Callable[[str, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def when(ms: Any) -> str:
+    """A millisecond timestamp as ``YYYY-MM-DD HH:MM`` UTC (empty when there is none)."""
+    if not isinstance(ms, int | float):
+        return ""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def environment() -> Environment:
+    """The templates of the package, every value autoescaped (drawer text is untrusted)."""
+    env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["when"] = when
+    return env
+
+
+def tags_of(text: str) -> list[str]:
+    """The tags a person typed, comma-separated (blanks dropped)."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
+    """The web app's routes; ``run_op(op, palace, args)`` runs an op on the daemon."""
+    env = environment()
+
+    def page(name: str, status: int = 200, **values: Any) -> Response:
+        html = env.get_template(name).render(csrf=keys.csrf, **values)
+        return HTMLResponse(html, status_code=status)
+
+    async def form_of(request: Request) -> dict[str, str]:
+        body = await read_body(request, "application/x-www-form-urlencoded", MAX_FORM)
+        return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]
+                ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                how = authenticate(request.headers, request.cookies, keys)
+                if request.method == "POST":
+                    request.state.form = await form_of(request)
+                    check_origin("POST", request.headers, how, keys, port,
+                                 request.state.form.get("csrf"))
+                return await handler(request)
+            except E.PalaceError as exc:
+                return page("error.html", status_of(exc), error=exc)
+            except Exception as exc:  # a bug: still a typed page, the traceback on stderr
+                log.exception("palace ui: unexpected error")
+                return page("error.html", 500, error=E.ClientError(
+                    f"unexpected {type(exc).__name__} in palace ui (a bug; its stderr has "
+                    "the traceback)"))
+        return endpoint
+
+    def palace_url(palace: str, *rest: str) -> str:
+        return "/p/" + "/".join(quote(part, safe="") for part in (palace, *rest))
+
+    async def palaces(request: Request) -> Response:
+        listed = (await run_op("palace.list", None, {}))["palaces"]
+        rows = []
+        for entry in listed:
+            row = {**entry, "url": palace_url(entry["name"])}
+            try:
+                info = await run_op("palace.info", entry["name"], {})
+            except E.PalaceError as exc:  # one palace that fails (a team palace's server
+                row["error"] = f"{exc.name}: {exc}"  # down) leaves the others listed
+            else:
+                row.update(drawers=info.get("drawers"), model=info.get("embedder"),
+                           mode=info.get("recall_mode"))
+            rows.append(row)
+        return page("palaces.html", palaces=rows)
+
+    async def search(request: Request) -> Response:
+        palace = request.path_params["palace"]
+        q = request.query_params
+        query, wing, room = q.get("q", "").strip(), q.get("wing", ""), q.get("room", "")
+        result: dict[str, Any] | None = None
+        if query:
+            # MCP's recall: the query and the filters, every other argument its default.
+            args: dict[str, Any] = {"query": query}
+            args.update({k: v for k, v in (("wing", wing), ("room", room)) if v})
+            result = await run_op("memory.recall", palace, args)
+        info = await run_op("palace.info", palace, {})
+        return page("search.html", palace=palace, base=palace_url(palace), query=query,
+                    wing=wing, room=room, result=result, rooms=info.get("rooms", []),
+                    drawers=info.get("drawers"))
+
+    async def drawer(request: Request) -> Response:
+        palace, did = request.path_params["palace"], request.path_params["id"]
+        got = await run_op("memory.get", palace, {"id": did, "history": True})
+        return page("drawer.html", palace=palace, base=palace_url(palace), d=got["drawer"])
+
+    async def edit(request: Request) -> Response:
+        palace, did = request.path_params["palace"], request.path_params["id"]
+        form = request.state.form
+        args: dict[str, Any] = {"id": did}
+        if "text" in form:
+            args["text"] = form["text"]
+        if "tags" in form:
+            args["tags"] = tags_of(form["tags"])
+        await run_op("memory.update", palace, args)
+        return RedirectResponse(palace_url(palace, "d", str(did)), status_code=303)
+
+    async def forget(request: Request) -> Response:
+        palace, did = request.path_params["palace"], request.path_params["id"]
+        await run_op("memory.forget", palace, {"id": did})
+        return RedirectResponse(palace_url(palace, "trash"), status_code=303)
+
+    async def restore(request: Request) -> Response:
+        palace, did = request.path_params["palace"], request.path_params["id"]
+        await run_op("memory.restore", palace, {"id": did})
+        return RedirectResponse(palace_url(palace, "d", str(did)), status_code=303)
+
+    async def trash(request: Request) -> Response:
+        palace = request.path_params["palace"]
+        listed = await run_op("memory.trash", palace, {})
+        return page("trash.html", palace=palace, base=palace_url(palace), trash=listed)
+
+    drawer_path = "/p/{palace}/d/{id:int}"
+    return [
+        Route("/", guarded(palaces), methods=["GET"]),
+        Route("/p/{palace}", guarded(search), methods=["GET"]),
+        Route(drawer_path, guarded(drawer), methods=["GET"]),
+        Route(drawer_path + "/edit", guarded(edit), methods=["POST"]),
+        Route(drawer_path + "/forget", guarded(forget), methods=["POST"]),
+        Route(drawer_path + "/restore", guarded(restore), methods=["POST"]),
+        Route("/p/{palace}/trash", guarded(trash), methods=["GET"]),
+        # The stylesheet and the vendored htmx: public files, no secret in them.
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
