@@ -23,9 +23,8 @@ from palace_client.cli.jsonl import parse_jsonl, read_stdin
 from palace_client.render import governance as governance_render
 from palace_client.render import results as render
 from palace_client.render.details import provenance
-from palace_client.render.results import counted, remember_notes
+from palace_client.render.results import counted, one_line, remember_notes
 from palaced.wire import errors as E
-from palaced.wire.recall_text import one_line
 from palaced.wire.vocab import DEFAULT_IMPORTANCE, IMPORTANCE_PRESETS
 
 app = typer.Typer()

@@ -44,6 +44,7 @@ from typing import Any
 
 from palace_client.hooks.agents import DEFAULT_AGENT, agent_hooks, field
 from palace_client.hooks.capture import (
+    CLIENT_NAME,
     HookInputError,
     hook_object,
     hook_options,
@@ -53,7 +54,6 @@ from palace_client.hooks.capture import (
     read_input,
 )
 
-CLIENT_NAME = "palace-hook"
 MAX_PROMPT_CHARS = 2_000  # of a prompt, recalled at most: its start says what it is about
 TOP_K = 5  # drawers recalled per prompt (the budget cuts further)
 OUTPUT_RESERVE_S = 0.02  # of the time box, kept for writing the answer
