@@ -21,6 +21,7 @@ from typing import Any
 # the text of a recall or wake-up itself (palaced.wire.recall_text); re-exported here.
 from palaced.wire.recall_text import (
     BELOW_FLOOR,
+    conflict_mark,
     drawer_date,
     drawer_place,
     excerpt_note,
@@ -31,8 +32,8 @@ from palaced.wire.recall_text import (
     render_drawer,
 )
 
-__all__ = ["BELOW_FLOOR", "drawer_date", "drawer_place", "excerpt_note", "format_score",
-           "indented", "one_line", "remember_notes", "render_drawer"]
+__all__ = ["BELOW_FLOOR", "conflict_mark", "drawer_date", "drawer_place", "excerpt_note",
+           "format_score", "indented", "one_line", "remember_notes", "render_drawer"]
 
 
 # -- primitives ---------------------------------------------------------------------------------
@@ -223,6 +224,8 @@ def cli_drawer(drawer: Mapping[str, Any], *, score: bool = False,
         head += f"  score={format_score(drawer['score'])}"
     if score and drawer.get("below_floor"):
         head += f"  {BELOW_FLOOR}"
+    if conflict_mark(drawer):
+        head += f"  {conflict_mark(drawer)}"
     text = str(drawer.get("text", ""))
     start = excerpt(text, CLI_EXCERPT_CHARS, CLI_EXCERPT_LINES) if cut else None
     note = excerpt_note(drawer)

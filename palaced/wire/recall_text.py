@@ -26,6 +26,13 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def conflict_mark(item: Mapping[str, Any]) -> str:
+    """``(conflicts with #N, newer)`` for the older drawer of an open conflict (recall's
+    ``conflicts_with``), else ""."""
+    newer = item.get("conflicts_with")
+    return f"(conflicts with #{newer}, newer)" if isinstance(newer, int) else ""
+
+
 def format_score(score: Any) -> str:
     """A score with three decimals (anything else as is)."""
     return f"{score:.3f}" if isinstance(score, int | float) else str(score)
@@ -99,8 +106,9 @@ def render_drawer(item: Mapping[str, Any], *, compact: bool = False,
         head.append("tags " + ",".join(map(str, item["tags"])))
     if isinstance(item.get("superseded_by"), int):
         head.append(f"(superseded by #{item['superseded_by']})")
-    if isinstance(item.get("conflicts_with"), int):
-        head.append(f"(conflicts with #{item['conflicts_with']}, newer)")
+    mark = conflict_mark(item)
+    if mark:
+        head.append(mark)
     text = str(item.get("text", ""))
     # get reads its own palace only: a drawer of another palace (recall scope='all') is read
     # with the CLI.

@@ -62,6 +62,10 @@ def test_conflict_is_told_ranked_marked_and_resolved(shared_daemon: DaemonProc,
     text = cli.cli("recall", QUESTION, "--palace", p, "--budget", "400", check=True).stdout
     assert f"#{alice} " in text and f"(conflicts with #{bob}, newer)" in text
     assert text.index(f"#{bob} ") < text.index(f"#{alice} ")
+    # The CLI's ranked list (no --budget) marks it too.
+    text = cli.cli("recall", QUESTION, "--palace", p, check=True).stdout
+    [line] = [x for x in text.splitlines() if x.startswith(f"[{alice}] ")]
+    assert f"(conflicts with #{bob}, newer)" in line
     # palace conflicts list / resolve --supersede: the older is retired.
     listed = json.loads(cli.cli("conflicts", "list", "--palace", p, "--json",
                                 check=True).stdout)
