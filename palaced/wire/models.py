@@ -1,0 +1,54 @@
+"""The embedding models palace knows: one entry per model, read by every side.
+
+Leaf module (stdlib only), importable by thin clients. The daemon loads a model by its entry
+(fastembed's own catalog, or a custom ONNX model with the pooling given here), the ranking reads
+the model's fusion weights from it, and ``palace model list|use|import`` show and check what it
+says. A model missing from this table can still be configured by its fastembed name; it then
+ranks with the default weights (``palaced.retrieval.params``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palaced.wire.vocab import DEFAULT_MODEL
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """One model: how to load it and what it costs.
+
+    ``custom`` models are not in fastembed's catalog: the daemon registers them
+    (``TextEmbedding.add_custom_model``) with ``pooling`` and ``normalized`` before loading a
+    local copy. ``fusion`` is the (keyword, vector) weight pair fitted for this model
+    (docs/benchmarks.md says how); None ranks with the defaults.
+    """
+
+    name: str  # fastembed's model name
+    short: str  # the name a user types: `palace model use minilm`
+    dims: int
+    size_mb: int  # the ONNX file on disk
+    license: str
+    custom: bool = False
+    pooling: str = "mean"  # custom models only: "mean" or "cls"
+    normalized: bool = True
+    model_file: str = "model.onnx"
+    fusion: tuple[float, float] | None = None
+    note: str = ""  # speed and measured quality, one line (docs/benchmarks.md has the detail)
+
+
+MODELS: tuple[ModelEntry, ...] = (
+    ModelEntry(DEFAULT_MODEL, "minilm", 384, 90, "apache-2.0",
+               note="the default: fast, good enough with the keyword side"),
+    ModelEntry("sentence-transformers/all-mpnet-base-v2", "mpnet", 768, 110, "apache-2.0",
+               custom=True, note="stronger, about 3x slower to embed"),
+)
+
+
+def entry(name: str) -> ModelEntry | None:
+    """The entry whose fastembed name or short name is ``name`` (case-insensitive), or None."""
+    wanted = name.strip().lower()
+    for model in MODELS:
+        if wanted in (model.name.lower(), model.short):
+            return model
+    return None
