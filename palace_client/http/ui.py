@@ -54,39 +54,74 @@ def tags_of(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
-def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
-    """The web app's routes; ``run_op(op, palace, args)`` runs an op on the daemon."""
-    env = environment()
+# The links every palace page's header shows, (label, path under /p/{palace}): a page module
+# adds its own line here.
+NAV: tuple[tuple[str, str], ...] = (
+    ("search", ""),
+    ("trash", "/trash"),
+)
 
-    def page(name: str, status: int = 200, **values: Any) -> Response:
-        html = env.get_template(name).render(csrf=keys.csrf, **values)
+
+def palace_url(palace: str, *rest: str) -> str:
+    """The app's URL of a palace's page, each part quoted."""
+    return "/p/" + "/".join(quote(part, safe="") for part in (palace, *rest))
+
+
+class UI:
+    """What every page handler needs: templates, the daemon, the guard, URLs.
+
+    A page module (``palace_client.http.pages_*``) takes one and returns its routes; every
+    handler it writes is wrapped in ``guarded``, so none can forget the secret or the CSRF.
+    """
+
+    def __init__(self, keys: Keys, port: int, run_op: RunOp) -> None:
+        self.keys, self.port, self.run_op = keys, port, run_op
+        self.env = environment()
+
+    def page(self, name: str, status: int = 200, **values: Any) -> Response:
+        """Render template ``name`` (the CSRF value and the nav always passed)."""
+        palace = values.get("palace")
+        nav = [(label, palace_url(palace) + path) for label, path in NAV] if palace else []
+        if palace and "base" not in values:
+            values["base"] = palace_url(palace)
+        html = self.env.get_template(name).render(csrf=self.keys.csrf, nav=nav, **values)
         return HTMLResponse(html, status_code=status)
 
-    async def form_of(request: Request) -> dict[str, str]:
+    async def form_of(self, request: Request) -> dict[str, str]:
+        """A POSTed form's fields (bounded, url-encoded only).
+
+        Raises:
+            RequestRefused: another content type or a body over ``MAX_FORM``.
+        """
         body = await read_body(request, "application/x-www-form-urlencoded", MAX_FORM)
         return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
-    def guarded(handler: Callable[[Request], Awaitable[Response]]
+    def guarded(self, handler: Callable[[Request], Awaitable[Response]]
                 ) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` behind the secret (cookie or bearer) and, for a POST, the CSRF check;
+        a typed error becomes the error page with its HTTP status. A POST's form is in
+        ``request.state.form``."""
         async def endpoint(request: Request) -> Response:
             try:
-                how = authenticate(request.headers, request.cookies, keys)
+                how = authenticate(request.headers, request.cookies, self.keys)
                 if request.method == "POST":
-                    request.state.form = await form_of(request)
-                    check_origin("POST", request.headers, how, keys, port,
+                    request.state.form = await self.form_of(request)
+                    check_origin("POST", request.headers, how, self.keys, self.port,
                                  request.state.form.get("csrf"))
                 return await handler(request)
             except E.PalaceError as exc:
-                return page("error.html", status_of(exc), error=exc)
+                return self.page("error.html", status_of(exc), error=exc)
             except Exception as exc:  # a bug: still a typed page, the traceback on stderr
                 log.exception("palace ui: unexpected error")
-                return page("error.html", 500, error=E.ClientError(
+                return self.page("error.html", 500, error=E.ClientError(
                     f"unexpected {type(exc).__name__} in palace ui (a bug; its stderr has "
                     "the traceback)"))
         return endpoint
 
-    def palace_url(palace: str, *rest: str) -> str:
-        return "/p/" + "/".join(quote(part, safe="") for part in (palace, *rest))
+
+def core_routes(ui: UI) -> list[BaseRoute]:
+    """The first pages: palaces, search, a drawer (edit, forget, restore), the trash."""
+    run_op, page = ui.run_op, ui.page
 
     async def palaces(request: Request) -> Response:
         listed = (await run_op("palace.list", None, {}))["palaces"]
@@ -114,14 +149,14 @@ def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
             args.update({k: v for k, v in (("wing", wing), ("room", room)) if v})
             result = await run_op("memory.recall", palace, args)
         info = await run_op("palace.info", palace, {})
-        return page("search.html", palace=palace, base=palace_url(palace), query=query,
+        return page("search.html", palace=palace, query=query,
                     wing=wing, room=room, result=result, rooms=info.get("rooms", []),
                     drawers=info.get("drawers"))
 
     async def drawer(request: Request) -> Response:
         palace, did = request.path_params["palace"], request.path_params["id"]
         got = await run_op("memory.get", palace, {"id": did, "history": True})
-        return page("drawer.html", palace=palace, base=palace_url(palace), d=got["drawer"])
+        return page("drawer.html", palace=palace, d=got["drawer"])
 
     async def edit(request: Request) -> Response:
         palace, did = request.path_params["palace"], request.path_params["id"]
@@ -147,17 +182,31 @@ def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
     async def trash(request: Request) -> Response:
         palace = request.path_params["palace"]
         listed = await run_op("memory.trash", palace, {})
-        return page("trash.html", palace=palace, base=palace_url(palace), trash=listed)
+        return page("trash.html", palace=palace, trash=listed)
 
+    g = ui.guarded
     drawer_path = "/p/{palace}/d/{id:int}"
     return [
-        Route("/", guarded(palaces), methods=["GET"]),
-        Route("/p/{palace}", guarded(search), methods=["GET"]),
-        Route(drawer_path, guarded(drawer), methods=["GET"]),
-        Route(drawer_path + "/edit", guarded(edit), methods=["POST"]),
-        Route(drawer_path + "/forget", guarded(forget), methods=["POST"]),
-        Route(drawer_path + "/restore", guarded(restore), methods=["POST"]),
-        Route("/p/{palace}/trash", guarded(trash), methods=["GET"]),
-        # The stylesheet and the vendored htmx: public files, no secret in them.
-        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Route("/", g(palaces), methods=["GET"]),
+        Route("/p/{palace}", g(search), methods=["GET"]),
+        Route(drawer_path, g(drawer), methods=["GET"]),
+        Route(drawer_path + "/edit", g(edit), methods=["POST"]),
+        Route(drawer_path + "/forget", g(forget), methods=["POST"]),
+        Route(drawer_path + "/restore", g(restore), methods=["POST"]),
+        Route("/p/{palace}/trash", g(trash), methods=["GET"]),
     ]
+
+
+# Every page module's ``routes(ui)``: a new page module adds its own line here.
+PAGE_MODULES: tuple[Callable[[UI], list[BaseRoute]], ...] = (
+    core_routes,
+)
+
+
+def ui_routes(keys: Keys, port: int, run_op: RunOp) -> list[BaseRoute]:
+    """The web app's routes; ``run_op(op, palace, args)`` runs an op on the daemon."""
+    ui = UI(keys, port, run_op)
+    routes = [route for module in PAGE_MODULES for route in module(ui)]
+    # The stylesheet and the vendored assets: public files, no secret in them.
+    routes.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
+    return routes
