@@ -18,6 +18,7 @@ import numpy as np
 
 from palaced.config.model import EmbedderSettings
 from palaced.wire.errors import EmbedderUnavailable
+from palaced.wire.models import ModelEntry, entry
 from palaced.wire.paths import MODEL_RECORD, model_dir_name
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,21 @@ def installed_copy(settings: EmbedderSettings) -> Path | None:
     return path if (path / "model.onnx").is_file() else None
 
 
+def register_custom(model: ModelEntry) -> None:
+    """Teach fastembed a model of palace's catalog that its own catalog lacks (once per
+    process; a second call for the same name is a no-op)."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    known = {m["model"].lower() for m in TextEmbedding.list_supported_models()}
+    if model.name.lower() in known:
+        return
+    TextEmbedding.add_custom_model(
+        model=model.name, pooling=PoolingType[model.pooling.upper()],
+        normalization=model.normalized, sources=ModelSource(hf=model.name), dim=model.dims,
+        model_file=model.model_file, license=model.license, size_in_gb=model.size_mb / 1000)
+
+
 def _recorded_dims(path: Path) -> int | None:
     """The vector size an installed copy's record promises (None: unknown)."""
     try:
@@ -100,7 +116,10 @@ class FastEmbedder:
             from fastembed import TextEmbedding
         except Exception as exc:  # pragma: no cover - dependency problem
             raise EmbedderUnavailable(f"fastembed cannot be imported: {exc}") from exc
-        kwargs: dict[str, Any] = {"model_name": settings.model_name}
+        known = entry(settings.model_name)
+        if known is not None and known.custom:
+            register_custom(known)
+        kwargs: dict[str, Any] = {"model_name": known.name if known else settings.model_name}
         if settings.threads:
             kwargs["threads"] = settings.threads
         if settings.cache_dir is not None:
@@ -145,7 +164,7 @@ class FastEmbedder:
                     f"the model installed in {path} makes {dims}-dimensional vectors, not the "
                     f"{expect} its record promises; install another copy with `palace model "
                     "import PATH`", details={"path": str(path), "dims": dims})
-            return cls(model, settings.model_name, dims, source)
+            return cls(model, kwargs["model_name"], dims, source)
         where = path or settings.cache_dir or "the fastembed cache"
         raise EmbedderUnavailable(
             f"model {settings.model_name} not available from {where} (offline? {INSTALL_HINT}): "
