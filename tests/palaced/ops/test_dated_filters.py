@@ -1,6 +1,7 @@
 """The time and author filters of ``memory.recall`` and ``memory.list`` (issue 32's web app
 filters by them): ``since``/``until`` keep the drawers dated in ``[since, until)``,
-``created_by`` (list only) the drawers one agent remembered. Through a real daemon."""
+``created_by`` (list only) the drawers one agent remembered (``palaced.ops.fields``'
+``filters_from_args``). Through a real daemon."""
 
 from __future__ import annotations
 
