@@ -20,8 +20,18 @@ def _client(daemon: DaemonProc, agent: str) -> Client:
 
 def test_recall_and_list_keep_the_drawers_dated_in_the_window(
         shared_keyword_daemon: DaemonProc) -> None:
+    _dated_window(shared_keyword_daemon, None)
+
+
+def test_the_window_on_a_team_palace(shared_keyword_daemon: DaemonProc, pg_url: str) -> None:
+    _dated_window(shared_keyword_daemon, pg_url)
+
+
+def _dated_window(daemon: DaemonProc, store: str | None) -> None:
     palace = fresh_name("dated")
-    with _client(shared_keyword_daemon, "agent:a") as c:
+    with _client(daemon, "agent:a") as c:
+        if store is not None:  # a team palace in PostgreSQL: the same filter, its dialect
+            c.call("palace.create", palace, {"store": store})
         old = c.call("memory.remember", palace, {"text": "The heron left the mill in winter",
                                                  "occurred_at": "2020-03-01"})["id"]
         new = c.call("memory.remember", palace, {"text": "The heron came back to the mill",
@@ -42,6 +52,8 @@ def test_recall_and_list_keep_the_drawers_dated_in_the_window(
         assert recalled(since="2020-03-02", until="2024-06-01") == set()
         with pytest.raises(InvalidContent, match="since"):
             c.call("memory.recall", palace, {"query": "heron", "since": "last tuesday"})
+        if store is not None:
+            c.call("palace.delete", palace, {"purge": True})
 
 
 def test_list_keeps_the_drawers_one_agent_remembered(
