@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from palace_client.http import pages_pages
 from palace_client.http.bodies import read_body
 from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
@@ -59,6 +60,7 @@ def tags_of(text: str) -> list[str]:
 NAV: tuple[tuple[str, str], ...] = (
     ("search", ""),
     ("trash", "/trash"),
+    ("rooms", "/rooms"), ("timeline", "/timeline"), ("audit", "/audit"),
 )
 
 
@@ -124,34 +126,39 @@ def core_routes(ui: UI) -> list[BaseRoute]:
     run_op, page = ui.run_op, ui.page
 
     async def palaces(request: Request) -> Response:
-        listed = (await run_op("palace.list", None, {}))["palaces"]
-        rows = []
-        for entry in listed:
-            row = {**entry, "url": palace_url(entry["name"])}
-            try:
-                info = await run_op("palace.info", entry["name"], {})
-            except E.PalaceError as exc:  # one palace that fails (a team palace's server
-                row["error"] = f"{exc.name}: {exc}"  # down) leaves the others listed
-            else:
-                row.update(drawers=info.get("drawers"), model=info.get("embedder"),
-                           mode=info.get("recall_mode"))
-            rows.append(row)
-        return page("palaces.html", palaces=rows)
+        # One op for every palace's counts and model (a palace that fails, a team palace's
+        # server down, carries its ``error`` and leaves the others listed); the doctor's
+        # verdict, slower, comes per row afterwards (pages_pages' doctor fragment).
+        status = await run_op("daemon.status", None, {})
+        projects = pages_pages.projects_by_palace()
+        rows = [{**entry, "url": palace_url(entry["name"]),
+                 "doctor": palace_url(entry["name"], "doctor"),
+                 "projects": projects.get(entry["name"], [])}
+                for entry in status["palaces"]]
+        return page("palaces.html", palaces=rows, mode=status.get("mode"))
 
     async def search(request: Request) -> Response:
         palace = request.path_params["palace"]
         q = request.query_params
         query, wing, room = q.get("q", "").strip(), q.get("wing", ""), q.get("room", "")
+        tag, since, until = q.get("tag", "").strip(), q.get("since", ""), q.get("until", "")
+        # The filters both ops take: wing, room, tags (any of), the drawer's date in
+        # [since, until).
+        args: dict[str, Any] = {k: v for k, v in (("wing", wing), ("room", room),
+                                                  ("since", since), ("until", until)) if v}
+        if tags_of(tag):
+            args["tags"] = tags_of(tag)
         result: dict[str, Any] | None = None
+        listed: dict[str, Any] | None = None
         if query:
             # MCP's recall: the query and the filters, every other argument its default.
-            args: dict[str, Any] = {"query": query}
-            args.update({k: v for k, v in (("wing", wing), ("room", room)) if v})
-            result = await run_op("memory.recall", palace, args)
+            result = await run_op("memory.recall", palace, {"query": query, **args})
+        elif args:  # filters and no query (a room of the rooms page): its drawers, newest first
+            listed = await run_op("memory.list", palace, args)
         info = await run_op("palace.info", palace, {})
-        return page("search.html", palace=palace, query=query,
-                    wing=wing, room=room, result=result, rooms=info.get("rooms", []),
-                    drawers=info.get("drawers"))
+        return page("search.html", palace=palace, query=query, wing=wing, room=room,
+                    tag=tag, since=since, until=until, result=result, listed=listed,
+                    rooms=info.get("rooms", []), drawers=info.get("drawers"))
 
     async def drawer(request: Request) -> Response:
         palace, did = request.path_params["palace"], request.path_params["id"]
@@ -200,6 +207,7 @@ def core_routes(ui: UI) -> list[BaseRoute]:
 # Every page module's ``routes(ui)``: a new page module adds its own line here.
 PAGE_MODULES: tuple[Callable[[UI], list[BaseRoute]], ...] = (
     core_routes,
+    pages_pages.routes,
 )
 
 

@@ -151,16 +151,24 @@ def drawers_from_items(max_text_chars: int, max_batch: int, items: list[Any], no
 
 
 def filters_from_args(args: dict[str, Any]) -> m.Filters:
-    """The wing/room/tags filters of a recall or list.
+    """The wing/room/tags filters of a recall or list, and the dates (``since``, ``until``:
+    the drawer's date, ``until`` excluded) and author (``created_by``) of the ops that take
+    them.
 
     Raises:
         InvalidArgs: a label is empty or contains control characters.
+        InvalidContent: a date is no ISO 8601 time or epoch milliseconds.
     """
     tags = tuple(t for t in (check_label(t, "tag") for t in args.get("tags") or ()) if t)
+    # Absolute times only: ``when`` reads its ``now`` for a missing value, which is None here.
+    since, until = when(args, "since", 0), when(args, "until", 0)
     return m.Filters(
         wing=check_label(args.get("wing"), "wing"),
         room=check_label(args.get("room"), "room"),
         tags=tags,
+        since_ms=since,
+        until_ms=until,
+        created_by=check_label(args.get("created_by"), "created_by"),
     )
 
 

@@ -153,6 +153,12 @@ _RETIRED = Arg("bool", default=False,
 _FOR_AGENT = Arg("bool", default=False,
                  help="the reader is an agent with the MCP get tool: excerpts name it")
 _WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
+# A drawer's date (occurred_at) within [since, until): recall's and list's time filter.
+_DATED: dict[str, Arg] = {
+    "since": Arg("str|int", max_len=MAX_TIME_CHARS, help="only drawers dated at or after "
+                 "this time (ISO 8601 or epoch ms)"),
+    "until": Arg("str|int", max_len=MAX_TIME_CHARS, help="only drawers dated before this time"),
+}
 _ID = Arg("int", required=True, min=1, max=MAX_ID)
 _NAME = Arg("str", required=True, max_len=MAX_NAME_CHARS)
 _PREDICATE = Arg("str", required=True, max_len=MAX_PREDICATE_CHARS)
@@ -315,6 +321,7 @@ _ALL: tuple[OpSpec, ...] = (
         "exclude": Arg("intlist", default=[], max_len=MAX_EXCLUDE, min=1, max=MAX_ID,
                        help="drawer ids to leave out (already shown): the ranking's next "
                             "drawers take their places"),
+        **_DATED,
     }, palace=_R, read_only=True, retry=SAFE,
         doc="Ranked drawers with 0-1 relevance (`below_floor` flags, `nothing_relevant`, "
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
@@ -416,9 +423,13 @@ _ALL: tuple[OpSpec, ...] = (
         "wing": _LABEL,
         "room": _LABEL,
         "tags": _TAGS,
+        **_DATED,
+        "created_by": Arg("str", max_len=MAX_NAME_CHARS, help="only drawers this agent "
+                          "remembered"),
         "limit": Arg("int", default=50, min=1, max=1000),
         "offset": Arg("int", default=0, min=0, max=MAX_OFFSET),
-    }, palace=_R, read_only=True, retry=SAFE, doc="Drawers newest first, paginated."),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="Drawers newest first (by when they were stored), paginated."),
     # knowledge graph
     OpSpec("graph.assert", {
         "subject": _NAME,

@@ -311,11 +311,16 @@ class Filters:
     tags: tuple[str, ...] = ()
     include_superseded: bool = False  # and consolidated: every retired drawer
     include_expired: bool = False
+    since_ms: int | None = None  # dated (occurred_ms) at or after
+    until_ms: int | None = None  # dated before
+    created_by: str | None = None  # remembered by this agent
 
     @property
     def narrows(self) -> bool:
-        """True when the filter restricts by wing, room or tags."""
-        return self.wing is not None or self.room is not None or bool(self.tags)
+        """True when the filter restricts by wing, room, tags, dates or author."""
+        return (self.wing is not None or self.room is not None or bool(self.tags)
+                or self.since_ms is not None or self.until_ms is not None
+                or self.created_by is not None)
 
     def sql(self, now_ms: int) -> tuple[str, dict[str, Any]]:
         """A WHERE fragment over alias ``d`` and its named parameters."""
@@ -341,6 +346,12 @@ class Filters:
             parts.append(
                 f"EXISTS (SELECT 1 FROM json_each(d.tags) WHERE value IN ({','.join(keys)}))"
             )
+        for column, op, key, value in (("occurred_ms", ">=", "since", self.since_ms),
+                                       ("occurred_ms", "<", "until", self.until_ms),
+                                       ("created_by", "=", "created_by", self.created_by)):
+            if value is not None:
+                parts.append(f"d.{column} {op} :{key}")
+                params[key] = value
         return (" AND ".join(parts) or "TRUE"), params
 
 
