@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from palace_client.http.app import json_response
 from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT
 
 if TYPE_CHECKING:  # ui.py lists this module's routes, so it imports this module first
@@ -140,8 +141,7 @@ def routes(ui: UI) -> list[BaseRoute]:
         got = await run_op("graph.overview", palace, {
             "max_nodes": MAX_NODES, "max_facts": MAX_FACTS,
             **({"as_of": as_of} if as_of else {})})
-        return JSONResponse(kg_elements(palace, got, as_of),
-                            headers={"cache-control": "no-store"})
+        return json_response(kg_elements(palace, got, as_of))
 
     async def entity(request: Request) -> Response:
         palace = request.path_params["palace"]
@@ -181,7 +181,7 @@ def routes(ui: UI) -> list[BaseRoute]:
     async def memoir_json(request: Request) -> Response:
         palace = request.path_params["palace"]
         drawn = await memoir_graph(ui, palace, request.query_params.get("name", ""))
-        return JSONResponse(drawn, headers={"cache-control": "no-store"})
+        return json_response(drawn)
 
     g = ui.guarded
     return [
