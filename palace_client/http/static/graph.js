@@ -14,7 +14,8 @@
     { selector: "node", style: {
       "label": "data(label)", "font-size": 11, "color": "#1d232a",
       "text-valign": "bottom", "text-margin-y": 3, "text-wrap": "ellipsis",
-      "text-max-width": "140px", "background-color": "#3a6f9a", "width": 18, "height": 18 } },
+      "text-max-width": "140px", "background-color": "#3a6f9a", "width": 18, "height": 18,
+      "min-zoomed-font-size": 7 } },
     { selector: "node[kind = 'value']", style: {
       "shape": "round-rectangle", "background-color": "#d9c27a", "width": 12, "height": 12,
       "color": "#5b4a12" } },
@@ -25,7 +26,9 @@
       "line-color": "#9aa7b3", "target-arrow-color": "#9aa7b3",
       "target-arrow-shape": "triangle", "curve-style": "bezier",
       "text-rotation": "autorotate", "text-background-color": "#ffffff",
-      "text-background-opacity": 0.8, "text-background-padding": "1px" } },
+      "text-background-opacity": 0.8, "text-background-padding": "1px",
+      // labels too small to read are not drawn: a big graph zoomed out draws fast
+      "min-zoomed-font-size": 7 } },
     { selector: "edge[?ended]", style: { "line-style": "dashed" } }
   ];
 
@@ -72,8 +75,10 @@
     var elements = [];
     data.nodes.forEach(function (n) { elements.push({ group: "nodes", data: n }); });
     data.edges.forEach(function (e) { elements.push({ group: "edges", data: e }); });
+    var big = data.nodes.length > 200;  // pan and zoom a bitmap, not every edge redrawn
     var cy = window.cytoscape({ container: box, elements: elements, style: STYLE,
-                                layout: { name: "preset" }, minZoom: 0.1, maxZoom: 4 });
+                                layout: { name: "preset" }, minZoom: 0.1, maxZoom: 4,
+                                hideEdgesOnViewport: big, textureOnViewport: big });
     box.palaceGraph = cy;  // for a test or the console: the drawn graph
     cy.on("tap", "node", function (evt) { tapped(box, evt.target); });
     var layout = cy.layout(layoutFor(data.nodes.length));
