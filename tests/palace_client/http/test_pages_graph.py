@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from palace_client.http.app import ClientPool, build_app
+from palace_client.http.app import build_app
 from palace_client.http.pages_graph import LABEL_CHARS, MAX_NODES, as_of_arg
 from palace_client.http.security import COOKIE, Keys
+from tests.palace_client.http import test_ui
 
 BASE = "http://127.0.0.1:8765"
 XSS = "<img src=x onerror=alert(1)>"
@@ -35,12 +36,9 @@ CONCEPTS = [_concept(i, n) for i, n in enumerate("abcd", 1)]
 LINKS = {"a": [(1, "a", "b"), (2, "b", "c"), (3, "c", "x")], "d": []}
 
 
-class _Pool(ClientPool):
-    """Answers the graph and memoir ops from the small graph above; records every call."""
-
-    def __init__(self) -> None:
-        super().__init__(lambda: None)  # type: ignore[arg-type,return-value]
-        self.calls: list[tuple[str, str | None, Any]] = []
+class _Pool(test_ui._Pool):
+    """Answers the graph and memoir ops from the small graph above; records every call (as
+    test_ui's fake pool does)."""
 
     def call(self, agent: str, op: str, palace: str | None, args: Any) -> dict[str, Any]:
         self.calls.append((op, palace, dict(args)))
