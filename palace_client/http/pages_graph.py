@@ -63,8 +63,9 @@ def entity_url(palace: str, name: str, as_of: str | None = None) -> str:
 
 def kg_elements(palace: str, got: dict[str, Any], as_of: str | None) -> dict[str, Any]:
     """A ``graph.overview`` answer as the drawing's nodes and edges: an entity per node, a
-    fact per edge labelled by its predicate; a literal fact's value is a node of its own
-    (kind ``value``), so a changed value shows as a changed edge too."""
+    fact per edge labelled by its predicate (a click on it: its subject's facts); a literal
+    fact's value is a node of its own (kind ``value``), so a changed value shows as a changed
+    edge too."""
     nodes: list[dict[str, Any]] = []
     ids: dict[str, str] = {}
     for n in got["nodes"]:
@@ -79,7 +80,8 @@ def kg_elements(palace: str, got: dict[str, Any], as_of: str | None) -> dict[str
             target = f"v{f['id']}"
             nodes.append({"id": target, "label": short(str(f["object"])), "kind": "value"})
         edges.append({"id": f"f{f['id']}", "source": ids[f["subject"]], "target": target,
-                      "label": f["predicate"], "ended": f["valid_to_ms"] is not None})
+                      "label": f["predicate"], "ended": f["valid_to_ms"] is not None,
+                      "href": entity_url(palace, f["subject"], as_of)})
     return {"nodes": nodes, "edges": edges, "truncated": got["truncated"],
             "entities": len(got["nodes"]), "facts": len(got["edges"]),
             "as_of_ms": got["as_of_ms"], "max_nodes": MAX_NODES}

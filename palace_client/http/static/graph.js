@@ -4,8 +4,8 @@
  * pages_graph.py: {nodes: [{id, label, kind, href?}], edges: [{id, source, target, label,
  * ended?}], truncated, ...}). Labels are drawn as canvas text, never parsed as HTML. When
  * drawn, the container carries data-nodes and data-edges (the counts; tests wait on them).
- * A tap on an entity loads its facts and history into #detail (htmx); on a concept, it
- * jumps to the concept's row.
+ * A tap on an entity (or a fact: its subject) loads its facts and history into #detail
+ * (htmx); on a concept, it jumps to the concept's row.
  */
 (function () {
   "use strict";
@@ -44,7 +44,7 @@
     if (data.truncated) {
       text += "; the graph is cut at the first " + data.max_nodes + " nodes";
     }
-    return text + ". Drag to move, scroll to zoom, click a node for its details.";
+    return text + ". Drag to move, scroll to zoom, click a node or an arrow for its details.";
   }
 
   function layoutFor(count) {
@@ -59,8 +59,8 @@
              concentric: function (node) { return node.degree(); } };
   }
 
-  function tapped(box, node) {
-    var href = node.data("href");
+  function tapped(element) {
+    var href = element.data("href");
     if (!href) { return; }
     if (href.charAt(0) === "#") {
       window.location.hash = href;
@@ -80,7 +80,7 @@
                                 layout: { name: "preset" }, minZoom: 0.1, maxZoom: 4,
                                 hideEdgesOnViewport: big, textureOnViewport: big });
     box.palaceGraph = cy;  // for a test or the console: the drawn graph
-    cy.on("tap", "node", function (evt) { tapped(box, evt.target); });
+    cy.on("tap", "node, edge", function (evt) { tapped(evt.target); });
     var layout = cy.layout(layoutFor(data.nodes.length));
     layout.one("layoutstop", function () {
       cy.fit(undefined, 30);

@@ -101,7 +101,7 @@ def test_the_graph_json_is_entities_values_and_facts(ui: tuple[TestClient, _Pool
                                    "&as_of=2021-03-01T23%3A59%3A59.999Z")
     edges = {e["id"]: e for e in got["edges"]}
     assert edges["f7"] == {"id": "f7", "source": "e1", "target": "e2", "label": "works_at",
-                           "ended": True}
+                           "ended": True, "href": nodes["e1"]["href"]}
     assert edges["f8"]["target"] == "v8" and edges["f8"]["ended"] is False
 
 
