@@ -10,6 +10,7 @@ to the vendored cytoscape.js, which draws labels as canvas text (never HTML). Al
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -48,6 +49,17 @@ def as_of_arg(text: str) -> str | None:
     if not text:
         return None
     return f"{text}T23:59:59.999Z" if _DAY.fullmatch(text) else text
+
+
+def change_days(changes: list[int], limit: int = 20) -> list[str]:
+    """The UTC days of the graph's latest changes (epoch ms), newest first, each once: the
+    as-of dates worth stepping back to."""
+    days: list[str] = []
+    for ms in changes:
+        day = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d")
+        if day not in days:
+            days.append(day)
+    return days[:limit]
 
 
 def short(text: str, limit: int = LABEL_CHARS) -> str:
@@ -133,7 +145,10 @@ def routes(ui: UI) -> list[BaseRoute]:
             **({"as_of": as_of} if as_of else {})})
         query = "?" + urlencode({"as_of": as_of}) if as_of else ""
         entities = [{**n, "url": entity_url(palace, n["name"], as_of)} for n in got["nodes"]]
+        days = [(day, palace_url(palace, "graph") + "?" + urlencode({"as_of": day}))
+                for day in change_days(got["changes"])]
         return page("graph.html", palace=palace, as_of=typed, as_of_ms=got["as_of_ms"],
+                    days=days,
                     json_url=palace_url(palace, "graph.json") + query, entities=entities,
                     facts=len(got["edges"]), truncated=got["truncated"], max_nodes=MAX_NODES)
 

@@ -464,7 +464,8 @@ _ALL: tuple[OpSpec, ...] = (
         "max_facts": Arg("int", default=2_000, min=1, max=MAX_OVERVIEW_FACTS),
     }, palace=_R, read_only=True, retry=SAFE,
         doc="The whole graph for drawing: the active facts (or those valid at as_of), oldest "
-            "first, and the entities they touch, up to max_nodes/max_facts (`truncated`)."),
+            "first, and the entities they touch, up to max_nodes/max_facts (`truncated`); "
+            "`changes`: the latest times a fact began or ended."),
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),

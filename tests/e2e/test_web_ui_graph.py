@@ -120,6 +120,13 @@ def test_the_knowledge_graph_and_a_memoir_drawn_in_a_real_browser(
     assert HOSTILE not in {s for s, _, _ in edges}  # linked today, not in 2021
     assert "2021-03-01 23:59" in web._find(browser, "#graph-when").text
     web._shot(browser, shots, "graph-3-as-of-2021")
+    # The days the graph changed link to it as of each: before Alice, only the two companies.
+    changes = web._find(browser, "#changes")
+    assert "2023-06-01 · 2020-01-01 · 2019-01-01" in changes.text
+    changes.find_element(By.LINK_TEXT, "2019-01-01").click()
+    WebDriverWait(browser, 10).until(lambda d: "as_of=2019-01-01" in d.current_url)
+    assert _drawn(browser) == (4, 2)
+    assert _edges(browser) == {("Acme", "located_in", "Paris"), ("Globex", "located_in", "Berlin")}
     # The entity page on its own, as of then: the fact valid then is the highlighted row.
     browser.get(f"{base}/graph/entity?name=Alice&as_of=2021-03-01")
     assert "Acme" in web._find(browser, "table.facts tr.then").text

@@ -224,6 +224,7 @@ def neighbors(
 
 # Facts one overview reads at most: bounds the work on a huge graph (then ``truncated``).
 MAX_OVERVIEW_SCAN = 50_000
+OVERVIEW_CHANGES = 50  # the latest times the graph changed, for a reader to step back to
 
 
 def overview(conn: apsw.Connection, *, as_of_ms: int | None = None, max_nodes: int = 500,
@@ -233,9 +234,10 @@ def overview(conn: apsw.Connection, *, as_of_ms: int | None = None, max_nodes: i
 
     A fact is kept while its entities fit in ``max_nodes`` and the facts in ``max_facts``;
     a literal fact (its object a value) needs only its subject. Returns ``{"as_of_ms",
-    "nodes", "edges", "truncated"}``: ``nodes`` are ``{id, name, type, facts}`` (``facts``:
-    how many kept facts touch it) by name; ``edges`` are the kept fact dicts by id;
-    ``truncated`` says a bound (or ``MAX_OVERVIEW_SCAN``) left facts out.
+    "nodes", "edges", "truncated", "changes"}``: ``nodes`` are ``{id, name, type, facts}``
+    (``facts``: how many kept facts touch it) by name; ``edges`` are the kept fact dicts by
+    id; ``truncated`` says a bound (or ``MAX_OVERVIEW_SCAN``) left facts out; ``changes``
+    are the latest ``OVERVIEW_CHANGES`` times any fact began or ended, newest first.
 
     Raises:
         InvalidArgs: ``max_nodes`` outside 1..MAX_LIMIT or ``max_facts`` outside
@@ -266,7 +268,12 @@ def overview(conn: apsw.Connection, *, as_of_ms: int | None = None, max_nodes: i
     nodes = [{"id": int(r[0]), "name": r[1], "type": r[2], "facts": degree[int(r[0])]}
              for r in info]
     nodes.sort(key=lambda n: (n["name"].casefold(), n["id"]))
-    return {"as_of_ms": t, "nodes": nodes, "edges": kept, "truncated": truncated}
+    changes = [int(r[0]) for r in _query(
+        conn, "SELECT t FROM (SELECT valid_from_ms AS t FROM facts UNION SELECT valid_to_ms "
+        "FROM facts WHERE valid_to_ms IS NOT NULL) AS times ORDER BY t DESC LIMIT ?",
+        (OVERVIEW_CHANGES,))]
+    return {"as_of_ms": t, "nodes": nodes, "edges": kept, "truncated": truncated,
+            "changes": changes}
 
 
 def path(

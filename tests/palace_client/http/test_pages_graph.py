@@ -44,6 +44,7 @@ class _Pool(test_ui._Pool):
         self.calls.append((op, palace, dict(args)))
         if op == "graph.overview":
             return {"as_of_ms": 5_000 if "as_of" in args else None, "truncated": True,
+                    "changes": [86_400_000 * 2 + 5, 86_400_000 * 2, 1_000],
                     "nodes": [{"id": 1, "name": "Alice", "type": "person", "facts": 2},
                               {"id": 2, "name": XSS + "x" * 80, "type": None, "facts": 1}],
                     "edges": [_fact(7, "Alice", "works_at", XSS + "x" * 80, to=9_000),
@@ -126,6 +127,9 @@ def test_the_graph_page_escapes_names_and_runs_only_its_own_scripts(
     assert 'data-src="/p/pal/graph.json"' in html and "cut at the first 500" in html
     assert 'id="__________cytoscape_stylesheet"' in html  # cytoscape adds no <style>
     assert 'href="/p/pal/graph"' in html and 'href="/p/pal/memoirs"' in html  # the nav
+    # The days the graph changed, each once, newest first, each a link to the graph then.
+    assert ('<a href="/p/pal/graph?as_of=1970-01-03">1970-01-03</a> · '
+            '<a href="/p/pal/graph?as_of=1970-01-01">1970-01-01</a></p>') in html
 
 
 def test_an_entity_shows_its_history_with_the_rows_valid_then(

@@ -367,6 +367,7 @@ def test_overview_is_the_whole_graph_as_it_stood(chain: apsw.Connection) -> None
         ("A", "depends_on", "B"), ("B", "part_of", "C"), ("C", "related_to", "D"),
         ("E", "depends_on", "A"), ("A", "version", "3")]
     assert whole["truncated"] is False and whole["as_of_ms"] is None
+    assert whole["changes"] == [1]  # every fact began at 1
     # A fact closed at 50 is gone now and there before; a newer value replaces the literal.
     with chain:
         invalidate_fact(chain, whole["edges"][3]["id"], at_ms=50)
@@ -375,6 +376,7 @@ def test_overview_is_the_whole_graph_as_it_stood(chain: apsw.Connection) -> None
     assert "E" not in {n["name"] for n in now["nodes"]}
     assert ("A", "version", "4") in {(e["subject"], e["predicate"], e["object"])
                                      for e in now["edges"]}
+    assert now["changes"] == [60, 50, 1]  # "3" ended and "4" began at 60, E's fact ended at 50
     then = overview(chain, as_of_ms=10)
     assert {n["name"] for n in then["nodes"]} == {"A", "B", "C", "D", "E"}
     assert {e["object"] for e in then["edges"] if e["predicate"] == "version"} == {"3"}
