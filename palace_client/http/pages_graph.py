@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from palace_client.http.app import json_response
 from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT
-
-if TYPE_CHECKING:  # ui.py lists this module's routes, so it imports this module first
-    from palace_client.http.ui import UI
 
 # What one drawing shows at most: a browser lays out a few hundred nodes in about a second;
 # past that the page says the graph was cut (the op's ``truncated``).
@@ -34,11 +31,25 @@ LABEL_CHARS = 60  # a node's label on the canvas (the tables show the whole text
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def palace_url(palace: str, *rest: str) -> str:
-    """``ui.palace_url``, imported when called: ``ui`` imports this module at its top."""
-    from palace_client.http.ui import palace_url as url
+Handler = Callable[[Request], Awaitable[Response]]
 
-    return url(palace, *rest)
+
+class Pages(Protocol):
+    """What these pages use of ``palace_client.http.ui.UI`` (this module does not import
+    ``ui``, which imports it for ``PAGE_MODULES``)."""
+
+    def page(self, name: str, status: int = 200, **values: Any) -> Response: ...
+
+    def guarded(self, handler: Handler) -> Handler: ...
+
+    @property
+    def run_op(self) -> Callable[[str, str | None, dict[str, Any]],
+                                 Awaitable[dict[str, Any]]]: ...
+
+
+def palace_url(palace: str, *rest: str) -> str:
+    """The app's URL of a palace's page, each part quoted (as ``ui.palace_url``)."""
+    return "/p/" + "/".join(quote(part, safe="") for part in (palace, *rest))
 
 
 def as_of_arg(text: str) -> str | None:
@@ -99,7 +110,7 @@ def kg_elements(palace: str, got: dict[str, Any], as_of: str | None) -> dict[str
             "as_of_ms": got["as_of_ms"], "max_nodes": MAX_NODES}
 
 
-async def memoir_graph(ui: UI, palace: str, name: str) -> dict[str, Any]:
+async def memoir_graph(ui: Pages, palace: str, name: str) -> dict[str, Any]:
     """A memoir's concepts (the first ``MAX_CONCEPTS`` by name) and every link between them.
 
     No op lists a memoir's links at once: ``memoir.inspect`` gives a concept's neighbourhood,
@@ -130,7 +141,7 @@ async def memoir_graph(ui: UI, palace: str, name: str) -> dict[str, Any]:
     }
 
 
-def routes(ui: UI) -> list[BaseRoute]:
+def routes(ui: Pages) -> list[BaseRoute]:
     """The graph pages: the knowledge graph, an entity's history, the memoirs."""
     run_op, page = ui.run_op, ui.page
 
@@ -158,7 +169,7 @@ def routes(ui: UI) -> list[BaseRoute]:
         got = await run_op("graph.overview", palace, {
             "max_nodes": MAX_NODES, "max_facts": MAX_FACTS,
             **({"as_of": as_of} if as_of else {})})
-        return json_response(kg_elements(palace, got, as_of))
+        return JSONResponse(kg_elements(palace, got, as_of))
 
     async def entity(request: Request) -> Response:
         palace = request.path_params["palace"]
@@ -198,7 +209,7 @@ def routes(ui: UI) -> list[BaseRoute]:
     async def memoir_json(request: Request) -> Response:
         palace = request.path_params["palace"]
         drawn = await memoir_graph(ui, palace, request.query_params.get("name", ""))
-        return json_response(drawn)
+        return JSONResponse(drawn)
 
     g = ui.guarded
     return [
