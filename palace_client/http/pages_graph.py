@@ -145,30 +145,31 @@ def routes(ui: Pages) -> list[BaseRoute]:
     """The graph pages: the knowledge graph, an entity's history, the memoirs."""
     run_op, page = ui.run_op, ui.page
 
+    async def overview(palace: str, as_of: str | None) -> dict[str, Any]:
+        """The graph as a drawing shows it (now, or as of ``as_of``), bounded."""
+        return await run_op("graph.overview", palace, {
+            "max_nodes": MAX_NODES, "max_facts": MAX_FACTS,
+            **({"as_of": as_of} if as_of else {})})
+
     async def graph_page(request: Request) -> Response:
         palace = request.path_params["palace"]
         typed = request.query_params.get("as_of", "").strip()
         as_of = as_of_arg(typed)
         # The entities as a list too (the same op as the drawing): reachable without the
         # canvas, by keyboard, and the place a bad date is refused with its message.
-        got = await run_op("graph.overview", palace, {
-            "max_nodes": MAX_NODES, "max_facts": MAX_FACTS,
-            **({"as_of": as_of} if as_of else {})})
+        got = await overview(palace, as_of)
         query = "?" + urlencode({"as_of": as_of}) if as_of else ""
         entities = [{**n, "url": entity_url(palace, n["name"], as_of)} for n in got["nodes"]]
         days = [(day, palace_url(palace, "graph") + "?" + urlencode({"as_of": day}))
                 for day in change_days(got["changes"])]
         return page("graph.html", palace=palace, as_of=typed, as_of_ms=got["as_of_ms"],
-                    days=days,
-                    json_url=palace_url(palace, "graph.json") + query, entities=entities,
+                    days=days, json_url=palace_url(palace, "graph.json") + query, entities=entities,
                     facts=len(got["edges"]), truncated=got["truncated"], max_nodes=MAX_NODES)
 
     async def graph_json(request: Request) -> Response:
         palace = request.path_params["palace"]
         as_of = as_of_arg(request.query_params.get("as_of", ""))
-        got = await run_op("graph.overview", palace, {
-            "max_nodes": MAX_NODES, "max_facts": MAX_FACTS,
-            **({"as_of": as_of} if as_of else {})})
+        got = await overview(palace, as_of)
         return JSONResponse(kg_elements(palace, got, as_of))
 
     async def entity(request: Request) -> Response:
