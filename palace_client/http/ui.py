@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from palace_client.http import pages_pages
+from palace_client.http import pages_graph, pages_pages
 from palace_client.http.bodies import read_body
 from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
@@ -61,6 +61,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("search", ""),
     ("trash", "/trash"),
     ("rooms", "/rooms"), ("timeline", "/timeline"), ("audit", "/audit"),
+    ("graph", "/graph"), ("memoirs", "/memoirs"),
 )
 
 
@@ -208,6 +209,7 @@ def core_routes(ui: UI) -> list[BaseRoute]:
 PAGE_MODULES: tuple[Callable[[UI], list[BaseRoute]], ...] = (
     core_routes,
     pages_pages.routes,
+    pages_graph.routes,
 )
 
 

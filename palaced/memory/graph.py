@@ -174,6 +174,18 @@ async def kg_path(palace: Palace, a: str, b: str, *, max_depth: int = 6,
             "length": None if chain is None else len(chain), "path": chain}
 
 
+async def kg_overview(palace: Palace, *, as_of_ms: int | None = None, max_nodes: int = 500,
+                      max_facts: int = 2_000) -> dict[str, Any]:
+    """The whole graph, bounded, for drawing (see ``graph_walk.overview``).
+
+    Raises:
+        InvalidArgs: max_nodes or max_facts out of range.
+        InvalidContent: invalid time.
+    """
+    return await palace.read(lambda c: graph_walk.overview(
+        c, as_of_ms=as_of_ms, max_nodes=max_nodes, max_facts=max_facts))
+
+
 async def kg_search(palace: Palace, query: str, *, limit: int = 20,
                     type: str | None = None) -> dict[str, Any]:
     """Entities whose name, definition or labels match ``query`` (of ``type``: only that

@@ -86,6 +86,14 @@ async def op_graph_path(ctx: OpContext, palace: str | None, args: dict[str, Any]
                            as_of_ms=when(args, "as_of", _now()))
 
 
+async def op_graph_overview(ctx: OpContext, palace: str | None, args: dict[str, Any]
+                            ) -> dict[str, Any]:
+    p = await _palace(ctx, palace)
+    return await graph.kg_overview(p, as_of_ms=when(args, "as_of", _now()),
+                                   max_nodes=int(args["max_nodes"]),
+                                   max_facts=int(args["max_facts"]))
+
+
 async def op_graph_search(ctx: OpContext, palace: str | None, args: dict[str, Any]
                           ) -> dict[str, Any]:
     p = await _palace(ctx, palace)

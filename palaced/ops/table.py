@@ -108,6 +108,7 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("graph.timeline", graph.op_graph_timeline),
     ("graph.neighbors", graph.op_graph_neighbors),
     ("graph.path", graph.op_graph_path),
+    ("graph.overview", graph.op_graph_overview),
     ("graph.search", graph.op_graph_search),
     ("graph.describe", graph.op_graph_describe),
     *memoirs.HANDLERS,

@@ -79,6 +79,7 @@ from palaced.wire.vocab import (
     MAX_LABEL_CHARS,
     MAX_LIMIT,
     MAX_NAME_CHARS,
+    MAX_OVERVIEW_FACTS,
     MAX_PATH_CHARS,
     MAX_PATH_DEPTH,
     MAX_POLICY_GLOBS,
@@ -468,6 +469,14 @@ _ALL: tuple[OpSpec, ...] = (
         "as_of": _WHEN,
     }, palace=_R, read_only=True, retry=SAFE,
         doc="A shortest chain of facts linking two entities."),
+    OpSpec("graph.overview", {
+        "as_of": _WHEN,
+        "max_nodes": Arg("int", default=500, min=1, max=MAX_LIMIT),
+        "max_facts": Arg("int", default=2_000, min=1, max=MAX_OVERVIEW_FACTS),
+    }, palace=_R, read_only=True, retry=SAFE,
+        doc="The whole graph for drawing: the active facts (or those valid at as_of), oldest "
+            "first, and the entities they touch, up to max_nodes/max_facts (`truncated`); "
+            "`changes`: the latest times a fact began or ended."),
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),

@@ -41,6 +41,7 @@ MAX_VALUE_CHARS = 2_000  # a fact's object or a source url
 MAX_DEPTH = 6  # graph.neighbors depth
 MAX_PATH_DEPTH = 12  # graph.path max_depth
 MAX_LIMIT = 1_000  # rows a graph listing returns
+MAX_OVERVIEW_FACTS = 5_000  # facts graph.overview returns (a drawing of the graph)
 MAX_QUERY_CHARS = 10_000  # a search query (recall, entity and concept search)
 MAX_ENTITY_DEFINITION_CHARS = 4_000  # an entity's definition
 MAX_ENTITY_LABELS = 32  # labels of one entity

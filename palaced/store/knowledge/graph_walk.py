@@ -1,9 +1,10 @@
 """Synchronous navigation of the knowledge graph: entity search, neighbourhoods and paths.
 
 Read-side only: ``search_entities`` (full-text over names, definitions and labels),
-``neighbors`` (breadth-first neighbourhood), ``path`` (shortest chain of facts) and
-``facts_matching`` (active facts about entities a recall query names). Entities live in
-``entities`` and fact writes in ``facts``, whose row shapes and limits this module reuses.
+``neighbors`` (breadth-first neighbourhood), ``overview`` (the whole graph, bounded, for
+drawing), ``path`` (shortest chain of facts) and ``facts_matching`` (active facts about
+entities a recall query names). Entities live in ``entities`` and fact writes in ``facts``,
+whose row shapes and limits this module reuses.
 
 Every function takes an open ``apsw.Connection`` and only reads.
 """
@@ -38,7 +39,7 @@ from palaced.store.knowledge.facts import (
 from palaced.store.lookup.search import STOPWORDS, fts_match, fts_terms
 from palaced.text.timeparse import parse_when
 from palaced.wire.errors import InvalidArgs
-from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT, MAX_PATH_DEPTH
+from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT, MAX_OVERVIEW_FACTS, MAX_PATH_DEPTH
 
 # Bounds the work of one traversal on a dense graph; path() reports "no path" past it.
 MAX_VISITED = 10_000
@@ -219,6 +220,60 @@ def neighbors(
         "edges": [edges[k] for k in sorted(edges)],
         "truncated": truncated,
     }
+
+
+# Facts one overview reads at most: bounds the work on a huge graph (then ``truncated``).
+MAX_OVERVIEW_SCAN = 50_000
+OVERVIEW_CHANGES = 50  # the latest times the graph changed, for a reader to step back to
+
+
+def overview(conn: apsw.Connection, *, as_of_ms: int | None = None, max_nodes: int = 500,
+             max_facts: int = 2_000) -> dict[str, Any]:
+    """The whole graph as it stood: the active facts (or those valid at ``as_of_ms``), oldest
+    fact first, and the entities they touch, for drawing.
+
+    A fact is kept while its entities fit in ``max_nodes`` and the facts in ``max_facts``;
+    a literal fact (its object a value) needs only its subject. Returns ``{"as_of_ms",
+    "nodes", "edges", "truncated", "changes"}``: ``nodes`` are ``{id, name, type, facts}``
+    (``facts``: how many kept facts touch it) by name; ``edges`` are the kept fact dicts by
+    id; ``truncated`` says a bound (or ``MAX_OVERVIEW_SCAN``) left facts out; ``changes``
+    are the latest ``OVERVIEW_CHANGES`` times any fact began or ended, newest first.
+
+    Raises:
+        InvalidArgs: ``max_nodes`` outside 1..MAX_LIMIT or ``max_facts`` outside
+            1..MAX_OVERVIEW_FACTS.
+        InvalidContent: invalid time.
+    """
+    _check_limit(max_nodes, "max_nodes")
+    _check_limit(max_facts, "max_facts", MAX_OVERVIEW_FACTS)
+    t = None if as_of_ms is None else parse_when(as_of_ms, now_ms=as_of_ms)
+    validity = _ACTIVE if t is None else _VALID_AT
+    rows = _query(conn, _FACT_SELECT + f"WHERE {validity} ORDER BY f.id LIMIT :scan",
+                  {"t": t, "scan": MAX_OVERVIEW_SCAN + 1})
+    truncated = len(rows) > MAX_OVERVIEW_SCAN
+    degree: dict[int, int] = {}
+    kept: list[dict[str, Any]] = []
+    for row in rows[:MAX_OVERVIEW_SCAN]:
+        ends = [int(row[13])] + ([] if row[14] is None else [int(row[14])])
+        new = {e for e in ends if e not in degree}
+        if len(kept) >= max_facts or len(degree) + len(new) > max_nodes:
+            truncated = True
+            continue
+        for e in ends:
+            degree[e] = degree.get(e, 0) + 1
+        kept.append(_fact_dict(row))
+    info = _query(
+        conn, "SELECT id, name, type FROM entities WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(degree)),)) if degree else []
+    nodes = [{"id": int(r[0]), "name": r[1], "type": r[2], "facts": degree[int(r[0])]}
+             for r in info]
+    nodes.sort(key=lambda n: (n["name"].casefold(), n["id"]))
+    changes = [int(r[0]) for r in _query(
+        conn, "SELECT t FROM (SELECT valid_from_ms AS t FROM facts UNION SELECT valid_to_ms "
+        "FROM facts WHERE valid_to_ms IS NOT NULL) AS times ORDER BY t DESC LIMIT ?",
+        (OVERVIEW_CHANGES,))]
+    return {"as_of_ms": t, "nodes": nodes, "edges": kept, "truncated": truncated,
+            "changes": changes}
 
 
 def path(

@@ -24,7 +24,13 @@ from palaced.store.knowledge.facts import (
     normalize_predicate,
     timeline,
 )
-from palaced.store.knowledge.graph_walk import facts_matching, neighbors, path, search_entities
+from palaced.store.knowledge.graph_walk import (
+    facts_matching,
+    neighbors,
+    overview,
+    path,
+    search_entities,
+)
 from palaced.store.schema.sqlite import GOVERNANCE_DDL, GRAPH_DDL
 from palaced.text import timeparse
 from palaced.text.timeparse import parse_when
@@ -351,6 +357,38 @@ def test_neighbors_as_of(chain: apsw.Connection) -> None:
     assert names_by_distance(neighbors(chain, "A")) == {"A": 0, "B": 1}
     assert names_by_distance(neighbors(chain, "A", as_of_ms=10)) == {"A": 0, "B": 1, "E": 1}
     assert closed["valid_to_ms"] == 50
+
+
+def test_overview_is_the_whole_graph_as_it_stood(chain: apsw.Connection) -> None:
+    whole = overview(chain)
+    assert [(n["name"], n["facts"]) for n in whole["nodes"]] == [
+        ("A", 3), ("B", 2), ("C", 2), ("D", 1), ("E", 1)]
+    assert [(e["subject"], e["predicate"], e["object"]) for e in whole["edges"]] == [
+        ("A", "depends_on", "B"), ("B", "part_of", "C"), ("C", "related_to", "D"),
+        ("E", "depends_on", "A"), ("A", "version", "3")]
+    assert whole["truncated"] is False and whole["as_of_ms"] is None
+    assert whole["changes"] == [1]  # every fact began at 1
+    # A fact closed at 50 is gone now and there before; a newer value replaces the literal.
+    with chain:
+        invalidate_fact(chain, whole["edges"][3]["id"], at_ms=50)
+    fact(chain, "A", "version", "4", 60, object_is_entity=False)
+    now = overview(chain)
+    assert "E" not in {n["name"] for n in now["nodes"]}
+    assert ("A", "version", "4") in {(e["subject"], e["predicate"], e["object"])
+                                     for e in now["edges"]}
+    assert now["changes"] == [60, 50, 1]  # "3" ended and "4" began at 60, E's fact ended at 50
+    then = overview(chain, as_of_ms=10)
+    assert {n["name"] for n in then["nodes"]} == {"A", "B", "C", "D", "E"}
+    assert {e["object"] for e in then["edges"] if e["predicate"] == "version"} == {"3"}
+    # Bounds: the oldest facts whose entities fit, and the cut said.
+    capped = overview(chain, max_nodes=3)
+    assert {n["name"] for n in capped["nodes"]} == {"A", "B", "C"}
+    assert len(capped["edges"]) == 3 and capped["truncated"] is True
+    assert len(overview(chain, max_facts=1)["edges"]) == 1
+    with pytest.raises(InvalidArgs):
+        overview(chain, max_nodes=0)
+    with pytest.raises(InvalidArgs):
+        overview(chain, max_facts=vocab.MAX_OVERVIEW_FACTS + 1)
 
 
 def test_path(chain: apsw.Connection) -> None:
