@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from palace_client.http import pages_upkeep
 from palace_client.http.bodies import read_body
 from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
@@ -59,6 +60,7 @@ def tags_of(text: str) -> list[str]:
 NAV: tuple[tuple[str, str], ...] = (
     ("search", ""),
     ("trash", "/trash"),
+    ("upkeep", "/upkeep"),
 )
 
 
@@ -200,6 +202,7 @@ def core_routes(ui: UI) -> list[BaseRoute]:
 # Every page module's ``routes(ui)``: a new page module adds its own line here.
 PAGE_MODULES: tuple[Callable[[UI], list[BaseRoute]], ...] = (
     core_routes,
+    pages_upkeep.routes,
 )
 
 
