@@ -28,7 +28,8 @@ from palaced.wire.specs import MAX_BULK
 PAIRS_SHOWN = 20  # duplicate pairs on the page: each costs two memory.get
 CONFLICTS_SHOWN = 20
 PREVIEW_SHOWN = 50  # drawers a bulk forget's preview lists (the count is always whole)
-DRAFT_DRAWERS = 200  # drawers of a room a consolidation's draft summary lists
+DRAFT_DRAWERS = 100  # drawers of a room a consolidation's draft summary lists
+HINTS_SHOWN = 5  # rooms due a consolidation with a draft on the page (the fullest first)
 SELECTORS = ("wing", "room", "tags", "source", "older_than", "query")
 RESOLUTIONS = ("supersede", "keep_both", "merge")
 Handler = Callable[[Request], Awaitable[Response]]
@@ -137,16 +138,19 @@ def routes(ui: Pages) -> list[BaseRoute]:
 
     async def upkeep(request: Request) -> Response:
         palace = request.path_params["palace"]
-        health = await run_op("memory.health", palace, {})
+        # limit: the duplicate pairs (and stale drawers) listed per room; no more are shown.
+        health = await run_op("memory.health", palace, {"limit": PAIRS_SHOWN})
         rooms = health["rooms"]
+        due = sorted((r for r in rooms if r["hint"]), key=lambda r: -r["unconsolidated"])
         hints = [{**r, "draft": await draft(palace, r["wing"], r["room"])}
-                 for r in rooms if r["hint"]]
+                 for r in due[:HINTS_SHOWN]]
         conflicts = await run_op("memory.conflicts", palace, {"limit": CONFLICTS_SHOWN})
         for x in conflicts["conflicts"]:
             x["diff"] = word_diff(x["older_text"], x["newer_text"])
         q = request.query_params
         return page("upkeep.html", palace=palace, health=health,
-                    pairs=await duplicates(palace, rooms), hints=hints, conflicts=conflicts,
+                    pairs=await duplicates(palace, rooms), hints=hints, due=len(due),
+                    conflicts=conflicts,
                     done=q.get("done", ""), batch=q.get("batch", ""), sel={})
 
     async def preview(request: Request) -> Response:
