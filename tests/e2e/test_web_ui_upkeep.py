@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.wait import WebDriverWait
 
 from palaced.wire import errors as E
 from tests.conftest import DaemonProc, fresh_name
@@ -32,6 +35,13 @@ STANDUP = ("Ana shipped the billing export", "Ben is blocked on the staging data
            "Chen reviews the onboarding flow", "Dana pairs with Ana on search",
            "Eli investigates the flaky login test", "Fay writes the incident report",
            "Gus prepares the quarterly demo")
+
+
+def _go(driver: WebDriver, element: WebElement) -> None:
+    """Click ``element`` and wait until its page is gone (a navigation), so that what is
+    looked up next is on the new page (``_find`` could catch the old one mid-unload)."""
+    element.click()
+    WebDriverWait(driver, 15).until(EC.staleness_of(element))
 
 
 def _texts(driver: WebDriver, css: str) -> list[str]:
@@ -57,7 +67,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
 
     browser.get(ui["url"])
     browser.get(base)
-    _find(browser, "nav a", "upkeep").click()
+    _go(browser, _find(browser, "nav a", "upkeep"))
     _find(browser, "#conflicts .conflict-item")
     assert browser.current_url == f"{base}/upkeep"
 
@@ -80,7 +90,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
     _shot(browser, shots, "upkeep-1-page")
 
     # Resolve the conflict: the newer supersedes the older (the client sees it retired).
-    item.find_element(By.CSS_SELECTOR, "button[value=supersede]").click()
+    _go(browser, item.find_element(By.CSS_SELECTOR, "button[value=supersede]"))
     done = _find(browser, "#done", "resolved conflict")
     assert f"supersede; retired #{older}" in done.text
     assert browser.current_url.startswith(f"{base}/upkeep?done=")
@@ -91,7 +101,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
         assert c.conflicts(palace)["total"] == 0
 
     # Merge the duplicates: one drawer left, with both's tags; the other in the trash.
-    _find(browser, "#duplicates form.merge button").click()
+    _go(browser, _find(browser, "#duplicates form.merge button"))
     done = _find(browser, "#done", "merged")
     assert "No duplicate drawers." in _find(browser, "#duplicates").text
     with shared_keyword_daemon.client() as c:
@@ -105,7 +115,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
     draft = hint.find_element(By.CSS_SELECTOR, "textarea[name=summary]")
     draft.clear()
     draft.send_keys("Standup: billing export shipped; staging database blocks Ben.")
-    hint.find_element(By.CSS_SELECTOR, "button").click()
+    _go(browser, hint.find_element(By.CSS_SELECTOR, "button"))
     done = _find(browser, "#done", "consolidates")
     assert "in team/standup consolidates 7 drawers" in done.text
     with shared_keyword_daemon.client() as c:
@@ -116,7 +126,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
     # Bulk forget: the preview lists exactly the seeded drawers, and counts them.
     form = _find(browser, "#forget-filter")
     form.find_element(By.CSS_SELECTOR, "input[name=tags]").send_keys("tmp")
-    form.find_element(By.CSS_SELECTOR, "button").click()
+    _go(browser, form.find_element(By.CSS_SELECTOR, "button"))
     assert _find(browser, "#matched").text == str(len(SCRATCH))
     listed = [int(e.get_attribute("data-id") or 0)
               for e in browser.find_elements(By.CSS_SELECTOR, "#preview li")]
@@ -128,14 +138,14 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
     # new preview shown.
     late = _seed(ui, palace, text="stale printer queue note", wing="scratch", room="tmp",
                  tags=["tmp"])
-    _find(browser, "#confirm button").click()
+    _go(browser, _find(browser, "#confirm button"))
     assert "nothing was forgotten" in _find(browser, "#changed").text
     assert _find(browser, "#matched").text == str(len(SCRATCH) + 1)
     with shared_keyword_daemon.client() as c:
         assert all(c.get(palace, i)["id"] == i for i in [*scratch, late])
 
     # Confirmed: all of them in the trash as one batch.
-    _find(browser, "#confirm button").click()
+    _go(browser, _find(browser, "#confirm button"))
     done = _find(browser, "#done", "to the trash as batch")
     assert done.text.startswith(f"moved {len(SCRATCH) + 1} drawers to the trash")
     _shot(browser, shots, "upkeep-3-forgotten")
@@ -143,7 +153,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
         for i in [*scratch, late]:
             with pytest.raises(E.MemoryNotFound):
                 c.get(palace, i)
-    done.find_element(By.CSS_SELECTOR, "a").click()
+    _go(browser, done.find_element(By.CSS_SELECTOR, "a"))
     _find(browser, "#trash li", SCRATCH[0])
     assert browser.current_url == f"{base}/trash"
     entries = {int((e.find_element(By.CSS_SELECTOR, ".drawer").text).lstrip("#")): e
@@ -151,7 +161,7 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
     assert set(scratch) | {late} <= set(entries)
 
     # Restore one from the trash page: it is a drawer again, the others stay forgotten.
-    entries[scratch[0]].find_element(By.CSS_SELECTOR, "form.restore button").click()
+    _go(browser, entries[scratch[0]].find_element(By.CSS_SELECTOR, "form.restore button"))
     _find(browser, "#text", SCRATCH[0])
     with shared_keyword_daemon.client() as c:
         assert c.get(palace, scratch[0])["text"] == SCRATCH[0]
