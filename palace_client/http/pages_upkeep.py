@@ -183,7 +183,8 @@ def routes(ui: Pages) -> list[BaseRoute]:
             if exc.details.get("arg") not in ("expect", "max_drawers"):
                 raise
             # The selection changed since the preview: nothing went; show the new one.
-            query = urlencode({**{k: form.get(k, "") for k in SELECTORS}, "changed": "1"})
+            query = urlencode({**{k: form[k] for k in SELECTORS if form.get(k, "").strip()},
+                               "changed": "1"})
             return RedirectResponse(upkeep_url(palace, "forget") + "?" + query,
                                     status_code=303)
         done = int(res["forgotten"])
