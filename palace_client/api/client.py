@@ -719,18 +719,20 @@ class Client:
                     tags: Iterable[str] | None = None, source: str | None = None,
                     older_than: str | int | None = None, query: str | None = None,
                     dry_run: bool = False, max_drawers: int | None = None,
-                    show: int | None = None) -> dict[str, Any]:
+                    show: int | None = None, expect: str | None = None) -> dict[str, Any]:
         """Move every drawer matching all the selectors given (at least one) to the trash as
         one batch; ``dry_run`` only lists them. Returns ``{"dry_run", "matched", "forgotten",
-        "batch", "drawers", "restorable_until_ms", "max_drawers"}``.
+        "batch", "drawers", "restorable_until_ms", "max_drawers", "selection"}``; a dry
+        run's ``selection`` passed back as ``expect`` forgets exactly the set it named.
 
-        Raises ``InvalidArgs`` without a selector, or when more than ``max_drawers`` (the
-        daemon's default: 1,000) match outside a dry run.
+        Raises ``InvalidArgs`` without a selector, when more than ``max_drawers`` (the
+        daemon's default: 1,000) match outside a dry run, or when the selection is not the
+        set ``expect`` names.
         """
         return self.call("memory.forget_many", palace, self._some(
             wing=wing, room=room, tags=None if tags is None else list(tags), source=source,
             older_than=older_than, query=query, dry_run=dry_run, max_drawers=max_drawers,
-            show=show))
+            show=show, expect=expect))
 
     def restore_batch(self, palace: str, batch: str) -> dict[str, Any]:
         """Bring back every drawer of a bulk forget's or a merge's ``batch`` still in the

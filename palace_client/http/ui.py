@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from palace_client.http import pages_graph, pages_pages
+from palace_client.http import pages_graph, pages_pages, pages_upkeep
 from palace_client.http.bodies import read_body
 from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
@@ -62,6 +62,7 @@ NAV: tuple[tuple[str, str], ...] = (
     ("trash", "/trash"),
     ("rooms", "/rooms"), ("timeline", "/timeline"), ("audit", "/audit"),
     ("graph", "/graph"), ("memoirs", "/memoirs"),
+    ("upkeep", "/upkeep"),
 )
 
 
@@ -210,6 +211,7 @@ PAGE_MODULES: tuple[Callable[[UI], list[BaseRoute]], ...] = (
     core_routes,
     pages_pages.routes,
     pages_graph.routes,
+    pages_upkeep.routes,
 )
 
 

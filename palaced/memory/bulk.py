@@ -11,6 +11,7 @@ never held long whatever the batch's size (a drawer gone meanwhile is skipped).
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Sequence
@@ -98,6 +99,13 @@ def _listed(rows: Sequence[tuple[int, str, str, str, int]], show: int) -> list[d
              "created_ms": r[4]} for r in rows[:show]]
 
 
+def selection_token(ids: Sequence[int]) -> str:
+    """The token naming exactly the set ``ids`` (order aside): what a dry run answers and a
+    real run's ``expect`` must equal."""
+    joined = ",".join(str(i) for i in sorted(ids))
+    return "sel-" + hashlib.sha256(joined.encode()).hexdigest()[:24]
+
+
 def _discard(palace: Palace, ids: Sequence[int], *, batch: str, actor: audit.Actor,
              keep_ms: int, ts: int) -> list[int]:
     """Trash ``ids`` under ``batch`` in transactions of CHUNK (worker thread, write lock)."""
@@ -117,18 +125,22 @@ def _discard(palace: Palace, ids: Sequence[int], *, batch: str, actor: audit.Act
 
 
 async def forget_many(palace: Palace, sel: Selection, actor: audit.Actor, *, keep_ms: int,
-                      max_drawers: int, dry_run: bool = False, show: int = 20
-                      ) -> dict[str, Any]:
+                      max_drawers: int, dry_run: bool = False, show: int = 20,
+                      expect: str | None = None) -> dict[str, Any]:
     """Move every drawer ``sel`` selects to the trash as one batch (``dry_run``: only say
     which).
 
     Returns ``{"dry_run", "matched", "forgotten", "batch", "drawers", "restorable_until_ms",
-    "max_drawers"}``: ``drawers`` the first ``show`` selected (id, wing, room, preview),
-    ``batch`` the id ``restore_batch`` takes (None in a dry run or when nothing matched).
+    "max_drawers", "selection"}``: ``drawers`` the first ``show`` selected (id, wing, room,
+    preview), ``batch`` the id ``restore_batch`` takes (None in a dry run or when nothing
+    matched), ``selection`` the token of the selected set (``selection_token``). With
+    ``expect`` (a dry run's ``selection``) the real run forgets only that very set: the
+    selection is read once, so nothing added later can join it.
 
     Raises:
-        InvalidArgs: no selector (a bulk forget of the whole palace is ``palace delete``), or
-            more than ``max_drawers`` match outside a dry run.
+        InvalidArgs: no selector (a bulk forget of the whole palace is ``palace delete``),
+            more than ``max_drawers`` match outside a dry run, or the selection is not the
+            set ``expect`` names (nothing is forgotten).
     """
     if sel.empty:
         raise InvalidArgs("a bulk forget needs a selector: wing, room, tags, source, "
@@ -137,9 +149,16 @@ async def forget_many(palace: Palace, sel: Selection, actor: audit.Actor, *, kee
     if sel.query is not None and not fts_terms(sel.query):
         raise InvalidArgs("the query holds no searchable word", details={"arg": "query"})
     rows = await palace.read(lambda c: _select(c, sel))
+    token = selection_token([r[0] for r in rows])
     result: dict[str, Any] = {"dry_run": dry_run, "matched": len(rows), "forgotten": 0,
                               "batch": None, "drawers": _listed(rows, show),
-                              "restorable_until_ms": None, "max_drawers": max_drawers}
+                              "restorable_until_ms": None, "max_drawers": max_drawers,
+                              "selection": token}
+    if expect is not None and expect != token and not dry_run:
+        # A preview's promise: what is forgotten is what was shown, never more or other.
+        raise InvalidArgs(
+            f"the selection changed since its preview ({len(rows)} drawers match now, "
+            "another set): preview it again", details={"arg": "expect", "matched": len(rows)})
     if len(rows) > max_drawers and not dry_run:
         raise InvalidArgs(
             f"{len(rows)} drawers match, more than max_drawers ({max_drawers}): narrow the "

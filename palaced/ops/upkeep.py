@@ -65,7 +65,8 @@ async def op_forget_many(ctx: OpContext, palace: str | None, args: dict[str, Any
         query=None if query is None else check_query(query))
     return await bulk.forget_many(p, sel, ctx.actor, keep_ms=ctx.config.retention.trash_keep_ms,
                                   max_drawers=int(args["max_drawers"]),
-                                  dry_run=bool(args["dry_run"]), show=int(args["show"]))
+                                  dry_run=bool(args["dry_run"]), show=int(args["show"]),
+                                  expect=args["expect"])
 
 
 async def op_restore_batch(ctx: OpContext, palace: str | None, args: dict[str, Any]

@@ -400,10 +400,14 @@ _ALL: tuple[OpSpec, ...] = (
                            help="refuse when more drawers match"),
         "show": Arg("int", default=20, min=0, max=MAX_LIMIT,
                     help="how many of the selected drawers the answer lists"),
+        "expect": Arg("str", max_len=64,
+                      help="the `selection` a dry run answered: refused when the drawers "
+                           "selected now are another set"),
     }, palace=_R, retry=NEVER, permission="delete",
         doc="Move every drawer matching all the selectors given (at least one) to the trash "
             "as one batch (`batch`, restorable with memory.restore_batch); `dry_run` lists "
-            "them and changes nothing; more than `max_drawers` is refused."),
+            "them and changes nothing (`selection` names the set: pass it back as `expect` "
+            "to forget exactly that set); more than `max_drawers` is refused."),
     # A resent restore finds nothing left: MEMORY_NOT_FOUND means the first one did it.
     OpSpec("memory.restore_batch", {"batch": Arg("str", required=True, max_len=64)},
            palace=_R, permission="write",

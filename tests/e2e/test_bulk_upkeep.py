@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from palace_client.cli.common import EXIT_INVALID, EXIT_USAGE
+from palaced.wire import errors as E
 from tests.conftest import DaemonProc
 from tests.e2e.test_governance import db_rows
 from tests.palace_client.mcp.test_mcp_knowledge import Bridge
@@ -209,3 +210,35 @@ def test_mcp_upkeep_forgets_and_merges_after_a_dry_run(
         assert is_error and "does not take batch" in text
     finally:
         b.close()
+
+
+def test_a_forget_carrying_its_previews_selection_forgets_that_set_or_nothing(
+        shared_keyword_daemon: DaemonProc) -> None:
+    # The web app's bulk forget (issue 32) confirms a preview: what goes is what was shown.
+    d = shared_keyword_daemon
+    p = _palace(d, "expect")
+    ids = _seed(d, p)
+    sel = {"room": "ops", "tags": ["old"]}
+    with d.client() as c:
+        dry = c.forget_many(p, **sel, dry_run=True)
+        assert dry["matched"] == 6 and dry["selection"].startswith("sel-")
+        assert c.forget_many(p, **sel, dry_run=True)["selection"] == dry["selection"]
+        # One drawer more matches now: refused, nothing forgotten, even with room to spare.
+        extra = c.remember(p, "Runbook step 99: drain the queue first", room="ops",
+                           tags=["old"])
+        with pytest.raises(E.InvalidArgs) as refused:
+            c.forget_many(p, **sel, expect=dry["selection"], max_drawers=100)
+        assert refused.value.details == {"arg": "expect", "matched": 7}
+        # As many as previewed, but another set (one gone, one new): refused as well.
+        c.forget(p, ids["ops"][0])
+        with pytest.raises(E.InvalidArgs):
+            c.forget_many(p, **sel, expect=dry["selection"])
+        assert c.forget_many(p, **sel, dry_run=True)["matched"] == 6
+        assert len(c.drawers(p, room="ops", limit=100)["drawers"]) == 12
+        # The set previewed again is forgotten, exactly it.
+        again = c.forget_many(p, **sel, dry_run=True, show=100)
+        real = c.forget_many(p, **sel, expect=again["selection"])
+        assert real["forgotten"] == 6 and real["selection"] == again["selection"]
+        left = {x["id"] for x in c.drawers(p, room="ops", limit=100)["drawers"]}
+        gone = {x["id"] for x in again["drawers"]}
+        assert extra in gone and not gone & left and len(left) == 6
