@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
-from urllib.parse import quote, urlencode
+from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from palace_client.http.pages import UI, palace_url
 from palaced.wire.vocab import MAX_DEPTH, MAX_LIMIT
 
 # What one drawing shows at most: a browser lays out a few hundred nodes in about a second;
@@ -29,27 +29,6 @@ MAX_FACTS = 2_000
 MAX_CONCEPTS = 500
 LABEL_CHARS = 60  # a node's label on the canvas (the tables show the whole text)
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class Pages(Protocol):
-    """What these pages use of ``palace_client.http.ui.UI`` (this module does not import
-    ``ui``, which imports it for ``PAGE_MODULES``)."""
-
-    def page(self, name: str, status: int = 200, **values: Any) -> Response: ...
-
-    def guarded(self, handler: Handler) -> Handler: ...
-
-    @property
-    def run_op(self) -> Callable[[str, str | None, dict[str, Any]],
-                                 Awaitable[dict[str, Any]]]: ...
-
-
-def palace_url(palace: str, *rest: str) -> str:
-    """The app's URL of a palace's page, each part quoted (as ``ui.palace_url``)."""
-    return "/p/" + "/".join(quote(part, safe="") for part in (palace, *rest))
 
 
 def as_of_arg(text: str) -> str | None:
@@ -110,7 +89,7 @@ def kg_elements(palace: str, got: dict[str, Any], as_of: str | None) -> dict[str
             "as_of_ms": got["as_of_ms"], "max_nodes": MAX_NODES}
 
 
-async def memoir_graph(ui: Pages, palace: str, name: str) -> dict[str, Any]:
+async def memoir_graph(ui: UI, palace: str, name: str) -> dict[str, Any]:
     """A memoir's concepts (the first ``MAX_CONCEPTS`` by name) and every link between them.
 
     No op lists a memoir's links at once: ``memoir.inspect`` gives a concept's neighbourhood,
@@ -141,7 +120,7 @@ async def memoir_graph(ui: Pages, palace: str, name: str) -> dict[str, Any]:
     }
 
 
-def routes(ui: Pages) -> list[BaseRoute]:
+def routes(ui: UI) -> list[BaseRoute]:
     """The graph pages: the knowledge graph, an entity's history, the memoirs."""
     run_op, page = ui.run_op, ui.page
 

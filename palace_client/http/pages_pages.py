@@ -2,18 +2,15 @@
 read-only), its hierarchy (wings and rooms with counts), a timeline of what was remembered
 when and by which agent, and the audit log.
 
-Every page is a GET over existing read ops; none writes. The module does not import
-``palace_client.http.ui`` (which imports it for ``PAGE_MODULES``): it is handed the ``UI``
-context, typed here by what it uses (``Pages``).
+Every page is a GET over existing read ops; none writes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Awaitable, Callable
 from itertools import groupby
-from typing import Any, Protocol
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,21 +18,11 @@ from starlette.routing import BaseRoute, Route
 
 from palace_client.api.projects import map_file, read_map
 from palace_client.http.openapi import EXPOSED
+from palace_client.http.pages import UI
 from palaced.wire import errors as E
 
 log = logging.getLogger("palace.serve")
 PAGE = 50  # timeline entries and audit entries per page
-Handler = Callable[[Request], Awaitable[Response]]
-
-
-class Pages(Protocol):
-    """What these pages use of ``palace_client.http.ui.UI``."""
-
-    run_op: Callable[[str, str | None, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-    def page(self, name: str, status: int = 200, **values: Any) -> Response: ...
-
-    def guarded(self, handler: Handler) -> Handler: ...
 
 
 def projects_by_palace() -> dict[str, list[str]]:
@@ -84,7 +71,7 @@ def cursor_of(request: Request) -> int:
     return int(raw)
 
 
-def routes(ui: Pages) -> list[BaseRoute]:
+def routes(ui: UI) -> list[BaseRoute]:
     """The pages: ``/p/{palace}/doctor``, ``/rooms``, ``/timeline``, ``/audit``."""
     run_op, page = ui.run_op, ui.page
 

@@ -13,14 +13,14 @@ the preview is refused (and previewed again) instead of forgetting more.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
-from urllib.parse import quote, urlencode
+from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from palace_client.http.pages import UI, palace_url
 from palace_client.render.results import counted
 from palaced.wire import errors as E
 from palaced.wire.specs import MAX_BULK
@@ -32,25 +32,11 @@ DRAFT_DRAWERS = 100  # drawers of a room a consolidation's draft summary lists
 HINTS_SHOWN = 5  # rooms due a consolidation with a draft on the page (the fullest first)
 SELECTORS = ("wing", "room", "tags", "source", "older_than", "query")
 RESOLUTIONS = ("supersede", "keep_both", "merge")
-Handler = Callable[[Request], Awaitable[Response]]
-RunOp = Callable[[str, "str | None", dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-class Pages(Protocol):
-    """What these pages use of ``palace_client.http.ui.UI`` (this module does not import
-    ``ui``, which imports it for ``PAGE_MODULES``)."""
-
-    def page(self, name: str, status: int = 200, **values: Any) -> Response: ...
-
-    def guarded(self, handler: Handler) -> Handler: ...
-
-    @property
-    def run_op(self) -> RunOp: ...
 
 
 def upkeep_url(palace: str, *rest: str) -> str:
     """The URL of a palace's upkeep page (or of ``rest`` under it), each part quoted."""
-    return "/".join(["/p", quote(palace, safe=""), "upkeep", *rest])
+    return palace_url(palace, "upkeep", *rest)
 
 
 def word_diff(older: str, newer: str) -> list[tuple[str, str]]:
@@ -103,7 +89,7 @@ def back(palace: str, line: str, **extra: str) -> Response:
     return RedirectResponse(upkeep_url(palace) + "?" + query, status_code=303)
 
 
-def routes(ui: Pages) -> list[BaseRoute]:
+def routes(ui: UI) -> list[BaseRoute]:
     """The upkeep page, the bulk forget's preview and every write they post."""
     run_op, page = ui.run_op, ui.page
 
