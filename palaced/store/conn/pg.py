@@ -485,8 +485,10 @@ class Replica:
             self._count("primary")
             return False, None
         if self._down_until is not None:
-            if now < self._down_until or not self._back():
+            if now < self._down_until:
                 self._count("primary")
+                return False, None
+            if not self._back():
                 return False, None
         try:
             with self.pool.connection() as conn:
@@ -506,6 +508,8 @@ class Replica:
         return True, result
 
     def _gone(self, exc: BaseException) -> None:
+        """The replica is unreachable: the primary serves this read (counted) and the next
+        ones for RETRY_S."""
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         with self._lock:
             if self.state != "down":
@@ -517,13 +521,12 @@ class Replica:
 
     def _back(self) -> bool:
         """One direct connection to a replica known down: accepted, a fresh pool replaces
-        the one backing off its reconnections."""
+        the one backing off its reconnections; refused, it stays down (``_gone``)."""
         try:
             psycopg.connect(self.url, **{**self.store._kwargs,
                                          "connect_timeout": 1}).close()
         except psycopg.Error as exc:
             self._gone(exc)
-            self.reads["primary"] -= 1  # the caller counts this read
             return False
         with self._lock:
             old, self.pool, self._down_until = self.pool, self.store._new_pool(
