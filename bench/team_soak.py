@@ -5,10 +5,12 @@
 (``tests/support/pgserver.py``), reached through a real PgBouncer in transaction pooling mode
 (``tests/support/pgbouncer.py``, ``[stores.team] pooler = "transaction"``) unless ``--direct``.
 Each daemon serves ``--clients`` (8) client threads, each with its own connection, that for
-``--minutes`` (10) mix ``remember`` (50 %), ``recall`` (35 %: the text of one of its own
-live drawers, which must come back) and ``forget`` (15 %: one of its own live drawers), with
-``--pause-ms`` between requests. Half-way, PostgreSQL is restarted with a fast shutdown (what
-``pg_ctl restart -m fast`` does: SIGINT to the postmaster, then a start).
+``--minutes`` (10) mix ``remember`` (50 %, into one of ``--rooms`` rooms: 1 by default, the
+worst case, where every write takes turns under the room's advisory lock), ``recall`` (35 %:
+the text of one of its own live drawers, which must come back) and ``forget`` (15 %: one of
+its own live drawers), with ``--pause-ms`` between requests. Half-way, PostgreSQL is
+restarted with a fast shutdown (what ``pg_ctl restart -m fast`` does: SIGINT to the
+postmaster, then a start).
 
 A failed ``remember`` is sent again (same text) while its error is retryable, for up to 60 s:
 the content hash makes that idempotent, which the check below holds it to.
@@ -63,9 +65,10 @@ _TOKEN = re.compile(r"ticket (\S+x[0-9a-f]{10})\.")
 class Soak:
     """The shared record of every client thread."""
 
-    def __init__(self, stop_at: float, pause_s: float) -> None:
+    def __init__(self, stop_at: float, pause_s: float, rooms: int) -> None:
         self.stop_at = stop_at
         self.pause_s = pause_s
+        self.rooms = rooms
         self.lock = threading.Lock()
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.errors: Counter[tuple[str, str, bool, bool]] = Counter()
@@ -134,6 +137,7 @@ def remember(soak: Soak, client: Any, rng: random.Random, tag: str,
              live: list[tuple[str, int, str]]) -> None:
     """One remember, sent again while it fails with a retryable error (up to RETRY_FOR_S)."""
     text = sentence(rng, tag)
+    room = f"room{rng.randrange(soak.rooms)}"
     m = _TOKEN.search(text)
     assert m is not None
     token = m.group(1)
@@ -141,7 +145,7 @@ def remember(soak: Soak, client: Any, rng: random.Random, tag: str,
     while True:
         t0 = time.monotonic()
         try:
-            did = int(client.remember(PALACE, text))
+            did = int(client.remember(PALACE, text, room=room))
         except PalaceError as exc:
             soak.error("remember", exc)
             if not getattr(exc, "retryable", False) or time.monotonic() - first > RETRY_FOR_S:
@@ -192,7 +196,7 @@ def check(soak: Soak, daemons: list[PrivateDaemon]) -> tuple[list[str], dict[str
 def run(args: argparse.Namespace) -> dict[str, Any]:
     model = None if args.model == "none" else Path(args.model)
     report: dict[str, Any] = {"minutes": args.minutes, "daemons": args.daemons,
-                              "clients_per_daemon": args.clients,
+                              "clients_per_daemon": args.clients, "rooms": args.rooms,
                               "via": "direct" if args.direct else "pgbouncer (transaction)",
                               "model": model.name if model else "keyword-only"}
     server = PgServer()
@@ -216,7 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["start_s"] = round(time.monotonic() - t0, 1)
         duration = args.minutes * 60
         start = time.monotonic()
-        soak = Soak(start + duration, args.pause_ms / 1000)
+        soak = Soak(start + duration, args.pause_ms / 1000, args.rooms)
         threads = [threading.Thread(target=client_thread,
                                     args=(soak, d, f"d{i}c{j}", args.seed * 1000 + i * 100 + j),
                                     daemon=True)
@@ -265,6 +269,7 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--daemons", type=int, default=4)
     ap.add_argument("--clients", type=int, default=8, help="client threads per daemon")
+    ap.add_argument("--rooms", type=int, default=1, help="rooms the writes go to")
     ap.add_argument("--pause-ms", type=float, default=20.0, help="pause between requests")
     ap.add_argument("--direct", action="store_true", help="no PgBouncer in between")
     ap.add_argument("--pool-size", type=int, default=8,
