@@ -17,11 +17,9 @@ Two real daemons reach the palace through it as ``[stores.team] pooler = "transa
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Iterator
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -29,8 +27,9 @@ import pytest
 
 from palaced.store.conn.pg import PgStore
 from palaced.wire.errors import PalaceError
-from tests.conftest import DaemonProc, base_env, short_home
+from tests.conftest import DaemonProc
 from tests.e2e.test_team_palaces import BothDaemons
+from tests.support.machines import machines
 from tests.support.pgbouncer import PgBouncer
 from tests.support.pgserver import PgServer, dbname_of
 from tests.support.team_storm import Storm, lost
@@ -52,31 +51,16 @@ def bouncer(pg: PgServer) -> Iterator[PgBouncer]:
         yield b
 
 
-def _config(home: Path, url: str) -> None:
-    (home / "config.toml").write_text(
-        f'[stores.team]\nurl = "{url}"\npooler = "transaction"\n')
-
-
 @pytest.fixture(scope="module")
-def machines(pg: PgServer, bouncer: PgBouncer) -> Iterator[tuple[DaemonProc, DaemonProc]]:
+def pair(pg: PgServer, bouncer: PgBouncer) -> Iterator[tuple[DaemonProc, DaemonProc]]:
     url = bouncer.url(dbname_of(pg.create_database()))
-    homes = [short_home(), short_home()]
-    daemons = [DaemonProc(h, base_env(h)) for h in homes]
-    try:
-        for h, d in zip(homes, daemons, strict=True):
-            _config(h, url)
-            d.start()
-        yield daemons[0], daemons[1]
-    finally:
-        for d in daemons:
-            d.stop()
-        for h in homes:
-            shutil.rmtree(h, ignore_errors=True)
+    with machines(2, f'[stores.team]\nurl = "{url}"\npooler = "transaction"\n') as (a, b):
+        yield a, b
 
 
 def test_two_daemons_through_transaction_pooling(
-        machines: tuple[DaemonProc, DaemonProc], bouncer: PgBouncer) -> None:
-    a, b = machines
+        pair: tuple[DaemonProc, DaemonProc], bouncer: PgBouncer) -> None:
+    a, b = pair
     with a.client() as ca, b.client() as cb:
         assert ca.create_palace("pooled", store="team")["created"] is True  # migrations
         assert cb.create_palace("pooled", store="team", exist_ok=True)["created"] is False

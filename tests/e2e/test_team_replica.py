@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 
 from palaced.config.team_settings import TeamSettings
 from palaced.store.conn.pg import PgStore
-from tests.conftest import DaemonProc, base_env, short_home
+from tests.support.machines import machines
 from tests.support.pgreplica import PgReplica
 from tests.support.pgserver import PgServer, dbname_of
 
@@ -40,6 +39,13 @@ def pg() -> Iterator[PgServer]:
 def replica(pg: PgServer) -> Iterator[PgReplica]:
     with PgReplica(pg) as r:
         yield r
+
+
+def _ready(replica: PgReplica) -> None:
+    """The replica running and replaying, whatever an earlier (failed) test left."""
+    replica.start()
+    replica.resume()
+    replica.caught_up()
 
 
 def _replica_of(client: Any, palace: str) -> dict[str, Any]:
@@ -63,15 +69,10 @@ def _wait_state(client: Any, palace: str, state: str, timeout: float = 30) -> di
 def test_writer_reads_its_write_others_read_the_replica(pg: PgServer,
                                                         replica: PgReplica) -> None:
     db = dbname_of(pg.create_database())
-    replica.caught_up()
-    homes = [short_home(), short_home()]
-    daemons = [DaemonProc(h, base_env(h)) for h in homes]
-    try:
-        for h, d in zip(homes, daemons, strict=True):
-            (h / "config.toml").write_text(
-                "[team]\nreplica_max_lag_s = 120\n\n"
-                f'[stores.team]\nurl = "{pg.url(db)}"\nreplica = "{replica.url(db)}"\n')
-            d.start()
+    _ready(replica)
+    config = ("[team]\nreplica_max_lag_s = 120\n\n"
+              f'[stores.team]\nurl = "{pg.url(db)}"\nreplica = "{replica.url(db)}"\n')
+    with machines(2, config) as daemons:
         a, b = daemons
         with a.client() as ca, b.client() as cb:
             assert ca.create_palace("mirrored", store="team")["created"] is True
@@ -110,12 +111,6 @@ def test_writer_reads_its_write_others_read_the_replica(pg: PgServer,
                 assert down["state"] == "down" and down["error"], down
             replica.start()
             _wait_state(cb, "mirrored", "serving")
-    finally:
-        replica.resume() if replica.running else replica.start()
-        for d in daemons:
-            d.stop()
-        for h in homes:
-            shutil.rmtree(h, ignore_errors=True)
 
 
 def _count(c: Any) -> int:
@@ -125,7 +120,7 @@ def _count(c: Any) -> int:
 def test_a_replica_lagging_past_the_bound_serves_no_read(pg: PgServer,
                                                         replica: PgReplica) -> None:
     url = pg.create_database()
-    replica.caught_up()
+    _ready(replica)
     bound = 1.0
     st = PgStore(url, "palace_lag", palace="lag", create=True,
                  replica=replica.url(dbname_of(url)),

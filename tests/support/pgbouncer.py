@@ -25,11 +25,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.pgserver import ROLE, PgServer, _child_setup
+from tests.support.pgserver import ROLE, PgServer, _child_setup, wait_accepting
 
 PORT = 6432
 
@@ -56,6 +55,7 @@ class PgBouncer:
         self.log = self.root / "pgbouncer.log"
         self.proc: subprocess.Popen[bytes] | None = None
         (self.root / "userlist.txt").write_text(f'"{ROLE}" ""\n')
+        self.log.touch()  # its log file and its stderr, given to its user below
         (self.root / "pgbouncer.ini").write_text(
             "[databases]\n"
             f"* = host={server.root} port=5432 user={ROLE}\n\n"
@@ -89,31 +89,12 @@ class PgBouncer:
         if self.server.ids is not None:
             kwargs = {"user": self.server.ids[0], "group": self.server.ids[1],
                       "extra_groups": []}
-        with open(self.root / "stderr.log", "ab") as err:
+        with open(self.log, "ab") as err:  # what it says before its log file is open
             self.proc = subprocess.Popen(
                 [str(pgbouncer_bin()), str(self.root / "pgbouncer.ini")],
                 stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT,
                 preexec_fn=_child_setup, **kwargs)
-        self._wait_ready(timeout)
-
-    def _wait_ready(self, timeout: float) -> None:
-        import psycopg
-
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited with {self.proc.returncode}:\n"
-                                   + (self.root / "stderr.log").read_text(errors="replace")
-                                   + self.log.read_text(errors="replace")[-3000:])
-            try:
-                with psycopg.connect(self.url("postgres"), connect_timeout=5) as conn:
-                    conn.execute("SELECT 1")
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.05)
+        wait_accepting("pgbouncer", self.proc, self.url("postgres"), self.log, timeout)
 
     def url(self, dbname: str) -> str:
         """The libpq URL of database ``dbname`` through this pooler."""
