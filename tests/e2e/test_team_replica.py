@@ -109,6 +109,8 @@ def test_writer_reads_its_write_others_read_the_replica(pg: PgServer,
                 assert any(h["id"] == did for h in hits)
                 down = _replica_of(c, "mirrored")
                 assert down["state"] == "down" and down["error"], down
+            shown = a.cli("status", check=True).stdout
+            assert f"read replica {down['server']} DOWN: the primary serves reads" in shown
             replica.start()
             _wait_state(cb, "mirrored", "serving")
 
