@@ -235,6 +235,13 @@ def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceEr
         details["condition"] = "conflict"
         return StoreUnavailable(f"{owner} {server}: a concurrent write conflicted; retry",
                                 details=details)
+    if isinstance(exc, psycopg.InternalError) and getattr(exc, "sqlstate", None) is None:
+        # psycopg's own, not the server's: the connection said more than the command asked
+        # ("received 2 results from command 'BEGIN ...'"), as when a server restarting
+        # behind PgBouncer ends the session mid-request. The connection is lost, not the data.
+        details["condition"] = "unreachable"
+        return StoreUnavailable(f"{owner} {server} dropped the connection mid-request ({exc}); "
+                                "retry (the daemon reconnects by itself)", details=details)
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         details["condition"] = "unreachable"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
