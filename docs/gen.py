@@ -131,7 +131,13 @@ CONFIG_MEANINGS: dict[tuple[str, str], str] = {
     ("team", "statement_timeout_s"): "Team palaces (PostgreSQL, [teams.md](teams.md)): every "
         "statement's `statement_timeout`; one that runs longer fails with the retryable "
         "`STORE_UNAVAILABLE`. Named connections are `[stores.NAME]` tables holding one `url` "
-        "(a libpq URL without a password), used as `palace create P --store NAME`.",
+        "(a libpq URL without a password), used as `palace create P --store NAME`, "
+        "optionally a read `replica` (same form) and `pooler = \"transaction\"` behind "
+        "PgBouncer's transaction pooling.",
+    ("team", "replica_max_lag_s"): "Team palaces with a read `replica`: how stale its reads "
+        "may be. Each palace reads the primary's change counter at least this often, and the "
+        "replica serves reads only once it has replayed that far (and every write of this "
+        "daemon); else the primary serves them. 0: every read goes to the primary.",
     ("team", "connect_timeout_s"): "Team palaces: how long opening a connection may take; a "
         "server that cannot be reached within it fails the request with `STORE_UNAVAILABLE` "
         "(the daemon reconnects by itself once it is back).",

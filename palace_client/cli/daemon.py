@@ -28,6 +28,11 @@ STOP_TIMEOUT_S = 30.0
 GET_MODEL = ("get the model: `palace model fetch` (from the model hub) or `palace model import "
              "PATH` (a copy), see docs/operations.md#models")
 
+# How `palace status` words a team palace's read replica state.
+REPLICA_STATES = {"unused": "not used yet", "serving": "serving reads",
+                  "behind": "behind: the primary serves reads",
+                  "down": "DOWN: the primary serves reads"}
+
 
 @app.command()
 def status(as_json: bool = JsonOpt) -> None:
@@ -91,6 +96,11 @@ def _palace_line(p: dict[str, Any]) -> str:
         line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "
                  + ("(paused until that model is loaded)" if moving.get("paused") else
                     "(keyword-only recall until done)"))
+    replica = p.get("replica")  # a team palace's read replica (docs/teams.md)
+    if replica:
+        line += f", read replica {replica['server']} " + REPLICA_STATES.get(
+            replica["state"], replica["state"]) + (f" ({replica['error']})"
+                                                    if replica.get("error") else "")
     return line
 
 

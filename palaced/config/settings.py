@@ -207,7 +207,7 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "upkeep": {f.name: Key({"int": "integer", "bool": "boolean"}.get(str(f.type), "number"),
                            f.default, dict(f.metadata)) for f in fields(Upkeep)},
     "team": {f.name: Key("number", f.default, dict(f.metadata))
-             for f in fields(TeamSettings) if f.name != "stores"},
+             for f in fields(TeamSettings) if f.metadata},  # not the [stores] tables
 }
 
 

@@ -262,7 +262,10 @@ class TeamStorage(Storage):
         sync_ids(conn)
 
     def describe(self) -> dict[str, Any]:
-        return {"store": self.pg.server, "schema": self.ref.schema}
+        out: dict[str, Any] = {"store": self.pg.server, "schema": self.ref.schema}
+        if self.pg.replica is not None:
+            out["replica"] = self.pg.replica.describe()
+        return out
 
 
 async def open_team(name: str, directory: Path, services: Services, *,
@@ -297,7 +300,10 @@ def _open_team_sync(name: str, directory: Path, services: Services, create: bool
     fd = take_lock(name, directory)
     pg: PgStore | None = None
     try:
-        pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create)
+        named = None if is_url(ref.store) else ref.store  # replica, pooler: named stores
+        pg = PgStore(url, ref.schema, palace=name, settings=settings, create=create,
+                     replica=settings.replicas.get(named or ""),
+                     pooler=settings.poolers.get(named or "", "none"))
         created = pg.created
         if created:
             pg.write(lambda c: meta_init(c, IDENTITY_KEY, IDENTITY_TEMPLATE.format(name=name)))

@@ -152,6 +152,28 @@ def _wait_gone(pids: list[int], timeout: float = 30) -> None:
         time.sleep(0.01)
 
 
+def wait_accepting(name: str, proc: subprocess.Popen[bytes], url: str, log: Path,
+                   timeout: float) -> None:
+    """Wait until ``url`` accepts a connection (and a query), raising the tail of ``log`` if
+    ``proc`` (``name``: postgres, pgbouncer) exits first and the connection error after
+    ``timeout`` seconds."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
+        try:
+            with psycopg.connect(url, connect_timeout=5, prepare_threshold=None) as conn:
+                conn.execute("SELECT 1")
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)
+
+
 class PgServer:
     """One PostgreSQL server on a Unix socket in a private temporary directory."""
 
@@ -223,21 +245,8 @@ class PgServer:
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
-        import psycopg
-
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n"
-                                   + self.log.read_text(errors="replace")[-3000:])
-            try:
-                with psycopg.connect(self.url("postgres"), connect_timeout=5):
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.02)
+        assert self.proc is not None
+        wait_accepting("postgres", self.proc, self.url("postgres"), self.log, timeout)
 
     def stop(self, timeout: float = 30) -> None:
         """Fast shutdown (SIGINT: sessions are disconnected, the server exits cleanly)."""

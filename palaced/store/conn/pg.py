@@ -25,11 +25,12 @@ daemon without one never loads it.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import apsw
 import psycopg
@@ -42,6 +43,7 @@ from palaced.store import Store
 from palaced.wire.errors import InvalidArgs, PalaceError, StorageError, StoreUnavailable
 
 T = TypeVar("T")
+log = logging.getLogger("palaced.store.conn.pg")
 
 POOL_MAX = 8
 # HNSW candidates per vector search: recall asks for its pool (100) of drawers, and a long
@@ -233,6 +235,13 @@ def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceEr
         details["condition"] = "conflict"
         return StoreUnavailable(f"{owner} {server}: a concurrent write conflicted; retry",
                                 details=details)
+    if isinstance(exc, psycopg.InternalError) and getattr(exc, "sqlstate", None) is None:
+        # psycopg's own, not the server's: the connection said more than the command asked
+        # ("received 2 results from command 'BEGIN ...'"), as when a server restarting
+        # behind PgBouncer ends the session mid-request. The connection is lost, not the data.
+        details["condition"] = "unreachable"
+        return StoreUnavailable(f"{owner} {server} dropped the connection mid-request ({exc}); "
+                                "retry (the daemon reconnects by itself)", details=details)
     if isinstance(exc, PoolTimeout | psycopg.OperationalError):
         details["condition"] = "unreachable"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -244,6 +253,14 @@ def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceEr
 
 
 # -- the store ------------------------------------------------------------------------------
+class _Behind(Exception):
+    """A replica's snapshot is older than the change counter this daemon has seen."""
+
+    def __init__(self, seen: int) -> None:
+        super().__init__(seen)
+        self.seen = seen
+
+
 class PgStore(Store):
     """The connection pool of one team palace (schema ``schema`` of the database at ``url``).
 
@@ -254,8 +271,11 @@ class PgStore(Store):
     """
 
     def __init__(self, url: str, schema: str, *, palace: str | None = None,
-                 settings: TeamSettings | None = None, create: bool = False) -> None:
-        """Connect and migrate (creating the schema with ``create``).
+                 settings: TeamSettings | None = None, create: bool = False,
+                 replica: str | None = None, pooler: str = "none") -> None:
+        """Connect and migrate (creating the schema with ``create``); reads may go to the
+        read ``replica`` (a libpq URL, see ``read``); ``pooler`` "transaction": the servers
+        are behind PgBouncer's transaction pooling (no server-side prepared statements).
 
         Raises:
             InvalidArgs: a URL with a password. StoreUnavailable: the server cannot be
@@ -275,11 +295,18 @@ class PgStore(Store):
         self._cache: dict[str, Any] = {}  # see PgConn.cache
         timeout_ms = int(settings.statement_timeout_s * 1000)
         self._url, self._timeout = url, settings.connect_timeout_s
+        # No session state: a pooler in transaction mode may run each transaction on another
+        # server connection, so every transaction sets what it needs itself, with
+        # ``set_config(..., true)`` (SET LOCAL) in its first statement (``_begin``), and
+        # statements outside one name the palace's objects with the schema.
+        self._settings = (f'"{schema}", public', str(timeout_ms), str(HNSW_EF_SEARCH))
+        self._counter = f'"{schema}".changes'
         self._kwargs: dict[str, Any] = {
             "autocommit": True, "application_name": "palaced",
-            "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999)),
-            "options": f"-c search_path={schema},public -c statement_timeout={timeout_ms} "
-                       f"-c hnsw.ef_search={HNSW_EF_SEARCH}"}
+            "connect_timeout": max(1, int(settings.connect_timeout_s + 0.999))}
+        if pooler == "transaction":
+            # A statement psycopg prepared on one server connection is unknown on the next.
+            self._kwargs["prepare_threshold"] = None
         # Since when the server is known unreachable (None: it is not): requests then probe
         # it with one connection attempt instead of waiting for the pool (see ``_pooled``).
         self._down: float | None = None
@@ -296,12 +323,15 @@ class PgStore(Store):
             raise store_error(exc, self.server, palace) from exc
         self._pool = self._new_pool()
         self._pool.open(wait=False)
+        self.replica = (Replica(self, replica, settings.replica_max_lag_s)
+                        if replica else None)
 
-    def _new_pool(self) -> ConnectionPool:
+    def _new_pool(self, url: str | None = None, timeout: float | None = None
+                  ) -> ConnectionPool:
         return ConnectionPool(
-            self._url, min_size=1, max_size=POOL_MAX, open=False, name=f"palace-{self.schema}",
-            timeout=self._timeout, check=ConnectionPool.check_connection,
-            reconnect_timeout=0, kwargs=self._kwargs)
+            url or self._url, min_size=1, max_size=POOL_MAX, open=False,
+            name=f"palace-{self.schema}", timeout=self._timeout if timeout is None else timeout,
+            check=ConnectionPool.check_connection, reconnect_timeout=0, kwargs=self._kwargs)
 
     def closing(self) -> None:
         """The palace is closing: its last writes (the closing checkpoint) try one direct
@@ -337,16 +367,35 @@ class PgStore(Store):
         with self._changes_lock:
             self.changes = max(self.changes, value)
 
+    def _begin(self, conn: psycopg.Connection[Any], *, read: bool) -> int:
+        """Start a transaction on ``conn`` (the caller's ``conn.transaction()`` sends BEGIN)
+        with this palace's search_path, statement timeout and HNSW breadth, all local to
+        it; a read also gets the change counter of its snapshot (returned; 0 for a write).
+        One round trip: the settings and the counter are one statement."""
+        counter = (f", (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
+                   f"{self._counter})" if read else "")
+        row = conn.execute(
+            "SELECT set_config('search_path', %s, true), "
+            "set_config('statement_timeout', %s, true), "
+            f"set_config('hnsw.ef_search', %s, true){counter}", self._settings).fetchone()
+        return int(row[3]) if read and row is not None else 0
+
     def write(self, fn: Callable[[Any], T], *, stamp: bool = True) -> T:
         """Run ``fn`` in one write transaction (rolled back if it raises), then bump the
         palace's change counter: after the commit, so a daemon that sees the new counter
-        also sees the data (``read``). ``stamp`` is accepted for ``Store``'s sake: the
-        last-write time serves backup restores, which team palaces leave to PostgreSQL."""
+        also sees the data (``read``). The bump is a ``setval``, which PostgreSQL logs every
+        time (a ``nextval`` alone is logged 32 values ahead, which is what a replica would
+        read): a replica's counter is then exactly the writes it has replayed. ``stamp`` is
+        accepted for ``Store``'s sake: the last-write time serves backup restores, which
+        team palaces leave to PostgreSQL."""
         try:
             with self._pooled() as conn:
+                conn.read_only, conn.isolation_level = False, None
                 with conn.transaction():
+                    self._begin(conn, read=False)
                     result = fn(PgConn(conn))
-                row = conn.execute("SELECT nextval('changes')").fetchone()
+                row = conn.execute(f"SELECT setval('{self._counter}', "
+                                   f"nextval('{self._counter}'))").fetchone()
             if row is not None:
                 self._note(int(row[0]))
             return result
@@ -358,18 +407,30 @@ class PgStore(Store):
                                    "condition": "constraint", "server": self.server}) from exc
 
     def read(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn`` in one read-only snapshot; notes the change counter at its start."""
+        """Run ``fn`` in one read-only snapshot; notes the change counter at its start. With
+        a replica, the replica serves it when it is up and as recent as this daemon needs
+        (``Replica.run``), else the primary."""
+        if self.replica is not None:
+            served, result = self.replica.run(fn)
+            if served:
+                return cast(T, result)
         try:
             with self._pooled() as conn:
-                with conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END "
-                                       "FROM changes").fetchone()
-                    seen = int(row[0]) if row is not None else 0
-                    self._note(seen)
-                    return fn(PgConn(conn, self._cache, seen))
+                return self._snapshot(conn, fn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._failed(exc) from exc
+
+    def _snapshot(self, conn: psycopg.Connection[Any], fn: Callable[[Any], T],
+                  least: int | None = None) -> T:
+        """``fn`` in a read-only REPEATABLE READ transaction on ``conn``, its counter noted;
+        with ``least``, a snapshot older than that counter raises ``_Behind`` instead."""
+        conn.read_only, conn.isolation_level = True, psycopg.IsolationLevel.REPEATABLE_READ
+        with conn.transaction():
+            seen = self._begin(conn, read=True)
+            if least is not None and seen < least:
+                raise _Behind(seen)
+            self._note(seen)
+            return fn(PgConn(conn, self._cache, seen))
 
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL checkpoints itself."""
@@ -379,4 +440,119 @@ class PgStore(Store):
 
     def close(self) -> None:
         self._pool.close(timeout=1.0)
+        if self.replica is not None:
+            self.replica.close()
 
+
+
+class Replica:
+    """The read replica of one team palace's store (``[stores.NAME] replica``).
+
+    A read goes to the replica when its snapshot is at least as recent as this daemon's
+    view of the palace: the change counter it has seen (``PgStore.changes``), which its own
+    writes bump after their commit. So a daemon reads back its own writes (and never goes
+    back in time): a replica that has not replayed them yet is "behind" and the primary
+    serves that read. The counter, read in the same snapshot as the data, stands for the
+    commit's WAL position (compared with ``pg_last_wal_replay_lsn()``) at no extra round
+    trip, and keeps every cache keyed on it consistent with what was read. The primary's
+    counter is read again at least every ``max_lag_s`` (that read goes to the primary), so
+    a replica that lags further than that serves nothing until it has caught up. A replica
+    that cannot be reached is "down": the primary serves the reads and the replica is tried
+    again after ``RETRY_S``, with one direct connection first (refused at once while down).
+    """
+
+    RETRY_S = 5.0
+
+    def __init__(self, store: PgStore, url: str, max_lag_s: float) -> None:
+        """Raises: InvalidArgs: a URL with a password."""
+        self.server = where(check_url(url))
+        self.store, self.url, self.max_lag_s = store, url, max_lag_s
+        # The pool waits at most a second for a connection: a replica is never worth more.
+        self._timeout = min(1.0, store._timeout)
+        self.pool = store._new_pool(url, self._timeout)
+        self.pool.open(wait=False)
+        self._lock = threading.Lock()
+        self._synced: float | None = None  # when the primary's counter was last read
+        self._down_until: float | None = None
+        self.state, self.error = "unused", ""
+        self.reads = {"replica": 0, "primary": 0}
+
+    def _count(self, where_: str, state: str | None = None) -> None:
+        with self._lock:
+            self.reads[where_] += 1
+            if state is not None:
+                self.state = state
+
+    def run(self, fn: Callable[[Any], T]) -> tuple[bool, Any]:
+        """``(True, fn's result)`` when the replica served the read; ``(False, None)`` when
+        the primary must (the replica is down, behind, or the primary's counter is due)."""
+        now = time.monotonic()
+        if self._synced is None or now - self._synced >= self.max_lag_s:
+            self._synced = now  # this read, on the primary, refreshes the counter
+            self._count("primary")
+            return False, None
+        if self._down_until is not None:
+            if now < self._down_until:
+                self._count("primary")
+                return False, None
+            if not self._back():
+                return False, None
+        try:
+            with self.pool.connection() as conn:
+                result = self.store._snapshot(conn, fn, least=self.store.changes)
+        except _Behind:
+            self._count("primary", "behind")
+            return False, None
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            self._gone(exc)
+            return False, None
+        except psycopg.Error as exc:  # e.g. cancelled by a conflict with recovery: retry
+            log.info("replica %s failed a read (%s); the primary serves it", self.server,
+                     type(exc).__name__)
+            self._count("primary")
+            return False, None
+        self._count("replica", "serving")
+        return True, result
+
+    def _gone(self, exc: BaseException) -> None:
+        """The replica is unreachable: the primary serves this read (counted) and the next
+        ones for RETRY_S."""
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        with self._lock:
+            if self.state != "down":
+                log.warning("read replica %s of palace %r is unreachable (%s): the primary "
+                            "serves its reads", self.server, self.store.palace, first)
+            self._down_until = time.monotonic() + self.RETRY_S
+            self.state, self.error = "down", first
+            self.reads["primary"] += 1
+
+    def _back(self) -> bool:
+        """One direct connection to a replica known down: accepted, a fresh pool replaces
+        the one backing off its reconnections; refused, it stays down (``_gone``)."""
+        try:
+            psycopg.connect(self.url, **{**self.store._kwargs,
+                                         "connect_timeout": 1}).close()
+        except psycopg.Error as exc:
+            self._gone(exc)
+            return False
+        with self._lock:
+            old, self.pool, self._down_until = self.pool, self.store._new_pool(
+                self.url, self._timeout), None
+            self.pool.open(wait=False)
+        old.close(timeout=0.1)
+        log.info("read replica %s of palace %r is back", self.server, self.store.palace)
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        """What ``palace status`` shows of it: server, state (unused, serving, behind: the
+        primary served the last read, down: unreachable, with the error) and reads served
+        by each."""
+        with self._lock:
+            out: dict[str, Any] = {"server": self.server, "state": self.state,
+                                   "reads": dict(self.reads)}
+            if self.state == "down":
+                out["error"] = self.error
+        return out
+
+    def close(self) -> None:
+        self.pool.close(timeout=1.0)
