@@ -70,6 +70,7 @@ from palaced.store.lookup import context as ctx
 from palaced.store.lookup import context_vectors
 from palaced.store.lookup import search as sql
 from palaced.store.rows.drawers import Filters
+from palaced.wire.vocab import DEFAULT_MODEL
 
 GRIDS: dict[str, list[float]] = {
     "vector": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4],
@@ -316,7 +317,7 @@ def category_rows(r: dict[str, Any]) -> list[str]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    emb = FastEmbedder.load(EmbedderSettings(model_path=args.model_dir))
+    emb = FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir))
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcv-"))
     svc = services(work, emb)
     samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
@@ -544,6 +545,8 @@ async def cost(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help="the model's catalog or fastembed name (palaced/wire/models.py)")
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR)
     parser.add_argument("--work", type=Path, default=None,
                         help="directory for the palaces (reused between runs)")
