@@ -38,7 +38,7 @@ class ModelEntry:
 
 
 MODELS: tuple[ModelEntry, ...] = (
-    ModelEntry(DEFAULT_MODEL, "minilm", 384, 90, "apache-2.0",
+    ModelEntry(DEFAULT_MODEL, "minilm", 384, 90, "apache-2.0", fusion=(0.7, 0.3),
                note="the default: fast, good enough with the keyword side"),
     ModelEntry("sentence-transformers/all-mpnet-base-v2", "mpnet", 768, 110, "apache-2.0",
                custom=True, fusion=(0.6, 0.4), note="stronger, about 3x slower to embed"),
