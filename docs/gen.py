@@ -237,8 +237,17 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/retrieval/params.py", "RankParams.lexical_weight",
      "With `vector_weight`. LoCoMo dev turn R@1/5/10, context ±1: 0.5/0.5 .376/.684/.786, "
      "0.6/0.4 .389/.697/.797; context ±2 and room weight 0.4: 0.7/0.3 .395/.730/.823, "
-     "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone."),
+     "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone. The "
+     "weights of a model without fitted ones (`params_for`)."),
     ("palaced/retrieval/params.py", "RankParams.vector_weight", "See `lexical_weight`."),
+    ("palaced/retrieval/params.py", "params_for",
+     "A palace ranks with its model's fusion weights (`ModelEntry.fusion` in "
+     "`palaced/wire/models.py`), fitted by `bench/rank_cv.py --sweep vector --model NAME` "
+     "(vector weight 0-0.8, keyword 1 minus it; leave-one-conversation-out on LoCoMo dev, "
+     "objective turn R@1+R@5+R@10 + session R@1), the folds' median stored. MiniLM int8: "
+     "0.25/0.4/0.3/0.3/0.3, stored 0.3 (held out turn .496/.770/.843, session R@1 .745); "
+     "mpnet int8: 0.35/0.4/0.4/0.4/0.4, stored 0.4 (held out .515/.783/.847, .751). "
+     "docs/benchmarks.md, \"Model choice and fewer rules\"."),
     ("palaced/retrieval/params.py", "RankParams.room_support",
      "The rooms a recall names (its `rooms`) rank by their best drawer plus this share of "
      "their next `room_top_n` - 1 (scores before the reply and time steps); the drawers' "
