@@ -7,7 +7,8 @@ run it in a worker thread and the tests can drive it with hand-made numbers. Ran
 1. :func:`fuse` the lexical and vector hit lists into one score per drawer;
 2. :func:`apply_boosts` for importance and recency;
 3. :func:`room_scores` to rank the rooms (the drawers' order is their own: lifting the
-   drawers of strong rooms was measured and removed, docs/benchmarks.md "Tuning constants");
+   drawers of strong rooms was measured and removed, docs/benchmarks.md "Model choice and
+   fewer rules");
 4. :func:`ranking` to order them (``packing.pack`` then fits the results into a budget).
 
 Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**
