@@ -79,9 +79,8 @@ def services(home: Path, emb: FastEmbedder) -> Services:
 
 
 def use_params(params: search.RankParams) -> None:
-    """Make ``params`` the ranking that ``recall.recall`` runs (its defaults)."""
-    assert search.rank.__kwdefaults__ is not None
-    search.rank.__kwdefaults__["params"] = params
+    """Make ``params`` the ranking that ``recall.recall`` runs (whatever the model)."""
+    recall.params_for = lambda _identity: params  # type: ignore[assignment]
     search.lexical_search.__defaults__ = (params, None, 0)
 
 

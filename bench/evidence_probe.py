@@ -4,16 +4,14 @@ The LoCoMo dev palaces of ``bench/rank_cv.py`` (filled once, real model) are ran
 by ``search.rank`` as the daemon ranks them, once with the defaults and once per setting of
 each probe below; a probe replaces one step of the ranking for its run and puts it back after.
 None of them is palaced's: the rows they printed are in docs/benchmarks.md ("Connecting the
-dots", "new evidence"), each dropped or not kept.
+dots", "new evidence"), each dropped or not kept. (A ``named`` probe, set questions only, went
+with the set questions' spread and the room feedback it hooked into; its rows stay there.)
 
 * ``window``: each turn embedded with its room neighbours as one text (the model reads the
   previous drawer and the drawer, or previous + drawer + next), the query's cosine with it
   added to the vector score times delta.
 * ``proximity``: pairs of consecutive query words (stopwords out) found near each other in a
   candidate's text, beta times the pairs' IDF share, before the rooms are scored.
-* ``named``: a candidate that names something (a capitalised word after a lowercase word or a
-  comma, not a query word; or a quoted title) gains beta of the range: set questions, or every
-  question but "when".
 * ``roomq``: closing questions lowered in the scores the rooms are ranked by.
 * ``raise``: the replies step raises a reply to its question's score less (1 - question share)
   x c x range, so a turn that mostly tells keeps its place above its reply.
@@ -48,8 +46,6 @@ from palaced.palace.handle import Palace
 from palaced.retrieval import candidates, recall, search
 from palaced.retrieval.fusion import ranking
 from palaced.retrieval.replies import TAIL_CHARS, question_share
-from palaced.retrieval.sets import asks_for_set
-from palaced.retrieval.when import asks_when
 from palaced.store.lookup import context as ctx
 from palaced.store.lookup import search as sql
 
@@ -178,36 +174,6 @@ def proximity(beta: float, within: int, ordered: bool = False, depth: int = 100)
     return lambda: patched(search, "apply_boosts", step)
 
 
-# -- named: candidates that name something ---------------------------------------------------
-_CAPITAL = re.compile(r"(?<=[a-z,;:] )([A-Z][\w'-]+)")
-_QUOTED = re.compile(r"[\"“][^\"”]{3,60}[\"”]")
-
-
-def _names_something(text: str, query_words: set[str]) -> bool:
-    for m in _CAPITAL.finditer(text):
-        word = m.group(1).lower().split("'")[0]
-        if word not in query_words and word != "i":
-            return True
-    return _QUOTED.search(text) is not None
-
-
-def named(beta: float, every_question: bool, depth: int = 50) -> Patch:
-    inner = search.feed_back_rooms
-
-    def step(scores: dict[int, float], room_key: Any, room_score: Any, weight: float
-             ) -> dict[int, float]:
-        q = Query.text
-        if scores and not asks_when(q) and (every_question or asks_for_set(q)):
-            words = {w.lower() for w in re.findall(r"[\w-]+", q)}
-            texts = _texts(Query.c, ranking(scores)[:depth])
-            spread = _spread(scores)
-            scores = {i: s + (beta * spread if i in texts and _names_something(texts[i], words)
-                              else 0.0) for i, s in scores.items()}
-        return inner(scores, room_key, room_score, weight)
-
-    return lambda: patched(search, "feed_back_rooms", step)
-
-
 # -- roomq: rooms ranked with their closing questions lowered --------------------------------
 def roomq(drop: float, depth: int = 30) -> Patch:
     inner = search.room_scores
@@ -278,8 +244,6 @@ PROBES: dict[str, list[tuple[str, Patch]]] = {
     "proximity": [(f"beta {b}, within {w}", proximity(b, w)) for b, w in ((0.1, 3), (0.2, 3),
                                                                           (0.2, 8))]
     + [("beta 0.1, within 3, in order", proximity(0.1, 3, ordered=True))],
-    "named": [(f"set questions, beta {b}", named(b, False)) for b in (0.1, 0.15, 0.2)]
-    + [(f"every question but when, beta {b}", named(b, True)) for b in (0.05, 0.1, 0.15)],
     "roomq": [(f"drop {d}", roomq(d)) for d in (0.1, 0.2, 0.3, 0.5)],
     "raise": [(f"c {c}", tell_aware(c)) for c in (0.02, 0.05, 0.1, 0.2)],
     "irregular": [("67 verbs", irregular())],

@@ -6,6 +6,10 @@ then measures recall p50/p95 (query embedding included: every query is distinct 
 vector cache never hits) and the `palace recall` CLI wall time.
 
     python bench/perf.py --drawers 10000 [--json out.json]
+    python bench/perf.py --drawers 2000 --models minilm,mpnet  # one daemon per model, in turn
+
+``--models`` measures each model of the catalog (``palaced/wire/models.py``) named, one after
+the other in the same run: its shared copy (``../shared/models``) or ``NAME=DIR``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = REPO.parent / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"
+SHARED_MODELS = {"minilm": DEFAULT_MODEL,
+                 "mpnet": REPO.parent / "shared" / "models" / "all-mpnet-base-v2-onnx-int8"}
 DEFAULT_TIKTOKEN = REPO.parent / "shared" / "data" / "tiktoken" / "cl100k_base.tiktoken"
 
 SUBJECTS = ["the deploy pipeline", "our billing service", "the staging database", "Alice",
@@ -88,13 +94,31 @@ def main() -> None:
     ap.add_argument("--cli-runs", type=int, default=15)
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--keyword-only", action="store_true")
+    ap.add_argument("--models", default=None, metavar="NAME[=DIR],...",
+                    help="measure each of these catalog models in turn (minilm, mpnet: the "
+                         "shared copies unless =DIR is given)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--vocabulary", choices=["small", "zipf"], default="small",
                     help="small: ~60 content words, every query term hits thousands of "
                          "drawers (worst case for BM25); zipf: 20k English words with natural "
                          "(Zipfian) frequencies")
     args = ap.parse_args()
+    if args.models is None:
+        out = measure(args, None, args.model_dir)
+    else:
+        out = {"models": {}}
+        for spec in filter(None, args.models.split(",")):
+            name, _, path = spec.partition("=")
+            model_dir = Path(path) if path else SHARED_MODELS[name]
+            out["models"][name] = measure(args, name, model_dir)
+            print(json.dumps({name: out["models"][name]}), flush=True)
+    print(json.dumps(out, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2))
 
+
+def measure(args: argparse.Namespace, model: str | None, model_dir: Path) -> dict[str, object]:
+    """One private daemon with ``model`` (None: the default) from ``model_dir``: its figures."""
     home = Path(tempfile.mkdtemp(prefix="palbench-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PALACE")}
     env["PALACE_HOME"] = str(home)
@@ -102,7 +126,9 @@ def main() -> None:
     if args.keyword_only:
         env["PALACE_EMBED_MODEL"] = "none"
     else:
-        env["PALACE_EMBED_MODEL_PATH"] = str(args.model_dir)
+        env["PALACE_EMBED_MODEL_PATH"] = str(model_dir)
+        if model is not None:
+            env["PALACE_EMBED_MODEL"] = model
     os.environ.clear()
     os.environ.update(env)
     from palace_client import Client
@@ -122,9 +148,10 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         raise
                 time.sleep(0.1)
+            out["model"] = c.status()["model"].get("identity")
             c.create_palace("bench")
             if args.vocabulary == "zipf":
-                words = zipf_vocabulary(args.model_dir)
+                words = zipf_vocabulary(model_dir)
                 items = [{"text": t, "room": f"room-{i % 40}", "wing": f"wing-{i % 4}"}
                          for i, t in enumerate(zipf_texts(args.drawers, words))]
                 qtexts = zipf_texts(args.queries * 2, words, seed=11, length=(4, 8))
@@ -173,9 +200,7 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=60)
         shutil.rmtree(home, ignore_errors=True)
-    print(json.dumps(out, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=2))
+    return out
 
 
 if __name__ == "__main__":

@@ -10,28 +10,29 @@ sessions. The store's read queries are memoised per palace (they do not depend o
 except BM25's column weights, which are part of the key), so a configuration costs the
 fusion maths only.
 
-Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it), ``room``
-(``room_weight``), ``closet`` (``closet_boost``), ``context`` and ``dates`` (BM25 column
-weights of the neighbour context and the date words), ``hop`` (``RankParams.hop_weight``),
-``when`` and ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
-(``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``setspread``
-(``RankParams.set_spread``), ``rlift`` (``RankParams.reply_lift``); experiments that are not
-the engine's: ``roomtext`` (BM25 over each room's drawers' texts, or closet topics with
-``--room-source closets``, added to the room scores), ``setroom`` (the room weight of
-questions that ask for a set), ``roomgap`` (room feedback scaled by how far the best room
-leads the third: ``min(1, roomgap * (s1 - s3) / (s1 - s_min))`` times the room weight; 0:
-off) and ``pool`` (``RankParams.pool``). Importance, recency and use are constant across LoCoMo's
-drawers and are not fitted.
+Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it; its default
+is the model's, ``params.params_for``), ``context`` and ``dates`` (BM25 column weights of the
+neighbour context and the date words), ``hop`` (``RankParams.hop_weight``), ``when`` and
+``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
+(``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``rlift``
+(``RankParams.reply_lift``), ``support`` and ``topn`` (``room_support``, ``room_top_n``: the
+room ranking); experiments that are not the engine's: ``roomtext`` (BM25 over each room's
+drawers' texts, or closet topics with ``--room-source closets``, added to the room scores)
+and ``pool`` (``RankParams.pool``). Importance, recency and use are constant across LoCoMo's
+drawers and are not fitted. The room feedback, the closet boost and the set spread these
+knobs once included were removed from the ranking (docs/benchmarks.md, "Tuning constants").
 
 Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
 other four (each knob over its grid in turn, two rounds, the objective turn R@1 + R@5 + R@10
 + session R@1, question-weighted), then the chosen knobs are scored on the held-out one.
 ``--sweep KNOB`` scores each value of one knob instead (per category and conversation) and
-the value leave-one-out picks. ``--cost`` times ``search.rank`` with and without the date
-boosts on 11,040 drawers (no memoisation).
+the value leave-one-out picks in each fold, with their median (``--sweep vector --model mpnet``
+is how each model's fusion weights in ``palaced/wire/models.py`` were fitted). ``--cost``
+times ``search.rank`` with and without the date boosts on 11,040 drawers (no memoisation).
 
-    python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,room,closet,...]
+    python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,context,dates,...]
     python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]
+    python bench/rank_cv.py --sweep vector --model mpnet --model-dir DIR --work DIR
     python bench/rank_cv.py --only  # the defaults alone, per category and conversation
     python bench/rank_cv.py --cost
 """
@@ -65,44 +66,38 @@ from palaced.config.model import EmbedderSettings
 from palaced.engine.embedder import FastEmbedder
 from palaced.palace.handle import Palace
 from palaced.retrieval import recall, search
-from palaced.retrieval.sets import asks_for_set
+from palaced.retrieval.params import params_for
 from palaced.store.lookup import context as ctx
 from palaced.store.lookup import context_vectors
 from palaced.store.lookup import search as sql
 from palaced.store.rows.drawers import Filters
+from palaced.wire.vocab import DEFAULT_MODEL
 
 GRIDS: dict[str, list[float]] = {
-    "vector": [0.15, 0.2, 0.25, 0.3, 0.35, 0.4],
-    "room": [0.2, 0.3, 0.4, 0.5, 0.6],
-    "closet": [0.0, 0.05, 0.1, 0.15],
+    "vector": [round(0.05 * i, 2) for i in range(17)],  # 0.0 to 0.8
     "context": [0.25, 0.3, 0.4, 0.5, 0.6],
     "dates": [0.3, 0.45, 0.6, 0.8, 1.0],
     "hop": [0.0, 0.15, 0.3, 0.5],
     "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
     "date": [0.0, 0.05, 0.1, 0.2, 0.3],
     "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
-    "setroom": [-1.0, 0.0, 0.1, 0.2],
-    "roomgap": [0.0, 1.0, 2.0, 4.0],
     "pool": [100.0, 150.0, 200.0],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
     "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3],
-    "setspread": [0.0, 0.05, 0.1, 0.2, 0.4],
     "rlift": [0.0, 0.05, 0.1, 0.15, 0.2],
 }
-# An experiment, not the engine: questions that ask for a set (palaced/retrieval/sets.py) rank with
-# room weight ``setroom`` (-1: the default).
-DEFAULTS = {"vector": 0.25, "room": 0.4, "closet": 0.05, "context": sql.BM25_WEIGHTS[1],
+# The vector weight's default is the model's (main_async sets it from params_for).
+DEFAULTS = {"vector": search.RankParams().vector_weight, "context": sql.BM25_WEIGHTS[1],
             "dates": sql.BM25_WEIGHTS[2], "hop": search.RankParams().hop_weight,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
-            "roomtext": 0.0, "setroom": -1.0, "roomgap": 0.0,
+            "roomtext": 0.0,
             "pool": float(search.RankParams().pool),
             "support": search.RankParams().room_support,
             "topn": float(search.RankParams().room_top_n),
             "nvec": search.RankParams().neighbour_vector,
             "qdrop": search.RankParams().question_drop,
-            "setspread": search.RankParams().set_spread,
             "rlift": search.RankParams().reply_lift}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
@@ -219,38 +214,18 @@ class RoomText:
 
 
 ROOM_TEXT = RoomText()
-SET_ROOM = -1.0
-ROOM_GAP = 0.0
-_FEED_BACK_ROOMS = search.feed_back_rooms
-
-
-def _feed_back_by_gap(drawer_scores: Any, drawer_room: Any, rooms: Any,
-                      weight: float = search.RankParams().room_weight) -> dict[int, float]:
-    """The ``roomgap`` experiment: room feedback only as strong as the best room's lead."""
-    if ROOM_GAP and len(rooms) >= 2:
-        vals = sorted(rooms.values(), reverse=True)
-        lead = (vals[0] - vals[min(2, len(vals) - 1)]) / ((vals[0] - vals[-1]) or 1.0)
-        weight *= min(1.0, ROOM_GAP * lead)
-    return _FEED_BACK_ROOMS(drawer_scores, drawer_room, rooms, weight)
-
-
-search.feed_back_rooms = _feed_back_by_gap  # type: ignore[assignment]  # off at 0
 
 
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     ROOM_TEXT.weight = knobs["roomtext"]
     ROOM_TEXT.top_n = int(knobs["topn"])
     ROOM_TEXT.support = knobs["support"]
-    global SET_ROOM, ROOM_GAP
-    SET_ROOM = knobs["setroom"]
-    ROOM_GAP = knobs["roomgap"]
     sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
     return replace(search.RankParams(), vector_weight=knobs["vector"],
-                   lexical_weight=1.0 - knobs["vector"], room_weight=knobs["room"],
-                   closet_boost=knobs["closet"], when_boost=knobs["when"],
+                   lexical_weight=1.0 - knobs["vector"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
                    question_drop=knobs["qdrop"], pool=int(knobs["pool"]),
-                   set_spread=knobs["setspread"], reply_lift=knobs["rlift"],
+                   reply_lift=knobs["rlift"],
                    hop_weight=knobs["hop"], room_top_n=int(knobs["topn"]),
                    room_support=knobs["support"])
 
@@ -316,7 +291,9 @@ def category_rows(r: dict[str, Any]) -> list[str]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    emb = FastEmbedder.load(EmbedderSettings(model_path=args.model_dir))
+    emb = FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir))
+    if "vector" not in args.set_knobs:  # the model's own weight, as recall ranks with it
+        DEFAULTS["vector"] = params_for(emb.identity).vector_weight
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcv-"))
     svc = services(work, emb)
     samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
@@ -364,10 +341,8 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
         ROOM_TEXT.query = q.question
         start = time.process_time()
         hits = search.lexical_search(c, q.question, Filters(), NOW_MS, params, None, n_docs)
-        qparams = (replace(params, room_weight=SET_ROOM)
-                   if SET_ROOM >= 0 and asks_for_set(q.question) else params)
         r = search.rank(c, query=q.question, qvec=qvec, index=index, filters=Filters(),
-                        now_ms=NOW_MS, params=qparams, rooms=rooms, lexical_hits=hits,
+                        now_ms=NOW_MS, params=params, rooms=rooms, lexical_hits=hits,
                         n_docs=n_docs)
         timings.append((time.process_time() - start) * 1000)
         ranked = [conv.turns[i] for i in r.order[:50] if i in conv.turns]
@@ -403,9 +378,32 @@ def sweep(runner: Runner, knob: str, values: list[float], base: dict[str, Any],
                            * rows[chosen[n]]["per_conversation"][n][level][k]
                            for n in names) / total for k in KEYS}
             for level in ("turn", "session")}
-    print(f"leave-one-out ({knob} chosen {chosen}): {fmt(loco)}")
+    print(f"leave-one-out ({knob} chosen {chosen}, median "
+          f"{statistics.median(chosen.values()):g}): {fmt(loco)}")
+    for line in category_rows({"by_category": _held_out_categories(
+            [(rows[chosen[n]], n) for n in names])}):
+        print(line)
     report["sweep"] = {"knob": knob, "rows": {str(v): r for v, r in rows.items()},
-                       "loco": {"chosen": chosen, **loco}}
+                       "loco": {"chosen": chosen, "median": statistics.median(chosen.values()),
+                                **loco}}
+
+
+def _held_out_categories(held: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+    """Per category, each conversation scored by its own fold's result, pooled."""
+    cats: dict[str, Any] = {}
+    for result, name in held:
+        for c, b in result["per_conversation"][name]["by_category"].items():
+            acc = cats.setdefault(c, {"questions": 0, "turn": dict.fromkeys(KEYS, 0.0),
+                                      "session": dict.fromkeys(KEYS, 0.0)})
+            acc["questions"] += b["questions"]
+            for level in ("turn", "session"):
+                for k in KEYS:
+                    acc[level][k] += b["questions"] * b[level][k]
+    for acc in cats.values():
+        for level in ("turn", "session"):
+            for k in KEYS:
+                acc[level][k] /= acc["questions"]
+    return dict(sorted(cats.items()))
 
 
 def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
@@ -447,20 +445,7 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
     loco = {level: {k: sum(f["held_out_result"]["questions"] * f["held_out_result"][level][k]
                            for f in folds) / total for k in KEYS}
             for level in ("turn", "session")}
-    cats: dict[str, Any] = {}
-    for f in folds:
-        for c, b in runner.score(f["chosen"])["per_conversation"][f["held_out"]][
-                "by_category"].items():
-            acc = cats.setdefault(c, {"questions": 0, "turn": dict.fromkeys(KEYS, 0.0),
-                                      "session": dict.fromkeys(KEYS, 0.0)})
-            acc["questions"] += b["questions"]
-            for level in ("turn", "session"):
-                for k in KEYS:
-                    acc[level][k] += b["questions"] * b[level][k]
-    for acc in cats.values():
-        for level in ("turn", "session"):
-            for k in KEYS:
-                acc[level][k] /= acc["questions"]
+    cats = _held_out_categories([(runner.score(f["chosen"]), f["held_out"]) for f in folds])
     print("leave-one-out pooled:", fmt(loco))
     for c in sorted(cats):
         print(f"  cat {c} ({cats[c]['questions']}): {fmt(cats[c])}")
@@ -544,12 +529,14 @@ async def cost(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help="the model's catalog or fastembed name (palaced/wire/models.py)")
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR)
     parser.add_argument("--work", type=Path, default=None,
                         help="directory for the palaces (reused between runs)")
     parser.add_argument("--conversations", type=int, default=None)
     parser.add_argument("--fit", type=lambda s: s.split(","),
-                        default=["vector", "room", "closet", "context", "dates", "hop"])
+                        default=["vector", "context", "dates", "hop"])
     parser.add_argument("--only", action="store_true", help="score the defaults alone")
     parser.add_argument("--keyword-only", action="store_true",
                         help="rank without query vectors (a palace without a model)")
@@ -573,9 +560,10 @@ def main() -> int:
                         help="start from these knob values instead of the defaults")
     args = parser.parse_args()
     RoomText.source = args.room_source
+    args.set_knobs = {}
     for pair in filter(None, args.set.split(",")):
         knob, value = pair.split("=")
-        DEFAULTS[knob] = float(value)
+        DEFAULTS[knob] = args.set_knobs[knob] = float(value)
     if args.cost:
         anyio.run(cost, args)
         return 0

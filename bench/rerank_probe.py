@@ -40,7 +40,6 @@ from palaced.engine.embedder import FastEmbedder
 from palaced.palace.handle import Palace
 from palaced.retrieval import recall, search
 from palaced.retrieval.replies import question_share
-from palaced.retrieval.sets import asks_for_set
 from palaced.retrieval.when import asks_when, states_time
 from palaced.store.lookup import search as sql
 from palaced.store.rows.drawers import Filters
@@ -49,7 +48,7 @@ from palaced.text import relevance
 DEPTH = 50  # candidates reranked per question
 KS = (1, 5, 10)
 FEATURES = ("fused (z)", "log rank", "keyword (z)", "cosine (z)", "room score", "log room rank",
-            "log length", "asks", "previous asks", "next asks", "closet", "set question",
+            "log length", "asks", "previous asks", "next asks", "closet",
             "when question", "states a time", "word coverage", "query words",
             "neighbours' keyword (z)", "neighbours' cosine (z)", "place in room")
 
@@ -118,7 +117,7 @@ def _features(c: Any, conv: str, turns: dict[int, str], questions: list[Any],
                 math.log1p(room_rank.get(room, len(room_rank))), math.log(len(text) + 1),
                 _asks(text), float(before is not None and _asks(info[before][1])),
                 float(after is not None and _asks(info[after][1])),
-                float(i in r.closet_hits), float(asks_for_set(q.question)),
+                float(i in r.closet_hits),
                 float(asks_when(q.question)), float(states_time(text, q.question)),
                 relevance.coverage(text, terms), float(len(terms)),
                 max((lex.get(j, -3.0) for j in near), default=-3.0),

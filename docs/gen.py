@@ -243,10 +243,24 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/retrieval/params.py", "RankParams.lexical_weight",
      "With `vector_weight`. LoCoMo dev turn R@1/5/10, context ±1: 0.5/0.5 .376/.684/.786, "
      "0.6/0.4 .389/.697/.797; context ±2 and room weight 0.4: 0.7/0.3 .395/.730/.823, "
-     "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone."),
+     "0.75/0.25 .401/.730/.823. Queries with no keyword hit rank by vectors alone. The "
+     "weights of a model without fitted ones (`params_for`)."),
     ("palaced/retrieval/params.py", "RankParams.vector_weight", "See `lexical_weight`."),
-    ("palaced/retrieval/params.py", "RankParams.room_weight",
-     "Room feedback 0.1 -> 0.4 lifts turn R@5/R@10 by about .01-.02 at no R@1 cost."),
+    ("palaced/retrieval/params.py", "params_for",
+     "A palace ranks with its model's fusion weights (`ModelEntry.fusion` in "
+     "`palaced/wire/models.py`), fitted by `bench/rank_cv.py --sweep vector --model NAME` "
+     "(vector weight 0-0.8, keyword 1 minus it; leave-one-conversation-out on LoCoMo dev, "
+     "objective turn R@1+R@5+R@10 + session R@1), the folds' median stored. MiniLM int8: "
+     "0.25/0.4/0.3/0.3/0.3, stored 0.3 (held out turn .496/.770/.843, session R@1 .745); "
+     "mpnet int8: 0.35/0.4/0.4/0.4/0.4, stored 0.4 (held out .515/.783/.847, .751). "
+     "docs/benchmarks.md, \"Model choice and fewer rules\"."),
+    ("palaced/retrieval/params.py", "RankParams.room_support",
+     "The rooms a recall names (its `rooms`) rank by their best drawer plus this share of "
+     "their next `room_top_n` - 1 (scores before the reply and time steps); the drawers' "
+     "order is their own (the room feedback that lifted a strong room's drawers was removed). "
+     "`bench/rank_cv.py --sweep support`, LoCoMo dev MiniLM session R@1/5: 0 .742/.906, 0.1 "
+     ".747/.907, 0.2 .746/.905 (leave-one-conversation-out: 0.1 in 4 of 5 folds)."),
+    ("palaced/retrieval/params.py", "RankParams.room_top_n", "See `room_support`."),
     ("palaced/retrieval/params.py", "RankParams.when_boost",
      "Share of the score range a candidate that states a time (`palaced/retrieval/when.py`) gains when "
      "the query asks when or how long, after rooms are scored. `bench/rank_cv.py --sweep "
@@ -281,17 +295,6 @@ TUNING: list[tuple[str, str, str]] = [
      ".499/.770/.850, 0.1 .506/.772/.856, 0.15 .503/.771/.856, 0.2 .500/.770/.856 "
      "(leave-one-conversation-out: 0.1 in 3 of 5 folds, 0.15 in 2; held out .502/.769/.854); "
      "sessions unchanged."),
-    ("palaced/retrieval/params.py", "RankParams.set_spread",
-     "For a question that asks for a set (`palaced/retrieval/sets.py`), a drawer after the best "
-     "`set_keep` loses this share of the score range for each better-placed drawer of its "
-     "room. `bench/rank_cv.py --sweep setspread`, LoCoMo dev multi-hop turn R@10: none .460, "
-     "0.05 .481, 0.1 .489, 0.2 .496 (a conversation -.006); R@1 and R@5 unchanged "
-     "(leave-one-conversation-out: 0.1 in 3 of 5 folds)."),
-    ("palaced/retrieval/params.py", "RankParams.set_keep",
-     "The places a set question's ranking keeps. With `set_spread` 0.1, multi-hop and "
-     "single-hop turn R@5/R@10: keep 0 .385/.492 and .842/.916 (single-hop and adversarial "
-     "lower by .002-.005), keep 5 .362/.489 and .844/.919 (every question's R@1 and R@5 "
-     "as without the spread)."),
     ("palaced/retrieval/params.py", "RankParams.hop_weight",
      "Weight of the second hop's BM25 list (names the best 3 drawers mention) against the "
      "query's own. LoCoMo dev turn R@1/5/10: no hop .401/.730/.823, 0.15 .404/.731/.824, 0.3 "

@@ -6,7 +6,9 @@ run it in a worker thread and the tests can drive it with hand-made numbers. Ran
 
 1. :func:`fuse` the lexical and vector hit lists into one score per drawer;
 2. :func:`apply_boosts` for importance and recency;
-3. :func:`room_scores` then :func:`feed_back_rooms` to lift drawers of strong rooms;
+3. :func:`room_scores` to rank the rooms (the drawers' order is their own: lifting the
+   drawers of strong rooms was measured and removed, docs/benchmarks.md "Model choice and
+   fewer rules");
 4. :func:`ranking` to order them (``packing.pack`` then fits the results into a budget).
 
 Score conventions: every score map is ``{drawer_id: score}`` with **higher is better**
@@ -222,35 +224,3 @@ def room_scores(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, st
 def rank_rooms(scores: Mapping[str, float]) -> list[str]:
     """Return room names best first; ties by name."""
     return sorted(scores, key=lambda room: (-scores[room], room))
-
-
-def feed_back_rooms(drawer_scores: Mapping[int, float], drawer_room: Mapping[int, str | None],
-                    rooms: Mapping[str, float],
-                    weight: float = DEFAULTS.room_weight) -> dict[int, float]:
-    """Lift drawers of strong rooms: ``+ weight * R * room_strength``.
-
-    ``room_strength`` is the room's score min-max scaled to 0..1 over ``rooms`` and R is the
-    drawer score range, so ``weight=0.1`` moves a drawer of the best room by 10 % of R over
-    one of the weakest. Drawers with no room, or a room missing from ``rooms``, are
-    unchanged; with fewer than two distinct room scores nothing changes.
-
-    Raises:
-        ValueError: ``weight < 0``.
-    """
-    if weight < 0:
-        raise ValueError(f"weight must be >= 0, got {weight}")
-    if not rooms:
-        return dict(drawer_scores)
-    low, high = min(rooms.values()), max(rooms.values())
-    if high - low <= _EPS:
-        return dict(drawer_scores)
-    spread = _spread(drawer_scores)
-    result: dict[int, float] = {}
-    for drawer_id, score in drawer_scores.items():
-        room = drawer_room.get(drawer_id)
-        room_score = rooms.get(room) if room is not None else None
-        if room_score is None:
-            result[drawer_id] = score
-        else:
-            result[drawer_id] = score + weight * spread * (room_score - low) / (high - low)
-    return result

@@ -1,9 +1,10 @@
 """Recall and wake-up of an open palace: the ranking, the L0-L3 sections and their packing.
 
-``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused,
-boosted by closets, importance, recency and rooms), gives each a 0-1 relevance
-(``relevance``) and flags those under the relevance floor, then builds the sections a
-response carries, packed to a token budget (``packing.pack``) in this order:
+``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused
+with the weights of the palace's model, boosted by importance, recency and use, rooms
+ranked), gives each a 0-1 relevance (``relevance``) and flags those under the relevance
+floor, then builds the sections a response carries, packed to a token budget
+(``packing.pack``) in this order:
 
 * the hits: the query's best ``top_k`` drawers, with their relevance (always first);
 * L0, the palace's identity text (``reads.read_identity``);
@@ -36,6 +37,7 @@ from palaced.palace.reads import identity_text, read_identity
 from palaced.palace.team import identity_in, strip_comments
 from palaced.retrieval import search
 from palaced.retrieval.packing import Item, Section
+from palaced.retrieval.params import params_for
 from palaced.retrieval.recall_caches import RecallCaches, caches_of
 from palaced.retrieval.sections import (
     HITS,
@@ -168,11 +170,11 @@ def choose_levels(ranking: search.Ranking, req: RecallRequest
 async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     """Progressive recall: ranked ``results`` plus hits-first ``sections`` packed to a budget.
 
-    ``results`` is the hybrid ranking (BM25 + vectors fused at the score level, boosted by
-    closets, importance, recency and room strength) under the request's filters, each with
-    its 0-1 relevance as ``score``; drawers under the relevance floor are kept but flagged
-    ``below_floor`` (a long drawer's chunks can score low on meaning yet be the answer), and
-    ``nothing_relevant`` says no drawer reached the floor. The
+    ``results`` is the hybrid ranking (BM25 + vectors fused at the score level with the
+    weights of the palace's model, boosted by importance, recency and use) under the
+    request's filters, each with its 0-1 relevance as ``score``; drawers under the relevance
+    floor are kept but flagged ``below_floor`` (a long drawer's chunks can score low on
+    meaning yet be the answer), and ``nothing_relevant`` says no drawer reached the floor. The
     sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
     (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
     matching concepts and facts), L3 the ranking beyond the hits (with ``deep``, else when L2
@@ -219,6 +221,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
+    params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
@@ -231,7 +234,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
             rooms = all_rooms(c)
             caches.rooms = (counter, rooms)
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
-                              filters=req.filters, now_ms=ts, rooms=rooms,
+                              filters=req.filters, now_ms=ts, params=params, rooms=rooms,
                               lexical_hits=hits, n_docs=doc_count)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))

@@ -1,4 +1,4 @@
-"""Hybrid ranking of one palace: BM25 + vectors + closets + dates + importance/recency + rooms.
+"""Hybrid ranking of one palace: BM25 + vectors + dates + importance/recency, rooms ranked.
 
 Synchronous: runs in one worker-thread hop on a reader connection. ``rank`` is the only part
 that reads: the keyword and vector hits, then the candidate pool in a few batched statements
@@ -29,7 +29,6 @@ from palaced.retrieval.candidates import (
 from palaced.retrieval.fusion import (
     DrawerMeta,
     apply_boosts,
-    feed_back_rooms,
     fuse,
     rank_rooms,
     ranking,
@@ -39,7 +38,6 @@ from palaced.retrieval.fusion import (
 from palaced.retrieval.multihop import HOP_CHARS, HOP_FROM, hop_names, hop_terms
 from palaced.retrieval.params import DEFAULTS, RankParams
 from palaced.retrieval.pool import Pool, read_pool
-from palaced.retrieval.sets import asks_for_set, spread_over_rooms
 from palaced.retrieval.when import date_matches, query_dates
 from palaced.store.lookup import pg_search
 from palaced.store.lookup import search as sql
@@ -211,7 +209,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     hop = Hop(query, now_ms, params, period, tuple(in_period), frozenset(mentioned))
     first, seen = _hop(hop, pool, lexical, vector, Seen(), lexical_hits.substring)
     if not first.order or first.substring or not params.hop_weight:  # 0: no second hop
-        return _spread_sets(query, first, params)
+        return first
     n = sql.drawer_count(c) if n_docs is None else n_docs
     texts = [pool.head(i, HOP_CHARS) for i in first.order[:HOP_FROM]]
     df = sql.text_doc_freqs(c, list(hop_names(query, texts))) if n > 0 else {}
@@ -224,22 +222,13 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
         found = dict(hits if hits is not None else
                      sql.fts_search(c, " ".join(words), filters, params.pool, now_ms))
     if not found:
-        return _spread_sets(query, first, params)
+        return first
     joined = standardized_fusion([lexical, found], weights=[1.0, params.hop_weight])
     pool = read_pool(c, list(found), query=query, filters=filters, now_ms=now_ms, known=pool)
     second, _ = _hop(hop, pool, joined, vector, seen, False)
     # A drawer's keyword score stays its match with the query, and rooms rank by the query
     # alone (LoCoMo dev session R@1: .734 so, .727 by the second hop).
-    return _spread_sets(query, replace(second, lexical=lexical, rooms=first.rooms), params)
-
-
-def _spread_sets(query: str, r: Ranking, params: RankParams) -> Ranking:
-    """``r`` with its order spread over rooms when ``query`` asks for a set (after both
-    hops: the second hop starts from the first's best drawers as ranked by the query)."""
-    if not params.set_spread or len(r.order) < 2 or not asks_for_set(query):
-        return r
-    scores = spread_over_rooms(r.scores, r.room_of, params.set_spread, params.set_keep)
-    return replace(r, scores=scores, order=ranking(scores))
+    return replace(second, lexical=lexical, rooms=first.rooms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +245,7 @@ class Hop:
 
 def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float], seen: Seen,
          substring: bool) -> tuple[Ranking, Seen]:
-    """One hop of ``rank``: fuse the two lists, boost, feed rooms back, order. Pure: a
+    """One hop of ``rank``: fuse the two lists, boost, rank the rooms, order. Pure: a
     function of the pool read and what earlier hops ``seen``. Never raises."""
     query, params = h.query, h.params
     own = vector  # the candidates' own cosines: what relevance reads (recall._present)
@@ -284,10 +273,9 @@ def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float]
     if h.period is not None:  # "yesterday", "last week": the user's calendar
         in_period = {i for i in fused if h.period.start <= meta[i].occurred_ms < h.period.end}
         on_date |= in_period
-    closet_hits = {i for i in fused if meta[i].closet}
+    closet_hits = {i for i in fused if meta[i].closet}  # recall's L2, not a boost
     spread = max(fused.values()) - min(fused.values()) or 1.0
-    scores = {i: s + (params.closet_boost * spread if i in closet_hits else 0.0)
-              + (params.date_boost * spread if i in on_date else 0.0)
+    scores = {i: s + (params.date_boost * spread if i in on_date else 0.0)
               for i, s in fused.items()}
     scores = apply_boosts(
         scores,
@@ -312,8 +300,6 @@ def _hop(h: Hop, pool: Pool, lexical: dict[int, float], vector: dict[int, float]
         # rooms rank by the query (LoCoMo dev session R@5 .904 with the boost in the rooms).
         scores = {i: s + (params.when_boost * spread if i in seen.timed else 0.0)
                   for i, s in scores.items()}
-    if params.room_weight > 0:
-        scores = feed_back_rooms(scores, room_key, room_score, params.room_weight)
     room_list = []
     for key in rank_rooms(room_score):
         wing, room = key.split("\x1f", 1)

@@ -38,10 +38,11 @@ class ModelEntry:
 
 
 MODELS: tuple[ModelEntry, ...] = (
-    ModelEntry(DEFAULT_MODEL, "minilm", 384, 90, "apache-2.0",
-               note="the default: fast, good enough with the keyword side"),
+    ModelEntry(DEFAULT_MODEL, "minilm", 384, 90, "apache-2.0", fusion=(0.7, 0.3),
+               note="the default: 89 drawers/s, recall p50 18 ms; LoCoMo dev turn R@5 .771"),
     ModelEntry("sentence-transformers/all-mpnet-base-v2", "mpnet", 768, 110, "apache-2.0",
-               custom=True, note="stronger, about 3x slower to embed"),
+               custom=True, fusion=(0.6, 0.4),
+               note="3x slower: 26 drawers/s, recall p50 66 ms; LoCoMo dev turn R@5 .786"),
 )
 
 
