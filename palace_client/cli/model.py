@@ -239,8 +239,10 @@ def _install_and_load(paths: Paths, staging: Path, checked: Verdict, source: str
 
 
 def _checked(state: dict[str, Any]) -> str:
+    known = entry(str(state.get("model")))
     return (f"checked: {state.get('identity')} loads from {state.get('source')}; the daemon "
-            f"keeps its model: `palace model use {state.get('model')}` switches to it")
+            f"keeps its model: `palace model use {known.short if known else state.get('model')}`"
+            " switches to it")
 
 
 def _loaded(state: dict[str, Any]) -> str:
