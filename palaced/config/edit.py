@@ -77,7 +77,7 @@ def edit_keys(text: str, table: str, values: dict[str, str | None], where: str) 
                                 for k, v in before.items()}
     section = expected.setdefault(table, {})
     if not isinstance(section, dict):
-        raise _by_hand(where, table, next(iter(values)), None)
+        raise _by_hand(where, table, *next(iter(values.items())))
     for key, value in values.items():
         if value is None:
             section.pop(key, None)
