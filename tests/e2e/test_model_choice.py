@@ -145,3 +145,22 @@ def test_use_is_refused_when_the_environment_overrides_the_model(
     assert res.returncode == 5 and "[INVALID_ARGS]" in res.stderr, res.stderr
     assert "sets PALACE_EMBED_MODEL" in res.stderr
     assert not (shared_keyword_daemon.home / "config.toml").exists()
+
+
+def test_use_is_refused_while_a_team_palace_holds_the_old_models_vectors(
+        user_daemon: DaemonProc, pg_url: str) -> None:
+    d = user_daemon
+    d.cli("model", "import", str(MODEL_DIR), check=True)
+    d.cli("model", "import", str(MPNET_DIR), "--name", "mpnet", check=True)
+    with d.client() as c:
+        c.create_palace("shared", store=pg_url)
+        c.remember("shared", "Alice owns the payment gateway integration")
+        assert c.palace_info("shared")["embedder"] == MINILM_ID
+    res = d.cli("model", "use", "mpnet")
+    assert res.returncode != 0 and "[EMBEDDER_MISMATCH]" in res.stderr, res.stderr
+    assert f"team palace 'shared' holds vectors of {MINILM_ID}" in res.stderr
+    assert "palace delete shared --yes" in res.stderr
+    assert (d.home / "config.toml").read_text() == CONFIG  # put back as it was
+    with d.client() as c:
+        assert c.status()["model"]["identity"] == MINILM_ID
+        c.remember("shared", "Bob runs the nightly backup job")  # writes still work
