@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from palaced.wire.errors import InvalidContent
+from palaced.wire.models import entry
 from palaced.wire.paths import MODEL_RECORD, Paths, model_dir_name
 from palaced.wire.private import make_private_dirs
 from palaced.wire.safe_files import open_regular
@@ -218,6 +219,13 @@ def install(paths: Paths, staging: Path, checked: Verdict, source: str) -> Insta
         "model": checked.model, "dims": checked.dims, "files": checked.files,
         "verified": checked.export, "differs": checked.differs, "source": source,
         "installed_ms": int(time.time() * 1000)}
+    known = entry(checked.model)
+    if known is not None and known.model_file != "model.onnx":
+        # fastembed loads its catalog models' ONNX file from where their repository has it.
+        record["model_file"] = known.model_file
+        moved = staging / known.model_file
+        moved.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (staging / "model.onnx").rename(moved)
     (staging / MODEL_RECORD).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
     final = paths.models_dir / model_dir_name(checked.model)
     previous = None

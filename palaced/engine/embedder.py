@@ -58,8 +58,10 @@ def installed_copy(settings: EmbedderSettings) -> Path | None:
     """The installed copy of the configured model (``palace model``), if there is one."""
     if settings.install_dir is None:
         return None
+    known = entry(settings.model_name)
     path = settings.install_dir / model_dir_name(canonical(settings.model_name))
-    return path if (path / "model.onnx").is_file() else None
+    onnx = known.model_file if known is not None else "model.onnx"
+    return path if (path / onnx).is_file() else None
 
 
 def register_custom(model: ModelEntry) -> None:
@@ -134,7 +136,8 @@ class FastEmbedder:
         if path is None and (installed := installed_copy(settings)) is not None:
             path, expect = installed, _recorded_dims(installed)
         if path is not None:
-            if not (path / "model.onnx").is_file() and not any(path.glob("*.onnx")):
+            if (not (path / "model.onnx").is_file() and not any(path.glob("*.onnx"))
+                    and not (known is not None and (path / known.model_file).is_file())):
                 raise EmbedderUnavailable(f"no ONNX model in {path} (PALACE_EMBED_MODEL_PATH)")
             attempts.append((str(path), {"specific_model_path": str(path),
                                          "local_files_only": True}))

@@ -39,6 +39,8 @@ class ModelEntry:
     # False for the fastembed catalog models that fastembed downloads on first use: palace's
     # tests cannot reach the model hub, so their loading path is untested here.
     tested: bool = True
+    # Where the ONNX file is in the model's directory: fastembed loads it from there (an
+    # installed copy puts it there too; fastembed's catalog says it for its own models).
     model_file: str = "model.onnx"
     fusion: tuple[float, float] | None = None
     note: str = ""  # speed and measured quality, one line (docs/benchmarks.md has the detail)
@@ -55,19 +57,23 @@ MODELS: tuple[ModelEntry, ...] = (
 # lets fastembed download them into its cache). Untested offline: no hub here.
 _FROM_HUB = "fetched by fastembed on first use (needs internet; untested offline)"
 _ARCTIC_QUERY = "Represent this sentence for searching relevant passages: "
+_ONNX_DIR = "onnx/model.onnx"
 MODELS = (*MODELS,
     ModelEntry("BAAI/bge-small-en-v1.5", "bge-small", 384, 67, "mit", tested=False,
+               model_file="model_optimized.onnx",
                note=f"MiniLM's size, stronger on retrieval benchmarks; {_FROM_HUB}"),
     ModelEntry("BAAI/bge-base-en-v1.5", "bge-base", 768, 210, "mit", tested=False,
+               model_file="model_optimized.onnx",
                note=f"mpnet's size class; {_FROM_HUB}"),
     ModelEntry("snowflake/snowflake-arctic-embed-s", "arctic-s", 384, 130, "apache-2.0",
-               query_prefix=_ARCTIC_QUERY, tested=False,
+               query_prefix=_ARCTIC_QUERY, tested=False, model_file=_ONNX_DIR,
                note=f"retrieval-tuned, query prefix applied by palace; {_FROM_HUB}"),
     ModelEntry("snowflake/snowflake-arctic-embed-m", "arctic-m", 768, 430, "apache-2.0",
-               query_prefix=_ARCTIC_QUERY, tested=False,
+               query_prefix=_ARCTIC_QUERY, tested=False, model_file=_ONNX_DIR,
                note=f"retrieval-tuned, query prefix applied by palace; {_FROM_HUB}"),
     ModelEntry("nomic-ai/nomic-embed-text-v1.5", "nomic", 768, 520, "apache-2.0",
                query_prefix="search_query: ", passage_prefix="search_document: ", tested=False,
+               model_file=_ONNX_DIR,
                note=f"long inputs (8192 tokens), prefixes applied by palace; {_FROM_HUB}"),
 )
 

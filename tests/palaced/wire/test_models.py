@@ -25,3 +25,5 @@ def test_non_custom_entries_are_fastembeds_own_with_its_dims() -> None:
             continue
         assert theirs[m.name.lower()]["dim"] == m.dims, m.name
         assert theirs[m.name.lower()]["license"] == m.license, m.name
+        # An installed copy puts the ONNX file where fastembed loads it from.
+        assert theirs[m.name.lower()]["model_file"] == m.model_file, m.name
