@@ -12,32 +12,19 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from palaced.config.toml_lines import key_lines
 from palaced.wire.errors import InvalidArgs
+from palaced.wire.safe_files import private_file
+from palaced.wire.toml_text import toml_string
 
 # ``key = "value"  # comment``: the key part, a one-line string value, the rest.
 _ASSIGN = re.compile(r"""^(\s*[^=#]+?\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*')(.*)$""")
 _HEADER = re.compile(r"\s*\[\s*([A-Za-z0-9_-]+)\s*\]\s*(?:#.*)?$")
 CLEARED = "  # commented out by `palace model use`"
-
-
-def toml_string(value: str) -> str:
-    """``value`` as a TOML basic string."""
-    out = ['"']
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def edit_keys(text: str, table: str, values: dict[str, str | None], where: str) -> str:
@@ -110,23 +97,10 @@ def read_text(path: Path) -> str | None:
 
 
 def write_text(path: Path, text: str) -> None:
-    """Replace the config file with ``text`` atomically (a temporary file renamed over it,
-    its mode kept; a symlink's target is replaced, as dotfile managers link it). Raises
-    OSError."""
+    """Replace the config file with ``text`` atomically, as a private (0600) file
+    (``safe_files.private_file``); a symlink's target is replaced, since dotfile managers link
+    the file. Raises OSError."""
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        mode = target.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o600
-    fd, tmp = tempfile.mkstemp(prefix=".config-", suffix=".toml", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with private_file(target) as out:
+        out.write(text)

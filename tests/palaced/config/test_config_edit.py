@@ -51,7 +51,7 @@ def test_shapes_it_does_not_handle_are_refused_naming_the_key(text: str) -> None
     assert f'model = "{MPNET}"' in err.value.message and "by hand" in err.value.message
 
 
-def test_write_text_replaces_a_symlinks_target_keeping_its_mode(tmp_path: Path) -> None:
+def test_write_text_replaces_a_symlinks_target_as_a_private_file(tmp_path: Path) -> None:
     real = tmp_path / "dotfiles" / "config.toml"
     real.parent.mkdir()
     real.write_text("old\n")
@@ -60,5 +60,5 @@ def test_write_text_replaces_a_symlinks_target_keeping_its_mode(tmp_path: Path) 
     link.symlink_to(real)
     edit.write_text(link, "new\n")
     assert link.is_symlink() and real.read_text() == "new\n"
-    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
     assert sorted(p.name for p in real.parent.iterdir()) == ["config.toml"]
