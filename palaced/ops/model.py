@@ -48,7 +48,18 @@ async def op_model_use(ctx: OpContext, palace: str | None, args: dict[str, Any]
         EmbedderUnavailable: the model did not load (not installed, offline...).
         EmbedderMismatch: a team palace on this daemon holds another model's vectors.
     """
-    name = canonical(str(args["model"]))
+    global _use_lock
+    if _use_lock is None:
+        _use_lock = anyio.Lock()
+    async with _use_lock:  # two at once would each restore the other's file on failure
+        return await _use(ctx, canonical(str(args["model"])))
+
+
+_use_lock: anyio.Lock | None = None
+
+
+async def _use(ctx: OpContext, name: str) -> dict[str, Any]:
+    """``op_model_use`` under its lock."""
     overriding = [v for v in OVERRIDES if os.environ.get(v) is not None]
     if overriding:
         raise InvalidArgs(

@@ -59,6 +59,7 @@ def _switch(d: DaemonProc, short: str, identity: str, dims: int) -> list[int]:
     while (moving := _palace(d)["reembedding"]) is not None:
         assert time.monotonic() < deadline, f"no end to the re-embedding: {moving}"
         assert moving["model"] == identity and moving["total"] == DRAWERS
+        assert moving["percent"] == moving["done"] * 100 // DRAWERS
         seen.append(moving["done"])
         if len(seen) == 1 or (seen[-1] != seen[-2] and not line):
             # Recall meanwhile: keyword-only, and it says so (API, CLI and status).
