@@ -46,32 +46,38 @@ def _palace(d: DaemonProc) -> dict[str, Any]:
         return next(p for p in c.status()["palaces"] if p["name"] == "p")
 
 
-def _switch(d: DaemonProc, short: str, identity: str, dims: int) -> list[int]:
+def _switch(d: DaemonProc, short: str, identity: str, dims: int, *, cli_progress: bool
+            ) -> list[int]:
     """``palace model use short``, then wait for the re-embedding, checking recall on the way;
-    the progress values seen (drawers done)."""
+    the progress values seen (drawers done). ``cli_progress``: also catch ``palace status``
+    showing it part-way (a slow model's pass only: a CLI process takes about a second to
+    start, as long as MiniLM's whole pass here)."""
     res = d.cli("model", "use", short, check=True)
     assert f"now using {identity}" in res.stdout, res.stdout
     assert f"palace p: re-embedding {DRAWERS} drawers in the background" in res.stdout
     assert "follow it with `palace status`" in res.stdout
     seen: list[int] = []
     line = ""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while (moving := _palace(d)["reembedding"]) is not None:
         assert time.monotonic() < deadline, f"no end to the re-embedding: {moving}"
         assert moving["model"] == identity and moving["total"] == DRAWERS
         assert moving["percent"] == moving["done"] * 100 // DRAWERS
         seen.append(moving["done"])
-        if len(seen) == 1 or (seen[-1] != seen[-2] and not line):
-            # Recall meanwhile: keyword-only, and it says so (API, CLI and status).
+        if len(seen) == 1:
+            # Recall meanwhile: keyword-only, and it says so.
             with d.client() as c:
                 r = c.recall_ex("p", "who looks after the payment gateway?")
-            assert r["mode"] == "keyword" and r["results"], r
-            assert "keyword-only: palace p is being re-embedded" in r["notice"]
+            if r["mode"] != "keyword":  # only if the pass ended in between
+                assert _palace(d)["reembedding"] is None, r
+            else:
+                assert "keyword-only: palace p is being re-embedded" in r["notice"], r
+        if cli_progress and not line and seen[-1] > 0:
             status = d.cli("status", check=True).stdout
             found = re.search(rf"re-embedding (\d+)/{DRAWERS} \((\d+)%\) for "
                               rf"{re.escape(identity)} \(keyword-only recall until done\)",
                               status)
-            if found and int(found.group(1)) > 0:
+            if found:
                 line = found.group(0)
                 assert int(found.group(2)) == int(found.group(1)) * 100 // DRAWERS
         time.sleep(0.05)
@@ -84,7 +90,7 @@ def _switch(d: DaemonProc, short: str, identity: str, dims: int) -> list[int]:
         hit = next(x for x in r["results"] if x["text"].startswith("Alice"))
         assert hit["vector"] is not None and hit["vector"] > 0.2
         assert c.status()["model"]["dims"] == dims
-    assert line, f"progress never shown part-way in `palace status` ({seen})"
+    assert line or not cli_progress, f"progress never shown part-way by `palace status` {seen}"
     return seen
 
 
@@ -114,7 +120,7 @@ def test_round_trip_minilm_mpnet_minilm(user_daemon: DaemonProc) -> None:
         c.remember("p", "Alice owns the payment gateway integration", room="owners")
         assert c.palace_info("p")["embedder"] == MINILM_ID
 
-    seen = _switch(d, "mpnet", MPNET_ID, 768)
+    seen = _switch(d, "mpnet", MPNET_ID, 768, cli_progress=True)
     assert seen == sorted(seen) and len(set(seen)) >= 2, seen  # it went up
     text = (d.home / "config.toml").read_text()
     assert text == CONFIG.replace(
@@ -122,7 +128,7 @@ def test_round_trip_minilm_mpnet_minilm(user_daemon: DaemonProc) -> None:
     human = d.cli("model", "list", check=True).stdout
     assert re.search(r"^\* mpnet +768", human, re.M), human
 
-    _switch(d, "minilm", MINILM_ID, 384)
+    _switch(d, "minilm", MINILM_ID, 384, cli_progress=False)
     assert 'model = "sentence-transformers/all-MiniLM-L6-v2"' in (d.home / "config.toml"
                                                                   ).read_text()
     doctor = d.cli("doctor")
