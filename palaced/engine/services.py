@@ -41,6 +41,7 @@ class ModelState:
     configured: str | None = None  # the model the settings name (None: embedding disabled)
     ready_event: anyio.Event = field(default_factory=anyio.Event)
     load_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one load at a time
+    use_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one `model.use` at a time
     _watchers: list[Callable[[], None]] = field(default_factory=list)
 
     @property

@@ -48,14 +48,9 @@ async def op_model_use(ctx: OpContext, palace: str | None, args: dict[str, Any]
         EmbedderUnavailable: the model did not load (not installed, offline...).
         EmbedderMismatch: a team palace on this daemon holds another model's vectors.
     """
-    global _use_lock
-    if _use_lock is None:
-        _use_lock = anyio.Lock()
-    async with _use_lock:  # two at once would each restore the other's file on failure
+    # Two at once would each put the config file back over the other's on failure.
+    async with ctx.services.model.use_lock:
         return await _use(ctx, canonical(str(args["model"])))
-
-
-_use_lock: anyio.Lock | None = None
 
 
 async def _use(ctx: OpContext, name: str) -> dict[str, Any]:
@@ -70,13 +65,13 @@ async def _use(ctx: OpContext, name: str) -> dict[str, Any]:
     path = ctx.config.paths.config_file
     where = str(path)
     old = await anyio.to_thread.run_sync(edit.read_text, path)
-    current = config_mod.load(ctx.config.paths).embedder
+    current = (await anyio.to_thread.run_sync(config_mod.load, ctx.config.paths)).embedder
     clear_path = current.model_path is not None
     new = edit.edit_keys(old or "", "embedder",
                          {"model": name, **({"model_path": None} if clear_path else {})}, where)
     await anyio.to_thread.run_sync(edit.write_text, path, new)
     try:
-        settings = config_mod.load(ctx.config.paths).embedder
+        settings = (await anyio.to_thread.run_sync(config_mod.load, ctx.config.paths)).embedder
         state = await reload_model(ctx.services, settings, ctx.registry,
                                    accept=lambda emb: _team_palaces_accept(ctx, emb))
     except BaseException as exc:
@@ -148,7 +143,7 @@ async def op_model_check(ctx: OpContext, palace: str | None, args: dict[str, Any
         EmbedderUnavailable: it does not load, or its vectors have another size.
     """
     name = canonical(str(args["model"]))
-    base = config_mod.load(ctx.config.paths).embedder
+    base = (await anyio.to_thread.run_sync(config_mod.load, ctx.config.paths)).embedder
     settings = dataclasses.replace(base, model_name=name, model_path=None,
                                    allow_download=False, disabled=False)
     emb = await anyio.to_thread.run_sync(FastEmbedder.load, settings)
