@@ -82,10 +82,13 @@ async def _use(ctx: OpContext, name: str) -> dict[str, Any]:
                 await anyio.to_thread.run_sync(edit.write_text, path, old)
         if isinstance(exc, EmbedderUnavailable) and exc.details.get("condition") is None:
             known = entry(name)
-            hint = (f"install it with `palace model import PATH --name {known.short}`"
-                    if known is not None and known.custom else
+            hint = ("`palace model list` shows the models palace knows; any other must be a "
+                    "model of fastembed's catalog, downloaded on first use (internet)"
+                    if known is None else
+                    f"install it with `palace model import PATH --name {known.short}`"
+                    if known.custom else
                     "on a machine without internet, install it with `palace model import "
-                    f"PATH --name {known.short if known else name}`")
+                    f"PATH --name {known.short}`")
             raise EmbedderUnavailable(
                 f"{exc.message}; {hint}; the config file was left as it was",
                 details={**exc.details, "model": name}) from exc

@@ -142,6 +142,9 @@ def test_round_trip_minilm_mpnet_minilm(user_daemon: DaemonProc) -> None:
     assert "the config file was left as it was" in res.stderr
     assert 'model = "sentence-transformers/all-MiniLM-L6-v2"' in (d.home / "config.toml"
                                                                   ).read_text()
+    res = d.cli("model", "use", "no-such-org/no-such-model")
+    assert res.returncode != 0 and "[EMBEDDER_UNAVAILABLE]" in res.stderr, res.stderr
+    assert "`palace model list` shows the models palace knows" in res.stderr
     with d.client() as c:
         assert c.status()["model"]["identity"] == MINILM_ID
 
