@@ -51,11 +51,15 @@ REGENERATE = "python docs/gen.py"
 # -- facts the code does not state ----------------------------------------------------------------
 # [section] key -> meaning. Types and defaults come from palaced/config/settings.py itself.
 CONFIG_MEANINGS: dict[tuple[str, str], str] = {
-    ("embedder", "model"): "Embedding model name (fastembed). `\"none\"`, `\"off\"` or `\"\"` "
+    ("embedder", "model"): "Embedding model: a short name of palace's catalog (`minilm`, "
+        "`mpnet`, `bge-small`...: `palace model list`) or any fastembed model name; "
+        "`palace model use NAME` writes it and switches the running daemon "
+        "([operations.md](operations.md#choosing-a-model)). `\"none\"`, `\"off\"` or `\"\"` "
         "turns embedding off: keyword-only recall, no model is loaded.",
     ("embedder", "model_path"): "Directory holding a local copy of the model (`model.onnx` or "
         "another `*.onnx`, plus `tokenizer.json` and the other tokenizer files); loaded with "
-        "`local_files_only`, never downloaded. For offline machines. `~` is expanded.",
+        "`local_files_only`, never downloaded. For offline machines. `~` is expanded. It "
+        "names one model's files: `palace model use` comments it out when it switches.",
     ("embedder", "threads"): "ONNX intra- and inter-op threads; unset or 0 lets onnxruntime "
         "choose.",
     ("embedder", "allow_download"): "Whether the daemon may download the model into "

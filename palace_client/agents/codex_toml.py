@@ -14,6 +14,7 @@ import tomllib
 from typing import Any
 
 from palace_client.agents.entries import merge_entry
+from palaced.wire.toml_text import toml_string as _toml_str
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ANY_HEADER = re.compile(r"^\s*\[")
@@ -29,23 +30,6 @@ def _header(name: str) -> re.Pattern[str]:
     return re.compile(
         rf"""^\s*\[\s*mcp_servers\s*\.\s*(?:{key}|"{key}"|'{key}')\s*(?:\.[^\]]*)?\]\s*(?:\#.*)?$"""
     )
-
-
-def _toml_str(value: str) -> str:
-    out = ['"']
-    for ch in value:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def _toml_key(key: str) -> str:

@@ -15,7 +15,7 @@ import typer
 
 from palace_client.api.client import Client
 from palace_client.cli.common import EXIT_UNREACHABLE, JsonOpt, client, emit, fail
-from palace_client.render.results import counted, pending_chunks
+from palace_client.render.results import counted, pending_chunks, progress
 from palaced.wire import errors as E
 
 app = typer.Typer()
@@ -93,7 +93,7 @@ def _palace_line(p: dict[str, Any]) -> str:
         line += ", keyword engine building (FTS5 meanwhile)"
     moving = p.get("reembedding")
     if moving:
-        line += (f", re-embedding {moving['done']}/{moving['total']} for {moving['model']} "
+        line += (f", re-embedding {progress(moving)} for {moving['model']} "
                  + ("(paused until that model is loaded)" if moving.get("paused") else
                     "(keyword-only recall until done)"))
     replica = p.get("replica")  # a team palace's read replica (docs/teams.md)

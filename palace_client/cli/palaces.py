@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from palace_client.cli.common import JsonOpt, PalaceOpt, client, emit, fail, need_palace, op_option
-from palace_client.render.results import counted, pending_chunks
+from palace_client.render.results import counted, pending_chunks, progress
 from palaced.wire import errors as E
 
 app = typer.Typer()
@@ -66,8 +66,9 @@ def info(palace: str | None = PalaceOpt, as_json: bool = JsonOpt) -> None:
         typer.echo(f"  embedder {i.get('embedder') or '-'}")
         moving = i.get("reembedding")
         if moving:
-            typer.echo(f"  re-embedding for {moving['model']}: {moving['done']} of "
-                       f"{counted(moving['total'], 'drawer')} done")
+            typer.echo(f"  re-embedding {progress(moving)} for {moving['model']} "
+                       + ("(paused until that model is loaded)" if moving.get("paused") else
+                          "(keyword-only recall until done)"))
         for r in i.get("rooms", []):
             typer.echo(f"  {r['wing']}/{r['room']}: {counted(r['drawers'], 'drawer')}")
 

@@ -20,9 +20,11 @@ API_PREFIX = "/api/v1"
 OP_PATH = API_PREFIX + "/ops/{op}"
 # Ops a CLI user may call that the HTTP API does not serve. ``daemon.stop`` would stop the
 # daemon every agent of the user shares (`palace daemon stop` is a person's act at a
-# terminal); ``model.load`` is the CLI's step after it installs model files on disk, which
-# an HTTP caller cannot do. The handshake (``hello``) is the transport's, not an op of SPECS.
-HIDDEN_OPS = frozenset({"daemon.stop", "model.load"})
+# terminal); ``model.load`` and ``model.check`` are the CLI's steps after it installs model
+# files on disk, which an HTTP caller cannot do; ``model.use`` rewrites the user's config file
+# and re-embeds every palace (a person's choice, as stopping is). The handshake (``hello``) is
+# the transport's, not an op of SPECS.
+HIDDEN_OPS = frozenset({"daemon.stop", "model.load", "model.use", "model.check"})
 EXPOSED: dict[str, OpSpec] = {name: spec for name, spec in SPECS.items()
                               if name not in HIDDEN_OPS}
 

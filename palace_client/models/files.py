@@ -1,17 +1,18 @@
 """Installing the embedding model's files for the daemon: the manifest, checks and the install.
 
 ``palace model fetch`` and ``palace model import`` put a copy of the default model
-(``palaced.wire.vocab.DEFAULT_MODEL``) into ``<data_dir>/models/<model_dir_name>/``, where the
-daemon looks for it before fastembed's cache (``palaced.engine.embedder``), then ask the daemon to
-load it (``model.load``). The copy is staged beside its final place, checked, and swapped in
-with a rename; the one it replaces is kept until the daemon has loaded the new one, so a copy
-the daemon refuses is rolled back.
+(``palaced.wire.vocab.DEFAULT_MODEL``), or with ``import --name`` of another model of the catalog
+(``palaced.wire.models``), into ``<data_dir>/models/<model_dir_name>/``, where the daemon looks
+for it before fastembed's cache (``palaced.engine.embedder``), then ask the daemon to load it
+(``model.load``; ``model.check`` for a model that is not the configured one). The copy is
+staged beside its final place, checked, and swapped in with a rename; the one it replaces is
+kept until the daemon has loaded the new one, so a copy the daemon refuses is rolled back.
 
-What "verified" means: every file's sha256 is computed and compared with ``KNOWN_EXPORTS``,
+What "verified" means: every file's sha256 is computed and compared with ``EXPORTS``,
 this module's manifest of the exports palace knows. A copy matching one of them file for file
 is verified. A different export of the same model (another quantisation, another converter)
 is accepted with a warning, its hashes recorded in the copy's ``palace-model.json``, provided
-the file set is complete and the daemon loads it and it makes ``DIMS``-dimensional vectors
+the file set is complete and the daemon loads it and it makes the vectors the catalog says
 (the daemon refuses a copy whose vectors do not have the size the record says). Only
 ``palace model fetch`` refuses a mismatch: it downloads files whose hashes it knows.
 """
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from palaced.wire.errors import InvalidContent
+from palaced.wire.models import entry
 from palaced.wire.paths import MODEL_RECORD, Paths, model_dir_name
 from palaced.wire.private import make_private_dirs
 from palaced.wire.safe_files import open_regular
@@ -36,6 +38,7 @@ from palaced.wire.vocab import DEFAULT_MODEL
 
 MODEL = DEFAULT_MODEL
 DIMS = 384
+MPNET = "sentence-transformers/all-mpnet-base-v2"
 REQUIRED = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json")
 OPTIONAL = ("special_tokens_map.json",)
 # The tokenizer and config files of sentence-transformers/all-MiniLM-L6-v2, as its repository
@@ -55,6 +58,20 @@ KNOWN_EXPORTS: dict[str, dict[str, str]] = {
     INT8: {"model.onnx": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
            **_TOKENIZER_FILES},
 }
+MPNET_INT8 = ("int8 ONNX export of sentence-transformers/all-mpnet-base-v2 (palace's test "
+              "models, shared/models/all-mpnet-base-v2-onnx-int8)")
+# The known exports of every model palace can import, by fastembed name.
+EXPORTS: dict[str, dict[str, dict[str, str]]] = {
+    MODEL: KNOWN_EXPORTS,
+    MPNET: {MPNET_INT8: {
+        "model.onnx": "31eb2144ab6b82b9411049d811a275ccc82b05ca1a24fb0dc5f50981910ad43e",
+        "tokenizer.json": "b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842",
+        "config.json": "d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0",
+        "tokenizer_config.json":
+            "67f2ff7e223518e729869bb3a70f0caf8368fe549383fc11cfe2dfb42fffc268",
+        "special_tokens_map.json":
+            "9ef40e9c160511bf3f46ceb71f1471dafa1e9473d5120bb816c36b2efa75f8ba"}},
+}
 STAGING = ".staging-"
 MAX_FILE_BYTES = 4 * 1024**3  # the model is ~90 MB (as model_archive.MAX_UNPACKED)
 PREVIOUS = ".previous-"
@@ -72,11 +89,14 @@ def sha256_of(path: Path) -> str:
 @dataclass
 class Verdict:
     """What the check of a staged copy found: its files' sha256, the known export it is (None:
-    none), the files that differ from the closest one, and the warning to show (if any)."""
+    none), the files that differ from the closest one, and the warning to show (if any), for
+    ``model`` (a fastembed name) of ``dims`` dimensions."""
 
     files: dict[str, str]
     export: str | None
     differs: list[str] = field(default_factory=list)
+    model: str = MODEL
+    dims: int = DIMS
 
     @property
     def warning(self) -> str | None:
@@ -84,12 +104,13 @@ class Verdict:
             return None
         return ("these files differ from (or are missing in) every export of the model "
                 "palace knows: "
-                f"{', '.join(self.differs)}; accepted as another export of {MODEL} since the "
-                f"set is complete and the daemon loads it ({DIMS}-dimensional vectors); their "
+                f"{', '.join(self.differs)}; accepted as another export of {self.model} since "
+                f"the set is complete and the daemon loads it ({self.dims}-dimensional vectors); "
+                "their "
                 f"sha256 is recorded in {MODEL_RECORD}")
 
 
-def locate(root: Path) -> dict[str, Path]:
+def locate(root: Path, model: str = MODEL) -> dict[str, Path]:
     """The model's files under ``root`` (top level, a single top directory, or an ``onnx/``
     subdirectory for the model), by the name they are installed under.
 
@@ -112,24 +133,26 @@ def locate(root: Path) -> dict[str, Path]:
     missing = [n for n in REQUIRED if n not in found]
     if missing:
         raise InvalidContent(
-            f"no complete copy of {MODEL} in {root}: missing {', '.join(missing)} (needed: "
+            f"no complete copy of {model} in {root}: missing {', '.join(missing)} (needed: "
             f"{', '.join(REQUIRED)}, optionally {', '.join(OPTIONAL)})",
             details={"condition": "incomplete", "missing": missing, "path": str(root)})
     return found
 
 
-def verdict(files: dict[str, str]) -> Verdict:
-    """Compare a copy's ``{name: sha256}`` with the known exports."""
+def verdict(files: dict[str, str], model: str = MODEL, dims: int = DIMS) -> Verdict:
+    """Compare a copy's ``{name: sha256}`` with the known exports of ``model``."""
     best: tuple[int, str] | None = None
-    for name, expected in KNOWN_EXPORTS.items():
+    known = EXPORTS.get(model, {})
+    for name, expected in known.items():
         wrong = [f for f, h in expected.items() if files.get(f) != h]
         if not wrong:
-            return Verdict(files, name)
+            return Verdict(files, name, model=model, dims=dims)
         if best is None or len(wrong) < best[0]:
             best = (len(wrong), name)
-    closest = KNOWN_EXPORTS[best[1]] if best else {}
+    closest = known[best[1]] if best else {}
     differs = sorted(f for f in files if closest.get(f) != files[f])
-    return Verdict(files, None, differs or sorted(set(closest) - set(files)))
+    return Verdict(files, None, differs or sorted(set(closest) - set(files)), model=model,
+                   dims=dims)
 
 
 def new_staging(paths: Paths) -> Path:
@@ -144,7 +167,8 @@ def new_staging(paths: Paths) -> Path:
     return Path(tempfile.mkdtemp(prefix=STAGING, dir=paths.models_dir))
 
 
-def stage_files(found: dict[str, Path], staging: Path) -> Verdict:
+def stage_files(found: dict[str, Path], staging: Path, model: str = MODEL, dims: int = DIMS
+                ) -> Verdict:
     """Copy the located files into ``staging`` under their installed names (following
     symlinks, as in a Hugging Face cache) and check them.
 
@@ -168,7 +192,7 @@ def stage_files(found: dict[str, Path], staging: Path) -> Verdict:
                                          "file of the model is", details={"path": str(src)})
                 out.write(chunk)
         files[name] = sha256_of(dest)
-    return verdict(files)
+    return verdict(files, model, dims)
 
 
 @dataclass
@@ -192,10 +216,18 @@ class Installed:
 def install(paths: Paths, staging: Path, checked: Verdict, source: str) -> Installed:
     """Write the record into ``staging`` and rename it into place. Raises OSError."""
     record: dict[str, Any] = {
-        "model": MODEL, "dims": DIMS, "files": checked.files, "verified": checked.export,
-        "differs": checked.differs, "source": source, "installed_ms": int(time.time() * 1000)}
+        "model": checked.model, "dims": checked.dims, "files": checked.files,
+        "verified": checked.export, "differs": checked.differs, "source": source,
+        "installed_ms": int(time.time() * 1000)}
+    known = entry(checked.model)
+    if known is not None and known.model_file != "model.onnx":
+        # fastembed loads its catalog models' ONNX file from where their repository has it.
+        record["model_file"] = known.model_file
+        moved = staging / known.model_file
+        moved.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (staging / "model.onnx").rename(moved)
     (staging / MODEL_RECORD).write_text(json.dumps(record, indent=2) + "\n", "utf-8")
-    final = paths.models_dir / model_dir_name(MODEL)
+    final = paths.models_dir / model_dir_name(checked.model)
     previous = None
     if final.exists() or final.is_symlink():
         previous = final.with_name(f"{PREVIOUS}{final.name}-{time.time_ns()}")

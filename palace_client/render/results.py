@@ -45,6 +45,13 @@ def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def progress(moving: dict[str, Any]) -> str:
+    """A re-embedding's progress: ``1,234/5,000 (24%)`` (drawers done of all)."""
+    done, total = int(moving.get("done") or 0), int(moving.get("total") or 0)
+    share = done * 100 // total if total else 100
+    return f"{done:,}/{total:,} ({share}%)"
+
+
 def pending_chunks(info: dict[str, Any]) -> str:
     """`` (N chunks)`` after a palace's pending embeddings when some are waiting, else ""."""
     chunks = info.get("pending_chunks") or 0

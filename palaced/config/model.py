@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from palaced.wire.models import canonical
 from palaced.wire.vocab import DEFAULT_MODEL
 
 
@@ -31,7 +32,8 @@ class EmbedderSettings:
 def settings_from_env(base: EmbedderSettings) -> EmbedderSettings:
     """Apply PALACE_EMBED_MODEL / PALACE_EMBED_MODEL_PATH overrides.
 
-    ``PALACE_EMBED_MODEL=none`` (or ``off``) disables embedding: keyword-only mode.
+    ``PALACE_EMBED_MODEL=none`` (or ``off``) disables embedding: keyword-only mode. A catalog
+    model's short name (``mpnet``, ``palaced.wire.models``) becomes its fastembed name.
     """
     name = os.environ.get("PALACE_EMBED_MODEL")
     path = os.environ.get("PALACE_EMBED_MODEL_PATH")
@@ -45,7 +47,7 @@ def settings_from_env(base: EmbedderSettings) -> EmbedderSettings:
     model_path = base.model_path
     if path is not None:
         model_path = Path(path).expanduser() if path else None
-    return EmbedderSettings(model_name=model_name, model_path=model_path,
+    return EmbedderSettings(model_name=canonical(model_name), model_path=model_path,
                             cache_dir=base.cache_dir, threads=base.threads,
                             allow_download=base.allow_download, disabled=disabled,
                             install_dir=base.install_dir)

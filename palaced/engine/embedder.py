@@ -18,7 +18,7 @@ import numpy as np
 
 from palaced.config.model import EmbedderSettings
 from palaced.wire.errors import EmbedderUnavailable
-from palaced.wire.models import ModelEntry, entry
+from palaced.wire.models import ModelEntry, canonical, entry
 from palaced.wire.paths import MODEL_RECORD, model_dir_name
 
 log = logging.getLogger(__name__)
@@ -58,8 +58,10 @@ def installed_copy(settings: EmbedderSettings) -> Path | None:
     """The installed copy of the configured model (``palace model``), if there is one."""
     if settings.install_dir is None:
         return None
-    path = settings.install_dir / model_dir_name(settings.model_name)
-    return path if (path / "model.onnx").is_file() else None
+    known = entry(settings.model_name)
+    path = settings.install_dir / model_dir_name(canonical(settings.model_name))
+    onnx = known.model_file if known is not None else "model.onnx"
+    return path if (path / onnx).is_file() else None
 
 
 def register_custom(model: ModelEntry) -> None:
@@ -94,6 +96,10 @@ class FastEmbedder:
         self._name = name
         self._dims = dims
         self.source = source
+        known = entry(name)
+        # The catalog's prefixes (nomic's "search_query: "...): fastembed adds none.
+        self._query_prefix = known.query_prefix if known else ""
+        self._passage_prefix = known.passage_prefix if known else ""
 
     @property
     def identity(self) -> str:
@@ -130,7 +136,8 @@ class FastEmbedder:
         if path is None and (installed := installed_copy(settings)) is not None:
             path, expect = installed, _recorded_dims(installed)
         if path is not None:
-            if not (path / "model.onnx").is_file() and not any(path.glob("*.onnx")):
+            if (not (path / "model.onnx").is_file() and not any(path.glob("*.onnx"))
+                    and not (known is not None and (path / known.model_file).is_file())):
                 raise EmbedderUnavailable(f"no ONNX model in {path} (PALACE_EMBED_MODEL_PATH)")
             attempts.append((str(path), {"specific_model_path": str(path),
                                          "local_files_only": True}))
@@ -178,7 +185,7 @@ class FastEmbedder:
         out = np.empty((len(texts), self._dims), dtype=np.float32)
         for start in range(0, len(order), BATCH_SIZE):
             idx = order[start : start + BATCH_SIZE]
-            batch = [texts[i] for i in idx]
+            batch = [self._passage_prefix + texts[i] for i in idx]
             vecs = np.asarray(
                 list(self._model.embed(batch, batch_size=len(batch))),
                 dtype=np.float32,
@@ -187,7 +194,8 @@ class FastEmbedder:
         return _normalise(out)
 
     def embed_query(self, text: str) -> np.ndarray:
-        vec = np.asarray(next(iter(self._model.query_embed([text]))), dtype=np.float32)
+        vec = np.asarray(next(iter(self._model.query_embed([self._query_prefix + text]))),
+                         dtype=np.float32)
         out: np.ndarray = _normalise(vec.reshape(1, -1))[0]
         return out
 
@@ -196,8 +204,8 @@ class FastEmbedder:
         waited together: ``palaced.engine.batching``). Rows match ``embed_query`` of each text."""
         if not texts:
             return np.zeros((0, self._dims), dtype=np.float32)
-        vecs = np.asarray(list(self._model.query_embed(texts, batch_size=len(texts))),
-                          dtype=np.float32)
+        vecs = np.asarray(list(self._model.query_embed(
+            [self._query_prefix + t for t in texts], batch_size=len(texts))), dtype=np.float32)
         return _normalise(vecs)
 
 

@@ -38,8 +38,10 @@ class ModelState:
     load_seconds: float | None = None
     source: str | None = None
     disabled: bool = False
+    configured: str | None = None  # the model the settings name (None: embedding disabled)
     ready_event: anyio.Event = field(default_factory=anyio.Event)
     load_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one load at a time
+    use_lock: anyio.Lock = field(default_factory=anyio.Lock)  # one `model.use` at a time
     _watchers: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -57,7 +59,7 @@ class ModelState:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "reason": self.reason,
-                               "disabled": self.disabled}
+                               "disabled": self.disabled, "configured": self.configured}
         if self.embedder is not None:
             out["identity"] = self.embedder.identity
             out["dims"] = self.embedder.dims

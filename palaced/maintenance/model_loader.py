@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ async def _load_once(model: ModelState, settings: EmbedderSettings, registry: Re
     async with model.load_lock:
         started = time.monotonic()
         model.disabled = settings.disabled
+        model.configured = None if settings.disabled else settings.model_name
         try:
             if embedder is None:
                 embedder = await anyio.to_thread.run_sync(
@@ -89,15 +91,19 @@ async def _load_once(model: ModelState, settings: EmbedderSettings, registry: Re
         return True
 
 
-async def reload_model(services: Services, settings: EmbedderSettings, registry: Registry
+async def reload_model(services: Services, settings: EmbedderSettings, registry: Registry,
+                       *, accept: Callable[[Embedder], Awaitable[None]] | None = None
                        ) -> dict[str, Any]:
     """Load the model ``settings`` name now and make it the daemon's (``model.load``).
 
-    The model in use keeps serving until the new one is ready. Returns the model state.
+    The model in use keeps serving until the new one is ready. ``accept(new model)`` runs
+    between the load and the switch, and raising there keeps the model in use
+    (``model.use``: a team palace on another model). Returns the model state.
 
     Raises:
         EmbedderUnavailable: the model could not be loaded (the one in use stays; without one,
             the daemon stays keyword-only with this reason).
+        Exception: what ``accept`` raised.
     """
     model = services.model
     async with model.load_lock:
@@ -110,8 +116,12 @@ async def reload_model(services: Services, settings: EmbedderSettings, registry:
             if model.embedder is None:
                 model.state, model.reason = "unavailable", failure.message
                 model.disabled = settings.disabled
+                model.configured = None if settings.disabled else settings.model_name
             raise failure from exc
+        if accept is not None:
+            await accept(embedder)
         model.disabled = False
+        model.configured = settings.model_name
         # Same identity, other files (another export): cached query vectors are theirs.
         services.query_vectors.clear()
         await _install(model, embedder, registry, time.monotonic() - started)

@@ -89,6 +89,8 @@ HANDLERS: tuple[tuple[str, Handler], ...] = (
     ("palace.info", palaces.op_palace_info),
     ("palace.reembed", palaces.op_reembed),
     ("model.load", model.op_model_load),
+    ("model.use", model.op_model_use),
+    ("model.check", model.op_model_check),
     ("palace.doctor", maintenance.op_doctor),
     ("palace.backup", maintenance.op_backup),
     ("palace.restore", maintenance.op_restore),

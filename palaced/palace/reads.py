@@ -60,15 +60,17 @@ async def list_drawers(palace: Palace, filters: drawers.Filters, limit: int, off
 
 def reembedding(stored: str | None, moving: tuple[str | None, int, int], current: str | None
                 ) -> dict[str, Any] | None:
-    """A palace's re-embedding for another model, ``{"model", "done", "total", "paused"}``
-    (drawers), from its recorded model, ``store.lookup.reembed.progress`` and the daemon's model;
-    None if none runs or is due. ``paused``: its model is not the one loaded now."""
+    """A palace's re-embedding for another model, ``{"model", "done", "total", "percent",
+    "paused"}`` (drawers), from its recorded model, ``store.lookup.reembed.progress`` and the
+    daemon's model; None if none runs or is due. ``paused``: its model is not the one loaded
+    now."""
     target, done, total = moving
     if current is not None and stored not in (None, current) and target != current:
-        return {"model": current, "done": 0, "total": total, "paused": False}  # not started
-    if target is None:
+        target, done = current, 0  # not started
+    elif target is None:
         return None
-    return {"model": target, "done": done, "total": total, "paused": target != current}
+    return {"model": target, "done": done, "total": total,
+            "percent": done * 100 // total if total else 100, "paused": target != current}
 
 
 async def info(palace: Palace) -> dict[str, Any]:

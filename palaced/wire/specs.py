@@ -195,6 +195,9 @@ SOURCE_ARGS: dict[str, Arg] = {
 REMEMBER_MANY_ITEM = OpSpec("memory.remember_many item", DRAWER_ARGS, retry=SAFE)
 
 _R = "required"
+_MODEL = Arg("str", required=True, max_len=200,
+             help="a model of the catalog by short or fastembed name (`palace model list`), "
+                  "or another fastembed model name")
 _O = "optional"
 _ALL: tuple[OpSpec, ...] = (
     # daemon
@@ -269,6 +272,16 @@ _ALL: tuple[OpSpec, ...] = (
     OpSpec("model.load", retry=SAFE,
            doc="(Re)load the embedding model from the configured or installed copy, without "
                "a restart; palaces of another model switch to it in the background."),
+    OpSpec("model.use", {"model": _MODEL}, retry=SAFE,
+           doc="Choose the embedding model: write `[embedder] model` into the config file "
+               "(commenting out `model_path`), load it (the model in use serves meanwhile) "
+               "and re-embed every local palace in the background; `reembedding` lists them. "
+               "Nothing changes when it does not load, when the daemon's environment "
+               "overrides the model, or when a team palace holds the old model's vectors."),
+    OpSpec("model.check", {"model": _MODEL}, read_only=True, retry=SAFE,
+           doc="Load the installed copy of `model` on the side, embed a probe and drop it: "
+               "its identity, dims and source; the daemon's model stays (`palace model "
+               "import --name`)."),
     # maintenance: repairs converge, a resent backup makes one more snapshot, and a resent
     # restore finds the palace exactly as old as the backup, so it may replace it again.
     OpSpec("palace.doctor", {

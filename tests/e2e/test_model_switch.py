@@ -64,7 +64,8 @@ def test_model_change_keeps_working_and_reembeds_in_the_background(home: Path) -
         assert cli.returncode == 0 and "(keyword-only: palace p is being re-embedded" in cli.stderr
         status = d.cli("status", check=True).stdout
         line = next(ln for ln in status.splitlines() if ln.strip().startswith("p:"))
-        done = re.search(rf"re-embedding (\d+)/{DRAWERS + 2} for {re.escape(NEW_ID)}", line)
+        done = re.search(rf"re-embedding (\d+)/{DRAWERS + 2} \((\d+)%\) for {re.escape(NEW_ID)}",
+                         line)
         assert done, status
 
         # kill -9 in the middle of the pass: the progress is kept, the pass resumes.

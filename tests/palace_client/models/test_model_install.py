@@ -365,3 +365,26 @@ def test_stage_files_copies_regular_files_only_and_bounded(tmp_path: Path,
     checked = model_files.stage_files({"config.json": tmp_path / "config.json"}, staging)
     assert checked.files["config.json"] == hashlib.sha256(b"{}").hexdigest()
     assert (staging / "config.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_import_of_a_fastembed_catalog_model_puts_its_onnx_file_where_fastembed_loads_it(
+        bare_daemon: DaemonProc) -> None:
+    # No bge-small files can be had offline: MiniLM's stand in (same tokenizer family and
+    # dimension; fastembed reads bge-small's vector from the first token, which any BERT
+    # graph gives). This proves the install and loading path of fastembed's own catalog
+    # models, not their quality.
+    d = bare_daemon
+    res = d.cli("model", "import", str(MODEL_DIR), "--name", "bge-small", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    installed = d.home / "models" / "BAAI--bge-small-en-v1.5"
+    assert out["installed"] == str(installed) and out["model"] == "BAAI/bge-small-en-v1.5"
+    assert (installed / "model_optimized.onnx").is_file()
+    assert not (installed / "model.onnx").exists()
+    assert "accepted as another export of BAAI/bge-small-en-v1.5" in out["warnings"][0]
+    assert out["daemon"]["checked"] is True
+    assert out["daemon"]["identity"] == "fastembed:BAAI/bge-small-en-v1.5:384"
+    record = json.loads((installed / MODEL_RECORD).read_text())
+    assert record["model_file"] == "model_optimized.onnx" and record["dims"] == 384
+    with d.client() as c:  # checked on the side: the daemon still has no model
+        assert c.status()["model"]["state"] == "unavailable"

@@ -66,7 +66,7 @@ async def test_model_change_switches_in_passes_and_keeps_the_old_vectors(tmp_pat
     assert z["created"] and not z["embedded"]
     info = await reads.info(p)
     assert info["reembedding"] == {"model": "hash:32", "done": 0, "total": total + 1,
-                                   "paused": False}
+                                   "percent": 0, "paused": False}
     assert info["embedder"] == "hash:64" and info["vectors"] == total
 
     emb = new.model.embedder

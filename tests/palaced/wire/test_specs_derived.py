@@ -217,7 +217,7 @@ CLI_OPS: dict[str, str] = {
     "trash empty": "memory.empty_trash", "audit": "palace.audit", "policy show": "palace.policy",
     "policy set": "palace.policy_set",
     "export": "palace.export",
-    "model load": "model.load",
+    "model load": "model.load", "model use": "model.use", "model list": "daemon.status",
     "memoir create": "memoir.create", "memoir list": "memoir.list", "memoir show": "memoir.show",
     "memoir delete": "memoir.delete", "memoir add-concept": "memoir.add_concept",
     "memoir refine": "memoir.refine", "memoir search": "memoir.search",
@@ -237,8 +237,9 @@ CLI_ALSO: dict[str, str] = {"forget": "memory.forget_many",
                             "restore-drawer": "memory.restore_batch"}
 # Commands that run several ops (an import: palace.create, then palace.restore or the
 # source.* ops of the import ledger; model fetch and import install the model's files, then
-# send model.load; hook prompt: memory.wake_up on a session's first prompt, then memory.recall
-# with the hook's own fixed arguments), or none.
+# send model.load (import: model.check for a model that is not the configured one); hook
+# prompt: memory.wake_up on a session's first prompt, then memory.recall with the hook's own
+# fixed arguments), or none.
 CLI_NOT_OPS = {"mcp", "init", "service install", "service uninstall", "service status",
                "uninstall", "import jsonl", "import chatgpt", "import markdown",
                "model fetch", "model import", "project", "hook prompt", "serve", "ui"}
