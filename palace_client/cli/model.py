@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from palace_client.cli.common import JsonOpt, client, emit, fail, op_argument
+from palace_client.render.results import counted
 from palaced.wire import errors as E
 from palaced.wire.models import MODELS, ModelEntry, entry
 from palaced.wire.paths import MODEL_RECORD, Paths, model_dir_name, resolve
@@ -98,8 +99,9 @@ def use(model: str = op_argument("model.use", "model"), as_json: bool = JsonOpt)
             typer.echo("  every palace is on this model: recall is hybrid")
             return
         for p in moving:
-            typer.echo(f"  palace {p['palace']}: re-embedding {p['drawers'] or 0:,} drawers in "
-                       "the background; keyword-only recall until done")
+            typer.echo(f"  palace {p['palace']}: re-embedding "
+                       f"{counted(int(p['drawers'] or 0), 'drawer')} in the background; "
+                       "keyword-only recall until done")
         typer.echo("  follow it with `palace status` (re-embedding done/total (percent))")
 
     emit(out, as_json, human)
