@@ -32,6 +32,7 @@ from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
 from http_api import ROWS, WORDS, compare_recall, fill, pct
 
 WARMUP = 3
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 def queries(n: int) -> list[str]:
@@ -58,6 +59,32 @@ def timed(get: Callable[[str], httpx.Response], urls: list[str], expect: str) ->
     return times
 
 
+def browser_loads(login_url: str, urls: list[str]) -> dict[str, list[float]]:
+    """Load ``urls`` in headless chromium after opening ``login_url``: per load, ms from the
+    navigation's start to the response's end and to the load event's end."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--disable-gpu", "--disable-dev-shm-usage", "--no-sandbox"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    timings: dict[str, list[float]] = {"response": [], "load": []}
+    try:
+        driver.get(login_url)
+        for url in urls:
+            driver.get(url)  # returns once the load event has fired
+            nav = driver.execute_script(
+                "const n = performance.getEntriesByType('navigation')[0];"
+                "return [n.responseEnd - n.startTime, n.loadEventEnd - n.startTime];")
+            timings["response"].append(float(nav[0]))
+            timings["load"].append(float(nav[1]))
+    finally:
+        driver.quit()
+    return timings
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--drawers", type=int, default=10000)
@@ -65,6 +92,8 @@ def main() -> int:
     ap.add_argument("--loads", type=int, default=30, help="loads of each page but search")
     ap.add_argument("--queries", type=int, default=50, help="search round trips, each distinct")
     ap.add_argument("--calls", type=int, default=200, help="REST vs client recalls")
+    ap.add_argument("--browser", type=int, default=0,
+                    help="also time N loads of the search page in headless chromium")
     ap.add_argument("--model", action="store_true", help="the real model (default: keyword-only)")
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args()
@@ -105,6 +134,12 @@ def main() -> int:
             ]
             for name, urls, expect in plan:
                 pages[name] = timed(browser.get, urls, expect)[WARMUP:]
+        if opts.browser:
+            searches = [f"{info['base']}{base}?q={q}"
+                        for q in queries(opts.browser + WARMUP)]
+            seen = browser_loads(info["url"], searches)
+            pages["chromium: search, response end"] = seen["response"][WARMUP:]
+            pages["chromium: search, load event"] = seen["load"][WARMUP:]
         with daemon.client("bench-ui") as c, httpx.Client(
                 base_url=info["base"], headers={"Authorization": f"Bearer {secret}"}) as h:
             recall = compare_recall(c, h, palace, opts.calls)
