@@ -178,8 +178,9 @@ def mcp_routes(authed: Callable[[Callable[[Request, str], Awaitable[Response]]],
         sid = request.headers.get(SESSION_HEADER)
         headers: dict[str, str] = {}
         if _is_initialize(message):
-            session = open_session(request)
-            headers["Mcp-Session-Id"] = sid = sessions.add(session)
+            # Off the event loop: it reads config.toml and looks for the project's directory.
+            session = await anyio.to_thread.run_sync(open_session, request)
+            headers["Mcp-Session-Id"] = sessions.add(session)
         elif isinstance(message, list) and any(map(_is_initialize, message)):
             return _rpc_error(400, INVALID_REQUEST,
                               "Invalid Request: initialize must not be part of a batch")
