@@ -12,9 +12,10 @@ HTTP (revisions 2025-03-26 to 2025-11-25), the small subset a tool server needs:
   ``Mcp-Session-Id``; every later message must carry it (400 without, 404 for an unknown or
   ended one). ``DELETE /mcp`` ends it. ``MCP-Protocol-Version`` must be a version the bridge
   speaks (400 otherwise; absent, 2025-03-26 is assumed, as the spec says).
-* ``GET /mcp`` (the optional server-to-client stream) is 405: the server sends nothing
-  unasked, so the session's palace comes from ``?palace=`` (else ``palace serve``'s project),
-  not from the client's roots.
+* ``GET /mcp`` opens the session's stream of what the server sends unasked: the bridge's
+  ``roots/list`` when the URL names no palace (``?palace=``) and the client has roots, as on
+  stdio; the client's answer is a POST. The stream ends after ``STREAM_IDLE_S`` idle (the
+  client opens it again: the spec's polling), so none holds a graceful stop.
 
 Security is the REST API's (``app.build_app``): the Host check, ``Authorization: Bearer``
 with the secret (the web app's cookie is refused here), a foreign ``Origin`` refused, bodies
@@ -23,19 +24,19 @@ bounded like the API's.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from palace_client.api.identity import checked
-from palace_client.api.projects import default_palace
+from palace_client.api.projects import default_palace, project_dir_palace
 from palace_client.http.bodies import MAX_BODY, read_body
 from palace_client.http.security import AGENT_HEADER, agent_of
 from palace_client.mcp.bridge import (
@@ -57,6 +58,9 @@ SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 ASSUMED_VERSION = "2025-03-26"  # the spec's rule for a request without the header
 MAX_SESSIONS = 64  # sessions kept; the least recently used one is ended beyond
+OUTBOX_SIZE = 16  # server-to-client messages waiting for a session's GET stream
+STREAM_IDLE_S = 2.0  # a GET stream with nothing to send ends (below uvicorn's 5 s grace)
+STREAM_RETRY_MS = 1000  # the SSE `retry` the client waits before opening it again
 NOT_BEARER = ("MCP over HTTP takes `Authorization: Bearer <secret>` (the secret file's "
               "content); the session cookie is the web app's")
 
@@ -87,13 +91,29 @@ class PooledDaemon:
         """Nothing to close: the pool owns the connections."""
 
 
-@dataclass
 class Session:
     """One MCP session: the stdio bridge's protocol logic over its own toolbox; its messages
-    are answered one at a time, as on stdio."""
+    are answered one at a time, as on stdio. What the bridge sends unasked (``roots/list``)
+    waits in ``outbox`` (at most ``OUTBOX_SIZE``) for the client's ``GET /mcp`` stream."""
 
-    bridge: Bridge
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        self.lock = anyio.Lock()
+        self._outbox, self.outgoing = anyio.create_memory_object_stream[dict[str, Any]](
+            OUTBOX_SIZE)
+        bridge.send = self._send
+
+    def _send(self, message: dict[str, Any]) -> None:
+        """The bridge's ``send`` (called in a worker thread): queue ``message`` for the
+        stream; dropped when the queue is full or the session ended (the bridge's wait for
+        the answer is bounded)."""
+        with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError,
+                                 anyio.BrokenResourceError):
+            anyio.from_thread.run_sync(self._outbox.send_nowait, message)
+
+    def close(self) -> None:
+        """End the session's stream (on the event loop)."""
+        self._outbox.close()
 
 
 class Sessions:
@@ -108,7 +128,7 @@ class Sessions:
         sid = secrets.token_urlsafe(32)
         self._live[sid] = session
         while len(self._live) > self._limit:
-            self._live.popitem(last=False)
+            self._live.popitem(last=False)[1].close()
         return sid
 
     def get(self, sid: str) -> Session | None:
@@ -120,7 +140,10 @@ class Sessions:
 
     def end(self, sid: str) -> bool:
         """End session ``sid``; whether it was live."""
-        return self._live.pop(sid, None) is not None
+        session = self._live.pop(sid, None)
+        if session is not None:
+            session.close()
+        return session is not None
 
 
 def _rpc_error(status: int, code: int, message: str) -> Response:
@@ -142,6 +165,31 @@ def _answer(line: bytes, accept: str, headers: Mapping[str, str] | None = None) 
 
 def _is_initialize(message: object) -> bool:
     return isinstance(message, dict) and message.get("method") == "initialize"
+
+
+def _is_response(message: object) -> bool:
+    return (isinstance(message, dict) and "method" not in message and "id" in message
+            and ("result" in message or "error" in message))
+
+
+def _events(session: Session) -> AsyncIterator[bytes]:
+    """The SSE events of a session's stream: each message the bridge sends. The stream ends
+    after ``STREAM_IDLE_S`` without one (the client opens it again ``retry`` ms later, the
+    spec's polling), when the session ends, or when the client goes; so no stream holds
+    ``palace serve``'s graceful stop (uvicorn waits for open responses)."""
+    async def events() -> AsyncIterator[bytes]:
+        yield f"retry: {STREAM_RETRY_MS}\n\n".encode()
+        while True:
+            message: dict[str, Any] | None = None
+            with anyio.move_on_after(STREAM_IDLE_S):  # never yield inside a cancel scope
+                try:
+                    message = await session.outgoing.receive()
+                except anyio.EndOfStream:
+                    return
+            if message is None:
+                return
+            yield b"event: message\ndata: " + encode(message).rstrip(b"\n") + b"\n\n"
+    return events()
 
 
 def mcp_routes(authed: Callable[[Callable[[Request, str], Awaitable[Response]]],
@@ -166,8 +214,10 @@ def mcp_routes(authed: Callable[[Callable[[Request, str], Awaitable[Response]]],
             raise E.InvalidArgs("?palace= names a palace", details={"arg": "palace"})
         # Until initialize names the client (the bridge's rule), the agent is the API's.
         daemon = PooledDaemon(call, checked(agent_of(request.headers), "X-Palace-Agent"))
-        toolbox = Toolbox(lambda: daemon, palace or default_palace(), toolsets=toolsets)
-        return Session(Bridge(toolbox))
+        decided = palace or project_dir_palace()
+        toolbox = Toolbox(lambda: daemon, decided or default_palace(), toolsets=toolsets)
+        # As on stdio: no palace named, the client's roots (when it has them) decide.
+        return Session(Bridge(toolbox, roots=decided is None))
 
     async def post(request: Request) -> Response:
         body = await read_body(request, "application/json", MAX_BODY)
@@ -198,6 +248,11 @@ def mcp_routes(authed: Callable[[Callable[[Request, str], Awaitable[Response]]],
                 return _rpc_error(400, INVALID_REQUEST, f"Bad Request: unsupported "
                                   f"MCP-Protocol-Version {version[:40]!r}; supported: "
                                   f"{', '.join(SUPPORTED_PROTOCOL_VERSIONS)}")
+        if _is_response(message):
+            # The client's answer to roots/list: a tool call may be waiting for it while it
+            # holds the session's lock.
+            await anyio.to_thread.run_sync(session.bridge.accept_response, message)
+            return Response(status_code=202)
         explicit = request.headers.get(AGENT_HEADER, "").strip()
         async with session.lock:
             line = await anyio.to_thread.run_sync(session.bridge.answer, message,
@@ -221,7 +276,13 @@ def mcp_routes(authed: Callable[[Callable[[Request, str], Awaitable[Response]]],
             if not sessions.end(sid):
                 return _rpc_error(404, INVALID_REQUEST, "Session not found")
             return Response(status_code=204)
-        # GET: no server-initiated stream (nothing is ever sent unasked).
-        return Response(status_code=405, headers={"allow": "POST, DELETE"})
+        # GET: the stream of what the server sends unasked (roots/list).
+        sid = request.headers.get(SESSION_HEADER)
+        found = sessions.get(sid) if sid is not None else None
+        if found is None:
+            return _rpc_error(400 if sid is None else 404, INVALID_REQUEST,
+                              "Bad Request: GET /mcp opens the stream of a session "
+                              "(Mcp-Session-Id)" if sid is None else "Session not found")
+        return StreamingResponse(_events(found), media_type="text/event-stream")
 
     return [Route(MCP_PATH, authed(endpoint), methods=["GET", "POST", "DELETE"])]

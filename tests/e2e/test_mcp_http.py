@@ -9,11 +9,14 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from palace_client.api.slug import palace_name_for
 from tests.conftest import REPO, DaemonProc, fresh_name
 from tests.e2e import test_http_api
 from tests.e2e.test_http_api import Served
@@ -72,14 +75,17 @@ def sdk(request: pytest.FixtureRequest) -> tuple[int, str | None]:
 
 
 def test_sdk_client_over_http_lists_remembers_and_recalls(
-        sdk: tuple[int, str | None], served: Served, shared_keyword_daemon: DaemonProc) -> None:
+        sdk: tuple[int, str | None], served: Served, shared_keyword_daemon: DaemonProc,
+        tmp_path: Path) -> None:
     major, path = sdk
     palace = fresh_name(f"mcphttp{major}")
     env = dict(shared_keyword_daemon.env)
     if path is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
+    project = tmp_path / f"Roots Project {major}"
+    (project / ".git").mkdir(parents=True)
     spec = {"url": f"{served.base}/mcp?palace={palace}", "secret": served.secret,
-            "host": f"evil.example:{served.port}"}
+            "host": f"evil.example:{served.port}", "roots": [project.as_uri()]}
     proc = subprocess.run([sys.executable, str(DRIVER), json.dumps(spec)], env=env,
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-5000:]
@@ -108,11 +114,19 @@ def test_sdk_client_over_http_lists_remembers_and_recalls(
     assert "unknown argument(s) 'colour'" in calls["unknown_argument"]["content"][0]["text"]
     assert 'Unknown tool "no_such_tool"' in calls["unknown_tool"]["message"]
 
-    # The same recall through the stdio bridge reads the same text.
-    again = stdio_session(shared_keyword_daemon.env, palace, {
-        "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "recall", "arguments": {"query": "when does the nightly build publish?"}}})
-    assert again[1]["result"]["content"][0]["text"] == found
+    # The same calls through the stdio bridge read the same text (get and rooms: a recall's
+    # scores move with use and time between two calls).
+    again = stdio_session(shared_keyword_daemon.env, palace, *(
+        {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
+            "name": name, "arguments": arguments}}
+        for n, (name, arguments) in enumerate((("get", {"ids": [drawer]}), ("rooms", {})), 2)))
+    assert [a["result"]["content"] for a in again[1:]] == [
+        calls["get"]["content"], calls["rooms"]["content"]]
+
+    # No ?palace=: the client's first root decided, as on stdio (asked on the GET stream).
+    roots = report["roots"]
+    assert roots["roots_asked"] >= 1, roots
+    assert f"in palace '{palace_name_for(project)}'" in roots["remember"]["content"][0]["text"]
 
     # Refused: no secret, a wrong one, a foreign Host (DNS rebinding). None connects.
     for case in ("no_secret", "wrong_secret", "foreign_host"):
@@ -150,13 +164,32 @@ def test_wire_details_of_the_transport(served: Served, shared_keyword_daemon: Da
     no_session = httpx.post(f"{served.base}/mcp", json={"jsonrpc": "2.0", "id": 5,
                             "method": "tools/list"}, headers=served.bearer())
     assert no_session.status_code == 400 and "Mcp-Session-Id" in no_session.text
-    assert http.get(session.url).status_code == 405
+    assert http.get("/mcp", headers={"Mcp-Session-Id": ""}).status_code in (400, 404)
     foreign = http.post(session.url, json={"jsonrpc": "2.0", "id": 6, "method": "ping"},
                         headers={"Origin": "http://evil.example"})
     assert foreign.status_code == 403
     assert http.delete(session.url).status_code == 204
     gone = http.post(session.url, json={"jsonrpc": "2.0", "id": 7, "method": "ping"})
     assert gone.status_code == 404
+    # The GET stream: what the server sends unasked (a roots/list to a client with roots and
+    # no ?palace=), then its own end after 2 s without anything to send (the client polls).
+    init = {**INIT, "params": {**INIT["params"], "capabilities": {"roots": {}}}}
+    first = httpx.post(f"{served.base}/mcp", json=init, headers=served.bearer())
+    sid = first.headers["mcp-session-id"]
+    both = {**served.bearer(), "Mcp-Session-Id": sid}
+    assert httpx.post(f"{served.base}/mcp", headers=both, json={
+        "jsonrpc": "2.0", "method": "notifications/initialized"}).status_code == 202
+    started = time.monotonic()
+    with httpx.stream("GET", f"{served.base}/mcp", headers=both, timeout=30) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in stream.iter_lines() if line]
+    assert time.monotonic() - started < 10
+    assert lines[0] == "retry: 1000" and lines[1] == "event: message", lines
+    asked = json.loads(lines[2].removeprefix("data: "))
+    assert asked["method"] == "roots/list", lines
+    answer = httpx.post(f"{served.base}/mcp", headers=both, json={
+        "jsonrpc": "2.0", "id": asked["id"], "result": {"roots": []}})
+    assert answer.status_code == 202
     # The web app's cookie is not a credential here.
     with httpx.Client(base_url=served.base, timeout=30) as browser:
         assert browser.get(served.url.removeprefix(served.base)).status_code in (303, 200)

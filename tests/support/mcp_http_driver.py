@@ -8,9 +8,12 @@ Run by ``tests/e2e/test_mcp_http.py`` in a subprocess whose ``sys.path`` holds o
 ``ClientSession`` and the ``initialize`` handshake). Then the same client without the secret
 and with a foreign ``Host`` header, each of which must fail to connect.
 
+A second session names no palace in the URL and answers ``roots/list`` with ``roots``: the
+server asks on the session's GET stream and files the drawer in that project's palace.
+
 Usage: ``python tests/support/mcp_http_driver.py SCENARIO_JSON`` with ``url`` (the endpoint,
-with ``?palace=``), ``secret`` and ``host`` (a foreign Host header to try). Prints one JSON
-report on stdout: what the SDK saw, as wire-format dicts.
+with ``?palace=``), ``secret``, ``host`` (a foreign Host header to try) and ``roots``. Prints
+one JSON report on stdout: what the SDK saw, as wire-format dicts.
 """
 
 from __future__ import annotations
@@ -34,17 +37,27 @@ CONNECT_TIMEOUT_S = 30
 Steps = Callable[[Any, Any, dict[str, Any]], Awaitable[None]]
 
 
-async def session(url: str, headers: dict[str, str], steps: Steps, report: dict[str, Any]
-                  ) -> None:
-    """Connect to ``url`` sending ``headers`` on every request, then run ``steps``."""
+async def session(url: str, headers: dict[str, str], steps: Steps, report: dict[str, Any],
+                  roots: list[str] | None = None) -> None:
+    """Connect to ``url`` sending ``headers`` on every request, then run ``steps``. With
+    ``roots`` (file URIs) the client advertises roots and answers ``roots/list`` with them."""
     started = time.perf_counter()
+    extra: dict[str, Any] = {}
+    if roots is not None:
+        from mcp.types import ListRootsResult, Root
+
+        async def list_roots(context: Any) -> ListRootsResult:
+            report["roots_asked"] = report.get("roots_asked", 0) + 1
+            return ListRootsResult(roots=[Root(uri=uri) for uri in roots])  # type: ignore[arg-type]
+
+        extra["list_roots_callback"] = list_roots
     if MAJOR >= 2:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
-                Client(streamable_http_client(url, http_client=http)) as client:
+                Client(streamable_http_client(url, http_client=http), **extra) as client:
             report["connect_s"] = time.perf_counter() - started
             report["protocol_version"] = client.protocol_version
             report["server_info"] = wire(client.server_info)
@@ -57,7 +70,7 @@ async def session(url: str, headers: dict[str, str], steps: Steps, report: dict[
 
         async with httpx.AsyncClient(headers=headers, timeout=30) as http, \
                 streamable_http_client(url, http_client=http) as (read, write, _), \
-                ClientSession(read, write) as client:
+                ClientSession(read, write, **extra) as client:
             init = await client.initialize()
             report["connect_s"] = time.perf_counter() - started
             report["protocol_version"] = init.protocolVersion
@@ -109,6 +122,15 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
     report: dict[str, Any] = {"major": MAJOR, "sdk": version("mcp")}
     with anyio.fail_after(120):
         await session(url, bearer, use_tools, report)
+    # No ?palace=: the bridge asks the client's roots (on the GET stream) and follows them.
+    followed: dict[str, Any] = {}
+
+    async def remember(call_tool: Any, list_tools: Any, report: dict[str, Any]) -> None:
+        report["remember"] = await recorded(call_tool, "remember", {"text": "Roots decide."})
+
+    with anyio.fail_after(120):
+        await session(url.split("?")[0], bearer, remember, followed, roots=spec["roots"])
+    report["roots"] = followed
     report["no_secret"] = await refused(url, {})
     report["wrong_secret"] = await refused(url, {"Authorization": "Bearer not-the-secret"})
     report["foreign_host"] = await refused(url, {**bearer, "Host": spec["host"]})
