@@ -50,6 +50,27 @@ def fill(daemon: PrivateDaemon, palace: str, drawers: int) -> None:
             c.remember_many(palace, items)
 
 
+def start_serve(daemon: PrivateDaemon, *command: str
+                ) -> tuple[subprocess.Popen[str], dict[str, Any], str]:
+    """``palace <command> --port 0 --json`` (``serve``, or ``ui --no-browser``) on
+    ``daemon``'s home once it listens: the process, its JSON line and the secret."""
+    serve = subprocess.Popen([sys.executable, "-m", "palace_client", *command, "--port", "0",
+                              "--json"], env=daemon.env, stdout=subprocess.PIPE, text=True)
+    assert serve.stdout is not None
+    info = json.loads(serve.stdout.readline())
+    return serve, info, Path(info["secret_file"]).read_text().strip()
+
+
+def stop(serve: subprocess.Popen[str] | None, daemon: PrivateDaemon) -> None:
+    """Stop ``serve`` (SIGTERM: it removes its secret file) and the daemon, and delete the
+    daemon's scratch home."""
+    if serve is not None and serve.poll() is None:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=30)
+    daemon.stop()
+    daemon.cleanup(keep=False)
+
+
 ROWS = (("Python client", "client_ms"), ("REST (palace serve)", "rest_ms"),
         ("REST - client", "overhead_ms"))
 
@@ -97,11 +118,7 @@ def main() -> int:
         daemon.start()
         palace = "bench-http"
         fill(daemon, palace, opts.drawers)
-        serve = subprocess.Popen([sys.executable, "-m", "palace_client", "serve", "--port", "0",
-                                  "--json"], env=daemon.env, stdout=subprocess.PIPE, text=True)
-        assert serve.stdout is not None
-        info = json.loads(serve.stdout.readline())
-        secret = Path(info["secret_file"]).read_text().strip()
+        serve, info, secret = start_serve(daemon, "serve")
         with daemon.client("bench-http") as c, httpx.Client(
                 base_url=info["base"], headers={"Authorization": f"Bearer {secret}"}) as h:
             report = {"drawers": opts.drawers, "calls": opts.calls,
@@ -116,11 +133,7 @@ def main() -> int:
                       f"p95 {report[key]['p95']:7.2f} ms")
         return 0
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(timeout=30)
-        daemon.stop()
-        daemon.cleanup(keep=False)
+        stop(serve, daemon)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 from _daemon import DEFAULT_MODEL, DEFAULT_TIKTOKEN, PrivateDaemon
-from http_api import ROWS, WORDS, compare_recall, fill, pct
+from http_api import ROWS, WORDS, compare_recall, fill, pct, start_serve, stop
 
 WARMUP = 3
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -108,12 +107,7 @@ def main() -> int:
             for drawer in range(1, opts.trash + 1):
                 c.call("memory.forget", palace, {"id": drawer * 7})
         filled_s = time.perf_counter() - t0
-        serve = subprocess.Popen([sys.executable, "-m", "palace_client", "ui", "--no-browser",
-                                  "--port", "0", "--json"], env=daemon.env,
-                                 stdout=subprocess.PIPE, text=True)
-        assert serve.stdout is not None
-        info = json.loads(serve.stdout.readline())
-        secret = Path(info["secret_file"]).read_text().strip()
+        serve, info, secret = start_serve(daemon, "ui", "--no-browser")
         pages: dict[str, list[float]] = {}
         with httpx.Client(base_url=info["base"], timeout=60) as browser:
             login = browser.get(info["url"].removeprefix(info["base"]))
@@ -162,11 +156,7 @@ def main() -> int:
                 print(f"  {name:<34}      {recall[key]['p50']:8.1f} {recall[key]['p95']:8.1f}")
         return 0
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
-            serve.wait(timeout=30)
-        daemon.stop()
-        daemon.cleanup(keep=False)
+        stop(serve, daemon)
 
 
 if __name__ == "__main__":
