@@ -3,6 +3,7 @@ that records the ops the stdio bridge's tools send."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,3 +114,15 @@ def test_sessions_are_bounded_least_recently_used_first() -> None:
     sessions.add(make())
     assert sessions.get(second) is None and sessions.get(first) is not None
     assert sessions.end(first) and not sessions.end(first)
+
+
+def test_the_server_announces_the_mcp_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    from palace_client.http.command import _announce
+
+    _announce("127.0.0.1", 8765, "s3cret", Path("/run/x.secret"), as_json=True)
+    assert json.loads(capsys.readouterr().out)["mcp"] == "http://127.0.0.1:8765/mcp"
+    _announce("127.0.0.1", 8765, "s3cret", Path("/run/x.secret"), as_json=False)
+    assert "MCP (Streamable HTTP, the same secret): http://127.0.0.1:8765/mcp?palace=NAME" in (
+        capsys.readouterr().out)
