@@ -3,7 +3,8 @@
 Routes (docs/http.md): ``GET /login?token=`` (a browser trades the printed URL's secret for
 the session cookie), ``GET /`` (an index), ``GET /api/v1/openapi.json``, ``GET
 /api/v1/session`` (the CSRF value for a cookie-authenticated page) and ``POST
-/api/v1/ops/{op}`` with ``{"palace": ..., "args": {...}}``. Every request passes ``Guard``
+/api/v1/ops/{op}`` with ``{"palace": ..., "args": {...}}``, and ``/mcp`` (MCP over
+Streamable HTTP, ``mcp_http``). Every request passes ``Guard``
 (Host check, security headers) and every route but ``/login`` needs the secret. Ops run in
 worker threads, each on a pooled ``palace_client.Client`` of the daemon's Unix socket.
 """
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from palace_client.api.client import Client
 from palace_client.api.identity import checked
 from palace_client.http.bodies import MAX_BODY, read_body
+from palace_client.http.mcp_http import mcp_routes
 from palace_client.http.openapi import API_PREFIX, EXPOSED, error_body, openapi_document, status_of
 from palace_client.http.security import (
     COOKIE,
@@ -224,6 +226,7 @@ def build_app(keys: Keys, port: int, pool: ClientPool, ui: bool = False) -> ASGI
         Route(f"{API_PREFIX}/session", authed(session), methods=["GET"]),
         Route(f"{API_PREFIX}/ops/{{op}}", authed(call_op), methods=["POST"]),
     ]
+    routes += mcp_routes(authed, pool.call, limiter)
     if ui:
         from palace_client.http.ui import ui_routes  # Jinja2 is loaded only for the web app
 

@@ -121,10 +121,12 @@ def _announce(address: str, port: int, secret: str, secret_file: Path, as_json: 
     if as_json:
         sys.stdout.write(json.dumps({"url": url, "base": base,
                                      "port": port, "secret_file": str(secret_file),
-                                     "openapi": f"{base}/api/v1/openapi.json"}) + "\n")
+                                     "openapi": f"{base}/api/v1/openapi.json",
+                                     "mcp": f"{base}/mcp"}) + "\n")
     else:
         sys.stdout.write(f"palace serve: open {url}\n"
                          f"  API clients: Authorization: Bearer <the content of {secret_file}>\n"
-                         f"  OpenAPI: {base}/api/v1/openapi.json  (Ctrl-C stops; docs/http.md)\n")
+                         f"  OpenAPI: {base}/api/v1/openapi.json  (Ctrl-C stops; docs/http.md)\n"
+                         f"  MCP (Streamable HTTP, the same secret): {base}/mcp?palace=NAME\n")
     sys.stdout.flush()
     return url

@@ -34,6 +34,16 @@ def wire(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+async def recorded(call_tool: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The result of ``call_tool(name, arguments)`` in wire form, or the protocol error it
+    raised (recorded, not raised)."""
+    try:
+        result: dict[str, Any] = wire(await call_tool(name, arguments))
+        return result
+    except Exception as exc:
+        return {"exception": type(exc).__name__, "message": str(exc)}
+
+
 class Scenario:
     """The steps of one session; ``report`` collects what the client saw."""
 
@@ -81,11 +91,7 @@ class Scenario:
         self.report["tools"] = [wire(tool) for tool in listed.tools]
 
         async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-            try:
-                result: dict[str, Any] = wire(await call_tool(name, arguments))
-                return result
-            except Exception as exc:  # a protocol error: recorded, not raised
-                return {"exception": type(exc).__name__, "message": str(exc)}
+            return await recorded(call_tool, name, arguments)
 
         calls: dict[str, Any] = {}
         calls["remember"] = await call("remember", {
