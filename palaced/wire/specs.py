@@ -274,14 +274,13 @@ _ALL: tuple[OpSpec, ...] = (
                "a restart; palaces of another model switch to it in the background."),
     OpSpec("model.use", {"model": _MODEL}, retry=SAFE,
            doc="Choose the embedding model: write `[embedder] model` into the config file "
-               "(commenting out `model_path`), load it (the model in use serves meanwhile) "
-               "and re-embed every local palace in the background; `reembedding` lists them. "
-               "Nothing changes when it does not load, when the daemon's environment "
-               "overrides the model, or when a team palace holds the old model's vectors."),
+               "(commenting out `model_path`), load it (the old one serves meanwhile), "
+               "re-embed every local palace in the background (`reembedding`). Nothing "
+               "changes when it does not load, the environment overrides the model, or a "
+               "team palace holds the old model's vectors."),
     OpSpec("model.check", {"model": _MODEL}, read_only=True, retry=SAFE,
-           doc="Load the installed copy of `model` on the side, embed a probe and drop it: "
-               "its identity, dims and source; the daemon's model stays (`palace model "
-               "import --name`)."),
+           doc="Load the installed copy of `model` on the side, embed a probe, drop it: its "
+               "identity, dims, source (`palace model import --name`)."),
     # maintenance: repairs converge, a resent backup makes one more snapshot, and a resent
     # restore finds the palace exactly as old as the backup, so it may replace it again.
     OpSpec("palace.doctor", {
@@ -491,9 +490,8 @@ _ALL: tuple[OpSpec, ...] = (
         "max_nodes": Arg("int", default=500, min=1, max=MAX_LIMIT),
         "max_facts": Arg("int", default=2_000, min=1, max=MAX_OVERVIEW_FACTS),
     }, palace=_R, read_only=True, retry=SAFE,
-        doc="The whole graph for drawing: the active facts (or those valid at as_of), oldest "
-            "first, and the entities they touch, up to max_nodes/max_facts (`truncated`); "
-            "`changes`: the latest times a fact began or ended."),
+        doc="The whole graph to draw: the active facts (or those valid at as_of), oldest "
+            "first, their entities, up to max_nodes/max_facts (`truncated`), `changes`."),
     OpSpec("graph.search", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "limit": Arg("int", default=20, min=1, max=MAX_LIMIT),
