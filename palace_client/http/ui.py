@@ -65,7 +65,12 @@ def core_routes(ui: UI) -> list[BaseRoute]:
     async def drawer(request: Request) -> Response:
         palace, did = request.path_params["palace"], request.path_params["id"]
         got = await run_op("memory.get", palace, {"id": did, "history": True})
-        return page("drawer.html", palace=palace, d=got["drawer"])
+        # The conflicts this drawer is a side of, resolved ones too (the newest 1,000 of the
+        # palace: the op lists by palace, and a drawer's conflicts are recent ones).
+        listed = await run_op("memory.conflicts", palace,
+                              {"include_resolved": True, "limit": 1000})
+        mine = [c for c in listed["conflicts"] if did in (c["older_id"], c["newer_id"])]
+        return page("drawer.html", palace=palace, d=got["drawer"], conflicts=mine)
 
     async def edit(request: Request) -> Response:
         palace, did = request.path_params["palace"], request.path_params["id"]

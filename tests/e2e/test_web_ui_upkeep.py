@@ -99,6 +99,13 @@ def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
         assert c.get(palace, older)["superseded_by"] == newer
         assert c.get(palace, newer)["superseded_by"] is None
         assert c.conflicts(palace)["total"] == 0
+    # The older drawer's own page says what replaced it and how its conflict ended.
+    browser.get(f"{base}/d/{older}")
+    mine = _find(browser, "#conflicts", "resolved")
+    assert "supersede" in mine.text and f"#{newer}" in mine.text
+    assert _find(browser, ".meta", "superseded by").text.count(f"#{newer}") == 1
+    _shot(browser, shots, "upkeep-0-drawer-conflict")
+    browser.get(f"{base}/upkeep")
 
     # Merge the duplicates: one drawer left, with both's tags; the other in the trash.
     _go(browser, _find(browser, "#duplicates form.merge button"))

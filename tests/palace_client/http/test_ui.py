@@ -45,7 +45,13 @@ class _Pool(ClientPool):
             return {"drawers": 7, "embedder": "fastembed:m:384", "recall_mode": "hybrid"}
         if op == "memory.get":
             return {"drawer": {"id": 1, "text": XSS, "wing": "w", "room": "r", "tags": [XSS],
-                               "source": XSS, "versions": 1, "history": []}}
+                               "source": XSS, "versions": 1, "history": [],
+                               "superseded_by": 2}}
+        if op == "memory.conflicts":  # drawer 1 lost to drawer 2, and 3 vs 4 is elsewhere
+            return {"total": 2, "conflicts": [
+                {"id": 9, "older_id": 1, "newer_id": 2, "reason": f"{XSS} vs bob",
+                 "resolved_ms": 1_700_000_000_000, "resolution": "supersede"},
+                {"id": 8, "older_id": 3, "newer_id": 4, "reason": "other", "resolved_ms": None}]}
         return {"id": args.get("id"), "updated": True}
 
 
@@ -58,7 +64,7 @@ def ui() -> tuple[TestClient, Keys, _Pool]:
 
 
 def _writes(pool: _Pool) -> list[str]:
-    return [op for op, _, _ in pool.calls if op != "memory.get"]
+    return [op for op, _, _ in pool.calls if op not in ("memory.get", "memory.conflicts")]
 
 
 def test_a_form_post_with_the_csrf_field_edits(ui: tuple[TestClient, Keys, _Pool]) -> None:
@@ -150,3 +156,18 @@ def test_a_palace_whose_store_is_down_is_marked_on_the_list() -> None:
     assert "the team palace&#39;s server does not answer" in page.text
     assert "fastembed:m:384" in page.text and ">7<" in page.text
     assert [op for op, _, _ in pool.calls] == ["daemon.status"]  # one op for every palace
+
+
+def test_a_drawer_page_shows_its_own_conflicts_and_what_superseded_it(
+        ui: tuple[TestClient, Keys, _Pool]) -> None:
+    client, _, pool = ui
+    page = client.get("/p/main/d/1")
+    assert page.status_code == 200
+    conflicts = page.text.split('<ul id="conflicts">', 1)[1].split("</ul>", 1)[0]
+    # Its own conflict (drawer 1 is the older side), resolved, linking the newer drawer; the
+    # palace's other conflict is not shown; the reason is escaped like any text.
+    assert 'href="/p/main/d/2"' in conflicts and "resolved" in conflicts
+    assert "supersede" in conflicts and "/d/4" not in conflicts
+    assert XSS not in conflicts
+    assert "superseded by" in page.text
+    assert ("memory.conflicts", "main", {"include_resolved": True, "limit": 1000}) in pool.calls
