@@ -80,8 +80,10 @@ def test_sdk_client_over_http_lists_remembers_and_recalls(
     major, path = sdk
     palace = fresh_name(f"mcphttp{major}")
     env = dict(shared_keyword_daemon.env)
-    if path is not None:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (path, env.get("PYTHONPATH")) if p)
+    # The driver imports tests.support (run as a script, its own folder is sys.path[0], not
+    # the repository's); the SDK major's folder, when not this environment's, comes first.
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (path, str(REPO), env.get("PYTHONPATH")) if p)
     project = tmp_path / f"Roots Project {major}"
     (project / ".git").mkdir(parents=True)
     spec = {"url": f"{served.base}/mcp?palace={palace}", "secret": served.secret,
