@@ -185,6 +185,10 @@ class PgConn:
         # palace's change counter at the start of this read (None: unknown).
         self.cache: dict[str, Any] = {} if cache is None else cache
         self.changes = changes
+        # The advisory locks (``dialect.serialise`` keys) this transaction holds: forgotten
+        # when a ``with`` block ends by an error (a rolled-back savepoint releases the
+        # locks taken in it) or the outermost one ends (its transaction is over).
+        self.held: set[str] = set()
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
                 ) -> _Cursor | _NoRows:
@@ -215,6 +219,8 @@ class PgConn:
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
+        if exc[0] is not None or len(self._savepoints) == 1:
+            self.held.clear()
         return bool(self._savepoints.pop().__exit__(*exc))
 
 

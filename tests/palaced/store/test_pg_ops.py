@@ -255,6 +255,86 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     assert [i for i, _ in search.substring_search(pgc, "rolin", Filters(), 10, 2)] == [3, 1]
 
 
+def test_mentioned_names_like_sqlite_in_one_statement(pgc: Any, tmp_path: Path) -> None:
+    """``search.mentioned`` (recall's unknown-name check): the same names found on both
+    backends (phrases in order, possessives, quotes and backslashes in a name, words only in
+    a neighbour's text not counted), PostgreSQL in one statement for all names."""
+    from palaced.store import Store
+    from tests.support.pgcount import counting
+
+    texts = ["Caroline Smith met O'Brien at the back\\slash bar",
+             "Melanie's trip to New York was long"]
+    names = ["Caroline Smith", "Smith Caroline", "O'Brien", "back\\slash", "Melanie",
+             "New York", "York New", "trip", "zebra", "Caroline", "'", "\\", ""]
+    local = Store(tmp_path / "p.db")
+    try:
+        for i, t in enumerate(texts):
+            item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
+            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                drawers.insert_drawer(pgc, item, 1)
+        want = local.read(lambda c: search.mentioned(c, names))
+        with counting() as n:
+            got = search.mentioned(pgc, names)
+        assert got == want
+        assert {"Caroline Smith", "O'Brien", "Melanie", "New York"} <= got
+        assert "Smith Caroline" not in got and "zebra" not in got
+        assert len(n.statements) == 1
+    finally:
+        local.close()
+
+
+def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """FTS5's common-term split inside the one BM25 statement (issue 34): in a palace of
+    2,400 drawers, a query with long posting lists of common lexemes scores only the drawers
+    holding a selective one, each by the whole query (the same top 10 and the same scores as
+    the unsplit query); common terms alone: the rarest leads; a narrowing that holds too few
+    selective drawers runs the whole query."""
+    import random
+
+    from palaced.store.lookup import pg_search
+
+    monkeypatch.setattr(search, "SPLIT_MIN_POSTINGS", 100)
+    rnd = random.Random(3)
+    n = 2_400
+    rare = ["quokka", "narwhal", "axolotl"]
+    often = ["harbour", "ledger", "ferry"]
+    with pgc:
+        for i in range(n):
+            words = [w for w in often if rnd.random() < 0.2]
+            words += [w for w in rare if rnd.random() < 0.04]
+            words += [f"filler{rnd.randint(0, 3000)}" for _ in range(rnd.randint(3, 12))]
+            rnd.shuffle(words)
+            drawers.insert_drawer(pgc, NewDrawer(text=" ".join(words) + f" note {i}",
+                                                 room=f"r{i % 7}"), 1 + i, context=False)
+    stats = search.TermStats()
+
+    def exact(q: str, limit: int, filters: Filters = Filters()) -> list[tuple[int, float]]:
+        return pg_search.bm25(pgc, search.fts_terms(q), filters, limit, 10**13,
+                              search.BM25_WEIGHTS)
+
+    for query in ("quokka narwhal harbour ledger", "harbour ferry"):
+        terms = stats.informative(pgc, search.fts_terms(query), n)
+        assert stats.common(terms, n)  # the split applies
+        fast = search.fts_search(pgc, query, Filters(), 50, 10**13, stats, n)
+        full = dict(exact(query, 10_000))
+        assert len(fast) == 50 and len(full) > 300
+        assert [i for i, _ in fast[:10]] == [i for i, _ in exact(query, 10)]
+        for did, score in fast:
+            assert score == pytest.approx(full[did])
+        # Split: only the drawers holding a selective word were scored at all.
+        common = stats.common(terms, n)
+        lead = [t for t in terms if t not in common] or [min(common, key=stats.df.__getitem__)]
+        holders = {int(i) for i, t in pgc.execute("SELECT id, text FROM drawers")
+                   if set(lead) & set(str(t).split())}
+        assert {i for i, _ in fast} <= holders < set(full)
+    # Few selective drawers in the room: the whole query ranks it.
+    room = Filters(room="r3")
+    fast = search.fts_search(pgc, "quokka harbour", room, 20, 10**13, stats, n)
+    assert [i for i, _ in fast] == [i for i, _ in exact("quokka harbour", 20, room)]
+
+
 def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """Room neighbours (``context.neighbours_of``, one statement of row-value seeks; the
     reply step reads them): the same on PostgreSQL as on SQLite, superseded drawers
