@@ -69,7 +69,7 @@ def counting() -> Iterator[Count]:
 
     psycopg.Cursor.execute = execute  # type: ignore[method-assign]
     psycopg.Cursor.executemany = many  # type: ignore[method-assign]
-    _connection_base.BaseConnection._exec_command = command  # type: ignore[method-assign]
+    _connection_base.BaseConnection._exec_command = command  # type: ignore[method-assign,assignment]
     try:
         yield count
     finally:
