@@ -314,7 +314,9 @@ def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
         return pg_search.bm25(pgc, search.fts_terms(q), filters, limit, 10**13,
                               search.BM25_WEIGHTS)
 
-    for query in ("quokka narwhal harbour ledger", "harbour ferry"):
+    # The second query's words are all common: there the whole query ranks drawers of
+    # its other common word alone among the selective ones', which the split leaves out.
+    for query, mixed in (("quokka narwhal harbour ledger", False), ("harbour ferry", True)):
         terms = stats.informative(pgc, search.fts_terms(query), n)
         assert stats.common(terms, n)  # the split applies
         fast = search.fts_search(pgc, query, Filters(), 50, 10**13, stats, n)
@@ -329,6 +331,11 @@ def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
         holders = {int(i) for i, t in pgc.execute("SELECT id, text FROM drawers")
                    if set(lead) & set(str(t).split())}
         assert {i for i, _ in fast} <= holders < set(full)
+        # ... also where the whole query would rank drawers of common words alone.
+        wide = search.fts_search(pgc, query, Filters(), len(holders) * 3 // 4, 10**13,
+                                 stats, n)
+        assert {i for i, _ in wide} <= holders
+        assert any(i not in holders for i, _ in exact(query, len(wide))) == mixed
     # Few selective drawers in the room: the whole query ranks it.
     room = Filters(room="r3")
     fast = search.fts_search(pgc, "quokka harbour", room, 20, 10**13, stats, n)
