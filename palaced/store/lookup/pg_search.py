@@ -214,8 +214,12 @@ def vector_search(conn: Any, query: bytes | str, dims: int, filters: Filters | N
                # "+ 0": not the indexed expression, so the scan is exact (an HNSW scan
                # filtered afterwards could return fewer than k of a narrow filter's drawers).
                f"ORDER BY ({emb} <=> {vec}) + 0 LIMIT :k")
+    # Unfiltered, the HNSW index is asked for (``PgConn.execute_indexed``): the planner
+    # would scan every vector of a 10k palace instead.
+    rows = conn.execute(sql, params) if filters is not None else conn.execute_indexed(
+        sql, params)
     best: dict[int, float] = {}
-    for did, sim in conn.execute(sql, params):
+    for did, sim in rows:
         if float(sim) > best.get(int(did), -2.0):
             best[int(did)] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]
