@@ -79,7 +79,9 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     got = _cached_stats(conn)
     where, params = filters.sql(now_ms)
     w = [float(x) for x in weights]
-    tf = f"(p.a * {w[0]} + p.b * {w[1]} + p.c * {w[2]})"
+    # float8 weights: a bare 0.4 is a numeric, and numeric arithmetic over every posting
+    # was most of the statement (EXPLAIN at 10k drawers: 9 of 15 ms).
+    tf = f"(p.a * {w[0]}::float8 + p.b * {w[1]}::float8 + p.c * {w[2]}::float8)"
     score = (f"sum(i.idf * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B} * p.ntok / "
              "(SELECT avgdl FROM c))))")
     known = {} if got is None else got["df"]
