@@ -4,7 +4,8 @@
 command path (``BEGIN``, ``COMMIT``, ``SAVEPOINT``, ...) for the duration of a ``with``, in this
 process: run the daemon in-process (``tests/support/inproc.py``) and every statement a request
 makes is seen. A ``Count`` has the statement texts in order; ``round_trips`` counts each
-execute and each transaction command as one (an ``executemany`` is pipelined by psycopg: one),
+execute and each transaction command as one (an ``executemany`` is pipelined by psycopg: one;
+the three statements of ``PgConn.execute_indexed``'s pipeline count three, an upper bound),
 ``statements`` the executes alone (the pool's liveness check, an empty statement, included).
 """
 
