@@ -226,6 +226,16 @@ def _unit(seed: int, dims: int = 8) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+def _chat_in_both(local: Any, pgc: Any, texts: list[str]) -> None:
+    """``texts`` as drawers of room ``chat``, a minute apart, in a SQLite store and on
+    PostgreSQL."""
+    for i, t in enumerate(texts):
+        item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
+        local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+        with pgc:
+            drawers.insert_drawer(pgc, item, 1)
+
+
 def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     """The same drawers in SQLite (FTS5 bm25) and PostgreSQL (pg_search.bm25): the same
     order, and scores within a few percent (the stemmers differ on few words)."""
@@ -237,11 +247,7 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
              "A quiet morning: coffee, a book, no hiking today"]
     local = Store(tmp_path / "p.db")
     try:
-        for i, t in enumerate(texts):
-            item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
-            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
-            with pgc:
-                drawers.insert_drawer(pgc, item, 1)
+        _chat_in_both(local, pgc, texts)
         for query in ["hiking Caroline", "Melanie lake sunrise", "adoption", "trail boots"]:
             a = local.read(lambda c, q=query: search.fts_search(c, q, Filters(), 10, 2))
             b = search.fts_search(pgc, query, Filters(), 10, 2)
@@ -268,11 +274,7 @@ def test_mentioned_names_like_sqlite_in_one_statement(pgc: Any, tmp_path: Path) 
              "New York", "York New", "trip", "zebra", "Caroline", "'", "\\", ""]
     local = Store(tmp_path / "p.db")
     try:
-        for i, t in enumerate(texts):
-            item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
-            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
-            with pgc:
-                drawers.insert_drawer(pgc, item, 1)
+        _chat_in_both(local, pgc, texts)
         want = local.read(lambda c: search.mentioned(c, names))
         with counting() as n:
             got = search.mentioned(pgc, names)
@@ -310,8 +312,8 @@ def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
                                                  room=f"r{i % 7}"), 1 + i, context=False)
     stats = search.TermStats()
 
-    def exact(q: str, limit: int, filters: Filters = Filters()) -> list[tuple[int, float]]:
-        return pg_search.bm25(pgc, search.fts_terms(q), filters, limit, 10**13,
+    def exact(q: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
+        return pg_search.bm25(pgc, search.fts_terms(q), filters or Filters(), limit, 10**13,
                               search.BM25_WEIGHTS)
 
     # The second query's words are all common: there the whole query ranks drawers of
