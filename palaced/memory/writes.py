@@ -159,7 +159,7 @@ async def _insert_many(palace: Palace, items: Sequence[drawers.NewDrawer], *, de
                        ) -> list[dict[str, Any]]:
     emb = palace.vector_embedder()
     hashes = [it.content_hash for it in items]
-    known = await palace.read(lambda c: {h for h in hashes if drawers.find_by_hash(c, h)})
+    known = await palace.read(lambda c: drawers.existing_hashes(c, hashes))
     # Chunking a 200k-character text takes ~0.1 s: not on the event loop. Texts are chunked
     # even without a model: their chunk count is the pending work recorded for later.
     chunk_lists: list[list[str]] = await anyio.to_thread.run_sync(lambda: [

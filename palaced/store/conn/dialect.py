@@ -55,9 +55,17 @@ def lock_room_of(conn: Any, drawer_id: int) -> None:
 
 def serialise(conn: Any, key: str) -> None:
     """On PostgreSQL, make the transactions that call this with ``key`` take turns (a
-    transaction-scoped advisory lock of the palace's schema); no-op on SQLite (one writer)."""
-    if is_pg(conn):
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ?))", (key,))
+    transaction-scoped advisory lock of the palace's schema); no-op on SQLite (one writer).
+    A lock this transaction holds already is not asked for again (``PgConn.held``: a batch
+    of a hundred drawers in five rooms takes five locks, in five round trips)."""
+    if not is_pg(conn):
+        return
+    held: set[str] | None = getattr(conn, "held", None)
+    if held is not None and key in held:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || ?))", (key,))
+    if held is not None:
+        held.add(key)
 
 
 def for_update(conn: Any) -> str:

@@ -21,7 +21,7 @@ writers run inside the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from itertools import groupby
 
 import apsw
@@ -88,6 +88,26 @@ def refresh(conn: apsw.Connection, drawer_id: int, neighbours: Sequence[int]) ->
                         (drawer_id,)).fetchall()
     means = mean_vectors(conn, neighbours) if live else {}
     _write(conn, drawer_id, _mean(list(means.values())))
+
+
+def refresh_many(conn: apsw.Connection, windows: Mapping[int, Sequence[int]],
+                 live: Set[int]) -> None:
+    """``refresh`` of every drawer of ``windows`` (``{drawer_id: its room neighbours}``),
+    ``live`` those of them not superseded: one read of the neighbours' vectors and two
+    batched writes."""
+    means = mean_vectors(conn, sorted({j for i, js in windows.items() if i in live
+                                       for j in js}))
+    put: list[tuple[int, bytes]] = []
+    gone: list[tuple[int]] = []
+    for did, near in windows.items():
+        # In id order, as ``refresh`` reads them: the same float sums.
+        mean = _mean([means[j] for j in sorted(near) if j in means]) if did in live else None
+        if mean is None:
+            gone.append((did,))
+        else:
+            put.append((did, np.asarray(mean, dtype=STORED).tobytes()))
+    conn.executemany("DELETE FROM context_vectors WHERE drawer_id = ?", gone)
+    conn.executemany(_UPSERT, put)
 
 
 REBUILD_BATCH = 2_048  # drawers whose context vectors ``rebuild`` computes per read

@@ -20,7 +20,7 @@ Synchronous; every function takes a ``PgConn`` inside a read or write transactio
 
 from __future__ import annotations
 
-import math
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,88 +40,144 @@ STATS_SLACK = 0.02
 STATS_TTL_S = 30.0
 
 
-def _stats(conn: Any) -> dict[str, Any]:
-    """``{"n", "avgdl", "df": {lexeme: df}}`` of this snapshot, from the store's cache when
-    still close enough (see STATS_SLACK)."""
+def _cached_stats(conn: Any) -> dict[str, Any] | None:
+    """The store's cached ``{"n", "avgdl", "df": {lexeme: df}, ...}`` when still close
+    enough to this snapshot (see STATS_SLACK), else None (dropped: the next search counts
+    them afresh)."""
     cache: dict[str, Any] = getattr(conn, "cache", {})
     changes, now = getattr(conn, "changes", None), time.monotonic()
-    got = cache.get("bm25")
+    got: dict[str, Any] | None = cache.get("bm25")
     if (got is None or changes is None or now - got["at"] > STATS_TTL_S
             or abs(changes - got["changes"]) > STATS_SLACK * max(got["n"], 50)):
-        n, total = conn.execute("SELECT count(*), coalesce(sum(ntok), 0) FROM drawers_fts"
-                                ).fetchall()[0]
-        got = {"n": float(n), "avgdl": float(total) / float(n) if n else 1.0, "df": {},
-               "changes": changes, "at": now}
-        cache["bm25"] = got
+        cache.pop("bm25", None)
+        return None
     return got
 
 
 def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: int,
-         weights: Sequence[float]) -> list[tuple[int, float]]:
+         weights: Sequence[float], split: tuple[int, int, int] | None = None
+         ) -> list[tuple[int, float]]:
     """The best ``limit`` drawers matching any of ``terms`` (each a word of the query), as
-    ``(drawer_id, score)`` best first, score higher = better."""
+    ``(drawer_id, score)`` best first, score higher = better.
+
+    One statement (one round trip): the query's lexemes, their document frequencies (those
+    the store's cache lacks counted in place), N and the average length (when the cache has
+    none), the scores and the filter. The statistics it counted come back as extra rows
+    (``rowid`` NULL) and fill the cache.
+
+    ``split`` (``(min_docs, common_share, min_postings)``) is FTS5's common-term split of
+    ``search.fts_search``: in a palace of at least ``min_docs`` drawers, a query whose common
+    lexemes (in more than 1/``common_share`` of the drawers) hold ``min_postings`` postings
+    or more scores only the drawers holding one of its selective lexemes (the rarest lexeme
+    when all are common), each by the whole query (its common lexemes looked up by lexeme
+    and drawer in the postings' key): the cost follows the selective postings, not the
+    common ones. Only drawers holding common lexemes alone are left out, as on SQLite; when
+    fewer than ``limit`` drawers matching ``filters`` hold a selective lexeme, the whole
+    query runs."""
     if not terms:
         return []
-    lexes = [str(r[0]) for r in conn.execute(
-        "SELECT DISTINCT u.lexeme FROM unnest(CAST(? AS text[])) t, "
-        "unnest(to_tsvector('palace', t)) u", (list(terms),))]
-    if not lexes:
-        return []
-    stats = _stats(conn)
-    df: dict[str, float] = stats["df"]
-    for lex in lexes:
-        if lex not in df:
-            df[lex] = float(conn.execute("SELECT count(*) FROM fts_postings WHERE lexeme = ?",
-                                         (lex,)).fetchall()[0][0])
-    n = stats["n"]
-    # A cached N may trail a df counted since (other daemons write): never below it.
-    idfs = [max(math.log((max(n, df[lex]) - df[lex] + 0.5) / (df[lex] + 0.5)), 1e-6)
-            for lex in lexes]
+    got = _cached_stats(conn)
     where, params = filters.sql(now_ms)
     w = [float(x) for x in weights]
-    tf = f"(p.a * {w[0]} + p.b * {w[1]} + p.c * {w[2]})"
-    params.update({"lexes": lexes, "idfs": idfs, "limit": limit, "inner": 2 * limit,
-                   "avgdl": stats["avgdl"]})
-    scored = (f"SELECT p.rowid, sum(i.idf * {tf} * {K1 + 1} / "
-              f"({tf} + {K1} * ({1 - B} + {B} * p.ntok / :avgdl))) AS score "
-              "FROM unnest(CAST(:lexes AS text[]), CAST(:idfs AS float8[])) AS i(lex, idf) "
-              "JOIN fts_postings p ON p.lexeme = i.lex GROUP BY p.rowid")
+    # float8 weights: a bare 0.4 is a numeric, and numeric arithmetic over every posting
+    # was most of the statement (EXPLAIN at 10k drawers: 9 of 15 ms).
+    tf = f"(p.a * {w[0]}::float8 + p.b * {w[1]}::float8 + p.c * {w[2]}::float8)"
+    score = (f"sum(i.idf * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B} * p.ntok / "
+             "(SELECT avgdl FROM c))))")
+    known = {} if got is None else got["df"]
+    min_docs, share, min_postings = split if split is not None else (0, 1, 0)
+    params.update({"terms": list(terms), "limit": limit, "inner": 2 * limit,
+                   "n": None if got is None else got["n"],
+                   "avgdl": None if got is None else got["avgdl"],
+                   "known": json.dumps(known), "split": split is not None,
+                   "min_docs": min_docs, "share": share, "min_postings": min_postings})
     # As on SQLite: unfiltered, rank the postings alone, then drop the few superseded or
     # expired drawers from an over-fetched top; filtered, join every scored drawer.
     inner = "" if filters.narrows else " ORDER BY score DESC, rowid LIMIT :inner"
-    sql = (f"SELECT s.rowid, s.score FROM ({scored}{inner}) s JOIN drawers d ON d.id = s.rowid "
-           f"WHERE {where} ORDER BY s.score DESC, s.rowid LIMIT :limit")
-    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, params)]
+    sql = (
+        "WITH q AS (SELECT DISTINCT u.lexeme AS lex FROM unnest(CAST(:terms AS text[])) t, "
+        "unnest(to_tsvector('palace', t)) u), "
+        # N and the average length: the cache's, else counted (a one-time filter: the
+        # count runs only when :n is NULL; HAVING drops the aggregate's row otherwise).
+        "c AS (SELECT CAST(:n AS float8) AS n, CAST(:avgdl AS float8) AS avgdl "
+        "WHERE CAST(:n AS float8) IS NOT NULL UNION ALL "
+        "SELECT count(*)::float8, CASE WHEN count(*) > 0 THEN sum(ntok)::float8 / count(*) "
+        "ELSE 1.0 END FROM drawers_fts WHERE CAST(:n AS float8) IS NULL "
+        "HAVING CAST(:n AS float8) IS NULL), "
+        # A cached N may trail a df counted since (other daemons write): never below it.
+        "i AS (SELECT q.lex, f.df, greatest(ln((greatest(c.n, f.df) - f.df + 0.5) / "
+        "(f.df + 0.5)), 1e-6) AS idf, f.df * :share <= c.n AS rare "
+        "FROM q CROSS JOIN c CROSS JOIN LATERAL (SELECT coalesce("
+        "CAST(CAST(:known AS jsonb) ->> q.lex AS float8), (SELECT count(*) FROM fts_postings "
+        "x WHERE x.lexeme = q.lex)::float8) AS df) f), "
+        # The split: the selective lexemes (the rarest one when all are common) ...
+        "sel AS (SELECT lex FROM i WHERE rare OR (NOT EXISTS (SELECT 1 FROM i WHERE rare) "
+        "AND lex = (SELECT lex FROM i ORDER BY df, lex LIMIT 1))), "
+        # ... and the drawers holding one that match the filter, when the split applies
+        # (one-time filters: no scan otherwise) ...
+        "cand AS (SELECT DISTINCT p.rowid FROM sel JOIN fts_postings p ON p.lexeme = sel.lex "
+        f"JOIN drawers d ON d.id = p.rowid WHERE {where} AND :split AND (SELECT n FROM c) "
+        ">= :min_docs AND (SELECT coalesce(sum(df), 0) FROM i WHERE NOT rare) "
+        ">= :min_postings), "
+        "go AS (SELECT count(*) >= :limit AS split FROM cand), "
+        # ... each scored by the whole query; else every posting of the query's lexemes.
+        f"s AS (SELECT * FROM (SELECT p.rowid, {score} AS score FROM cand CROSS JOIN i "
+        "JOIN fts_postings p ON p.lexeme = i.lex AND p.rowid = cand.rowid "
+        "WHERE (SELECT split FROM go) GROUP BY p.rowid UNION ALL "
+        f"SELECT p.rowid, {score} AS score FROM i JOIN fts_postings p ON p.lexeme = i.lex "
+        f"WHERE NOT (SELECT split FROM go) GROUP BY p.rowid) u{inner}) "
+        "(SELECT s.rowid, s.score, NULL::text, NULL::float8 FROM s JOIN drawers d "
+        f"ON d.id = s.rowid WHERE {where} ORDER BY s.score DESC, s.rowid LIMIT :limit) "
+        "UNION ALL SELECT NULL, i.df, i.lex, NULL FROM i "
+        "UNION ALL SELECT NULL, c.n, NULL, c.avgdl FROM c")
+    hits: list[tuple[int, float]] = []
+    dfs: dict[str, float] = {}
+    n = avgdl = None
+    for rowid, score, lex, mean in conn.execute(sql, params):
+        if rowid is not None:
+            hits.append((int(rowid), float(score)))
+        elif lex is not None:
+            dfs[str(lex)] = float(score)
+        else:
+            n, avgdl = float(score), float(mean)
+    if got is None and n is not None and avgdl is not None:
+        got = {"n": n, "avgdl": avgdl, "df": {}, "changes": getattr(conn, "changes", None),
+               "at": time.monotonic()}
+        getattr(conn, "cache", {})["bm25"] = got
+    if got is not None:
+        got["df"].update(dfs)
+    return hits
 
 
-def doc_freq(conn: Any, term: str, *, text_only: bool = False) -> int:
-    """How many drawers hold ``term`` (a word), in their own text alone with ``text_only``,
-    else in any column: one count over the word's postings. (A term the parser splits in
-    several words counts the drawers holding any of them: a df only decides whether a term
-    is informative.)"""
-    return int(conn.execute(
-        "SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', :t)) u "
-        "JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text",
-        {"t": term, "text": text_only}).fetchall()[0][0])
+def doc_freqs(conn: Any, terms: Sequence[str], *, text_only: bool = False) -> dict[str, int]:
+    """``{term: how many drawers hold it}`` (each a word), in their own text alone with
+    ``text_only``, else in any column: one statement, a count over each word's postings.
+    (A term the parser splits in several words counts the drawers holding any of them: a df
+    only decides whether a term is informative.)"""
+    if not terms:
+        return {}
+    out = dict.fromkeys(terms, 0)
+    out.update((str(t), int(n)) for t, n in conn.execute(
+        "SELECT w.t, (SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', w.t)) u "
+        "JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text) "
+        "FROM unnest(CAST(:terms AS text[])) AS w(t)",
+        {"terms": list(dict.fromkeys(terms)), "text": text_only}))
+    return out
 
 
-def any_mentions(conn: Any, name: str) -> bool:
-    """Whether some drawer's own text holds ``name`` (its words as a phrase)."""
-    tsq = _phrase(conn, name, "A")
-    return tsq is not None and bool(conn.execute(
-        "SELECT 1 FROM drawers_fts WHERE tsv @@ CAST(? AS tsquery) LIMIT 1", (tsq,)).fetchall())
-
-
-def _phrase(conn: Any, words: str, weight: str) -> str | None:
-    """A tsquery of ``words`` as a phrase, each lexeme restricted to ``weight`` if given."""
-    rows = conn.execute(
-        "SELECT u.lexeme, u.positions[1] FROM unnest(to_tsvector('palace', ?)) u "
-        "ORDER BY 2", (words,)).fetchall()
-    if not rows:
-        return None
-    tag = f":{weight}" if weight else ""
-    quoted = ["'" + str(r[0]).replace("'", "''").replace("\\", "\\\\") + "'" + tag for r in rows]
-    return " <-> ".join(quoted)
+def mentioned(conn: Any, names: Sequence[str]) -> set[str]:
+    """The ``names`` some drawer's own text holds (each name's words as a phrase), in one
+    statement: each name's tsquery (its lexemes in order, joined by ``<->``, each restricted
+    to the text's weight A, quoted as tsquery quotes) is built in place and tried on the GIN
+    index."""
+    if not names:
+        return set()
+    quoted = (r"'''' || replace(replace(u.lexeme, '\', '\\'), '''', '''''') || ''':A'")
+    sql = ("SELECT n.name FROM unnest(CAST(? AS text[])) AS n(name) CROSS JOIN LATERAL ("
+           f"SELECT string_agg({quoted}, ' <-> ' ORDER BY u.positions[1]) AS tsq "
+           "FROM unnest(to_tsvector('palace', n.name)) u) p WHERE p.tsq IS NOT NULL AND "
+           "EXISTS (SELECT 1 FROM drawers_fts f WHERE f.tsv @@ CAST(p.tsq AS tsquery))")
+    return {str(r[0]) for r in conn.execute(sql, (list(names),))}
 
 
 def substring(conn: Any, words: Sequence[str], filters: Filters, limit: int, now_ms: int,
@@ -160,8 +216,12 @@ def vector_search(conn: Any, query: bytes | str, dims: int, filters: Filters | N
                # "+ 0": not the indexed expression, so the scan is exact (an HNSW scan
                # filtered afterwards could return fewer than k of a narrow filter's drawers).
                f"ORDER BY ({emb} <=> {vec}) + 0 LIMIT :k")
+    # Unfiltered, the HNSW index is asked for (``PgConn.execute_indexed``): the planner
+    # would scan every vector of a 10k palace instead.
+    rows = conn.execute(sql, params) if filters is not None else conn.execute_indexed(
+        sql, params)
     best: dict[int, float] = {}
-    for did, sim in conn.execute(sql, params):
+    for did, sim in rows:
         if float(sim) > best.get(int(did), -2.0):
             best[int(did)] = float(sim)
     return sorted(best.items(), key=lambda kv: -kv[1])[:k]

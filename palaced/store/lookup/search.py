@@ -55,12 +55,10 @@ def mentioned(conn: apsw.Connection, names: Sequence[str]) -> set[str]:
     "carolines" find "caroline"), a multiword name as a phrase. A few index lookups: well
     under a millisecond each at 10k drawers.
     """
+    if is_pg(conn):  # one statement for every name
+        return pg_search.mentioned(conn, names)
     found: set[str] = set()
     for name in names:
-        if is_pg(conn):
-            if pg_search.any_mentions(conn, name):
-                found.add(name)
-            continue
         phrase = fts_match([name])
         if phrase is None or not conn.execute(
                 "SELECT 1 FROM drawers_fts WHERE drawers_fts MATCH ? LIMIT 1",
@@ -106,10 +104,10 @@ class TermStats:
         if abs(n_docs - self.built_for) * 10 > self.built_for or len(self.df) > self.MAX_TERMS:
             self.df, self.built_for = {}, n_docs
         keep = []
+        if is_pg(conn):  # the missing counts in one statement
+            self.df.update(pg_search.doc_freqs(conn, [t for t in terms if t not in self.df]))
         for term in terms:
             df = self.df.get(term)
-            if df is None and is_pg(conn):
-                df = self.df[term] = pg_search.doc_freq(conn, term)
             if df is None:
                 df = int(conn.execute("SELECT count(*) FROM drawers_fts WHERE drawers_fts MATCH ?",
                                       (fts_match([term]),)).fetchall()[0][0])
@@ -161,8 +159,10 @@ def fts_search(
         terms = stats.informative(conn, terms, n_docs)
     if not terms:
         return []
-    if is_pg(conn):  # BM25 inside PostgreSQL; its planner needs no split (see above)
-        return pg_search.bm25(conn, terms, filters, limit, now_ms, BM25_WEIGHTS)
+    if is_pg(conn):  # BM25 inside PostgreSQL, the split too (decided there, one statement)
+        return pg_search.bm25(conn, terms, filters, limit, now_ms, BM25_WEIGHTS, None
+                              if stats is None else (stats.MIN_DOCS, COMMON_SHARE,
+                                                     SPLIT_MIN_POSTINGS))
     common = [] if stats is None else stats.common(terms, n_docs)
     if not common:
         return _bm25(conn, fts_match(terms), filters, limit, now_ms)
@@ -379,9 +379,9 @@ def text_doc_freq(conn: apsw.Connection, word: str) -> int:
 
 def text_doc_freqs(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int]:
     """``{word: how many drawers' own text holds it}`` for ``words``: one statement (a
-    full-text count per word) on SQLite, a count per word on PostgreSQL."""
+    full-text count per word) on either backend."""
     if is_pg(conn):
-        return {w: pg_search.doc_freq(conn, w, text_only=True) for w in words}
+        return pg_search.doc_freqs(conn, words, text_only=True)
     phrases = {w: p for w in words if (p := fts_match([w])) is not None}
     out = dict.fromkeys(words, 0)
     if not phrases:

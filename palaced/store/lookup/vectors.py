@@ -9,6 +9,7 @@ caller's transaction.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import apsw
 import numpy as np
@@ -29,22 +30,35 @@ def store_vectors(conn: apsw.Connection, drawer_id: int, vectors: Sequence[bytes
 
     The caller removes the ids returned by ``vector_ids`` beforehand from the index.
     """
-    conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
-    if is_pg(conn):  # the same vector as pgvector's, for its HNSW index
-        ids = [int(conn.execute(
-            "INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
-            "VALUES(?,?,?,CAST(? AS vector)) RETURNING id",
-            (drawer_id, chunk, blob, vector_literal(np.frombuffer(blob, dtype="<f4")))
-        ).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
+    if is_pg(conn):
+        ids = _store_vectors_pg(conn, drawer_id, vectors)
     else:
+        conn.execute("DELETE FROM vectors WHERE drawer_id = ?", (drawer_id,))
         ids = [int(conn.execute(
             "INSERT INTO vectors(drawer_id, chunk, vec) VALUES(?,?,?) RETURNING id",
             (drawer_id, chunk, blob)).fetchall()[0][0]) for chunk, blob in enumerate(vectors)]
-    conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
-                 (len(ids), drawer_id))
+        conn.execute("UPDATE drawers SET embedded = 1, chunks = ? WHERE id = ?",
+                     (len(ids), drawer_id))
     if context:
         vectors_changed(conn, [drawer_id])
     return ids
+
+
+def _store_vectors_pg(conn: Any, drawer_id: int, vectors: Sequence[bytes]) -> list[int]:
+    """``store_vectors``' rows on PostgreSQL in one statement: the old vectors deleted, the
+    new ones inserted (the blob and the same vector as pgvector's, for its HNSW index) and
+    the drawer marked embedded; returns the new ids in chunk order."""
+    rows = conn.execute(
+        "WITH gone AS (DELETE FROM vectors WHERE drawer_id = :d), "
+        "new AS (INSERT INTO vectors(drawer_id, chunk, vec, embedding) "
+        "SELECT :d, CAST(c.n AS integer) - 1, c.blob, CAST(c.lit AS vector) "
+        "FROM unnest(CAST(:blobs AS bytea[]), CAST(:lits AS text[])) WITH ORDINALITY "
+        "AS c(blob, lit, n) ORDER BY c.n RETURNING id, chunk), "
+        "mark AS (UPDATE drawers SET embedded = 1, chunks = :count WHERE id = :d) "
+        "SELECT id FROM new ORDER BY chunk",
+        {"d": drawer_id, "count": len(vectors), "blobs": [bytes(b) for b in vectors],
+         "lits": [vector_literal(np.frombuffer(b, dtype="<f4")) for b in vectors]}).fetchall()
+    return [int(r[0]) for r in rows]
 
 
 def vector_ids(conn: apsw.Connection, drawer_id: int) -> list[int]:

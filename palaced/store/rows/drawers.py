@@ -20,12 +20,19 @@ from typing import Any
 
 import apsw
 
-from palaced.store.conn.dialect import ignore_conflict, json_ids, lock_room, lock_room_of
+from palaced.store.conn.dialect import (
+    ignore_conflict,
+    is_pg,
+    json_ids,
+    lock_room,
+    lock_room_of,
+)
 from palaced.store.lookup import context_vectors
 from palaced.store.lookup.context import (
     CONTEXT_NEIGHBOURS,
     date_words,
-    refresh_context,
+    neighbours_of,
+    refresh_contexts,
     room_neighbours,
 )
 from palaced.store.lookup.fts_log import note_changed
@@ -113,6 +120,8 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     """
     digest = new.content_hash
     lock_room(conn, new.wing, new.room)
+    if is_pg(conn):
+        return _insert_drawer_pg(conn, new, now_ms, agent, chunks, context)
     existing = find_by_hash(conn, digest)
     if existing is not None:
         conn.execute("UPDATE drawers SET updated_ms = ?, updated_by = coalesce(?, updated_by) "
@@ -158,6 +167,58 @@ def insert_drawer(conn: apsw.Connection, new: NewDrawer, now_ms: int,
     return drawer_id, True
 
 
+def _insert_drawer_pg(conn: Any, new: NewDrawer, now_ms: int, agent: str | None,
+                      chunks: int | None, context: bool) -> tuple[int, bool]:
+    """``insert_drawer`` on PostgreSQL: the drawer, its full-text row and its closets in one
+    statement (one round trip), inserted only when no drawer holds its content (looked up in
+    the same statement; a concurrent insert of the same content loses on the unique index
+    and finds the winner's). A duplicate costs a second statement, the refresh of the
+    existing drawer's ``updated_ms``."""
+    occurred = new.occurred_ms if new.occurred_ms is not None else now_ms
+    dates = f"{date_words(occurred)} {resolved_date_words(new.text, occurred)}".rstrip()
+    rows = conn.execute(
+        "WITH d AS (INSERT INTO drawers(text, wing, room, tags, importance, source, "
+        "created_ms, updated_ms, occurred_ms, content_hash, expires_ms, ttl_ms, kind, chunks, "
+        "created_by, updated_by) SELECT :text, :wing, :room, :tags, :importance, :source, "
+        "CAST(:now AS bigint), CAST(:now AS bigint), CAST(:occurred AS bigint), :hash, "
+        "CAST(:expires AS bigint), CAST(:ttl AS bigint), :kind, CAST(:chunks AS integer), "
+        ":agent, :agent WHERE NOT EXISTS (SELECT 1 FROM drawers WHERE content_hash = :hash) "
+        "ON CONFLICT (content_hash) DO NOTHING RETURNING id), "
+        "f AS (INSERT INTO drawers_fts(rowid, text, context, dates) "
+        "SELECT id, :text, '', :dates FROM d), "
+        "k AS (INSERT INTO closets(topic, drawer_id) SELECT DISTINCT t, d.id FROM d, "
+        "unnest(CAST(:topics AS text[])) t ON CONFLICT DO NOTHING) "
+        "SELECT id FROM d",
+        {"text": new.text, "wing": new.wing, "room": new.room,
+         "tags": json.dumps(list(new.tags)), "importance": new.importance,
+         "source": new.source, "now": now_ms, "occurred": occurred, "hash": new.content_hash,
+         "expires": new.expires_ms, "ttl": new.ttl_ms, "kind": new.kind, "chunks": chunks,
+         "agent": agent, "dates": dates, "topics": list(new.topics)}).fetchall()
+    if not rows:
+        again = conn.execute(
+            "UPDATE drawers SET updated_ms = ?, updated_by = coalesce(?, updated_by) "
+            "WHERE content_hash = ? RETURNING id", (now_ms, agent, new.content_hash)).fetchall()
+        return int(again[0][0]), False
+    drawer_id = int(rows[0][0])
+    if context:
+        refresh_around(conn, [drawer_id])
+    return drawer_id, True
+
+
+def existing_hashes(conn: apsw.Connection, digests: Sequence[str]) -> set[str]:
+    """The content hashes of ``digests`` some drawer holds: one statement."""
+    if not digests:
+        return set()
+    if is_pg(conn):
+        sql = "SELECT content_hash FROM drawers WHERE content_hash = ANY(CAST(? AS text[]))"
+        arg: Any = list(digests)
+    else:
+        sql = ("SELECT content_hash FROM drawers WHERE content_hash IN "
+               "(SELECT value FROM json_each(?))")
+        arg = json.dumps(list(digests))
+    return {str(r[0]) for r in conn.execute(sql, (arg,))}
+
+
 def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: int,
                  topics: Iterable[str]) -> None:
     """File a new drawer row in the full-text index (empty context: see ``refresh_around``)
@@ -176,12 +237,11 @@ def index_drawer(conn: apsw.Connection, drawer_id: int, text: str, occurred_ms: 
 def refresh_around(conn: apsw.Connection, ids: Iterable[int]) -> None:
     """Recompute the FTS context of new drawers ``ids`` and of their room neighbours, once
     each (a batch of drawers in one room shares most neighbours)."""
-    affected: set[int] = set()
-    for drawer_id in ids:
-        affected.add(drawer_id)
-        affected.update(room_neighbours(conn, drawer_id, CONTEXT_NEIGHBOURS))
-    for did in sorted(affected):
-        refresh_context(conn, did)
+    new = [int(i) for i in ids]
+    affected = set(new)
+    for near in neighbours_of(conn, new, CONTEXT_NEIGHBOURS).values():
+        affected.update(j for j, _ in near)
+    refresh_contexts(conn, affected)
 
 
 def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | None:
@@ -217,8 +277,7 @@ def delete_drawers(conn: apsw.Connection, ids: Sequence[int]) -> list[int] | Non
         return None
     conn.execute("UPDATE drawers SET consolidated_into = NULL WHERE consolidated_into IN "
                  "(SELECT value FROM json_each(?))", (json_ids(gone),))
-    for nid in sorted(near.difference(gone)):
-        refresh_context(conn, nid)
+    refresh_contexts(conn, near.difference(gone))
     return vids
 
 
@@ -245,8 +304,7 @@ def supersede(conn: apsw.Connection, old_id: int, new_id: int, now_ms: int,
                  "updated_by = coalesce(?, updated_by) WHERE id = ?",
                  (new_id, now_ms, agent, old_id))
     context_vectors.drop(conn, old_id)
-    for nid in room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS):
-        refresh_context(conn, nid)
+    refresh_contexts(conn, room_neighbours(conn, old_id, CONTEXT_NEIGHBOURS))
 
 
 def touch_rows(conn: apsw.Connection, ids: Sequence[int]

@@ -227,6 +227,16 @@ def _unit(seed: int, dims: int = 8) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+def _chat_in_both(local: Any, pgc: Any, texts: list[str]) -> None:
+    """``texts`` as drawers of room ``chat``, a minute apart, in a SQLite store and on
+    PostgreSQL."""
+    for i, t in enumerate(texts):
+        item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
+        local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+        with pgc:
+            drawers.insert_drawer(pgc, item, 1)
+
+
 def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     """The same drawers in SQLite (FTS5 bm25) and PostgreSQL (pg_search.bm25): the same
     order, and scores within a few percent (the stemmers differ on few words)."""
@@ -238,11 +248,7 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
              "A quiet morning: coffee, a book, no hiking today"]
     local = Store(tmp_path / "p.db")
     try:
-        for i, t in enumerate(texts):
-            item = NewDrawer(text=t, room="chat", occurred_ms=1_700_000_000_000 + i * 60_000)
-            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
-            with pgc:
-                drawers.insert_drawer(pgc, item, 1)
+        _chat_in_both(local, pgc, texts)
         for query in ["hiking Caroline", "Melanie lake sunrise", "adoption", "trail boots"]:
             a = local.read(lambda c, q=query: search.fts_search(c, q, Filters(), 10, 2))
             b = search.fts_search(pgc, query, Filters(), 10, 2)
@@ -254,6 +260,89 @@ def test_bm25_ranks_like_fts5(pgc: Any, tmp_path: Path) -> None:
     assert search.mentioned(pgc, ["caroline", "zebra"]) == {"caroline"}
     assert search.text_doc_freq(pgc, "hiking") == 3
     assert [i for i, _ in search.substring_search(pgc, "rolin", Filters(), 10, 2)] == [3, 1]
+
+
+def test_mentioned_names_like_sqlite_in_one_statement(pgc: Any, tmp_path: Path) -> None:
+    """``search.mentioned`` (recall's unknown-name check): the same names found on both
+    backends (phrases in order, possessives, quotes and backslashes in a name, words only in
+    a neighbour's text not counted), PostgreSQL in one statement for all names."""
+    from palaced.store import Store
+    from tests.support.pgcount import counting
+
+    texts = ["Caroline Smith met O'Brien at the back\\slash bar",
+             "Melanie's trip to New York was long"]
+    names = ["Caroline Smith", "Smith Caroline", "O'Brien", "back\\slash", "Melanie",
+             "New York", "York New", "trip", "zebra", "Caroline", "'", "\\", ""]
+    local = Store(tmp_path / "p.db")
+    try:
+        _chat_in_both(local, pgc, texts)
+        want = local.read(lambda c: search.mentioned(c, names))
+        with counting() as n:
+            got = search.mentioned(pgc, names)
+        assert got == want
+        assert {"Caroline Smith", "O'Brien", "Melanie", "New York"} <= got
+        assert "Smith Caroline" not in got and "zebra" not in got
+        assert len(n.statements) == 1
+    finally:
+        local.close()
+
+
+def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """FTS5's common-term split inside the one BM25 statement (issue 34): in a palace of
+    2,400 drawers, a query with long posting lists of common lexemes scores only the drawers
+    holding a selective one, each by the whole query (the same top 10 and the same scores as
+    the unsplit query); common terms alone: the rarest leads; a narrowing that holds too few
+    selective drawers runs the whole query."""
+    import random
+
+    from palaced.store.lookup import pg_search
+
+    monkeypatch.setattr(search, "SPLIT_MIN_POSTINGS", 100)
+    rnd = random.Random(3)
+    n = 2_400
+    rare = ["quokka", "narwhal", "axolotl"]
+    often = ["harbour", "ledger", "ferry"]
+    with pgc:
+        for i in range(n):
+            words = [w for w in often if rnd.random() < 0.2]
+            words += [w for w in rare if rnd.random() < 0.04]
+            words += [f"filler{rnd.randint(0, 3000)}" for _ in range(rnd.randint(3, 12))]
+            rnd.shuffle(words)
+            drawers.insert_drawer(pgc, NewDrawer(text=" ".join(words) + f" note {i}",
+                                                 room=f"r{i % 7}"), 1 + i, context=False)
+    stats = search.TermStats()
+
+    def exact(q: str, limit: int, filters: Filters | None = None) -> list[tuple[int, float]]:
+        return pg_search.bm25(pgc, search.fts_terms(q), filters or Filters(), limit, 10**13,
+                              search.BM25_WEIGHTS)
+
+    # The second query's words are all common: there the whole query ranks drawers of
+    # its other common word alone among the selective ones', which the split leaves out.
+    for query, mixed in (("quokka narwhal harbour ledger", False), ("harbour ferry", True)):
+        terms = stats.informative(pgc, search.fts_terms(query), n)
+        assert stats.common(terms, n)  # the split applies
+        fast = search.fts_search(pgc, query, Filters(), 50, 10**13, stats, n)
+        full = dict(exact(query, 10_000))
+        assert len(fast) == 50 and len(full) > 300
+        assert [i for i, _ in fast[:10]] == [i for i, _ in exact(query, 10)]
+        for did, score in fast:
+            assert score == pytest.approx(full[did])
+        # Split: only the drawers holding a selective word were scored at all.
+        common = stats.common(terms, n)
+        lead = [t for t in terms if t not in common] or [min(common, key=stats.df.__getitem__)]
+        holders = {int(i) for i, t in pgc.execute("SELECT id, text FROM drawers")
+                   if set(lead) & set(str(t).split())}
+        assert {i for i, _ in fast} <= holders < set(full)
+        # ... also where the whole query would rank drawers of common words alone.
+        wide = search.fts_search(pgc, query, Filters(), len(holders) * 3 // 4, 10**13,
+                                 stats, n)
+        assert {i for i, _ in wide} <= holders
+        assert any(i not in holders for i, _ in exact(query, len(wide))) == mixed
+    # Few selective drawers in the room: the whole query ranks it.
+    room = Filters(room="r3")
+    fast = search.fts_search(pgc, "quokka harbour", room, 20, 10**13, stats, n)
+    assert [i for i, _ in fast] == [i for i, _ in exact("quokka harbour", 20, room)]
 
 
 def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
@@ -462,6 +551,35 @@ def test_vectors_race_safe_inserts_and_filters(pgc: Any) -> None:
         assert len(drawers.delete_drawers(pgc, [ids[0]]) or []) == 1  # its one vector
     assert pgc.execute("SELECT count(*) FROM vectors").fetchall()[0][0] == 2
     assert drawers.list_drawers(pgc, Filters(), 10, 0, 5)[1] == 2
+
+
+def test_unfiltered_vector_search_takes_the_hnsw_index(pgc: Any) -> None:
+    """The planner prefers a full scan of a small table to the HNSW index (at 10k vectors
+    of 384 dimensions too, where the scan costs 70-120 ms: issue 34); an unfiltered vector
+    search is planned without sequential scans, and the setting is back afterwards. Results:
+    the exact nearest drawers (HNSW over 60 vectors is exact)."""
+    from palaced.store.schema.pg import claim_dims
+
+    with pgc:
+        claim_dims(pgc, 8)
+        for i in range(60):
+            did, _ = drawers.insert_drawer(pgc, NewDrawer(text=f"drawer {i}", room="a"), 1,
+                                           context=False)
+            store_vectors(pgc, did, [_unit(i).tobytes()], context=False)
+    q = "[" + ",".join(map(str, _unit(7))) + "]"
+    sql = ("SELECT v.drawer_id FROM vectors v ORDER BY CAST(v.embedding AS vector(8)) <=> "
+           "CAST(:q AS vector(8)) LIMIT 10")
+    pgc.execute("ANALYZE vectors")  # 60 known rows: a full scan looks cheaper
+    with pgc:
+        plain = "\n".join(str(r[0]) for r in pgc.execute("EXPLAIN " + sql, {"q": q}))
+        indexed = "\n".join(str(r[0]) for r in pgc.execute_indexed("EXPLAIN " + sql, {"q": q}))
+        got = vector_search(pgc, q, 8, None, 10, 5)
+        assert pgc.execute("SHOW enable_seqscan").fetchall()[0][0] == "on"
+    assert "vectors_hnsw_8" not in plain and "vectors_hnsw_8" in indexed
+    exact = [int(r[0]) for r in pgc.execute(
+        "SELECT drawer_id FROM vectors ORDER BY (CAST(embedding AS vector(8)) <=> "
+        "CAST(:q AS vector(8))) + 0 LIMIT 10", {"q": q})]
+    assert [i for i, _ in got] == exact and got[0][1] == pytest.approx(1.0, abs=1e-5)
 
 
 @pytest.mark.parametrize(("sqlite", "postgres"), [

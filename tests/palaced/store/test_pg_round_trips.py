@@ -1,0 +1,112 @@
+"""What a team palace sends PostgreSQL per request (issue 34): statements counted with
+``tests/support/pgcount.py`` on a real server, through the daemon's own ops (in-process core,
+hashing embedder). Before issue 34 a recall made 29 statements (33 round trips), a remember
+37, a remember_many of 100 drawers 1,950.
+
+The write path's statements are checked for the same results too: after the batched
+writes, every drawer's keyword context and context vector is what its room neighbours give
+(``context.stale_contexts``, the doctor's definition), and re-remembering is still
+idempotent."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import TIKTOKEN_FILE, short_home
+from tests.support.inproc import InProcDaemon, inproc_daemon
+from tests.support.pgcount import Count, counting
+
+pytestmark = pytest.mark.daemon
+
+
+@pytest.fixture(scope="module")
+def core() -> Iterator[InProcDaemon]:
+    home = short_home()
+    with inproc_daemon(home, tokenizer_file=TIKTOKEN_FILE) as d:
+        yield d
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _reads(n: Count) -> list[list[str]]:
+    """The statements of each transaction (``BEGIN ...`` .. ``COMMIT``), without the
+    snapshot's own (its isolation level, settings and change counter: ``PgStore.read``)."""
+    out: list[list[str]] = []
+    current: list[str] | None = None
+    for kind, text in n.sent:
+        if kind == "command" and text.startswith("BEGIN"):
+            current = []
+        elif kind == "command" and text == "COMMIT" and current is not None:
+            out.append(current)
+            current = None
+        elif current is not None and not text.startswith("SET TRANSACTION") \
+                and "is_called" not in text:
+            current.append(text)
+    return out
+
+
+WORDS = ("harbour lantern copper meadow violin glacier pepper orchard saddle thunder "
+         "compass velvet marble falcon ribbon canyon pillow walnut signal quartz").split()
+
+
+def _fill(c: Any, name: str) -> list[int]:
+    """100 distinct drawers (no two near-duplicates) in 5 rooms; their ids."""
+    items = [{"text": f"{' '.join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7, 11))} "
+                      f"{i}: Alice and Bob on the deploy key"
+                      + (" in Paris" if i % 10 == 3 else ""), "room": f"room-{i % 5}"}
+             for i in range(100)]
+    return list(c.remember_many(name, items, dedup=False))
+
+
+def test_a_team_recall_reads_its_keyword_side_in_one_statement(
+        core: InProcDaemon, pg_url: str) -> None:
+    """The keyword half of a recall (lexemes, document frequencies, BM25, the filter) is one
+    statement, the unknown-name check one for all names, the whole recall at most 18
+    statements (29 before), and the ranking is the same as a local palace's."""
+    with core.client() as c:
+        c.create_palace("team", store=pg_url)
+        c.create_palace("local")
+        for name in ("team", "local"):
+            _fill(c, name)
+        query = "when did Alice and Bob talk about the deploy key in Paris and Zanzibar"
+        c.recall("team", query)  # warm: the palace's caches, BM25's statistics
+        with counting() as n:
+            team = c.recall("team", query)
+        local = c.recall("local", query)
+    reads = _reads(n)
+    assert len(reads[0]) == 1 and "fts_postings" in reads[0][0], reads[0]
+    names = [s for s in n.statements if "string_agg" in s]
+    assert len(names) == 1
+    # 18: the vector search's two set_config statements (``PgConn.execute_indexed``) ride
+    # in its pipeline, one round trip for the three.
+    assert len(n.statements) <= 18, "\n" + n.summary()
+    assert sum("enable_seqscan" in s for s in n.statements) == 2
+    assert [r["id"] for r in team][:5] == [r["id"] for r in local][:5]
+
+
+def test_remember_many_sends_two_statements_a_drawer(core: InProcDaemon, pg_url: str) -> None:
+    """A remember_many of 100 drawers in 5 rooms: the drawer with its full-text row and
+    closets in one statement, its vectors in one, a room lock per room, the room context of
+    the whole batch in a few; every context then as the doctor computes it, and the same
+    batch again is all duplicates."""
+    from palaced.store.conn.pg import PgStore
+    from palaced.store.lookup.context import stale_contexts
+    from palaced.store.schema.pg import schema_name
+
+    with core.client() as c:
+        c.create_palace("batch", store=pg_url)
+        c.remember("batch", "The first drawer records the palace's model.")
+        with counting() as n:
+            ids = _fill(c, "batch")
+        assert len(n.statements) <= 2 * 100 + 30, "\n" + n.summary()
+        assert sum("pg_advisory_xact_lock" in s for s in n.statements) == 5
+        assert _fill(c, "batch") == ids
+        assert c.palace_info("batch")["drawers"] == 101
+    store = PgStore(pg_url, schema_name("batch"), palace="batch")
+    try:
+        assert store.read(stale_contexts) == []
+    finally:
+        store.close()
