@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real MCP clients against the palace bridge:
 #   1. the MCP Inspector CLI (npx @modelcontextprotocol/inspector --cli): tools/list, then a
-#      remember and a recall through tools/call;
+#      remember and a recall through tools/call; then tools/list and the recall again over
+#      Streamable HTTP (`palace serve`'s /mcp with the bearer secret);
 #   2. Claude Code (npm @anthropic-ai/claude-code, installed into a scratch dir) in a scratch
 #      HOME whose project .mcp.json was written by `palace init`: `claude mcp list` must say
 #      "Connected".
@@ -54,6 +55,23 @@ echo "== MCP Inspector CLI: tools/call remember + recall"
 "${INSPECT[@]}" --method tools/call --tool-name recall --tool-arg "query=who exercised the bench palace" \
     | "$PY" -c 'import json,sys; d=json.load(sys.stdin); t=d["content"][0]["text"]; print(t); sys.exit(0 if "MCP inspector" in t else 1)' \
     || { echo "recall via inspector did not find the drawer"; status=1; }
+
+echo
+echo "== MCP Inspector CLI over Streamable HTTP (palace serve's /mcp, bearer secret)"
+"${PALACE[@]}" serve --port 0 --json > "$SCRATCH/serve.json" 2> "$SCRATCH/serve.err" &
+SERVE=$!
+for _ in $(seq 100); do [ -s "$SCRATCH/serve.json" ] && break; sleep 0.1; done
+MCP_URL=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["mcp"])' "$SCRATCH/serve.json")
+SECRET=$("$PY" -c 'import json,sys; print(open(json.load(open(sys.argv[1]))["secret_file"]).read().strip())' "$SCRATCH/serve.json")
+HTTP=(npx -y "@modelcontextprotocol/inspector@${INSPECTOR_VERSION:-2.12.0}" --cli "$MCP_URL?palace=bench" --transport http
+      --header "Authorization: Bearer $SECRET")
+"${HTTP[@]}" --method tools/list \
+    | "$PY" -c 'import json,sys; d=json.load(sys.stdin); print("tools:", ", ".join(t["name"] for t in d["tools"]))'
+"${HTTP[@]}" --method tools/call --tool-name recall --tool-arg "query=who exercised the bench palace" \
+    | "$PY" -c 'import json,sys; d=json.load(sys.stdin); t=d["content"][0]["text"]; print(t); sys.exit(0 if "MCP inspector" in t else 1)' \
+    || { echo "recall via inspector over HTTP did not find the drawer"; status=1; }
+kill "$SERVE" 2>/dev/null || true
+wait "$SERVE" 2>/dev/null || true
 
 echo
 echo "== Claude Code: claude mcp list"
