@@ -24,17 +24,19 @@ class Count:
     """What was sent: ``("execute" | "many" | "command", text)`` in order."""
 
     sent: list[tuple[str, str]] = field(default_factory=list)
+    conns: list[int] = field(default_factory=list)  # per ``sent``: the connection's id()
     piped: int = 0  # of ``sent``, those sent inside a pipeline
     pipelines: int = 0  # outermost pipelines: one round trip each
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, kind: str, text: Any, piped: bool = False) -> None:
+    def add(self, kind: str, text: Any, piped: bool = False, conn: Any = None) -> None:
         if not isinstance(text, str | bytes):
             text = text.as_string(None) if hasattr(text, "as_string") else str(text)
         if isinstance(text, bytes):
             text = text.decode()
         with self.lock:
             self.sent.append((kind, " ".join(text.split())))
+            self.conns.append(id(conn))
             self.piped += piped
 
     @property
@@ -62,15 +64,15 @@ def counting() -> Iterator[Count]:
     pipeline = psycopg.Connection.pipeline
 
     def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        count.add("execute", query, self._conn._pipeline is not None)
+        count.add("execute", query, self._conn._pipeline is not None, self._conn)
         return cur_execute(self, query, *args, **kwargs)
 
     def many(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        count.add("many", query)
+        count.add("many", query, False, self._conn)
         return cur_many(self, query, *args, **kwargs)
 
     def command(self: Any, cmd: Any, *args: Any, **kwargs: Any) -> Any:
-        count.add("command", cmd, self._pipeline is not None)
+        count.add("command", cmd, self._pipeline is not None, self)
         return exec_command(self, cmd, *args, **kwargs)
 
     @contextlib.contextmanager
