@@ -30,6 +30,7 @@ import apsw
 import numpy as np
 
 from palaced.engine.embedder import INSTALL_HINT
+from palaced.index.vectors import VectorIndex
 from palaced.palace.access import read_ids
 from palaced.palace.directory import IDENTITY_NAME
 from palaced.palace.handle import Palace, now_ms
@@ -191,9 +192,24 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     # Embed the query while BM25 runs: ONNX and SQLite both release the GIL.
     lexical, stamp, keyword_half = search.KeywordHits([]), 0, _lexical(palace, caches, req)
     vec_box: list[np.ndarray | None] = [None]
+    team = palace.storage.shared
+    params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
+    # A team palace's vector search runs on the server as soon as the query is embedded, in
+    # a snapshot of its own beside the keyword half's (PostgreSQL's two searches overlap
+    # instead of following each other): its hits and the snapshot's change stamp.
+    early: list[tuple[list[tuple[int, float]], int] | None] = [None]
+
+    def vector_half(qvec: np.ndarray, index: VectorIndex) -> Callable[
+            [apsw.Connection], tuple[list[tuple[int, float]], int]]:
+        def run(c: apsw.Connection) -> tuple[list[tuple[int, float]], int]:
+            return (search.vector_search(c, index, qvec, req.filters, params.pool, now_ms()),
+                    change_stamp(c))
+        return run
 
     async def embed() -> None:
-        vec_box[0] = await query_vector(palace, req.query)
+        vec_box[0] = qvec = await query_vector(palace, req.query)
+        if team and qvec is not None and palace.index is not None:
+            early[0] = await palace.read(vector_half(qvec, palace.index))
 
     try:
         async with anyio.create_task_group() as tg:
@@ -217,11 +233,9 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     conflicts_cache = caches.conflicts
     names = query_entities(req.query)
     identity_path = palace.dir / IDENTITY_NAME
-    team = palace.storage.shared
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
-    params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
@@ -229,13 +243,16 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         if change_stamp(c) != stamp:
             # A write landed between the hops (a supersede: the recall could see neither).
             hits = keyword_half(c)[0]
+        # The early vector hits when no write landed since their snapshot, else searched here.
+        vector_hits = early[0][0] if early[0] and early[0][1] == change_stamp(c) else None
         rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
         if rooms is None:
             rooms = all_rooms(c)
             caches.rooms = (counter, rooms)
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
                               filters=req.filters, now_ms=ts, params=params, rooms=rooms,
-                              lexical_hits=hits, n_docs=doc_count)
+                              lexical_hits=hits, n_docs=doc_count,
+                              vector_hits=vector_hits)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)

@@ -172,7 +172,8 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          params: RankParams = DEFAULTS,
          rooms: Sequence[tuple[str, str]] | None = None,
          lexical_hits: KeywordHits | None = None,
-         n_docs: int | None = None) -> Ranking:
+         n_docs: int | None = None,
+         vector_hits: Sequence[tuple[int, float]] | None = None) -> Ranking:
     """Rank the palace's drawers for ``query`` under ``filters``, in two hops.
 
     The first hop ranks by the query; the second (``multihop``) searches the names its best
@@ -182,7 +183,9 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     ``RankParams.when_boost``, ``date_boost``). ``rooms`` is the palace's (wing, room) list
     if the caller has it cached; ``lexical_hits`` the result of ``lexical_search(...)`` if
     the caller ran it already (the palace runs it while the query is being embedded);
-    ``n_docs`` the palace's drawer count if the caller has it. Substring hits
+    ``n_docs`` the palace's drawer count if the caller has it; ``vector_hits`` the result of
+    ``vector_search(...)`` for ``qvec`` if the caller ran it already (a team palace runs it
+    beside the keyword half). Substring hits
     (``KeywordHits.substring``) take no second hop: they matched no word.
 
     The store is read here alone, a few batched statements per hop (``pool.read_pool``);
@@ -194,7 +197,8 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     lexical = dict(lexical_hits.hits)
     vector: dict[int, float] = {}
     if qvec is not None and index is not None:
-        vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms))
+        vector = dict(vector_search(c, index, qvec, filters, params.pool, now_ms)
+                      if vector_hits is None else vector_hits)
     period = query_period(query, now_ms) if params.date_boost else None
     in_period: list[int] = []
     if period is not None:

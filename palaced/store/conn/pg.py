@@ -24,9 +24,11 @@ daemon without one never loads it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import re
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -36,6 +38,7 @@ import apsw
 import psycopg
 import psycopg.errors
 from psycopg import conninfo as pg_conninfo
+from psycopg import pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from palaced.config.team_settings import TeamSettings
@@ -281,6 +284,28 @@ def store_error(exc: BaseException, server: str, palace: str | None) -> PalaceEr
                         details=details)
 
 
+def check_idle(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check of a connection it hands out, without a round trip while nothing
+    came from the server since its last use: a server that ended the session (restart,
+    kill, ``pg_terminate_backend``) has sent its FATAL message or closed the socket, which
+    then reads as ready, and only then is the connection asked (``check_connection``'s
+    empty statement) and dropped by the pool if that fails. (The empty statement was one
+    round trip of every transaction.)
+
+    Raises:
+        psycopg.Error: the connection is broken.
+    """
+    raw = conn.pgconn
+    if raw.status == pq.ConnStatus.OK and raw.transaction_status == pq.TransactionStatus.IDLE:
+        try:
+            ready = select.select([raw.socket], [], [], 0)[0]
+        except (OSError, ValueError, psycopg.Error):
+            ready = [True]
+        if not ready:
+            return
+    ConnectionPool.check_connection(conn)
+
+
 # -- the store ------------------------------------------------------------------------------
 class _Behind(Exception):
     """A replica's snapshot is older than the change counter this daemon has seen."""
@@ -360,7 +385,7 @@ class PgStore(Store):
         return ConnectionPool(
             url or self._url, min_size=1, max_size=POOL_MAX, open=False,
             name=f"palace-{self.schema}", timeout=self._timeout if timeout is None else timeout,
-            check=ConnectionPool.check_connection, reconnect_timeout=0, kwargs=self._kwargs)
+            check=check_idle, reconnect_timeout=0, kwargs=self._kwargs)
 
     def closing(self) -> None:
         """The palace is closing: its last writes (the closing checkpoint) try one direct
@@ -396,17 +421,22 @@ class PgStore(Store):
         with self._changes_lock:
             self.changes = max(self.changes, value)
 
-    def _begin(self, conn: psycopg.Connection[Any], *, read: bool) -> int:
-        """Start a transaction on ``conn`` (the caller's ``conn.transaction()`` sends BEGIN)
+    def _begin(self, conn: psycopg.Connection[Any], tx: contextlib.ExitStack, *,
+               read: bool) -> int:
+        """Start a transaction on ``conn`` (its ``conn.transaction()`` entered on ``tx``)
         with this palace's search_path, statement timeout and HNSW breadth, all local to
         it; a read also gets the change counter of its snapshot (returned; 0 for a write).
-        One round trip: the settings and the counter are one statement."""
+        One round trip: BEGIN and the one statement of settings and counter are pipelined."""
         counter = (f", (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
                    f"{self._counter})" if read else "")
-        row = conn.execute(
-            "SELECT set_config('search_path', %s, true), "
-            "set_config('statement_timeout', %s, true), "
-            f"set_config('hnsw.ef_search', %s, true){counter}", self._settings).fetchone()
+        with conn.pipeline():
+            # Not ``conn.transaction()``: in a pipeline it keeps the whole block pipelined.
+            tx.enter_context(psycopg.Transaction(conn))
+            cur = conn.execute(
+                "SELECT set_config('search_path', %s, true), "
+                "set_config('statement_timeout', %s, true), "
+                f"set_config('hnsw.ef_search', %s, true){counter}", self._settings)
+        row = cur.fetchone()
         return int(row[3]) if read and row is not None else 0
 
     def write(self, fn: Callable[[Any], T], *, stamp: bool = True) -> T:
@@ -420,8 +450,8 @@ class PgStore(Store):
         try:
             with self._pooled() as conn:
                 conn.read_only, conn.isolation_level = False, None
-                with conn.transaction():
-                    self._begin(conn, read=False)
+                with contextlib.ExitStack() as tx:
+                    self._begin(conn, tx, read=False)
                     result = fn(PgConn(conn))
                 row = conn.execute(f"SELECT setval('{self._counter}', "
                                    f"nextval('{self._counter}'))").fetchone()
@@ -454,8 +484,8 @@ class PgStore(Store):
         """``fn`` in a read-only REPEATABLE READ transaction on ``conn``, its counter noted;
         with ``least``, a snapshot older than that counter raises ``_Behind`` instead."""
         conn.read_only, conn.isolation_level = True, psycopg.IsolationLevel.REPEATABLE_READ
-        with conn.transaction():
-            seen = self._begin(conn, read=True)
+        with contextlib.ExitStack() as tx:
+            seen = self._begin(conn, tx, read=True)
             if least is not None and seen < least:
                 raise _Behind(seen)
             self._note(seen)
