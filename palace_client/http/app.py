@@ -57,6 +57,7 @@ SECURITY_HEADERS = (
                                  b"img-src 'self'; connect-src 'self'; form-action 'self'; "
                                  b"base-uri 'none'; frame-ancestors 'none'"),
 )
+STATIC_HEADERS = ((b"cache-control", b"no-cache"), *SECURITY_HEADERS[1:])
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -120,9 +121,15 @@ class Guard:
             await self.app(scope, receive, send)
             return
 
+        # The package's static files (stylesheet, vendored scripts) hold no secret and change
+        # only with palace itself: a browser may keep them if it asks again first (its ETag
+        # then gets a bodiless 304), instead of fetching 450 KB of scripts on every page.
+        static = str(scope.get("path", "")).startswith("/static/")
+        headers = STATIC_HEADERS if static else SECURITY_HEADERS
+
         async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                message["headers"] = [*message.get("headers", []), *headers]
             await send(message)
 
         hosts = [v.decode("latin-1") for k, v in scope["headers"] if k == b"host"]

@@ -171,3 +171,17 @@ def test_a_drawer_page_shows_its_own_conflicts_and_what_superseded_it(
     assert XSS not in conflicts
     assert "superseded by" in page.text
     assert ("memory.conflicts", "main", {"include_resolved": True, "limit": 1000}) in pool.calls
+
+
+def test_static_files_are_revalidated_not_refetched_and_pages_never_stored(
+        ui: tuple[TestClient, Keys, _Pool]) -> None:
+    client, _, _ = ui
+    first = client.get("/static/cytoscape.min.js")
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-cache"
+    assert "default-src 'none'" in first.headers["content-security-policy"]
+    again = client.get("/static/cytoscape.min.js",
+                       headers={"if-none-match": first.headers["etag"]})
+    assert again.status_code == 304 and not again.content  # kept by the browser: no body
+    assert client.get("/p/main/d/1").headers["cache-control"] == "no-store"
+    # A path that only starts like the static folder is a page like any other.
+    assert client.get("/staticx").headers["cache-control"] == "no-store"
