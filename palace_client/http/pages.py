@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse, Response
 from palace_client.http.bodies import read_body
 from palace_client.http.openapi import status_of
 from palace_client.http.security import Keys, authenticate, check_origin
+from palace_client.render.results import counted
 from palaced.wire import errors as E
 
 log = logging.getLogger("palace.serve")
@@ -41,6 +42,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["when"] = when
+    env.filters["counted"] = counted  # "1 drawer", "2 drawers": never a fixed plural
     return env
 
 

@@ -10,6 +10,7 @@ here), so no second set of defaults exists. The fusion weights are the model's:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -42,6 +43,7 @@ DEFAULTS = RankParams()
 
 
 @lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)  # per recall; a daemon knows a handful of identities
 def params_for(identity: str | None) -> RankParams:
     """The ranking's knobs for a palace whose vectors are ``identity``'s
     (``fastembed:<model name>:<dims>``, ``Embedder.identity``): the (keyword, vector) fusion

@@ -93,6 +93,11 @@ def _find(driver: WebDriver, css: str, text: str | None = None) -> WebElement:
     return element
 
 
+def _texts(driver: WebDriver, css: str) -> list[str]:
+    """The text of every element ``css`` selects, in page order."""
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
 def _shot(driver: WebDriver, folder: Path, name: str) -> None:
     path = folder / f"{name}.png"
     assert driver.save_screenshot(str(path))

@@ -39,9 +39,6 @@ def _remember(ui: dict[str, Any], palace: str, agent: str, **args: Any) -> int:
     return int(response.json()["id"])
 
 
-def _texts(driver: WebDriver, css: str) -> list[str]:
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
-
 
 def test_palaces_search_filters_rooms_timeline_and_audit_in_a_real_browser(
         ui: dict[str, Any], browser: WebDriver, shared_keyword_daemon: DaemonProc,
@@ -108,12 +105,12 @@ def test_palaces_search_filters_rooms_timeline_and_audit_in_a_real_browser(
 
     # Timeline: both agents, newest first; an agent's link filters to its drawers.
     _find(browser, "nav a", "timeline").click()
-    agents = _texts(browser, "#timeline .entry .agent")
+    agents = web._texts(browser, "#timeline .entry .agent")
     assert agents == ["cli:codex", "mcp:claude-code", "mcp:claude-code", "mcp:claude-code"]
     _shot(browser, shots, "pages-4-timeline")
     _find(browser, "#timeline .entry .agent", "cli:codex").click()
     _find(browser, "h1", "by cli:codex")
-    assert _texts(browser, "#timeline .entry .agent") == ["cli:codex"]
+    assert web._texts(browser, "#timeline .entry .agent") == ["cli:codex"]
     _find(browser, "#timeline .entry a.drawer").click()
     assert _find(browser, "#text").text == "The API listens on port 8080."
     assert browser.current_url == f"{p}/d/{api}"
@@ -123,15 +120,15 @@ def test_palaces_search_filters_rooms_timeline_and_audit_in_a_real_browser(
     _find(browser, "#forget button").click()
     _find(browser, "#trash")
     _find(browser, "nav a", "audit").click()
-    actions = _texts(browser, "#audit .entry .action")
+    actions = web._texts(browser, "#audit .entry .action")
     assert actions[0] == "memory.forget" and actions.count("memory.remember") == 4
     first = _find(browser, "#audit .entry")
     assert "http:palace-ui" in first.text and f"#{gone}" in first.text
     _find(browser, "#audit-filter input[name=action]").send_keys("memory.forget")
     _find(browser, "#audit-filter button").click()
     WebDriverWait(browser, 10).until(lambda d: "action=memory.forget" in d.current_url)
-    assert _texts(browser, "#audit .entry .action") == ["memory.forget"]
-    assert _find(browser, "h1", "entries").text.endswith("1 entries")
+    assert web._texts(browser, "#audit .entry .action") == ["memory.forget"]
+    assert _find(browser, "h1", "entry").text.endswith("1 entry")
     _shot(browser, shots, "pages-5-audit")
 
     logged = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]

@@ -22,7 +22,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from palaced.wire import errors as E
 from tests.conftest import DaemonProc, fresh_name
-from tests.e2e.test_web_ui import _find, _seed, _shot, browser, ui
+from tests.e2e.test_web_ui import _find, _seed, _shot, _texts, browser, ui
 
 pytestmark = pytest.mark.daemon
 __all__ = ["browser", "ui"]  # the fixtures, used by name
@@ -43,9 +43,6 @@ def _go(driver: WebDriver, element: WebElement) -> None:
     element.click()
     WebDriverWait(driver, 15).until(EC.staleness_of(element))
 
-
-def _texts(driver: WebDriver, css: str) -> list[str]:
-    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
 
 
 def test_upkeep_resolves_merges_consolidates_and_forgets_what_was_previewed(
