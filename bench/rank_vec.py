@@ -19,7 +19,8 @@ and stdev of the query's scores over the whole palace instead of over the list),
 ``--sweep f4w`` lets each fold choose between the engine's fusion and form 4), ``vdepth``
 the vector list's depth (0: ``RankParams.pool``) and ``rescore`` (1: every
 keyword hit gets its exact cosine too, so it joins the vector list instead of taking the
-list's floor).
+list's floor). ``cv --query-words`` embeds the query's searchable words alone
+(``fts_terms``: stopwords dropped, lower case) instead of the question.
 
     python bench/rank_vec.py probe --work DIR [--model mpnet --model-dir DIR] [--dump out.json]
     python bench/rank_vec.py cv --sweep vdepth --work DIR [--model mpnet --model-dir DIR]
@@ -257,6 +258,13 @@ def cv(argv: list[str]) -> int:
         return params
     rc.set_knobs = with_side
     SIDE.install()
+    if "--query-words" in argv:  # the query vector of the keyword side's words alone
+        argv = [a for a in argv if a != "--query-words"]
+        embed = recall.query_vector
+
+        async def words_only(palace: Palace, query: str) -> np.ndarray | None:
+            return await embed(palace, " ".join(sql.fts_terms(query)))
+        rc.recall.query_vector = words_only  # type: ignore[attr-defined]
     sys.argv = [sys.argv[0], *argv]
     return rc.main()
 
