@@ -402,7 +402,7 @@ def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, p
             l1: list[dict[str, Any]] | None) -> list[Section]:
     """The sections of a recall that found something: the hits, then the levels asked for."""
     levels = set(req.levels)
-    relevant = _over_floor(results)
+    relevant = _over_floor(got.shown)
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
                                                            for d in results if relevant(d)])]
     if 0 in levels:
@@ -421,18 +421,24 @@ def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, p
     return parts
 
 
-def _over_floor(results: list[dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
-    """Whether a drawer belongs in the text of a recall that found something: it reaches the
-    relevance floor, or it is the newer side of an open conflict of a hit that does (the
-    current fact, which the older one's mark names).
+def _over_floor(shown: dict[int, dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a drawer of ``shown`` (those a recall read) belongs in the text of a recall
+    that found something: it reaches the relevance floor, or it is the newer side of an open
+    conflict of one that does, or of such a newer one in turn (the current fact, which the
+    older one's mark names).
 
     The drawers under the floor stay in ``results`` (flagged ``below_floor``) but not in the
     text: on LoCoMo dev they held 1 of 1,349 gold turns and, for a question whose answer is
     not stored, most of what the text delivered (benchmarks.md, "What the agent receives").
     """
-    newer = {d["conflicts_with"] for d in results
-             if not d["below_floor"] and isinstance(d.get("conflicts_with"), int)}
-    return lambda d: not d["below_floor"] or d["id"] in newer
+    keep = {did for did, d in shown.items() if not d["below_floor"]}
+    todo = list(keep)
+    while todo:
+        newer = shown[todo.pop()].get("conflicts_with")
+        if isinstance(newer, int) and newer in shown and newer not in keep:
+            keep.add(newer)
+            todo.append(newer)
+    return lambda d: int(d["id"]) in keep
 
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,
