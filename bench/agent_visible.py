@@ -27,10 +27,12 @@ lines marked ``(under the relevance floor)``), and where each question's gold tu
 among the drawers above the floor, or only among those under it (what leaving them out would
 lose). With ``--dev`` the developer questions of ``bench/unanswerable_dev.txt`` (software work
 never stored) are asked of every palace too, for the same spend (a miss or not). ``--model``
-runs another model directory (e.g. ``../shared/models/all-mpnet-base-v2-onnx-int8``).
+runs another model directory (e.g. ``../shared/models/all-mpnet-base-v2-onnx-int8``);
+``--replay DUMP`` replays ways to show the drawers under the floor on a ``--dump``'s texts.
 
     PYTHONPATH=. python bench/agent_visible.py [--data PATH] [--conversations N] [--dev]
-        [--model DIR] [--no-l1] [--json out]
+        [--model DIR] [--no-l1] [--dump texts.jsonl] [--json out]
+    PYTHONPATH=. python bench/agent_visible.py --replay texts.jsonl
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -81,13 +83,26 @@ def visible_ranking(text: str, drawer_text: dict[int, str]) -> list[int]:
     return seen
 
 
-def drawer_blocks(text: str) -> list[tuple[int, bool, str]]:
-    """The drawers of a delivered text as ``(id, under the floor, lines)``: a ``- #id`` head
-    and the indented lines under it (a miss's weak drawers are one line each, all under)."""
-    out: list[tuple[int, bool, str]] = []
+class Block(NamedTuple):
+    """A drawer as a delivered text shows it: its id, whether it is under the floor, its
+    lines (head and indented text) and the title of its section."""
+
+    id: int
+    under: bool
+    text: str
+    section: str
+
+
+def drawer_blocks(text: str) -> list[Block]:
+    """The drawers of a delivered text: a ``- #id`` head and the indented lines under it (a
+    miss's weak drawers are one line each, all under the floor)."""
+    out: list[Block] = []
     lines = text.splitlines()
-    miss = len(lines) > 1 and lines[1].startswith("Nothing relevant")
+    miss = is_miss(text)
+    section = ""
     for n, line in enumerate(lines):
+        if line.startswith("## "):
+            section = line[3:]
         m = _HEAD.match(line)
         if m is None:
             continue
@@ -96,7 +111,8 @@ def drawer_blocks(text: str) -> list[tuple[int, bool, str]]:
             if not more.startswith("  "):
                 break
             block.append(more)
-        out.append((int(m.group(1)), miss or BELOW_FLOOR in line, "\n".join(block)))
+        out.append(Block(int(m.group(1)), miss or BELOW_FLOOR in line, "\n".join(block),
+                         section))
     return out
 
 
@@ -105,10 +121,10 @@ def spend(text: str, tok: Tokenizer, drawer_text: dict[int, str]
     """A delivered text's tokens, those of its drawers under the floor (each block counted
     with its newline), and the drawers shown whole above and under the floor."""
     blocks = drawer_blocks(text)
-    under = sum(tok.count(b + "\n") for _, low, b in blocks if low)
+    under = sum(tok.count(b.text + "\n") for b in blocks if b.under)
     shown = set(visible_ranking(text, drawer_text))
-    above = [i for i, low, _ in blocks if not low and i in shown]
-    below = [i for i, low, _ in blocks if low and i in shown]
+    above = [b.id for b in blocks if not b.under and b.id in shown]
+    below = [b.id for b in blocks if b.under and b.id in shown]
     return tok.count(text), under, above, below
 
 
@@ -134,6 +150,43 @@ def spend_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# Ways to show the drawers under the floor in the text of a recall that found something,
+# replayed on the texts of a --dump: whether one is kept, given the number of drawers shown
+# that reach the floor and the block's section; "titles" shows the rest as one-line titles.
+OPTIONS: dict[str, Callable[[int, Block], bool]] = {
+    "all of them": lambda over, b: True,
+    **{f"kept while fewer than {n} reach the floor": (lambda over, b, n=n: over < n)
+       for n in (2, 3, 5, 10)},
+    "kept in the hits only": lambda over, b: b.section == "Best matches",
+    "as one-line titles": lambda over, b: False,
+    "left out": lambda over, b: False,
+}
+
+
+def replay(path: Path, tok: Tokenizer) -> None:
+    """Print, per option of ``OPTIONS``, the tokens (mean, p95) the texts of a ``--dump``
+    would deliver, per set, and the LoCoMo gold turns they would show (by id)."""
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines()]
+    for name, keep in OPTIONS.items():
+        tokens: dict[str, list[float]] = {"locomo": [], "developer": []}
+        gold = 0
+        for row in rows:
+            blocks, used = drawer_blocks(row["text"]), tok.count(row["text"])
+            over = sum(not b.under for b in blocks)
+            gone = {b.id for b in blocks if b.under and over and not keep(over, b)}
+            for b in blocks:
+                if b.id in gone:
+                    used -= tok.count(b.text + "\n")
+                    if name == "as one-line titles":
+                        body = " ".join(ln.strip() for ln in b.text.splitlines()[1:])
+                        used += tok.count(f"- #{b.id} weak: {body[:90]}\n")
+            tokens[row["set"]].append(used)
+            gold += len({b.id for b in blocks if b.id not in gone} & set(row["gold"]))
+        print(f"{name:42s} " + "  ".join(
+            f"{k} tokens {mean(v):7.1f} p95 {pctl(v, .95):5.0f}" for k, v in tokens.items())
+            + f"  LoCoMo gold turns shown {gold}")
+
+
 def tools_list_tokens(tok: Tokenizer, toolsets: tuple[str, ...]) -> tuple[int, int]:
     """How many tools ``tools/list`` serves for ``toolsets`` and its cl100k tokens as compact
     JSON (what an agent session carries before any call)."""
@@ -157,8 +210,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="skip the second call with levels 0-3 (faster)")
     ap.add_argument("--dump", type=Path,
                     help="write each default recall's text and gold drawer ids (JSON lines)")
+    ap.add_argument("--replay", type=Path,
+                    help="replay the ways to show drawers under the floor on a --dump, and exit")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    if args.replay:
+        replay(args.replay, Tokenizer.load(DEFAULT_TIKTOKEN))
+        return 0
     dump = args.dump.open("w", encoding="utf-8") if args.dump else None
     samples = json.loads(args.data.read_text("utf-8"))[: args.conversations]
     daemon = PrivateDaemon("pal-agentvis-", args.model, DEFAULT_TIKTOKEN)

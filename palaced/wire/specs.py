@@ -340,8 +340,9 @@ _ALL: tuple[OpSpec, ...] = (
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
             "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
             "(L1 only when in `levels`) with `text`, what an agent is shown, which fits "
-            "`budget` whole (`tokens_used`; `compact`: one line per drawer); a miss is one "
-            "line and the nearest three drawers, marked weak. `exclude`d drawers are left "
+            "`budget` whole (`tokens_used`; `compact`: one line per drawer) and shows only "
+            "drawers that reach the floor; a miss is one line and the nearest three drawers, "
+            "marked weak. `exclude`d drawers are left "
             "out of the results and every section before packing: the next take their "
             "places."),
     OpSpec("memory.recall_all", {
