@@ -3,8 +3,8 @@
 ``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused
 with the weights of the palace's model, boosted by importance, recency and use, rooms
 ranked), gives each a 0-1 relevance (``relevance``) and flags those under the relevance
-floor, then builds the sections a response carries, packed to a token budget
-(``packing.pack``) in this order:
+floor, then builds the sections a response carries from the drawers that reach it, packed to
+a token budget (``packing.pack``) in this order:
 
 * the hits: the query's best ``top_k`` drawers, with their relevance (always first);
 * L0, the palace's identity text (``reads.read_identity``);
@@ -428,8 +428,8 @@ def _over_floor(shown: dict[int, dict[str, Any]]) -> Callable[[dict[str, Any]], 
     older one's mark names).
 
     The drawers under the floor stay in ``results`` (flagged ``below_floor``) but not in the
-    text: on LoCoMo dev they held 1 of 1,349 gold turns and, for a question whose answer is
-    not stored, most of what the text delivered (benchmarks.md, "What the agent receives").
+    text: on LoCoMo dev they held 1-2 of 1,349 gold turns and, for a question whose answer
+    is not stored, most of what the text delivered (benchmarks.md, "What the agent receives").
     """
     keep = {did for did, d in shown.items() if not d["below_floor"]}
     todo = list(keep)
