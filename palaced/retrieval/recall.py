@@ -3,8 +3,8 @@
 ``recall`` ranks the palace's drawers for a query (``search.rank``: BM25 and vectors fused
 with the weights of the palace's model, boosted by importance, recency and use, rooms
 ranked), gives each a 0-1 relevance (``relevance``) and flags those under the relevance
-floor, then builds the sections a response carries, packed to a token budget
-(``packing.pack``) in this order:
+floor, then builds the sections a response carries from the drawers that reach it, packed to
+a token budget (``packing.pack``) in this order:
 
 * the hits: the query's best ``top_k`` drawers, with their relevance (always first);
 * L0, the palace's identity text (``reads.read_identity``);
@@ -176,7 +176,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     request's filters, each with its 0-1 relevance as ``score``; drawers under the relevance
     floor are kept but flagged ``below_floor`` (a long drawer's chunks can score low on
     meaning yet be the answer), and ``nothing_relevant`` says no drawer reached the floor. The
-    sections fill the token budget in order: the hits, L0 identity, L1 essential drawers
+    sections, which leave the drawers under the floor out (``_over_floor``), fill the token
+    budget in order: the hits, L0 identity, L1 essential drawers
     (only when asked), L2 the drawers inside the rooms/closets the query points at (plus
     matching concepts and facts), L3 the ranking beyond the hits (with ``deep``, else when L2
     is thin).
@@ -401,8 +402,9 @@ def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, p
             l1: list[dict[str, Any]] | None) -> list[Section]:
     """The sections of a recall that found something: the hits, then the levels asked for."""
     levels = set(req.levels)
+    relevant = _over_floor(got.shown)
     parts: list[Section] = [Section(HITS, "Best matches", [drawer_item(d, HITS)
-                                                           for d in results])]
+                                                           for d in results if relevant(d)])]
     if 0 in levels:
         parts.append(identity_section(palace, got.identity or ""))
     if 1 in levels:
@@ -410,12 +412,33 @@ def _levels(got: _Gathered, results: list[dict[str, Any]], req: RecallRequest, p
                                         if d["id"] not in req.exclude]))
     if 2 in levels:
         items = [*got.concepts, *(drawer_item(d, 2) for d in (got.shown.get(i) for i in got.l2)
-                                  if d), *got.facts]
+                                  if d and relevant(d)), *got.facts]
         parts.append(Section(2, "Where the query points", items))
     if 3 in levels:
-        items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3) if d]
+        items = [drawer_item(d, 3) for d in (got.shown.get(i) for i in got.l3)
+                 if d and relevant(d)]
         parts.append(Section(3, "Deep search", items))
     return parts
+
+
+def _over_floor(shown: dict[int, dict[str, Any]]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a drawer of ``shown`` (those a recall read) belongs in the text of a recall
+    that found something: it reaches the relevance floor, or it is the newer side of an open
+    conflict of one that does, or of such a newer one in turn (the current fact, which the
+    older one's mark names).
+
+    The drawers under the floor stay in ``results`` (flagged ``below_floor``) but not in the
+    text: on LoCoMo dev they held 1-2 of 1,349 gold turns and, for a question whose answer
+    is not stored, most of what the text delivered (benchmarks.md, "What the agent receives").
+    """
+    keep = {did for did, d in shown.items() if not d["below_floor"]}
+    todo = list(keep)
+    while todo:
+        newer = shown[todo.pop()].get("conflicts_with")
+        if isinstance(newer, int) and newer in shown and newer not in keep:
+            keep.add(newer)
+            todo.append(newer)
+    return lambda d: int(d["id"]) in keep
 
 
 def _present(d: dict[str, Any], ranking: search.Ranking, terms: list[str], floor: float,

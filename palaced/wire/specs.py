@@ -340,10 +340,10 @@ _ALL: tuple[OpSpec, ...] = (
             "`unknown_names` the query names but no drawer mentions, `substring` when no word "
             "matched and substrings did), rooms, mode, and the hits then L0/L2/L3 sections "
             "(L1 only when in `levels`) with `text`, what an agent is shown, which fits "
-            "`budget` whole (`tokens_used`; `compact`: one line per drawer); a miss is one "
-            "line and the nearest three drawers, marked weak. `exclude`d drawers are left "
-            "out of the results and every section before packing: the next take their "
-            "places."),
+            "`budget` whole (`tokens_used`; `compact`: one line per drawer) and shows only "
+            "drawers that reach the floor; a miss is one line and the nearest three drawers, "
+            "marked weak. `exclude`d drawers are left out of the results and every section "
+            "before packing: the next take their places."),
     OpSpec("memory.recall_all", {
         "query": Arg("str", required=True, max_len=MAX_QUERY_CHARS),
         "top_k": Arg("int", default=10, min=1, max=MAX_TOP_K),

@@ -19,6 +19,7 @@ import pytest
 
 from palace_client.agents.setup import hook_command
 from palaced.engine.tokens import Tokenizer
+from palaced.wire.recall_text import BELOW_FLOOR
 from tests.conftest import TIKTOKEN_FILE, DaemonProc, fresh_name
 from tests.support.cli_inproc import InProcCliDaemonProc
 
@@ -391,6 +392,26 @@ def test_mcp_recall_puts_the_hit_first_and_says_nothing_relevant(bridge: Bridge,
     assert not failed, text
     assert text.splitlines()[1] == (f"Nothing relevant in palace '{palace}' (no drawer "
                                     "mentions Caroline). Nearest, all weak:")
+
+
+def test_mcp_recall_leaves_drawers_under_the_floor_out(bridge: Bridge, palace: str,
+                                                      shared_daemon: DaemonProc,
+                                                      tokenizer: Tokenizer) -> None:
+    """A recall that found something spends no token on the drawers under the relevance
+    floor: they stay in the JSON results, flagged, but the agent's text shows the hits that
+    reach the floor, and its heading counts exactly what is left."""
+    query = "when are invoices generated?"
+    res = _json(shared_daemon.cli("recall", query, "--palace", palace, "--json"))
+    over = {r["id"] for r in res["results"] if not r["below_floor"]}
+    under = {r["id"] for r in res["results"] if r["below_floor"]}
+    assert over and under and res["nothing_relevant"] is False  # the case in question
+    failed, text = bridge.tool("recall", {"query": query})
+    assert not failed, text
+    shown = {int(i) for i in re.findall(r"^- #(\d+) ", text, re.MULTILINE)}
+    assert shown == over, text
+    assert BELOW_FLOOR not in text and "nightly at 02:00" in text
+    head = HEAD.match(text.splitlines()[0])
+    assert head and int(head.group(2)) == tokenizer.count(text) <= int(head.group(3)) == 1500
 
 
 def test_recall_all_from_the_cli(shared_daemon: DaemonProc, palace: str) -> None:
