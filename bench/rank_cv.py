@@ -236,8 +236,10 @@ class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
         self.convs, self.memo, self.run_sync = convs, memo, run_sync
         self.results: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
-        # Each configuration's rankings per conversation (turns, sessions): the held-out
-        # per-question recall a paired comparison of two models reads (``sweep``).
+        # Each configuration's rankings per conversation (turns, sessions), kept for ``sweep``
+        # only (a fit scores hundreds of configurations): the held-out per-question recall a
+        # paired comparison of two models reads.
+        self.keep_rankings = False
         self.rankings: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
 
     def score(self, knobs: dict[str, float]) -> dict[str, Any]:
@@ -250,7 +252,8 @@ class Runner:
             all_s: list[list[str]] = []
             for conv in self.convs:
                 t, s = self.run_sync(conv, params)
-                self.rankings.setdefault(key, {})[conv.name] = (t, s)
+                if self.keep_rankings:
+                    self.rankings.setdefault(key, {})[conv.name] = (t, s)
                 per[conv.name] = evaluate(conv.questions, t, ranked_sessions=s)
                 all_q += conv.questions
                 all_t += t
@@ -438,6 +441,7 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
                run_sync: Callable[..., Any], report: dict[str, Any],
                timings: list[float]) -> None:
     runner = Runner(convs, memo, run_sync)
+    runner.keep_rankings = bool(args.sweep)
     base = runner.score(DEFAULTS)
     print("defaults", DEFAULTS, flush=True)
     print("  all:", fmt(base), flush=True)
