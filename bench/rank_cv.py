@@ -12,23 +12,28 @@ fusion maths only.
 
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it; its default
 is the model's, ``params.params_for``), ``context`` and ``dates`` (BM25 column weights of the
-neighbour context and the date words), ``hop`` (``RankParams.hop_weight``), ``when`` and
+neighbour context and the date words), ``k1`` (BM25's, ``search.BM25_K1``: set through the
+column weights, ``search.bm25_weights``), ``hop`` (``RankParams.hop_weight``), ``when`` and
 ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
 (``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``rlift``
 (``RankParams.reply_lift``), ``support`` and ``topn`` (``room_support``, ``room_top_n``: the
 room ranking); experiments that are not the engine's: ``roomtext`` (BM25 over each room's
-drawers' texts, or closet topics with ``--room-source closets``, added to the room scores)
-and ``pool`` (``RankParams.pool``). Importance, recency and use are constant across LoCoMo's
-drawers and are not fitted. The room feedback, the closet boost and the set spread these
-knobs once included were removed from the ranking (docs/benchmarks.md, "Tuning constants").
+drawers' texts, or closet topics with ``--room-source closets``, added to the room scores),
+``pool`` (``RankParams.pool``), and BM25's ``b`` and ``ctxlen`` (how much of the context
+column a row's length counts), which FTS5 fixes and ``PyBM25`` frees. Importance, recency
+and use are constant across LoCoMo's drawers and are not fitted. The room feedback, the
+closet boost and the set spread these knobs once included were removed from the ranking
+(docs/benchmarks.md, "Tuning constants").
 
 Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
 other four (each knob over its grid in turn, two rounds, the objective turn R@1 + R@5 + R@10
 + session R@1, question-weighted), then the chosen knobs are scored on the held-out one.
-``--sweep KNOB`` scores each value of one knob instead (per category and conversation) and
-the value leave-one-out picks in each fold, with their median (``--sweep vector --model mpnet``
-is how each model's fusion weights in ``palaced/wire/models.py`` were fitted). ``--cost``
-times ``search.rank`` with and without the date boosts on 11,040 drawers (no memoisation).
+``--sweep KNOB[,KNOB...]`` scores each value of one knob (of each in turn) instead (per
+category and conversation) and the value leave-one-out picks in each fold, with their
+median (``--sweep vector --model mpnet`` is how each model's fusion weights in
+``palaced/wire/models.py`` were fitted). The questions' vectors are kept in ``--work`` per
+model. ``--cost`` times ``search.rank`` with and without the date boosts on 11,040 drawers
+(no memoisation).
 
     python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,context,dates,...]
     python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]

@@ -72,11 +72,12 @@ def mentioned(conn: apsw.Connection, names: Sequence[str]) -> set[str]:
 # (turn R@5, context ±1): no context .653, context 0.35 .706, 0.5 .712; dates 0 -> 0.6:
 # .689 -> .706. With context ±2, 0.4 balances R@1 (.401) against R@5/R@10 (.730/.823).
 COLUMN_WEIGHTS = (1.0, 0.4, 0.6)
-# BM25's k1, how fast a word's repeats stop counting. FTS5's bm25() fixes it at FTS5_K1;
-# short drawers (a turn, a note) and the context column, where a word repeated by the
-# neighbours adds up, want it lower (Anserini's default for short passages is 0.9).
-# LoCoMo dev, leave-one-conversation-out (docs/benchmarks.md, issue 33): 0.9 or 0.6 in every
-# fold for both models.
+# BM25's k1, how fast a word's repeats stop counting. FTS5's bm25() fixes it at FTS5_K1
+# (Robertson's 1.2); 0.9 is the default Trotman et al. (2014) found better across
+# collections, as PISA and Anserini use. Short drawers (a turn, a note) and the context
+# column, where a word the neighbours repeat adds up, gain from it. LoCoMo dev,
+# leave-one-conversation-out (docs/benchmarks.md, issue 33): 0.6 to 0.9 in every fold of
+# both models.
 BM25_K1 = 0.9
 FTS5_K1 = 1.2
 
