@@ -12,23 +12,28 @@ fusion maths only.
 
 Knobs (``--fit``): ``vector`` (vector weight; the keyword weight is 1 minus it; its default
 is the model's, ``params.params_for``), ``context`` and ``dates`` (BM25 column weights of the
-neighbour context and the date words), ``hop`` (``RankParams.hop_weight``), ``when`` and
+neighbour context and the date words), ``k1`` (BM25's, ``search.BM25_K1``: set through the
+column weights, ``search.bm25_weights``), ``hop`` (``RankParams.hop_weight``), ``when`` and
 ``date`` (``RankParams.when_boost``, ``date_boost``), ``nvec``
 (``RankParams.neighbour_vector``), ``qdrop`` (``RankParams.question_drop``), ``rlift``
 (``RankParams.reply_lift``), ``support`` and ``topn`` (``room_support``, ``room_top_n``: the
 room ranking); experiments that are not the engine's: ``roomtext`` (BM25 over each room's
-drawers' texts, or closet topics with ``--room-source closets``, added to the room scores)
-and ``pool`` (``RankParams.pool``). Importance, recency and use are constant across LoCoMo's
-drawers and are not fitted. The room feedback, the closet boost and the set spread these
-knobs once included were removed from the ranking (docs/benchmarks.md, "Tuning constants").
+drawers' texts, or closet topics with ``--room-source closets``, added to the room scores),
+``pool`` (``RankParams.pool``), and BM25's ``b`` and ``ctxlen`` (how much of the context
+column a row's length counts), which FTS5 fixes and ``PyBM25`` frees. Importance, recency
+and use are constant across LoCoMo's drawers and are not fitted. The room feedback, the
+closet boost and the set spread these knobs once included were removed from the ranking
+(docs/benchmarks.md, "Tuning constants").
 
 Leave-one-conversation-out: for each conversation, coordinate ascent from the defaults on the
 other four (each knob over its grid in turn, two rounds, the objective turn R@1 + R@5 + R@10
 + session R@1, question-weighted), then the chosen knobs are scored on the held-out one.
-``--sweep KNOB`` scores each value of one knob instead (per category and conversation) and
-the value leave-one-out picks in each fold, with their median (``--sweep vector --model mpnet``
-is how each model's fusion weights in ``palaced/wire/models.py`` were fitted). ``--cost``
-times ``search.rank`` with and without the date boosts on 11,040 drawers (no memoisation).
+``--sweep KNOB[,KNOB...]`` scores each value of one knob (of each in turn) instead (per
+category and conversation) and the value leave-one-out picks in each fold, with their
+median (``--sweep vector --model mpnet`` is how each model's fusion weights in
+``palaced/wire/models.py`` were fitted). The questions' vectors are kept in ``--work`` per
+model. ``--cost`` times ``search.rank`` with and without the date boosts on 11,040 drawers
+(no memoisation).
 
     python bench/rank_cv.py [--work DIR] [--json out.json] [--fit vector,context,dates,...]
     python bench/rank_cv.py --sweep when [--values 0,0.1,0.2]
@@ -78,22 +83,25 @@ from palaced.wire.vocab import DEFAULT_MODEL
 
 GRIDS: dict[str, list[float]] = {
     "vector": [round(0.05 * i, 2) for i in range(17)],  # 0.0 to 0.8
-    "context": [0.25, 0.3, 0.4, 0.5, 0.6],
+    "context": [0.25, 0.3, 0.4, 0.5, 0.6, 0.8],
     "dates": [0.3, 0.45, 0.6, 0.8, 1.0],
     "hop": [0.0, 0.15, 0.3, 0.5],
-    "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3],
-    "date": [0.0, 0.05, 0.1, 0.2, 0.3],
+    "when": [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4],
+    "date": [0.0, 0.05, 0.1, 0.2, 0.3, 0.4],
     "roomtext": [0.0, 0.1, 0.2, 0.4, 0.6],
     "pool": [100.0, 150.0, 200.0],
     "support": [0.0, 0.1, 0.2, 0.3, 0.5],
     "topn": [2.0, 3.0, 5.0, 8.0],
     "nvec": [0.0, 0.3, 0.5, 0.7, 1.0],
-    "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3],
+    "qdrop": [0.0, 0.05, 0.1, 0.2, 0.3, 0.4],
     "rlift": [0.0, 0.05, 0.1, 0.15, 0.2],
+    "k1": [0.6, 0.75, 0.9, 1.2, 1.6, 2.0],
+    "b": [0.3, 0.5, 0.75, 0.9],
+    "ctxlen": [0.0, 0.4, 1.0],
 }
 # The vector weight's default is the model's (main_async sets it from params_for).
-DEFAULTS = {"vector": search.RankParams().vector_weight, "context": sql.BM25_WEIGHTS[1],
-            "dates": sql.BM25_WEIGHTS[2], "hop": search.RankParams().hop_weight,
+DEFAULTS = {"vector": search.RankParams().vector_weight, "context": sql.COLUMN_WEIGHTS[1],
+            "dates": sql.COLUMN_WEIGHTS[2], "hop": search.RankParams().hop_weight,
             "when": search.RankParams().when_boost, "date": search.RankParams().date_boost,
             "roomtext": 0.0,
             "pool": float(search.RankParams().pool),
@@ -101,7 +109,8 @@ DEFAULTS = {"vector": search.RankParams().vector_weight, "context": sql.BM25_WEI
             "topn": float(search.RankParams().room_top_n),
             "nvec": search.RankParams().neighbour_vector,
             "qdrop": search.RankParams().question_drop,
-            "rlift": search.RankParams().reply_lift}
+            "rlift": search.RankParams().reply_lift,
+            "k1": sql.BM25_K1, "b": 0.75, "ctxlen": 1.0}
 NOW_MS = 1_800_000_000_000  # a fixed "now": recency is constant across LoCoMo's old dates
 KEYS = ("recall@1", "recall@5", "recall@10")
 
@@ -145,7 +154,8 @@ class Memo:
                     parts.append(tuple(a))
                 elif isinstance(a, str | int | float | bytes):
                     parts.append(a)
-            k = self.key(name, [*parts, sql.BM25_WEIGHTS if name == "fts_search" else None])
+            k = self.key(name, [*parts, (sql.BM25_WEIGHTS, PY_BM25.state())
+                                         if name == "fts_search" else None])
             if k not in self.cache:
                 self.cache[k] = fn(c, *args, **kw)
             return self.cache[k]
@@ -219,11 +229,90 @@ class RoomText:
 ROOM_TEXT = RoomText()
 
 
+class PyBM25:
+    """An experiment, not the engine: FTS5's bm25 (fts5_aux.c) over the same full-text rows
+    in Python, with BM25's ``b`` free (FTS5 fixes it at 0.75; its k1 the column weights set,
+    ``search.bm25_weights``) and the row length D counting the context column at ``ctxlen``
+    of its tokens (FTS5: all of them, so a drawer with long neighbours reads as a long
+    drawer). At 0.75 / 1 it reproduces FTS5's ranking (the same figures by
+    ``--only --set ctxlen=0.9999999``)."""
+
+    def __init__(self) -> None:
+        self.k1, self.b, self.ctxlen = sql.FTS5_K1, 0.75, 1.0
+        self.palace = ""
+        self.rows: dict[str, tuple[dict[int, dict[str, float]], dict[int, tuple[int, int]],
+                                   dict[str, int]]] = {}
+        self.orig = sql.fts_search
+
+    @property
+    def default(self) -> bool:
+        return (self.b, self.ctxlen) == (0.75, 1.0)
+
+    def state(self) -> tuple[float, float]:
+        return self.b, self.ctxlen
+
+    def add(self, palace: str, c: Any) -> None:
+        from palaced.index.keyword_engine import tokens
+        freqs: dict[int, dict[str, float]] = {}
+        lengths: dict[int, tuple[int, int]] = {}
+        df: dict[str, int] = {}
+        for rowid, text, context, dates in c.execute(
+                "SELECT rowid, text, context, dates FROM drawers_fts"):
+            f: dict[str, float] = {}
+            own = ctx_n = 0
+            for col, toks in enumerate((tokens(text or ""), tokens(context or ""),
+                                        tokens(dates or ""))):
+                if col == 1:
+                    ctx_n = len(toks)
+                else:
+                    own += len(toks)
+                for t in toks:
+                    f[t] = f.get(t, 0.0) + (1 << (8 * col))  # per column counts, packed
+            freqs[int(rowid)] = f
+            lengths[int(rowid)] = (own, ctx_n)
+            for t in f:
+                df[t] = df.get(t, 0) + 1
+        self.rows[palace] = (freqs, lengths, df)
+
+    def install(self) -> None:
+        from palaced.index.keyword_engine import idf, tokens
+
+        def fts_search(conn: Any, query: str, filters: Any, limit: int, now_ms: int,
+                       stats: Any = None, n_docs: int = 0) -> list[tuple[int, float]]:
+            if self.default or self.palace not in self.rows:
+                return self.orig(conn, query, filters, limit, now_ms, stats, n_docs)
+            freqs, lengths, df = self.rows[self.palace]
+            n = len(freqs)
+            dl = {i: own + self.ctxlen * ctx_n for i, (own, ctx_n) in lengths.items()}
+            avgdl = sum(dl.values()) / n if n else 1.0
+            w = sql.BM25_WEIGHTS
+            toks = [t for word in sql.fts_terms(query) for t in tokens(word, query=True)]
+            scores: dict[int, float] = {}
+            for t in dict.fromkeys(toks):
+                if not df.get(t):
+                    continue
+                weight = idf(n, df[t])
+                for i, f in freqs.items():
+                    packed = f.get(t)
+                    if packed is None:
+                        continue
+                    p = int(packed)
+                    tf = w[0] * (p & 255) + w[1] * ((p >> 8) & 255) + w[2] * (p >> 16)
+                    scores[i] = scores.get(i, 0.0) + weight * tf * (self.k1 + 1) / (
+                        tf + self.k1 * (1 - self.b + self.b * dl[i] / avgdl))
+            return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+        sql.fts_search = fts_search  # type: ignore[assignment]
+
+
+PY_BM25 = PyBM25()
+
+
 def set_knobs(knobs: dict[str, float]) -> search.RankParams:
     ROOM_TEXT.weight = knobs["roomtext"]
     ROOM_TEXT.top_n = int(knobs["topn"])
     ROOM_TEXT.support = knobs["support"]
-    sql.BM25_WEIGHTS = (1.0, knobs["context"], knobs["dates"])
+    sql.BM25_WEIGHTS = sql.bm25_weights((1.0, knobs["context"], knobs["dates"]), knobs["k1"])
+    PY_BM25.b, PY_BM25.ctxlen = knobs["b"], knobs["ctxlen"]
     return replace(search.RankParams(), vector_weight=knobs["vector"],
                    lexical_weight=1.0 - knobs["vector"], when_boost=knobs["when"],
                    date_boost=knobs["date"], neighbour_vector=knobs["nvec"],
@@ -314,13 +403,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for name, turns, questions in built:
         p = await Palace.open(name, work / "template" / name, svc, create=False)
         qvecs = ([None] * len(questions) if args.keyword_only else
-                 [await recall.query_vector(p, q.question) for q in questions])
+                 await _query_vectors(work, emb.identity, p, questions))
         convs.append(Conv(name, p, turns, questions, qvecs))
+    PY_BM25.install()
     memo = Memo()
     memo.install()
     ROOM_TEXT.install()
     for conv in convs:
         await conv.palace.read(lambda c, n=conv.name: ROOM_TEXT.add(n, c))
+        await conv.palace.read(lambda c, n=conv.name: PY_BM25.add(n, c))
     timings: list[float] = []
 
     def run_sync(conv: Conv, params: search.RankParams) -> tuple[Any, Any]:
@@ -341,6 +432,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+async def _query_vectors(work: Path, identity: str, p: Palace,
+                         questions: list[Question]) -> list[Any]:
+    """The questions' vectors, embedded once per model and kept in ``work`` (a slow model
+    on a busy machine takes minutes to embed the 999 questions again)."""
+    import hashlib
+
+    import numpy as np
+    key = hashlib.sha256("\x1f".join([identity, *(q.question for q in questions)])
+                         .encode()).hexdigest()[:16]
+    path = work / f"qvecs-{key}.npy"
+    if path.exists():
+        return list(np.load(path))
+    vecs = [await recall.query_vector(p, q.question) for q in questions]
+    np.save(path, np.stack(vecs))
+    return vecs
+
+
 def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
               timings: list[float]) -> tuple[list[list[str]], list[list[str]]]:
     memo.palace = conv.name
@@ -348,7 +456,7 @@ def _rank_all(c: Any, conv: Conv, memo: Memo, params: search.RankParams,
     rooms = sql.all_rooms(c)
     n_docs = sql.drawer_count(c)
     ranked_t, ranked_s = [], []
-    ROOM_TEXT.palace = conv.name
+    ROOM_TEXT.palace = PY_BM25.palace = conv.name
     for q, qvec in zip(conv.questions, conv.qvecs, strict=True):
         ROOM_TEXT.query = q.question
         start = time.process_time()
@@ -453,7 +561,9 @@ def _main_sync(args: argparse.Namespace, convs: list[Conv], memo: Memo,
     if args.only:
         return
     if args.sweep:
-        sweep(runner, args.sweep, args.values or GRIDS[args.sweep], base, report)
+        for knob in args.sweep.split(","):  # several knobs: one sweep each, in turn
+            sweep(runner, knob, args.values or GRIDS[knob], base, report)
+            report.setdefault("sweeps", {})[knob] = report["sweep"]
         return
     names = [c.name for c in convs]
     folds = []

@@ -328,10 +328,20 @@ TUNING: list[tuple[str, str, str]] = [
     ("palaced/store/lookup/context.py", "CONTEXT_NEIGHBOURS",
      "Drawers on each side (same room, time order) indexed as a drawer's BM25 context. LoCoMo "
      "dev turn R@5/R@10: ±1 .712/.807, ±2 .731/.825 (context weight 0.5)."),
-    ("palaced/store/lookup/search.py", "BM25_WEIGHTS",
+    ("palaced/store/lookup/search.py", "COLUMN_WEIGHTS",
      "bm25 column weights: text, neighbour context, date words. Turn R@5, context ±1: no "
      "context .653, 0.35 .706, 0.5 .712; date words 0 -> 0.6: .689 -> .706. With context ±2, "
-     "0.4 balances R@1 (.401) against R@5/R@10 (.730/.823)."),
+     "0.4 balances R@1 (.401) against R@5/R@10 (.730/.823). Issue 33, with the room feedback "
+     "gone (`bench/rank_cv.py --sweep context`): leave-one-conversation-out keeps 0.4 "
+     "(held out MiniLM .497/.773/.845, mpnet .515/.782/.847: no better)."),
+    ("palaced/store/lookup/search.py", "BM25_K1",
+     "BM25's k1. FTS5's bm25() fixes k1 at 1.2; `bm25_weights` scales the column weights by "
+     "1.2 / k1, which is BM25 with k1 up to one constant per query (the fusion z-scores the "
+     "list); the keyword engine and PostgreSQL take the same weights. `bench/rank_cv.py "
+     "--sweep k1`, LoCoMo dev turn R@1/5/10, session R@1, 1.2 -> 0.9: MiniLM "
+     ".498/.773/.847, .747 -> .502/.776/.846, .748; mpnet int8 .516/.784/.849, .752 -> "
+     ".517/.791/.852, .753; leave-one-conversation-out picks 0.6-0.9 in every fold of both "
+     "models (docs/benchmarks.md, \"Model choice and fewer rules\")."),
     ("palaced/store/lookup/search.py", "TermStats.MIN_DOCS",
      "Terms in more than half of the drawers carry no BM25 weight and are dropped from the "
      "keyword query in palaces of at least this many drawers: Zipfian 10k palace 6.5 -> 1.9 ms "

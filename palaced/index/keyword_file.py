@@ -1,6 +1,7 @@
 """Building the keyword engine (``keyword_engine``) from a palace's full-text rows, and its
 file: one header (JSON: the arrays' layout, the row count, avgdl, the log sequence number the
-build saw and a random build id) and the arrays, 64-byte aligned, memory-mapped at load.
+build saw, a random build id and the BM25 column weights of its impacts) and the arrays,
+64-byte aligned, memory-mapped at load.
 
 A build runs in a child process (``python -m palaced.index.keyword_file DB OUT``, started by
 ``keywords.KeywordState``) on a connection of its own, in one read snapshot; the file is
@@ -155,7 +156,8 @@ def save(base: Base, path: Path) -> int:
         layout[name] = [offset, arr.dtype.str, int(arr.shape[0])]
         offset += -(-arr.nbytes // _ALIGN) * _ALIGN
     header = json.dumps({"layout": layout, "n_rows": base.n_rows, "avgdl": base.avgdl,
-                         "seq": base.seq, "build_id": base.build_id, "data": offset}).encode()
+                         "seq": base.seq, "build_id": base.build_id, "data": offset,
+                         "weights": list(BM25_WEIGHTS)}).encode()
     head_len = -(-(len(MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
     # One temp file per process: a build left running by a killed daemon must not write into
     # the new daemon's (each rename then installs one whole file).
@@ -195,7 +197,8 @@ def load(path: Path) -> Base:
     """The base saved in ``path``, its arrays memory-mapped (pages read on first use).
 
     Raises:
-        Unusable: missing, truncated or malformed.
+        Unusable: missing, truncated, malformed or built with other column weights
+            (``search.BM25_WEIGHTS``: its owner rebuilds it).
     """
     try:
         with open(path, "rb") as f:
@@ -210,6 +213,10 @@ def load(path: Path) -> Base:
         head_len = -(-(len(MAGIC) + 8 + hlen) // _ALIGN) * _ALIGN
         if len(data) != head_len + int(header["data"]):
             raise Unusable(f"{path.name} is truncated or padded ({len(data)} bytes)")
+        if header.get("weights") != list(BM25_WEIGHTS):
+            # The impacts hold the column weights (and so BM25's k1) of their build: a file
+            # of other weights would rank unlike FTS5 and the overlay's rows.
+            raise Unusable(f"{path.name} was built with other BM25 weights")
         arrays = {}
         for name in _ARRAYS:
             off, dtype, n = header["layout"][name]
