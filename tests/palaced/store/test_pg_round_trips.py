@@ -121,3 +121,47 @@ def test_remember_many_sends_two_statements_a_drawer(core: InProcDaemon, pg_url:
         assert store.read(stale_contexts) == []
     finally:
         store.close()
+
+
+def test_recalls_back_to_back_search_once_each(core: InProcDaemon, pg_url: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recall's access stamps (its touches, which the checkpointer writes after it) are a
+    use signal, not content: they do not move the change counter that a recall's snapshots
+    compare. Recalls back to back each run one vector search and one BM25, even when the
+    previous one's touches commit between the next one's early vector snapshot and its main
+    snapshot (before: both searched again there, 1.7 vector searches a recall at 10k)."""
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("stamps", store=pg_url)
+        _fill(c, "stamps")
+        query = "when did Alice and Bob talk about the deploy key in Paris"
+        first = c.recall("stamps", query)  # also warms the caches
+        assert core.daemon is not None
+        palace = core.daemon.registry.open_palaces["stamps"]
+        vector_search = search.vector_search
+        flushed: list[tuple[int, int]] = []
+
+        def then_touches(*args: Any, **kwargs: Any) -> Any:
+            # The first recall's touches land right after the early vector snapshot.
+            out = vector_search(*args, **kwargs)
+            if not flushed:
+                palace.note_touched([int(r["id"]) for r in first[:10]])
+                before = palace.write_counter
+                palace.flush_touches_sync()
+                flushed.append((before, palace.write_counter))
+            return out
+
+        monkeypatch.setattr(search, "vector_search", then_touches)
+        with counting() as n:
+            again = c.recall("stamps", query)
+        monkeypatch.undo()
+        assert [r["id"] for r in again] == [r["id"] for r in first]
+        assert any(s.startswith("UPDATE drawers SET accessed_ms") for s in n.statements)
+        assert sum("<=>" in s for s in n.statements) == 1, "\n" + n.summary()
+        assert sum("fts_postings" in s for s in n.statements) == 1, "\n" + n.summary()
+        assert flushed[0][0] == flushed[0][1]  # the touches did not move the counter
+        # A write of content still moves it (and every cache and snapshot compared on it).
+        c.remember("stamps", "The deploy key moved to the vault in Paris", room="room-1")
+        assert c.recall("stamps", "deploy key vault")
+        assert palace.write_counter > flushed[0][1]
