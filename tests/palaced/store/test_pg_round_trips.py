@@ -66,8 +66,9 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
         core: InProcDaemon, pg_url: str) -> None:
     """The keyword half of a recall (lexemes, document frequencies, BM25, the filter) is one
     statement, the vector search one in a snapshot of its own beside it, the unknown-name
-    check one for all names, the whole recall at most 14 statements in 15 round trips (29
-    statements before issue 34), and the ranking is the same as a local palace's."""
+    check one for all names, in the keyword half's snapshot with L0 and L2's knowledge, the
+    whole recall at most 14 statements in 15 round trips (29 statements before issue 34),
+    and the ranking is the same as a local palace's."""
     with core.client() as c:
         c.create_palace("team", store=pg_url)
         c.create_palace("local")
@@ -80,7 +81,15 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
         local = c.recall("local", query)
     reads = _reads(n)
     keyword = [r for r in reads if any("fts_postings" in s for s in r)]
-    assert len(keyword) == 1 and len(keyword[0]) == 1, reads
+    assert len(keyword) == 1 and sum("fts_postings" in s for s in keyword[0]) == 1, reads
+    # Beside BM25 in its snapshot, off the recall's critical path (the query's embedding
+    # and vector search take longer): what the recall reads for the query alone, L2's
+    # entities, L0 (meta identity) and the unknown-name check; not in the main snapshot,
+    # the one reading the candidate pool, whose every round trip the recall waits for.
+    query_only = ("FROM entities", "FROM meta", "string_agg")
+    assert all(sum(q in s for s in keyword[0]) == 1 for q in query_only), keyword
+    main = [r for r in reads if any("d.access_count" in s for s in r)]
+    assert len(main) == 1 and not [s for s in main[0] for q in query_only if q in s], main
     # The vector search (with its set_config pair) in a snapshot of its own, beside it.
     vector = [r for r in reads if any("<=>" in s for s in r)]
     assert len(vector) == 1 and len(vector[0]) == 3, reads
