@@ -174,3 +174,37 @@ def test_recalls_back_to_back_search_once_each(core: InProcDaemon, pg_url: str,
         c.remember("stamps", "The deploy key moved to the vault in Paris", room="room-1")
         assert c.recall("stamps", "deploy key vault")
         assert palace.write_counter > flushed[0][1]
+
+
+def test_a_write_after_the_keyword_snapshot_is_read_again_in_the_main_one(
+        core: InProcDaemon, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """L0, L2's knowledge and the unknown-name check ride in the keyword half's snapshot; a
+    write committed after that snapshot began (here the identity, L0) moves the counter, so
+    the main snapshot reads them again, as it reads the keyword hits again: the recall shows
+    the identity its ranking's snapshot holds."""
+    import json
+
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("between", store=pg_url)
+        _fill(c, "between")
+        query = "Alice and Bob on the deploy key"
+        c.recall("between", query)
+        assert core.daemon is not None
+        palace = core.daemon.registry.open_palaces["between"]
+        lexical_search = search.lexical_search
+        wrote: list[bool] = []
+
+        def then_write(*args: Any, **kwargs: Any) -> Any:
+            out = lexical_search(*args, **kwargs)
+            if not wrote:  # inside the keyword snapshot, on another connection
+                wrote.append(palace.storage.replace_identity_sync(
+                    palace, "Keeper of the deploy key since the Paris offsite."))
+            return out
+
+        monkeypatch.setattr(search, "lexical_search", then_write)
+        shown = json.dumps(c.recall_ex("between", query))
+        monkeypatch.undo()
+        assert wrote == [True]
+        assert "Keeper of the deploy key since the Paris offsite." in shown
