@@ -471,8 +471,11 @@ class Palace:
         ids, self._pending_touch = self._pending_touch, Counter()
         ts, policy = now_ms(), self.services.config.upkeep
         try:
+            # Access counts are a use signal, not content: a team palace's change counter
+            # moves only when an importance changed (L1 is ordered by it), as a local
+            # palace's does (``checkpoint``).
             self._promoted |= self.store.write(lambda c: apply_touches(c, ids, ts, policy),
-                                               stamp=False)
+                                               stamp=False, counted=bool)
         except BaseException:
             self._pending_touch.update(ids)  # a full disk must not lose them: the next run
             raise                            # retries

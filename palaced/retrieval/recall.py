@@ -126,6 +126,17 @@ class RecallResult:
 
 # -- recall -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class _QueryReads:
+    """What a recall reads for its query alone, whatever the ranking: L2's knowledge, L0 and
+    the query's names some drawer mentions."""
+
+    concepts: list[Item]
+    facts: list[Item]
+    identity: str | None
+    known_names: set[str]
+
+
+@dataclass(frozen=True)
 class _Gathered:
     """What recall's one read hop brings back from the worker thread."""
 
@@ -194,6 +205,26 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     lexical, stamp, keyword_half = search.KeywordHits([]), 0, _lexical(palace, caches, req)
     vec_box: list[np.ndarray | None] = [None]
     team = palace.storage.shared
+    levels = set(req.levels)
+    names = query_entities(req.query)
+    identity_path = palace.dir / IDENTITY_NAME
+
+    def query_reads(c: apsw.Connection) -> _QueryReads:
+        concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
+        identity = (None if 0 not in levels else strip_comments(identity_in(c)) if team
+                    else read_identity(identity_path))
+        return _QueryReads(concepts, facts, identity, mentioned(c, names))
+
+    # A team palace reads them in the keyword half's snapshot, which waits less than the
+    # query's embedding and vector search beside it, instead of in the main snapshot, whose
+    # every round trip the recall waits for (again there if a write landed in between).
+    early_reads: list[_QueryReads | None] = [None]
+
+    def keyword_snapshot(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
+        out = keyword_half(c)
+        if team:
+            early_reads[0] = query_reads(c)
+        return out
     params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
     # A team palace's vector search runs on the server as soon as the query is embedded, in
     # a snapshot of its own beside the keyword half's (PostgreSQL's two searches overlap
@@ -215,7 +246,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(embed)
-            lexical, stamp = await palace.read(keyword_half)
+            lexical, stamp = await palace.read(keyword_snapshot)
     except BaseExceptionGroup as group:
         # The group wraps even the host's own exception: report the PalaceError inside.
         leaf = first_palace_error(group)
@@ -223,7 +254,6 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
             raise
         raise leaf from leaf.__cause__  # keep its own cause (the apsw error)
     qvec = vec_box[0]
-    levels = set(req.levels)
     index = palace.index if qvec is not None else None
     # Caches are stamped with the write counter read *before* the snapshot: a write that
     # lands meanwhile bumps the counter and so invalidates what this read computes.
@@ -232,18 +262,16 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     need_l1 = 1 in levels and l1_cached is None
     rooms_cache = caches.rooms
     conflicts_cache = caches.conflicts
-    names = query_entities(req.query)
-    identity_path = palace.dir / IDENTITY_NAME
     terms = fts_terms(req.query)
     floor = relevance.floor_for(qvec is not None)
     doc_count = caches.doc_count[1] if caches.doc_count else None
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
-        hits = lexical
+        hits, reads = lexical, early_reads[0]
         if change_stamp(c) != stamp:
             # A write landed between the hops (a supersede: the recall could see neither).
-            hits = keyword_half(c)[0]
+            hits, reads = keyword_half(c)[0], None
         # The early vector hits when no write landed since their snapshot, else searched here.
         vector_hits = early[0][0] if early[0] and early[0][1] == change_stamp(c) else None
         rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
@@ -270,12 +298,11 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         if absent:
             live = matching_ids(c, absent, req.filters, ts)
             rows.update(drawers.get_drawers(c, [n for n in absent if n in live]))
-        concepts, facts = l2_knowledge(c, req.query) if 2 in levels else ([], [])
         l1 = _essential(c, ts) if need_l1 else None
-        # Read L0 in this same worker-thread hop.
-        identity = (None if 0 not in levels else strip_comments(identity_in(c)) if team
-                    else read_identity(identity_path))
-        unknown = _unknown_names(req.query, names, mentioned(c, names))
+        # L0, L2's knowledge and the names: in this same worker-thread hop, unless read
+        # beside the keyword half.
+        reads = reads or query_reads(c)
+        unknown = _unknown_names(req.query, names, reads.known_names)
         # Scoring and excerpting read whole texts (a drawer may hold 200k characters): here
         # in the worker thread, so the event loop only ever handles the short excerpts.
         dated = (fts_terms(" ".join(ranking.period.phrases))
@@ -287,8 +314,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         for did, n in newer.items():
             if did in shown:
                 shown[did]["conflicts_with"] = n
-        return _Gathered(ranking, shown, top, l2_ids, l3_ids, concepts, facts, l1, identity,
-                         unknown)
+        return _Gathered(ranking, shown, top, l2_ids, l3_ids, reads.concepts, reads.facts, l1,
+                         reads.identity, unknown)
 
     got = await palace.read(run)
     ranking = got.ranking

@@ -57,12 +57,15 @@ class Store:
         self._pool_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(MAX_READERS)
 
-    def write(self, fn: Callable[[apsw.Connection], T], *, stamp: bool = True) -> T:
+    def write(self, fn: Callable[[apsw.Connection], T], *, stamp: bool = True,
+              counted: Callable[[T], bool] | None = None) -> T:
         """Run ``fn`` inside one write transaction; rolled back if it raises.
 
         With ``stamp`` (content writes) the transaction also records the time in meta
         ``last_write_ms``; upkeep that changes no content (touches, the index record, decay)
         passes False, so that restoring a backup taken since is not refused as older.
+        ``counted`` serves a team palace's change counter (``PgStore.write``); here the
+        palace counts writes itself (``Palace.write``), so it is ignored.
         """
         try:
             with self._writer:

@@ -439,20 +439,29 @@ class PgStore(Store):
         row = cur.fetchone()
         return int(row[3]) if read and row is not None else 0
 
-    def write(self, fn: Callable[[Any], T], *, stamp: bool = True) -> T:
+    def write(self, fn: Callable[[Any], T], *, stamp: bool = True,
+              counted: Callable[[T], bool] | None = None) -> T:
         """Run ``fn`` in one write transaction (rolled back if it raises), then bump the
         palace's change counter: after the commit, so a daemon that sees the new counter
         also sees the data (``read``). The bump is a ``setval``, which PostgreSQL logs every
         time (a ``nextval`` alone is logged 32 values ahead, which is what a replica would
         read): a replica's counter is then exactly the writes it has replayed. ``stamp`` is
         accepted for ``Store``'s sake: the last-write time serves backup restores, which
-        team palaces leave to PostgreSQL."""
+        team palaces leave to PostgreSQL.
+
+        ``counted(result)`` false: the write changed nothing a read computes (recall's
+        access counts, not what ranks or filters), so the counter stays: snapshots and
+        caches compared on it stay valid (a recall's early vector snapshot and its main
+        one; the rooms, L1, BM25 statistics), as on SQLite, whose touches move neither its
+        write counter nor its keyword log. Such a write may reach a replica's reads late."""
         try:
             with self._pooled() as conn:
                 conn.read_only, conn.isolation_level = False, None
                 with contextlib.ExitStack() as tx:
                     self._begin(conn, tx, read=False)
                     result = fn(PgConn(conn))
+                if counted is not None and not counted(result):
+                    return result
                 row = conn.execute(f"SELECT setval('{self._counter}', "
                                    f"nextval('{self._counter}'))").fetchone()
             if row is not None:

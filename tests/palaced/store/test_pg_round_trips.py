@@ -66,8 +66,9 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
         core: InProcDaemon, pg_url: str) -> None:
     """The keyword half of a recall (lexemes, document frequencies, BM25, the filter) is one
     statement, the vector search one in a snapshot of its own beside it, the unknown-name
-    check one for all names, the whole recall at most 14 statements in 15 round trips (29
-    statements before issue 34), and the ranking is the same as a local palace's."""
+    check one for all names, in the keyword half's snapshot with L0 and L2's knowledge, the
+    whole recall at most 14 statements in 15 round trips (29 statements before issue 34),
+    and the ranking is the same as a local palace's."""
     with core.client() as c:
         c.create_palace("team", store=pg_url)
         c.create_palace("local")
@@ -80,7 +81,15 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
         local = c.recall("local", query)
     reads = _reads(n)
     keyword = [r for r in reads if any("fts_postings" in s for s in r)]
-    assert len(keyword) == 1 and len(keyword[0]) == 1, reads
+    assert len(keyword) == 1 and sum("fts_postings" in s for s in keyword[0]) == 1, reads
+    # Beside BM25 in its snapshot, off the recall's critical path (the query's embedding
+    # and vector search take longer): what the recall reads for the query alone, L2's
+    # entities, L0 (meta identity) and the unknown-name check; not in the main snapshot,
+    # the one reading the candidate pool, whose every round trip the recall waits for.
+    query_only = ("FROM entities", "FROM meta", "string_agg")
+    assert all(sum(q in s for s in keyword[0]) == 1 for q in query_only), keyword
+    main = [r for r in reads if any("d.access_count" in s for s in r)]
+    assert len(main) == 1 and not [s for s in main[0] for q in query_only if q in s], main
     # The vector search (with its set_config pair) in a snapshot of its own, beside it.
     vector = [r for r in reads if any("<=>" in s for s in r)]
     assert len(vector) == 1 and len(vector[0]) == 3, reads
@@ -121,3 +130,81 @@ def test_remember_many_sends_two_statements_a_drawer(core: InProcDaemon, pg_url:
         assert store.read(stale_contexts) == []
     finally:
         store.close()
+
+
+def test_recalls_back_to_back_search_once_each(core: InProcDaemon, pg_url: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recall's access stamps (its touches, which the checkpointer writes after it) are a
+    use signal, not content: they do not move the change counter that a recall's snapshots
+    compare. Recalls back to back each run one vector search and one BM25, even when the
+    previous one's touches commit between the next one's early vector snapshot and its main
+    snapshot (before: both searched again there, 1.7 vector searches a recall at 10k)."""
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("stamps", store=pg_url)
+        _fill(c, "stamps")
+        query = "when did Alice and Bob talk about the deploy key in Paris"
+        first = c.recall("stamps", query)  # also warms the caches
+        assert core.daemon is not None
+        palace = core.daemon.registry.open_palaces["stamps"]
+        vector_search = search.vector_search
+        flushed: list[tuple[int, int]] = []
+
+        def then_touches(*args: Any, **kwargs: Any) -> Any:
+            # The first recall's touches land right after the early vector snapshot.
+            out = vector_search(*args, **kwargs)
+            if not flushed:
+                palace.note_touched([int(r["id"]) for r in first[:10]])
+                before = palace.write_counter
+                palace.flush_touches_sync()
+                flushed.append((before, palace.write_counter))
+            return out
+
+        monkeypatch.setattr(search, "vector_search", then_touches)
+        with counting() as n:
+            again = c.recall("stamps", query)
+        monkeypatch.undo()
+        assert [r["id"] for r in again] == [r["id"] for r in first]
+        assert any(s.startswith("UPDATE drawers SET accessed_ms") for s in n.statements)
+        assert sum("<=>" in s for s in n.statements) == 1, "\n" + n.summary()
+        assert sum("fts_postings" in s for s in n.statements) == 1, "\n" + n.summary()
+        assert flushed[0][0] == flushed[0][1]  # the touches did not move the counter
+        # A write of content still moves it (and every cache and snapshot compared on it).
+        c.remember("stamps", "The deploy key moved to the vault in Paris", room="room-1")
+        assert c.recall("stamps", "deploy key vault")
+        assert palace.write_counter > flushed[0][1]
+
+
+def test_a_write_after_the_keyword_snapshot_is_read_again_in_the_main_one(
+        core: InProcDaemon, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """L0, L2's knowledge and the unknown-name check ride in the keyword half's snapshot; a
+    write committed after that snapshot began (here the identity, L0) moves the counter, so
+    the main snapshot reads them again, as it reads the keyword hits again: the recall shows
+    the identity its ranking's snapshot holds."""
+    import json
+
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("between", store=pg_url)
+        _fill(c, "between")
+        query = "Alice and Bob on the deploy key"
+        c.recall("between", query)
+        assert core.daemon is not None
+        palace = core.daemon.registry.open_palaces["between"]
+        lexical_search = search.lexical_search
+        wrote: list[bool] = []
+
+        def then_write(*args: Any, **kwargs: Any) -> Any:
+            out = lexical_search(*args, **kwargs)
+            if not wrote:  # inside the keyword snapshot, on another connection
+                wrote.append(palace.storage.replace_identity_sync(
+                    palace, "Keeper of the deploy key since the Paris offsite."))
+            return out
+
+        monkeypatch.setattr(search, "lexical_search", then_write)
+        shown = json.dumps(c.recall_ex("between", query))
+        monkeypatch.undo()
+        assert wrote == [True]
+        assert "Keeper of the deploy key since the Paris offsite." in shown
