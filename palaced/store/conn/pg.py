@@ -462,8 +462,7 @@ class PgStore(Store):
                     result = fn(PgConn(conn))
                 if counted is not None and not counted(result):
                     return result
-                row = conn.execute(f"SELECT setval('{self._counter}', "
-                                   f"nextval('{self._counter}'))").fetchone()
+                row = self._bump(conn)
             if row is not None:
                 self._note(int(row[0]))
             return result
@@ -473,6 +472,20 @@ class PgStore(Store):
             raise StorageError(f"palace {self.palace!r}'s PostgreSQL server {self.server} "
                                f"refused a write: {exc}", details={
                                    "condition": "constraint", "server": self.server}) from exc
+
+    def _bump(self, conn: psycopg.Connection[Any]) -> Any:
+        """Move the change counter one step on (its own short transaction, one round trip);
+        returns its row. The bumps of all daemons take turns under a transaction-scoped
+        advisory lock: ``setval(nextval())`` is two steps, and two writers interleaving them
+        (A takes 5, B takes and sets 6, A sets 5) would move the counter back, so a third
+        write would reuse 6 and a cache filled at 6 would miss it."""
+        with conn.pipeline():
+            with psycopg.Transaction(conn):
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                             (f"palace-changes:{self.schema}",))
+                cur = conn.execute(f"SELECT setval('{self._counter}', "
+                                   f"nextval('{self._counter}'))")
+        return cur.fetchone()
 
     def read(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn`` in one read-only snapshot; notes the change counter at its start. With

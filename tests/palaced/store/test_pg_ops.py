@@ -660,3 +660,39 @@ def test_the_team_error_codes_are_their_own() -> None:
     table = E.error_classes()
     assert table[403] is E.StoreUnavailable and E.StoreUnavailable.retryable
     assert table[209] is E.TeamUnsupported and table[208] is E.Forbidden
+
+
+def test_concurrent_writes_never_move_the_change_counter_back(pg_url: str) -> None:
+    """Four writers bump one team palace's change counter at once: it ends at the highest
+    value any bump returned and every write took its own value (``setval(nextval())`` is two
+    steps; interleaved without the lock, a writer set the counter back to a value another
+    write then took again, and a cache filled at that value missed the later write)."""
+    import threading
+
+    import psycopg
+
+    from palaced.store.conn.pg import PgStore
+
+    store = PgStore(pg_url, "palace_bumps", palace="bumps", create=True)
+    seen: list[int] = []
+    lock = threading.Lock()
+    try:
+        def writer() -> None:
+            for _ in range(60):
+                with store._pooled() as conn:  # the bump as write() sends it, after a commit
+                    row = store._bump(conn)
+                with lock:
+                    seen.append(int(row[0]))
+
+        threads = [threading.Thread(target=writer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with psycopg.connect(pg_url, autocommit=True) as raw:
+            last = raw.execute("SELECT last_value FROM palace_bumps.changes").fetchone()
+        assert last is not None
+        assert len(set(seen)) == len(seen) == 240
+        assert last[0] == max(seen)
+    finally:
+        store.close()
