@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 from palaced.wire.models import entry
 
@@ -42,7 +41,6 @@ class RankParams:
 DEFAULTS = RankParams()
 
 
-@lru_cache(maxsize=16)
 @functools.lru_cache(maxsize=64)  # per recall; a daemon knows a handful of identities
 def params_for(identity: str | None) -> RankParams:
     """The ranking's knobs for a palace whose vectors are ``identity``'s
