@@ -179,9 +179,11 @@ def drawer_ids(result: dict[str, Any]) -> set[int]:
 
 
 def injected_text(result: dict[str, Any], seen: set[int]) -> tuple[str, set[int]]:
-    """What a recall injects and the drawers in it: its text without the drawers under the
-    relevance floor ("" when none is left, or on a miss). The drawers ``seen`` were excluded
-    by the daemon before packing (``exclude``); any still there are dropped too.
+    """What a recall injects and the drawers in it: its text, which holds the drawers that
+    reach the relevance floor and the newer side of a shown drawer's open conflict (the
+    daemon's choice, ``recall._over_floor``: not decided twice), or "" when no drawer in it
+    reaches the floor, or on a miss. The drawers ``seen`` were excluded by the daemon before
+    packing (``exclude``); any still there are dropped.
 
     The recall is compact, one line per drawer (``#ID [place] ...``): dropping a drawer
     drops its line, so the text stays within the budget it was packed to. With no line
@@ -194,15 +196,17 @@ def injected_text(result: dict[str, Any], seen: set[int]) -> tuple[str, set[int]
         return "", set()
     sections = result.get("sections") or []
     items = [it for s in sections for it in s.get("items") or [] if isinstance(it.get("id"), int)]
-    keep = {it["id"] for it in items if not it.get("below_floor") and it["id"] not in seen}
-    if not keep:
+    lines = str(result.get("text") or "").splitlines()
+    marks = {line.split(" ", 1)[0] for line in lines if line.startswith("#")}
+    keep = {it["id"] for it in items if f"#{it['id']}" in marks and it["id"] not in seen}
+    if not any(not it.get("below_floor") for it in items if it["id"] in keep):
         return "", set()
     drop = {f"#{it['id']} " for it in items if it["id"] not in keep}
     # A section left with no item loses its heading too (concepts and facts are items).
     emptied = {section_heading(s, " · ") for s in sections
                if not any(it.get("id") in keep or not isinstance(it.get("id"), int)
                           for it in s.get("items") or [])}
-    lines = [line for line in str(result.get("text") or "").splitlines()
+    lines = [line for line in lines
              if line not in emptied and not any(line.startswith(mark) for mark in drop)]
     return "\n".join(lines), keep
 

@@ -65,10 +65,10 @@ def test_prune_drops_old_and_surplus_files(tmp_path: Path) -> None:
 
 
 def test_injected_text_drops_seen_and_weak_drawers() -> None:
+    # As the daemon sends it: #2 is under the floor, in ``results`` but not in the text.
     result = {"nothing_relevant": False,
               "text": "Recall in palace 'p' (mode keyword, 40 of 300 tokens)\nBest matches\n"
-                      "#1 [a/b] score 0.9 one\n#12 [a/b] score 0.8 twelve\n"
-                      "#2 [a/b] score 0.1 (under the relevance floor) two",
+                      "#1 [a/b] score 0.9 one\n#12 [a/b] score 0.8 twelve",
               "sections": [{"level": None, "title": "Best matches", "items": [
                   {"id": 1, "text": "one"}, {"id": 12, "text": "twelve"},
                   {"id": 2, "text": "two", "below_floor": True}]}]}
@@ -85,3 +85,19 @@ def test_injected_text_drops_seen_and_weak_drawers() -> None:
     assert hook.injected_text({**result, "nothing_relevant": True}, set()) == ("", set())
     assert json.loads(hook.output("x")) == {"hookSpecificOutput": {
         "hookEventName": "UserPromptSubmit", "additionalContext": "x"}}
+
+
+def test_injected_text_keeps_the_current_fact_the_daemon_shows() -> None:
+    """A drawer under the floor that the daemon put in the text (the newer side of a shown
+    drawer's open conflict) is injected with it; one under the floor alone is not."""
+    result = {"nothing_relevant": False,
+              "text": "Recall in palace 'p' (mode keyword, 40 of 300 tokens)\nBest matches\n"
+                      "#12 [a/b] score 0.8 (conflicts with #2, newer) twelve\n"
+                      "#2 [a/b] score 0.1 two",
+              "sections": [{"level": None, "title": "Best matches", "items": [
+                  {"id": 12, "text": "twelve", "conflicts_with": 2},
+                  {"id": 2, "text": "two", "below_floor": True},
+                  {"id": 3, "text": "three", "below_floor": True}]}]}
+    text, shown = hook.injected_text(result, set())
+    assert shown == {12, 2} and text.splitlines()[-1] == "#2 [a/b] score 0.1 two"
+    assert hook.injected_text(result, {12}) == ("", set())
