@@ -88,6 +88,12 @@ def main() -> int:
     settings = {"session_preload_libraries": "auto_explain",
                 "auto_explain.log_min_duration": "0", "auto_explain.log_analyze": "on",
                 "auto_explain.log_buffers": "on", "auto_explain.log_timing": "on"}
+    # EXPLAIN ANALYZE slows statements past the default 5 s timeout: a longer one while
+    # this runs, in a config file of the home's own (put back after).
+    config = args.home / "config.toml"
+    made = not config.exists()
+    if made:
+        config.write_text("[team]\nstatement_timeout_s = 120\n")
     d = Daemon(args.home, args.model_dir)
     d.env["PYTHONPATH"] = str(args.tree.resolve())
     with psycopg.connect(args.pg_url, autocommit=True) as admin:
@@ -116,6 +122,8 @@ def main() -> int:
             d.stop()
             for key in settings:
                 admin.execute(f'ALTER DATABASE "{db}" RESET {key}')
+            if made:
+                config.unlink()
     text = log.read_bytes()[start:].decode(errors="replace")
     by: dict[str, list[tuple[float, int, str]]] = {}
     for m in ENTRY.finditer(text):

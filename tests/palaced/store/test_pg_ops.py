@@ -699,6 +699,40 @@ def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> No
     assert cache["bm25"]["n"] == 6
 
 
+def test_the_informative_check_counts_dfs_for_bm25_too(pgc: Any) -> None:
+    """The keyword search's informative-term check counts each query word's drawers
+    (``doc_freqs``); a word of one lexeme puts that count into BM25's cache, so the BM25
+    statement that follows counts no postings (at 100k drawers it counted each new lexeme
+    again: ~10k postings a word), and ranks as before."""
+    from palaced.store.conn.pg import PgConn
+    from palaced.store.lookup import pg_search
+
+    with pgc:
+        for k in range(6):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k} upgraded"), 1)
+    cache: dict[str, Any] = {}
+    conn = PgConn(pgc.raw, cache, changes=10)
+    search.fts_search(conn, "node", Filters(), 10, 2)  # the statistics, cached
+    query = "kubernetes upgraded quokkas"
+    assert pg_search.doc_freqs(conn, search.fts_terms(query)) == {
+        "kubernetes": 6, "upgraded": 6, "quokkas": 0}  # what TermStats.informative asks
+    assert {"kubernet": 6.0, "upgrad": 6.0, "quokka": 0.0}.items() <= cache["bm25"]["df"].items()
+    sent: list[dict[str, Any]] = []
+    execute = conn.execute
+
+    def keep(sql: str, params: Any = None) -> Any:
+        sent.append(params)
+        return execute(sql, params)
+
+    conn.execute = keep  # type: ignore[method-assign]
+    got = pg_search.bm25(conn, search.fts_terms(query), Filters(), 10, 10**13,
+                         search.BM25_WEIGHTS)
+    assert json.loads(sent[0]["known"]).keys() >= {"kubernet", "upgrad", "quokka"}
+    assert [i for i, _ in got] == [i for i, _ in pg_search.bm25(
+        PgConn(pgc.raw, {}, changes=10), search.fts_terms(query), Filters(), 10, 10**13,
+        search.BM25_WEIGHTS)]
+
+
 def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url: str) -> None:
     """Governance (trash, audit log, policy) lives in the team palace's schema too."""
     name = _name("gov")
