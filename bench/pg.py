@@ -36,7 +36,9 @@ not a disk's flush latency; ``--pg-url`` uses another server instead).
                        [--conversations N] [--pg-url URL] [--keep HOME] [--json out.json]
 
 Every number is a median or percentile of this run; the machine is shared, so compare the
-two columns of one run, not runs.
+two columns of one run, not runs. With ``--pg-url URL --keep HOME`` the palaces stay (the
+server's database and ``HOME``): ``bench/pg_trees.py --reuse HOME`` times old and new code on
+them, ``bench/pg_explain.py --home HOME`` profiles the team palace's recall statements.
 """
 
 from __future__ import annotations
