@@ -13,21 +13,32 @@ not a disk's flush latency; ``--pg-url`` uses another server instead).
 2. **recall** p50/p95 through the socket on those palaces, query embedding included, every
    query distinct, the two palaces asked in turn.
 3. **scale**: recall p50/p95 at 10k and at 100k drawers (``--scale``). The bulk is written
-   without the model through the store layer, as ``scale.py`` does (``insert_drawer`` +
-   ``store_vectors`` in transactions of 2,000 drawers: full-text rows, vectors, the team
-   palace's pgvector HNSW index maintained as rows arrive) with Zipfian texts and clustered
-   synthetic unit vectors, into both palaces, daemon stopped; the SQLite palace's usearch
+   without the model through the store layer, by ``remember_many``'s write path
+   (``write_batch``: per transaction of 2,000 drawers, each drawer's ``insert_drawer`` +
+   ``store_vectors`` without its room context, then ``refresh_around`` once for the batch:
+   full-text rows and postings, vectors, context columns and context vectors, the team
+   palace's pgvector HNSW index maintained as rows arrive; the team palace in 3 threads, one
+   per third of the rooms) with Zipfian texts and clustered synthetic unit vectors, into
+   both palaces, daemon stopped, each timed (``*_fill_s``); the SQLite palace's usearch
    index is then rebuilt with the daemon's code (``scale.build_index``). Each palace got one
    real ``remember`` first, so the daemon recorded its model its own way. Queries are Zipfian
    texts of the same vocabulary, through the socket with the real model.
+   The fill before this one wrote drawer by drawer with each drawer's room context
+   (``insert_drawer`` rewrote its neighbours' context per drawer: 7-129 drawers/s on the
+   team palace); the rows stored are the same (``tests/project/test_bench_checks.py``
+   compares both, ids aside), only the drawers' ``chunks`` column is set at insert as
+   ``remember_many`` sets it (then by ``store_vectors`` alike) and a batch's context is
+   written once instead of rewritten drawer by drawer.
 4. **LoCoMo** (``--locomo``): ``bench/locomo.py``'s run, once into local palaces and once into
    team palaces, turn and session R@1/5/10 side by side.
 
     python bench/pg.py [--drawers 3000] [--queries 200] [--scale 10000,100000] [--locomo]
-                       [--conversations N] [--pg-url URL] [--json out.json]
+                       [--conversations N] [--pg-url URL] [--keep HOME] [--json out.json]
 
 Every number is a median or percentile of this run; the machine is shared, so compare the
-two columns of one run, not runs.
+two columns of one run, not runs. With ``--pg-url URL --keep HOME`` the palaces stay (the
+server's database and ``HOME``): ``bench/pg_trees.py --reuse HOME`` times old and new code on
+them, ``bench/pg_explain.py --home HOME`` profiles the team palace's recall statements.
 """
 
 from __future__ import annotations
@@ -127,40 +138,52 @@ class Filler:
         centres = self.rng.standard_normal((256, DIMS)).astype(np.float32)
         self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
 
-    def fill(self, store: Any, start: int, end: int, threads: int = 1) -> float:
-        """Drawers ``start``..``end`` into ``store``; returns drawers/s. With ``threads`` > 1
-        (a team palace: PostgreSQL takes concurrent writers), each thread writes the drawers
-        of its own rooms, so their neighbour-context updates never touch the same rows."""
-        from palaced.index.vectors import to_blob
-        from palaced.store.lookup.vectors import store_vectors
-        from palaced.store.rows import drawers
-
+    def fill(self, store: Any, start: int, end: int, threads: int = 1,
+             batch: int = BUILD_BATCH) -> float:
+        """Drawers ``start``..``end`` into ``store`` by ``remember_many``'s write path; returns
+        drawers/s. Per transaction of ``batch`` drawers: each drawer's row, full-text
+        row and vectors (``insert_drawer`` and ``store_vectors`` with ``context=False``),
+        then the room context of the new drawers and their neighbours once
+        (``refresh_around``), as ``palaced.memory.writes`` does. With ``threads`` > 1 (a team
+        palace: PostgreSQL takes concurrent writers), each thread writes the drawers of its
+        own rooms, so their neighbour-context updates never touch the same rows."""
         base = 1_600_000_000_000
         t0 = time.perf_counter()
-        for s in range(start, end, BUILD_BATCH):
-            count = min(BUILD_BATCH, end - s)
+        for s in range(start, end, batch):
+            count = min(batch, end - s)
             texts = zipf_texts(count, self.words, seed=s + 1)
             vecs = synthetic_vectors(count, self.rng, self.centres)
-
-            def tx(c: Any, part: int, s: int = s, texts: list[str] = texts,
-                   vecs: Any = vecs) -> None:
-                for j, text in enumerate(texts):
-                    i = s + j
-                    if (i % ROOMS) % threads != part:
-                        continue
-                    new = drawers.NewDrawer(text=f"{text} (note {i})", wing=f"wing-{i % 4}",
-                                            room=f"room-{i % ROOMS}")
-                    did, created = drawers.insert_drawer(c, new, base + i * 60_000)
-                    if created:
-                        store_vectors(c, did, [to_blob(vecs[j])])
-
-            if threads == 1:
-                store.write(lambda c, tx=tx: tx(c, 0))
-            else:
-                with ThreadPoolExecutor(threads) as pool:
-                    list(pool.map(lambda part, tx=tx: store.write(lambda c: tx(c, part)),
-                                  range(threads)))
+            parts = [[(s + j, t, vecs[j]) for j, t in enumerate(texts)
+                      if ((s + j) % ROOMS) % threads == part] for part in range(threads)]
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(lambda part: store.write(
+                    lambda c, part=part: write_batch(c, part, base)), parts))
+            if (s + count) % 20_000 == 0 or s + count == end:
+                rate = (s + count - start) / (time.perf_counter() - t0)
+                print(f"    filled {s + count:,} ({rate:,.0f} drawers/s)", file=sys.stderr,
+                      flush=True)
         return (end - start) / (time.perf_counter() - t0)
+
+
+def write_batch(c: Any, batch: list[tuple[int, str, Any]], base: int) -> list[int]:
+    """``(i, text, vector)`` drawers into the store in this transaction as ``remember_many``
+    writes them (``palaced.memory.writes._insert_sync``): drawer ``i`` filed in
+    ``room-{i % ROOMS}`` of ``wing-{i % 4}`` at ``base + i`` minutes; the new ids."""
+    from palaced.index.vectors import to_blob
+    from palaced.store.lookup.vectors import store_vectors
+    from palaced.store.rows import drawers
+
+    new_ids: list[int] = []
+    for i, text, vec in batch:
+        new = drawers.NewDrawer(text=f"{text} (note {i})", wing=f"wing-{i % 4}",
+                                room=f"room-{i % ROOMS}")
+        did, created = drawers.insert_drawer(c, new, base + i * 60_000, chunks=1,
+                                             context=False)
+        if created:
+            store_vectors(c, did, [to_blob(vec)], context=False)
+            new_ids.append(did)
+    drawers.refresh_around(c, new_ids)
+    return new_ids
 
 
 def open_store(home: Path, name: str, kind: str, url: str) -> Any:
@@ -203,8 +226,10 @@ def scale(d: Daemon, home: Path, url: str, sizes: list[int], n_queries: int,
         for kind, name in names.items():
             store = open_store(home, name, kind, url)
             try:
-                row[f"{kind}_fill_drawers_per_s"] = round(filler.fill(
-                    store, have, size, threads=fill_threads if kind == "team" else 1))
+                rate = filler.fill(store, have, size,
+                                   threads=fill_threads if kind == "team" else 1)
+                row[f"{kind}_fill_drawers_per_s"] = round(rate)
+                row[f"{kind}_fill_s"] = round((size - have) / rate, 1)
             finally:
                 store.close()
         row["sqlite_index_build_s"] = round(rebuild_sqlite_index(home, names["sqlite"]), 1)
@@ -286,10 +311,14 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
     ap.add_argument("--pg-url", help="an existing server's database (default: start one)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--keep", type=Path,
+                    help="a new directory kept as the scratch PALACE_HOME (with --pg-url, "
+                         "the palaces stay for bench/pg_trees.py --reuse or a profile)")
     args = ap.parse_args()
 
     server = None if args.pg_url else PgServer()
-    home = Path(tempfile.mkdtemp(prefix="palpg-", dir="/tmp"))
+    home = args.keep or Path(tempfile.mkdtemp(prefix="palpg-", dir="/tmp"))
+    home.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"drawers": args.drawers, "queries": args.queries}
     d = Daemon(home, args.model_dir)
     try:
@@ -316,7 +345,8 @@ def main() -> int:
         d.stop()
         if server is not None:
             server.close()
-        shutil.rmtree(home, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(home, ignore_errors=True)
     print(table(report))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -10,6 +10,10 @@ both palaces in turn. Recall p50/p95 per tree and backend, and team / SQLite rat
     python bench/pg_trees.py /tmp/old-tree [--drawers 10000] [--queries 100] [--rounds 2]
 
 The new tree is this file's own. Both trees must read the same palace schema.
+
+``--reuse HOME --pg-url URL`` measures the palaces a ``bench/pg.py --pg-url URL --keep HOME
+--scale ...,N`` run left (``big-sqlite``, ``big-team``, ``--drawers N``) instead of filling
+new ones: 100k drawers are filled once, for both that run and this one.
 """
 
 from __future__ import annotations
@@ -40,30 +44,36 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--model-dir", type=Path, default=DEFAULT_MODEL)
+    ap.add_argument("--pg-url", help="an existing server's database (default: start one)")
+    ap.add_argument("--reuse", type=Path, metavar="HOME",
+                    help="the PALACE_HOME of palaces bench/pg.py --keep left (with --pg-url)")
     args = ap.parse_args()
+    if args.reuse is not None and args.pg_url is None:
+        ap.error("--reuse needs the --pg-url of the server holding its team palace")
     trees = {"old": str(args.old_tree.resolve()), "new": str(BENCH.parent)}
-    server = PgServer()
-    url = server.create_database("trees")
-    home = Path(tempfile.mkdtemp(prefix="paltrees-", dir="/tmp"))
+    server = None if args.pg_url else PgServer()
+    url = args.pg_url or server.create_database("trees")  # type: ignore[union-attr]
+    home = args.reuse or Path(tempfile.mkdtemp(prefix="paltrees-", dir="/tmp"))
     d = Daemon(home, args.model_dir)
     names = {k: f"big-{k}" for k in pg.KINDS}
     lat: dict[tuple[str, str], list[float]] = {(t, k): [] for t in trees for k in pg.KINDS}
     try:
         d.env["PYTHONPATH"] = trees["new"]
-        d.start()
         filler = pg.Filler(args.model_dir)
-        with d.client() as c:
+        if args.reuse is None:
+            d.start()
+            with d.client() as c:
+                for kind, name in names.items():
+                    pg.create(c, name, kind, url)
+                    c.remember(name, "The first drawer records the palace's model.")
+            d.stop()
             for kind, name in names.items():
-                pg.create(c, name, kind, url)
-                c.remember(name, "The first drawer records the palace's model.")
-        d.stop()
-        for kind, name in names.items():
-            store = pg.open_store(home, name, kind, url)
-            try:
-                filler.fill(store, 1, args.drawers, threads=3 if kind == "team" else 1)
-            finally:
-                store.close()
-        pg.rebuild_sqlite_index(home, names["sqlite"])
+                store = pg.open_store(home, name, kind, url)
+                try:
+                    filler.fill(store, 1, args.drawers, threads=3 if kind == "team" else 1)
+                finally:
+                    store.close()
+            pg.rebuild_sqlite_index(home, names["sqlite"])
         qs = zipf_texts(args.queries + 20, filler.words, seed=args.drawers, length=(4, 8))
         for r in range(args.rounds):
             for tree in (("old", "new") if r % 2 == 0 else ("new", "old")):
@@ -88,8 +98,10 @@ def main() -> int:
         print(json.dumps(out, indent=1))
     finally:
         d.stop()
-        server.close()
-        shutil.rmtree(home, ignore_errors=True)
+        if server is not None:
+            server.close()
+        if args.reuse is None:
+            shutil.rmtree(home, ignore_errors=True)
     return 0
 
 

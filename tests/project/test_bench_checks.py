@@ -154,3 +154,88 @@ def test_prompt_hook_bench_small_run_prints_every_figure(tmp_path: Path) -> None
     assert ours["answerable"] + ours["unanswerable"] == 8
     assert 0 <= ours["noise_share"] <= 1 and 0 <= ours["relevant_share"] <= 1
     assert ours["exact_heading_share"] == 1.0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "team"])
+def test_pg_bench_fill_writes_what_drawer_by_drawer_writes(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench/pg.py --scale``'s fill (``remember_many``'s write path: a batch's drawers, then
+    their room context once, team palace in 3 threads by room) leaves the rows the store
+    layer leaves drawer by drawer (``insert_drawer`` + ``store_vectors``, each rewriting its
+    neighbours' context: the fill before), on both backends: drawers, full-text rows and
+    postings, vectors, context vectors, closets; ids aside (threads interleave them)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import pg
+
+    from palaced.index.vectors import to_blob
+    from palaced.store.conn.meta import claim_embedder
+    from palaced.store.lookup.vectors import store_vectors
+    from palaced.store.rows import drawers
+
+    n, batch, rooms = 420, 100, 20
+    # 21 drawers a room: every drawer has room neighbours in other batches
+    monkeypatch.setattr(pg, "ROOMS", rooms)
+    url = request.getfixturevalue("pg_url") if kind == "team" else ""
+
+    def open_new(name: str) -> Any:
+        if kind == "team":
+            from palaced.store.conn.pg import PgStore
+            store: Any = PgStore(url, name, palace=name, create=True)
+        else:
+            from palaced.store import Store
+            store = Store(tmp_path / f"{name}.db", palace=name)
+        store.write(lambda c: claim_embedder(c, "synthetic", pg.DIMS))
+        if kind == "team":
+            from palaced.store.schema.pg import claim_dims
+            store.write(lambda c: claim_dims(c, pg.DIMS))
+        return store
+
+    def by_drawer(store: Any) -> None:  # the fill before: drawer by drawer, context each
+        f = pg.Filler(MODEL_DIR)
+        for s in range(1, n, batch):
+            count = min(batch, n - s)
+            texts = pg.zipf_texts(count, f.words, seed=s + 1)
+            vecs = pg.synthetic_vectors(count, f.rng, f.centres)
+
+            def tx(c: Any, s: int = s, texts: list[str] = texts, vecs: Any = vecs) -> None:
+                for j, text in enumerate(texts):
+                    i = s + j
+                    new = drawers.NewDrawer(text=f"{text} (note {i})", wing=f"wing-{i % 4}",
+                                            room=f"room-{i % rooms}")
+                    did, created = drawers.insert_drawer(c, new, 1_600_000_000_000 + i * 60_000)
+                    if created:
+                        store_vectors(c, did, [to_blob(vecs[j])])
+            store.write(tx)
+
+    def dump(store: Any) -> list[Any]:
+        key = "(SELECT text FROM drawers WHERE id = {})"
+        queries = [
+            "SELECT text, wing, room, tags, importance, created_ms, occurred_ms, "
+            "content_hash, embedded, chunks FROM drawers ORDER BY text",
+            f"SELECT {key.format('rowid')} k, text, context, dates FROM drawers_fts ORDER BY k",
+            f"SELECT {key.format('drawer_id')} k, chunk, vec FROM vectors ORDER BY k",
+            f"SELECT {key.format('drawer_id')} k, topic FROM closets ORDER BY k, topic",
+            f"SELECT {key.format('drawer_id')} k, * FROM context_vectors ORDER BY k"]
+        if kind == "team":
+            queries.append(f"SELECT {key.format('rowid')} k, lexeme, a, b, c, ntok "
+                           "FROM fts_postings ORDER BY k, lexeme")
+        out = []
+        for q in queries:
+            rows = store.read(lambda c, q=q: [tuple(r) for r in c.execute(q).fetchall()])
+            if q.startswith(f"SELECT {key.format('drawer_id')} k, *"):
+                rows = [(r[0], *r[2:]) for r in rows]  # its own drawer_id column aside
+            out.append([tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
+                        for r in rows])
+        return out
+
+    old, new = open_new("fill_old"), open_new("fill_new")
+    try:
+        by_drawer(old)
+        pg.Filler(MODEL_DIR).fill(new, 1, n, threads=3 if kind == "team" else 1, batch=batch)
+        want = dump(old)
+        assert len(want[0]) == n - 1 and len(want[2]) == n - 1 and want[4]
+        assert dump(new) == want
+    finally:
+        old.close()
+        new.close()

@@ -36,8 +36,11 @@ K1, B = 1.2, 0.75
 # BM25's collection statistics (N, average length, document frequencies) are cached per
 # store and reused while the palace's change counter stays within STATS_SLACK of them (they
 # only weigh terms: a few percent of drift does not reorder a ranking), at most STATS_TTL_S.
+# The counter sees every daemon's writes, so the age limit is only a backstop: counting N
+# and the average length reads every full-text row (~0.5 s at 90k drawers on a loaded
+# 2-core machine), which a 30 s limit made one recall in every 30 s pay.
 STATS_SLACK = 0.02
-STATS_TTL_S = 30.0
+STATS_TTL_S = 600.0
 
 
 def _cached_stats(conn: Any) -> dict[str, Any] | None:
@@ -69,11 +72,16 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     ``search.fts_search``: in a palace of at least ``min_docs`` drawers, a query whose common
     lexemes (in more than 1/``common_share`` of the drawers) hold ``min_postings`` postings
     or more scores only the drawers holding one of its selective lexemes (the rarest lexeme
-    when all are common), each by the whole query (its common lexemes looked up by lexeme
-    and drawer in the postings' key): the cost follows the selective postings, not the
-    common ones. Only drawers holding common lexemes alone are left out, as on SQLite; when
-    fewer than ``limit`` drawers matching ``filters`` hold a selective lexeme, the whole
-    query runs."""
+    when all are common), each by the whole query. Only drawers holding common lexemes
+    alone are left out, as on SQLite; when fewer than ``limit`` drawers matching
+    ``filters`` hold a selective lexeme, the whole query runs. Those drawers are scored by
+    their selective postings first; walking down that score, the ``limit``-th matching
+    ``filters`` sets a floor t (a drawer's whole score is at least its selective one), and
+    only the drawers whose selective score plus the most the common lexemes can add
+    (``idf * (k1 + 1)`` each) reaches t get the common lexemes' postings added: the same
+    top, the same scores (to the last bits of a sum in another order), for the selective
+    postings, ``limit`` key lookups in ``drawers`` and the common postings of the drawers
+    kept (measured in docs/teams.md, "Numbers", at 100k drawers)."""
     if not terms:
         return []
     got = _cached_stats(conn)
@@ -82,8 +90,9 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     # float8 weights: a bare 0.4 is a numeric, and numeric arithmetic over every posting
     # was most of the statement (EXPLAIN at 10k drawers: 9 of 15 ms).
     tf = f"(p.a * {w[0]}::float8 + p.b * {w[1]}::float8 + p.c * {w[2]}::float8)"
-    score = (f"sum(i.idf * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B} * p.ntok / "
-             "(SELECT avgdl FROM c))))")
+    # float8 here too: ``0.75 * p.ntok`` was a numeric product per posting.
+    score = (f"sum(i.idf * {tf} * {K1 + 1} / ({tf} + {K1} * ({1 - B} + {B}::float8 * p.ntok "
+             "/ (SELECT avgdl FROM c))))")
     known = {} if got is None else got["df"]
     min_docs, share, min_postings = split if split is not None else (0, 1, 0)
     params.update({"terms": list(terms), "limit": limit, "inner": 2 * limit,
@@ -107,25 +116,42 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
         # A cached N may trail a df counted since (other daemons write): never below it.
         "i AS (SELECT q.lex, f.df, greatest(ln((greatest(c.n, f.df) - f.df + 0.5) / "
         "(f.df + 0.5)), 1e-6) AS idf, f.df * :share <= c.n AS rare "
+        # OFFSET 0: df is used five times above, and the LATERAL pulled up into i counted a
+        # lexeme's postings once per use (five counts of 73k postings at 100k drawers).
         "FROM q CROSS JOIN c CROSS JOIN LATERAL (SELECT coalesce("
         "CAST(CAST(:known AS jsonb) ->> q.lex AS float8), (SELECT count(*) FROM fts_postings "
-        "x WHERE x.lexeme = q.lex)::float8) AS df) f), "
+        "x WHERE x.lexeme = q.lex)::float8) AS df OFFSET 0) f), "
         # The split: the selective lexemes (the rarest one when all are common) ...
         "sel AS (SELECT lex FROM i WHERE rare OR (NOT EXISTS (SELECT 1 FROM i WHERE rare) "
         "AND lex = (SELECT lex FROM i ORDER BY df, lex LIMIT 1))), "
-        # ... and the drawers holding one that match the filter, when the split applies
-        # (one-time filters: no scan otherwise) ...
-        "cand AS (SELECT DISTINCT p.rowid FROM sel JOIN fts_postings p ON p.lexeme = sel.lex "
-        f"JOIN drawers d ON d.id = p.rowid WHERE {where} AND :split AND (SELECT n FROM c) "
+        # ... the drawers holding one, each with its score by the selective lexemes, when
+        # the split applies (one-time filters: no scan otherwise): their postings alone ...
+        f"cand AS (SELECT p.rowid, {score} AS s FROM sel JOIN i ON i.lex = sel.lex "
+        "JOIN fts_postings p ON p.lexeme = i.lex WHERE :split AND (SELECT n FROM c) "
         ">= :min_docs AND (SELECT coalesce(sum(df), 0) FROM i WHERE NOT rare) "
-        ">= :min_postings), "
-        "go AS (SELECT count(*) >= :limit AS split FROM cand), "
-        # ... each scored by the whole query; else every posting of the query's lexemes.
-        f"s AS (SELECT * FROM (SELECT p.rowid, {score} AS score FROM cand CROSS JOIN i "
-        "JOIN fts_postings p ON p.lexeme = i.lex AND p.rowid = cand.rowid "
-        "WHERE (SELECT split FROM go) GROUP BY p.rowid UNION ALL "
-        f"SELECT p.rowid, {score} AS score FROM i JOIN fts_postings p ON p.lexeme = i.lex "
-        f"WHERE NOT (SELECT split FROM go) GROUP BY p.rowid) u{inner}) "
+        ">= :min_postings GROUP BY p.rowid), "
+        # ... the best :limit of them that match the filter, walking down that score (a key
+        # lookup in drawers each, stopping at :limit; OFFSET 0 keeps the lookup per row) ...
+        "top AS (SELECT k.s FROM (SELECT rowid, s FROM cand ORDER BY s DESC, rowid) k "
+        "CROSS JOIN LATERAL (SELECT 1 FROM drawers d WHERE d.id = k.rowid AND "
+        f"{where} OFFSET 0) ok ORDER BY k.s DESC, k.rowid LIMIT :limit), "
+        # ... so the split applies when :limit do, and the :limit-th's selective score t
+        # bounds the top's whole scores from below. A common lexeme adds less than
+        # idf * (k1 + 1) to a score: a drawer whose selective score plus that bound (b)
+        # stays under t cannot enter the top, and is not scored further.
+        "go AS (SELECT count(*) >= :limit AS split, min(s) AS t, (SELECT coalesce(sum(idf), 0) "
+        f"* {K1 + 1} FROM i WHERE lex NOT IN (SELECT lex FROM sel)) AS b FROM top), "
+        # The others: each scored by the whole query, its selective score plus that of the
+        # common lexemes' postings of those drawers; else every posting of the query's
+        # lexemes.
+        "kept AS (SELECT rowid, s FROM cand WHERE (SELECT split FROM go) "
+        "AND s + (SELECT b FROM go) >= (SELECT t FROM go) * (1 - 1e-12)), "
+        f"s AS (SELECT k.rowid, k.s + coalesce(m.score, 0) AS score FROM kept k LEFT JOIN "
+        f"(SELECT p.rowid, {score} AS score FROM i JOIN fts_postings p ON p.lexeme = i.lex "
+        "WHERE i.lex NOT IN (SELECT lex FROM sel) AND p.rowid IN (SELECT rowid FROM kept) "
+        "GROUP BY p.rowid) m ON m.rowid = k.rowid "
+        f"UNION ALL (SELECT p.rowid, {score} AS score FROM i JOIN fts_postings p "
+        f"ON p.lexeme = i.lex WHERE NOT (SELECT split FROM go) GROUP BY p.rowid{inner})) "
         "(SELECT s.rowid, s.score, NULL::text, NULL::float8 FROM s JOIN drawers d "
         f"ON d.id = s.rowid WHERE {where} ORDER BY s.score DESC, s.rowid LIMIT :limit) "
         "UNION ALL SELECT NULL, i.df, i.lex, NULL FROM i "
@@ -153,15 +179,24 @@ def doc_freqs(conn: Any, terms: Sequence[str], *, text_only: bool = False) -> di
     """``{term: how many drawers hold it}`` (each a word), in their own text alone with
     ``text_only``, else in any column: one statement, a count over each word's postings.
     (A term the parser splits in several words counts the drawers holding any of them: a df
-    only decides whether a term is informative.)"""
+    only decides whether a term is informative.)
+
+    Counted in any column, a word of one lexeme counts that lexeme's postings, which is
+    BM25's document frequency of the lexeme: it goes into ``bm25``'s cache of them (when
+    the cache is current), so the keyword search that follows does not count it again."""
     if not terms:
         return {}
     out = dict.fromkeys(terms, 0)
-    out.update((str(t), int(n)) for t, n in conn.execute(
-        "SELECT w.t, (SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', w.t)) u "
-        "JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text) "
-        "FROM unnest(CAST(:terms AS text[])) AS w(t)",
-        {"terms": list(dict.fromkeys(terms)), "text": text_only}))
+    got = None if text_only else _cached_stats(conn)
+    for t, n, lex in conn.execute(
+            "SELECT w.t, (SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', w.t)) "
+            "u JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text), "
+            "(SELECT min(u.lexeme) FROM unnest(to_tsvector('palace', w.t)) u "
+            "HAVING count(*) = 1) FROM unnest(CAST(:terms AS text[])) AS w(t)",
+            {"terms": list(dict.fromkeys(terms)), "text": text_only}):
+        out[str(t)] = int(n)
+        if got is not None and lex is not None:
+            got["df"][str(lex)] = float(n)
     return out
 
 

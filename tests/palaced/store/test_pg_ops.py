@@ -345,6 +345,73 @@ def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
     assert [i for i, _ in fast] == [i for i, _ in exact("quokka harbour", 20, room)]
 
 
+def _drawers_rows_read(plan: dict[str, Any], counted: bool = False) -> int:
+    """Rows the nodes of an ``EXPLAIN (ANALYZE, FORMAT JSON)`` plan read from table
+    ``drawers`` (returned or filtered out, every loop) inside the statement's CTEs (before
+    the final filter of the top, which joins ``drawers`` by design)."""
+    counted = counted or str(plan.get("Subplan Name", "")).startswith("CTE ")
+    own = 0
+    if counted and plan.get("Relation Name") == "drawers":
+        own = int((plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0))
+                  * plan.get("Actual Loops", 1))
+    return own + sum(_drawers_rows_read(sub, counted) for sub in plan.get("Plans", ()))
+
+
+def test_bm25_split_reads_about_limit_drawers_not_one_per_candidate(
+        pgc: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split's filter (issue 34 at 100k drawers): the drawers holding a selective lexeme
+    were each looked up in ``drawers`` before any was scored (7,000 key lookups for a query
+    at 92k drawers); now the best ``limit`` by their selective score that pass the filter
+    set the floor, so the split reads about ``limit`` rows of ``drawers`` however many
+    drawers hold a selective lexeme, with the same top and scores as every drawer
+    holding one scored by the whole query."""
+    import random
+
+    from palaced.store.lookup import pg_search
+
+    monkeypatch.setattr(search, "SPLIT_MIN_POSTINGS", 100)
+    rnd = random.Random(5)
+    n, limit = 2_400, 10
+    with pgc:
+        for i in range(n):
+            words = [w for w in ("harbour", "ledger") if rnd.random() < 0.3]
+            words += [w for w in ("quokka", "narwhal") if rnd.random() < 0.25]
+            words += [f"filler{rnd.randint(0, 3000)}" for _ in range(rnd.randint(3, 12))]
+            rnd.shuffle(words)
+            drawers.insert_drawer(pgc, NewDrawer(text=" ".join(words) + f" note {i}",
+                                                 room=f"r{i % 7}"), 1 + i, context=False)
+        pgc.execute("UPDATE drawers SET superseded_by = id - 1 WHERE id % 9 = 0")
+    query = "quokka narwhal harbour ledger"
+    stats = search.TermStats()
+    terms = stats.informative(pgc, search.fts_terms(query), n)
+    assert stats.common(terms, n)  # the split applies
+    holders = {int(i) for i, t in pgc.execute(
+        "SELECT id, text FROM drawers WHERE superseded_by IS NULL")
+        if {"quokka", "narwhal"} & set(str(t).split())}
+    assert len(holders) > 50 * limit
+    sent: list[tuple[str, Any]] = []
+    execute = pgc.execute
+
+    def keep(sql: str, params: Any = None) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params)
+
+    monkeypatch.setattr(pgc, "execute", keep)
+    fast = search.fts_search(pgc, query, Filters(), limit, 10**13, stats, n)
+    sql, params = next((q, a) for q, a in sent if "fts_postings" in q)
+    monkeypatch.setattr(pgc, "execute", execute)
+    plan = pgc.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()[0][0]
+    top = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
+    assert _drawers_rows_read(top["Plan"]) <= 2 * limit
+    # The same top and scores as every holder of a selective lexeme scored whole.
+    whole = dict(pg_search.bm25(pgc, search.fts_terms(query), Filters(), 100_000, 10**13,
+                                search.BM25_WEIGHTS))
+    want = sorted(((s, -i) for i, s in whole.items() if i in holders), reverse=True)[:limit]
+    assert [i for i, _ in fast] == [-i for _, i in want]
+    for did, score in fast:
+        assert score == pytest.approx(whole[did], rel=1e-12)
+
+
 def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """Room neighbours (``context.neighbours_of``, one statement of row-value seeks; the
     reply step reads them): the same on PostgreSQL as on SQLite, superseded drawers
@@ -630,6 +697,84 @@ def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> No
     moved = PgConn(pgc.raw, cache, changes=100)
     search.fts_search(moved, "kubernetes", Filters(), 10, 2)
     assert cache["bm25"]["n"] == 6
+
+
+def test_the_informative_check_counts_dfs_for_bm25_too(pgc: Any) -> None:
+    """The keyword search's informative-term check counts each query word's drawers
+    (``doc_freqs``); a word of one lexeme puts that count into BM25's cache, so the BM25
+    statement that follows counts no postings (at 100k drawers it counted each new lexeme
+    again: ~10k postings a word), and ranks as before."""
+    from palaced.store.conn.pg import PgConn
+    from palaced.store.lookup import pg_search
+
+    with pgc:
+        for k in range(6):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k} upgraded"), 1)
+    cache: dict[str, Any] = {}
+    conn = PgConn(pgc.raw, cache, changes=10)
+    search.fts_search(conn, "node", Filters(), 10, 2)  # the statistics, cached
+    query = "kubernetes upgraded quokkas"
+    assert pg_search.doc_freqs(conn, search.fts_terms(query)) == {
+        "kubernetes": 6, "upgraded": 6, "quokkas": 0}  # what TermStats.informative asks
+    assert {"kubernet": 6.0, "upgrad": 6.0, "quokka": 0.0}.items() <= cache["bm25"]["df"].items()
+    sent: list[dict[str, Any]] = []
+    execute = conn.execute
+
+    def keep(sql: str, params: Any = None) -> Any:
+        sent.append(params)
+        return execute(sql, params)
+
+    conn.execute = keep  # type: ignore[method-assign]
+    got = pg_search.bm25(conn, search.fts_terms(query), Filters(), 10, 10**13,
+                         search.BM25_WEIGHTS)
+    assert json.loads(sent[0]["known"]).keys() >= {"kubernet", "upgrad", "quokka"}
+    assert [i for i, _ in got] == [i for i, _ in pg_search.bm25(
+        PgConn(pgc.raw, {}, changes=10), search.fts_terms(query), Filters(), 10, 10**13,
+        search.BM25_WEIGHTS)]
+
+
+def test_bm25_counts_each_lexemes_df_once_and_keeps_its_statistics_minutes(
+        pgc: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lexeme's document frequency the cache lacks is counted once in the BM25 statement
+    (a pulled-up LATERAL counted it once per use: five counts of 73k postings a common
+    lexeme at 100k drawers), and the statistics outlive 30 s while the change counter
+    stays (recounting N and the average length reads every full-text row: ~0.5 s at 90k)."""
+    from palaced.store.conn.pg import PgConn
+    from palaced.store.lookup import pg_search
+
+    with pgc:
+        for k in range(4):
+            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k} upgraded"), 1)
+    cache: dict[str, Any] = {}
+    conn = PgConn(pgc.raw, cache, changes=10)
+    sent: list[tuple[str, Any]] = []
+    execute = conn.execute
+
+    def keep(sql: str, params: Any = None) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params)
+
+    conn.execute = keep  # type: ignore[method-assign]
+    pg_search.bm25(conn, ["kubernetes", "upgraded"], Filters(), 10, 10**13,
+                   search.BM25_WEIGHTS)
+    sql, params = sent[-1]
+    params = {**params, "known": "{}"}
+    plan = execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchall()[0][0]
+    top = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
+
+    def counts(node: dict[str, Any]) -> int:
+        own = int(node.get("Actual Loops", 0)) if (
+            node.get("Relation Name") == "fts_postings"
+            and str(node.get("Alias", "")).startswith("x")) else 0
+        return own + sum(counts(sub) for sub in node.get("Plans", ()))
+
+    assert counts(top["Plan"]) == 2  # one count per lexeme
+    assert cache["bm25"]["n"] == 4
+    sent.clear()
+    later = time.monotonic() + 120
+    monkeypatch.setattr(pg_search.time, "monotonic", lambda: later)
+    pg_search.bm25(conn, ["kubernetes"], Filters(), 10, 10**13, search.BM25_WEIGHTS)
+    assert sent[-1][1]["n"] == 4  # two minutes on, the cached N is sent: nothing recounted
 
 
 def test_trash_audit_and_policy_on_a_team_palace(team_daemon: DaemonProc, pg_url: str) -> None:
