@@ -4,8 +4,10 @@
 (``dialect.is_pg``), so recall's ranking (``palaced.retrieval.search``,
 ``palaced.retrieval.fusion``) is fed the same kind of candidate list on both backends. The score is
 FTS5's ``bm25()`` with the same column weights (``search.BM25_WEIGHTS``: text, neighbour context,
-date words), k1 = 1.2, b = 0.75, over ``fts_postings`` (the words of ``drawers_fts.tsv`` per drawer,
-with their counts in each column and the row's token count ``ntok``, kept by a trigger):
+date words, scaled by ``search.bm25_weights`` so that FTS5's fixed k1 = 1.2 acts as
+``search.BM25_K1``), k1 = 1.2, b = 0.75, over ``fts_postings`` (the words of
+``drawers_fts.tsv`` per drawer, with their counts in each column and the row's token
+count ``ntok``, kept by a trigger):
 
     score = sum over query terms t of
             idf(t) * f(t) * (k1 + 1) / (f(t) + k1 * (1 - b + b * D / avgdl))
