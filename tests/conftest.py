@@ -16,11 +16,22 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .support.inproc import InProcDaemon, inproc_daemon
 from .support.pgserver import PgServer, dbname_of
+
+if TYPE_CHECKING:  # the daemon core (numpy, apsw...) loads in the tests that use it, not in
+    # pytest's controller process, which runs no test
+    from palaced.engine.embedder import FastEmbedder
+
+    from .support.inproc import InProcDaemon
+
+# pytest caches a test module's assertion-rewritten code in __pycache__ only when bytecode may
+# be written; under PYTHONDONTWRITEBYTECODE (set on these machines) every run and every xdist
+# worker rewrote all the test modules again: 6 of a worker's 8.5 s of collection.
+sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -36,22 +47,25 @@ _SCRUB = ("PALACE", "PALACE_SOCKET", "PALACE_CONFIG", "PALACE_EMBED_MODEL",
 # ``daemon``: it runs palace's processes (a real palaced, the CLI, the MCP bridge, a bench
 # script): a fixture in its closure returns a ``DaemonProc``, or its module says
 # ``pytestmark = pytest.mark.daemon``. ``pg``: it needs the real PostgreSQL (a fixture in its
-# closure returns a ``PgServer``, or a parameter picks the ``team``/``pg`` backend). ``unit``:
-# everything else that is not ``slow``, in-process only: ``pytest -m unit`` is the inner loop.
-# ``_guarded_popen_init`` fails a unit test that starts a process of palace's, PostgreSQL's,
-# Python's or node's, so the marker cannot drift. ``slow`` stays hand-set.
-_PROCESS_TYPES = {"daemon": ("DaemonProc",), "pg": ("PgServer",)}
+# closure returns a ``PgServer``, or a parameter picks the ``team``/``pg`` backend). ``model``:
+# it loads the real embedding model in-process (a second of CPU; a fixture in its closure
+# returns a ``FastEmbedder``: ``real_embedder``). ``unit``: everything else that is not
+# ``slow``, in-process only: ``pytest -m unit`` is the inner loop. ``_guarded_popen_init``
+# fails a unit test that starts a process of palace's, PostgreSQL's, Python's or node's, and
+# ``_guard_model_files`` one that reads the real model's files, so the markers cannot drift.
+# ``slow`` stays hand-set.
+_KIND_TYPES = {"daemon": ("DaemonProc",), "pg": ("PgServer",), "model": ("FastEmbedder",)}
 _UNIT_SPAWN_WORDS = ("palace", "postgres", "initdb", "pg_ctl", "python", "node", "npx")
 _in_unit_test = False
 
 
 def _derived_kinds(item: pytest.Item) -> set[str]:
-    kinds = {m.name for m in item.iter_markers() if m.name in ("daemon", "pg")}
+    kinds = {m.name for m in item.iter_markers() if m.name in _KIND_TYPES}
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info is not None else ()):
         for fixturedef in defs:
             annotation = str(getattr(fixturedef.func, "__annotations__", {}).get("return", ""))
-            kinds.update(kind for kind, names in _PROCESS_TYPES.items()
+            kinds.update(kind for kind, names in _KIND_TYPES.items()
                          if any(name in annotation for name in names))
     callspec = getattr(item, "callspec", None)
     if callspec is not None and any(v in ("team", "pg") for v in callspec.params.values()):
@@ -94,6 +108,18 @@ def _guarded_popen_init(self: subprocess.Popen[bytes], args: object, *rest: obje
 
 
 subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[assignment,method-assign]
+
+
+def _guard_model_files(event: str, args: tuple[object, ...]) -> None:
+    """An audit hook: a test marked unit that opens a file of the real model fails (fastembed
+    and palace's embedder read its JSON files through Python, onnxruntime the weights)."""
+    if _in_unit_test and event == "open" and args and isinstance(args[0], (str, os.PathLike)) \
+            and os.fspath(args[0]).startswith(str(MODEL_DIR)):
+        pytest.fail(f"a test marked unit loaded the real model ({os.fspath(args[0])}): take it "
+                    "from the `real_embedder` fixture, which marks the test `model`")
+
+
+sys.addaudithook(_guard_model_files)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -294,12 +320,25 @@ def fresh_name(prefix: str = "p") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+@pytest.fixture(scope="session")
+def real_embedder() -> FastEmbedder:
+    """The real model from ``../shared`` loaded in-process once per run, as the daemon loads
+    it: for tests of the embedder itself (the tests using it are marked ``model``, not
+    ``unit``)."""
+    from palaced.config.model import EmbedderSettings
+    from palaced.engine.embedder import FastEmbedder
+
+    return FastEmbedder.load(EmbedderSettings(model_path=MODEL_DIR))
+
+
 @pytest.fixture(scope="module")
 def inproc() -> Iterator[InProcDaemon]:
     """The daemon core in-process with the hashing embedder (see ``tests/support/inproc.py``),
     shared by a module's tests (use distinct palaces): for op behaviour that needs no real model,
     transport, auto-start, concurrency or crash."""
     import shutil
+
+    from .support.inproc import inproc_daemon
 
     path = short_home()
     with inproc_daemon(path, tokenizer_file=TIKTOKEN_FILE) as d:

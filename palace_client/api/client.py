@@ -362,14 +362,14 @@ class Client:
         return dict(self.call("memory.get", palace, args)["drawer"])
 
     def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
-                limit: int = 50, offset: int = 0) -> dict[str, Any]:
-        """List drawers newest first: ``{"drawers": [...], "total": n, "next_offset": m|None}``."""
-        args: dict[str, Any] = {"limit": limit, "offset": offset}
-        if wing is not None:
-            args["wing"] = wing
-        if room is not None:
-            args["room"] = room
-        return self.call("memory.list", palace, args)
+                since: str | int | None = None, until: str | int | None = None,
+                created_by: str | None = None, limit: int = 50, offset: int = 0
+                ) -> dict[str, Any]:
+        """List drawers newest first: ``{"drawers": [...], "total": n, "next_offset": m|None}``;
+        ``since``/``until`` bound their dates (ISO 8601, epoch ms or a duration back from
+        now: ``7d``), ``created_by`` names the agent that remembered them."""
+        return self.call("memory.list", palace, {"limit": limit, "offset": offset, **self._some(
+            wing=wing, room=room, since=since, until=until, created_by=created_by)})
 
     # -- daemon -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -176,6 +176,12 @@ def parse_levels(value: str) -> list[int]:
     return levels
 
 
+# A drawer's date (occurred_at, else when it was stored) filters recall and drawers.
+_SINCE = ("Only drawers dated at or after this time: ISO 8601 (2026-05-08, 2026-05-08T13:56Z), "
+          "or a duration back from now (90m, 12h, 7d).")
+_UNTIL = "Only drawers dated before this time (the same forms as --since)."
+
+
 @app.command()
 def recall(
     query: str = op_argument("memory.recall", "query", help="What to look for."),
@@ -204,6 +210,10 @@ def recall(
         "memory.recall", "include_superseded", "--include-superseded",
         help="Also return retired drawers: replaced by newer ones or consolidated into a "
         "summary."),
+    since: str | None = op_option("memory.recall", "since", "--since", help=_SINCE,
+                                  unset="any date"),
+    until: str | None = op_option("memory.recall", "until", "--until", help=_UNTIL,
+                                  unset="any date"),
     all_palaces: bool = typer.Option(
         False, "--all", help="Search every palace (memory.recall_all): the best drawers of "
         "all of them by relevance, each with its palace; no context sections."),
@@ -217,10 +227,14 @@ def recall(
     it). A recall with nothing above the relevance floor says so in one line.
     """
     if all_palaces:
+        if since is not None or until is not None:
+            fail(E.UsageError("--since and --until filter one palace's recall, not --all"),
+                 as_json)
         _recall_all(query, top_k, wing, room, tag, include_superseded, as_json)
         return
     name = need_palace(palace, as_json)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {k: v for k, v in (("since", since), ("until", until))
+                             if v is not None}
     if budget is not None:
         extra["budget"] = budget
     if levels is not None:
@@ -355,6 +369,11 @@ def forget(drawer_id: int | None = op_argument("memory.forget", "id", default=No
                                              "confirm a larger forget)."),
            show: int = op_option(_BULK, "show", "--show",
                                  help="How many of the selected drawers to list."),
+           expect: str | None = op_option(_BULK, "expect", "--expect",
+                                          help="The selection a --dry-run printed: forget "
+                                               "exactly those drawers, or nothing if the "
+                                               "selectors match another set now.",
+                                          unset="whatever matches now"),
            as_json: bool = JsonOpt) -> None:
     """Move one drawer to the trash (`palace restore-drawer ID` brings it back), or every
     drawer matching all the selectors given, as one batch (`palace restore-drawer --batch B`
@@ -363,7 +382,7 @@ def forget(drawer_id: int | None = op_argument("memory.forget", "id", default=No
     name = need_palace(palace, as_json)
     selected = any(v is not None for v in (wing, room, source, older_than, query)) or tag
     if drawer_id is not None:
-        if selected or dry_run:
+        if selected or dry_run or expect is not None:
             fail(E.UsageError("give a drawer id or selectors (--room, --tag...), not both"),
                  as_json)
         with client(as_json) as c:
@@ -376,7 +395,7 @@ def forget(drawer_id: int | None = op_argument("memory.forget", "id", default=No
     with client(as_json) as c:
         res = c.forget_many(name, wing=wing, room=room, tags=tag, source=source,
                             older_than=older_than, query=query, dry_run=dry_run,
-                            max_drawers=max_drawers, show=show)
+                            max_drawers=max_drawers, show=show, expect=expect)
     emit(res, as_json, lambda r: echo_lines(governance_render.forgotten_many(r, name)))
 
 
@@ -387,6 +406,14 @@ def drawers(
                                  help="Only this wing.", unset="all wings"),
     room: str | None = op_option("memory.list", "room", "--room",
                                  help="Only this room.", unset="all rooms"),
+    since: str | None = op_option("memory.list", "since", "--since", help=_SINCE,
+                                  unset="any date"),
+    until: str | None = op_option("memory.list", "until", "--until", help=_UNTIL,
+                                  unset="any date"),
+    created_by: str | None = op_option("memory.list", "created_by", "--created-by",
+                                       help="Only drawers this agent remembered (as `palace "
+                                            "audit` names it: mcp:claude-code, user:ann).",
+                                       unset="any agent"),
     limit: int = op_option("memory.list", "limit", "--limit", default=DRAWERS_PAGE,
                            help="Drawers per page."),
     offset: int = op_option("memory.list", "offset", "--offset",
@@ -400,7 +427,8 @@ def drawers(
     """
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        res = c.drawers(name, wing=wing, room=room, limit=limit, offset=offset)
+        res = c.drawers(name, wing=wing, room=room, since=since, until=until,
+                        created_by=created_by, limit=limit, offset=offset)
 
     def human(r: dict[str, Any]) -> None:
         for d in r["drawers"]:

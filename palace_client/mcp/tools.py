@@ -206,6 +206,7 @@ TOOLS: tuple[ToolSpec, ...] = (
             "older_than": param(op=_BULK, kind="str"),
             "query": param(op=_BULK),
             "dry_run": param("false: do it.", op=_BULK),
+            "expect": param("forget: a dry run's selection; else refused.", op=_BULK),
             "ids": param(op="memory.merge"),
             "batch": param("restore: what forget/merge said.", op="memory.restore_batch"),
         },

@@ -69,8 +69,10 @@ def _forgotten(result: Mapping[str, Any], palace: str) -> str:
     if matched > len(lines):
         lines.append(f"  ... and {matched - len(lines)} more")
     if result["dry_run"]:
+        again = "dry_run=false" + (f" expect='{result['selection']}'"
+                                   if result.get("selection") else "")
         head = (f"Would forget {matched} drawer(s) of palace '{palace}' (nothing changed yet; "
-                "call again with dry_run=false to do it):")
+                f"call again with {again} to forget exactly these):")
         if matched > int(result["max_drawers"]):
             head += (f" more than {result['max_drawers']}, which would be refused: narrow the "
                      "selection, or ask the user to run `palace forget` with --max.")

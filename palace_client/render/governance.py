@@ -35,6 +35,10 @@ def forgotten_many(result: Mapping[str, Any], palace: str) -> list[str]:
         limit = result.get("max_drawers")
         if isinstance(limit, int) and matched > limit:
             lines.append(f"more than --max {limit}: pass --max {matched} to forget them all")
+        if matched and result.get("selection"):
+            lines.append(f"selection {result['selection']}: the same command without --dry-run "
+                         f"and with --expect {result['selection']} forgets exactly these, or "
+                         "nothing if the selectors match another set by then")
         return lines
     done = int(result.get("forgotten") or 0)
     batch = result.get("batch")

@@ -7,6 +7,7 @@ Every failure is a typed PalaceError (INVALID_ARGS, INVALID_CONTENT or TEXT_TOO_
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from palaced.palace.layout import validate_name
@@ -156,12 +157,13 @@ def filters_from_args(args: dict[str, Any]) -> m.Filters:
     them.
 
     Raises:
-        InvalidArgs: a label is empty or contains control characters.
-        InvalidContent: a date is no ISO 8601 time or epoch milliseconds.
+        InvalidArgs: a label is empty or contains control characters, or a malformed
+            duration. InvalidContent: a date is no ISO 8601 time or epoch milliseconds.
     """
     tags = tuple(t for t in (check_label(t, "tag") for t in args.get("tags") or ()) if t)
-    # Absolute times only: ``when`` reads its ``now`` for a missing value, which is None here.
-    since, until = when(args, "since", 0), when(args, "until", 0)
+    # A time, or a duration back from now as `palace audit --since` takes (7d).
+    now = int(time.time() * 1000)
+    since, until = (since_ms(args.get(key), now, key) for key in ("since", "until"))
     return m.Filters(
         wing=check_label(args.get("wing"), "wing"),
         room=check_label(args.get("room"), "room"),
@@ -188,6 +190,29 @@ def when(args: dict[str, Any], key: str, now: int) -> int | None:
     except InvalidContent as exc:
         raise InvalidContent(f"{key}: {exc.message}", details={**exc.details, "arg": key}
                              ) from None
+
+
+def since_ms(value: str | int | None, now: int, arg: str = "since") -> int | None:
+    """``palace.audit``'s ``since`` (or the argument ``arg``: a bulk forget's ``older_than``,
+    a recall's or list's ``since`` and ``until``): a time (ISO 8601, epoch ms) or a duration
+    back from ``now`` (``90m``, ``12h``, ``7d``: a number and a unit).
+
+    Raises:
+        InvalidArgs: a malformed duration. InvalidContent: a malformed time.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip()[-1:].lower() in ("s", "m", "h", "d", "w"):
+        try:
+            return now - parse_ttl(value) * 1000
+        except InvalidArgs:
+            # parse_ttl's own words name ``ttl`` and offer bare seconds, which ``since``
+            # reads as epoch milliseconds.
+            raise InvalidArgs(
+                f"bad {arg} {quote(value, 60)}: use a duration back from now (90m, 12h, 7d) "
+                "or a time (ISO 8601 such as 2023-05-08, or epoch milliseconds)",
+                details={"arg": arg, "value": quote(value, 60)}) from None
+    return when({arg: value}, arg, now)
 
 
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

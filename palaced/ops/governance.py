@@ -12,9 +12,8 @@ from typing import Any
 
 from palaced.memory import audit, policy, trash
 from palaced.ops.context import OpContext
-from palaced.ops.fields import need_palace, parse_ttl, when
+from palaced.ops.fields import need_palace, since_ms
 from palaced.palace.handle import Palace
-from palaced.wire.errors import InvalidArgs, quote
 
 
 async def _palace(ctx: OpContext, palace: str | None) -> Palace:
@@ -38,29 +37,6 @@ async def op_empty_trash(ctx: OpContext, palace: str | None, args: dict[str, Any
                          ) -> dict[str, Any]:
     p = await _palace(ctx, palace)
     return await trash.empty(p, ctx.actor)
-
-
-def since_ms(value: str | int | None, now: int, arg: str = "since") -> int | None:
-    """``palace.audit``'s ``since`` (or the argument ``arg``, e.g. a bulk forget's
-    ``older_than``): a time (ISO 8601, epoch ms) or a duration back from ``now`` (``90m``,
-    ``12h``, ``7d``: a number and a unit).
-
-    Raises:
-        InvalidArgs: a malformed duration. InvalidContent: a malformed time.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str) and value.strip()[-1:].lower() in ("s", "m", "h", "d", "w"):
-        try:
-            return now - parse_ttl(value) * 1000
-        except InvalidArgs:
-            # parse_ttl's own words name ``ttl`` and offer bare seconds, which ``since``
-            # reads as epoch milliseconds.
-            raise InvalidArgs(
-                f"bad {arg} {quote(value, 60)}: use a duration back from now (90m, 12h, 7d) "
-                "or a time (ISO 8601 such as 2023-05-08, or epoch milliseconds)",
-                details={"arg": arg, "value": quote(value, 60)}) from None
-    return when({arg: value}, arg, now)
 
 
 async def op_audit(ctx: OpContext, palace: str | None, args: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from typing import Any
 
 from palaced.memory import bulk, health, upkeep
 from palaced.ops.context import OpContext
-from palaced.ops.fields import check_label, check_query, check_text, need_palace
-from palaced.ops.governance import since_ms
+from palaced.ops.fields import check_label, check_query, check_text, need_palace, since_ms
 from palaced.palace.handle import Palace
 from palaced.wire.errors import InvalidArgs
 

@@ -157,7 +157,7 @@ _WHEN = Arg("str|int", max_len=MAX_TIME_CHARS)
 # A drawer's date (occurred_at) within [since, until): recall's and list's time filter.
 _DATED: dict[str, Arg] = {
     "since": Arg("str|int", max_len=MAX_TIME_CHARS, help="only drawers dated at or after "
-                 "this time (ISO 8601 or epoch ms)"),
+                 "this time (ISO 8601, epoch ms, or a duration back from now: 7d)"),
     "until": Arg("str|int", max_len=MAX_TIME_CHARS, help="only drawers dated before this time"),
 }
 _ID = Arg("int", required=True, min=1, max=MAX_ID)

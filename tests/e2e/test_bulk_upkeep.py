@@ -242,3 +242,50 @@ def test_a_forget_carrying_its_previews_selection_forgets_that_set_or_nothing(
         left = {x["id"] for x in c.drawers(p, room="ops", limit=100)["drawers"]}
         gone = {x["id"] for x in again["drawers"]}
         assert extra in gone and not gone & left and len(left) == 6
+
+
+def test_cli_and_mcp_forget_carry_the_dry_runs_selection(
+        shared_keyword_daemon: DaemonProc) -> None:
+    """`palace forget --dry-run` prints its selection and `--expect` carries it (the real
+    `palace` process), as the MCP upkeep tool's `expect` does: a drawer matching after the
+    preview makes the confirmation forget nothing."""
+    d = shared_keyword_daemon
+    p = _palace(d, "cliexp")
+    ids = _seed(d, p)
+    sel = ("--room", "ops", "--tag", "old", "--palace", p)
+    text = d.cli("forget", *sel, "--dry-run").stdout
+    token = text.split("selection ", 1)[1].split(":", 1)[0]
+    assert token.startswith("sel-") and f"--expect {token}" in text, text
+    assert json.loads(d.cli("forget", *sel, "--dry-run", "--json").stdout)["selection"] == token
+    with d.client() as c:
+        c.remember(p, "Runbook step 99: drain the queue first", room="ops", tags=["old"])
+    res = d.cli("forget", *sel, "--expect", token, "--json")
+    assert res.returncode == EXIT_INVALID, (res.stdout, res.stderr)
+    assert json.loads(res.stdout)["error"]["details"] == {"arg": "expect", "matched": 7,
+                                                          "flag": "--expect"}
+    assert "selection changed" in res.stderr and "preview it again" in res.stderr
+    with d.client() as c:
+        assert c.drawers(p)["total"] == 31 and c.trash(p)["total"] == 0
+    # An id and --expect do not mix; the set previewed again goes whole.
+    assert d.cli("forget", str(ids["ops"][0]), "--expect", token, "-p", p).returncode == \
+        EXIT_USAGE
+    token = json.loads(d.cli("forget", *sel, "--dry-run", "--json").stdout)["selection"]
+    real = json.loads(d.cli("forget", *sel, "--expect", token, "--json").stdout)
+    assert real["forgotten"] == 7 and real["selection"] == token
+
+    p = _palace(d, "mcpexp")
+    _seed(d, p)
+    b = Bridge(d.env, p)
+    try:
+        text = b.ok("upkeep", action="forget", room="ops", tags=["old"])
+        token = text.split("expect='", 1)[1].split("'", 1)[0]
+        assert token.startswith("sel-") and "Would forget 6 drawer(s)" in text, text
+        with d.client() as c:
+            c.remember(p, "Runbook step 99: drain the queue first", room="ops", tags=["old"])
+        is_error, text = b.call("upkeep", action="forget", room="ops", tags=["old"],
+                                dry_run=False, expect=token)
+        assert is_error and "selection changed" in text, text
+        with d.client() as c:
+            assert c.drawers(p)["total"] == 31 and c.trash(p)["total"] == 0
+    finally:
+        b.close()

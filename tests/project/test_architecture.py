@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Set
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -55,10 +56,70 @@ TEST_COMMAND = ("pip install -e '.[test]' && ruff check palaced palace_client &&
                 "&& python -m pytest -q -n 2 --dist loadfile")
 
 
-@functools.lru_cache(maxsize=None)
-def _parsed(path: Path) -> ast.Module:
-    """``path``'s syntax tree, parsed once per run (a dozen tests walk every module)."""
-    return ast.parse(path.read_text("utf-8"), filename=str(path))
+@dataclass(frozen=True)
+class _Scan:
+    """What the rules below read from one module (each field is described where it is read)."""
+
+    imports: tuple[tuple[int, str], ...]
+    relative: tuple[tuple[int, str | None, tuple[str, ...]], ...]
+    flavour: tuple[str, ...]
+    runs_sql: bool
+    ddl: tuple[int, ...]
+    code_lines: int
+
+
+@functools.cache
+def _scan(path: Path) -> _Scan:
+    """``path`` parsed once per run and walked once for every rule (a dozen tests read every
+    module). Only the facts are kept: the syntax trees of every module (millions of nodes)
+    kept alive made each later garbage collection of the test process seconds long."""
+    source = path.read_text("utf-8")
+    imports: list[tuple[int, str]] = []
+    relative: list[tuple[int, str | None, tuple[str, ...]]] = []
+    flavour: list[str] = []
+    runs_sql = False
+    ddl: list[int] = []
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.Import):
+            imports.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                relative.append((node.level, node.module,
+                                 tuple(alias.name for alias in node.names)))
+            elif node.module:
+                imports.extend((node.lineno, f"{node.module}.{alias.name}")
+                               for alias in node.names)
+        elif isinstance(node, ast.Call):
+            runs_sql = runs_sql or (isinstance(node.func, ast.Attribute)
+                                    and node.func.attr in ("execute", "executemany"))
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and DDL_RE.match(node.value)):
+            ddl.append(node.lineno)
+        if (name := _named(node)) in FLAVOUR_NAMES:
+            flavour.append(f"{getattr(node, 'lineno', 0)} {name}")
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            end = body[0].end_lineno or body[0].lineno
+            docstrings.update(range(body[0].lineno, end + 1))
+    code_lines = sum(1 for number, line in enumerate(source.splitlines(), 1)
+                     if line.strip() and not line.strip().startswith("#")
+                     and number not in docstrings)
+    return _Scan(tuple(imports), tuple(relative), tuple(flavour), runs_sql, tuple(sorted(ddl)),
+                 code_lines)
+
+
+def _named(node: ast.AST) -> str | None:
+    """The name a Name, an Attribute or an imported alias mentions."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.alias):
+        return node.asname or node.name.rsplit(".", 1)[-1]
+    return None
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -67,14 +128,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     ``from pkg import name`` yields ``pkg.name`` so that submodule imports written that way
     (``from palaced import errors``) are seen; relative imports are skipped.
     """
-    tree = _parsed(path)
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.extend((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
-    return found
+    return list(_scan(path).imports)
 
 
 def _top(name: str) -> str:
@@ -220,11 +274,10 @@ def _relative_imports(path: Path) -> list[str]:
     here = _module_name(path).split(".")
     package = here if path.name == "__init__.py" else here[:-1]
     found = []
-    for node in ast.walk(_parsed(path)):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = package[:len(package) - node.level + 1]
-            stem = ".".join([*base, *([node.module] if node.module else [])])
-            found.extend(f"{stem}.{alias.name}" for alias in node.names)
+    for level, module, names in _scan(path).relative:
+        base = package[:len(package) - level + 1]
+        stem = ".".join([*base, *([module] if module else [])])
+        found.extend(f"{stem}.{name}" for name in names)
     return found
 
 
@@ -312,19 +365,7 @@ FLAVOUR_HOMES = ("palace", "store")
 def _flavour_tests(path: Path) -> list[str]:
     """Where a file names a storage flavour (an import, a name, an attribute), as
     ``line name``: an ``isinstance`` on a palace class or a dialect check."""
-    found = []
-    for node in ast.walk(_parsed(path)):
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute):
-            name = node.attr
-        elif isinstance(node, ast.alias):
-            name = node.asname or node.name.rsplit(".", 1)[-1]
-        else:
-            continue
-        if name in FLAVOUR_NAMES:
-            found.append(f"{node.lineno} {name}")
-    return found
+    return list(_scan(path).flavour)
 
 
 def test_flavour_scanner_sees_isinstance_and_dialect_checks(tmp_path: Path) -> None:
@@ -353,9 +394,8 @@ MAX_CODE_LINES = 600
 
 
 def _runs_sql(path: Path) -> bool:
-    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr in ("execute", "executemany")
-               for node in ast.walk(_parsed(path)))
+    """Whether ``path`` calls ``.execute`` or ``.executemany``."""
+    return _scan(path).runs_sql
 
 
 def test_sql_runs_only_in_the_store() -> None:
@@ -374,9 +414,7 @@ DDL_RE = re.compile(r"^\s*(CREATE|ALTER|DROP)\s+(TABLE|INDEX|TRIGGER|VIEW|VIRTUA
 
 def _ddl_strings(path: Path) -> list[int]:
     """Lines of string constants in ``path`` that start a DDL statement."""
-    return sorted(node.lineno for node in ast.walk(_parsed(path))
-                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
-                  and DDL_RE.match(node.value))
+    return list(_scan(path).ddl)
 
 
 def test_ddl_lives_in_store_schema() -> None:
@@ -391,17 +429,7 @@ def test_ddl_lives_in_store_schema() -> None:
 
 def _code_lines(path: Path) -> int:
     """Lines holding code: not blank, not only a comment, not inside a docstring."""
-    source = path.read_text("utf-8")
-    docstrings: set[int] = set()
-    for node in ast.walk(ast.parse(source)):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            end = body[0].end_lineno or body[0].lineno
-            docstrings.update(range(body[0].lineno, end + 1))
-    return sum(1 for number, line in enumerate(source.splitlines(), 1)
-               if line.strip() and not line.strip().startswith("#") and number not in docstrings)
+    return _scan(path).code_lines
 
 
 def test_code_line_counter(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from palaced.engine.batching import EmbedBatcher
+from palaced.engine.embedder import FastEmbedder
 from tests.conftest import DaemonProc
 
 pytestmark = pytest.mark.anyio
@@ -232,12 +233,8 @@ async def test_lanes_give_each_concurrent_query_its_own_vector() -> None:
     assert stats["queries"] == 40 and stats["query_runs"] < 40
 
 
-def test_real_model_batched_queries_match_single_ones() -> None:
-    from palaced.config.model import EmbedderSettings
-    from palaced.engine.embedder import FastEmbedder
-    from tests.conftest import MODEL_DIR
-
-    emb = FastEmbedder.load(EmbedderSettings(model_path=MODEL_DIR))
+def test_real_model_batched_queries_match_single_ones(real_embedder: FastEmbedder) -> None:
+    emb = real_embedder
     texts = ["where did Caroline go last summer", "ok", "a much longer question " * 30,
              "what does the deploy pipeline do after midnight"]
     rows = emb.embed_queries(texts)

@@ -280,11 +280,13 @@ def test_accept_loop_waits_out_enfile_and_raises_other_errors(
     accept() failure still ends the loop."""
     served: list[object] = []
 
-    async def handler(stream: Any) -> None:
-        served.append(stream)
-
     async def run(listener: _Listener) -> None:
-        with anyio.move_on_after(2):
+        # Served once: stop there (the listener then waits forever) instead of at the bound.
+        with anyio.move_on_after(2) as scope:
+            async def handler(stream: Any) -> None:
+                served.append(stream)
+                scope.cancel()
+
             await serve_listener(listener, handler)  # type: ignore[arg-type]
 
     shortage = _Listener([_refused(errno.ENFILE), _refused(errno.EMFILE), _refused(errno.ENFILE)])

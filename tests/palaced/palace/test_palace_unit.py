@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from palaced.config import settings as config_mod
-from palaced.engine.embedder import HashEmbedder
+from palaced.engine.embedder import FastEmbedder, HashEmbedder
 from palaced.engine.services import ModelState, Services
 from palaced.engine.tokens import Tokenizer
 from palaced.maintenance import compaction, reembed
@@ -168,16 +168,14 @@ def test_migrations_from_every_version(tmp_path: Path) -> None:
         c.close()
 
 
-def test_fast_embedder_matches_plain_fastembed() -> None:
+def test_fast_embedder_matches_plain_fastembed(real_embedder: FastEmbedder) -> None:
     """The session rebuilt without thread spinning computes the same vectors."""
     import numpy as np
     from fastembed import TextEmbedding
 
-    from palaced.config.model import EmbedderSettings
-    from palaced.engine.embedder import FastEmbedder
     from tests.conftest import MODEL_DIR
 
-    ours = FastEmbedder.load(EmbedderSettings(model_path=MODEL_DIR))
+    ours = real_embedder
     plain = TextEmbedding(model_name="sentence-transformers/all-MiniLM-L6-v2",
                           specific_model_path=str(MODEL_DIR), local_files_only=True)
     texts = ["readers never block the writer", "a much longer sentence " * 20, "ok"]
