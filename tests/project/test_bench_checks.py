@@ -156,6 +156,7 @@ def test_prompt_hook_bench_small_run_prints_every_figure(tmp_path: Path) -> None
     assert ours["exact_heading_share"] == 1.0
 
 
+@pytest.mark.daemon  # a PostgreSQL server (team), and the model's vocabulary file (both)
 @pytest.mark.parametrize("kind", ["sqlite", "team"])
 def test_pg_bench_fill_writes_what_drawer_by_drawer_writes(
         kind: str, tmp_path: Path, request: pytest.FixtureRequest,
