@@ -184,6 +184,9 @@ class TeamStorage(Storage):
             stored = self.pg.write(claim)
         palace.bind_model(stored, PgVectors(embedder.dims) if stored == embedder.identity
                           else None)
+        # Rows loaded while no daemon wrote (an import by another tool, a restore) would be
+        # planned without statistics until autovacuum's next look.
+        self.pg.analyze_stale(quiet=True)
 
     def load_index_sync(self, palace: Owner, dims: int, *, rebuild: bool = False) -> None:
         palace.replace_index(PgVectors(dims))
