@@ -186,7 +186,7 @@ class TeamStorage(Storage):
                           else None)
         # Rows loaded while no daemon wrote (an import by another tool, a restore) would be
         # planned without statistics until autovacuum's next look.
-        self.pg.analyze_stale(quiet=True)
+        self.pg.analyze_soon()
 
     def load_index_sync(self, palace: Owner, dims: int, *, rebuild: bool = False) -> None:
         palace.replace_index(PgVectors(dims))

@@ -870,6 +870,11 @@ def test_a_bulk_load_gets_the_planners_statistics_without_waiting_for_autovacuum
         before = analysed()
         for _ in range(pgconn.ANALYZE_EVERY - 1):  # small writes: the look comes on the 16th
             store.write(lambda c: None)
+        # On a thread of its own (the write did not wait for it): done once its lock is free.
+        deadline = time.monotonic() + 20
+        while not store._analyzing.acquire(timeout=0.05):
+            assert time.monotonic() < deadline, "the ANALYZE thread never ended"
+        store._analyzing.release()
         after = analysed()
         assert "drawers" not in before and {"drawers", "fts_postings"} <= after, after
         assert store.analyze_stale() == []  # nothing changed since
