@@ -91,26 +91,29 @@ def read_pool(c: apsw.Connection, ids: Sequence[int], *, query: str, filters: Fi
               known: Pool | None = None) -> Pool:
     """The pool of candidates ``ids`` (those ``known`` looked up already left out, and
     added to it): their rows under ``filters``, their room neighbours, the tails of the
-    drawers before them and, with ``qvec``, the context cosines of ``vector_ids``. About
-    four statements. Raises only the store's errors."""
+    drawers before them and, with ``qvec``, the context cosines of ``vector_ids``. Two
+    statements (three with superseded candidates). Raises only the store's errors."""
     known = known or Pool()
     new = [i for i in dict.fromkeys(ids) if i not in known.looked_up]
-    rows = sql.pool_rows(c, new, filters, now_ms, head_chars=READ_HEAD, tail_chars=TAIL_CHARS,
-                         topics=query_topics(query) if new else ())
-    before: dict[int, int] = {}
-    after: dict[int, int] = {}
     # Without superseded candidates, each candidate's "after" is the drawer whose "before"
     # it is, and is only asked about when that drawer is a candidate too, so the "before"
-    # side alone is read (the neighbours statement was most of the pool's extra CPU).
+    # side alone is read, in the rows' own statement with its text end (on a team palace
+    # each statement is a round trip; the neighbours statement was most of the pool's CPU).
     one_sided = not filters.include_superseded
-    for i, near in ctx.neighbours_of(c, list(rows), 1, after=not one_sided).items():
-        for j, off in near:
-            (before if off == -1 else after)[i] = j
+    read = sql.pool_rows(c, new, filters, now_ms, head_chars=READ_HEAD,
+                         tail_chars=TAIL_CHARS, topics=query_topics(query) if new else (),
+                         before=one_sided)
+    rows, before, after = read.rows, read.before, {}
     if one_sided:
         after = {j: i for i, j in before.items()}
+    else:
+        for i, near in ctx.neighbours_of(c, list(rows), 1).items():
+            for j, off in near:
+                (before if off == -1 else after)[i] = j
     all_rows = {**known.rows, **rows}
     unread = [j for j in before.values() if j not in all_rows and j not in known.tails]
-    tails = sql.drawer_tails(c, unread, TAIL_CHARS)
+    tails = ({j: read.before_tails[j] for j in unread} if one_sided
+             else sql.drawer_tails(c, unread, TAIL_CHARS))
     context: dict[int, float] = {}
     fresh = [i for i in dict.fromkeys(vector_ids) if i not in known.context]
     if qvec is not None and fresh:

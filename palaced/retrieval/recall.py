@@ -39,6 +39,7 @@ from palaced.palace.team import identity_in, strip_comments
 from palaced.retrieval import search
 from palaced.retrieval.packing import Item, Section
 from palaced.retrieval.params import params_for
+from palaced.retrieval.pool import Pool, read_pool
 from palaced.retrieval.recall_caches import RecallCaches, caches_of
 from palaced.retrieval.sections import (
     HITS,
@@ -219,23 +220,33 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     # query's embedding and vector search beside it, instead of in the main snapshot, whose
     # every round trip the recall waits for (again there if a write landed in between).
     early_reads: list[_QueryReads | None] = [None]
+    # So are the keyword hits' pool rows (what the ranking reads about each candidate:
+    # three statements), which the main snapshot then reads for the vector hits alone.
+    early_pool: list[Pool | None] = [None]
+    params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
 
     def keyword_snapshot(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
         out = keyword_half(c)
         if team:
             early_reads[0] = query_reads(c)
+            early_pool[0] = read_pool(c, [i for i, _ in out[0].hits], query=req.query,
+                                      filters=req.filters, now_ms=now_ms())
         return out
-    params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
     # A team palace's vector search runs on the server as soon as the query is embedded, in
     # a snapshot of its own beside the keyword half's (PostgreSQL's two searches overlap
     # instead of following each other): its hits and the snapshot's change stamp.
-    early: list[tuple[list[tuple[int, float]], int] | None] = [None]
+    # With them, their pool (``early_pool``'s for the vector hits, with the context cosines).
+    early: list[tuple[list[tuple[int, float]], int, Pool] | None] = [None]
 
     def vector_half(qvec: np.ndarray, index: VectorIndex) -> Callable[
-            [apsw.Connection], tuple[list[tuple[int, float]], int]]:
-        def run(c: apsw.Connection) -> tuple[list[tuple[int, float]], int]:
-            return (search.vector_search(c, index, qvec, req.filters, params.pool, now_ms()),
-                    change_stamp(c))
+            [apsw.Connection], tuple[list[tuple[int, float]], int, Pool]]:
+        def run(c: apsw.Connection) -> tuple[list[tuple[int, float]], int, Pool]:
+            ts = now_ms()
+            hits = search.vector_search(c, index, qvec, req.filters, params.pool, ts)
+            ids = [i for i, _ in hits]
+            pool = read_pool(c, ids, query=req.query, filters=req.filters, now_ms=ts,
+                             qvec=qvec if params.neighbour_vector else None, vector_ids=ids)
+            return hits, change_stamp(c), pool
         return run
 
     async def embed() -> None:
@@ -268,12 +279,16 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
-        hits, reads = lexical, early_reads[0]
+        hits, reads, known = lexical, early_reads[0], early_pool[0]
         if change_stamp(c) != stamp:
             # A write landed between the hops (a supersede: the recall could see neither).
-            hits, reads = keyword_half(c)[0], None
-        # The early vector hits when no write landed since their snapshot, else searched here.
-        vector_hits = early[0][0] if early[0] and early[0][1] == change_stamp(c) else None
+            hits, reads, known = keyword_half(c)[0], None, None
+        # The early vector hits when no write landed since their snapshot, else searched here;
+        # the pools read beside them when their snapshots are this one's data.
+        vector_hits = None
+        if early[0] and early[0][1] == change_stamp(c):
+            vector_hits = early[0][0]
+            known = known.extended(early[0][2]) if known is not None else early[0][2]
         rooms = rooms_cache[1] if rooms_cache and rooms_cache[0] == counter else None
         if rooms is None:
             rooms = all_rooms(c)
@@ -281,7 +296,7 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         ranking = search.rank(c, query=req.query, qvec=qvec, index=index,
                               filters=req.filters, now_ms=ts, params=params, rooms=rooms,
                               lexical_hits=hits, n_docs=doc_count,
-                              vector_hits=vector_hits)
+                              vector_hits=vector_hits, known=known)
         top, l2_ids, l3_ids = choose_levels(ranking, req)
         want = list(dict.fromkeys([*top, *l2_ids, *l3_ids]))
         rows = drawers.get_drawers(c, want)

@@ -173,7 +173,8 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
          rooms: Sequence[tuple[str, str]] | None = None,
          lexical_hits: KeywordHits | None = None,
          n_docs: int | None = None,
-         vector_hits: Sequence[tuple[int, float]] | None = None) -> Ranking:
+         vector_hits: Sequence[tuple[int, float]] | None = None,
+         known: Pool | None = None) -> Ranking:
     """Rank the palace's drawers for ``query`` under ``filters``, in two hops.
 
     The first hop ranks by the query; the second (``multihop``) searches the names its best
@@ -185,7 +186,9 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     the caller ran it already (the palace runs it while the query is being embedded);
     ``n_docs`` the palace's drawer count if the caller has it; ``vector_hits`` the result of
     ``vector_search(...)`` for ``qvec`` if the caller ran it already (a team palace runs it
-    beside the keyword half). Substring hits
+    beside the keyword half); ``known`` the pool already read of some candidates in this
+    snapshot's data (``pool.read_pool``: a team palace reads its keyword hits' beside the
+    query's embedding). Substring hits
     (``KeywordHits.substring``) take no second hop: they matched no word.
 
     The store is read here alone, a few batched statements per hop (``pool.read_pool``);
@@ -209,7 +212,7 @@ def rank(c: apsw.Connection, *, query: str, qvec: np.ndarray | None,
     mentioned = rooms_mentioned(query, sql.all_rooms(c) if rooms is None else rooms)
     pool = read_pool(c, [*in_period, *lexical, *vector], query=query, filters=filters,
                      now_ms=now_ms, qvec=qvec if params.neighbour_vector else None,
-                     vector_ids=list(vector))
+                     vector_ids=list(vector), known=known)
     hop = Hop(query, now_ms, params, period, tuple(in_period), frozenset(mentioned))
     first, seen = _hop(hop, pool, lexical, vector, Seen(), lexical_hits.substring)
     if not first.order or first.substring or not params.hop_weight:  # 0: no second hop

@@ -151,6 +151,19 @@ def vectors_changed(conn: apsw.Connection, drawer_ids: Iterable[int]) -> None:
 _SIDES = (("<", "DESC", -1), (">", "ASC", 1))  # before, after: comparison, order, sign
 
 
+def neighbour_sql(alias: str, *, after: bool = False, k: int = 0) -> str:
+    """The scalar subquery of the id of the drawer ``k + 1`` places before (``after``: after)
+    drawer ``alias`` in its room's time order, superseded drawers skipped: a seek in
+    ``drawers_room_time`` (row values, so the seek starts at the drawer; an OR would scan
+    the room). The one definition of a drawer's room neighbour (``neighbours_of``,
+    ``search.pool_rows``)."""
+    op, order, _ = _SIDES[1 if after else 0]
+    return (f"(SELECT x.id FROM drawers x WHERE x.wing = {alias}.wing AND x.room = "
+            f"{alias}.room AND (x.occurred_ms, x.id) {op} ({alias}.occurred_ms, {alias}.id) "
+            f"AND x.superseded_by IS NULL ORDER BY x.occurred_ms {order}, x.id {order} "
+            f"LIMIT 1 OFFSET {int(k)})")
+
+
 def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int, *, after: bool = True
                   ) -> dict[int, list[tuple[int, int]]]:
     """``{id: [(neighbour_id, offset), ...]}``: the ``n`` drawers on each side of each of
@@ -168,11 +181,8 @@ def neighbours_of(conn: apsw.Connection, ids: Sequence[int], n: int, *, after: b
     if not ids or n <= 0:
         return out
     sides = _SIDES if after else _SIDES[:1]
-    cols = ", ".join(
-        f"(SELECT x.id FROM drawers x WHERE x.wing = c.wing AND x.room = c.room AND "
-        f"(x.occurred_ms, x.id) {op} (c.occurred_ms, c.id) AND x.superseded_by IS NULL "
-        f"ORDER BY x.occurred_ms {order}, x.id {order} LIMIT 1 OFFSET {k})"
-        for op, order, _ in sides for k in range(n))
+    cols = ", ".join(neighbour_sql("c", after=sign > 0, k=k)
+                     for _, _, sign in sides for k in range(n))
     offsets = [sign * (k + 1) for _, _, sign in sides for k in range(n)]
     for cid, *near in conn.execute(
             f"SELECT c.id, {cols} FROM drawers c WHERE c.id IN (SELECT value FROM json_each(?))",

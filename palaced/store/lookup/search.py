@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import apsw
 
-from palaced.store.conn.dialect import is_pg
+from palaced.store.conn.dialect import is_pg, json_ids
 from palaced.store.lookup import pg_search
+from palaced.store.lookup.context import neighbour_sql
 from palaced.store.rows.drawers import Filters
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -332,19 +333,36 @@ class PoolRow:
     closet: bool  # filed under one of the query's topics
 
 
+@dataclass(frozen=True, slots=True)
+class PoolRead:
+    """``pool_rows``' answer: the candidates' rows and, when asked, the drawer before each in
+    its room (``before``) with that drawer's text end and length (``before_tails``)."""
+
+    rows: dict[int, PoolRow]
+    before: dict[int, int]
+    before_tails: dict[int, tuple[str, int]]
+
+
+def _ends(alias: str, tail: int) -> str:
+    """The last ``tail`` characters of ``alias``'s text: ``substr(text, -n)`` is SQLite's
+    alone (PostgreSQL returns the whole text), so counted out."""
+    return (f"substr({alias}.text, CASE WHEN length({alias}.text) > {int(tail)} THEN "
+            f"length({alias}.text) - {int(tail)} + 1 ELSE 1 END)")
+
+
 def pool_rows(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_ms: int, *,
-              head_chars: int, tail_chars: int, topics: Sequence[str] = ()
-              ) -> dict[int, PoolRow]:
-    """``{id: PoolRow}`` of the candidates ``ids`` that still match ``filters`` in this
-    snapshot, in one statement: their metadata, the ends of their texts and whether they are
-    filed under one of ``topics``.
+              head_chars: int, tail_chars: int, topics: Sequence[str] = (),
+              before: bool = False) -> PoolRead:
+    """The candidates ``ids`` that still match ``filters`` in this snapshot, in one
+    statement: their metadata, the ends of their texts and whether they are filed under one
+    of ``topics``; with ``before``, also the drawer before each in its room
+    (``context.neighbour_sql``) and that drawer's text end (``tail_chars``) and length.
 
     BM25 may have run in an earlier read transaction (concurrently with embedding), so a
     candidate superseded, expired or forgotten since is dropped here.
     """
     if not ids:
-        return {}
-    marks = ",".join(str(int(i)) for i in ids)
+        return PoolRead({}, {}, {})
     where, params = filters.sql(now_ms)
     closet = "0"
     if topics:
@@ -354,19 +372,27 @@ def pool_rows(conn: apsw.Connection, ids: Sequence[int], filters: Filters, now_m
             keys.append(f":topic{k}")
         closet = (f"EXISTS (SELECT 1 FROM closets k WHERE k.drawer_id = d.id "
                   f"AND k.topic IN ({','.join(keys)}))")
+    params["ids"] = json_ids(ids)
     head, tail = int(head_chars), int(tail_chars)
-    out: dict[int, PoolRow] = {}
-    # substr(text, -n) is SQLite's alone (PostgreSQL returns the whole text): count it out.
-    for did, wing, room, imp, occ, weight, count, chars, first, last, filed in conn.execute(
-        f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight, "
-        f"d.access_count, length(d.text), substr(d.text, 1, {head}), "
-        f"substr(d.text, CASE WHEN length(d.text) > {tail} THEN length(d.text) - {tail} + 1 "
-        f"ELSE 1 END), {closet} FROM drawers d WHERE d.id IN ({marks}) AND {where}",
-        params
-    ):
+    rows_sql = (f"SELECT d.id, d.wing, d.room, d.importance, d.occurred_ms, d.weight, "
+                f"d.access_count, length(d.text) AS chars, substr(d.text, 1, {head}) AS head, "
+                f"{_ends('d', tail)} AS tail, {closet} AS filed"
+                f"{', ' + neighbour_sql('d') + ' AS prev' if before else ''} FROM drawers d "
+                f"WHERE d.id IN (SELECT value FROM json_each(:ids)) AND {where}")
+    sql = rows_sql if not before else (
+        # The previous drawer's text end in the same statement: one seek by its id.
+        f"SELECT c.*, {_ends('p', tail)}, length(p.text) FROM ({rows_sql}) c "
+        f"LEFT JOIN drawers p ON p.id = c.prev")
+    out = PoolRead({}, {}, {})
+    for did, wing, room, imp, occ, weight, count, chars, first, last, filed, *prev in \
+            conn.execute(sql, params):
         # Decay weight scales importance: a stale low drawer ranks below a fresh one.
-        out[int(did)] = PoolRow(str(wing), str(room), float(imp) * float(weight), int(occ),
-                                int(count), int(chars), str(first), str(last), bool(filed))
+        out.rows[int(did)] = PoolRow(str(wing), str(room), float(imp) * float(weight),
+                                     int(occ), int(count), int(chars), str(first), str(last),
+                                     bool(filed))
+        if prev and prev[0] is not None:
+            out.before[int(did)] = int(prev[0])
+            out.before_tails[int(prev[0])] = (str(prev[1]), int(prev[2]))
     return out
 
 

@@ -25,7 +25,9 @@ from palaced.retrieval.candidates import (
     with_neighbours,
 )
 from palaced.retrieval.pool import Pool, read_pool
+from palaced.retrieval.replies import TAIL_CHARS
 from palaced.store.lookup import context as ctx
+from palaced.store.lookup import search as sql
 from palaced.store.lookup.search import PoolRow
 from palaced.store.rows import drawers as m
 from tests.palaced.palace.test_palace_unit import services
@@ -166,6 +168,8 @@ async def test_the_pool_reads_the_drawers_before_and_knows_the_next_among_candid
         pool = await p.read(lambda c: read_pool(c, picked, query="lake", filters=m.Filters(),
                                                 now_ms=MAY_2023 + 10 ** 9))
         tracer.on = False
+        unread = [j for j in pool.before.values() if j not in pool.rows]
+        tails = await p.read(lambda c: sql.drawer_tails(c, unread, TAIL_CHARS))
         wide = await p.read(lambda c: read_pool(
             c, [*picked, ids[4]], query="lake", now_ms=MAY_2023 + 10 ** 9,
             filters=m.Filters(include_superseded=True)))
@@ -175,8 +179,10 @@ async def test_the_pool_reads_the_drawers_before_and_knows_the_next_among_candid
     assert dict(pool.before) == {i: s[-1] for i, s in sides.items() if -1 in s}
     assert {i: j for i, j in pool.after.items() if i in pool.rows and j in pool.rows} == {
         i: s[1] for i, s in sides.items() if 1 in s and s[1] in picked}
-    [statement] = [s for s in tracer.sql if "LIMIT 1 OFFSET" in s]
-    assert "(c.occurred_ms, c.id)" in statement and ") >" not in statement
+    # One statement: the rows, the drawer before each and that drawer's text end.
+    [statement] = [s for s in tracer.sql if "FROM drawers" in s]
+    assert "(x.occurred_ms, x.id) <" in statement and "(x.occurred_ms, x.id) >" not in statement
+    assert dict(pool.tails) == tails and tails  # the same ends drawer_tails reads
     # The superseded candidate (4) has a next drawer (its correction); nothing has it as
     # its previous.
     assert wide.after[ids[4]] == newer["id"] and ids[4] not in wide.before.values()

@@ -450,7 +450,8 @@ def test_room_neighbours_like_sqlite(pgc: Any, tmp_path: Path) -> None:
 
 def test_pool_rows_like_sqlite(pgc: Any, tmp_path: Path) -> None:
     """What the ranking reads about its candidates (``store.search.pool_rows``: metadata,
-    the ends of texts counted out, closet hits, in one statement) and the second hop's
+    the ends of texts counted out, closet hits, the drawer before each with its text end,
+    in one statement) and the second hop's
     document frequencies (``text_doc_freqs``): the same on PostgreSQL as on SQLite."""
     from palaced.store import Store
     from palaced.store.lookup import search as search_sql
@@ -471,14 +472,19 @@ def test_pool_rows_like_sqlite(pgc: Any, tmp_path: Path) -> None:
         with pgc:
             pgc.execute(add, ("zz-hiking", ids[0]))
 
-        def rows(c: Any) -> dict[int, search_sql.PoolRow]:
+        def read(c: Any) -> search_sql.PoolRead:
             return search_sql.pool_rows(c, [*ids, 999], Filters(), 2, head_chars=10,
-                                        tail_chars=6, topics=["zz-hiking", "other"])
+                                        tail_chars=6, topics=["zz-hiking", "other"],
+                                        before=True)
 
-        want = local.read(rows)
-        assert rows(pgc) == want
+        got = local.read(read)
+        assert read(pgc) == got
+        want = got.rows
         assert want[ids[0]].head == "Caroline w" and want[ids[0]].tail == " lake?"
         assert want[ids[0]].closet and not want[ids[2]].closet
+        # The drawer before each in its room, with its text end and length.
+        assert got.before == {ids[1]: ids[0], ids[2]: ids[1]}
+        assert got.before_tails == {ids[0]: (" lake?", 33), ids[1]: ("x" * 6, 50)}
         assert want[ids[1]].length == 50 and 999 not in want
         words = ["caroline", "melanie", "absent"]
         got = local.read(lambda c: search_sql.text_doc_freqs(c, words))

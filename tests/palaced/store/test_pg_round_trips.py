@@ -68,7 +68,8 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
     statement, the vector search one in a snapshot of its own beside it, the unknown-name
     check one for all names, in the keyword half's snapshot with L0 and L2's knowledge, the
     whole recall at most 14 statements in 15 round trips (29 statements before issue 34),
-    and the ranking is the same as a local palace's."""
+    the main snapshot after both halves one statement (the candidates' pools read in the
+    halves' snapshots), and the ranking is the same as a local palace's."""
     with core.client() as c:
         c.create_palace("team", store=pg_url)
         c.create_palace("local")
@@ -88,19 +89,26 @@ def test_a_team_recall_reads_its_keyword_side_in_one_statement(
     # the one reading the candidate pool, whose every round trip the recall waits for.
     query_only = ("FROM entities", "FROM meta", "string_agg")
     assert all(sum(q in s for s in keyword[0]) == 1 for q in query_only), keyword
-    main = [r for r in reads if any("d.access_count" in s for s in r)]
-    assert len(main) == 1 and not [s for s in main[0] for q in query_only if q in s], main
-    # The vector search (with its set_config pair) in a snapshot of its own, beside it.
+    # Each half reads its hits' pool (rows, the drawer before each and its text end: one
+    # statement, ``search.pool_rows``) in its own snapshot; the vector half also the
+    # context vectors' cosines. The main snapshot, whose every round trip the recall waits
+    # for, then reads neither the pool nor what the query alone decides: the hits' texts.
+    pool = "LEFT JOIN drawers p ON p.id = c.prev"
+    assert sum(pool in s for s in keyword[0]) == 1, keyword
     vector = [r for r in reads if any("<=>" in s for s in r)]
-    assert len(vector) == 1 and len(vector[0]) == 3, reads
+    assert len(vector) == 1 and len(vector[0]) == 5, reads
+    assert sum(pool in s for s in vector[0]) == 1 and "context_vectors" in vector[0][-1]
+    [main] = [r for r in reads if r not in keyword and r not in vector]
+    assert not [s for s in main for q in (*query_only, pool, "context_vectors") if q in s], main
+    assert len(main) == 1, main
     names = [s for s in n.statements if "string_agg" in s]
     assert len(names) == 1
     # The vector search's two set_config statements (``PgConn.execute_indexed``) ride in
     # its pipeline, one round trip for the three; each snapshot's BEGIN rides with its
     # settings statement, and the pool hands out an idle connection without a liveness
     # statement (``pg.check_idle``). Before: 15 statements, 17 round trips in two snapshots;
-    # now 14 in 15 in three, the keyword and vector ones side by side (3 round trips
-    # each), then the rest (8).
+    # now 14 in 15 in three, the keyword (7 round trips) and vector ones (5) side by side,
+    # then the main one (3: where it was 8 before the pools moved to the halves).
     assert len(n.statements) <= 14, "\n" + n.summary()
     assert n.round_trips <= 15, "\n" + n.summary()
     assert sum("enable_seqscan" in s for s in n.statements) == 2
