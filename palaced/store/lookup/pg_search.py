@@ -238,25 +238,38 @@ def vector_search(conn: Any, query: bytes | str, dims: int, filters: Filters | N
                   now_ms: int) -> list[tuple[int, float]]:
     """Best ``(drawer_id, cosine)`` pairs, one per drawer, best first: the HNSW index over
     every vector (``filters`` None: the caller drops inactive drawers), else an exact scan of
-    the vectors of the drawers matching ``filters``."""
+    the vectors of the drawers matching ``filters``.
+
+    The index is asked for ``2 * k`` vectors, as a local palace asks its usearch graph (a
+    long drawer has several among the nearest), and for ``4 * k`` when those held fewer
+    than ``k`` drawers: the same hits as asking ``4 * k`` at once, for a quarter less time
+    (fetching and scoring the rows the index returns; 100k drawers, ``hnsw.ef_search`` 400:
+    9.3 instead of 11.8 ms, docs/teams.md)."""
     vec = f"CAST(:q AS vector({int(dims)}))"
     emb = f"CAST(v.embedding AS vector({int(dims)}))"
     if filters is None:
-        params: dict[str, Any] = {"q": query, "k": 4 * k}
         sql = (f"SELECT v.drawer_id, 1 - ({emb} <=> {vec}) FROM vectors v "
                f"ORDER BY {emb} <=> {vec} LIMIT :k")
-    else:
-        where, params = filters.sql(now_ms)
-        params.update({"q": query, "k": 4 * k})
-        sql = (f"SELECT v.drawer_id, 1 - ({emb} <=> {vec}) FROM vectors v "
-               f"JOIN drawers d ON d.id = v.drawer_id WHERE {where} "
-               # "+ 0": not the indexed expression, so the scan is exact (an HNSW scan
-               # filtered afterwards could return fewer than k of a narrow filter's drawers).
-               f"ORDER BY ({emb} <=> {vec}) + 0 LIMIT :k")
-    # Unfiltered, the HNSW index is asked for (``PgConn.execute_indexed``): the planner
-    # would scan every vector of a 10k palace instead.
-    rows = conn.execute(sql, params) if filters is not None else conn.execute_indexed(
-        sql, params)
+        for want in (2 * k, 4 * k):
+            # The HNSW index is asked for (``PgConn.execute_indexed``): the planner would
+            # scan every vector of a 10k palace instead.
+            rows = conn.execute_indexed(sql, {"q": query, "k": want})
+            best = _best(rows, k)
+            if len(best) >= k or len(rows) < want:
+                break
+        return best
+    where, params = filters.sql(now_ms)
+    params.update({"q": query, "k": 4 * k})
+    return _best(conn.execute(
+        f"SELECT v.drawer_id, 1 - ({emb} <=> {vec}) FROM vectors v "
+        f"JOIN drawers d ON d.id = v.drawer_id WHERE {where} "
+        # "+ 0": not the indexed expression, so the scan is exact (an HNSW scan filtered
+        # afterwards could return fewer than k of a narrow filter's drawers).
+        f"ORDER BY ({emb} <=> {vec}) + 0 LIMIT :k", params), k)
+
+
+def _best(rows: Any, k: int) -> list[tuple[int, float]]:
+    """The best ``k`` of ``(drawer_id, cosine)`` rows, one per drawer (its best)."""
     best: dict[int, float] = {}
     for did, sim in rows:
         if float(sim) > best.get(int(did), -2.0):

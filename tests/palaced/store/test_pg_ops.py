@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -653,6 +653,43 @@ def test_unfiltered_vector_search_takes_the_hnsw_index(pgc: Any) -> None:
         "SELECT drawer_id FROM vectors ORDER BY (CAST(embedding AS vector(8)) <=> "
         "CAST(:q AS vector(8))) + 0 LIMIT 10", {"q": q})]
     assert [i for i, _ in got] == exact and got[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_vector_search_widens_when_long_drawers_fill_its_first_ask(pgc: Any) -> None:
+    """The index is asked for ``2 * k`` vectors, then ``4 * k`` when those held fewer than
+    ``k`` drawers (long drawers have a vector per chunk): ``k`` drawers, the nearest, in
+    two statements; one when the first ask is enough."""
+    from palaced.store.schema.pg import claim_dims
+
+    with pgc:
+        claim_dims(pgc, 8)
+        for i in range(20):  # four chunks each, all near the query: 2k = 8 vectors, 2 drawers
+            did, _ = drawers.insert_drawer(pgc, NewDrawer(text=f"long drawer {i}", room="a"),
+                                           1, context=False)
+            near = _unit(7) + 0.02 * (i + 1) * _unit(200 + i)  # drawer i further away ...
+            store_vectors(pgc, did, [(near + 0.001 * _unit(100 + 4 * i + j)).astype(
+                "<f4").tobytes() for j in range(4)], context=False)  # ... its chunks together
+    q = "[" + ",".join(map(str, _unit(7))) + "]"
+    sent: list[int] = []
+    indexed = pgc.execute_indexed
+
+    def counted(sql: str, params: dict[str, Any]) -> list[Any]:
+        sent.append(int(params["k"]))
+        return cast(list[Any], indexed(sql, params))
+
+    pgc.execute_indexed = counted
+    try:
+        with pgc:
+            got = vector_search(pgc, q, 8, None, 4, 5)
+            assert sent == [8, 16] and len(got) == 4
+            sent.clear()
+            assert len(vector_search(pgc, q, 8, None, 1, 5)) == 1 and sent == [2]
+    finally:
+        del pgc.execute_indexed
+    exact = pgc.execute(
+        "SELECT drawer_id, max(1 - (CAST(embedding AS vector(8)) <=> CAST(:q AS vector(8)))) "
+        "AS s FROM vectors GROUP BY drawer_id ORDER BY s DESC LIMIT 4", {"q": q}).fetchall()
+    assert [i for i, _ in got] == [int(r[0]) for r in exact]
 
 
 @pytest.mark.parametrize(("sqlite", "postgres"), [
