@@ -220,17 +220,17 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     # query's embedding and vector search beside it, instead of in the main snapshot, whose
     # every round trip the recall waits for (again there if a write landed in between).
     early_reads: list[_QueryReads | None] = [None]
-    # So are the keyword hits' pool rows (what the ranking reads about each candidate:
-    # three statements), which the main snapshot then reads for the vector hits alone.
-    early_pool: list[Pool | None] = [None]
+    # So are the keyword hits' pool rows (what the ranking reads about each candidate), with
+    # the snapshot's change stamp: the vector half then reads the rest of its hits' pool.
+    early_pool: list[tuple[Pool, int] | None] = [None]
     params = params_for(palace.embedder_identity)  # the fusion weights of its vectors' model
 
     def keyword_snapshot(c: apsw.Connection) -> tuple[search.KeywordHits, int]:
         out = keyword_half(c)
         if team:
             early_reads[0] = query_reads(c)
-            early_pool[0] = read_pool(c, [i for i, _ in out[0].hits], query=req.query,
-                                      filters=req.filters, now_ms=now_ms())
+            early_pool[0] = (read_pool(c, [i for i, _ in out[0].hits], query=req.query,
+                                       filters=req.filters, now_ms=now_ms()), out[1])
         return out
     # A team palace's vector search runs on the server as soon as the query is embedded, in
     # a snapshot of its own beside the keyword half's (PostgreSQL's two searches overlap
@@ -243,10 +243,14 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         def run(c: apsw.Connection) -> tuple[list[tuple[int, float]], int, Pool]:
             ts = now_ms()
             hits = search.vector_search(c, index, qvec, req.filters, params.pool, ts)
-            ids = [i for i, _ in hits]
+            ids, stamp = [i for i, _ in hits], change_stamp(c)
+            # The keyword hits' pool when the keyword half read it in this snapshot's data:
+            # only the vector hits it lacks are read (and the context cosines).
+            kw = early_pool[0]
             pool = read_pool(c, ids, query=req.query, filters=req.filters, now_ms=ts,
-                             qvec=qvec if params.neighbour_vector else None, vector_ids=ids)
-            return hits, change_stamp(c), pool
+                             qvec=qvec if params.neighbour_vector else None, vector_ids=ids,
+                             known=kw[0] if kw is not None and kw[1] == stamp else None)
+            return hits, stamp, pool
         return run
 
     async def embed() -> None:
@@ -279,7 +283,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     def run(c: apsw.Connection) -> _Gathered:
         ts = now_ms()
-        hits, reads, known = lexical, early_reads[0], early_pool[0]
+        hits, reads = lexical, early_reads[0]
+        known = early_pool[0][0] if early_pool[0] is not None else None
         if change_stamp(c) != stamp:
             # A write landed between the hops (a supersede: the recall could see neither).
             hits, reads, known = keyword_half(c)[0], None, None

@@ -218,3 +218,43 @@ def test_a_write_after_the_keyword_snapshot_is_read_again_in_the_main_one(
         monkeypatch.undo()
         assert wrote == [True]
         assert "Keeper of the deploy key since the Paris offsite." in shown
+
+
+def test_the_vector_half_reads_the_pool_of_its_hits_the_keyword_half_did_not(
+        core: InProcDaemon, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each half reads its hits' pool in its own snapshot; a vector search that ends after
+    the keyword half read its pool in the same data reads only the hits that pool lacks,
+    and the ranking is the same."""
+    import time
+
+    from palaced.retrieval import pool as pool_mod
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("overlap", store=pg_url)
+        _fill(c, "overlap")
+        query = "harbour in Paris"  # some drawers' words: the vector hits are all of them
+        first = c.recall("overlap", query)
+        vector_search, pool_rows = search.vector_search, pool_mod.sql.pool_rows
+        found: list[list[int]] = []
+        asked: list[list[int]] = []
+
+        def late(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)  # the keyword half, its pool included, is done by then
+            out = vector_search(*args, **kwargs)
+            found.append([i for i, _ in out])
+            return out
+
+        def rows(conn: Any, ids: Any, *args: Any, **kwargs: Any) -> Any:
+            asked.append(list(ids))
+            return pool_rows(conn, ids, *args, **kwargs)
+
+        monkeypatch.setattr(search, "vector_search", late)
+        monkeypatch.setattr(pool_mod.sql, "pool_rows", rows)
+        again = c.recall("overlap", query)
+        monkeypatch.undo()
+    assert [r["id"] for r in again] == [r["id"] for r in first]
+    keyword, vector, *main = asked  # in this order: the vector half waited
+    assert not any(main)  # the main snapshot had every candidate's pool
+    assert 0 < len(keyword) < len(found[0]) == 100  # hits both halves found, and more
+    assert set(vector) == set(found[0]) - set(keyword)
