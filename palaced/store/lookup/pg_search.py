@@ -60,8 +60,8 @@ def _cached_stats(conn: Any) -> dict[str, Any] | None:
 
 
 def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: int,
-         weights: Sequence[float], split: tuple[int, int, int] | None = None
-         ) -> list[tuple[int, float]]:
+         weights: Sequence[float], split: tuple[int, int, int] | None = None,
+         min_informative: int | None = None) -> list[tuple[int, float]]:
     """The best ``limit`` drawers matching any of ``terms`` (each a word of the query), as
     ``(drawer_id, score)`` best first, score higher = better.
 
@@ -69,6 +69,10 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     the store's cache lacks counted in place), N and the average length (when the cache has
     none), the scores and the filter. The statistics it counted come back as extra rows
     (``rowid`` NULL) and fill the cache.
+
+    With ``min_informative``, in a palace of at least that many drawers, the lexemes in
+    more than half of them are left out (all kept when every one is): their IDF is clamped
+    to nothing (``search.TermStats.informative``, which the SQLite side asks first).
 
     ``split`` (``(min_docs, common_share, min_postings)``) is FTS5's common-term split of
     ``search.fts_search``: in a palace of at least ``min_docs`` drawers, a query whose common
@@ -101,7 +105,10 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
                    "n": None if got is None else got["n"],
                    "avgdl": None if got is None else got["avgdl"],
                    "known": json.dumps(known), "split": split is not None,
-                   "min_docs": min_docs, "share": share, "min_postings": min_postings})
+                   "min_docs": min_docs, "share": share, "min_postings": min_postings,
+                   # No palace holds this many drawers: no lexeme is left out.
+                   "min_informative": (float(min_informative) if min_informative is not None
+                                       else float("inf"))})
     # As on SQLite: unfiltered, rank the postings alone, then drop the few superseded or
     # expired drawers from an over-fetched top; filtered, join every scored drawer.
     inner = "" if filters.narrows else " ORDER BY score DESC, rowid LIMIT :inner"
@@ -116,13 +123,20 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
         "ELSE 1.0 END FROM drawers_fts WHERE CAST(:n AS float8) IS NULL "
         "HAVING CAST(:n AS float8) IS NULL), "
         # A cached N may trail a df counted since (other daemons write): never below it.
-        "i AS (SELECT q.lex, f.df, greatest(ln((greatest(c.n, f.df) - f.df + 0.5) / "
-        "(f.df + 0.5)), 1e-6) AS idf, f.df * :share <= c.n AS rare "
+        # ``useless``: in more than half of the drawers of a palace of at least
+        # :min_informative (``search.TermStats.informative``'s rule, decided here on the df
+        # the statement has anyway instead of in a statement of its own).
+        "every AS (SELECT q.lex, f.df, greatest(ln((greatest(c.n, f.df) - f.df + 0.5) / "
+        "(f.df + 0.5)), 1e-6) AS idf, f.df * :share <= c.n AS rare, "
+        "(c.n >= :min_informative AND f.df * 2 > c.n) AS useless "
         # OFFSET 0: df is used five times above, and the LATERAL pulled up into i counted a
         # lexeme's postings once per use (five counts of 73k postings at 100k drawers).
         "FROM q CROSS JOIN c CROSS JOIN LATERAL (SELECT coalesce("
         "CAST(CAST(:known AS jsonb) ->> q.lex AS float8), (SELECT count(*) FROM fts_postings "
         "x WHERE x.lexeme = q.lex)::float8) AS df OFFSET 0) f), "
+        # The query's informative lexemes; all of them when none is.
+        "i AS (SELECT lex, df, idf, rare FROM every WHERE NOT useless OR NOT EXISTS "
+        "(SELECT 1 FROM every WHERE NOT useless)), "
         # The split: the selective lexemes (the rarest one when all are common) ...
         "sel AS (SELECT lex FROM i WHERE rare OR (NOT EXISTS (SELECT 1 FROM i WHERE rare) "
         "AND lex = (SELECT lex FROM i ORDER BY df, lex LIMIT 1))), "
@@ -156,7 +170,7 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
         f"ON p.lexeme = i.lex WHERE NOT (SELECT split FROM go) GROUP BY p.rowid{inner})) "
         "(SELECT s.rowid, s.score, NULL::text, NULL::float8 FROM s JOIN drawers d "
         f"ON d.id = s.rowid WHERE {where} ORDER BY s.score DESC, s.rowid LIMIT :limit) "
-        "UNION ALL SELECT NULL, i.df, i.lex, NULL FROM i "
+        "UNION ALL SELECT NULL, e.df, e.lex, NULL FROM every e "
         "UNION ALL SELECT NULL, c.n, NULL, c.avgdl FROM c")
     hits: list[tuple[int, float]] = []
     dfs: dict[str, float] = {}

@@ -182,14 +182,17 @@ def fts_search(
     the selective part.
     """
     terms = fts_terms(query)
+    if is_pg(conn):
+        # BM25 inside PostgreSQL, the informative lexemes and the split decided there too:
+        # one statement, on the document frequencies it reads anyway.
+        return pg_search.bm25(conn, terms, filters, limit, now_ms, BM25_WEIGHTS, None
+                              if stats is None else (stats.MIN_DOCS, COMMON_SHARE,
+                                                     SPLIT_MIN_POSTINGS),
+                              None if stats is None else stats.MIN_DOCS) if terms else []
     if stats is not None:
         terms = stats.informative(conn, terms, n_docs)
     if not terms:
         return []
-    if is_pg(conn):  # BM25 inside PostgreSQL, the split too (decided there, one statement)
-        return pg_search.bm25(conn, terms, filters, limit, now_ms, BM25_WEIGHTS, None
-                              if stats is None else (stats.MIN_DOCS, COMMON_SHARE,
-                                                     SPLIT_MIN_POSTINGS))
     common = [] if stats is None else stats.common(terms, n_docs)
     if not common:
         return _bm25(conn, fts_match(terms), filters, limit, now_ms)

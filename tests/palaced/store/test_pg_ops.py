@@ -742,6 +742,52 @@ def test_bm25_statistics_are_cached_and_a_trailing_n_is_harmless(pgc: Any) -> No
     assert cache["bm25"]["n"] == 6
 
 
+def test_bm25_leaves_out_lexemes_in_half_the_drawers_in_its_own_statement(
+        pgc: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a palace of at least ``TermStats.MIN_DOCS`` drawers, a query word in more than
+    half of them weighs nothing in BM25 and is left out, every word kept when all are such
+    (``TermStats.informative``). On PostgreSQL the BM25 statement decides it on the
+    document frequencies it reads anyway: one statement, no count of its own first, the
+    same hits as SQLite's."""
+    from palaced.store import Store
+    from palaced.store.conn.pg import PgConn
+
+    monkeypatch.setattr(search.TermStats, "MIN_DOCS", 10)
+    texts = [f"common harbour {k}" for k in range(3)] + [f"common {k}" for k in range(3, 7)] \
+        + ["common zebra", "zebra ledger", "ledger", "quiet note", "note"]
+    local = Store(tmp_path / "p.db")
+    try:
+        for k, text in enumerate(texts):
+            item = NewDrawer(text=text, room=f"r{k}", occurred_ms=1_700_000_000_000 + k)
+            local.write(lambda c, item=item: drawers.insert_drawer(c, item, 1))
+            with pgc:
+                drawers.insert_drawer(pgc, item, 1)
+        n = len(texts)
+        conn = PgConn(pgc.raw, {}, changes=1)
+        sent: list[str] = []
+        execute = conn.execute
+
+        def keep(sql: str, params: Any = None) -> Any:
+            sent.append(sql)
+            return execute(sql, params)
+
+        conn.execute = keep  # type: ignore[method-assign]
+        for query, want in (("common zebra", {8, 9}), ("common", set(range(1, 9))),
+                            ("harbour zebra", {1, 2, 3, 8, 9})):
+            sent.clear()
+            got = search.fts_search(conn, query, Filters(), 20, 10**13, search.TermStats(), n)
+            assert {i for i, _ in got} == want, query
+            assert len(sent) == 1, sent
+            there = local.read(lambda c, q=query: search.fts_search(
+                c, q, Filters(), 20, 10**13, search.TermStats(), n))
+            assert [i for i, _ in there] == [i for i, _ in got], query
+        # Without the statistics nothing is left out: "common" finds its drawers too.
+        plain = search.fts_search(conn, "common zebra", Filters(), 20, 10**13)
+        assert {i for i, _ in plain} == set(range(1, 10))
+    finally:
+        local.close()
+
+
 def test_the_informative_check_counts_dfs_for_bm25_too(pgc: Any) -> None:
     """The keyword search's informative-term check counts each query word's drawers
     (``doc_freqs``); a word of one lexeme puts that count into BM25's cache, so the BM25
