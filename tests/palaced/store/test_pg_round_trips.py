@@ -258,3 +258,61 @@ def test_the_vector_half_reads_the_pool_of_its_hits_the_keyword_half_did_not(
     assert not any(main)  # the main snapshot had every candidate's pool
     assert 0 < len(keyword) < len(found[0]) == 100  # hits both halves found, and more
     assert set(vector) == set(found[0]) - set(keyword)
+
+
+def test_the_main_snapshot_follows_the_vector_half_in_its_thread(
+        core: InProcDaemon, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the keyword half is done by the time the vector half is (the usual order), the
+    main snapshot runs right after it in the same worker thread: the recall sends two
+    snapshots' reads to worker threads, not three (a hop back to the event loop and another
+    to a worker thread saved). When the vector half is done first, the main snapshot runs
+    after both, as before. The ranking is the same either way."""
+    import threading
+    import time
+
+    import anyio.to_thread
+
+    from palaced.retrieval import search
+
+    with core.client() as c:
+        c.create_palace("chained", store=pg_url)
+        _fill(c, "chained")
+        query = "harbour in Paris"
+        first = c.recall("chained", query)
+        vector_search, rank, lexical_search = (search.vector_search, search.rank,
+                                               search.lexical_search)
+        run_sync = anyio.to_thread.run_sync
+        sent: list[str] = []
+        threads: dict[str, int] = {}
+
+        async def dispatched(func: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(getattr(func, "__qualname__", repr(func)))
+            return await run_sync(func, *args, **kwargs)
+
+        def late_vectors(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)  # the keyword half is done by then
+            threads["vector"] = threading.get_ident()
+            return vector_search(*args, **kwargs)
+
+        def ranked(*args: Any, **kwargs: Any) -> Any:
+            threads["main"] = threading.get_ident()
+            return rank(*args, **kwargs)
+
+        monkeypatch.setattr(anyio.to_thread, "run_sync", dispatched)
+        monkeypatch.setattr(search, "vector_search", late_vectors)
+        monkeypatch.setattr(search, "rank", ranked)
+        chained = c.recall("chained", query)
+        reads = [q for q in sent if q.endswith("Store.read")]
+        assert len(reads) == 1 and threads["main"] == threads["vector"], sent
+
+        def late_keywords(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.3)  # the vector half is done first
+            return lexical_search(*args, **kwargs)
+
+        sent.clear()
+        monkeypatch.setattr(search, "vector_search", vector_search)
+        monkeypatch.setattr(search, "lexical_search", late_keywords)
+        after = c.recall("chained", query)
+        monkeypatch.undo()
+    assert len([q for q in sent if q.endswith("Store.read")]) == 2, sent
+    assert [r["id"] for r in chained] == [r["id"] for r in after] == [r["id"] for r in first]
