@@ -362,14 +362,16 @@ class Client:
         return dict(self.call("memory.get", palace, args)["drawer"])
 
     def drawers(self, palace: str, *, wing: str | None = None, room: str | None = None,
-                since: str | int | None = None, until: str | int | None = None,
-                created_by: str | None = None, limit: int = 50, offset: int = 0
-                ) -> dict[str, Any]:
+                tags: Iterable[str] = (), since: str | int | None = None,
+                until: str | int | None = None, created_by: str | None = None,
+                limit: int = 50, offset: int = 0) -> dict[str, Any]:
         """List drawers newest first: ``{"drawers": [...], "total": n, "next_offset": m|None}``;
-        ``since``/``until`` bound their dates (ISO 8601, epoch ms or a duration back from
-        now: ``7d``), ``created_by`` names the agent that remembered them."""
+        ``tags`` keeps the drawers holding any of them, ``since``/``until`` bound their dates
+        (ISO 8601, epoch ms or a duration back from now: ``7d``), ``created_by`` names the
+        agent that remembered them."""
         return self.call("memory.list", palace, {"limit": limit, "offset": offset, **self._some(
-            wing=wing, room=room, since=since, until=until, created_by=created_by)})
+            wing=wing, room=room, tags=list(tags) or None, since=since, until=until,
+            created_by=created_by)})
 
     # -- daemon -----------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -447,11 +449,14 @@ class Client:
         return dict(self.call("graph.link", palace, args)["fact"])
 
     def kg_neighbors(self, palace: str, entity: str, *, depth: int = 1,
-                     relation: str | None = None, as_of: str | int | None = None
-                     ) -> dict[str, Any]:
-        """Entities within ``depth`` hops: ``{"entity", "nodes", "edges", "truncated"}``."""
+                     relation: str | None = None, as_of: str | int | None = None,
+                     max_nodes: int | None = None) -> dict[str, Any]:
+        """Entities within ``depth`` hops: ``{"entity", "nodes", "edges", "truncated"}``;
+        ``truncated`` when the walk stopped at ``max_nodes`` entities (the daemon's default
+        when None)."""
         return self.call("graph.neighbors", palace,
-                         self._some(entity=entity, depth=depth, relation=relation, as_of=as_of))
+                         self._some(entity=entity, depth=depth, relation=relation, as_of=as_of,
+                                    max_nodes=max_nodes))
 
     def kg_path(self, palace: str, a: str, b: str, *, max_depth: int | None = None,
                 as_of: str | int | None = None) -> dict[str, Any]:

@@ -171,12 +171,16 @@ def kg_neighbors(
                                      help="Follow only this relation.", unset="all"),
     as_of: str | None = op_option("graph.neighbors", "as_of", "--as-of", help=_AS_OF_HELP,
                                   unset=_NOW),
+    max_nodes: int = op_option("graph.neighbors", "max_nodes", "--max-nodes",
+                               help="Most entities to show, this one included (the nearest "
+                                    "first)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Show the entities linked to one, up to --depth hops away."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        res = c.kg_neighbors(name, entity, depth=depth, relation=relation, as_of=as_of)
+        res = c.kg_neighbors(name, entity, depth=depth, relation=relation, as_of=as_of,
+                             max_nodes=max_nodes)
 
     def human(r: dict[str, Any]) -> None:
         if r["entity"] is None:
@@ -190,7 +194,8 @@ def kg_neighbors(
         for f in r["edges"]:
             typer.echo(f"   {render.cli_fact(f)}")
         if r.get("truncated"):
-            typer.echo("(truncated)")
+            typer.echo(f"(truncated: at most {render.counted(max_nodes, 'entity', 'entities')}"
+                       ", --max-nodes)")
 
     emit(res, as_json, human)
 

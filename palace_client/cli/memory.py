@@ -193,7 +193,7 @@ def recall(
     room: str | None = op_option("memory.recall", "room", "--room",
                                  help="Search only this room.", unset="all rooms"),
     tag: list[str] = op_option("memory.recall", "tags", "--tag",  # noqa: B008
-                               help="Only drawers with this tag (repeatable: all of them).",
+                               help="Only drawers with this tag (repeatable: any of them).",
                                unset="any"),
     budget: int | None = op_option(
         "memory.recall", "budget", "--budget", default=None,
@@ -406,6 +406,9 @@ def drawers(
                                  help="Only this wing.", unset="all wings"),
     room: str | None = op_option("memory.list", "room", "--room",
                                  help="Only this room.", unset="all rooms"),
+    tag: list[str] = op_option("memory.list", "tags", "--tag",  # noqa: B008
+                               help="Only drawers with this tag (repeatable: any of them).",
+                               unset="any"),
     since: str | None = op_option("memory.list", "since", "--since", help=_SINCE,
                                   unset="any date"),
     until: str | None = op_option("memory.list", "until", "--until", help=_UNTIL,
@@ -427,7 +430,7 @@ def drawers(
     """
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        res = c.drawers(name, wing=wing, room=room, since=since, until=until,
+        res = c.drawers(name, wing=wing, room=room, tags=tag, since=since, until=until,
                         created_by=created_by, limit=limit, offset=offset)
 
     def human(r: dict[str, Any]) -> None:

@@ -165,12 +165,18 @@ def health(
     threshold: float | None = op_option("memory.health", "threshold", "--threshold",
                                         default=None, help=_THRESHOLD_HELP,
                                         unset=_THRESHOLD_DEFAULT),
+    stale_days: float = op_option("memory.health", "stale_days", "--stale-days",
+                                  help="Days unused after which a faded drawer counts as "
+                                       "stale."),
+    limit: int = op_option("memory.health", "limit", "--limit",
+                           help="Most stale drawers and duplicate pairs listed per room (the "
+                                "counts are whole)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Per room: drawer counts, stale drawers, duplicate candidates, consolidation hints."""
     name = need_palace(palace, as_json)
     with client(as_json) as c:
-        res = c.health(name, threshold=threshold)
+        res = c.health(name, threshold=threshold, stale_days=stale_days, limit=limit)
 
     def human(r: dict[str, Any]) -> None:
         t = r["totals"]
@@ -184,9 +190,14 @@ def health(
             for s in room["stale"]:
                 typer.echo(f"    stale [{s['id']}] weight={s['weight']:.4f} unused "
                            f"{s['days_unused']:.0f}d  {s['preview']}")
+            if (more := room["stale_count"] - len(room["stale"])) > 0:
+                typer.echo(f"    ... {more} more stale (--limit {limit} per room)")
             for dup in room["duplicates"]:
                 typer.echo(f"    {dup['kind']} duplicate {dup['ids'][0]} ~ {dup['ids'][1]}"
                            f" ({dup['similarity']:.3f})")
+            if (more := room["duplicate_count"] - len(room["duplicates"])) > 0:
+                typer.echo(f"    ... {counted(more, 'more duplicate pair')} (--limit {limit} "
+                           "per room)")
             if room["hint"]:
                 typer.echo(f"    hint: {room['hint']}")
 

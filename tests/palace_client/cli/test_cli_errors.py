@@ -52,6 +52,14 @@ CASES: list[tuple[list[str], str | None, int, str, str]] = [
     (["create", "errs"], None, 6, "PALACE_EXISTS", "errs"),
     (["delete", "errs"], None, 5, "INVALID_ARGS", "--yes"),
     (["recall", "x", "--levels", "a,b"], None, 5, "INVALID_ARGS", "--levels"),
+    (["drawers", "--tag", " "], None, 5, "INVALID_ARGS", "tag must be 1-200 printable"),
+    # Out of the op's range: refused before sending, the range the daemon's spec states.
+    (["drawers", "--tag", "t", "--limit", "-1"], None, 2, "USAGE_ERROR", "-1 is not in the "
+     "range 1<=x<=1000"),
+    (["health", "--limit", "0"], None, 2, "USAGE_ERROR", "0 is not in the range 1<=x<=1000"),
+    (["health", "--stale-days", "-1"], None, 2, "USAGE_ERROR", "not in the range 0.0<=x"),
+    (["kg", "neighbors", "x", "--max-nodes", "0"], None, 2, "USAGE_ERROR",
+     "0 is not in the range 1<=x"),
     (["remember-many"], '{"text": "ok"}\n\n{"room": "r"}\n', 5, "INVALID_ARGS",
      "line 3: missing required argument 'text'"),
     (["remember-many"], '{"text": "ok"}\n{"text": 5}\n', 5, "INVALID_ARGS",

@@ -283,12 +283,10 @@ CLI_UNEXPOSED: dict[tuple[str, str], str] = {
     **{("hook wake-up", a): "the hook's own fixed arguments for an agent's session start"
        for a in ("budget", "compact", "for_agent")},
     ("remember", "expires_at"): "--ttl sets the expiry, as a duration",
-    # Not offered yet (no command asked for them so far):
-    ("drawers", "tags"): "not offered yet",
-    ("get", "max_tokens"): "not offered yet (the CLI prints a drawer whole)",
-    ("health", "stale_days"): "not offered yet",
-    ("health", "limit"): "not offered yet",
-    ("kg neighbors", "max_nodes"): "not offered yet",
+    ("get", "max_tokens"): "cuts the text to a count of the daemon's tokenizer's tokens, an "
+                           "agent's context unit (the MCP get tool's bound); a person at a "
+                           "terminal pages a long drawer (`palace get ID | less`) and sees "
+                           "first lines in `palace drawers`",
 }
 # Parameters parsed by the CLI before sending (the daemon checks their values).
 CLI_PARSED = {("recall", "levels"): "--levels 0,1,3", ("remember", "importance"): "0.5 or high",
