@@ -261,7 +261,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
         what both halves found; ``counter``: the write counter read before it, which the
         caches it fills are stamped with (a write that lands meanwhile bumps the counter and
         so invalidates what this read computes)."""
-        assert kw_box[0] is not None
+        if kw_box[0] is None:  # never: called once the keyword half is done
+            raise RuntimeError("the main snapshot before the keyword half")
         (lexical, stamp), qvec = kw_box[0], vec_box[0]
         index = palace.index if qvec is not None else None
         floor = relevance.floor_for(qvec is not None)
@@ -274,7 +275,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
 
     def _main(c: apsw.Connection, counter: int, lexical: search.KeywordHits, stamp: int,
               qvec: np.ndarray | None, index: VectorIndex | None, need_l1: bool,
-              rooms_cache: Any, conflicts_cache: Any, terms: list[str], floor: float,
+              rooms_cache: tuple[int, list[tuple[str, str]]] | None,
+              conflicts_cache: tuple[int, bool] | None, terms: list[str], floor: float,
               doc_count: int | None) -> _Gathered:
         ts = now_ms()
         hits, reads = lexical, early_reads[0]
@@ -335,6 +337,8 @@ async def recall(palace: Palace, req: RecallRequest) -> RecallResult:
     gathered: list[tuple[_Gathered, int] | None] = [None]
 
     def vector_then_main(qvec: np.ndarray, index: VectorIndex) -> None:
+        # A team palace's store (PostgreSQL) straight from this worker thread: what
+        # ``palace.read`` adds is the SQLite corruption check.
         early[0] = palace.store.read(vector_half(qvec, index))
         if kw_box[0] is not None:
             # The keyword half is done (as it usually is by now): the main snapshot right
