@@ -129,7 +129,7 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
         "every AS (SELECT q.lex, f.df, greatest(ln((greatest(c.n, f.df) - f.df + 0.5) / "
         "(f.df + 0.5)), 1e-6) AS idf, f.df * :share <= c.n AS rare, "
         "(c.n >= :min_informative AND f.df * 2 > c.n) AS useless "
-        # OFFSET 0: df is used five times above, and the LATERAL pulled up into i counted a
+        # OFFSET 0: df is used five times above, and the LATERAL pulled up into it counted a
         # lexeme's postings once per use (five counts of 73k postings at 100k drawers).
         "FROM q CROSS JOIN c CROSS JOIN LATERAL (SELECT coalesce("
         "CAST(CAST(:known AS jsonb) ->> q.lex AS float8), (SELECT count(*) FROM fts_postings "
