@@ -54,10 +54,10 @@ POOL_MAX = 8
 # drawer has several chunks among them.
 HNSW_EF_SEARCH = 400
 # The planner's statistics: a table whose rows changed by a tenth (and ANALYZE_MIN_ROWS)
-# since its last ANALYZE is analysed again, looked at every ANALYZE_EVERY writes and when a
-# palace opens. Autovacuum has the same rule but looks once a minute: right after a bulk
-# load a team recall at 10k drawers took 277 ms p50 without statistics, 47 ms with them
-# (bench/pg.py --scale 10000).
+# since its last ANALYZE is analysed again (vacuumed too when they were inserted), looked at
+# every ANALYZE_EVERY writes and when a palace opens. Autovacuum has the same rule but looks
+# once a minute: right after a bulk load a team recall at 10k drawers took 277 ms p50
+# without statistics, 47 ms with them (bench/pg.py --scale 10000).
 ANALYZE_MIN_ROWS = 500
 ANALYZE_EVERY = 16
 
@@ -489,8 +489,15 @@ class PgStore(Store):
 
     def analyze_stale(self, *, quiet: bool = False) -> list[str]:
         """ANALYZE this palace's tables whose rows changed by a tenth, and at least
-        ``ANALYZE_MIN_ROWS``, since their last ANALYZE; returns their names. A table this
+        ``ANALYZE_MIN_ROWS``, since their last ANALYZE, and VACUUM (ANALYZE) those that many
+        rows were inserted into since their last VACUUM; returns their names. A table this
         role does not own is skipped by PostgreSQL with a warning.
+
+        The VACUUM is for the visibility map: until a page is marked all-visible, an
+        index-only scan reads the table row of every entry it returns, and BM25 reads its
+        postings by index-only scans (every posting of a query lexeme). Right after a bulk
+        load, before autovacuum's next look, a team recall at 10k drawers paid that for every
+        posting (docs/teams.md, "The planner's statistics").
 
         Raises:
             StoreUnavailable, StorageError: the server failed (``quiet``: logged instead,
@@ -499,14 +506,24 @@ class PgStore(Store):
         try:
             with self._pooled() as conn:
                 conn.read_only, conn.isolation_level = False, None
-                names = [r[0] for r in conn.execute(
-                    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND "
-                    "n_mod_since_analyze >= greatest(%s, 0.1 * n_live_tup) ORDER BY relname",
-                    (self.schema, ANALYZE_MIN_ROWS)).fetchall()]
-                for name in names:
-                    conn.execute(psycopg.sql.SQL("ANALYZE {}.{}").format(
-                        psycopg.sql.Identifier(self.schema), psycopg.sql.Identifier(name)))
-            return names
+                stale = conn.execute(
+                    "SELECT relname, n_ins_since_vacuum >= greatest(%s, 0.1 * n_live_tup) "
+                    "FROM pg_stat_user_tables WHERE schemaname = %s AND (n_mod_since_analyze "
+                    ">= greatest(%s, 0.1 * n_live_tup) OR n_ins_since_vacuum >= greatest(%s, "
+                    "0.1 * n_live_tup)) ORDER BY relname",
+                    (ANALYZE_MIN_ROWS, self.schema, ANALYZE_MIN_ROWS, ANALYZE_MIN_ROWS)
+                ).fetchall()
+                conn.commit()
+                conn.autocommit = True  # VACUUM runs outside a transaction
+                try:
+                    for name, vacuum in stale:
+                        conn.execute(psycopg.sql.SQL(
+                            "VACUUM (ANALYZE) {}.{}" if vacuum else "ANALYZE {}.{}").format(
+                                psycopg.sql.Identifier(self.schema),
+                                psycopg.sql.Identifier(name)))
+                finally:
+                    conn.autocommit = False
+            return [str(name) for name, _ in stale]
         except (psycopg.Error, PoolTimeout, PalaceError) as exc:
             if quiet:
                 log.warning("palace %s: ANALYZE of its tables failed: %s", self.palace, exc)
