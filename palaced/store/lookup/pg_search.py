@@ -191,28 +191,20 @@ def bm25(conn: Any, terms: Sequence[str], filters: Filters, limit: int, now_ms: 
     return hits
 
 
-def doc_freqs(conn: Any, terms: Sequence[str], *, text_only: bool = False) -> dict[str, int]:
-    """``{term: how many drawers hold it}`` (each a word), in their own text alone with
-    ``text_only``, else in any column: one statement, a count over each word's postings.
-    (A term the parser splits in several words counts the drawers holding any of them: a df
-    only decides whether a term is informative.)
-
-    Counted in any column, a word of one lexeme counts that lexeme's postings, which is
-    BM25's document frequency of the lexeme: it goes into ``bm25``'s cache of them (when
-    the cache is current), so the keyword search that follows does not count it again."""
+def doc_freqs(conn: Any, terms: Sequence[str]) -> dict[str, int]:
+    """``{term: how many drawers' own text holds it}`` (each a word; its postings in the
+    text column): one statement, a count over each word's postings. (A term the parser
+    splits in several words counts the drawers holding any of them: a df only decides
+    whether a term is informative.)"""
     if not terms:
         return {}
     out = dict.fromkeys(terms, 0)
-    got = None if text_only else _cached_stats(conn)
-    for t, n, lex in conn.execute(
+    for t, n in conn.execute(
             "SELECT w.t, (SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', w.t)) "
-            "u JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0 OR NOT :text), "
-            "(SELECT min(u.lexeme) FROM unnest(to_tsvector('palace', w.t)) u "
-            "HAVING count(*) = 1) FROM unnest(CAST(:terms AS text[])) AS w(t)",
-            {"terms": list(dict.fromkeys(terms)), "text": text_only}):
+            "u JOIN fts_postings p ON p.lexeme = u.lexeme WHERE p.a > 0) "
+            "FROM unnest(CAST(:terms AS text[])) AS w(t)",
+            {"terms": list(dict.fromkeys(terms))}):
         out[str(t)] = int(n)
-        if got is not None and lex is not None:
-            got["df"][str(lex)] = float(n)
     return out
 
 

@@ -117,7 +117,8 @@ class TermStats:
 
     def informative(self, conn: apsw.Connection, terms: Sequence[str], n_docs: int
                     ) -> list[str]:
-        """``terms`` without those in more than half of the drawers.
+        """``terms`` without those in more than half of the drawers (FTS5's side: a team
+        palace applies the same rule inside its BM25 statement, ``pg_search.bm25``).
 
         BM25's IDF, log((N - n + 0.5) / (n + 0.5)), is <= 0 for such a term and FTS5 clamps
         it to 1e-6: it cannot change the ranking, yet its posting list is the costliest to
@@ -131,8 +132,6 @@ class TermStats:
         if abs(n_docs - self.built_for) * 10 > self.built_for or len(self.df) > self.MAX_TERMS:
             self.df, self.built_for = {}, n_docs
         keep = []
-        if is_pg(conn):  # the missing counts in one statement
-            self.df.update(pg_search.doc_freqs(conn, [t for t in terms if t not in self.df]))
         for term in terms:
             df = self.df.get(term)
             if df is None:
@@ -446,7 +445,7 @@ def text_doc_freqs(conn: apsw.Connection, words: Sequence[str]) -> dict[str, int
     """``{word: how many drawers' own text holds it}`` for ``words``: one statement (a
     full-text count per word) on either backend."""
     if is_pg(conn):
-        return pg_search.doc_freqs(conn, words, text_only=True)
+        return pg_search.doc_freqs(conn, words)
     phrases = {w: p for w in words if (p := fts_match([w])) is not None}
     out = dict.fromkeys(words, 0)
     if not phrases:
@@ -465,9 +464,6 @@ def drawer_tails(conn: apsw.Connection, ids: Sequence[int], chars: int
     that exist."""
     if not ids:
         return {}
-    marks = ",".join(str(int(i)) for i in ids)
-    # substr(text, -n) is SQLite's alone (PostgreSQL returns the whole text): count it out.
     return {int(i): (str(t), int(n)) for i, t, n in conn.execute(
-        "SELECT id, substr(text, CASE WHEN length(text) > ? THEN length(text) - ? + 1 "
-        f"ELSE 1 END), length(text) FROM drawers WHERE id IN ({marks})",
-        (int(chars), int(chars)))}
+        f"SELECT d.id, {_ends('d', chars)}, length(d.text) FROM drawers d "
+        "WHERE d.id IN (SELECT value FROM json_each(?))", (json_ids(ids),))}

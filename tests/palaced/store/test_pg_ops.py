@@ -287,6 +287,17 @@ def test_mentioned_names_like_sqlite_in_one_statement(pgc: Any, tmp_path: Path) 
         local.close()
 
 
+def _with_dfs(pgc: Any, stats: search.TermStats, query: str) -> list[str]:
+    """``query``'s words, their document frequencies (any column, as BM25 counts them) put
+    in ``stats.df``: what ``TermStats.common`` reads about the split."""
+    terms = search.fts_terms(query)
+    for t in terms:
+        stats.df[t] = int(pgc.execute(
+            "SELECT count(DISTINCT p.rowid) FROM unnest(to_tsvector('palace', ?)) u "
+            "JOIN fts_postings p ON p.lexeme = u.lexeme", (t,)).fetchall()[0][0])
+    return terms
+
+
 def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """FTS5's common-term split inside the one BM25 statement (issue 34): in a palace of
@@ -320,7 +331,7 @@ def test_bm25_splits_common_terms_off_as_fts5_does(pgc: Any,
     # The second query's words are all common: there the whole query ranks drawers of
     # its other common word alone among the selective ones', which the split leaves out.
     for query, mixed in (("quokka narwhal harbour ledger", False), ("harbour ferry", True)):
-        terms = stats.informative(pgc, search.fts_terms(query), n)
+        terms = _with_dfs(pgc, stats, query)
         assert stats.common(terms, n)  # the split applies
         fast = search.fts_search(pgc, query, Filters(), 50, 10**13, stats, n)
         full = dict(exact(query, 10_000))
@@ -383,7 +394,7 @@ def test_bm25_split_reads_about_limit_drawers_not_one_per_candidate(
         pgc.execute("UPDATE drawers SET superseded_by = id - 1 WHERE id % 9 = 0")
     query = "quokka narwhal harbour ledger"
     stats = search.TermStats()
-    terms = stats.informative(pgc, search.fts_terms(query), n)
+    terms = _with_dfs(pgc, stats, query)
     assert stats.common(terms, n)  # the split applies
     holders = {int(i) for i, t in pgc.execute(
         "SELECT id, text FROM drawers WHERE superseded_by IS NULL")
@@ -786,40 +797,6 @@ def test_bm25_leaves_out_lexemes_in_half_the_drawers_in_its_own_statement(
         assert {i for i, _ in plain} == set(range(1, 10))
     finally:
         local.close()
-
-
-def test_the_informative_check_counts_dfs_for_bm25_too(pgc: Any) -> None:
-    """The keyword search's informative-term check counts each query word's drawers
-    (``doc_freqs``); a word of one lexeme puts that count into BM25's cache, so the BM25
-    statement that follows counts no postings (at 100k drawers it counted each new lexeme
-    again: ~10k postings a word), and ranks as before."""
-    from palaced.store.conn.pg import PgConn
-    from palaced.store.lookup import pg_search
-
-    with pgc:
-        for k in range(6):
-            drawers.insert_drawer(pgc, NewDrawer(text=f"kubernetes node {k} upgraded"), 1)
-    cache: dict[str, Any] = {}
-    conn = PgConn(pgc.raw, cache, changes=10)
-    search.fts_search(conn, "node", Filters(), 10, 2)  # the statistics, cached
-    query = "kubernetes upgraded quokkas"
-    assert pg_search.doc_freqs(conn, search.fts_terms(query)) == {
-        "kubernetes": 6, "upgraded": 6, "quokkas": 0}  # what TermStats.informative asks
-    assert {"kubernet": 6.0, "upgrad": 6.0, "quokka": 0.0}.items() <= cache["bm25"]["df"].items()
-    sent: list[dict[str, Any]] = []
-    execute = conn.execute
-
-    def keep(sql: str, params: Any = None) -> Any:
-        sent.append(params)
-        return execute(sql, params)
-
-    conn.execute = keep  # type: ignore[method-assign]
-    got = pg_search.bm25(conn, search.fts_terms(query), Filters(), 10, 10**13,
-                         search.BM25_WEIGHTS)
-    assert json.loads(sent[0]["known"]).keys() >= {"kubernet", "upgrad", "quokka"}
-    assert [i for i, _ in got] == [i for i, _ in pg_search.bm25(
-        PgConn(pgc.raw, {}, changes=10), search.fts_terms(query), Filters(), 10, 10**13,
-        search.BM25_WEIGHTS)]
 
 
 def test_bm25_counts_each_lexemes_df_once_and_keeps_its_statistics_minutes(
